@@ -1,0 +1,761 @@
+"""Every compiled hot loop of the core, as plain functions over arrays.
+
+Each function is written undecorated (``_name``) and compiled once as
+``name = njit(**JIT)(_name)``; the Python originals stay importable so
+``tests/test_numba_parity.py`` compares every kernel with its ``.py_func``. Python callers
+validate inputs and map option objects to the integer codes below.
+
+Model layout (see ``state.py``): ``M`` blocks, ``K`` outputs (1 for binary/regression, number of
+classes for multiclass losses). Block ``m`` is either *explicit* — weights ``W[:, a:b]`` over the
+feature map ``phi[a:b]`` — or *implicit* —
+``theta_m = scale_m * sum_s coef[m, s] phi_m(x_s) (x) v_s`` over a support set shared by all
+implicit blocks. Every block carries a lazy ``scale`` (so the prox rescale is O(1)) and its exact
+norm ``block_norms[m] = ||theta_m||``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from streammkl.core._jit import JIT
+
+# kernel kinds
+K_LINEAR, K_POLY, K_RBF, K_B1 = 0, 1, 2, 3
+# explicit feature-map kinds
+MAP_GATHER, MAP_RFF = 0, 1
+# losses
+L_HINGE, L_LOGISTIC, L_SQUARED, L_EPS, L_HUBER, L_MC_HINGE, L_SOFTMAX = 0, 1, 2, 3, 4, 5, 6
+# prox steps
+P_L2, P_L1, P_GROUP, P_SQGROUP, P_GROUPLQ, P_BALL, P_L1BALL, P_BLOCKSOFT, P_ENET = range(9)
+# schedules
+S_CONSTANT, S_INVSQRT, S_INVT = 0, 1, 2
+# budget policies
+B_OLDEST, B_SMALLEST = 0, 1
+
+_SCALE_FLOOR = 1e-100  # below this a lazy scale is folded into the stored coefficients
+
+
+# --- kernels
+
+
+def _kernel_value(kind, p0, p1, normalize, dot, sqdist, nx, ny):
+    """k(x, y) from the shared inner products: dot = <x,y>, nx = <x,x>, ny = <y,y>."""
+    if kind == K_LINEAR:
+        k = dot
+        if normalize:
+            den = math.sqrt(nx * ny)
+            k = dot / den if den > 0.0 else 0.0
+    elif kind == K_POLY:
+        k = (dot + p1) ** p0
+        if normalize:
+            den = math.sqrt((nx + p1) ** p0 * (ny + p1) ** p0)
+            k = k / den if den > 0.0 else 0.0
+    elif kind == K_RBF:
+        k = math.exp(-p0 * max(sqdist, 0.0))
+    else:  # B1-spline
+        k = 1.0 - math.sqrt(max(sqdist, 0.0)) / p0
+        if k < 0.0:
+            k = 0.0
+    return k
+
+
+kernel_value = njit(**JIT)(_kernel_value)
+
+
+def _view_dot(x, y, mask, full):
+    acc = 0.0
+    if full:
+        for j in range(x.shape[0]):
+            acc += x[j] * y[j]
+    else:
+        for j in range(x.shape[0]):
+            acc += mask[j] * x[j] * y[j]
+    return acc
+
+
+view_dot = njit(**JIT)(_view_dot)
+
+
+def _gram(kind, p0, p1, normalize, mask, full, X, Y, out):
+    """Kernel matrix k(X_i, Y_j) on the features selected by ``mask``."""
+    nxs = np.empty(X.shape[0])
+    nys = np.empty(Y.shape[0])
+    for i in range(X.shape[0]):
+        nxs[i] = view_dot(X[i], X[i], mask, full)
+    for j in range(Y.shape[0]):
+        nys[j] = view_dot(Y[j], Y[j], mask, full)
+    for i in range(X.shape[0]):
+        for j in range(Y.shape[0]):
+            dot = view_dot(X[i], Y[j], mask, full)
+            sq = nxs[i] + nys[j] - 2.0 * dot
+            out[i, j] = kernel_value(kind, p0, p1, normalize, dot, sq, nxs[i], nys[j])
+    return out
+
+
+gram = njit(**JIT)(_gram)
+
+
+# --- losses
+
+
+def _loss_grad(code, p0, scores, y, v):
+    """Loss value at ``scores``; writes ``v = -dL/dscores`` (the step direction)."""
+    K = scores.shape[0]
+    for k in range(K):
+        v[k] = 0.0
+    if code == L_HINGE:
+        m = y * scores[0]
+        if m < 1.0:
+            v[0] = y
+            return 1.0 - m
+        return 0.0
+    if code == L_LOGISTIC:
+        z = -y * scores[0]
+        if z > 0:
+            loss = z + math.log1p(math.exp(-z))
+            sig = 1.0 / (1.0 + math.exp(-z))
+        else:
+            loss = math.log1p(math.exp(z))
+            ez = math.exp(z)
+            sig = ez / (1.0 + ez)
+        v[0] = y * sig
+        return loss
+    if code == L_SQUARED:
+        r = y - scores[0]
+        v[0] = r
+        return 0.5 * r * r
+    if code == L_EPS:
+        r = y - scores[0]
+        if r > p0:
+            v[0] = 1.0
+            return r - p0
+        if r < -p0:
+            v[0] = -1.0
+            return -r - p0
+        return 0.0
+    if code == L_HUBER:
+        r = y - scores[0]
+        if abs(r) <= p0:
+            v[0] = r
+            return 0.5 * r * r
+        v[0] = p0 if r > 0 else -p0
+        return p0 * (abs(r) - 0.5 * p0)
+    yi = int(y)
+    if code == L_MC_HINGE:  # Crammer-Singer, 0/1 cost, loss-augmented argmax
+        best = -1
+        best_val = -np.inf
+        for k in range(K):
+            val = scores[k] + (0.0 if k == yi else 1.0)
+            if val > best_val:
+                best_val = val
+                best = k
+        loss = best_val - scores[yi]
+        if best != yi and loss > 0.0:
+            v[yi] = 1.0
+            v[best] = -1.0
+            return loss
+        return 0.0
+    # softmax (multinomial logistic)
+    mx = scores[0]
+    for k in range(1, K):
+        mx = max(mx, scores[k])
+    tot = 0.0
+    for k in range(K):
+        tot += math.exp(scores[k] - mx)
+    lse = mx + math.log(tot)
+    for k in range(K):
+        v[k] = -math.exp(scores[k] - lse)
+    v[yi] += 1.0
+    return lse - scores[yi]
+
+
+loss_grad = njit(**JIT)(_loss_grad)
+
+
+# --- prox on block norms
+
+
+def _prox_squared_l1(x, lam, out):
+    """Alg. 2: argmin_z 1/2||z - x||^2 + lam/2 (sum |z_i|)^2  (run with lam = eta * lambda, E3)."""
+    n = x.shape[0]
+    y = np.sort(np.abs(x))[::-1]
+    s = 0.0
+    tau = 0.0
+    for j in range(n):
+        s += y[j]
+        t = lam / (1.0 + (j + 1) * lam) * s
+        if y[j] - t > 0.0:
+            tau = t
+    for i in range(n):
+        a = abs(x[i]) - tau
+        out[i] = math.copysign(a, x[i]) if a > 0.0 else 0.0
+    return out
+
+
+prox_squared_l1 = njit(**JIT)(_prox_squared_l1)
+
+
+def _project_l1_ball(x, radius, out):
+    """Euclidean projection onto {||z||_1 <= radius} (Duchi et al. 2008)."""
+    n = x.shape[0]
+    total = 0.0
+    for i in range(n):
+        total += abs(x[i])
+    if total <= radius:
+        for i in range(n):
+            out[i] = x[i]
+        return out
+    y = np.sort(np.abs(x))[::-1]
+    s = 0.0
+    tau = 0.0
+    for j in range(n):
+        s += y[j]
+        t = (s - radius) / (j + 1)
+        if y[j] - t > 0.0:
+            tau = t
+    for i in range(n):
+        a = abs(x[i]) - tau
+        out[i] = math.copysign(a, x[i]) if a > 0.0 else 0.0
+    return out
+
+
+project_l1_ball = njit(**JIT)(_project_l1_ball)
+
+
+def _prox_power(b0, c, q):
+    """Root in [0, b0] of z - b0 + c q/2 z^(q-1) = 0: prox of c/2 z^q (erratum E2).
+
+    Safeguarded Newton: a Newton step that leaves the bracket is replaced by bisection.
+    """
+    if b0 <= 0.0:
+        return 0.0
+    h = 0.5 * c * q
+    if q == 1.0:
+        return max(0.0, b0 - h)
+    if q == 2.0:
+        return b0 / (1.0 + 2.0 * h)
+    lo = 0.0
+    hi = b0
+    z = b0 / (1.0 + h * q)  # a good start for q near 2, always inside the bracket
+    for _ in range(100):
+        f = z - b0 + h * z ** (q - 1.0)
+        if f > 0.0:
+            hi = z
+        else:
+            lo = z
+        if abs(f) <= 1e-15 * max(1.0, b0):
+            break
+        fp = 1.0 + h * (q - 1.0) * z ** (q - 2.0) if z > 0.0 else np.inf
+        nz = z - f / fp
+        if not (lo < nz < hi):
+            nz = 0.5 * (lo + hi)
+        if abs(nz - z) <= 1e-16 * max(1.0, b0):
+            z = nz
+            break
+        z = nz
+    return z
+
+
+prox_power = njit(**JIT)(_prox_power)
+
+
+def _prox_norm_step(code, p0, p1, group, b, step, out):
+    """One norm-level prox step ``out = prox_{step * Omega}(b)`` on the blocks in ``group``.
+
+    Blocks outside ``group`` are copied unchanged. ``p0`` is lambda (or the radius), ``p1`` is q.
+    """
+    M = b.shape[0]
+    for m in range(M):
+        out[m] = b[m]
+    if code == P_L2:
+        f = 1.0 / (1.0 + step * p0)
+        for m in range(M):
+            if group[m]:
+                out[m] = b[m] * f
+    elif code == P_BLOCKSOFT:  # group lasso lam * sum_m ||theta_m||: soft-threshold each norm
+        t = step * p0
+        for m in range(M):
+            if group[m]:
+                out[m] = max(0.0, b[m] - t) if b[m] >= 0.0 else min(0.0, b[m] + t)
+    elif code == P_ENET:  # exact prox of lam (sigma/2 sum b^2 + (1-sigma)/2 (sum b)^2)
+        a = step * p0 * p1
+        n = 0
+        for m in range(M):
+            if group[m]:
+                n += 1
+        sub = np.empty(n)
+        res = np.empty(n)
+        i = 0
+        for m in range(M):
+            if group[m]:
+                sub[i] = b[m] / (1.0 + a)
+                i += 1
+        prox_squared_l1(sub, step * p0 * (1.0 - p1) / (1.0 + a), res)
+        i = 0
+        for m in range(M):
+            if group[m]:
+                out[m] = res[i]
+                i += 1
+    elif code == P_GROUP:  # lam * ||theta_G||: soft-threshold the norm of the group
+        sq = 0.0
+        for m in range(M):
+            if group[m]:
+                sq += b[m] * b[m]
+        nrm = math.sqrt(sq)
+        f = max(0.0, 1.0 - step * p0 / nrm) if nrm > 0.0 else 0.0
+        for m in range(M):
+            if group[m]:
+                out[m] = b[m] * f
+    elif code == P_SQGROUP or code == P_L1BALL:
+        n = 0
+        for m in range(M):
+            if group[m]:
+                n += 1
+        sub = np.empty(n)
+        res = np.empty(n)
+        i = 0
+        for m in range(M):
+            if group[m]:
+                sub[i] = b[m]
+                i += 1
+        if code == P_SQGROUP:
+            prox_squared_l1(sub, step * p0, res)
+        else:
+            project_l1_ball(sub, p0, res)
+        i = 0
+        for m in range(M):
+            if group[m]:
+                out[m] = res[i]
+                i += 1
+    elif code == P_GROUPLQ:
+        for m in range(M):
+            if group[m]:
+                out[m] = math.copysign(prox_power(abs(b[m]), step * p0, p1), b[m])
+    elif code == P_BALL:
+        sq = 0.0
+        for m in range(M):
+            if group[m]:
+                sq += b[m] * b[m]
+        nrm = math.sqrt(sq)
+        if nrm > p0:
+            f = p0 / nrm
+            for m in range(M):
+                if group[m]:
+                    out[m] = b[m] * f
+    return out
+
+
+prox_norm_step = njit(**JIT)(_prox_norm_step)
+
+
+def _schedule_eta(code, p0, t):
+    """Learning rate at round t >= 1."""
+    if code == S_CONSTANT:
+        return p0
+    if code == S_INVSQRT:
+        return p0 / math.sqrt(t)
+    return 1.0 / (p0 * t)
+
+
+schedule_eta = njit(**JIT)(_schedule_eta)
+
+
+# --- model: features, scores
+
+
+def _explicit_phi(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_w, rff_b, phi):
+    """Feature maps of all explicit blocks, concatenated into ``phi``."""
+    d = x.shape[0]
+    for m in ex_blocks:
+        a = ex_off[m]
+        e = ex_off[m + 1]
+        if ex_kind[m] == MAP_GATHER:
+            for j in range(a, e):
+                src = phi_src[j]
+                phi[j] = x[src] if src < d else 0.0
+        else:
+            c = math.sqrt(2.0 / (e - a))
+            w = min(d, rff_w.shape[1])
+            for j in range(a, e):
+                r = phi_src[j]
+                z = rff_b[r]
+                for i in range(w):
+                    z += rff_w[r, i] * x[i]
+                phi[j] = c * math.cos(z)
+        if ex_norm[m]:
+            sq = 0.0
+            for j in range(a, e):
+                sq += phi[j] * phi[j]
+            if sq > 0.0:
+                inv = 1.0 / math.sqrt(sq)
+                for j in range(a, e):
+                    phi[j] *= inv
+
+
+explicit_phi = njit(**JIT)(_explicit_phi)
+
+
+def _block_scores(
+    x, phi, w, scale, ex_blocks, ex_off, im_blocks, view_of, masks, view_full,
+    kinds, kp, sx, ssq, sv, coef, n_support, xsq, dots, scores,
+):  # fmt: skip
+    """Per-block scores ``scores[m, :] = f_m(x)`` (explicit: W phi; implicit: kernel expansion)."""
+    K = scores.shape[1]
+    for m in ex_blocks:
+        a = ex_off[m]
+        e = ex_off[m + 1]
+        for k in range(K):
+            acc = 0.0
+            for j in range(a, e):
+                acc += w[k, j] * phi[j]
+            scores[m, k] = scale[m] * acc
+    if im_blocks.shape[0] == 0:
+        return
+    n_views = masks.shape[0]
+    for vw in range(n_views):
+        xsq[vw] = view_dot(x, x, masks[vw], view_full[vw])
+    for m in im_blocks:
+        for k in range(K):
+            scores[m, k] = 0.0
+    for s in range(n_support):
+        for vw in range(n_views):
+            dots[vw] = view_dot(x, sx[s], masks[vw], view_full[vw])
+        for m in im_blocks:
+            c = coef[m, s]
+            if c == 0.0:
+                continue
+            vw = view_of[m]
+            kv = kernel_value(
+                kinds[m], kp[m, 0], kp[m, 1], kp[m, 2] != 0.0, dots[vw],
+                xsq[vw] + ssq[s, vw] - 2.0 * dots[vw], xsq[vw], ssq[s, vw],
+            )  # fmt: skip
+            if kv == 0.0:
+                continue
+            c *= kv
+            for k in range(K):
+                scores[m, k] += c * sv[s, k]
+    for m in im_blocks:
+        for k in range(K):
+            scores[m, k] *= scale[m]
+
+
+block_scores = njit(**JIT)(_block_scores)
+
+
+def _zero_or_fold_block(m, is_explicit, w, ex_off, coef, n_support, scale, zero):
+    """Zero block ``m`` (0/0 := 0 of Prop. 1), or fold its underflowing lazy scale into storage."""
+    f = 0.0 if zero else scale[m]
+    if is_explicit:
+        for k in range(w.shape[0]):
+            for j in range(ex_off[m], ex_off[m + 1]):
+                w[k, j] *= f
+    else:
+        for s in range(n_support):
+            coef[m, s] *= f
+    scale[m] = 1.0
+
+
+zero_or_fold_block = njit(**JIT)(_zero_or_fold_block)
+
+
+def _explicit_sqnorm(w, a, e):
+    acc = 0.0
+    for k in range(w.shape[0]):
+        for j in range(a, e):
+            acc += w[k, j] * w[k, j]
+    return acc
+
+
+explicit_sqnorm = njit(**JIT)(_explicit_sqnorm)
+
+
+# --- support-set budget
+
+
+def _evict(
+    policy, x, im_blocks, view_of, masks, view_full, kinds, kp,
+    sx, ssq, sv, coef, kself, sage, n_support, scale, norms, xsq, dots, scores,
+):  # fmt: skip
+    """Remove one support pair; keep ``norms`` exact (O(|S|)) and correct ``scores`` at ``x``.
+
+    Returns the freed slot.
+    """
+    K = sv.shape[1]
+    victim = 0
+    if policy == B_OLDEST:
+        for s in range(1, n_support):
+            if sage[s] < sage[victim]:
+                victim = s
+    else:  # smallest contribution ||term_s||^2 summed over blocks
+        best = np.inf
+        for s in range(n_support):
+            vv = 0.0
+            for k in range(K):
+                vv += sv[s, k] * sv[s, k]
+            tot = 0.0
+            for m in im_blocks:
+                c = scale[m] * coef[m, s]
+                tot += c * c * kself[s, m] * vv
+            if tot < best:
+                best = tot
+                victim = s
+    n_views = masks.shape[0]
+    vic_dots = np.empty(n_views)
+    # f_m(x_victim) for every implicit block, over the current support set
+    f_vic = np.zeros((coef.shape[0], K))
+    for s in range(n_support):
+        for vw in range(n_views):
+            vic_dots[vw] = view_dot(sx[victim], sx[s], masks[vw], view_full[vw])
+        for m in im_blocks:
+            c = coef[m, s]
+            if c == 0.0:
+                continue
+            vw = view_of[m]
+            kv = kernel_value(
+                kinds[m], kp[m, 0], kp[m, 1], kp[m, 2] != 0.0, vic_dots[vw],
+                ssq[victim, vw] + ssq[s, vw] - 2.0 * vic_dots[vw], ssq[victim, vw], ssq[s, vw],
+            )  # fmt: skip
+            for k in range(K):
+                f_vic[m, k] += c * kv * sv[s, k]
+    for vw in range(n_views):
+        dots[vw] = view_dot(x, sx[victim], masks[vw], view_full[vw])
+    vv = 0.0
+    for k in range(K):
+        vv += sv[victim, k] * sv[victim, k]
+    for m in im_blocks:
+        c = scale[m] * coef[m, victim]
+        if c == 0.0:
+            continue
+        fv = 0.0
+        for k in range(K):
+            fv += scale[m] * f_vic[m, k] * sv[victim, k]
+        n2 = norms[m] * norms[m] - 2.0 * c * fv + c * c * kself[victim, m] * vv
+        norms[m] = math.sqrt(n2) if n2 > 0.0 else 0.0
+        vw = view_of[m]
+        kv = kernel_value(
+            kinds[m], kp[m, 0], kp[m, 1], kp[m, 2] != 0.0, dots[vw],
+            xsq[vw] + ssq[victim, vw] - 2.0 * dots[vw], xsq[vw], ssq[victim, vw],
+        )  # fmt: skip
+        for k in range(K):
+            scores[m, k] -= c * kv * sv[victim, k]
+        coef[m, victim] = 0.0
+    return victim
+
+
+evict = njit(**JIT)(_evict)
+
+
+# --- one round (Alg. 1 / 3)
+
+
+def _apply_prox_steps(
+    eta, step_codes, step_p, step_groups, radius, is_explicit, ex_blocks, ex_off,
+    w, scale, norms, coef, n_support, newnorms,
+):  # fmt: skip
+    """J prox steps in order, then the optional projection onto the ball of radius ``radius``."""
+    M = norms.shape[0]
+    n_steps = step_codes.shape[0]
+    for j in range(n_steps + 1):
+        if j < n_steps:
+            code = step_codes[j]
+            if code == P_L1:  # coordinate soft-threshold, explicit blocks only
+                tau = eta * step_p[j, 0]
+                for m in ex_blocks:
+                    if not step_groups[j, m]:
+                        continue
+                    a = ex_off[m]
+                    e = ex_off[m + 1]
+                    t = tau / scale[m]
+                    for k in range(w.shape[0]):
+                        for i in range(a, e):
+                            wi = w[k, i]
+                            if wi > t:
+                                w[k, i] = wi - t
+                            elif wi < -t:
+                                w[k, i] = wi + t
+                            else:
+                                w[k, i] = 0.0
+                    norms[m] = scale[m] * math.sqrt(explicit_sqnorm(w, a, e))
+                continue
+            prox_norm_step(code, step_p[j, 0], step_p[j, 1], step_groups[j], norms, eta, newnorms)
+        else:
+            if radius <= 0.0:
+                break
+            sq = 0.0
+            for m in range(M):
+                sq += norms[m] * norms[m]
+            nrm = math.sqrt(sq)
+            if nrm <= radius:
+                break
+            for m in range(M):
+                newnorms[m] = norms[m] * (radius / nrm)
+        for m in range(M):
+            old = norms[m]
+            new = newnorms[m]
+            if new == old:
+                continue
+            if new <= 0.0 or old <= 0.0:
+                zero_or_fold_block(m, is_explicit[m], w, ex_off, coef, n_support, scale, True)
+                norms[m] = 0.0
+            else:
+                scale[m] *= new / old
+                norms[m] = new
+                if scale[m] < _SCALE_FLOOR:
+                    zero_or_fold_block(m, is_explicit[m], w, ex_off, coef, n_support, scale, False)
+
+
+apply_prox_steps = njit(**JIT)(_apply_prox_steps)
+
+
+def _learn_round(
+    x, y, eta,
+    kinds, kp, is_explicit, view_of, masks, view_full, ex_blocks, im_blocks,
+    ex_off, ex_kind, ex_norm, phi_src, rff_w, rff_b,
+    loss_code, loss_p, step_codes, step_p, step_groups, radius, policy, capacity,
+    w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, bias, bias_lr,
+    phi, scores, fx, v, xsq, dots, newnorms,
+):  # fmt: skip
+    """One round: scores -> loss subgradient -> gradient step -> J prox steps -> projection.
+
+    ``fx`` receives the prequential scores (before the update); returns the loss at theta_t.
+    ``counters = [n_support, next_age]``. The caller guarantees room for one more support pair
+    when ``capacity`` is not yet reached (``sx.shape[0] > counters[0]``).
+    """
+    M = norms.shape[0]
+    K = fx.shape[0]
+    explicit_phi(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_w, rff_b, phi)
+    block_scores(
+        x, phi, w, scale, ex_blocks, ex_off, im_blocks, view_of, masks, view_full,
+        kinds, kp, sx, ssq, sv, coef, counters[0], xsq, dots, scores,
+    )  # fmt: skip
+    for k in range(K):
+        acc = bias[k]
+        for m in range(M):
+            acc += scores[m, k]
+        fx[k] = acc
+    loss = loss_grad(loss_code, loss_p, fx, y, v)
+    vv = 0.0
+    for k in range(K):
+        vv += v[k] * v[k]
+    if vv > 0.0:
+        for m in ex_blocks:  # explicit: W += (eta / scale) v (x) phi, exact norm
+            a = ex_off[m]
+            e = ex_off[m + 1]
+            g = eta / scale[m]
+            for k in range(K):
+                gk = g * v[k]
+                if gk != 0.0:
+                    for j in range(a, e):
+                        w[k, j] += gk * phi[j]
+            norms[m] = scale[m] * math.sqrt(explicit_sqnorm(w, a, e))
+        if im_blocks.shape[0] > 0:
+            n = counters[0]
+            if n >= capacity:
+                slot = evict(
+                    policy, x, im_blocks, view_of, masks, view_full, kinds, kp,
+                    sx, ssq, sv, coef, kself, sage, n, scale, norms, xsq, dots, scores,
+                )  # fmt: skip
+            else:
+                slot = n
+                counters[0] = n + 1
+            d = x.shape[0]
+            for j in range(d):
+                sx[slot, j] = x[j]
+            for vw in range(masks.shape[0]):
+                ssq[slot, vw] = xsq[vw]
+            for k in range(K):
+                sv[slot, k] = v[k]
+            sage[slot] = counters[1]
+            counters[1] += 1
+            for m in im_blocks:  # corrected block-norm update (erratum E1)
+                vw = view_of[m]
+                kxx = kernel_value(
+                    kinds[m], kp[m, 0], kp[m, 1], kp[m, 2] != 0.0,
+                    xsq[vw], 0.0, xsq[vw], xsq[vw],
+                )  # fmt: skip
+                fv = 0.0
+                for k in range(K):
+                    fv += scores[m, k] * v[k]
+                n2 = norms[m] * norms[m] + 2.0 * eta * fv + eta * eta * kxx * vv
+                norms[m] = math.sqrt(n2) if n2 > 0.0 else 0.0
+                kself[slot, m] = kxx
+                coef[m, slot] = eta / scale[m]
+        for k in range(K):
+            bias[k] += bias_lr * eta * v[k]
+    apply_prox_steps(
+        eta, step_codes, step_p, step_groups, radius, is_explicit, ex_blocks, ex_off,
+        w, scale, norms, coef, counters[0], newnorms,
+    )  # fmt: skip
+    return loss
+
+
+learn_round = njit(**JIT)(_learn_round)
+
+
+def _decision(
+    x, kinds, kp, view_of, masks, view_full, ex_blocks, im_blocks,
+    ex_off, ex_kind, ex_norm, phi_src, rff_w, rff_b,
+    w, scale, sx, ssq, sv, coef, n_support, bias, phi, scores, fx, xsq, dots,
+):  # fmt: skip
+    """Scores ``fx`` = sum of block scores + bias, without learning."""
+    explicit_phi(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_w, rff_b, phi)
+    block_scores(
+        x, phi, w, scale, ex_blocks, ex_off, im_blocks, view_of, masks, view_full,
+        kinds, kp, sx, ssq, sv, coef, n_support, xsq, dots, scores,
+    )  # fmt: skip
+    for k in range(fx.shape[0]):
+        acc = bias[k]
+        for m in range(scores.shape[0]):
+            acc += scores[m, k]
+        fx[k] = acc
+
+
+decision = njit(**JIT)(_decision)
+
+
+def _average_explicit(w, scale, ex_blocks, ex_off, w_avg, t):
+    """Running average of the explicit weights: w_avg += (theta_{t+1} - w_avg) / t."""
+    inv = 1.0 / t
+    for m in ex_blocks:
+        for k in range(w.shape[0]):
+            for j in range(ex_off[m], ex_off[m + 1]):
+                w_avg[k, j] += (scale[m] * w[k, j] - w_avg[k, j]) * inv
+
+
+average_explicit = njit(**JIT)(_average_explicit)
+
+
+def _learn_many(
+    X, Y, t0, sched_code, sched_p, average, w_avg,
+    kinds, kp, is_explicit, view_of, masks, view_full, ex_blocks, im_blocks,
+    ex_off, ex_kind, ex_norm, phi_src, rff_w, rff_b,
+    loss_code, loss_p, step_codes, step_p, step_groups, radius, policy, capacity,
+    w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, bias, bias_lr,
+    phi, scores, fx, v, xsq, dots, newnorms, losses, preds,
+):  # fmt: skip
+    """``learn_round`` over the rows of X in order (the compiled loop behind ``learn_many``).
+
+    Rounds are numbered t0 + 1, t0 + 2, ...; prequential scores go to ``preds``, losses to
+    ``losses``.
+    """
+    for i in range(X.shape[0]):
+        t = t0 + i + 1
+        eta = schedule_eta(sched_code, sched_p, t)
+        losses[i] = learn_round(
+            X[i], Y[i], eta,
+            kinds, kp, is_explicit, view_of, masks, view_full, ex_blocks, im_blocks,
+            ex_off, ex_kind, ex_norm, phi_src, rff_w, rff_b,
+            loss_code, loss_p, step_codes, step_p, step_groups, radius, policy, capacity,
+            w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, bias, bias_lr,
+            phi, scores, fx, v, xsq, dots, newnorms,
+        )  # fmt: skip
+        for k in range(fx.shape[0]):
+            preds[i, k] = fx[k]
+        if average:
+            average_explicit(w, scale, ex_blocks, ex_off, w_avg, t)
+
+
+learn_many = njit(**JIT)(_learn_many)

@@ -1,0 +1,303 @@
+"""Base kernels and explicit feature maps; every kernel has a stable ``name``.
+
+A kernel acts on the inputs selected by ``features`` (indices, or names resolved through the
+caller's name -> column index; default: all inputs, including ones that appear later). A block is
+*explicit* (weights over a feature map: ``Linear()``, ``RBF(gamma, n_components=D)`` with random
+Fourier features) or *implicit* (a kernel expansion over the shared support set:
+``Linear(implicit=True)``, ``RBF(gamma)``, ``Polynomial``, ``B1Spline``).
+
+Random Fourier columns are seeded from ``(seed, kernel name, feature key)`` with ``zlib.crc32`` so
+the map of a feature does not depend on the order in which features arrive.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from streammkl.core import _numba as nb
+
+__all__ = ["RBF", "B1Spline", "Kernel", "Linear", "Polynomial", "from_spec"]
+
+
+class Kernel:
+    """Base class: subclasses set ``kind`` and implement ``_default_name`` and ``_code_params``."""
+
+    kind: int = -1
+
+    def __init__(self, features: Sequence[int | str] | None = None, name: str | None = None):
+        self.features = tuple(features) if features is not None else None
+        self._name = name
+
+    # --- identity -------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        if self._name is not None:
+            return self._name
+        base = self._default_name()
+        if self.features is None:
+            return base
+        keys = [str(f) for f in self.features]
+        if len(keys) <= 4:
+            return f"{base}[{','.join(keys)}]"
+        digest = zlib.crc32(",".join(keys).encode()) & 0xFFFFFFFF
+        return f"{base}[{len(keys)} features:{digest:08x}]"
+
+    @property
+    def implicit(self) -> bool:
+        return True
+
+    @property
+    def n_components(self) -> int | None:
+        """Width of the explicit feature map (None for implicit kernels or the identity map)."""
+        return None
+
+    def _default_name(self) -> str:
+        raise NotImplementedError
+
+    def _code_params(self) -> tuple[float, float, bool]:
+        raise NotImplementedError
+
+    def params(self) -> dict[str, Any]:
+        """Constructor arguments, JSON-serialisable (``from_spec`` inverts ``to_spec``)."""
+        out: dict[str, Any] = {"features": list(self.features) if self.features else None}
+        if self._name is not None:
+            out["name"] = self._name
+        return out
+
+    def to_spec(self) -> dict[str, Any]:
+        return {"type": type(self).__name__, **self.params()}
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.params().items() if v is not None)
+        return f"{type(self).__name__}({args})"
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and self.to_spec() == other.to_spec()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash(repr(self))
+
+    # --- feature selection ----------------------------------------------------------------
+    def feature_indices(self, d: int, index: Mapping[str, int] | None = None) -> np.ndarray:
+        """Column indices (< d) this kernel reads; names are looked up in ``index``."""
+        if self.features is None:
+            return np.arange(d, dtype=np.int64)
+        out = []
+        for f in self.features:
+            if isinstance(f, str):
+                if index is None:
+                    raise ValueError(
+                        f"kernel {self.name!r} selects feature {f!r} by name, but the inputs are "
+                        "unnamed arrays; pass integer indices or use a dict-input learner"
+                    )
+                if f in index and index[f] < d:
+                    out.append(index[f])
+            elif isinstance(f, int | np.integer) and not isinstance(f, bool):
+                if f < 0:
+                    raise ValueError(f"kernel {self.name!r}: negative feature index {f}")
+                if f < d:
+                    out.append(int(f))
+            else:
+                raise TypeError(
+                    f"kernel {self.name!r}: feature {f!r} is neither an index nor a name"
+                )
+        return np.array(sorted(set(out)), dtype=np.int64)
+
+    def feature_mask(self, d: int, index: Mapping[str, int] | None = None) -> np.ndarray:
+        mask = np.zeros(d)
+        mask[self.feature_indices(d, index)] = 1.0
+        return mask
+
+    # --- numpy reference ------------------------------------------------------------------
+    def gram(
+        self, X: np.ndarray, Y: np.ndarray | None = None, index: Mapping[str, int] | None = None
+    ) -> np.ndarray:
+        """Exact kernel matrix ``k(X_i, Y_j)`` (for random-feature kernels: the exact kernel)."""
+        X = np.ascontiguousarray(np.atleast_2d(X), dtype=np.float64)
+        Y = X if Y is None else np.ascontiguousarray(np.atleast_2d(Y), dtype=np.float64)
+        if X.shape[1] != Y.shape[1]:
+            raise ValueError(f"gram: X has {X.shape[1]} columns, Y has {Y.shape[1]}")
+        mask = self.feature_mask(X.shape[1], index)
+        p0, p1, normalize = self._code_params()
+        out = np.empty((X.shape[0], Y.shape[0]))
+        full = self.features is None
+        return nb.gram(self.kind, p0, p1, normalize, mask, full, X, Y, out)
+
+    def diag(self, X: np.ndarray, index: Mapping[str, int] | None = None) -> np.ndarray:
+        X = np.atleast_2d(np.asarray(X, dtype=np.float64))
+        return np.array([self.gram(row[None, :], index=index)[0, 0] for row in X])
+
+
+class Linear(Kernel):
+    """``k(x, y) = <x, y>`` (``normalize``: unit diagonal). Explicit unless ``implicit=True``."""
+
+    kind = nb.K_LINEAR
+
+    def __init__(
+        self,
+        features: Sequence[int | str] | None = None,
+        implicit: bool = False,
+        normalize: bool = False,
+        name: str | None = None,
+    ):
+        super().__init__(features, name)
+        self._implicit = bool(implicit)
+        self.normalize = bool(normalize)
+
+    @property
+    def implicit(self) -> bool:
+        return self._implicit
+
+    def _default_name(self) -> str:
+        return "linear-normalized" if self.normalize else "linear"
+
+    def _code_params(self) -> tuple[float, float, bool]:
+        return 0.0, 0.0, self.normalize
+
+    def params(self) -> dict[str, Any]:
+        return {"implicit": self._implicit, "normalize": self.normalize, **super().params()}
+
+
+class Polynomial(Kernel):
+    """``k(x, y) = (<x, y> + coef0)^degree``; ``normalize`` divides by sqrt(k(x,x) k(y,y))."""
+
+    kind = nb.K_POLY
+
+    def __init__(
+        self,
+        degree: int = 2,
+        coef0: float = 1.0,
+        normalize: bool = True,
+        features: Sequence[int | str] | None = None,
+        name: str | None = None,
+    ):
+        if int(degree) != degree or degree < 1:
+            raise ValueError(f"Polynomial: degree must be a positive integer, got {degree!r}")
+        if coef0 < 0:
+            raise ValueError(f"Polynomial: coef0 must be >= 0, got {coef0!r}")
+        super().__init__(features, name)
+        self.degree = int(degree)
+        self.coef0 = float(coef0)
+        self.normalize = bool(normalize)
+
+    def _default_name(self) -> str:
+        base = f"poly{self.degree}"
+        if self.coef0 != 1.0:
+            base += f"(c={self.coef0:g})"
+        return base if self.normalize else base + "-raw"
+
+    def _code_params(self) -> tuple[float, float, bool]:
+        return float(self.degree), self.coef0, self.normalize
+
+    def params(self) -> dict[str, Any]:
+        return {
+            "degree": self.degree,
+            "coef0": self.coef0,
+            "normalize": self.normalize,
+            **super().params(),
+        }
+
+
+class RBF(Kernel):
+    """Gaussian ``k(x, y) = exp(-gamma ||x - y||^2)``; ``n_components=D`` -> random Fourier map."""
+
+    kind = nb.K_RBF
+
+    def __init__(
+        self,
+        gamma: float = 1.0,
+        n_components: int | None = None,
+        features: Sequence[int | str] | None = None,
+        name: str | None = None,
+    ):
+        if not gamma > 0:
+            raise ValueError(f"RBF: gamma must be > 0, got {gamma!r}")
+        if n_components is not None and (int(n_components) != n_components or n_components < 1):
+            raise ValueError(f"RBF: n_components must be a positive integer, got {n_components!r}")
+        super().__init__(features, name)
+        self.gamma = float(gamma)
+        self._n_components = None if n_components is None else int(n_components)
+
+    @property
+    def implicit(self) -> bool:
+        return self._n_components is None
+
+    @property
+    def n_components(self) -> int | None:
+        return self._n_components
+
+    def _default_name(self) -> str:
+        if self._n_components is None:
+            return f"rbf(gamma={self.gamma:g})"
+        return f"rff(gamma={self.gamma:g},D={self._n_components})"
+
+    def _code_params(self) -> tuple[float, float, bool]:
+        return self.gamma, 0.0, False
+
+    def params(self) -> dict[str, Any]:
+        return {"gamma": self.gamma, "n_components": self._n_components, **super().params()}
+
+    def fourier_columns(self, keys: Sequence[str], seed: int) -> np.ndarray:
+        """Frequency columns (D x len(keys)), one per input key, each ~ N(0, 2 gamma)."""
+        D = self._n_components or 0
+        out = np.empty((D, len(keys)))
+        std = np.sqrt(2.0 * self.gamma)
+        for j, key in enumerate(keys):
+            rng = np.random.default_rng(_stable_seed(seed, self.name, key))
+            out[:, j] = rng.normal(0.0, std, size=D)
+        return out
+
+    def fourier_offsets(self, seed: int) -> np.ndarray:
+        rng = np.random.default_rng(_stable_seed(seed, self.name, "\x00offset"))
+        return rng.uniform(0.0, 2.0 * np.pi, size=self._n_components or 0)
+
+
+class B1Spline(Kernel):
+    """Generalised B1-spline ``max(0, 1 - ||x - y|| / h)``: compactly supported (sparse Gram)."""
+
+    kind = nb.K_B1
+
+    def __init__(
+        self, h: float = 1.0, features: Sequence[int | str] | None = None, name: str | None = None
+    ):
+        if not h > 0:
+            raise ValueError(f"B1Spline: h must be > 0, got {h!r}")
+        super().__init__(features, name)
+        self.h = float(h)
+
+    def _default_name(self) -> str:
+        return f"b1(h={self.h:g})"
+
+    def _code_params(self) -> tuple[float, float, bool]:
+        return self.h, 0.0, False
+
+    def params(self) -> dict[str, Any]:
+        return {"h": self.h, **super().params()}
+
+
+def _stable_seed(seed: int, name: str, key: str) -> int:
+    return (int(seed) * 0x9E3779B1 + zlib.crc32(f"{name}\x1f{key}".encode())) & 0xFFFFFFFFFFFF
+
+
+_TYPES: dict[str, type[Kernel]] = {c.__name__: c for c in (Linear, Polynomial, RBF, B1Spline)}
+
+
+def from_spec(spec: Mapping[str, Any] | Kernel) -> Kernel:
+    """Build a kernel from ``{"type": "RBF", "gamma": 0.5, ...}`` (the output of ``to_spec``)."""
+    if isinstance(spec, Kernel):
+        return spec
+    spec = dict(spec)
+    kind = spec.pop("type", None)
+    if kind not in _TYPES:
+        raise ValueError(f"unknown kernel type {kind!r}; expected one of {sorted(_TYPES)}")
+    features = spec.get("features")
+    if features is not None:
+        spec["features"] = tuple(features)
+    try:
+        return _TYPES[kind](**spec)
+    except TypeError as exc:
+        raise ValueError(f"bad parameters for kernel {kind}: {exc}") from None

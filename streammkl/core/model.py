@@ -1,0 +1,455 @@
+"""``OnlineMKL``: the array-level online proximal MKL learner (Alg. 1 / Alg. 3 of Martins et al.).
+
+Each ``learn(x, y)`` is one round: score every block, take a subgradient of the loss, a gradient
+step with ``eta_t``, the J prox steps of the regularizer(s), the optional projection onto the
+ball of radius gamma, with kernel weights ``beta_m ∝ ||theta_m||`` (``∝ ||theta_m||^(2-q)``
+for GroupLq).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from streammkl.core import _numba as nb
+from streammkl.core import budget as budgets
+from streammkl.core import kernels as kernels_mod
+from streammkl.core import losses as losses_mod
+from streammkl.core import regularizers as regs_mod
+from streammkl.core import schedules as schedules_mod
+from streammkl.core.kernels import Kernel
+from streammkl.core.losses import Loss
+from streammkl.core.regularizers import Regularizer
+from streammkl.core.schedules import Schedule
+from streammkl.core.state import BlockState, Layout, build_layout, transplant
+from streammkl.core.update import RoundArgs, step_arrays
+
+STATE_VERSION = 1
+
+
+class OnlineMKL:
+    """Online proximal multiple kernel learning over arrays.
+
+    Parameters
+    ----------
+    kernels
+        The kernel bank, one block per kernel; names must be distinct.
+    loss
+        ``losses.Hinge()`` by default. Multiclass losses take integer class labels 0..K-1.
+    regularizer
+        A regularizer or a tuple of them (applied as sequential prox steps);
+        ``SquaredGroupLasso(1e-3)`` (sparse MKL) by default.
+    schedule
+        ``InvSqrt(1.0)`` by default; copied, so the caller's object is never advanced.
+    radius
+        Projection onto ``||theta|| <= radius`` after the prox steps; ``"auto"`` uses the paper's
+        ``gamma = sqrt(2 Lambda / lambda)`` (Prop. 9); None for no projection.
+    budget
+        Maximum number of support pairs of the kernelized blocks (None = unbounded).
+    budget_policy
+        ``"oldest"`` or ``"smallest"`` (see ``streammkl.core.budget``).
+    seed
+        Seeds the random Fourier maps (per kernel name and feature key).
+    fit_intercept
+        Learn an unregularized bias per output with step ``intercept_lr * eta_t``.
+    average
+        Keep the running average of the explicit weights (Prop. 4); ``decision(x, averaged=True)``.
+    """
+
+    def __init__(
+        self,
+        kernels: Sequence[Kernel] = (kernels_mod.Linear(),),
+        loss: Loss | None = None,
+        regularizer: Regularizer | Sequence[Regularizer] | None = None,
+        schedule: Schedule | None = None,
+        radius: float | str | None = None,
+        budget: int | None = None,
+        budget_policy: str = "oldest",
+        seed: int = 0,
+        fit_intercept: bool = False,
+        intercept_lr: float = 1.0,
+        average: bool = False,
+    ):
+        self.kernels = tuple(kernels_mod.from_spec(k) for k in kernels)
+        if not self.kernels:
+            raise ValueError("OnlineMKL needs at least one kernel")
+        names = [k.name for k in self.kernels]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"kernel names must be distinct; repeated: {dupes} (pass name=...)")
+        self.loss = losses_mod.from_spec(loss) if loss is not None else losses_mod.Hinge()
+        if regularizer is None:
+            regularizer = regs_mod.SquaredGroupLasso(1e-3)
+        if isinstance(regularizer, Regularizer | dict):
+            regularizer = (regularizer,)
+        self.regularizers = tuple(regs_mod.from_spec(r) for r in regularizer)
+        if not self.regularizers:
+            raise ValueError("regularizer: give at least one (e.g. SquaredGroupLasso(1e-3))")
+        self.schedule = copy.deepcopy(
+            schedules_mod.from_spec(schedule) if schedule is not None else schedules_mod.InvSqrt()
+        )
+        budgets.check_budget(budget)
+        self.budget = None if budget is None else int(budget)
+        self.budget_policy = budget_policy
+        self._policy = budgets.policy_code(budget_policy)
+        self.seed = int(seed)
+        self.fit_intercept = bool(fit_intercept)
+        self.intercept_lr = float(intercept_lr)
+        self.average = bool(average)
+        self.radius = self._resolve_radius(radius)
+        self._check_compatible()
+        self.feature_keys: list[str] = []
+        self.n_outputs = 2 if self.loss.multiclass else 1
+        self.t = 0  # rounds learned
+        self._layout: Layout | None = None
+        self._state: BlockState | None = None
+        self._args: RoundArgs | None = None
+
+    # --- configuration ----------------------------------------------------------------------
+    def _resolve_radius(self, radius: float | str | None) -> float:
+        if radius is None:
+            return 0.0
+        if radius == "auto":
+            lam_c = sum(r.strong_convexity() * getattr(r, "lam", 0.0) for r in self.regularizers)
+            if lam_c <= 0:
+                raise ValueError(
+                    "radius='auto' (gamma = sqrt(2 Lambda/lambda)) needs a regularizer with "
+                    "Omega >= 1/2 ||theta||^2, e.g. SquaredGroupLasso, L2 or ElasticNetMKL"
+                )
+            big_lambda = {
+                nb.L_HINGE: 1.0,
+                nb.L_MC_HINGE: 1.0,
+                nb.L_LOGISTIC: math.log(2.0),
+            }.get(self.loss.code)
+            if big_lambda is None:
+                raise ValueError(
+                    f"radius='auto' needs a loss bounded at theta = 0 (Hinge, Logistic, "
+                    f"MulticlassHinge); give a number for {self.loss!r}"
+                )
+            return math.sqrt(2.0 * big_lambda / lam_c)
+        radius = float(radius)
+        if not radius > 0:
+            raise ValueError(f"radius must be > 0, 'auto' or None, got {radius!r}")
+        return radius
+
+    def _check_compatible(self) -> None:
+        implicit = [k.name for k in self.kernels if k.implicit]
+        for reg in self.regularizers:
+            if reg.explicit_only and implicit:
+                raise ValueError(
+                    f"{reg!r} acts on coordinates and needs explicit blocks; kernelized blocks: "
+                    f"{implicit}"
+                )
+        if self.average and implicit:
+            raise ValueError(f"average=True is supported for explicit blocks only; got {implicit}")
+
+    @property
+    def names(self) -> list[str]:
+        return [k.name for k in self.kernels]
+
+    @property
+    def weight_power(self) -> float:
+        for reg in self.regularizers:
+            if not isinstance(reg, regs_mod.Ball):
+                return float(reg.weight_power)
+        return 1.0
+
+    # --- lazy state -------------------------------------------------------------------------
+    def declare_features(self, keys: Iterable[str]) -> None:
+        """Name new inputs (appended as new columns); kernels may select them by name."""
+        new = [str(k) for k in keys if str(k) not in self._key_set()]
+        if new:
+            self._rebuild(self.kernels, self.feature_keys + new, self.n_outputs)
+
+    def _key_set(self) -> set[str]:
+        return set(self.feature_keys)
+
+    def _rebuild(self, kernels: Sequence[Kernel], keys: list[str], n_outputs: int) -> None:
+        index = {k: i for i, k in enumerate(keys)}
+        layout = build_layout(kernels, len(keys), self.seed, index, keys)
+        names = [k.name for k in kernels]
+        if self._state is None or self._layout is None:
+            cap = budgets.initial_capacity(self.budget)
+            state = BlockState.empty(layout, n_outputs, cap, self.average)
+        else:
+            self._state.grow_outputs(n_outputs)
+            state = transplant(self._layout, self._state, self.names, layout, names, kernels)
+        self.kernels = tuple(kernels)
+        self.feature_keys = list(keys)
+        self.n_outputs = n_outputs
+        self._layout, self._state = layout, state
+        self._refresh_args()
+
+    def _refresh_args(self) -> None:
+        assert self._layout is not None and self._state is not None
+        steps = step_arrays(self.regularizers, len(self.kernels), self.names)
+        self._args = RoundArgs(
+            self._layout,
+            self._state,
+            self.loss,
+            steps,
+            self.radius,
+            self._policy,
+            budgets.capacity_limit(self.budget),
+            self.intercept_lr if self.fit_intercept else 0.0,
+        )
+
+    def _prepare(self, x: Any) -> np.ndarray:
+        x = np.ascontiguousarray(x, dtype=np.float64)
+        if x.ndim != 1:
+            raise ValueError(f"x must be a 1-D array of features, got shape {x.shape}")
+        if not np.all(np.isfinite(x)):
+            bad = int(np.flatnonzero(~np.isfinite(x))[0])
+            raise ValueError(f"x[{bad}] = {x[bad]} is not finite")
+        d = len(self.feature_keys)
+        if x.shape[0] > d or self._state is None:
+            keys = self.feature_keys + [str(j) for j in range(d, x.shape[0])]
+            self._rebuild(self.kernels, keys, self.n_outputs)
+        elif x.shape[0] < d:
+            raise ValueError(f"x has {x.shape[0]} features; the model has {d}")
+        return x
+
+    def _prepare_y(self, y: Any) -> float:
+        task = self.loss.task
+        if task == "binary":
+            if y not in (-1, 1) or isinstance(y, bool):
+                raise ValueError(f"{self.loss!r} needs y in {{-1, +1}}, got {y!r}")
+            return float(y)
+        if task == "multiclass":
+            if isinstance(y, bool) or not float(y).is_integer() or y < 0:
+                raise ValueError(f"{self.loss!r} needs an integer class index >= 0, got {y!r}")
+            if y >= self.n_outputs:
+                self._rebuild(self.kernels, self.feature_keys, int(y) + 1)
+            return float(y)
+        y = float(y)
+        if not math.isfinite(y):
+            raise ValueError(f"regression target must be finite, got {y!r}")
+        return y
+
+    def _ensure_room(self, incoming: int = 1) -> None:
+        assert self._state is not None
+        if not self._layout or not self._layout.im_blocks.size:
+            return
+        cap = budgets.needs_growth(
+            self._state.n_support, self._state.capacity, self.budget, incoming
+        )
+        if cap:
+            self._state.resize_support(cap)
+            self._refresh_args()
+
+    # --- learning ---------------------------------------------------------------------------
+    def learn(self, x: Any, y: Any) -> float:
+        """One round on (x, y); returns the loss of the model *before* the update (prequential)."""
+        x = self._prepare(x)
+        y = self._prepare_y(y)
+        self._ensure_room()
+        eta = self.schedule.step()
+        assert self._args is not None
+        loss = self._args.learn_round(x, y, eta)
+        self.t += 1
+        if self.average:
+            assert self._state is not None and self._layout is not None
+            nb.average_explicit(
+                self._state.w,
+                self._state.scale,
+                self._layout.ex_blocks,
+                self._layout.ex_off,
+                self._state.w_avg,
+                self.t,
+            )
+        return loss
+
+    def learn_many(self, X: Any, Y: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Rounds over the rows of X in order, in one compiled loop.
+
+        Returns the prequential losses (n,) and scores (n, K), each before its own update.
+        """
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        if X.ndim != 2:
+            raise ValueError(f"X must be 2-D, got shape {X.shape}")
+        if X.shape[0] == 0:
+            return np.zeros(0), np.zeros((0, self.n_outputs))
+        self._prepare(X[0])
+        if not np.all(np.isfinite(X)):
+            raise ValueError("X contains NaN or Inf")
+        if X.shape[1] != len(self.feature_keys):
+            raise ValueError(f"X has {X.shape[1]} columns; the model has {len(self.feature_keys)}")
+        Y = np.array([self._prepare_y(y) for y in Y], dtype=np.float64)
+        self._ensure_room(X.shape[0])
+        a = self._args
+        assert a is not None and self._state is not None
+        losses = np.empty(X.shape[0])
+        preds = np.empty((X.shape[0], self.n_outputs))
+        s = self.schedule
+        w_avg = self._state.w_avg
+        nb.learn_many(X, Y, s.t, s.code, s.param, self.average, w_avg, *a.learn, losses, preds)
+        s.t += X.shape[0]
+        self.t += X.shape[0]
+        return losses, preds
+
+    # --- prediction -------------------------------------------------------------------------
+    def decision(self, x: Any, averaged: bool = False) -> float | np.ndarray:
+        """Scores at x: a float (binary/regression) or one score per class (multiclass)."""
+        x = self._prepare(x)
+        assert self._args is not None and self._state is not None
+        if averaged and not self.average:
+            raise ValueError("averaged=True needs OnlineMKL(average=True)")
+        fx = self._args.decision(x, self._state.w_avg if averaged else None)
+        return fx.copy() if self.loss.multiclass else float(fx[0])
+
+    def block_decisions(self, x: Any) -> np.ndarray:
+        """Per-block scores f_m(x), shape (M, K)."""
+        self.decision(x)
+        assert self._args is not None
+        return self._args.block_scores().copy()
+
+    # --- model introspection ----------------------------------------------------------------
+    @property
+    def block_norms(self) -> np.ndarray:
+        if self._state is None:
+            return np.zeros(len(self.kernels))
+        return self._state.norms.copy()
+
+    @property
+    def kernel_weights(self) -> np.ndarray:
+        b = self.block_norms
+        p = self.weight_power
+        w = np.where(b > 0, np.abs(b) ** p if p else 1.0, 0.0)
+        total = w.sum()
+        return w / total if total > 0 else np.zeros_like(b)
+
+    @property
+    def n_support(self) -> int:
+        return 0 if self._state is None else self._state.n_support
+
+    @property
+    def active_kernels(self) -> list[str]:
+        return [n for n, b in zip(self.names, self.block_norms, strict=True) if b > 0]
+
+    def l1_norm(self) -> float:
+        """||theta||_1 over the explicit blocks."""
+        if self._state is None or self._layout is None:
+            return 0.0
+        total = 0.0
+        for m in self._layout.ex_blocks:
+            a, e = self._layout.ex_off[m], self._layout.ex_off[m + 1]
+            total += self._state.scale[m] * float(np.abs(self._state.w[:, a:e]).sum())
+        return total
+
+    def regularization_value(self) -> float:
+        """lambda * Omega(theta) at the current theta."""
+        b = self.block_norms
+        l1 = self.l1_norm() if any(not r.norm_only for r in self.regularizers) else 0.0
+        return float(sum(r.value(b, l1) for r in self.regularizers))
+
+    def objective_terms(self, x: Any, y: Any) -> tuple[float, float]:
+        """(loss, lambda * Omega) at the current theta, for regret accounting."""
+        y = self._prepare_y(y)
+        scores = np.atleast_1d(self.decision(x))
+        return self.loss.value(scores, y), self.regularization_value()
+
+    def restart_schedule(self) -> None:
+        self.schedule.restart()
+
+    # --- runtime kernel changes -------------------------------------------------------------
+    def add_kernel(self, kernel: Kernel) -> None:
+        """Add a block (starting at theta_m = 0); every other block keeps its state."""
+        kernel = kernels_mod.from_spec(kernel)
+        if kernel.name in self.names:
+            raise ValueError(f"a kernel named {kernel.name!r} is already in the bank")
+        self._swap_kernels((*self.kernels, kernel))
+
+    def remove_kernel(self, name: str) -> None:
+        """Drop a block; every other block keeps its state."""
+        if name not in self.names:
+            raise KeyError(f"no kernel named {name!r}; have {self.names}")
+        if len(self.kernels) == 1:
+            raise ValueError("cannot remove the last kernel")
+        self._swap_kernels(tuple(k for k in self.kernels if k.name != name))
+
+    def _swap_kernels(self, kernels: tuple[Kernel, ...]) -> None:
+        old = self.kernels
+        self.kernels = kernels
+        try:
+            self._check_compatible()
+            if self._state is not None:
+                self._rebuild(kernels, self.feature_keys, self.n_outputs)
+        except Exception:
+            self.kernels = old
+            raise
+
+    # --- persistence (no pickle) ------------------------------------------------------------
+    def config(self) -> dict[str, Any]:
+        return {
+            "kernels": [k.to_spec() for k in self.kernels],
+            "loss": self.loss.to_spec(),
+            "regularizer": [r.to_spec() for r in self.regularizers],
+            "schedule": self.schedule.to_spec(),
+            "radius": self.radius or None,
+            "budget": self.budget,
+            "budget_policy": self.budget_policy,
+            "seed": self.seed,
+            "fit_intercept": self.fit_intercept,
+            "intercept_lr": self.intercept_lr,
+            "average": self.average,
+        }
+
+    def to_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """(JSON-able meta, named arrays): everything needed to resume bit-for-bit."""
+        meta = {
+            "format": "streammkl.OnlineMKL",
+            "version": STATE_VERSION,
+            "config": self.config(),
+            "feature_keys": list(self.feature_keys),
+            "n_outputs": self.n_outputs,
+            "t": self.t,
+            "schedule_t": self.schedule.t,
+        }
+        arrays = self._state.to_arrays() if self._state is not None else {}
+        return meta, arrays
+
+    @classmethod
+    def from_state(cls, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> OnlineMKL:
+        if meta.get("format") != "streammkl.OnlineMKL":
+            raise ValueError(f"not an OnlineMKL state (format={meta.get('format')!r})")
+        if int(meta.get("version", -1)) > STATE_VERSION:
+            raise ValueError(
+                f"state version {meta['version']} is newer than this streammkl understands "
+                f"({STATE_VERSION}); upgrade streammkl"
+            )
+        model = cls(**meta["config"])
+        model.schedule.t = int(meta["schedule_t"])
+        model.t = int(meta["t"])
+        model.n_outputs = int(meta["n_outputs"])
+        model.feature_keys = list(meta["feature_keys"])
+        if arrays:
+            index = {k: i for i, k in enumerate(model.feature_keys)}
+            keys = model.feature_keys
+            model._layout = build_layout(model.kernels, len(keys), model.seed, index, keys)
+            cap = budgets.initial_capacity(model.budget)
+            model._state = BlockState.from_arrays(arrays, cap)
+            model._refresh_args()
+        return model
+
+    def digest(self) -> str:
+        """sha256 of the canonical state (config, counters and every array's bytes)."""
+        meta, arrays = self.to_state()
+        h = hashlib.sha256(json.dumps(meta, sort_keys=True).encode())
+        for name in sorted(arrays):
+            arr = np.ascontiguousarray(arrays[name])
+            h.update(name.encode())
+            h.update(str(arr.dtype).encode() + str(arr.shape).encode())
+            h.update(arr.tobytes())
+        return h.hexdigest()
+
+    def __repr__(self) -> str:
+        return (
+            f"OnlineMKL(kernels={list(self.names)}, loss={self.loss!r}, "
+            f"regularizer={self.regularizers!r}, schedule={self.schedule!r}, t={self.t})"
+        )

@@ -1,0 +1,354 @@
+"""Regularizers as small objects: a value and prox steps (DESIGN.md table).
+
+``value_norms(b)`` is ``lambda * Omega`` for a vector ``b`` of block norms and
+``prox_norms(b, step) = argmin_z 1/2 ||z - b||^2 + step * value_norms(z)``; block-norm
+regularizers act on theta through Prop. 1 (prox on the norms, then a per-block rescale, 0/0 := 0).
+The learner runs ``steps(...)``: an ordered list of compiled prox steps (J > 1 for composites).
+
+Factor-1/2 conventions follow NOTES.md errata E2/E3: ``SquaredGroupLasso(lam)`` is
+``lam/2 (sum_m ||theta_m||)^2`` and its prox is Alg. 2 with parameter ``eta * lam``;
+``GroupLq(lam, q)`` is ``lam/2 sum_m ||theta_m||^q`` with Newton equation
+``b - b0 + (eta lam q / 2) b^(q-1) = 0``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from streammkl.core import _numba as nb
+
+__all__ = [
+    "L1",
+    "L2",
+    "Ball",
+    "ElasticNetMKL",
+    "GroupL1Ball",
+    "GroupLasso",
+    "GroupLq",
+    "OverlappingGroupLasso",
+    "Regularizer",
+    "SparseGroupLasso",
+    "SquaredGroupLasso",
+    "from_spec",
+]
+
+Step = tuple[int, float, float, np.ndarray]  # (code, p0, p1, boolean block mask)
+
+
+class Regularizer:
+    """Base class. ``norm_only`` regularizers depend on theta only through its block norms."""
+
+    norm_only = True
+    weight_power = 1.0  # kernel weights beta_m ∝ ||theta_m||^weight_power
+    explicit_only = False  # acts on coordinates: explicit blocks only
+
+    def steps(self, n_blocks: int, names: Sequence[str] = ()) -> list[Step]:
+        raise NotImplementedError
+
+    def value(self, block_norms: np.ndarray, l1_norm: float = 0.0) -> float:
+        """``lambda * Omega(theta)`` from the block norms (and ||theta||_1 where needed)."""
+        return self.value_norms(block_norms)
+
+    def value_norms(self, b: np.ndarray) -> float:
+        raise NotImplementedError
+
+    def prox_norms(self, b: np.ndarray, step: float) -> np.ndarray:
+        if not self.norm_only:
+            raise TypeError(f"{type(self).__name__} is not a function of the block norms alone")
+        z = np.array(b, dtype=np.float64)
+        out = np.empty_like(z)
+        for code, p0, p1, group in self.steps(z.shape[0]):
+            nb.prox_norm_step(code, p0, p1, group, z, float(step), out)
+            z, out = out, z
+        return z
+
+    def strong_convexity(self) -> float:
+        """c with Omega(theta) >= c/2 ||theta||^2 (0 if none) — used for radius='auto'."""
+        return 0.0
+
+    def params(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def to_spec(self) -> dict[str, Any]:
+        return {"type": type(self).__name__, **self.params()}
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.params().items())
+        return f"{type(self).__name__}({args})"
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and self.params() == other.params()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash(repr(self))
+
+
+def _all(n: int) -> np.ndarray:
+    return np.ones(n, dtype=np.bool_)
+
+
+def _check_nonneg(name: str, **values: float) -> None:
+    for key, val in values.items():
+        if not (val >= 0 and np.isfinite(val)):
+            raise ValueError(f"{name}: {key} must be a finite number >= 0, got {val!r}")
+
+
+def _check_fraction(name: str, sigma: float) -> None:
+    if not 0.0 <= sigma <= 1.0:
+        raise ValueError(f"{name}: sigma must be in [0, 1], got {sigma!r}")
+
+
+class _Lam(Regularizer):
+    def __init__(self, lam: float = 1e-3):
+        _check_nonneg(type(self).__name__, lam=lam)
+        self.lam = float(lam)
+
+    def params(self) -> dict[str, Any]:
+        return {"lam": self.lam}
+
+
+class L2(_Lam):
+    """``lam/2 ||theta||^2``: prox scales by ``1/(1 + eta lam)``."""
+
+    weight_power = 0.0  # q = 2: the plain sum of kernels, every active kernel weighs the same
+
+    def steps(self, n_blocks: int, names: Sequence[str] = ()) -> list[Step]:
+        return [(nb.P_L2, self.lam, 0.0, _all(n_blocks))]
+
+    def value_norms(self, b: np.ndarray) -> float:
+        return 0.5 * self.lam * float(np.sum(np.square(b)))
+
+    def strong_convexity(self) -> float:
+        return 1.0
+
+
+class L1(_Lam):
+    """``lam ||theta||_1`` on explicit blocks: coordinate soft-threshold."""
+
+    norm_only = False
+    explicit_only = True
+
+    def steps(self, n_blocks: int, names: Sequence[str] = ()) -> list[Step]:
+        return [(nb.P_L1, self.lam, 0.0, _all(n_blocks))]
+
+    def value(self, block_norms: np.ndarray, l1_norm: float = 0.0) -> float:
+        return self.lam * l1_norm
+
+
+class GroupLasso(_Lam):
+    """``lam sum_m ||theta_m||``: soft-threshold each block norm."""
+
+    def steps(self, n_blocks: int, names: Sequence[str] = ()) -> list[Step]:
+        return [(nb.P_BLOCKSOFT, self.lam, 0.0, _all(n_blocks))]
+
+    def value_norms(self, b: np.ndarray) -> float:
+        return self.lam * float(np.sum(np.abs(b)))
+
+
+class SquaredGroupLasso(_Lam):
+    """Sparse MKL, the default: ``lam/2 (sum_m ||theta_m||)^2``; prox = Alg. 2 on the norms."""
+
+    def steps(self, n_blocks: int, names: Sequence[str] = ()) -> list[Step]:
+        return [(nb.P_SQGROUP, self.lam, 0.0, _all(n_blocks))]
+
+    def value_norms(self, b: np.ndarray) -> float:
+        return 0.5 * self.lam * float(np.sum(np.abs(b))) ** 2
+
+    def strong_convexity(self) -> float:
+        return 1.0
+
+
+class GroupLq(Regularizer):
+    """Non-sparse MKL: ``lam/2 sum_m ||theta_m||^q`` (q >= 1); beta_m ∝ ||theta_m||^(2-q)."""
+
+    def __init__(self, lam: float = 1e-3, q: float = 1.5):
+        _check_nonneg("GroupLq", lam=lam)
+        if not q >= 1.0:
+            raise ValueError(f"GroupLq: q must be >= 1 (convexity), got {q!r}")
+        self.lam = float(lam)
+        self.q = float(q)
+
+    @property
+    def weight_power(self) -> float:  # type: ignore[override]
+        return 2.0 - self.q
+
+    def steps(self, n_blocks: int, names: Sequence[str] = ()) -> list[Step]:
+        return [(nb.P_GROUPLQ, self.lam, self.q, _all(n_blocks))]
+
+    def value_norms(self, b: np.ndarray) -> float:
+        return 0.5 * self.lam * float(np.sum(np.abs(b) ** self.q))
+
+    def strong_convexity(self) -> float:
+        return 1.0 if self.q == 2.0 else 0.0
+
+    def params(self) -> dict[str, Any]:
+        return {"lam": self.lam, "q": self.q}
+
+
+class ElasticNetMKL(Regularizer):
+    """``lam (sigma/2 ||theta||^2 + (1-sigma)/2 (sum_m ||theta_m||)^2)``.
+
+    The paper's two steps (scale by ``1/(1 + eta lam sigma)``, then Alg. 2) with the second
+    parameter divided by ``1 + eta lam sigma``, which makes the pair the exact prox of the sum.
+    """
+
+    def __init__(self, lam: float = 1e-3, sigma: float = 0.5):
+        _check_nonneg("ElasticNetMKL", lam=lam)
+        _check_fraction("ElasticNetMKL", sigma)
+        self.lam = float(lam)
+        self.sigma = float(sigma)
+
+    def steps(self, n_blocks: int, names: Sequence[str] = ()) -> list[Step]:
+        return [(nb.P_ENET, self.lam, self.sigma, _all(n_blocks))]
+
+    def value_norms(self, b: np.ndarray) -> float:
+        b = np.abs(b)
+        s = self.sigma
+        return self.lam * (0.5 * s * float(np.sum(b * b)) + 0.5 * (1 - s) * float(np.sum(b)) ** 2)
+
+    def strong_convexity(self) -> float:
+        return 1.0
+
+    def params(self) -> dict[str, Any]:
+        return {"lam": self.lam, "sigma": self.sigma}
+
+
+class SparseGroupLasso(Regularizer):
+    """``lam (sigma sum_m ||theta_m|| + (1-sigma) ||theta||_1)`` on explicit blocks.
+
+    Two steps, coordinate soft-threshold first and block soft-threshold second: in that order the
+    composition is the exact prox of the sum (Friedman et al. 2010).
+    """
+
+    norm_only = False
+    explicit_only = True
+
+    def __init__(self, lam: float = 1e-3, sigma: float = 0.5):
+        _check_nonneg("SparseGroupLasso", lam=lam)
+        _check_fraction("SparseGroupLasso", sigma)
+        self.lam = float(lam)
+        self.sigma = float(sigma)
+
+    def steps(self, n_blocks: int, names: Sequence[str] = ()) -> list[Step]:
+        return [
+            (nb.P_L1, self.lam * (1 - self.sigma), 0.0, _all(n_blocks)),
+            (nb.P_BLOCKSOFT, self.lam * self.sigma, 0.0, _all(n_blocks)),
+        ]
+
+    def value(self, block_norms: np.ndarray, l1_norm: float = 0.0) -> float:
+        return self.lam * (self.sigma * float(np.sum(block_norms)) + (1 - self.sigma) * l1_norm)
+
+    def params(self) -> dict[str, Any]:
+        return {"lam": self.lam, "sigma": self.sigma}
+
+
+class OverlappingGroupLasso(Regularizer):
+    """``sum_j lam_j ||theta_{G_j}||`` over groups of blocks (indices or kernel names).
+
+    One exact prox step per group, in the given order (J = number of groups); for overlapping
+    groups the composition is not the prox of the sum, but Lemma 2 of the paper still applies.
+    """
+
+    def __init__(self, groups: Sequence[Sequence[int | str]] = (), lam: float | Sequence = 1e-3):
+        if not groups:
+            raise ValueError("OverlappingGroupLasso: give at least one group of blocks")
+        self.groups = tuple(tuple(g) for g in groups)
+        lams = (lam,) * len(self.groups) if np.isscalar(lam) else tuple(lam)  # type: ignore[arg-type]
+        if len(lams) != len(self.groups):
+            raise ValueError("OverlappingGroupLasso: one lam per group, or a single lam")
+        for value in lams:
+            _check_nonneg("OverlappingGroupLasso", lam=float(value))
+        self.lam = tuple(float(v) for v in lams)
+
+    def masks(self, n_blocks: int, names: Sequence[str] = ()) -> list[np.ndarray]:
+        out = []
+        lookup = {name: i for i, name in enumerate(names)}
+        for group in self.groups:
+            mask = np.zeros(n_blocks, dtype=np.bool_)
+            for key in group:
+                idx = lookup.get(key) if isinstance(key, str) else int(key)
+                if idx is None or not 0 <= idx < n_blocks:
+                    raise ValueError(f"OverlappingGroupLasso: unknown block {key!r} in {group}")
+                mask[idx] = True
+            out.append(mask)
+        return out
+
+    def steps(self, n_blocks: int, names: Sequence[str] = ()) -> list[Step]:
+        masks = self.masks(n_blocks, names)
+        return [(nb.P_GROUP, lam, 0.0, m) for lam, m in zip(self.lam, masks, strict=True)]
+
+    def value_norms(self, b: np.ndarray, names: Sequence[str] = ()) -> float:
+        masks = self.masks(len(b), names)
+        b = np.asarray(b)
+        pairs = zip(self.lam, masks, strict=True)
+        return float(sum(lam * np.linalg.norm(b[m]) for lam, m in pairs))
+
+    def value(self, block_norms: np.ndarray, l1_norm: float = 0.0) -> float:
+        return self.value_norms(block_norms)
+
+    def params(self) -> dict[str, Any]:
+        return {"groups": [list(g) for g in self.groups], "lam": list(self.lam)}
+
+
+class Ball(Regularizer):
+    """Indicator of ``||theta|| <= radius``: projection (rescale every block alike)."""
+
+    weight_power = 1.0
+
+    def __init__(self, radius: float = 1.0):
+        if not radius > 0:
+            raise ValueError(f"Ball: radius must be > 0, got {radius!r}")
+        self.radius = float(radius)
+
+    def steps(self, n_blocks: int, names: Sequence[str] = ()) -> list[Step]:
+        return [(nb.P_BALL, self.radius, 0.0, _all(n_blocks))]
+
+    def value_norms(self, b: np.ndarray) -> float:
+        return 0.0 if float(np.linalg.norm(b)) <= self.radius * (1 + 1e-9) else float("inf")
+
+    def params(self) -> dict[str, Any]:
+        return {"radius": self.radius}
+
+
+class GroupL1Ball(Ball):
+    """Indicator of ``sum_m ||theta_m|| <= radius``: l1-ball projection of the block norms."""
+
+    def steps(self, n_blocks: int, names: Sequence[str] = ()) -> list[Step]:
+        return [(nb.P_L1BALL, self.radius, 0.0, _all(n_blocks))]
+
+    def value_norms(self, b: np.ndarray) -> float:
+        return 0.0 if float(np.sum(np.abs(b))) <= self.radius * (1 + 1e-9) else float("inf")
+
+
+_TYPES: dict[str, type[Regularizer]] = {
+    c.__name__: c
+    for c in (
+        L2,
+        L1,
+        GroupLasso,
+        SquaredGroupLasso,
+        GroupLq,
+        ElasticNetMKL,
+        SparseGroupLasso,
+        OverlappingGroupLasso,
+        Ball,
+        GroupL1Ball,
+    )
+}
+
+
+def from_spec(spec: Mapping[str, Any] | Regularizer) -> Regularizer:
+    """Build a regularizer from ``{"type": "SquaredGroupLasso", "lam": 1e-3}``."""
+    if isinstance(spec, Regularizer):
+        return spec
+    spec = dict(spec)
+    kind = spec.pop("type", None)
+    if kind not in _TYPES:
+        raise ValueError(f"unknown regularizer type {kind!r}; expected one of {sorted(_TYPES)}")
+    try:
+        return _TYPES[kind](**spec)
+    except TypeError as exc:
+        raise ValueError(f"bad parameters for regularizer {kind}: {exc}") from None

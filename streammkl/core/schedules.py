@@ -1,0 +1,126 @@
+"""Learning-rate schedules; each counts its own rounds and supports ``restart()`` (kernel drift)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from streammkl.core import _numba as nb
+
+__all__ = ["Constant", "InvSqrt", "InvT", "Schedule", "from_spec"]
+
+
+class Schedule:
+    code: int = -1
+
+    def __init__(self) -> None:
+        self.t = 0  # rounds since the last restart
+
+    @property
+    def param(self) -> float:
+        raise NotImplementedError
+
+    def eta(self, t: int) -> float:
+        """Learning rate of round ``t >= 1`` (counted from the last restart)."""
+        if t < 1:
+            raise ValueError(f"round numbers start at 1, got {t}")
+        return float(nb.schedule_eta(self.code, self.param, t))
+
+    def step(self) -> float:
+        """Advance one round and return its learning rate."""
+        self.t += 1
+        return self.eta(self.t)
+
+    def restart(self) -> None:
+        """Start the schedule again (e.g. after a detected drift): the next round is t = 1."""
+        self.t = 0
+
+    def params(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def to_spec(self) -> dict[str, Any]:
+        return {"type": type(self).__name__, **self.params()}
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.params().items())
+        return f"{type(self).__name__}({args})"
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and self.params() == other.params()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash(repr(self))
+
+
+class Constant(Schedule):
+    """``eta_t = eta`` — tracks drift; regret O(T) against a fixed comparator unless tuned to T."""
+
+    code = nb.S_CONSTANT
+
+    def __init__(self, eta: float = 0.1):
+        if not eta > 0:
+            raise ValueError(f"Constant: eta must be > 0, got {eta!r}")
+        super().__init__()
+        self.eta0 = float(eta)
+
+    @property
+    def param(self) -> float:
+        return self.eta0
+
+    def params(self) -> dict[str, Any]:
+        return {"eta": self.eta0}
+
+
+class InvSqrt(Schedule):
+    """``eta_t = eta0 / sqrt(t)`` — Prop. 3.2: regret <= (F^2/(2 eta0) + G^2 eta0) sqrt(T)."""
+
+    code = nb.S_INVSQRT
+
+    def __init__(self, eta0: float = 1.0):
+        if not eta0 > 0:
+            raise ValueError(f"InvSqrt: eta0 must be > 0, got {eta0!r}")
+        super().__init__()
+        self.eta0 = float(eta0)
+
+    @property
+    def param(self) -> float:
+        return self.eta0
+
+    def params(self) -> dict[str, Any]:
+        return {"eta0": self.eta0}
+
+
+class InvT(Schedule):
+    """``eta_t = 1 / (sigma t)`` for sigma-strongly convex objectives (Pegasos: sigma = lambda)."""
+
+    code = nb.S_INVT
+
+    def __init__(self, sigma: float = 1.0):
+        if not sigma > 0:
+            raise ValueError(f"InvT: sigma must be > 0, got {sigma!r}")
+        super().__init__()
+        self.sigma = float(sigma)
+
+    @property
+    def param(self) -> float:
+        return self.sigma
+
+    def params(self) -> dict[str, Any]:
+        return {"sigma": self.sigma}
+
+
+_TYPES: dict[str, type[Schedule]] = {c.__name__: c for c in (Constant, InvSqrt, InvT)}
+
+
+def from_spec(spec: Mapping[str, Any] | Schedule) -> Schedule:
+    """Build a schedule from ``{"type": "InvSqrt", "eta0": 1.0}`` (a fresh one, t = 0)."""
+    if isinstance(spec, Schedule):
+        return spec
+    spec = dict(spec)
+    kind = spec.pop("type", None)
+    if kind not in _TYPES:
+        raise ValueError(f"unknown schedule type {kind!r}; expected one of {sorted(_TYPES)}")
+    try:
+        return _TYPES[kind](**spec)
+    except TypeError as exc:
+        raise ValueError(f"bad parameters for schedule {kind}: {exc}") from None

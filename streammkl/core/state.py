@@ -1,0 +1,272 @@
+"""Block state as plain numpy arrays: the layout of the kernel bank, and the learned state.
+
+``Layout`` is fixed by (kernels, input width d, feature names, seed): which blocks are explicit,
+their feature maps, and the distinct feature subsets ("views") of the implicit blocks.
+``BlockState`` holds what learning changes: explicit weights ``w`` (K x P), per-block lazy
+``scale`` and exact ``norms``, the shared support set (inputs ``sx``, per-view squared norms
+``ssq``, output directions ``sv``, per-block coefficients ``coef``, self-kernel values ``kself``,
+insertion ``age``), ``counters = [n_support, next_age]`` and the ``bias``.
+Both are picklable and serialise to named arrays (``to_arrays``) without pickle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from streammkl.core import _numba as nb
+from streammkl.core.kernels import RBF, Kernel
+
+
+@dataclass
+class Layout:
+    kinds: np.ndarray  # (M,) int64 kernel kind codes
+    kp: np.ndarray  # (M, 3) p0, p1, normalize
+    is_explicit: np.ndarray  # (M,) bool
+    view_of: np.ndarray  # (M,) int64 view index of implicit blocks (-1 for explicit)
+    masks: np.ndarray  # (V, d) float feature masks of the views
+    view_full: np.ndarray  # (V,) bool: the view reads every input
+    ex_blocks: np.ndarray  # indices of explicit blocks
+    im_blocks: np.ndarray  # indices of implicit blocks
+    ex_off: np.ndarray  # (M + 1,) column offsets of the blocks in phi / w
+    ex_kind: np.ndarray  # (M,) feature-map code of explicit blocks
+    ex_norm: np.ndarray  # (M,) bool: normalise phi_m to unit norm
+    phi_src: np.ndarray  # (P,) input index (gather) or row of rff_w (Fourier) per phi entry
+    rff_w: np.ndarray  # (R, d) Fourier frequencies
+    rff_b: np.ndarray  # (R,) Fourier offsets
+
+    @property
+    def n_views(self) -> int:
+        return int(self.masks.shape[0])
+
+    @property
+    def width(self) -> int:
+        return int(self.ex_off[-1])
+
+
+def build_layout(
+    kernels: Sequence[Kernel],
+    d: int,
+    seed: int,
+    index: Mapping[str, int] | None = None,
+    keys: Sequence[str] | None = None,
+) -> Layout:
+    """Arrays describing the bank on ``d`` inputs; ``keys[j]`` names input j (seeds RFF maps)."""
+    keys = [str(j) for j in range(d)] if keys is None else list(keys)
+    M = len(kernels)
+    kinds = np.array([k.kind for k in kernels], dtype=np.int64)
+    kp = np.array([[*k._code_params()[:2], float(k._code_params()[2])] for k in kernels])
+    kp = kp.reshape(M, 3)
+    is_explicit = np.array([not k.implicit for k in kernels], dtype=np.bool_)
+    view_keys: list[tuple] = []
+    masks: list[np.ndarray] = []
+    full: list[bool] = []
+    view_of = np.full(M, -1, dtype=np.int64)
+    ex_off = np.zeros(M + 1, dtype=np.int64)
+    ex_kind = np.zeros(M, dtype=np.int64)
+    ex_norm = np.zeros(M, dtype=np.bool_)
+    phi_src: list[np.ndarray] = []
+    rff_rows: list[np.ndarray] = []
+    rff_offsets: list[np.ndarray] = []
+    n_rff = 0
+    for m, kernel in enumerate(kernels):
+        idx = kernel.feature_indices(d, index)
+        if kernel.implicit:
+            key = ("all",) if kernel.features is None else tuple(idx.tolist())
+            if key not in view_keys:
+                view_keys.append(key)
+                mask = np.zeros(d)
+                mask[idx] = 1.0
+                masks.append(mask)
+                full.append(kernel.features is None)
+            view_of[m] = view_keys.index(key)
+            ex_off[m + 1] = ex_off[m]
+            continue
+        if isinstance(kernel, RBF):
+            D = kernel.n_components or 0
+            cols = np.zeros((D, d))
+            if idx.size:
+                cols[:, idx] = kernel.fourier_columns([keys[j] for j in idx], seed)
+            rff_rows.append(cols)
+            rff_offsets.append(kernel.fourier_offsets(seed))
+            ex_kind[m] = nb.MAP_RFF
+            phi_src.append(np.arange(n_rff, n_rff + D, dtype=np.int64))
+            n_rff += D
+            ex_off[m + 1] = ex_off[m] + D
+        else:  # explicit linear: gather the selected inputs
+            ex_kind[m] = nb.MAP_GATHER
+            ex_norm[m] = bool(kernel._code_params()[2])
+            phi_src.append(idx.astype(np.int64))
+            ex_off[m + 1] = ex_off[m] + idx.size
+    if not masks:
+        masks.append(np.ones(d))
+        full.append(True)
+    return Layout(
+        kinds=kinds,
+        kp=kp,
+        is_explicit=is_explicit,
+        view_of=view_of,
+        masks=np.ascontiguousarray(np.array(masks).reshape(len(masks), d)),
+        view_full=np.array(full, dtype=np.bool_),
+        ex_blocks=np.flatnonzero(is_explicit).astype(np.int64),
+        im_blocks=np.flatnonzero(~is_explicit).astype(np.int64),
+        ex_off=ex_off,
+        ex_kind=ex_kind,
+        ex_norm=ex_norm,
+        phi_src=np.concatenate(phi_src) if phi_src else np.zeros(0, dtype=np.int64),
+        rff_w=np.vstack(rff_rows) if rff_rows else np.zeros((0, d)),
+        rff_b=np.concatenate(rff_offsets) if rff_offsets else np.zeros(0),
+    )
+
+
+@dataclass
+class BlockState:
+    w: np.ndarray  # (K, P) explicit weights, unscaled
+    w_avg: np.ndarray  # (K, P) running average of the explicit weights (scaled), or (0, 0)
+    scale: np.ndarray  # (M,)
+    norms: np.ndarray  # (M,) exact ||theta_m||
+    sx: np.ndarray  # (cap, d)
+    ssq: np.ndarray  # (cap, V)
+    sv: np.ndarray  # (cap, K)
+    coef: np.ndarray  # (M, cap)
+    kself: np.ndarray  # (cap, M)
+    age: np.ndarray  # (cap,) int64
+    counters: np.ndarray  # [n_support, next_age]
+    bias: np.ndarray  # (K,)
+
+    @classmethod
+    def empty(cls, layout: Layout, n_outputs: int, capacity: int, average: bool) -> BlockState:
+        M = layout.kinds.shape[0]
+        d = layout.masks.shape[1]
+        K = n_outputs
+        cap = capacity if layout.im_blocks.size else 0
+        return cls(
+            w=np.zeros((K, layout.width)),
+            w_avg=np.zeros((K, layout.width)) if average else np.zeros((0, 0)),
+            scale=np.ones(M),
+            norms=np.zeros(M),
+            sx=np.zeros((cap, d)),
+            ssq=np.zeros((cap, layout.n_views)),
+            sv=np.zeros((cap, K)),
+            coef=np.zeros((M, cap)),
+            kself=np.zeros((cap, M)),
+            age=np.zeros(cap, dtype=np.int64),
+            counters=np.zeros(2, dtype=np.int64),
+            bias=np.zeros(K),
+        )
+
+    @property
+    def n_support(self) -> int:
+        return int(self.counters[0])
+
+    @property
+    def capacity(self) -> int:
+        return int(self.sx.shape[0])
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """Named arrays trimmed to the used support set (the serialisable state)."""
+        n = self.n_support
+        out = {}
+        for f in fields(self):
+            arr = getattr(self, f.name)
+            if f.name in ("sx", "ssq", "sv", "kself", "age"):
+                arr = arr[:n]
+            elif f.name == "coef":
+                arr = arr[:, :n]
+            out[f.name] = np.ascontiguousarray(arr)
+        return out
+
+    @classmethod
+    def from_arrays(cls, arrays: Mapping[str, np.ndarray], capacity: int) -> BlockState:
+        state = cls(**{f.name: np.array(arrays[f.name]) for f in fields(cls)})
+        state.resize_support(max(capacity, state.n_support))
+        return state
+
+    def resize_support(self, capacity: int) -> None:
+        """Reallocate the support arrays to ``capacity`` slots, keeping the first n_support."""
+        n = self.n_support
+        if capacity < n:
+            raise ValueError(f"cannot shrink the support set below its {n} pairs")
+
+        def grow(arr: np.ndarray, axis: int) -> np.ndarray:
+            shape = list(arr.shape)
+            shape[axis] = capacity
+            out = np.zeros(shape, dtype=arr.dtype)
+            sl = [slice(None)] * arr.ndim
+            sl[axis] = slice(0, n)
+            out[tuple(sl)] = arr[tuple(sl)]
+            return out
+
+        self.sx = grow(self.sx, 0)
+        self.ssq = grow(self.ssq, 0)
+        self.sv = grow(self.sv, 0)
+        self.kself = grow(self.kself, 0)
+        self.age = grow(self.age, 0)
+        self.coef = grow(self.coef, 1)
+
+    def grow_outputs(self, n_outputs: int) -> None:
+        """Add zero rows/columns for new outputs (new classes): theta and norms are unchanged."""
+        K = self.w.shape[0]
+        extra = n_outputs - K
+        if extra <= 0:
+            return
+        self.w = np.vstack([self.w, np.zeros((extra, self.w.shape[1]))])
+        if self.w_avg.size or self.w_avg.shape[0]:
+            self.w_avg = np.vstack([self.w_avg, np.zeros((extra, self.w_avg.shape[1]))])
+        self.sv = np.hstack([self.sv, np.zeros((self.sv.shape[0], extra))])
+        self.bias = np.concatenate([self.bias, np.zeros(extra)])
+
+
+def transplant(
+    old_layout: Layout,
+    old: BlockState,
+    old_names: Sequence[str],
+    new_layout: Layout,
+    new_names: Sequence[str],
+    kernels: Sequence[Kernel],
+) -> BlockState:
+    """State for a new layout (wider input, kernels added or removed), keeping every surviving
+    block's weights, coefficients, scale and exact norm; new blocks start at zero."""
+    K = old.w.shape[0]
+    d_new = new_layout.masks.shape[1]
+    cap = old.capacity if new_layout.im_blocks.size else 0
+    if new_layout.im_blocks.size and cap == 0:
+        cap = max(old.n_support, 64)
+    new = BlockState.empty(new_layout, K, cap, average=bool(old.w_avg.shape[0]))
+    n = min(old.n_support, cap) if new_layout.im_blocks.size else 0
+    new.counters[:] = old.counters
+    new.counters[0] = n
+    new.bias[:] = old.bias
+    width = min(old.sx.shape[1], d_new)
+    new.sx[:n, :width] = old.sx[:n, :width]
+    new.sv[:n] = old.sv[:n]
+    new.age[:n] = old.age[:n]
+    position = {name: i for i, name in enumerate(old_names)}
+    for m, name in enumerate(new_names):
+        i = position.get(name)
+        if i is None:
+            continue
+        new.scale[m] = old.scale[i]
+        new.norms[m] = old.norms[i]
+        if new_layout.is_explicit[m]:
+            a, e = old_layout.ex_off[i], old_layout.ex_off[i + 1]
+            na = new_layout.ex_off[m]
+            new.w[:, na : na + (e - a)] = old.w[:, a:e]
+            if old.w_avg.shape[0]:
+                new.w_avg[:, na : na + (e - a)] = old.w_avg[:, a:e]
+        elif not old_layout.is_explicit[i]:
+            new.coef[m, :n] = old.coef[i, :n]
+    if n:  # per-view squared norms and self-kernel values under the new layout
+        for v in range(new_layout.n_views):
+            new.ssq[:n, v] = np.einsum("ij,ij,j->i", new.sx[:n], new.sx[:n], new_layout.masks[v])
+        for m in new_layout.im_blocks:
+            v = new_layout.view_of[m]
+            k = kernels[m]
+            p0, p1, normalize = k._code_params()
+            sq = new.ssq[:n, v]
+            new.kself[:n, m] = [
+                nb.kernel_value(k.kind, p0, p1, normalize, s, 0.0, s, s) for s in sq
+            ]
+    return new
