@@ -20,7 +20,7 @@ import math
 import numpy as np
 from numba import njit
 
-from streammkl.core._jit import JIT
+from streammkl.core._jit import JIT, JIT_INLINE
 
 # kernel kinds
 K_LINEAR, K_POLY, K_RBF, K_B1 = 0, 1, 2, 3
@@ -49,10 +49,13 @@ def _kernel_value(kind, p0, p1, normalize, dot, sqdist, nx, ny):
             den = math.sqrt(nx * ny)
             k = dot / den if den > 0.0 else 0.0
     elif kind == K_POLY:
-        k = (dot + p1) ** p0
+        base = dot + p1
         if normalize:
-            den = math.sqrt((nx + p1) ** p0 * (ny + p1) ** p0)
-            k = k / den if den > 0.0 else 0.0
+            den = math.sqrt((nx + p1) * (ny + p1))
+            base = base / den if den > 0.0 else 0.0
+        k = 1.0
+        for _ in range(int(p0)):  # integer degree: repeated products, no pow()
+            k *= base
     elif kind == K_RBF:
         k = math.exp(-p0 * max(sqdist, 0.0))
     else:  # B1-spline
@@ -62,7 +65,7 @@ def _kernel_value(kind, p0, p1, normalize, dot, sqdist, nx, ny):
     return k
 
 
-kernel_value = njit(**JIT)(_kernel_value)
+kernel_value = njit(**JIT_INLINE)(_kernel_value)
 
 
 def _view_dot(x, y, mask, full):
@@ -76,7 +79,7 @@ def _view_dot(x, y, mask, full):
     return acc
 
 
-view_dot = njit(**JIT)(_view_dot)
+view_dot = njit(**JIT_INLINE)(_view_dot)
 
 
 def _gram(kind, p0, p1, normalize, mask, full, X, Y, out):
@@ -236,7 +239,7 @@ def _prox_power(b0, c, q):
     if q == 1.0:
         return max(0.0, b0 - h)
     if q == 2.0:
-        return b0 / (1.0 + 2.0 * h)
+        return b0 / (1.0 + h)
     lo = 0.0
     hi = b0
     z = b0 / (1.0 + h * q)  # a good start for q near 2, always inside the bracket
@@ -759,3 +762,22 @@ def _learn_many(
 
 
 learn_many = njit(**JIT)(_learn_many)
+
+
+def _decision_many(
+    X, kinds, kp, view_of, masks, view_full, ex_blocks, im_blocks,
+    ex_off, ex_kind, ex_norm, phi_src, rff_w, rff_b,
+    w, scale, sx, ssq, sv, coef, n_support, bias, phi, scores, fx, xsq, dots, out,
+):  # fmt: skip
+    """``decision`` for every row of X into ``out`` (n, K)."""
+    for i in range(X.shape[0]):
+        decision(
+            X[i], kinds, kp, view_of, masks, view_full, ex_blocks, im_blocks,
+            ex_off, ex_kind, ex_norm, phi_src, rff_w, rff_b,
+            w, scale, sx, ssq, sv, coef, n_support, bias, phi, scores, fx, xsq, dots,
+        )  # fmt: skip
+        for k in range(fx.shape[0]):
+            out[i, k] = fx[k]
+
+
+decision_many = njit(**JIT)(_decision_many)

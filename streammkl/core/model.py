@@ -138,8 +138,8 @@ class OnlineMKL:
             raise ValueError(f"radius must be > 0, 'auto' or None, got {radius!r}")
         return radius
 
-    def _check_compatible(self) -> None:
-        implicit = [k.name for k in self.kernels if k.implicit]
+    def _check_compatible(self, kernels: Sequence[Kernel] | None = None) -> None:
+        implicit = [k.name for k in (kernels or self.kernels) if k.implicit]
         for reg in self.regularizers:
             if reg.explicit_only and implicit:
                 raise ValueError(
@@ -303,6 +303,26 @@ class OnlineMKL:
         fx = self._args.decision(x, self._state.w_avg if averaged else None)
         return fx.copy() if self.loss.multiclass else float(fx[0])
 
+    def decision_many(self, X: Any) -> np.ndarray:
+        """Scores for every row of X, shape (n, K), in one compiled loop."""
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        if X.ndim != 2:
+            raise ValueError(f"X must be 2-D, got shape {X.shape}")
+        if X.shape[0] == 0:
+            return np.zeros((0, self.n_outputs))
+        self._prepare(X[0])
+        if X.shape[1] != len(self.feature_keys) or not np.all(np.isfinite(X)):
+            raise ValueError(f"X must be finite with {len(self.feature_keys)} columns")
+        assert self._args is not None
+        return self._args.decision_many(X)
+
+    def losses_many(self, X: Any, Y: Any) -> np.ndarray:
+        """Loss of the current model on every (x, y), without learning."""
+        scores = self.decision_many(X)
+        return np.array(
+            [self.loss.value(s, self._prepare_y(y)) for s, y in zip(scores, Y, strict=True)]
+        )
+
     def block_decisions(self, x: Any) -> np.ndarray:
         """Per-block scores f_m(x), shape (M, K)."""
         self.decision(x)
@@ -374,15 +394,11 @@ class OnlineMKL:
         self._swap_kernels(tuple(k for k in self.kernels if k.name != name))
 
     def _swap_kernels(self, kernels: tuple[Kernel, ...]) -> None:
-        old = self.kernels
-        self.kernels = kernels
-        try:
-            self._check_compatible()
-            if self._state is not None:
-                self._rebuild(kernels, self.feature_keys, self.n_outputs)
-        except Exception:
-            self.kernels = old
-            raise
+        self._check_compatible(kernels)
+        if self._state is None:
+            self.kernels = kernels
+        else:
+            self._rebuild(kernels, self.feature_keys, self.n_outputs)
 
     # --- persistence (no pickle) ------------------------------------------------------------
     def config(self) -> dict[str, Any]:

@@ -175,7 +175,7 @@ class BlockState:
                 arr = arr[:n]
             elif f.name == "coef":
                 arr = arr[:, :n]
-            out[f.name] = np.ascontiguousarray(arr)
+            out[f.name] = np.array(arr, copy=True, order="C")
         return out
 
     @classmethod

@@ -77,6 +77,11 @@ class RoundArgs:
         nb.decision(x, *args, self.state.n_support, *self.decide_tail)
         return self.fx
 
+    def decision_many(self, X: np.ndarray) -> np.ndarray:
+        out = np.empty((X.shape[0], self.fx.shape[0]))
+        nb.decision_many(X, *self.decide, self.state.n_support, *self.decide_tail, out)
+        return out
+
     def block_scores(self) -> np.ndarray:
         """Per-block scores of the last ``decision``/``learn_round`` call."""
         return self.scores

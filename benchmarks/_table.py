@@ -1,0 +1,39 @@
+"""Markdown tables for benchmark scripts: print and write to benchmarks/results/NAME.md."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import platform
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def markdown(headers: list[str], rows: list[list[object]]) -> str:
+    def fmt(v: object) -> str:
+        if isinstance(v, float):
+            return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.4g}"
+        return str(v)
+
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def machine() -> str:
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return (
+        f"{platform.python_implementation()} {platform.python_version()}, "
+        f"{os.cpu_count()} cores, load average {load:.2f} at start, "
+        f"{_dt.datetime.now(_dt.UTC).strftime('%Y-%m-%d %H:%M UTC')}"
+    )
+
+
+def write(name: str, title: str, body: str) -> Path:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{name}.md"
+    path.write_text(f"# {title}\n\n{body}\n")
+    print(body)
+    print(f"\nwritten to {path}")
+    return path

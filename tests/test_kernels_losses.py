@@ -1,0 +1,118 @@
+"""Kernels against textbook formulas; losses against finite differences (found automatically)."""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+
+from streammkl.core import kernels as Kmod
+from streammkl.core import losses as Lmod
+from tests.naive import gram as naive_gram
+
+KERNELS = [
+    Kmod.Linear(), Kmod.Linear(normalize=True, features=(0, 2)), Kmod.Polynomial(2),
+    Kmod.Polynomial(3, coef0=0.5, normalize=False), Kmod.RBF(0.7), Kmod.RBF(0.2, features=(1, 3)),
+    Kmod.B1Spline(2.0),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("kernel", KERNELS, ids=lambda k: k.name)
+def test_gram_matches_textbook_formula(kernel):
+    rng = np.random.default_rng(0)
+    X, Y = rng.normal(size=(7, 4)), rng.normal(size=(5, 4))
+    np.testing.assert_allclose(kernel.gram(X, Y), naive_gram(kernel, X, Y), rtol=1e-12, atol=1e-14)
+    G = kernel.gram(X)
+    assert np.min(np.linalg.eigvalsh(G + G.T) / 2) > -1e-9  # positive semi-definite
+
+
+def test_names_are_stable_and_distinct():
+    assert [k.name for k in KERNELS] == [
+        "linear", "linear-normalized[0,2]", "poly2", "poly3(c=0.5)-raw", "rbf(gamma=0.7)",
+        "rbf(gamma=0.2)[1,3]", "b1(h=2)",
+    ]  # fmt: skip
+    assert Kmod.RBF(0.5, n_components=100).name == "rff(gamma=0.5,D=100)"
+    for k in KERNELS:
+        assert Kmod.from_spec(k.to_spec()) == k and Kmod.from_spec(k.to_spec()).name == k.name
+
+
+def test_explicit_and_implicit_flags():
+    assert not Kmod.Linear().implicit and Kmod.Linear(implicit=True).implicit
+    assert Kmod.RBF(1.0).implicit and not Kmod.RBF(1.0, n_components=10).implicit
+    assert Kmod.Polynomial().implicit and Kmod.B1Spline().implicit
+
+
+def test_random_fourier_map_approximates_rbf_and_is_order_independent():
+    from streammkl.core import OnlineMKL
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(30, 3)) * 0.5
+    k = Kmod.RBF(0.5, n_components=4000)
+    m = OnlineMKL(kernels=(k,), seed=3)
+    m.decision(X[0])
+    L = m._layout
+    Z = np.sqrt(2 / 4000) * np.cos(X @ L.rff_w.T + L.rff_b)
+    err = np.abs(Z @ Z.T - k.gram(X)).max()
+    assert err < 0.08  # Monte Carlo error ~ 1/sqrt(D)
+    # columns are seeded by feature key: the same names in another order give the same columns
+    a = k.fourier_columns(["b", "a"], seed=3)
+    b = k.fourier_columns(["a", "b"], seed=3)
+    np.testing.assert_array_equal(a[:, 0], b[:, 1])
+    assert not np.allclose(k.fourier_columns(["a"], seed=4), b[:, :1])
+
+
+def test_b1_spline_is_sparse():
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(200, 4))
+    G = Kmod.B1Spline(h=1.0).gram(X)
+    assert np.mean(G == 0.0) > 0.8
+
+
+def test_bad_kernel_parameters_are_rejected_with_the_parameter_named():
+    with pytest.raises(ValueError, match="gamma"):
+        Kmod.RBF(-1.0)
+    with pytest.raises(ValueError, match="degree"):
+        Kmod.Polynomial(1.5)
+    with pytest.raises(ValueError, match="h must"):
+        Kmod.B1Spline(0)
+    with pytest.raises(ValueError, match="unknown kernel type"):
+        Kmod.from_spec({"type": "Sigmoid"})
+    with pytest.raises(ValueError, match="by name"):
+        Kmod.Linear(features=("age",)).feature_indices(3)
+
+
+def _loss_instances():
+    out = []
+    for name, cls in inspect.getmembers(Lmod, inspect.isclass):
+        if issubclass(cls, Lmod.Loss) and cls is not Lmod.Loss:
+            out.append(cls())
+    return out
+
+
+@pytest.mark.parametrize("loss", _loss_instances(), ids=repr)
+def test_loss_gradient_matches_finite_differences(loss):
+    rng = np.random.default_rng(5)
+    K = 4 if loss.multiclass else 1
+    checked = 0
+    for _ in range(200):
+        s = rng.normal(size=K) * 2
+        y = {"binary": rng.choice([-1.0, 1.0]), "multiclass": float(rng.integers(K))}.get(
+            loss.task, float(rng.normal() * 2)
+        )
+        _val, g = loss.value_grad(s, y)
+        h = 1e-6
+        fd = np.array([(loss.value(s + h * e, y) - loss.value(s - h * e, y)) / (2 * h)
+                       for e in np.eye(K)])  # fmt: skip
+        # skip points within h of a kink (hinge, eps-insensitive, Huber, Crammer-Singer)
+        kinked = any(
+            abs(np.diff([loss.value(s + t * e, y) for t in (-h, 0, h)], n=2)[0]) > 1e-9
+            for e in np.eye(K)
+        )
+        if kinked:
+            continue
+        np.testing.assert_allclose(g, fd, atol=1e-5)
+        if loss.lipschitz is not None:
+            assert np.linalg.norm(g) <= loss.lipschitz + 1e-12
+        checked += 1
+    assert checked > 100
