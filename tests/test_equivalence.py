@@ -81,3 +81,25 @@ def test_printed_norm_update_would_be_wrong():
     if y * f < 1:  # an update happened: the corrected formula is the only consistent one
         printed = np.sqrt(norm_before**2 - 2 * 0.5 * f * y + 0.25 * (x @ x))
         assert abs(printed - true) > 1e-3
+
+
+@pytest.mark.parametrize("normalize", [True, False])
+def test_explicit_quadratic_map_equals_kernelized_polynomial(normalize):
+    X, Y = _stream(losses.MulticlassHinge(), n=800)
+    kw = dict(loss=losses.MulticlassHinge(), regularizer=regularizers.SquaredGroupLasso(1e-3))
+    feats = (0, 2, 3, 5)
+    explicit = OnlineMKL(
+        kernels=(kernels.Polynomial(2, coef0=0.7, normalize=normalize, features=feats,
+                                    explicit=True), kernels.Linear()), **kw,
+    )  # fmt: skip
+    implicit = OnlineMKL(
+        kernels=(kernels.Polynomial(2, coef0=0.7, normalize=normalize, features=feats),
+                 kernels.Linear()), **kw,
+    )  # fmt: skip
+    for x, y in zip(X, Y, strict=True):
+        explicit.learn(x, y)
+        implicit.learn(x, y)
+    probe = np.random.default_rng(9).normal(size=(20, 6))
+    np.testing.assert_allclose(explicit.decision_many(probe), implicit.decision_many(probe),
+                               rtol=1e-8, atol=1e-9)  # fmt: skip
+    np.testing.assert_allclose(explicit.block_norms, implicit.block_norms, rtol=1e-8)

@@ -370,20 +370,28 @@ schedule_eta = njit(**JIT)(_schedule_eta)
 
 
 def _explicit_phi(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_w, rff_b, phi):
-    """Feature maps of all explicit blocks, concatenated into ``phi``."""
+    """Feature maps of all explicit blocks, concatenated into ``phi``.
+
+    Product maps (linear, exact quadratic) read ``phi_src`` as three rows: first input index,
+    second input index (-1: none) and a constant factor, so phi_j = c_j x[i_j] x[k_j].
+    """
     d = x.shape[0]
     for m in ex_blocks:
         a = ex_off[m]
         e = ex_off[m + 1]
         if ex_kind[m] == MAP_GATHER:
             for j in range(a, e):
-                src = phi_src[j]
-                phi[j] = x[src] if src < d else 0.0
+                src = int(phi_src[0, j])
+                v = x[src] if 0 <= src < d else (1.0 if src < 0 else 0.0)
+                src2 = int(phi_src[1, j])
+                if src2 >= 0:
+                    v *= x[src2] if src2 < d else 0.0
+                phi[j] = v * phi_src[2, j]
         else:
             c = math.sqrt(2.0 / (e - a))
             w = min(d, rff_w.shape[1])
             for j in range(a, e):
-                r = phi_src[j]
+                r = int(phi_src[0, j])
                 z = rff_b[r]
                 for i in range(w):
                     z += rff_w[r, i] * x[i]

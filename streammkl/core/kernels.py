@@ -163,7 +163,11 @@ class Linear(Kernel):
 
 
 class Polynomial(Kernel):
-    """``k(x, y) = (<x, y> + coef0)^degree``; ``normalize`` divides by sqrt(k(x,x) k(y,y))."""
+    """``k(x, y) = (<x, y> + coef0)^degree``; ``normalize`` divides by sqrt(k(x,x) k(y,y)).
+
+    Kernelized by default; ``explicit=True`` (degree 2 only) uses the exact quadratic feature
+    map instead: O(d^2) weights, no support set, same kernel.
+    """
 
     kind = nb.K_POLY
 
@@ -174,15 +178,23 @@ class Polynomial(Kernel):
         normalize: bool = True,
         features: Sequence[int | str] | None = None,
         name: str | None = None,
+        explicit: bool = False,
     ):
         if int(degree) != degree or degree < 1:
             raise ValueError(f"Polynomial: degree must be a positive integer, got {degree!r}")
+        if explicit and degree != 2:
+            raise ValueError("Polynomial: explicit=True supports degree 2 only")
         if coef0 < 0:
             raise ValueError(f"Polynomial: coef0 must be >= 0, got {coef0!r}")
         super().__init__(features, name)
         self.degree = int(degree)
         self.coef0 = float(coef0)
         self.normalize = bool(normalize)
+        self.explicit = bool(explicit)
+
+    @property
+    def implicit(self) -> bool:
+        return not self.explicit
 
     def _default_name(self) -> str:
         base = f"poly{self.degree}"
@@ -198,6 +210,7 @@ class Polynomial(Kernel):
             "degree": self.degree,
             "coef0": self.coef0,
             "normalize": self.normalize,
+            "explicit": self.explicit,
             **super().params(),
         }
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from streammkl.core import _numba as nb
-from streammkl.core.kernels import RBF, Kernel
+from streammkl.core.kernels import RBF, Kernel, Polynomial
 
 
 @dataclass
@@ -33,7 +33,7 @@ class Layout:
     ex_off: np.ndarray  # (M + 1,) column offsets of the blocks in phi / w
     ex_kind: np.ndarray  # (M,) feature-map code of explicit blocks
     ex_norm: np.ndarray  # (M,) bool: normalise phi_m to unit norm
-    phi_src: np.ndarray  # (P,) input index (gather) or row of rff_w (Fourier) per phi entry
+    phi_src: np.ndarray  # (3, P): input index / rff row, second input index (-1), factor
     rff_w: np.ndarray  # (R, d) Fourier frequencies
     rff_b: np.ndarray  # (R,) Fourier offsets
 
@@ -92,14 +92,16 @@ def build_layout(
             rff_rows.append(cols)
             rff_offsets.append(kernel.fourier_offsets(seed))
             ex_kind[m] = nb.MAP_RFF
-            phi_src.append(np.arange(n_rff, n_rff + D, dtype=np.int64))
+            rows = np.arange(n_rff, n_rff + D, dtype=np.float64)
+            phi_src.append(np.vstack([rows, -np.ones(D), np.ones(D)]))
             n_rff += D
             ex_off[m + 1] = ex_off[m] + D
-        else:  # explicit linear: gather the selected inputs
+        else:  # product maps: explicit linear (gather) or the exact quadratic map
             ex_kind[m] = nb.MAP_GATHER
             ex_norm[m] = bool(kernel._code_params()[2])
-            phi_src.append(idx.astype(np.int64))
-            ex_off[m + 1] = ex_off[m] + idx.size
+            src = product_map(kernel, idx)
+            phi_src.append(src)
+            ex_off[m + 1] = ex_off[m] + src.shape[1]
     if not masks:
         masks.append(np.ones(d))
         full.append(True)
@@ -115,10 +117,29 @@ def build_layout(
         ex_off=ex_off,
         ex_kind=ex_kind,
         ex_norm=ex_norm,
-        phi_src=np.concatenate(phi_src) if phi_src else np.zeros(0, dtype=np.int64),
+        phi_src=np.hstack(phi_src) if phi_src else np.zeros((3, 0)),
         rff_w=np.vstack(rff_rows) if rff_rows else np.zeros((0, d)),
         rff_b=np.concatenate(rff_offsets) if rff_offsets else np.zeros(0),
     )
+
+
+def product_map(kernel: Kernel, idx: np.ndarray) -> np.ndarray:
+    """(3, P) rows (first input, second input or -1, factor) of an explicit product map.
+
+    Linear: one entry per input. Quadratic (``(<x, y> + c)^2``): the constant ``c``, then per input
+    j, in input order, ``sqrt(2c) x_j``, ``sqrt(2) x_i x_j`` for i < j and ``x_j^2`` — a new
+    input only appends entries, so maps of a growing input keep their prefix.
+    """
+    if isinstance(kernel, Polynomial):
+        c = kernel.coef0
+        cols: list[tuple[float, float, float]] = [(-1.0, -1.0, c)] if c > 0 else []
+        for pos, j in enumerate(idx):
+            if c > 0:
+                cols.append((j, -1.0, np.sqrt(2 * c)))
+            cols.extend((i, j, np.sqrt(2.0)) for i in idx[:pos])
+            cols.append((j, j, 1.0))
+        return np.array(cols, dtype=np.float64).T.reshape(3, len(cols))
+    return np.vstack([idx.astype(np.float64), -np.ones(idx.size), np.ones(idx.size)])
 
 
 @dataclass

@@ -1,1 +1,8 @@
+"""river-compatible learners over the streammkl core (``learn_one`` / ``predict_one``)."""
 
+from __future__ import annotations
+
+from streammkl.river.classifier import MKLClassifier
+from streammkl.river.regressor import MKLRegressor
+
+__all__ = ["MKLClassifier", "MKLRegressor"]

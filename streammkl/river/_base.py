@@ -1,0 +1,269 @@
+"""What MKLClassifier and MKLRegressor share: lazy core model, dict inputs, introspection,
+persistence without pickle (numpy arrays + JSON in one ``.npz``, versioned, checksummed)."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import io
+import json
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from streammkl.core import OnlineMKL
+from streammkl.core import kernels as kernels_mod
+from streammkl.core import regularizers as regs_mod
+from streammkl.core import schedules as schedules_mod
+from streammkl.river import defaults
+from streammkl.river._features import FeatureIndex, check_numeric
+
+FILE_FORMAT = "streammkl.river"
+FILE_VERSION = 1
+
+
+class MKLMixin:
+    """Shared machinery; subclasses define ``_core_loss``, ``_extra_meta``, ``_restore_extra``."""
+
+    kernels: Sequence | None
+    regularizer: Any
+    schedule: Any
+    radius: float | str | None
+    budget: int | None
+    budget_policy: str
+    seed: int
+    fit_intercept: bool
+
+    def _init_state(self) -> None:
+        self._model: OnlineMKL | None = None
+        self._features = FeatureIndex()
+
+    # --- core model -------------------------------------------------------------------------
+    def _bank(self) -> tuple:
+        bank = defaults.kernel_bank() if self.kernels is None else self.kernels
+        return tuple(kernels_mod.from_spec(k) for k in bank)
+
+    def _make_model(self) -> OnlineMKL:
+        reg = self.regularizer
+        if reg is None:
+            reg = defaults.regularizer()
+        elif isinstance(reg, list | tuple):
+            reg = tuple(regs_mod.from_spec(r) for r in reg)
+        schedule = self.schedule if self.schedule is not None else self._default_schedule()
+        return OnlineMKL(
+            kernels=self._bank(),
+            loss=self._core_loss(),
+            regularizer=reg,
+            schedule=schedules_mod.from_spec(copy.deepcopy(schedule)),
+            radius=self.radius,
+            budget=self.budget,
+            budget_policy=self.budget_policy,
+            seed=self.seed,
+            fit_intercept=self.fit_intercept,
+        )
+
+    def _core_loss(self) -> Any:
+        raise NotImplementedError
+
+    def _default_schedule(self) -> Any:
+        return defaults.schedule()
+
+    def _vector(self, x: Mapping, learn: bool) -> np.ndarray | None:
+        """x as a dense vector; on ``learn`` new features get columns. None before any learning."""
+        check_numeric(x)
+        if learn:
+            new = self._features.new_names(x)
+            if self._model is None:
+                self._model = self._make_model()
+            if new or not self._features.names:
+                self._features.add(new)
+                self._model.declare_features(new)
+        if self._model is None or self._model._state is None:
+            return None
+        return self._features.vector(x)
+
+    # --- introspection ----------------------------------------------------------------------
+    @property
+    def kernel_names(self) -> list[str]:
+        return self._model.names if self._model is not None else [k.name for k in self._bank()]
+
+    @property
+    def kernel_weights(self) -> dict[str, float]:
+        """beta per kernel (sums to 1 once anything is learned; all zeros before)."""
+        if self._model is None:
+            return {name: 0.0 for name in self.kernel_names}
+        return dict(zip(self.kernel_names, self._model.kernel_weights.tolist(), strict=True))
+
+    @property
+    def block_norms(self) -> dict[str, float]:
+        if self._model is None:
+            return {name: 0.0 for name in self.kernel_names}
+        return dict(zip(self.kernel_names, self._model.block_norms.tolist(), strict=True))
+
+    @property
+    def active_kernels(self) -> list[str]:
+        return [name for name, b in self.block_norms.items() if b > 0]
+
+    @property
+    def n_support(self) -> int:
+        return 0 if self._model is None else self._model.n_support
+
+    @property
+    def n_learned(self) -> int:
+        return 0 if self._model is None else self._model.t
+
+    @property
+    def core(self) -> OnlineMKL | None:
+        """The array-level learner underneath (None before the first ``learn_one``)."""
+        return self._model
+
+    # --- runtime kernel changes -------------------------------------------------------------
+    def add_kernel(self, kernel: Any) -> None:
+        kernel = kernels_mod.from_spec(kernel)
+        if self._model is None:
+            self._model = self._make_model()
+        self._model.add_kernel(kernel)
+
+    def remove_kernel(self, name: str) -> None:
+        if self._model is None:
+            self._model = self._make_model()
+        self._model.remove_kernel(name)
+
+    def restart_schedule(self) -> None:
+        if self._model is not None:
+            self._model.restart_schedule()
+
+    # --- persistence ------------------------------------------------------------------------
+    def _params_spec(self) -> dict[str, Any]:
+        def spec(v: Any) -> Any:
+            if v is None or isinstance(v, str | int | float | bool):
+                return v
+            if isinstance(v, list | tuple):
+                return [spec(i) for i in v]
+            return v.to_spec()
+
+        return {name: spec(value) for name, value in self._get_params().items()}  # type: ignore[attr-defined]
+
+    def to_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """(JSON-able meta, named arrays): the whole learner, without pickle."""
+        meta: dict[str, Any] = {
+            "format": FILE_FORMAT,
+            "version": FILE_VERSION,
+            "class": type(self).__name__,
+            "params": self._params_spec(),
+            "features": list(self._features.names),
+            "extra": self._extra_meta(),
+            "core": None,
+        }
+        arrays: dict[str, np.ndarray] = {}
+        if self._model is not None:
+            meta["core"], arrays = self._model.to_state()
+        json.dumps(meta)  # fail here, clearly, if a label is not JSON-serialisable
+        return meta, arrays
+
+    @classmethod
+    def from_state(cls, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> Any:
+        if meta.get("format") != FILE_FORMAT:
+            raise ValueError(f"not a streammkl learner state (format={meta.get('format')!r})")
+        version = int(meta.get("version", -1))
+        if version > FILE_VERSION:
+            raise ValueError(
+                f"state format version {version} is newer than this streammkl reads "
+                f"({FILE_VERSION}); upgrade streammkl to load it"
+            )
+        if meta.get("class") != cls.__name__:
+            raise ValueError(f"state holds a {meta.get('class')}, not a {cls.__name__}")
+        params = dict(meta["params"])
+        for key in ("kernels", "regularizer"):
+            if isinstance(params.get(key), list):
+                params[key] = tuple(params[key])
+        learner = cls(**params)
+        learner._features = FeatureIndex(list(meta["features"]))
+        if meta["core"] is not None:
+            learner._model = OnlineMKL.from_state(meta["core"], dict(arrays))
+        learner._restore_extra(meta["extra"])
+        return learner
+
+    def _extra_meta(self) -> dict[str, Any]:
+        return {}
+
+    def _restore_extra(self, extra: Mapping[str, Any]) -> None:
+        pass
+
+    def digest(self) -> str:
+        """sha256 of the canonical state: equal digests <=> identical learners."""
+        meta, arrays = self.to_state()
+        return state_digest(meta, arrays)
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the learner to ``path`` (.npz: arrays + JSON meta + sha256), atomically."""
+        meta, arrays = self.to_state()
+        path = Path(path)
+        write_state(path, meta, arrays)
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> Any:
+        meta, arrays = read_state(Path(path))
+        return cls.from_state(meta, arrays)
+
+
+def state_digest(meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> str:
+    h = hashlib.sha256(json.dumps(meta, sort_keys=True, default=str).encode())
+    for name in sorted(arrays):
+        arr = np.ascontiguousarray(arrays[name])
+        h.update(f"{name}|{arr.dtype}|{arr.shape}".encode())
+        h.update(arr.tobytes())
+    return h.hexdigest()
+
+
+def encode_state(meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> bytes:
+    """One .npz blob: every array, the JSON meta and the digest of both."""
+    payload = {f"a/{k}": np.ascontiguousarray(v) for k, v in arrays.items()}
+    meta_bytes = json.dumps(meta, sort_keys=True).encode()
+    payload["__meta__"] = np.frombuffer(meta_bytes, dtype=np.uint8)
+    payload["__sha256__"] = np.frombuffer(state_digest(meta, arrays).encode(), dtype=np.uint8)
+    buf = io.BytesIO()
+    np.savez(buf, **payload)  # type: ignore[arg-type]
+    return buf.getvalue()
+
+
+def decode_state(
+    blob: bytes, source: str = "state"
+) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    try:
+        with np.load(io.BytesIO(blob), allow_pickle=False) as npz:
+            files = {k: npz[k] for k in npz.files}
+        meta = json.loads(files.pop("__meta__").tobytes().decode())
+        expected = files.pop("__sha256__").tobytes().decode()
+    except Exception as exc:  # zip/npy/json errors: all mean the same thing to a user
+        raise ValueError(f"{source} is not a readable streammkl state file: {exc}") from None
+    arrays = {k[2:]: v for k, v in files.items() if k.startswith("a/")}
+    if state_digest(meta, arrays) != expected:
+        raise ValueError(f"{source} is corrupted: its checksum does not match its contents")
+    return meta, arrays
+
+
+def write_state(path: Path, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
+    blob = encode_state(meta, arrays)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(blob)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_state(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    if not path.exists():
+        raise FileNotFoundError(f"no saved learner at {path}")
+    return decode_state(path.read_bytes(), source=str(path))

@@ -1,0 +1,71 @@
+"""Dict inputs as river streams them -> dense vectors for the core.
+
+Feature names get a column when first seen (a batch of new names is sorted, so the order of keys
+in a dict never matters); a missing feature is 0; ``None`` means missing; a non-numeric or
+non-finite value is an error naming the feature. The vector is a fresh array: the learner never
+keeps a reference to the caller's dict.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping
+
+import numpy as np
+
+
+class FeatureIndex:
+    """Name -> column map that only grows."""
+
+    def __init__(self, names: list[str] | None = None):
+        self.names: list[str] = list(names or [])
+        self.index: dict[str, int] = {n: i for i, n in enumerate(self.names)}
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def new_names(self, x: Mapping) -> list[str]:
+        return sorted({_key(k) for k in x if _key(k) not in self.index})
+
+    def add(self, names: list[str]) -> None:
+        for name in names:
+            if name not in self.index:
+                self.index[name] = len(self.names)
+                self.names.append(name)
+
+    def vector(self, x: Mapping) -> np.ndarray:
+        """Dense vector over the known columns (unknown names are ignored: add them first)."""
+        out = np.zeros(len(self.names))
+        index = self.index
+        for key, value in x.items():
+            col = index.get(_key(key))
+            if col is None or value is None:
+                continue
+            out[col] = _number(key, value)
+        return out
+
+
+def _key(key: object) -> str:
+    return key if isinstance(key, str) else str(key)
+
+
+def _number(key: object, value: object) -> float:
+    if isinstance(value, bool | np.bool_):
+        return float(value)
+    if not isinstance(value, numbers.Real):
+        raise TypeError(
+            f"feature {key!r} has a non-numeric value {value!r} ({type(value).__name__}); "
+            "encode it first (e.g. river.preprocessing.OneHotEncoder)"
+        )
+    v = float(value)
+    if not math.isfinite(v):
+        raise ValueError(f"feature {key!r} has a non-finite value {value!r}")
+    return v
+
+
+def check_numeric(x: Mapping) -> None:
+    """Validate every value of x before the model is touched (bad input changes nothing)."""
+    for key, value in x.items():
+        if value is not None:
+            _number(key, value)

@@ -1,0 +1,180 @@
+"""MKLClassifier / MKLRegressor behaviour beyond river.checks: dict inputs, persistence, memory."""
+
+from __future__ import annotations
+
+import pickle
+import random
+
+import numpy as np
+import pytest
+from river import datasets, preprocessing
+
+from streammkl.core import kernels, losses
+from streammkl.river import MKLClassifier, MKLRegressor
+
+
+def _phishing(n=300):
+    return list(datasets.Phishing().take(n))
+
+
+def _trained(n=300, **kw):
+    model = MKLClassifier(**kw)
+    for x, y in _phishing(n):
+        model.learn_one(x, y)
+    return model
+
+
+def test_learns_phishing_and_reports_kernel_weights():
+    model = MKLClassifier()
+    scaler = preprocessing.StandardScaler()
+    correct = 0
+    data = list(datasets.Phishing())
+    for x, y in data:
+        x = scaler.learn_one(x) or scaler.transform_one(x)
+        correct += model.predict_one(x) == y
+        model.learn_one(x, y)
+    assert correct / len(data) > 0.87
+    beta = model.kernel_weights
+    assert set(beta) == set(model.kernel_names) and abs(sum(beta.values()) - 1) < 1e-9
+    assert model.active_kernels and all(beta[k] > 0 for k in model.active_kernels)
+    assert model.n_learned == len(data)
+
+
+def test_boolean_labels_give_both_classes_from_the_first_example():
+    model = MKLClassifier()
+    assert model.predict_proba_one({"a": 1.0}) == {} and model.predict_one({"a": 1.0}) is None
+    model.learn_one({"a": 1.0}, True)
+    proba = model.predict_proba_one({"a": 1.0})
+    assert set(proba) == {False, True} and abs(sum(proba.values()) - 1) < 1e-12
+
+
+def test_any_hashable_labels_and_growing_classes():
+    model = MKLClassifier()
+    rng = np.random.default_rng(0)
+    labels = ["cat", "dog", ("tuple", 1), 7]
+    for i in range(400):
+        k = i % 4 if i >= 100 else i % 2
+        x = {"u": float(rng.normal() + 3 * (k % 2)), "v": float(rng.normal() + 3 * (k // 2))}
+        model.learn_one(x, labels[k])
+    assert model.classes_ == labels
+    assert set(model.predict_proba_one({"u": 0.0, "v": 0.0})) == set(labels)
+
+
+def test_features_appearing_mid_stream_missing_and_in_any_order():
+    data = _phishing(200)
+    a, b = MKLClassifier(), MKLClassifier()
+    rnd = random.Random(0)
+    for i, (x, y) in enumerate(data):
+        x = dict(x) if i > 50 else {k: v for k, v in x.items() if k != "age_of_domain"}
+        keys = list(x)
+        rnd.shuffle(keys)
+        a.learn_one(x, y)
+        b.learn_one({k: x[k] for k in keys}, y)
+    assert a.digest() == b.digest()
+    probe = {k: v for k, v in data[0][0].items() if k != "ip_in_url"}  # a missing feature = 0
+    assert a.predict_proba_one(probe) == b.predict_proba_one({**probe, "ip_in_url": 0})
+
+
+def test_non_numeric_value_is_rejected_naming_the_feature_and_changes_nothing():
+    model = _trained(50)
+    digest = model.digest()
+    with pytest.raises(TypeError, match="'colour'"):
+        model.learn_one({"colour": "red", "age": 3.0}, True)
+    with pytest.raises(ValueError, match="'age'"):
+        model.learn_one({"age": float("nan")}, True)
+    with pytest.raises(TypeError, match="'colour'"):
+        model.predict_one({"colour": "red"})
+    assert model.digest() == digest
+
+
+def test_binary_loss_refuses_a_third_class_without_changing_the_model():
+    model = MKLClassifier(loss=losses.Logistic())
+    model.learn_one({"a": 1.0}, "x")
+    model.learn_one({"a": -1.0}, "y")
+    digest = model.digest()
+    with pytest.raises(ValueError, match="third class"):
+        model.learn_one({"a": 0.0, "b": 2.0}, "z")
+    assert model.digest() == digest
+    p = model.predict_proba_one({"a": 1.0})
+    assert set(p) == {"x", "y"} and abs(sum(p.values()) - 1) < 1e-12
+
+
+@pytest.mark.parametrize("cls", [MKLClassifier, MKLRegressor])
+def test_save_load_round_trip_is_exact(tmp_path, cls):
+    data = _phishing(300)
+    model = cls()
+    target = (lambda y: y) if cls is MKLClassifier else (lambda y: float(y) * 3.0 + 1.0)
+    for x, y in data[:200]:
+        model.learn_one(x, target(y))
+    path = model.save(tmp_path / "model.npz")
+    loaded = cls.load(path)
+    assert loaded.digest() == model.digest()
+    for x, y in data[200:]:
+        assert loaded.predict_one(x) == model.predict_one(x)
+        model.learn_one(x, target(y))
+        loaded.learn_one(x, target(y))
+    assert loaded.digest() == model.digest()
+    assert pickle.loads(pickle.dumps(model)).digest() == model.digest()
+    assert model.clone().n_learned == 0
+
+
+def test_load_rejects_corrupted_newer_and_foreign_files(tmp_path):
+    from streammkl.river._base import read_state, write_state
+
+    model = _trained(50)
+    path = model.save(tmp_path / "m.npz")
+    blob = bytearray(path.read_bytes())
+    blob[len(blob) // 2] ^= 0xFF
+    (tmp_path / "bad.npz").write_bytes(bytes(blob))
+    with pytest.raises(ValueError, match=r"corrupted|not a readable"):
+        MKLClassifier.load(tmp_path / "bad.npz")
+    meta, arrays = read_state(path)
+    meta["version"] = 99
+    write_state(tmp_path / "new.npz", meta, arrays)
+    with pytest.raises(ValueError, match="newer"):
+        MKLClassifier.load(tmp_path / "new.npz")
+    with pytest.raises(ValueError, match="MKLClassifier, not a MKLRegressor"):
+        MKLRegressor.load(path)
+    with pytest.raises(FileNotFoundError):
+        MKLClassifier.load(tmp_path / "nope.npz")
+
+
+def test_unserialisable_label_gives_a_clear_error(tmp_path):
+    model = MKLClassifier()
+    model.learn_one({"a": 1.0}, frozenset({1}))
+    with pytest.raises(TypeError, match="JSON"):
+        model.save(tmp_path / "m.npz")
+
+
+def test_memory_stays_bounded_with_a_budget_over_50k_examples():
+    rng = np.random.default_rng(0)
+    model = MKLClassifier(
+        kernels=(kernels.Linear(), kernels.RBF(0.5), kernels.RBF(5.0)), budget=128
+    )
+    X = rng.normal(size=(50_000, 3))
+    Y = (X[:, 0] * X[:, 1] > 0).tolist()
+    names = ("a", "b", "c")
+
+    def feed(lo, hi):
+        for x, y in zip(X[lo:hi], Y[lo:hi], strict=True):
+            model.learn_one(dict(zip(names, x.tolist(), strict=True)), y)
+
+    feed(0, 1000)
+    after_1k = model._raw_memory_usage
+    feed(1000, 50_000)
+    assert model.n_support == 128 and model.n_learned == 50_000
+    assert model._raw_memory_usage <= after_1k + 4096  # flat: no per-example state
+
+
+def test_regressor_standardises_the_target_and_tracks_it():
+    rng = np.random.default_rng(1)
+    model = MKLRegressor()
+    errs = []
+    for i in range(3000):
+        x = {"a": float(rng.normal()), "b": float(rng.normal())}
+        y = 1000.0 + 50.0 * x["a"] - 30.0 * x["b"] ** 2
+        errs.append(abs(model.predict_one(x) - y))
+        model.learn_one(x, y)
+    target_std = np.sqrt(50.0**2 + 2 * 30.0**2)  # ~65
+    assert np.mean(errs[-500:]) < 0.35 * np.mean(errs[1:101])
+    assert np.mean(errs[-500:]) < 0.15 * target_std  # unscaled steps on y ~ 1000 would diverge
