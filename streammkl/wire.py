@@ -1,0 +1,324 @@
+"""The message schema between producers and the daemon: ``decode(bytes) -> Record | DecodeError``.
+
+A record is one JSON object::
+
+    {"x": {"name": number, ...} | [number, ...] | [{...} | [...], ...],
+     "y": label | [label, ...],  "id": "optional string",  "ts": optional number}
+
+``x`` is a feature dict, a dense vector, or a *sequence* (a list of dicts or of vectors, one per
+token, for sequence labelling). No ``"y"`` (or ``"y": null``) means predict only. ``ts`` is the
+event time in seconds since the epoch.
+
+:func:`decode` never raises: every rejection is a :class:`DecodeError` whose ``reason`` is one of
+:data:`REASONS` (a bounded set, safe as a metric label) and whose ``message`` names the offending
+field. This module imports nothing from streammkl (DESIGN.md).
+
+Examples
+--------
+>>> rec = decode(b'{"x": {"a": 1, "b": 2.5}, "y": true, "id": "e1"}')
+>>> rec.x, rec.y, rec.id
+({'a': 1.0, 'b': 2.5}, True, 'e1')
+>>> decode(b'{"x": [1, NaN]}').reason
+'non_finite'
+>>> decode(b'{"x": [1, 2, 3]}', dim=2).message
+'x has 3 values, expected 2 (the configured dimension)'
+>>> decode(encode(Record(x=[0.5, 1.0], y="cat"))).y
+'cat'
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = ["DEFAULT_MAX_BYTES", "REASONS", "DecodeError", "Record", "decode", "encode"]
+
+DEFAULT_MAX_BYTES = 1 << 20
+
+#: Every rejection reason :func:`decode` can return, with what it means.
+REASONS: dict[str, str] = {
+    "too_large": "the record is larger than the size limit",
+    "invalid_utf8": "the bytes are not valid UTF-8",
+    "invalid_json": "the text is not valid JSON",
+    "not_an_object": "the JSON value is not an object",
+    "unknown_field": "a top-level key other than x, y, id, ts (strict mode only)",
+    "missing_x": "there is no x",
+    "bad_x": "x is not an object, an array of numbers or an array of tokens, or is empty",
+    "non_numeric": "a feature value is not a number",
+    "non_finite": "a feature value or a numeric label is NaN or infinite",
+    "wrong_dim": "a vector's length differs from the configured dimension",
+    "bad_sequence": "a sequence mixes token kinds, or its labels do not match its tokens",
+    "wrong_kind": "a sequence where vectors are expected, or the reverse",
+    "bad_label": "y is not a string, number or boolean (or a list of them for a sequence)",
+    "unknown_class": "y is not one of the configured classes (strict mode only)",
+    "bad_id": "id is not a string",
+    "bad_ts": "ts is not a finite number",
+}
+
+Features = dict[str, float] | list[float]
+Label = str | int | float | bool
+
+_FIELDS = frozenset({"x", "y", "id", "ts"})
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One decoded example.
+
+    Parameters
+    ----------
+    x
+        Features: a dict name -> float, a dense list of floats, or a sequence (list of either).
+    y
+        The label (a list of labels for a sequence); ``None`` means predict only.
+    id
+        Optional producer-side identifier, echoed in predictions.
+    ts
+        Optional event time (seconds since the epoch).
+    raw
+        The bytes the record was decoded from (kept for dead letters); empty when built in code.
+    """
+
+    x: Features | list[Features]
+    y: Label | list[Label] | None = None
+    id: str | None = None
+    ts: float | None = None
+    raw: bytes = field(default=b"", repr=False, compare=False)
+
+    @property
+    def labelled(self) -> bool:
+        """Whether the record carries a label (and so is learned, not only predicted)."""
+        return self.y is not None
+
+    @property
+    def is_sequence(self) -> bool:
+        """Whether ``x`` is a sequence of tokens."""
+        return isinstance(self.x, list) and bool(self.x) and isinstance(self.x[0], dict | list)
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeError:
+    """Why a record was rejected.
+
+    Parameters
+    ----------
+    reason
+        Stable machine code, one of :data:`REASONS`.
+    message
+        Human-readable explanation naming the offending field or feature.
+    raw
+        The rejected bytes, unchanged.
+    """
+
+    reason: str
+    message: str
+    raw: bytes = field(default=b"", repr=False)
+
+
+class _Reject(Exception):
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+def encode(record: Record) -> bytes:
+    """Serialise a record to compact JSON bytes (the inverse of :func:`decode`).
+
+    Raises
+    ------
+    ValueError
+        If a value is NaN or infinite (JSON cannot carry it portably).
+    """
+    obj: dict[str, Any] = {"x": record.x}
+    if record.y is not None:
+        obj["y"] = record.y
+    if record.id is not None:
+        obj["id"] = record.id
+    if record.ts is not None:
+        obj["ts"] = record.ts
+    try:
+        return json.dumps(obj, separators=(",", ":"), allow_nan=False).encode()
+    except ValueError as exc:
+        raise ValueError(f"record {record.id!r} holds NaN or infinity: {exc}") from exc
+
+
+def decode(
+    data: bytes,
+    *,
+    dim: int | None = None,
+    classes: frozenset[Any] | set[Any] | tuple[Any, ...] | None = None,
+    strict: bool = False,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    kind: Literal["vector", "sequence"] | None = None,
+    numeric_label: bool = False,
+) -> Record | DecodeError:
+    """Decode one record; never raises.
+
+    Parameters
+    ----------
+    data
+        The message value.
+    dim
+        If set, a dense vector (or every vector token of a sequence) must have this length.
+    classes
+        The known labels. In strict mode a label outside them is rejected.
+    strict
+        Reject unknown top-level keys and labels outside ``classes``.
+    max_bytes
+        Size limit of the raw message.
+    kind
+        ``"vector"`` rejects sequences, ``"sequence"`` rejects non-sequences, ``None`` accepts both.
+    numeric_label
+        Require numeric labels (regression).
+
+    Returns
+    -------
+    A :class:`Record`, or a :class:`DecodeError` with a reason from :data:`REASONS`.
+    """
+    raw = bytes(data) if not isinstance(data, bytes) else data
+    try:
+        return _decode(raw, dim, classes, strict, max_bytes, kind, numeric_label)
+    except _Reject as rej:
+        return DecodeError(rej.reason, rej.message, raw)
+    except RecursionError:
+        return DecodeError("invalid_json", "the JSON nests too deeply", raw)
+
+
+def _decode(
+    raw: bytes,
+    dim: int | None,
+    classes: Any,
+    strict: bool,
+    max_bytes: int,
+    kind: str | None,
+    numeric_label: bool,
+) -> Record:
+    if len(raw) > max_bytes:
+        raise _Reject("too_large", f"the record has {len(raw)} bytes, the limit is {max_bytes}")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _Reject("invalid_utf8", f"not valid UTF-8 at byte {exc.start}") from None
+    try:
+        obj = json.loads(text)
+    except ValueError as exc:
+        raise _Reject("invalid_json", f"not valid JSON: {exc}") from None
+    if not isinstance(obj, dict):
+        raise _Reject("not_an_object", f"expected a JSON object, got {_kind(obj)}")
+    if strict:
+        extra = sorted(set(obj) - _FIELDS)
+        if extra:
+            raise _Reject("unknown_field", f"unknown field {extra[0]!r} (strict mode)")
+    if "x" not in obj:
+        raise _Reject("missing_x", "the record has no 'x'")
+    x, sequence = _features(obj["x"], dim)
+    if kind == "vector" and sequence:
+        raise _Reject("wrong_kind", "x is a sequence of tokens but vectors are expected")
+    if kind == "sequence" and not sequence:
+        raise _Reject("wrong_kind", "x is a single vector but sequences are expected")
+    y = obj.get("y")
+    if y is not None:
+        y = _labels(y, x if sequence else None, classes if strict else None, numeric_label)
+    rid = obj.get("id")
+    if rid is not None and not isinstance(rid, str):
+        raise _Reject("bad_id", f"id must be a string, got {_kind(rid)}")
+    ts = obj.get("ts")
+    if ts is not None:
+        if isinstance(ts, bool) or not isinstance(ts, int | float) or not math.isfinite(ts):
+            raise _Reject("bad_ts", f"ts must be a finite number, got {ts!r}")
+        ts = float(ts)
+    return Record(x=x, y=y, id=rid, ts=ts, raw=raw)
+
+
+def _kind(value: Any) -> str:
+    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return f"a number ({value!r})"
+    return names.get(type(value), "null" if value is None else f"a {type(value).__name__}")
+
+
+def _number(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _Reject("non_numeric", f"{where} is {_kind(value)}, not a number")
+    out = float(value)  # ints beyond float range raise OverflowError
+    if not math.isfinite(out):
+        raise _Reject("non_finite", f"{where} is {value!r}")
+    return out
+
+
+def _vector(value: list[Any], dim: int | None, where: str) -> list[float]:
+    if not value:
+        raise _Reject("bad_x", f"{where} is an empty array")
+    if dim is not None and len(value) != dim:
+        raise _Reject(
+            "wrong_dim",
+            f"{where} has {len(value)} values, expected {dim} (the configured dimension)",
+        )
+    try:
+        return [_number(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    except OverflowError:
+        raise _Reject("non_finite", f"{where} holds an integer too large for a float") from None
+
+
+def _mapping(value: dict[str, Any], where: str) -> dict[str, float]:
+    prefix = "" if where == "x" else f"{where} "
+    try:
+        return {k: _number(v, f"{prefix}feature {k!r}") for k, v in value.items()}
+    except OverflowError:
+        raise _Reject("non_finite", f"{where} holds an integer too large for a float") from None
+
+
+def _features(x: Any, dim: int | None) -> tuple[Any, bool]:
+    if isinstance(x, dict):
+        if not x:
+            raise _Reject("bad_x", "x is an empty object")
+        return _mapping(x, "x"), False
+    if not isinstance(x, list):
+        raise _Reject("bad_x", f"x must be an object or an array, got {_kind(x)}")
+    if not x:
+        raise _Reject("bad_x", "x is an empty array")
+    first = x[0]
+    if not isinstance(first, dict | list):
+        return _vector(x, dim, "x"), False
+    tokens: list[Any] = []
+    for i, tok in enumerate(x):
+        where = f"x[{i}]"
+        if type(tok) is not type(first):
+            raise _Reject("bad_sequence", f"{where} is {_kind(tok)} but x[0] is {_kind(first)}")
+        if isinstance(tok, dict):
+            if not tok:
+                raise _Reject("bad_x", f"{where} is an empty object")
+            tokens.append(_mapping(tok, where))
+        else:
+            tokens.append(_vector(tok, dim, where))
+    return tokens, True
+
+
+def _label(value: Any, where: str, classes: Any, numeric: bool) -> Label:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise _Reject("non_finite", f"{where} is {value!r}")
+    if numeric:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise _Reject("bad_label", f"{where} must be a number, got {_kind(value)}")
+    elif not isinstance(value, str | int | float | bool):
+        raise _Reject(
+            "bad_label", f"{where} must be a string, number or boolean, got {_kind(value)}"
+        )
+    if classes is not None and value not in classes:
+        raise _Reject("unknown_class", f"{where} = {value!r} is not a configured class")
+    return value  # type: ignore[no-any-return]
+
+
+def _labels(y: Any, tokens: list[Any] | None, classes: Any, numeric: bool) -> Any:
+    if tokens is None:
+        if isinstance(y, list):
+            raise _Reject("bad_label", "y is an array but x is not a sequence")
+        return _label(y, "y", classes, numeric)
+    if not isinstance(y, list):
+        raise _Reject("bad_sequence", f"x is a sequence, so y must be an array, got {_kind(y)}")
+    if len(y) != len(tokens):
+        raise _Reject("bad_sequence", f"y has {len(y)} labels for {len(tokens)} tokens")
+    return [_label(v, f"y[{i}]", classes, numeric) for i, v in enumerate(y)]
