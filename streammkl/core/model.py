@@ -246,7 +246,16 @@ class OnlineMKL:
     # --- learning ---------------------------------------------------------------------------
     def learn(self, x: Any, y: Any) -> float:
         """One round on (x, y); returns the loss of the model *before* the update (prequential)."""
-        x = self._prepare(x)
+        return self._round(self._prepare(x), y)
+
+    def learn_prepared(self, x: np.ndarray, y: float) -> float:
+        """``learn`` for callers that already hold a finite float64 vector of the model's width
+        (the river adapters): skips the per-call validation, not the label checks."""
+        if self._state is None or x.shape[0] != len(self.feature_keys):
+            return self.learn(x, y)
+        return self._round(x, y)
+
+    def _round(self, x: np.ndarray, y: Any) -> float:
         y = self._prepare_y(y)
         self._ensure_room()
         eta = self.schedule.step()
@@ -254,16 +263,19 @@ class OnlineMKL:
         loss = self._args.learn_round(x, y, eta)
         self.t += 1
         if self.average:
-            assert self._state is not None and self._layout is not None
+            assert self._layout is not None
             nb.average_explicit(
-                self._state.w,
-                self._state.scale,
-                self._layout.ex_blocks,
-                self._layout.ex_off,
-                self._state.w_avg,
-                self.t,
-            )
+                self._state.w, self._state.scale, self._layout.ex_blocks,
+                self._layout.ex_off, self._state.w_avg, self.t,
+            )  # fmt: skip
         return loss
+
+    def decision_prepared(self, x: np.ndarray) -> np.ndarray:
+        """Scores (K,) for a finite float64 vector of the model's width; a view, copy to keep."""
+        if self._state is None or x.shape[0] != len(self.feature_keys):
+            return np.atleast_1d(self.decision(x))
+        assert self._args is not None
+        return self._args.decision(x)
 
     def learn_many(self, X: Any, Y: Any) -> tuple[np.ndarray, np.ndarray]:
         """Rounds over the rows of X in order, in one compiled loop.
@@ -452,6 +464,17 @@ class OnlineMKL:
             model._state = BlockState.from_arrays(arrays, cap)
             model._refresh_args()
         return model
+
+    def __getstate__(self) -> dict[str, Any]:
+        # the argument pack holds compiled entry points (not picklable): rebuilt on load
+        state = self.__dict__.copy()
+        state["_args"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if self._state is not None:
+            self._refresh_args()
 
     def digest(self) -> str:
         """sha256 of the canonical state (config, counters and every array's bytes)."""

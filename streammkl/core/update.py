@@ -2,11 +2,19 @@
 
 ``RoundArgs`` packs every array the compiled round needs, once, so a call costs one dispatch.
 It must be rebuilt whenever the state's arrays are reallocated (new inputs, classes or capacity).
+
+Per-example calls go through numba's compiled entry point once the argument types are known:
+the dispatcher's type resolution costs ~0.2 us per argument, i.e. several microseconds for the
+45 arrays of a round (measured in ``benchmarks/core_update.py``). Every argument except ``x`` is
+owned by this object and keeps its type; ``x`` is checked (float64, C-contiguous, writeable) by
+the caller. Set ``STREAMMKL_NO_FASTCALL=1`` to always go through the dispatcher.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -25,6 +33,21 @@ def step_arrays(
     params = np.array([[s[1], s[2]] for s in steps], dtype=np.float64).reshape(len(steps), 2)
     groups = np.array([s[3] for s in steps], dtype=np.bool_).reshape(len(steps), n_blocks)
     return codes, params, groups
+
+
+_FASTCALL = os.environ.get("STREAMMKL_NO_FASTCALL", "") in ("", "0")
+
+
+def _entry_point(dispatcher: Any, args: tuple) -> Callable | None:
+    """The compiled entry point for exactly these argument types (None if unavailable)."""
+    if not _FASTCALL:
+        return None
+    try:
+        sig = tuple(dispatcher.typeof_pyval(a) for a in args)
+        result = dispatcher.overloads.get(sig)
+        return None if result is None else result.entry_point
+    except Exception:  # pragma: no cover - numba internals changed: stay on the dispatcher
+        return None
 
 
 class RoundArgs:
@@ -65,16 +88,34 @@ class RoundArgs:
         )  # fmt: skip
         self.decide_tail = (S.bias, self.phi, self.scores, self.fx, self.xsq, self.dots)
         self.state = S
+        self._learn_fast: Callable | None = None
+        self._decide_fast: Callable | None = None
 
     def learn_round(self, x: np.ndarray, y: float, eta: float) -> float:
-        return float(nb.learn_round(x, y, eta, *self.learn))
+        fast = self._learn_fast
+        if fast is not None and x.flags.writeable:
+            return float(fast(x, float(y), float(eta), *self.learn))
+        args = (x, float(y), float(eta), *self.learn)
+        loss = float(nb.learn_round(*args))
+        if x.flags.writeable:
+            self._learn_fast = _entry_point(nb.learn_round, args)
+        return loss
 
     def decision(self, x: np.ndarray, w: np.ndarray | None = None) -> np.ndarray:
         """Scores at ``x`` into ``self.fx``; ``w`` replaces the explicit weights (averaging)."""
         args = self.decide
         if w is not None:
             args = (*args[:13], w, np.ones_like(self.state.scale), *args[15:])
-        nb.decision(x, *args, self.state.n_support, *self.decide_tail)
+            nb.decision(x, *args, self.state.n_support, *self.decide_tail)
+            return self.fx
+        fast = self._decide_fast
+        if fast is not None and x.flags.writeable:
+            fast(x, *args, self.state.n_support, *self.decide_tail)
+            return self.fx
+        full = (x, *args, self.state.n_support, *self.decide_tail)
+        nb.decision(*full)
+        if x.flags.writeable:
+            self._decide_fast = _entry_point(nb.decision, full)
         return self.fx
 
     def decision_many(self, X: np.ndarray) -> np.ndarray:

@@ -72,9 +72,10 @@ class MKLMixin:
     def _default_schedule(self) -> Any:
         return defaults.schedule()
 
-    def _vector(self, x: Mapping, learn: bool) -> np.ndarray | None:
+    def _vector(self, x: Mapping, learn: bool, validated: bool = False) -> np.ndarray | None:
         """x as a dense vector; on ``learn`` new features get columns. None before any learning."""
-        check_numeric(x)
+        if not validated:
+            check_numeric(x)
         if learn:
             new = self._features.new_names(x)
             if self._model is None:
@@ -84,7 +85,7 @@ class MKLMixin:
                 self._model.declare_features(new)
         if self._model is None or self._model._state is None:
             return None
-        return self._features.vector(x)
+        return self._features.vector(x, validated=True)
 
     # --- introspection ----------------------------------------------------------------------
     @property

@@ -34,15 +34,18 @@ class FeatureIndex:
                 self.index[name] = len(self.names)
                 self.names.append(name)
 
-    def vector(self, x: Mapping) -> np.ndarray:
-        """Dense vector over the known columns (unknown names are ignored: add them first)."""
+    def vector(self, x: Mapping, validated: bool = False) -> np.ndarray:
+        """Dense vector over the known columns (unknown names are ignored: add them first).
+
+        ``validated``: the values already passed ``check_numeric`` (skip the per-value checks).
+        """
         out = np.zeros(len(self.names))
         index = self.index
         for key, value in x.items():
-            col = index.get(_key(key))
+            col = index.get(key if type(key) is str else _key(key))
             if col is None or value is None:
                 continue
-            out[col] = _number(key, value)
+            out[col] = value if validated else _number(key, value)
         return out
 
 
@@ -51,6 +54,11 @@ def _key(key: object) -> str:
 
 
 def _number(key: object, value: object) -> float:
+    kind = type(value)
+    if kind is float or kind is int:  # the common case, without the ABC machinery
+        if kind is float and not math.isfinite(value):  # type: ignore[arg-type]
+            raise ValueError(f"feature {key!r} has a non-finite value {value!r}")
+        return float(value)  # type: ignore[arg-type]
     if isinstance(value, bool | np.bool_):
         return float(value)
     if not isinstance(value, numbers.Real):

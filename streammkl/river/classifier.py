@@ -141,20 +141,21 @@ class MKLClassifier(MKLMixin, base.Classifier):
             raise ValueError("learn_one needs a label; got None")
         check_numeric(x)  # validate everything before any state changes
         k = self._register(y)
-        vec = self._vector(x, learn=True)
+        vec = self._vector(x, learn=True, validated=True)
         assert vec is not None and self._model is not None
         target = (1.0 if k == 1 else -1.0) if self._binary_loss else k
-        self._model.learn(vec, target)
+        self._model.learn_prepared(vec, target)
 
     def _scores(self, x: Mapping) -> np.ndarray | None:
         vec = self._vector(x, learn=False)
         if vec is None or not self.classes_:
             return None
         assert self._model is not None
+        fx = self._model.decision_prepared(vec)
         if self._binary_loss:
-            f = float(self._model.decision(vec))
+            f = float(fx[0])
             return np.array([-f, f]) if len(self.classes_) == 2 else np.array([f])
-        return np.asarray(self._model.decision(vec))[: len(self.classes_)]
+        return fx[: len(self.classes_)].copy()
 
     def predict_proba_one(self, x: Mapping) -> dict:
         scores = self._scores(x)

@@ -114,10 +114,10 @@ class MKLRegressor(MKLMixin, base.Regressor):
             delta = y - self._mean
             self._mean += delta / self._n
             self._m2 += delta * (y - self._mean)
-        vec = self._vector(x, learn=True)
+        vec = self._vector(x, learn=True, validated=True)
         assert vec is not None and self._model is not None
         center = self._mean if self.standardize_target else 0.0
-        self._model.learn(vec, (y - center) / self._std())
+        self._model.learn_prepared(vec, (y - center) / self._std())
 
     def predict_one(self, x: Mapping) -> float:
         vec = self._vector(x, learn=False)
@@ -125,7 +125,7 @@ class MKLRegressor(MKLMixin, base.Regressor):
         if vec is None:
             return center
         assert self._model is not None
-        return center + self._std() * float(self._model.decision(vec))
+        return center + self._std() * float(self._model.decision_prepared(vec)[0])
 
     def _extra_meta(self) -> dict[str, Any]:
         return {"n": self._n, "mean": self._mean, "m2": self._m2}
