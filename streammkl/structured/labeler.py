@@ -1,0 +1,385 @@
+"""``SequenceLabeler``: SPOM (Alg. 3 of Martins et al. 2011) for first-order sequence labeling.
+
+The joint feature map of [001] §2.3 has one *unigram* block per base kernel,
+``phi_m(x, y) = sum_i psi_m(x_i) (x) e_{y_i}``, and one *bigram* (transition) block,
+``phi_0(x, y) = sum_i e_{y_i} (x) e_{y_{i+1}}``. A unigram block is explicit (weights K x D over the
+kernel's feature map) or kernelized (support pairs: positions ``x_i`` carrying label-indexed
+coefficient vectors, ``e_{y_i} - e_{yhat_i}`` for the structured hinge, ``e_{y_i} - mu_i`` for the
+CRF, ``mu_i`` the marginal at position i). Each round: block scores at every position, decoding
+(loss-augmented Viterbi with Hamming cost, or forward-backward), a gradient step on every block,
+the prox steps of the regularizer on the vector of block norms, the optional projection.
+
+With ``learn_transition_weight=False`` (the paper's "beta_0 = 1 fixed") the bigram block is not
+regularized (the documents leave this open; NOTES.md §1.3); it is one more regularized block
+otherwise. The projection onto ``||theta|| <= radius`` covers every block, bigram included.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+import numpy as np
+
+from streammkl.core import budget as budgets
+from streammkl.core import kernels as kernels_mod
+from streammkl.core import regularizers as regs_mod
+from streammkl.core import schedules as schedules_mod
+from streammkl.core.kernels import Kernel
+from streammkl.core.regularizers import Regularizer
+from streammkl.core.schedules import Schedule
+from streammkl.core.state import BlockState
+from streammkl.structured import _numba as snb
+from streammkl.structured import persistence
+from streammkl.structured.inputs import check_labels, sequence_matrix
+from streammkl.structured.joint import TRANSITION, JointBlocks
+
+__all__ = ["TRANSITION", "SequenceLabeler"]
+
+LOSSES = ("hinge", "crf")
+
+
+class SequenceLabeler:
+    """Online multiple-kernel sequence labeler (structured hinge or CRF), one sequence per round.
+
+    Parameters
+    ----------
+    kernels
+        Base kernels of the unigram blocks (``streammkl.core.kernels``), explicit or kernelized;
+        names must be distinct and differ from ``"transition"``.
+    loss
+        ``"hinge"`` (structured SVM, Hamming cost, loss-augmented Viterbi) or ``"crf"``.
+    regularizer
+        A core regularizer acting on block norms, or a tuple of them (sequential prox steps);
+        ``SquaredGroupLasso(1e-3)`` (sparse MKL) by default.
+    schedule
+        A core schedule, ``InvSqrt(1.0)`` by default (copied; t counts sequences).
+    radius
+        Project theta onto ``||theta|| <= radius`` after the prox steps (None: no projection).
+    budget
+        Maximum number of support pairs (positions) of the kernelized blocks; None = unbounded.
+    budget_policy
+        ``"oldest"`` or ``"smallest"`` (``streammkl.core.budget``); eviction keeps norms exact.
+    seed
+        Seeds the random Fourier maps of explicit RBF kernels.
+    learn_transition_weight
+        False: beta_0 = 1, an unregularized bigram block. True: the bigram block is one more
+        regularized block and ``kernel_weights`` includes ``"transition"``.
+    transition_weight
+        The fixed beta_0 of the bigram kernel ``beta_0 * [y_i = y'_i', y_j = y'_j']`` (default
+        1): the bigram features are scaled by ``sqrt(beta_0)``. With M unigram kernels,
+        ``transition_weight=M``, ``InvSqrt(eta0 / M)`` and ``L2(M * lam)`` is exactly the
+        average kernel ``(1/M) sum_m K_m`` with ``L2(lam)`` and ``InvSqrt(eta0)``.
+
+    Examples
+    --------
+    Two labels that switch with probability 0.1 between positions; feature 0 is the label's
+    sign plus unit noise, so a character alone is right about 84% of the time and the bigram
+    block has to supply the rest.
+
+    >>> import numpy as np
+    >>> from streammkl.core import kernels, schedules
+    >>> from streammkl.structured import SequenceLabeler
+    >>> rng = np.random.default_rng(0)
+    >>> def sample():
+    ...     y = np.cumsum(rng.random(8) < 0.1) % 2
+    ...     return np.c_[(2 * y - 1) + rng.normal(0, 1.0, 8), rng.normal(size=8)], list(y)
+    >>> model = SequenceLabeler(kernels=(kernels.Linear(), kernels.RBF(gamma=0.5)),
+    ...                         schedule=schedules.InvSqrt(0.1))
+    >>> for _ in range(300):
+    ...     model.learn_one(*sample())
+    >>> tests = [sample() for _ in range(200)]
+    >>> acc = np.mean([np.mean(np.equal(model.predict_one(x), y)) for x, y in tests])
+    >>> print(f"accuracy per character {acc:.3f}")
+    accuracy per character 0.912
+    >>> {name: round(beta, 2) for name, beta in model.kernel_weights.items()}
+    {'linear': 0.71, 'rbf(gamma=0.5)': 0.29}
+    """
+
+    def __init__(
+        self,
+        kernels: Sequence[Kernel] = (kernels_mod.Linear(),),
+        loss: str = "hinge",
+        regularizer: Regularizer | Sequence[Regularizer] | None = None,
+        schedule: Schedule | None = None,
+        radius: float | None = None,
+        budget: int | None = None,
+        budget_policy: str = "oldest",
+        seed: int = 0,
+        learn_transition_weight: bool = False,
+        transition_weight: float = 1.0,
+    ):
+        self.kernels = tuple(kernels_mod.from_spec(k) for k in kernels)
+        self.loss = loss
+        self.regularizer = regularizer
+        self.schedule = schedule
+        self.radius = radius
+        self.budget = budget
+        self.budget_policy = budget_policy
+        self.seed = int(seed)
+        self.learn_transition_weight = bool(learn_transition_weight)
+        self.transition_weight = float(transition_weight)
+        self._check_config()
+        self._schedule = copy.deepcopy(
+            schedules_mod.from_spec(schedule) if schedule is not None else schedules_mod.InvSqrt()
+        )
+        self.labels: list[Hashable] = []
+        self._label_index: dict[Hashable, int] = {}
+        self.feature_keys: list[str] = []
+        self.input_mode: str | None = None
+        self.t = 0
+        self.last_loss: float | None = None  # loss of the last learned sequence, before its update
+        self._joint = JointBlocks(
+            self.kernels, self._regularizers, radius, budget, self._policy, self.seed,
+            self.learn_transition_weight, self.transition_weight,
+        )  # fmt: skip
+
+    # --- configuration ----------------------------------------------------------------------
+    def _check_config(self) -> None:
+        if not self.kernels:
+            raise ValueError("kernels: give at least one base kernel")
+        names = [k.name for k in self.kernels]
+        dupes = sorted({n for n in names if names.count(n) > 1 or n == TRANSITION})
+        if dupes:
+            raise ValueError(f"kernels: names must be distinct and not {TRANSITION!r}: {dupes}")
+        if self.loss not in LOSSES:
+            raise ValueError(f"loss must be one of {LOSSES}, got {self.loss!r}")
+        reg = self.regularizer
+        if reg is None:
+            reg = regs_mod.SquaredGroupLasso(1e-3)
+        if isinstance(reg, Regularizer | dict):
+            reg = (reg,)
+        self._regularizers = tuple(regs_mod.from_spec(r) for r in reg)
+        if not self._regularizers:
+            raise ValueError("regularizer: give at least one (e.g. SquaredGroupLasso(1e-3))")
+        implicit = [k.name for k in self.kernels if k.implicit]
+        for r in self._regularizers:
+            if r.explicit_only and implicit:
+                raise ValueError(
+                    f"regularizer {r!r} acts on coordinates and needs explicit blocks; "
+                    f"kernelized blocks: {implicit}"
+                )
+        if not (self.transition_weight > 0 and np.isfinite(self.transition_weight)):
+            raise ValueError(f"transition_weight must be > 0, got {self.transition_weight!r}")
+        if self.radius is not None and not float(self.radius) > 0:
+            raise ValueError(f"radius must be > 0 or None, got {self.radius!r}")
+        budgets.check_budget(self.budget)
+        self._policy = budgets.policy_code(self.budget_policy)
+
+    @property
+    def names(self) -> list[str]:
+        return [k.name for k in self.kernels]
+
+    def _params(self) -> dict[str, Any]:
+        return {
+            "kernels": self.kernels,
+            "loss": self.loss,
+            "regularizer": self.regularizer,
+            "schedule": self.schedule,
+            "radius": self.radius,
+            "budget": self.budget,
+            "budget_policy": self.budget_policy,
+            "seed": self.seed,
+            "learn_transition_weight": self.learn_transition_weight,
+            "transition_weight": self.transition_weight,
+        }
+
+    def clone(self, new_params: dict[str, Any] | None = None, include_state: bool = False):
+        """A new labeler with the same parameters (overridden by ``new_params``).
+
+        ``include_state=True`` also copies the learned state (via ``to_state``, so the copy
+        shares no arrays with the original); it cannot be combined with ``new_params``.
+        """
+        if include_state:
+            if new_params:
+                raise ValueError("clone: include_state=True cannot change parameters")
+            return type(self).from_state(*self.to_state())
+        params = {**self._params(), **(new_params or {})}
+        return type(self)(**copy.deepcopy(params))
+
+    # --- lazy state -------------------------------------------------------------------------
+    @property
+    def _state(self) -> BlockState | None:
+        """The core block state of the unigram blocks (None before the first label)."""
+        return self._joint.state
+
+    @property
+    def transition(self) -> np.ndarray:
+        """The bigram block A (K x K); transition scores are ``sqrt(beta_0) A``."""
+        return self._joint.transition
+
+    def _rebuild(self, keys: list[str], n_labels: int) -> None:
+        self._joint.rebuild(keys, n_labels)
+        self.feature_keys = list(keys)
+
+    def _prepare(
+        self, xs: Any, ys: Any = None, learning: bool = True
+    ) -> tuple[np.ndarray, list[Hashable] | None]:
+        """The sequence as a (T x d) array (and the checked labels, if given).
+
+        Everything is validated before anything changes. New features then widen the model (as
+        the core does); predicting with an untrained model (no label yet) changes nothing, not
+        even the input mode; once trained, unseen features at prediction time also widen the
+        model, because they change kernel values (an RBF distance), not because of learning.
+        """
+        X, mode, new = sequence_matrix(xs, self.feature_keys, self.input_mode)
+        labels = None if ys is None else check_labels(ys, X.shape[0])
+        if not learning and not self.labels:
+            return X, labels
+        if self.input_mode is None:
+            self.input_mode = mode
+        if mode == "array" and X.shape[1] > len(self.feature_keys):
+            new = [str(j) for j in range(len(self.feature_keys), X.shape[1])]
+        if new and self.labels:
+            self._rebuild(self.feature_keys + new, len(self.labels))
+        elif new:
+            self.feature_keys = self.feature_keys + new
+        return X, labels
+
+    def _label_indices(self, ys: list[Hashable], grow: bool) -> np.ndarray:
+        """Indices of the labels; unseen ones are added (grow) or get indices K, K+1, ..."""
+        extra: dict[Hashable, int] = {}
+        out = np.empty(len(ys), dtype=np.int64)
+        for i, y in enumerate(ys):
+            j = self._label_index.get(y)
+            if j is None:
+                if grow:
+                    j = self._label_index[y] = len(self.labels)
+                    self.labels.append(y)
+                else:
+                    j = extra.setdefault(y, len(self.labels) + len(extra))
+            out[i] = j
+        if grow and (self._state is None or len(self.labels) > self.transition.shape[0]):
+            self._rebuild(self.feature_keys, len(self.labels))
+        return out
+
+    # --- scoring ----------------------------------------------------------------------------
+    def _potentials(self, X: np.ndarray, n_labels: int) -> tuple[np.ndarray, np.ndarray, tuple]:
+        """Unary (T, n) and transition (n, n) scores; labels beyond the known K score 0."""
+        return self._joint.potentials(X, n_labels)
+
+    def _loss_direction(
+        self, unary: np.ndarray, trans: np.ndarray, y: np.ndarray
+    ) -> tuple[float, np.ndarray, np.ndarray]:
+        """Loss at theta, unigram directions V (T, K) and bigram direction G0 (K, K) (= -grad)."""
+        T, K = unary.shape
+        rows = np.arange(T)
+        gold = unary[rows, y].sum() + trans[y[:-1], y[1:]].sum()
+        V = np.zeros((T, K))
+        V[rows, y] = 1.0
+        G0 = np.zeros((K, K))
+        np.add.at(G0, (y[:-1], y[1:]), 1.0)
+        if self.loss == "hinge":
+            path, aug = snb.viterbi_hamming(unary, trans, y)
+            V[rows, path] -= 1.0
+            np.add.at(G0, (path[:-1], path[1:]), -1.0)
+            return max(float(aug - gold), 0.0), V, G0
+        log_z, node, edge = snb.forward_backward(unary, trans)
+        V -= node
+        G0 -= edge.sum(axis=0)
+        return max(float(log_z - gold), 0.0), V, G0
+
+    # --- learning ---------------------------------------------------------------------------
+    def learn_one(self, xs: Any, ys: Any) -> None:
+        """One round of SPOM on the sequence ``(xs, ys)``."""
+        X, labels = self._prepare(xs, ys)
+        y = self._label_indices(labels, grow=True)
+        self._joint.ensure_room(X.shape[0])
+        unary, trans, cache = self._potentials(X, len(self.labels))
+        self.last_loss, V, G0 = self._loss_direction(unary, trans, y)
+        self._joint.step(X, V, G0, self._schedule.step(), cache)
+        self.t += 1
+
+    # --- prediction -------------------------------------------------------------------------
+    def predict_one(self, xs: Any) -> list[Hashable] | None:
+        """The highest-scoring label sequence (Viterbi); None before any label is known."""
+        X, _ = self._prepare(xs, learning=False)
+        if not self.labels:
+            return None
+        unary, trans, _ = self._potentials(X, len(self.labels))
+        path, _ = snb.viterbi(unary, trans)
+        return [self.labels[k] for k in path]
+
+    def predict_marginals_one(self, xs: Any) -> list[dict[Hashable, float]]:
+        """Per-position marginals ``p(y_i = label)`` of the CRF (forward-backward)."""
+        if self.loss != "crf":
+            raise ValueError(
+                "predict_marginals_one needs loss='crf'; a structured-hinge model's scores are "
+                "not calibrated log-probabilities"
+            )
+        X, _ = self._prepare(xs, learning=False)
+        if not self.labels:
+            return [{} for _ in range(X.shape[0])]
+        unary, trans, _ = self._potentials(X, len(self.labels))
+        _, node, _ = snb.forward_backward(unary, trans)
+        return [dict(zip(self.labels, row.tolist(), strict=True)) for row in node]
+
+    # --- objective --------------------------------------------------------------------------
+    def loss_one(self, xs: Any, ys: Any) -> float:
+        """The loss at the current theta (unseen labels score 0); learns nothing."""
+        X, labels = self._prepare(xs, ys, learning=False)
+        y = self._label_indices(labels, grow=False)
+        n = max(len(self.labels), int(y.max()) + 1)
+        unary, trans, _ = self._potentials(X, n)
+        return self._loss_direction(unary, trans, y)[0]
+
+    def regularization_value(self) -> float:
+        """``lambda * Omega(theta)`` over the regularized blocks."""
+        return self._joint.regularization_value()
+
+    def objective_terms(self, xs: Any, ys: Any) -> tuple[float, float]:
+        """``(loss, lambda * Omega)`` at the current theta."""
+        return self.loss_one(xs, ys), self.regularization_value()
+
+    # --- introspection ----------------------------------------------------------------------
+    @property
+    def block_norms(self) -> dict[str, float]:
+        """Exact ``||theta_m||`` of every block, the bigram block as ``"transition"``."""
+        return self._joint.block_norms()
+
+    @property
+    def kernel_weights(self) -> dict[str, float]:
+        """beta_m ∝ ||theta_m|| (∝ ||theta_m||^(2-q) for GroupLq) over the regularized blocks;
+        ``"transition"`` is included only when beta_0 is learned."""
+        return self._joint.kernel_weights()
+
+    @property
+    def active_kernels(self) -> list[str]:
+        return [n for n, w in self.kernel_weights.items() if w > 0]
+
+    @property
+    def n_support(self) -> int:
+        """Number of stored support pairs (positions) of the kernelized blocks."""
+        return 0 if self._state is None else self._state.n_support
+
+    # --- persistence ------------------------------------------------------------------------
+    def config(self) -> dict[str, Any]:
+        return persistence.config(self)
+
+    def to_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """(JSON-able meta, named arrays), enough to resume bit for bit (no pickle)."""
+        return persistence.to_state(self)
+
+    @classmethod
+    def from_state(cls, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> SequenceLabeler:
+        return persistence.from_state(cls, meta, arrays)
+
+    def save(self, path: str) -> None:
+        """Write the state to one file (a zip holding ``meta.json`` and one ``.npy`` per array)."""
+        persistence.save(self, path)
+
+    @classmethod
+    def load(cls, path: str) -> SequenceLabeler:
+        return persistence.load(cls, path)
+
+    def digest(self) -> str:
+        """sha256 of the canonical state."""
+        return persistence.digest(*self.to_state())
+
+    def __repr__(self) -> str:
+        return (
+            f"SequenceLabeler(kernels={self.names}, loss={self.loss!r}, "
+            f"regularizer={self._regularizers!r}, learn_transition_weight="
+            f"{self.learn_transition_weight}, t={self.t})"
+        )
