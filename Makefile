@@ -29,6 +29,12 @@ test: lint
 test-slow: $(STAMP)
 	$(PY) -m pytest -m slow -q
 
+# The README's first command: creates the venv, installs, then runs the live demo (embedded broker,
+# simulator, daemon, metrics). Bounded (60 s by default); Ctrl-C ends it cleanly.
+# Options: make demo DEMO_ARGS="--duration 30 --scenario bananas --rate 2000"
+demo: $(STAMP)
+	$(VENV)/bin/streammkl demo $(DEMO_ARGS)
+
 bench: $(STAMP)
 	$(PY) benchmarks/core_update.py
 

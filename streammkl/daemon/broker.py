@@ -15,10 +15,20 @@ import signal
 import socket
 import stat
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 log = logging.getLogger(__name__)
+
+
+def _own_session_dying_with_parent() -> None:  # runs in the child between fork and exec
+    os.setsid()
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 class BrokerError(RuntimeError):
@@ -134,13 +144,14 @@ class EmbeddedBroker:
         out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
         try:
             # Own session: a terminal's Ctrl-C reaches the daemon (which drains through the
-            # broker), not the broker itself; the owner stops it afterwards.
+            # broker), not the broker itself; the owner stops it afterwards. If the owner dies
+            # without stopping it (SIGKILL, a killed test run), the kernel kills it too.
             self._proc = subprocess.Popen(
                 cmd,
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                start_new_session=True,
+                preexec_fn=_own_session_dying_with_parent,
             )
         finally:
             if self.log_path:

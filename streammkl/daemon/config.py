@@ -1,0 +1,290 @@
+"""Daemon settings: a TOML file, overridden by ``STREAMMKL_*`` variables, overridden by flags.
+
+The result is one frozen :class:`Settings`, validated at start; every error names the field and
+where its value came from. Environment variables spell the path with ``__``:
+``STREAMMKL_KAFKA__BOOTSTRAP_SERVERS=host:9092``, ``STREAMMKL_LEARNER__BUDGET=500``; lists are
+comma-separated or JSON (``STREAMMKL_RECORDS__CLASSES='["a","b"]'``). ``STREAMMKL_CONFIG`` names
+the file when ``--config`` is not given.
+
+Example file::
+
+    [kafka]
+    bootstrap_servers = "127.0.0.1:9092"
+    topics = ["streammkl.examples"]
+    group_id = "streammkl"
+
+    [checkpoint]
+    dir = "/var/lib/streammkl"
+    every_records = 10000
+
+    [learner]
+    task = "classification"
+    kernels = [{type = "Linear"}, {type = "RBF", gamma = 0.5}, {type = "Polynomial", degree = 2}]
+    regularizer = {type = "SquaredGroupLasso", lam = 0.001}
+    schedule = {type = "InvSqrt", eta0 = 1.0}
+    budget = 500
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+ENV_PREFIX = "STREAMMKL_"
+
+
+class ConfigError(ValueError):
+    """Invalid settings; the message names each offending field and its source."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def _split(value: Any) -> Any:
+    if isinstance(value, str):
+        return tuple(part.strip() for part in value.split(",") if part.strip())
+    return value
+
+
+class KafkaSettings(_Section):
+    """Broker, topics and consumer-group settings (see KAFKA.md for the timeouts)."""
+
+    bootstrap_servers: str = "127.0.0.1:9092"
+    topics: tuple[str, ...] = ("streammkl.examples",)
+    group_id: str = "streammkl"
+    #: "group": consumer-group membership (scale-out, a model per member); "all": this process
+    #: assigns itself every partition (one model over the whole stream, no group join delay).
+    assignment: Literal["group", "all"] = "group"
+    #: Create the predictions and dead-letter topics at start if they are missing.
+    create_topics: bool = True
+    client_id: str = "streammkl"
+    predictions_topic: str | None = "streammkl.predictions"
+    dead_letter_topic: str = "streammkl.dead-letters"
+    #: Real Kafka rejects sessions under 6 s by default; tests against Tansu use ~2000/500.
+    session_timeout_ms: int = Field(default=10_000, ge=500)
+    heartbeat_interval_ms: int = Field(default=3_000, ge=100)
+    max_poll_interval_ms: int = Field(default=300_000, ge=1_000)
+    max_poll_records: int = Field(default=2_000, ge=1)
+    poll_timeout_ms: int = Field(default=100, ge=0)
+    request_timeout_ms: int = Field(default=30_000, ge=1_000)
+    #: How long one connection attempt to the bootstrap servers may block (retried forever).
+    bootstrap_timeout_ms: int = Field(default=5_000, ge=100)
+    #: How long to wait for a caught-up partition before merging the others without it
+    #: (Kafka Streams' ``max.task.idle.ms``; 0 = never wait for data not yet produced).
+    merge_idle_ms: int = Field(default=0, ge=0)
+    #: Bound on records fetched ahead of processing, per partition (the partition is paused).
+    max_buffered_per_partition: int = Field(default=10_000, ge=1)
+    producer_linger_ms: int = Field(default=5, ge=0)
+    #: Verify record-batch CRCs on consume. kafka-python computes CRC32C in pure Python unless
+    #: the ``crc32c`` package is installed, which makes this (and producing) much slower.
+    check_crcs: bool = True
+
+    _split_topics = field_validator("topics", mode="before")(_split)
+
+    @field_validator("topics")
+    @classmethod
+    def _topics_nonempty(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        if not v:
+            raise ValueError("at least one input topic is required")
+        return v
+
+    @field_validator("predictions_topic", mode="before")
+    @classmethod
+    def _empty_is_none(cls, v: Any) -> Any:
+        return None if v == "" else v
+
+    @model_validator(mode="after")
+    def _heartbeat_below_session(self) -> KafkaSettings:
+        if self.heartbeat_interval_ms >= self.session_timeout_ms:
+            raise ValueError(
+                f"heartbeat_interval_ms ({self.heartbeat_interval_ms}) must be below "
+                f"session_timeout_ms ({self.session_timeout_ms})"
+            )
+        return self
+
+
+class RecordSettings(_Section):
+    """How input records are validated (see :func:`streammkl.wire.decode`)."""
+
+    dim: int | None = Field(default=None, ge=1)
+    classes: tuple[str | int | float | bool, ...] | None = None
+    strict: bool = False
+    max_bytes: int = Field(default=1 << 20, ge=16)
+
+    _split_classes = field_validator("classes", mode="before")(_split)
+
+
+class CheckpointSettings(_Section):
+    """Where and how often the model and offsets are checkpointed."""
+
+    dir: Path = Path("checkpoints")
+    every_records: int = Field(default=10_000, ge=1)
+    every_seconds: float = Field(default=30.0, gt=0)
+    keep: int = Field(default=3, ge=1)
+
+
+class MetricsSettings(_Section):
+    """The HTTP endpoint serving ``/metrics``, ``/healthz`` and ``/readyz``."""
+
+    enabled: bool = True
+    host: str = "127.0.0.1"
+    port: int = Field(default=9108, ge=0, le=65535)  # 0 = any free port
+
+
+class RunSettings(_Section):
+    """Process behaviour."""
+
+    #: Checkpoint and exit 0 once no record arrived for this many seconds (None = run forever).
+    exit_when_idle: float | None = Field(default=None, gt=0)
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+
+class LearnerSpec(_Section):
+    """The learner: task and every component, by name (resolved in :mod:`streammkl.core`).
+
+    A component is a name (``"Hinge"``) or a table ``{type = "RBF", gamma = 0.5}``;
+    ``kernels = None`` keeps the learner's default bank. ``factory = "module:callable"`` builds
+    any other learner honouring :class:`streammkl.daemon.learner.Learner` (called with this spec).
+    """
+
+    task: Literal["classification", "regression"] = "classification"
+    factory: str | None = None
+    kernels: tuple[str | dict[str, Any], ...] | None = None
+    loss: str | dict[str, Any] | None = None
+    regularizer: str | dict[str, Any] | None = None
+    schedule: str | dict[str, Any] | None = None
+    radius: float | None = Field(default=None, gt=0)
+    budget: int | None = Field(default=None, ge=1)
+    seed: int = 0
+    params: dict[str, Any] = Field(default_factory=dict)  # free-form, for custom factories
+
+
+class Settings(_Section):
+    """All daemon settings (frozen)."""
+
+    kafka: KafkaSettings = Field(default_factory=KafkaSettings)
+    records: RecordSettings = Field(default_factory=RecordSettings)
+    checkpoint: CheckpointSettings = Field(default_factory=CheckpointSettings)
+    metrics: MetricsSettings = Field(default_factory=MetricsSettings)
+    run: RunSettings = Field(default_factory=RunSettings)
+    learner: LearnerSpec = Field(default_factory=LearnerSpec)
+
+
+# -- layering ---------------------------------------------------------------------------------
+
+
+def _env_value(raw: str) -> Any:
+    text = raw.strip()
+    if text == "":
+        return None
+    if text[0] in "[{":
+        try:
+            return json.loads(text)
+        except ValueError:
+            return raw
+    return raw
+
+
+def _set(tree: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+    node = tree
+    for key in path[:-1]:
+        child = node.get(key)
+        if not isinstance(child, dict):
+            child = {}
+            node[key] = child
+        node = child
+    node[path[-1]] = value
+
+
+def _flatten(tree: Mapping[str, Any], prefix: tuple[str, ...] = ()) -> dict[tuple[str, ...], Any]:
+    out: dict[tuple[str, ...], Any] = {}
+    for key, value in tree.items():
+        path = (*prefix, key)
+        # Sections are tables; a learner component table is a value, not a section.
+        if isinstance(value, Mapping) and len(path) == 1:
+            out.update(_flatten(value, path))
+        else:
+            out[path] = value
+    return out
+
+
+def load_settings(
+    config: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Settings:
+    """Build the settings: file < environment < overrides.
+
+    Parameters
+    ----------
+    config
+        A TOML file (``None``: ``$STREAMMKL_CONFIG`` if set, else defaults only).
+    env
+        The environment (default ``os.environ``); only ``STREAMMKL_*`` names are read.
+    overrides
+        Values from command-line flags, keyed by dotted path (``"kafka.topics"``); ``None``
+        values are ignored (flag not given).
+
+    Raises
+    ------
+    ConfigError
+        Naming every invalid field and the source of its value.
+    """
+    env = os.environ if env is None else env
+    tree: dict[str, Any] = {}
+    sources: dict[tuple[str, ...], str] = {}
+    path = config if config is not None else env.get(f"{ENV_PREFIX}CONFIG")
+    if path:
+        try:
+            with open(path, "rb") as fh:
+                data = tomllib.load(fh)
+        except OSError as exc:
+            raise ConfigError(f"config file {path}: {exc.strerror or exc}") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {path}: invalid TOML: {exc}") from exc
+        for key, value in _flatten(data).items():
+            _set(tree, key, value)
+            sources[key] = f"file {path}"
+    for name in sorted(env):
+        if not name.startswith(ENV_PREFIX) or name == f"{ENV_PREFIX}CONFIG":
+            continue
+        if name.startswith(f"{ENV_PREFIX}TANSU"):  # read by the broker module, not a setting
+            continue
+        key = tuple(part.lower() for part in name[len(ENV_PREFIX) :].split("__"))
+        _set(tree, key, _env_value(env[name]))
+        sources[key] = f"environment {name}"
+    for dotted, value in (overrides or {}).items():
+        if value is None:
+            continue
+        key = tuple(dotted.split("."))
+        _set(tree, key, value)
+        sources[key] = "command line"
+    try:
+        return Settings.model_validate(tree)
+    except ValidationError as exc:
+        raise ConfigError(_explain(exc, sources)) from None
+
+
+def _explain(exc: ValidationError, sources: Mapping[tuple[str, ...], str]) -> str:
+    lines = [f"invalid settings ({exc.error_count()} error(s)):"]
+    for err in exc.errors():
+        loc = tuple(str(p) for p in err["loc"])
+        field = ".".join(loc) or "(settings)"
+        source = next(
+            (sources[loc[:i]] for i in range(len(loc), 0, -1) if loc[:i] in sources), None
+        )
+        if source is None and loc:  # a whole section: any value under it
+            source = next((v for k, v in sources.items() if k[: len(loc)] == loc), None)
+        origin = f" [from {source}]" if source else ""
+        value = "" if err["type"] == "missing" else f" = {err.get('input')!r}"
+        if isinstance(err.get("input"), Mapping):
+            value = ""
+        lines.append(f"  {field}{value}: {err['msg']}{origin}")
+    return "\n".join(lines)

@@ -1,0 +1,184 @@
+"""What the daemon needs from a learner, and how one is built from the configuration.
+
+The daemon codes against :class:`Learner` (a structural Protocol), so any river-style learner
+with the persistence methods below can be plugged in with ``learner.factory = "module:callable"``.
+The default is :class:`streammkl.river.MKLClassifier` / :class:`~streammkl.river.MKLRegressor`,
+whose kernels, loss, regularizer, schedule, radius, budget and seed come from the ``[learner]``
+section (names resolved in :mod:`streammkl.core`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from collections.abc import Mapping
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+
+class LearnerConfigError(ValueError):
+    """A learner specification that cannot be built; the message names the field."""
+
+
+@runtime_checkable
+class Learner(Protocol):
+    """The learner surface the daemon uses (river's, plus persistence and introspection)."""
+
+    def learn_one(self, x: dict[Any, float], y: Any) -> None: ...
+
+    def predict_one(self, x: dict[Any, float]) -> Any: ...
+
+    def to_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]: ...
+
+    def digest(self) -> str: ...
+
+    @property
+    def kernel_weights(self) -> Mapping[str, float]: ...
+
+
+def is_classifier(learner: Any) -> bool:
+    """Whether the learner predicts classes (a river classifier, or has ``predict_proba_one``)."""
+    from river import base
+
+    if isinstance(learner, base.Classifier):
+        return True
+    if isinstance(learner, base.Regressor):
+        return False
+    return callable(getattr(learner, "predict_proba_one", None))
+
+
+def restore(template: Any, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> Any:
+    """Rebuild a learner of ``template``'s class from a saved state."""
+    return type(template).from_state(meta, arrays)
+
+
+def _numbers(value: Any, names: list[str]) -> dict[str, float]:
+    if value is None:
+        return {}
+    if isinstance(value, Mapping):
+        return {str(k): float(v) for k, v in value.items()}
+    arr = np.asarray(value, dtype=float).ravel()
+    return {names[i] if i < len(names) else str(i): float(v) for i, v in enumerate(arr)}
+
+
+def introspect(learner: Any) -> dict[str, Any]:
+    """Read kernel weights, block norms, active kernels and support size, tolerant of types.
+
+    Returns plain Python values (a snapshot safe to hand to another thread).
+    """
+    weights = _numbers(getattr(learner, "kernel_weights", None), [])
+    names = list(weights)
+    norms = _numbers(getattr(learner, "block_norms", None), names)
+    active = getattr(learner, "active_kernels", None)
+    if active is None:
+        n_active = sum(1 for w in weights.values() if w > 0)
+    elif isinstance(active, int | np.integer):
+        n_active = int(active)
+    else:
+        n_active = len(list(active))
+    support = getattr(learner, "n_support", None)
+    if isinstance(support, Mapping):
+        support_total = int(sum(int(v) for v in support.values()))
+    elif support is None:
+        support_total = 0
+    else:
+        support_total = int(np.sum(np.asarray(support)))
+    return {
+        "kernel_weights": {k: (v if math.isfinite(v) else 0.0) for k, v in weights.items()},
+        "block_norms": norms,
+        "active_kernels": n_active,
+        "support_vectors": support_total,
+    }
+
+
+# -- building from the configuration ----------------------------------------------------------
+
+_CORE_MODULES = {
+    "kernels": "streammkl.core.kernels",
+    "loss": "streammkl.core.losses",
+    "regularizer": "streammkl.core.regularizers",
+    "schedule": "streammkl.core.schedules",
+}
+
+
+def _norm(name: str) -> str:
+    return name.lower().replace("_", "").replace("-", "")
+
+
+def build_component(kind: str, spec: Any, where: str) -> Any:
+    """Build one core object from ``"name"`` or ``{"type": "name", **params}``.
+
+    Parameters
+    ----------
+    kind
+        ``"kernels"``, ``"loss"``, ``"regularizer"`` or ``"schedule"``.
+    spec
+        The configured value.
+    where
+        The field path used in error messages (e.g. ``learner.kernels[1]``).
+    """
+    if isinstance(spec, str):
+        name, params = spec, {}
+    elif isinstance(spec, Mapping) and isinstance(spec.get("type"), str):
+        params = {k: v for k, v in spec.items() if k != "type"}
+        name = spec["type"]
+    else:
+        raise LearnerConfigError(f"{where}: expected a name or a table with a 'type', got {spec!r}")
+    module = importlib.import_module(_CORE_MODULES[kind])
+    classes = {
+        _norm(n): obj
+        for n, obj in vars(module).items()
+        if isinstance(obj, type) and not n.startswith("_") and obj.__module__ == module.__name__
+    }
+    cls = classes.get(_norm(name))
+    if cls is None:
+        known = ", ".join(sorted(c.__name__ for c in classes.values()))
+        raise LearnerConfigError(f"{where}.type: unknown {kind} {name!r}; known: {known}")
+    try:
+        return cls(**params)
+    except (TypeError, ValueError) as exc:
+        raise LearnerConfigError(f"{where}: {cls.__name__}({params}) failed: {exc}") from exc
+
+
+def load_factory(path: str) -> Any:
+    """Import ``"package.module:callable"``."""
+    module_name, _, attr = path.partition(":")
+    if not module_name or not attr:
+        raise LearnerConfigError(f"learner.factory: expected 'module:callable', got {path!r}")
+    try:
+        return getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise LearnerConfigError(f"learner.factory: cannot import {path!r}: {exc}") from exc
+
+
+def build_learner(spec: Any) -> Any:
+    """Build the configured learner from a :class:`~streammkl.daemon.config.LearnerSpec`."""
+    if spec.factory:
+        return load_factory(spec.factory)(spec)
+    from streammkl import river as mkl_river
+
+    cls_name = "MKLClassifier" if spec.task == "classification" else "MKLRegressor"
+    cls = getattr(mkl_river, cls_name, None)
+    if cls is None:
+        raise LearnerConfigError(
+            f"learner.task: streammkl.river.{cls_name} is not available in this build"
+        )
+    kwargs: dict[str, Any] = {"seed": spec.seed}
+    if spec.kernels is not None:
+        kwargs["kernels"] = tuple(
+            build_component("kernels", k, f"learner.kernels[{i}]")
+            for i, k in enumerate(spec.kernels)
+        )
+    for kind in ("loss", "regularizer", "schedule"):
+        value = getattr(spec, kind)
+        if value is not None:
+            kwargs[kind] = build_component(kind, value, f"learner.{kind}")
+    if spec.radius is not None:
+        kwargs["radius"] = spec.radius
+    if spec.budget is not None:
+        kwargs["budget"] = spec.budget
+    try:
+        return cls(**kwargs)
+    except (TypeError, ValueError) as exc:
+        raise LearnerConfigError(f"learner: {cls_name}(...) rejected the settings: {exc}") from exc

@@ -1,0 +1,368 @@
+"""The Kafka source: a kafka-python consumer plus a deterministic merge of its partitions.
+
+Positions are the daemon's, not the broker's: on every assignment each partition is sought to the
+next offset the model has not learned (the checkpoint's), falling back to the group's committed
+offset for partitions this process never owned, then to the earliest offset. Committed offsets are
+written after each checkpoint for lag visibility only. A record below the next expected offset
+(positions that went backwards, e.g. after a Tansu restart) is dropped as already processed; an
+expected offset beyond the partition's highwater (the log was reset) is warned about, counted and
+replaced by the earliest offset.
+
+**Deterministic interleaving.** Records fetched from several partitions are merged by
+``(Kafka timestamp, topic, partition, offset)``, taking each partition's records in offset order.
+The next record is only chosen once every assigned partition either has a buffered record or is
+caught up (fetch position = highwater, nothing buffered, for at least ``merge_idle_ms``); a
+partition whose data exists on the broker but is not fetched yet blocks the merge. So the order is
+a function of the logs alone — a replay after a crash learns exactly what an uninterrupted run
+learned — except when a record lands in a caught-up partition with a timestamp older than records
+already merged from the others (Kafka Streams' ``max.task.idle.ms`` trade-off).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
+from kafka.errors import KafkaError, OffsetOutOfRangeError
+from kafka.structs import OffsetAndMetadata
+
+from streammkl.daemon.config import KafkaSettings
+
+log = logging.getLogger(__name__)
+
+TP = tuple[str, int]
+
+
+def consumer_config(settings: KafkaSettings) -> dict[str, Any]:
+    """kafka-python consumer options derived from the settings."""
+    return {
+        "bootstrap_servers": settings.bootstrap_servers.split(","),
+        "group_id": settings.group_id,
+        "client_id": settings.client_id,
+        "enable_auto_commit": False,
+        # Without an own offset: the group's committed one, else the earliest. An own offset
+        # beyond the highwater is detected (and counted) by the source itself.
+        "auto_offset_reset": "earliest",
+        "session_timeout_ms": settings.session_timeout_ms,
+        "heartbeat_interval_ms": settings.heartbeat_interval_ms,
+        "max_poll_interval_ms": settings.max_poll_interval_ms,
+        "max_poll_records": settings.max_poll_records,
+        "request_timeout_ms": max(settings.request_timeout_ms, settings.session_timeout_ms + 1000),
+        "reconnect_backoff_max_ms": 1000,
+        "bootstrap_timeout_ms": settings.bootstrap_timeout_ms,
+        "check_crcs": settings.check_crcs,
+    }
+
+
+class _Listener(ConsumerRebalanceListener):
+    def __init__(self, source: Source) -> None:
+        self.source = source
+
+    def on_partitions_revoked(self, revoked: Any) -> None:
+        self.source._revoked(revoked)
+
+    def on_partitions_assigned(self, assigned: Any) -> None:
+        self.source._assigned(assigned)
+
+
+class Source:
+    """Consume the input topics into per-partition buffers and merge them deterministically.
+
+    Parameters
+    ----------
+    settings
+        Kafka settings.
+    offsets
+        The daemon's next offset per (topic, partition), shared with the runner (which advances
+        it as records are processed); the source reads it on assignment and updates it on reset.
+    on_revoke
+        Called before partitions are taken away (the runner checkpoints there).
+    on_reset
+        Called with (topic, partition, old offset, new offset) when an offset is reset.
+    group
+        ``True``: consumer-group membership (``subscribe``); ``False``: this process assigns
+        itself every partition of the topics (one model over the whole stream).
+    consumer_factory
+        Builds the consumer from keyword options (tests inject fakes).
+    """
+
+    def __init__(
+        self,
+        settings: KafkaSettings,
+        offsets: dict[TP, int],
+        on_revoke: Callable[[], None] = lambda: None,
+        on_reset: Callable[[str, int, int, int], None] = lambda *a: None,
+        group: bool = True,
+        consumer_factory: Callable[..., Any] = KafkaConsumer,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.settings = settings
+        self.offsets = offsets
+        self.on_revoke = on_revoke
+        self.on_reset = on_reset
+        self.group = group
+        self.consumer_factory = consumer_factory
+        self.clock = clock
+        self.consumer: Any = None
+        self.buffers: dict[TopicPartition, deque[Any]] = {}
+        self.assignment_changes = 0
+        self._idle_since: dict[TopicPartition, float] = {}
+        self._paused: set[TopicPartition] = set()
+        self._last_refresh = -1e18
+        self._in_callback = False
+        self._next_connect = 0.0
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def start(self) -> Source:
+        """Create the consumer and subscribe (or assign).
+
+        An unreachable broker is not fatal: the attempt is repeated by :meth:`fetch`.
+        """
+        self._next_connect = self.clock() + 1.0
+        try:
+            consumer = self.consumer_factory(**consumer_config(self.settings))
+        except KafkaError as exc:  # KafkaTimeoutError: unable to bootstrap, NoBrokersAvailable
+            log.warning("cannot reach %s (%s); retrying", self.settings.bootstrap_servers, exc)
+            return self
+        self.consumer = consumer
+        if self.group:
+            self.consumer.subscribe(list(self.settings.topics), listener=_Listener(self))
+        else:
+            self._refresh_manual()
+        return self
+
+    def close(self) -> None:
+        """Close the consumer (no commit: offsets are committed after checkpoints only)."""
+        if self.consumer is not None:
+            try:
+                self.consumer.close(autocommit=False)
+            except Exception as exc:  # closing must not mask the shutdown path
+                log.warning("consumer close failed: %s", exc)
+            self.consumer = None
+
+    @property
+    def assignment(self) -> list[TopicPartition]:
+        """Partitions currently owned, sorted."""
+        return sorted(self.buffers)
+
+    @property
+    def broker_connected(self) -> bool:
+        """Whether the broker is reachable: the group coordinator is known (group mode), or a
+        broker connection is up (self-assigned mode). Reads kafka-python internals."""
+        if self.consumer is None:
+            return False
+        coordinator: Any = getattr(self.consumer, "_coordinator", None)
+        client: Any = getattr(self.consumer, "_client", None)
+        if coordinator is None and client is None:  # not kafka-python (a test double)
+            return True
+        try:
+            if self.group:
+                return not coordinator.coordinator_unknown()
+            return any(client.connected(b.node_id) for b in client.cluster.brokers())
+        except Exception:  # internals changed: do not claim readiness we cannot check
+            return False
+
+    # -- rebalance ----------------------------------------------------------------------------
+
+    def _revoked(self, revoked: Iterable[TopicPartition]) -> None:
+        # On kafka-python's IO thread: the callback may write files and use the producer,
+        # but must not block on this consumer (commits are sent asynchronously).
+        revoked = list(revoked)
+        if revoked and self.buffers:
+            self._in_callback = True
+            try:
+                self.on_revoke()
+            finally:
+                self._in_callback = False
+        for tp in revoked:
+            self.buffers.pop(tp, None)
+            self._idle_since.pop(tp, None)
+            self._paused.discard(tp)
+
+    def _assigned(self, assigned: Iterable[TopicPartition]) -> None:
+        # Runs on kafka-python's IO thread: no blocking consumer call allowed here. A partition
+        # with an own offset is sought to it; any other starts where kafka-python resolves it
+        # (the group's committed offset, else the earliest one).
+        self.assignment_changes += 1
+        self.buffers = {}
+        self._idle_since.clear()
+        self._paused.clear()
+        for tp in sorted(assigned):
+            own = self.offsets.get((tp.topic, tp.partition))
+            if own is not None:
+                self.consumer.seek(tp, own)
+            self.buffers[tp] = deque()
+        log.info(
+            "assigned %s (own offsets %s)",
+            [f"{t.topic}/{t.partition}" for t in self.buffers],
+            {f"{t.topic}/{t.partition}": self.offsets.get(t) for t in self.buffers},
+        )
+
+    def _refresh_manual(self) -> None:
+        self._last_refresh = self.clock()
+        wanted: set[TopicPartition] = set()
+        for topic in self.settings.topics:
+            for part in self.consumer.partitions_for_topic(topic) or ():
+                wanted.add(TopicPartition(topic, part))
+        if wanted and wanted != set(self.buffers):
+            self.consumer.assign(sorted(wanted))
+            self._assigned(wanted)
+
+    # -- fetching -----------------------------------------------------------------------------
+
+    def _reset(self, tp: TopicPartition, why: str) -> None:
+        key = (tp.topic, tp.partition)
+        old = self.offsets.get(key, 0)
+        begin = int(self.consumer.beginning_offsets([tp]).get(tp) or 0)
+        log.warning(
+            "%s/%d: offset %d is %s (the log was reset?); restarting from the earliest offset %d",
+            tp.topic, tp.partition, old, why, begin,
+        )  # fmt: skip
+        self.offsets[key] = begin
+        self.consumer.seek(tp, begin)
+        self.buffers[tp] = deque()
+        self.on_reset(tp.topic, tp.partition, old, begin)
+
+    def _check_highwater(self) -> None:
+        for tp in self.assignment:
+            hw = self.consumer.highwater(tp)
+            own = self.offsets.get((tp.topic, tp.partition))
+            if hw is not None and own is not None and own > hw:
+                self._reset(tp, f"beyond the highwater {hw}")
+
+    def fetch(self, timeout_ms: int) -> int:
+        """Poll once into the buffers; returns the number of new records buffered."""
+        if self.consumer is None:  # not connected yet
+            if self.clock() >= self._next_connect:
+                self.start()
+            else:
+                time.sleep(min(timeout_ms / 1000.0, 0.1))
+            return 0
+        if not self.group and self.clock() - self._last_refresh > 5.0:
+            self._refresh_manual()
+        try:
+            batch = self.consumer.poll(
+                timeout_ms=timeout_ms, max_records=self.settings.max_poll_records
+            )
+        except OffsetOutOfRangeError as exc:
+            for tp in exc.args[0] if exc.args and isinstance(exc.args[0], dict) else {}:
+                if tp in self.buffers:
+                    self._reset(tp, "out of the log's range")
+            return 0
+        new = 0
+        for tp, records in batch.items():
+            buf = self.buffers.get(tp)
+            if buf is None:  # revoked meanwhile
+                continue
+            expected = buf[-1].offset + 1 if buf else self.offsets.get((tp.topic, tp.partition))
+            for rec in records:
+                if expected is not None and rec.offset < expected:  # already processed
+                    continue
+                buf.append(rec)
+                expected = rec.offset + 1
+                new += 1
+            if buf:
+                self._idle_since.pop(tp, None)
+            if len(buf) >= self.settings.max_buffered_per_partition and tp not in self._paused:
+                self.consumer.pause(tp)
+                self._paused.add(tp)
+        self._check_highwater()
+        return new
+
+    def _position(self, tp: TopicPartition) -> int | None:
+        # The fetch position without kafka-python's blocking refresh (internals, with fallback).
+        try:
+            state = self.consumer._subscription.assignment[tp]
+            return None if state.position is None else int(state.position.offset)
+        except (AttributeError, KeyError):
+            return self.consumer.position(tp)
+
+    def _may_have_more(self, tp: TopicPartition) -> bool:
+        hw = self.consumer.highwater(tp)
+        pos = self._position(tp)
+        if hw is None or pos is None or pos < hw:
+            self._idle_since.pop(tp, None)
+            return True
+        if self.settings.merge_idle_ms <= 0:
+            return False
+        since = self._idle_since.setdefault(tp, self.clock())
+        return (self.clock() - since) * 1000.0 < self.settings.merge_idle_ms
+
+    def take(self, limit: int) -> list[Any]:
+        """Up to ``limit`` buffered records in the deterministic merge order."""
+        out: list[Any] = []
+        parts = self.assignment
+        if len(parts) == 1:
+            buf = self.buffers[parts[0]]
+            while buf and len(out) < limit:
+                out.append(buf.popleft())
+        else:
+            silent: dict[TopicPartition, bool] = {}
+            while len(out) < limit:
+                best_key: tuple[Any, ...] | None = None
+                best_tp = None
+                for tp in parts:
+                    buf = self.buffers[tp]
+                    if buf:
+                        head = buf[0]
+                        key = (head.timestamp, tp.topic, tp.partition, head.offset)
+                        if best_key is None or key < best_key:
+                            best_key, best_tp = key, tp
+                        continue
+                    if tp not in silent:
+                        silent[tp] = not self._may_have_more(tp)
+                    if not silent[tp]:
+                        best_tp = None
+                        break
+                if best_tp is None:
+                    break
+                out.append(self.buffers[best_tp].popleft())
+        for tp in list(self._paused):
+            if len(self.buffers.get(tp, ())) < self.settings.max_buffered_per_partition // 2:
+                self.consumer.resume(tp)
+                self._paused.discard(tp)
+        return out
+
+    @property
+    def buffered(self) -> int:
+        """Records fetched but not yet handed out."""
+        return sum(len(b) for b in self.buffers.values())
+
+    def lag(self) -> dict[TP, int]:
+        """Highwater minus the next offset to process, per owned partition (known ones)."""
+        out: dict[TP, int] = {}
+        for tp in self.assignment:
+            try:
+                hw = self.consumer.highwater(tp)
+            except KafkaError:  # IllegalStateError while a rebalance is in flight
+                continue
+            own = self.offsets.get((tp.topic, tp.partition))
+            if hw is not None and own is not None:
+                out[(tp.topic, tp.partition)] = max(0, hw - own)
+        return out
+
+    def commit(self, blocking: bool = True) -> None:
+        """Commit the owned partitions' offsets (for lag visibility; failures only logged).
+
+        ``blocking=False`` (inside a rebalance callback, on kafka-python's IO thread) sends the
+        commit asynchronously.
+        """
+        offsets = {
+            tp: OffsetAndMetadata(self.offsets[(tp.topic, tp.partition)], "", -1)
+            for tp in self.assignment
+            if (tp.topic, tp.partition) in self.offsets
+        }
+        if not offsets or self.consumer is None:
+            return
+        try:
+            if blocking and not self._in_callback:
+                self.consumer.commit(offsets, timeout_ms=5000)
+            else:
+                self.consumer.commit_async(offsets)
+        except (KafkaError, AssertionError) as exc:
+            log.info("offset commit skipped: %s", exc)

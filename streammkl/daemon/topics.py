@@ -1,0 +1,55 @@
+"""Create Kafka topics if they are missing (kafka-python admin client)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.errors import KafkaError, TopicAlreadyExistsError
+
+log = logging.getLogger(__name__)
+
+
+def ensure_topics(
+    bootstrap_servers: str, topics: Mapping[str, int], timeout_ms: int = 10_000
+) -> None:
+    """Create each missing topic with the given number of partitions (replication 1).
+
+    Parameters
+    ----------
+    bootstrap_servers
+        ``host:port[,host:port...]``.
+    topics
+        Topic name -> partitions. Existing topics are left as they are.
+    timeout_ms
+        Bound on connecting and on each request.
+
+    Raises
+    ------
+    kafka.errors.KafkaError
+        If the broker is unreachable or refuses to create a topic.
+    """
+    admin = KafkaAdminClient(
+        bootstrap_servers=bootstrap_servers.split(","),
+        request_timeout_ms=timeout_ms,
+        bootstrap_timeout_ms=timeout_ms,
+    )
+    try:
+        existing = set(admin.list_topics())
+        missing = [
+            NewTopic(name, partitions, 1)
+            for name, partitions in topics.items()
+            if name not in existing
+        ]
+        if missing:
+            try:
+                admin.create_topics(missing)
+            except TopicAlreadyExistsError:  # raced with another creator
+                pass
+            log.info("created topics %s", [t.name for t in missing])
+    finally:
+        try:
+            admin.close()
+        except KafkaError:
+            pass

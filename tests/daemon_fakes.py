@@ -1,0 +1,327 @@
+"""Deterministic test doubles for the daemon: a tiny two-block learner and in-memory Kafka.
+
+``FakeLearner`` honours :class:`streammkl.daemon.learner.Learner` (learn/predict/persist/digest,
+kernel weights) with plain float arithmetic, so its digest is a function of the examples seen
+and their order. ``FakeCluster`` holds topics in memory; ``FakeConsumer`` hands records out in a
+seeded pseudo-random interleaving of partitions and batch sizes (so tests can prove the merge
+order does not depend on fetch timing); ``FakeProducer`` records what was sent and can be told to
+fail.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import random
+from collections import namedtuple
+from typing import Any
+
+import numpy as np
+
+TopicPartition = namedtuple("TopicPartition", ["topic", "partition"])
+
+
+class FakeLearner:
+    """Two blocks ("linear": x, "square": x²), one weight row per class, softmax SGD.
+
+    ``learn_one`` raises ``ValueError`` on a feature named ``boom`` (the learner-error path).
+    """
+
+    def __init__(self, lr: float = 0.1, task: str = "classification") -> None:
+        self.lr = lr
+        self.task = task
+        self.features: list[str] = []
+        self.classes: list[Any] = []
+        self.w = np.zeros((0, 0, 2))  # class x feature x block
+        if task == "regression":  # a regressor has no predict_proba_one
+            self.predict_proba_one = None  # type: ignore[assignment]
+
+    # river surface
+    def _vec(self, x: dict[str, float], grow: bool) -> np.ndarray:
+        if grow and "boom" in x:
+            raise ValueError("feature 'boom' is not accepted")
+        if grow:
+            for k in x:
+                if k not in self.features:
+                    self.features.append(k)
+            if self.w.shape[1] < len(self.features):
+                pad = len(self.features) - self.w.shape[1]
+                self.w = np.concatenate([self.w, np.zeros((self.w.shape[0], pad, 2))], axis=1)
+        v = np.zeros((len(self.features), 2))
+        for i, k in enumerate(self.features):
+            if k in x:
+                v[i] = (x[k], x[k] * x[k])
+        return v
+
+    def _scores(self, v: np.ndarray) -> np.ndarray:
+        return np.einsum("cfb,fb->c", self.w[:, : v.shape[0]], v)
+
+    def predict_proba_one(self, x: dict[str, float]) -> dict[Any, float]:
+        if not self.classes:
+            return {}
+        s = self._scores(self._vec(x, grow=False))
+        e = np.exp(s - s.max())
+        p = e / e.sum()
+        return {c: float(p[i]) for i, c in enumerate(self.classes)}
+
+    def predict_one(self, x: dict[str, float]) -> Any:
+        if self.task == "regression":
+            return float(self._scores(self._vec(x, grow=False)).sum()) if self.classes else 0.0
+        proba = FakeLearner.predict_proba_one(self, x)
+        return max(proba, key=proba.__getitem__) if proba else None
+
+    def learn_one(self, x: dict[str, float], y: Any) -> None:
+        v = self._vec(x, grow=True)
+        if self.task == "regression":
+            y = float(y)
+            if not self.classes:
+                self.classes = [0]
+                self.w = np.zeros((1, len(self.features), 2))
+            err = float(self._scores(v).sum()) - y
+            self.w[0] -= self.lr * err * v
+            return
+        if y not in self.classes:
+            self.classes.append(y)
+            self.w = np.concatenate([self.w, np.zeros((1, len(self.features), 2))], axis=0)
+        s = self._scores(v)
+        e = np.exp(s - s.max())
+        p = e / e.sum()
+        p[self.classes.index(y)] -= 1.0
+        self.w -= self.lr * p[:, None, None] * v[None]
+
+    # introspection
+    @property
+    def block_norms(self) -> dict[str, float]:
+        return {
+            "linear": float(np.linalg.norm(self.w[..., 0])),
+            "square": float(np.linalg.norm(self.w[..., 1])),
+        }
+
+    @property
+    def kernel_weights(self) -> dict[str, float]:
+        norms = self.block_norms
+        total = sum(norms.values())
+        return {k: (v / total if total else 0.0) for k, v in norms.items()}
+
+    @property
+    def active_kernels(self) -> tuple[str, ...]:
+        return tuple(k for k, v in self.block_norms.items() if v > 0)
+
+    @property
+    def n_support(self) -> int:
+        return 0
+
+    # persistence
+    def to_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        meta = {
+            "lr": self.lr,
+            "task": self.task,
+            "features": self.features,
+            "classes": self.classes,
+        }
+        return meta, {"w": self.w.copy()}
+
+    @classmethod
+    def from_state(cls, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> FakeLearner:
+        obj = cls(lr=meta["lr"], task=meta["task"])
+        obj.features = list(meta["features"])
+        obj.classes = list(meta["classes"])
+        obj.w = np.array(arrays["w"], dtype=float)
+        return obj
+
+    def digest(self) -> str:
+        meta, arrays = self.to_state()
+        h = hashlib.sha256(json.dumps(meta, sort_keys=True).encode())
+        h.update(np.ascontiguousarray(arrays["w"]).tobytes())
+        return h.hexdigest()
+
+
+def make_learner(spec: Any) -> FakeLearner:
+    """``learner.factory`` entry point (``tests.daemon_fakes:make_learner``)."""
+    params = getattr(spec, "params", {}) or {}
+    return FakeLearner(lr=float(params.get("lr", 0.1)), task=spec.task)
+
+
+# -- in-memory Kafka -----------------------------------------------------------------------------
+
+Record = namedtuple(
+    "Record", ["topic", "partition", "offset", "timestamp", "key", "value", "headers"]
+)
+
+
+class FakeCluster:
+    """Topics in memory, shared by fake consumers and producers."""
+
+    def __init__(self) -> None:
+        self.topics: dict[str, list[list[Record]]] = {}
+        self.committed: dict[str, dict[TopicPartition, int]] = {}
+        self.fail_sends = 0  # the next N sends fail
+
+    def create(self, topic: str, partitions: int = 1) -> None:
+        self.topics.setdefault(topic, [[] for _ in range(partitions)])
+
+    def append(
+        self, topic: str, value: bytes, partition: int = 0, key: bytes | None = None,
+        timestamp: int = 0, headers: list[tuple[str, bytes]] | None = None,
+    ) -> Record:  # fmt: skip
+        self.create(topic)
+        log = self.topics[topic][partition]
+        rec = Record(topic, partition, len(log), timestamp, key, value, list(headers or []))
+        log.append(rec)
+        return rec
+
+    def values(self, topic: str) -> list[bytes]:
+        return [r.value for part in self.topics.get(topic, []) for r in part]
+
+    def consumer(self, seed: int = 0) -> Any:
+        def factory(**config: Any) -> FakeConsumer:
+            return FakeConsumer(self, config, seed)
+
+        return factory
+
+    def producer(self) -> Any:
+        def factory(**config: Any) -> FakeProducer:
+            return FakeProducer(self)
+
+        return factory
+
+
+class FakeConsumer:
+    """Subset of KafkaConsumer used by the daemon; seeded random fetch interleaving."""
+
+    def __init__(self, cluster: FakeCluster, config: dict[str, Any], seed: int) -> None:
+        self.cluster = cluster
+        self.config = config
+        self.rng = random.Random(seed)
+        self.listener: Any = None
+        self.subscribed: list[str] = []
+        self.assigned: list[TopicPartition] = []
+        self.positions: dict[TopicPartition, int] = {}
+        self.highwaters: dict[TopicPartition, int] = {}
+        self.paused_set: set[TopicPartition] = set()
+        self.pending_assignment: list[TopicPartition] | None = None
+        self.closed = False
+
+    def subscribe(self, topics: list[str], listener: Any = None) -> None:
+        self.subscribed = list(topics)
+        self.listener = listener
+        self.pending_assignment = [
+            TopicPartition(t, p) for t in topics for p in range(len(self.cluster.topics.get(t, [])))
+        ]
+
+    def rebalance(self, partitions: list[TopicPartition]) -> None:
+        """Schedule a rebalance to ``partitions`` at the next poll."""
+        self.pending_assignment = list(partitions)
+
+    def assign(self, partitions: list[TopicPartition]) -> None:
+        self.assigned = list(partitions)
+        self.highwaters = {}
+        self.positions = {tp: o for tp, o in self.positions.items() if tp in self.assigned}
+
+    def partitions_for_topic(self, topic: str) -> set[int] | None:
+        parts = self.cluster.topics.get(topic)
+        return None if parts is None else set(range(len(parts)))
+
+    def committed(self, tp: TopicPartition, timeout_ms: Any = None) -> int | None:
+        return self.cluster.committed.get(self.config["group_id"], {}).get(tp)
+
+    def commit(self, offsets: dict[Any, Any], timeout_ms: Any = None) -> None:
+        group = self.cluster.committed.setdefault(self.config["group_id"], {})
+        for tp, om in offsets.items():
+            group[TopicPartition(tp.topic, tp.partition)] = om.offset
+
+    def commit_async(self, offsets: dict[Any, Any]) -> None:
+        self.commit(offsets)
+
+    def beginning_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+        return dict.fromkeys(tps, 0)
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        self.positions[tp] = offset
+
+    def position(self, tp: TopicPartition) -> int | None:
+        return self.positions.get(tp)
+
+    def highwater(self, tp: TopicPartition) -> int | None:
+        return self.highwaters.get(tp)
+
+    def pause(self, *tps: TopicPartition) -> None:
+        self.paused_set.update(tps)
+
+    def resume(self, *tps: TopicPartition) -> None:
+        self.paused_set.difference_update(tps)
+
+    def poll(self, timeout_ms: int = 0, max_records: int | None = None) -> dict[Any, list[Record]]:
+        if self.pending_assignment is not None:
+            new, self.pending_assignment = self.pending_assignment, None
+            if self.listener is not None:
+                self.listener.on_partitions_revoked(list(self.assigned))
+            self.assign(new)
+            if self.listener is not None:
+                self.listener.on_partitions_assigned(list(new))
+        out: dict[Any, list[Record]] = {}
+        budget = max_records or 500
+        order = list(self.assigned)
+        self.rng.shuffle(order)
+        for tp in order:
+            log = self.cluster.topics[tp.topic][tp.partition]
+            if self.rng.random() < 0.3:  # this partition's fetch "has not returned yet"
+                continue
+            self.highwaters[tp] = len(log)
+            if tp in self.paused_set:
+                continue
+            if tp not in self.positions:  # like kafka-python: committed offset, else earliest
+                self.positions[tp] = self.committed(tp) or 0
+            pos = self.positions[tp]
+            take = min(budget, self.rng.randint(0, 7), len(log) - pos)
+            if take > 0:
+                out[tp] = log[pos : pos + take]
+                self.positions[tp] = pos + take
+                budget -= take
+        return out
+
+    def close(self, autocommit: bool = False) -> None:
+        self.closed = True
+
+
+class FakeFuture:
+    def __init__(self, error: Exception | None) -> None:
+        self.is_done = True
+        self.exception = error
+
+    def failed(self) -> bool:
+        return self.exception is not None
+
+
+class FakeProducer:
+    """Appends to the cluster; the cluster's ``fail_sends`` makes the next sends fail."""
+
+    def __init__(self, cluster: FakeCluster) -> None:
+        self.cluster = cluster
+
+    def send(self, topic: str, value: bytes, key: Any = None, headers: Any = None) -> FakeFuture:
+        if self.cluster.fail_sends > 0:
+            self.cluster.fail_sends -= 1
+            return FakeFuture(RuntimeError("broker restarted"))
+        self.cluster.append(topic, value, key=key, headers=headers)
+        return FakeFuture(None)
+
+    def flush(self, timeout: float | None = None) -> None:
+        pass
+
+    def close(self, timeout: float | None = None) -> None:
+        pass
+
+
+def bananas_like(n: int, seed: int = 0) -> list[dict[str, Any]]:
+    """``n`` deterministic 2-d binary examples (two interleaved half-moons, like Bananas)."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        y = i % 2
+        t = rng.uniform(0, math.pi)
+        cx, cy = (math.cos(t), math.sin(t)) if y == 0 else (1 - math.cos(t), 0.5 - math.sin(t))
+        x = {"x1": round(cx + rng.gauss(0, 0.15), 6), "x2": round(cy + rng.gauss(0, 0.15), 6)}
+        out.append({"x": x, "y": y, "id": f"r{i}"})
+    return out

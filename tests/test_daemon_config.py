@@ -1,0 +1,164 @@
+"""Settings: file < environment < flags; frozen; every error names the field and its source."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from streammkl.daemon.config import ConfigError, Settings, load_settings
+from streammkl.daemon.learner import LearnerConfigError, build_component, build_learner
+
+TOML = """
+[kafka]
+bootstrap_servers = "file:1"
+topics = ["a", "b"]
+group_id = "from-file"
+session_timeout_ms = 6000
+
+[checkpoint]
+dir = "/tmp/ck"
+every_records = 77
+
+[learner]
+task = "classification"
+kernels = [{type = "Linear"}, {type = "RBF", gamma = 0.5}]
+regularizer = {type = "SquaredGroupLasso", lam = 0.001}
+schedule = {type = "InvSqrt", eta0 = 2.0}
+budget = 300
+"""
+
+
+@pytest.fixture
+def config_file(tmp_path: Path) -> Path:
+    path = tmp_path / "streammkl.toml"
+    path.write_text(TOML)
+    return path
+
+
+def test_defaults_are_valid_and_frozen() -> None:
+    s = load_settings(env={})
+    assert s.kafka.topics == ("streammkl.examples",)
+    assert s.kafka.session_timeout_ms >= 6000  # real Kafka's minimum by default
+    with pytest.raises(ValidationError):
+        s.kafka.group_id = "x"  # type: ignore[misc]
+
+
+def test_precedence_file_then_env_then_flags(config_file: Path) -> None:
+    env = {
+        "STREAMMKL_KAFKA__GROUP_ID": "from-env",
+        "STREAMMKL_KAFKA__BOOTSTRAP_SERVERS": "env:2",
+        "STREAMMKL_LEARNER__BUDGET": "500",
+        "STREAMMKL_RECORDS__CLASSES": '["cat", "dog"]',
+        "UNRELATED": "ignored",
+    }
+    s = load_settings(config_file, env=env, overrides={"kafka.group_id": "from-flag", "x": None})
+    assert s.kafka.group_id == "from-flag"  # flag beats env beats file
+    assert s.kafka.bootstrap_servers == "env:2"  # env beats file
+    assert s.kafka.topics == ("a", "b")  # file beats default
+    assert s.kafka.session_timeout_ms == 6000
+    assert s.checkpoint.every_records == 77 and str(s.checkpoint.dir) == "/tmp/ck"
+    assert s.learner.budget == 500
+    assert s.learner.kernels == ({"type": "Linear"}, {"type": "RBF", "gamma": 0.5})
+    assert s.records.classes == ("cat", "dog")
+
+
+def test_config_file_from_environment_and_comma_lists(config_file: Path) -> None:
+    s = load_settings(
+        env={"STREAMMKL_CONFIG": str(config_file), "STREAMMKL_KAFKA__TOPICS": "x, y,z"}
+    )
+    assert s.kafka.topics == ("x", "y", "z")
+    assert s.kafka.group_id == "from-file"
+
+
+@pytest.mark.parametrize(
+    ("env", "overrides", "needles"),
+    [
+        ({"STREAMMKL_KAFKA__SESSION_TIMEOUT_MS": "abc"}, {}, [
+            "kafka.session_timeout_ms = 'abc'", "environment STREAMMKL_KAFKA__SESSION_TIMEOUT_MS"
+        ]),
+        ({}, {"checkpoint.keep": 0}, [
+            "checkpoint.keep = 0", "greater than or equal to 1", "command line"
+        ]),
+        ({"STREAMMKL_KAFKA__GROUPID": "x"}, {}, ["kafka.groupid", "Extra inputs"]),
+        ({}, {"kafka.heartbeat_interval_ms": 9000, "kafka.session_timeout_ms": 6000}, [
+            "heartbeat_interval_ms (9000) must be below session_timeout_ms (6000)"
+        ]),
+        ({}, {"learner.task": "ranking"}, ["learner.task = 'ranking'"]),
+        ({}, {"kafka.topics": ""}, ["kafka.topics", "at least one input topic"]),
+    ],
+)  # fmt: skip
+def test_errors_name_the_field_and_source(
+    env: dict[str, str], overrides: dict[str, object], needles: list[str]
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_settings(env=env, overrides=overrides)
+    for needle in needles:
+        assert needle in str(info.value)
+
+
+def test_bad_file_errors(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[kafka\n")
+    with pytest.raises(ConfigError, match="invalid TOML"):
+        load_settings(bad, env={})
+    typo = tmp_path / "typo.toml"
+    typo.write_text('[kafak]\nbootstrap_servers = "x"\n')
+    with pytest.raises(ConfigError, match=r"kafak.*Extra inputs.*from file"):
+        load_settings(typo, env={})
+    with pytest.raises(ConfigError, match="No such file"):
+        load_settings(tmp_path / "missing.toml", env={})
+
+
+def test_learner_components_are_built_from_core_by_name() -> None:
+    from streammkl.core import kernels, regularizers, schedules
+
+    rbf = build_component("kernels", {"type": "rbf", "gamma": 0.25}, "learner.kernels[1]")
+    assert isinstance(rbf, kernels.RBF)
+    assert isinstance(build_component("kernels", "Linear", "k"), kernels.Linear)
+    reg = build_component("regularizer", {"type": "squared_group_lasso", "lam": 0.01}, "r")
+    assert isinstance(reg, regularizers.SquaredGroupLasso)
+    assert isinstance(
+        build_component("schedule", {"type": "InvSqrt", "eta0": 1.0}, "s"), schedules.InvSqrt
+    )
+
+
+@pytest.mark.parametrize(
+    ("kind", "spec", "needle"),
+    [
+        ("kernels", {"type": "rbff"}, "learner.kernels[2].type: unknown kernels 'rbff'; known:"),
+        ("kernels", {"type": "RBF", "bandwidth": 1}, "learner.kernels[2]: RBF("),
+        ("kernels", 3, "expected a name or a table"),
+    ],
+)
+def test_learner_component_errors_name_the_field(kind: str, spec: object, needle: str) -> None:
+    with pytest.raises(LearnerConfigError) as info:
+        build_component(kind, spec, "learner.kernels[2]")
+    assert needle in str(info.value)
+
+
+def test_custom_factory_and_its_errors() -> None:
+    s = Settings.model_validate(
+        {"learner": {"factory": "tests.daemon_fakes:make_learner", "params": {"lr": 0.5}}}
+    )
+    learner = build_learner(s.learner)
+    assert type(learner).__name__ == "FakeLearner" and learner.lr == 0.5
+    bad = Settings.model_validate({"learner": {"factory": "tests.daemon_fakes:nope"}})
+    with pytest.raises(LearnerConfigError, match=r"learner\.factory: cannot import"):
+        build_learner(bad.learner)
+
+
+def test_default_learner_and_a_configured_one_from_the_file(config_file: Path) -> None:
+    from streammkl.core import regularizers, schedules
+    from streammkl.river import MKLClassifier, MKLRegressor
+
+    assert isinstance(build_learner(load_settings(env={}).learner), MKLClassifier)
+    s = load_settings(config_file, env={}, overrides={"learner.task": "regression"})
+    model = build_learner(s.learner)
+    assert isinstance(model, MKLRegressor)
+    assert model.budget == 300
+    assert isinstance(model.regularizer, regularizers.SquaredGroupLasso)
+    assert isinstance(model.schedule, schedules.InvSqrt)
+    model.learn_one({"a": 1.0, "b": -1.0}, 0.5)
+    assert sorted(model.kernel_weights) == ["linear", "rbf(gamma=0.5)"]

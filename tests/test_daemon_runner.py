@@ -1,0 +1,479 @@
+"""The daemon loop against in-memory Kafka fakes (fast): order, crashes, poison, sink failures."""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from streammkl.daemon.checkpoint import CheckpointError, CheckpointStore, encode_offsets
+from streammkl.daemon.cli import inspect_checkpoint
+from streammkl.daemon.config import load_settings
+from streammkl.daemon.runner import Runner
+from tests.daemon_fakes import FakeCluster, FakeLearner, TopicPartition, bananas_like
+
+N = 240
+
+
+def make_settings(tmp_path: Path, **over: Any) -> Any:
+    base: dict[str, Any] = {
+        "kafka.topics": "in",
+        "kafka.create_topics": False,
+        "kafka.poll_timeout_ms": 0,
+        "kafka.max_poll_records": 25,
+        "checkpoint.dir": str(tmp_path / "ck"),
+        "checkpoint.every_records": 40,
+        "run.exit_when_idle": 0.05,
+        "metrics.enabled": False,
+    }
+    base.update(over)
+    return load_settings(env={}, overrides=base)
+
+
+def fill(cluster: FakeCluster, n: int = N, partitions: int = 3, topic: str = "in") -> list[Any]:
+    """``n`` examples over ``partitions``; timestamps tie across partitions (merge tie-breaks)."""
+    cluster.create(topic, partitions)
+    recs = []
+    for i, r in enumerate(bananas_like(n)):
+        part = (i * 7) % partitions
+        recs.append(cluster.append(topic, json.dumps(r).encode(), part, f"k{i}".encode(), i // 4))
+    return recs
+
+
+def runner(tmp_path: Path, cluster: FakeCluster, seed: int = 0, **over: Any) -> Runner:
+    return Runner(
+        make_settings(tmp_path, **over),
+        FakeLearner(),
+        registry=CollectorRegistry(),
+        consumer_factory=cluster.consumer(seed),
+        producer_factory=cluster.producer(),
+    )
+
+
+def reference_digest(records: list[Any]) -> str:
+    """Learn the records in the documented merge order: (timestamp, topic, partition, offset)."""
+    learner = FakeLearner()
+    for r in sorted(records, key=lambda r: (r.timestamp, r.topic, r.partition, r.offset)):
+        d = json.loads(r.value)
+        learner.learn_one(d["x"], d["y"])
+    return learner.digest()
+
+
+def predictions(cluster: FakeCluster) -> list[dict[str, Any]]:
+    return [json.loads(v) for v in cluster.values("streammkl.predictions")]
+
+
+def test_merge_order_is_a_function_of_the_logs_not_of_fetch_timing(tmp_path: Path) -> None:
+    digests = set()
+    for seed in range(4):
+        cluster = FakeCluster()
+        records = fill(cluster)
+        r = runner(tmp_path / str(seed), cluster, seed=seed)
+        assert r.run() == 0
+        digests.add(r.learner.digest())
+        assert r.counters["examples_learned"] == N
+        preds = predictions(cluster)
+        assert sorted((p["partition"], p["offset"]) for p in preds) == sorted(
+            (x.partition, x.offset) for x in records
+        )
+        assert sorted(p["model_version"] for p in preds) == list(range(N))
+    assert digests == {reference_digest(records)}
+
+
+def test_single_partition_is_learned_in_log_order(tmp_path: Path) -> None:
+    cluster = FakeCluster()
+    records = fill(cluster, partitions=1)
+    r = runner(tmp_path, cluster)
+    r.run()
+    learner = FakeLearner()
+    for rec in records:
+        d = json.loads(rec.value)
+        learner.learn_one(d["x"], d["y"])
+    assert r.learner.digest() == learner.digest()
+    assert [p["offset"] for p in predictions(cluster)] == list(range(N))
+
+
+@pytest.mark.parametrize("crash_steps", [[1], [3, 2, 7], [5, 1, 1, 4, 2, 9]])
+def test_crash_anywhere_then_restart_gives_the_uninterrupted_model(
+    tmp_path: Path, crash_steps: list[int]
+) -> None:
+    ref_cluster = FakeCluster()
+    fill(ref_cluster)
+    ref = runner(tmp_path / "ref", ref_cluster)
+    ref.run()
+    cluster = FakeCluster()
+    records = fill(cluster)
+    for i, steps in enumerate(crash_steps):
+        r = runner(tmp_path / "run", cluster, seed=100 + i)
+        r.start()
+        for _ in range(steps):
+            r.step()
+        # kill -9: the object is abandoned, nothing is flushed or checkpointed
+    final = runner(tmp_path / "run", cluster, seed=999)
+    assert final.run() == 0
+    assert final.learner.digest() == ref.learner.digest() == reference_digest(records)
+    info = inspect_checkpoint(tmp_path / "run" / "ck")
+    assert info["examples_learned"] == N
+    assert info["model_digest"] == ref.learner.digest()
+    assert info["offsets"] == {"in": {"0": 80, "1": 80, "2": 80}}
+    # outputs are at-least-once: every record predicted, replays give identical predictions
+    by_offset: dict[tuple[int, int], set[str]] = {}
+    for p in predictions(cluster):
+        by_offset.setdefault((p["partition"], p["offset"]), set()).add(
+            json.dumps(p, sort_keys=True)
+        )
+    assert len(by_offset) == N
+    assert all(len(v) == 1 for v in by_offset.values())
+
+
+POISON = [
+    (b"\xff\xfe", "invalid_utf8"),
+    (b"{nope", "invalid_json"),
+    (b"[1]", "not_an_object"),
+    (b'{"y": 1}', "missing_x"),
+    (b'{"x": "s", "y": 1}', "bad_x"),
+    (b'{"x": {"a": "s"}, "y": 1}', "non_numeric"),
+    (b'{"x": {"a": NaN}, "y": 1}', "non_finite"),
+    (b'{"x": [1, 2, 3], "y": 1}', "wrong_dim"),
+    (b'{"x": [[1, 2]], "y": [1]}', "wrong_kind"),
+    (b'{"x": {"a": 1}, "y": {"o": 1}}', "bad_label"),
+    (b'{"x": {"a": 1}, "y": 9}', "unknown_class"),
+    (b'{"x": {"a": 1}, "y": 1, "id": 5}', "bad_id"),
+    (b'{"x": {"a": 1}, "y": 1, "ts": "x"}', "bad_ts"),
+    (b'{"x": {"a": 1}, "y": 1, "q": 0}', "unknown_field"),
+    (b'{"x": {"a": 1}, "y": 1, "pad": "' + b"p" * 300 + b'"}', "too_large"),
+    (b'{"x": {"boom": 1}, "y": 1}', "learner_error"),
+]
+
+
+def test_poison_records_are_dead_lettered_with_reason_and_counted(tmp_path: Path) -> None:
+    cluster = FakeCluster()
+    cluster.create("in", 2)
+    good = bananas_like(60)
+    valid = poison = 0
+    for i in range(60):
+        cluster.append("in", json.dumps(good[i]).encode(), i % 2, None, i)
+        valid += 1
+        if i < len(POISON):
+            cluster.append("in", POISON[i][0], i % 2, b"key", i)
+            poison += 1
+    over = {"records.dim": 2, "records.classes": [0, 1], "records.strict": True}
+    r = runner(tmp_path, cluster, **{**over, "records.max_bytes": 200})
+    r.run()
+    assert r.counters["examples_learned"] == valid
+    assert r.counters["records_consumed"] == valid + poison
+    dead = [rec for part in cluster.topics["streammkl.dead-letters"] for rec in part]
+    assert len(dead) == poison
+    got = {(d.value, dict(d.headers)["reason"].decode()) for d in dead}
+    assert got == set(POISON)
+    for d in dead:
+        h = dict(d.headers)
+        assert h["source_topic"] == b"in"
+        src = cluster.topics["in"][int(h["source_partition"])][int(h["source_offset"])]
+        assert src.value == d.value and d.key == b"key"
+        assert h["error"]
+    expected = {reason: 1 for _, reason in POISON}
+    assert r.counters["rejected_by_reason"] == expected
+    reg = r.metrics.registry
+    for reason, n in expected.items():
+        assert reg.get_sample_value("streammkl_records_rejected_total", {"reason": reason}) == n
+    assert reg.get_sample_value("streammkl_dead_letters_total") == poison
+    assert reg.get_sample_value("streammkl_records_learned_total") == valid
+    assert (
+        reg.get_sample_value("streammkl_records_consumed_total", {"topic": "in"}) == valid + poison
+    )
+    # the learner-error record was predicted first (prequential), then refused by learn_one
+    assert len(predictions(cluster)) == valid + 1
+
+
+def test_predict_only_records_are_predicted_not_learned(tmp_path: Path) -> None:
+    cluster = FakeCluster()
+    cluster.create("in", 1)
+    for i, rec in enumerate(bananas_like(20)):
+        if i >= 10:
+            rec = {"x": rec["x"], "id": rec["id"]}
+        cluster.append("in", json.dumps(rec).encode(), 0, None, i)
+    r = runner(tmp_path, cluster)
+    r.run()
+    assert r.counters["examples_learned"] == 10
+    assert r.counters["records_predicted"] == 20
+    preds = predictions(cluster)
+    assert [p["model_version"] for p in preds[10:]] == [10] * 10
+    assert all(set(p["proba"]) == {"0", "1"} for p in preds[10:])
+    assert preds[0]["prediction"] is None and preds[0]["proba"] == {}  # before any class
+
+
+def test_regression_uses_numeric_labels(tmp_path: Path) -> None:
+    cluster = FakeCluster()
+    cluster.create("in", 1)
+    for i in range(30):
+        cluster.append("in", json.dumps({"x": [i / 30], "y": 2.0 * i / 30}).encode(), 0, None, i)
+    cluster.append("in", b'{"x": [0.5], "y": "high"}', 0, None, 99)
+    r = Runner(
+        make_settings(tmp_path),
+        FakeLearner(task="regression"),
+        registry=CollectorRegistry(),
+        consumer_factory=cluster.consumer(),
+        producer_factory=cluster.producer(),
+    )
+    r.run()
+    assert r.counters["examples_learned"] == 30
+    assert r.counters["rejected_by_reason"] == {"bad_label": 1}
+    assert isinstance(predictions(cluster)[-1]["prediction"], float)
+    assert r.counters["online_loss"] > 0
+
+
+def test_sink_failures_are_retried_and_nothing_is_lost(tmp_path: Path) -> None:
+    cluster = FakeCluster()
+    fill(cluster)
+    cluster.fail_sends = 7
+    r = runner(tmp_path, cluster)
+    r.run()
+    assert len({(p["partition"], p["offset"]) for p in predictions(cluster)}) == N
+    reg = r.metrics.registry
+    assert reg.get_sample_value("streammkl_sink_errors_total") == 7
+    assert reg.get_sample_value("streammkl_producer_restarts_total") >= 1
+
+
+def test_undelivered_outputs_survive_a_crash_in_the_outbox(tmp_path: Path) -> None:
+    cluster = FakeCluster()
+    fill(cluster, n=30, partitions=1)
+    cluster.fail_sends = 10**9  # the broker refuses every output
+    r = runner(tmp_path, cluster, **{"checkpoint.every_records": 10**6})
+    r.start()
+    while r.counters["records_consumed"] < 30:
+        r.step()
+    r.sink.flush = lambda timeout=5.0: [o for o, _ in r.sink.pending]  # type: ignore[method-assign]
+    assert r.checkpoint("test")
+    assert inspect_checkpoint(tmp_path / "ck")["outbox"] == 30
+    cluster.fail_sends = 0  # broker healthy again; the daemon was killed meanwhile
+    again = runner(tmp_path, cluster, seed=5)
+    again.run()
+    assert sorted(p["offset"] for p in predictions(cluster)) == list(range(30))
+    assert again.counters["examples_learned"] == 30
+
+
+def test_checkpoint_offset_beyond_highwater_is_counted_and_restarts_at_earliest(
+    tmp_path: Path,
+) -> None:
+    cluster = FakeCluster()
+    fill(cluster, n=50, partitions=1)
+    store = CheckpointStore(tmp_path / "ck")
+    learner = FakeLearner()
+    store.save(
+        {
+            "offsets": encode_offsets({("in", 0): 500}),
+            "counters": {"examples_learned": 500},
+            "model": {"class": "tests.daemon_fakes:FakeLearner", "meta": learner.to_state()[0]},
+            "summary": {"model_digest": learner.digest()},
+        },
+        learner.to_state()[1],
+    )
+    r = runner(tmp_path, cluster)
+    r.run()
+    assert r.counters["offset_resets"] == 1
+    assert r.counters["examples_learned"] == 550
+    assert r.offsets[("in", 0)] == 50
+    labels = {"topic": "in", "partition": "0"}
+    assert r.metrics.registry.get_sample_value("streammkl_offset_resets_total", labels) == 1
+
+
+def test_restore_refuses_another_learner_class(tmp_path: Path) -> None:
+    cluster = FakeCluster()
+    fill(cluster, n=10, partitions=1)
+    runner(tmp_path, cluster).run()
+
+    class Other(FakeLearner):
+        pass
+
+    r = Runner(
+        make_settings(tmp_path), Other(), registry=CollectorRegistry(),
+        consumer_factory=cluster.consumer(), producer_factory=cluster.producer(),
+    )  # fmt: skip
+    with pytest.raises(CheckpointError, match=r"holds a tests\.daemon_fakes:FakeLearner"):
+        r.run()
+
+
+def test_revocation_checkpoints_first_and_new_partitions_start_at_committed(
+    tmp_path: Path,
+) -> None:
+    cluster = FakeCluster()
+    fill(cluster, n=60, partitions=2)
+    cluster.committed["streammkl"] = {TopicPartition("in", 1): 20}  # another member's commit
+    r = runner(tmp_path, cluster, **{"run.exit_when_idle": None})
+    r.start()
+    consumer = r.source.consumer
+    consumer.pending_assignment = [TopicPartition("in", 0)]
+    while r.offsets.get(("in", 0)) != 30:
+        r.step()
+    before = len(r.store.list())
+    learned = r.counters["examples_learned"]
+    consumer.rebalance([TopicPartition("in", 1)])
+    r.step()
+    assert len(r.store.list()) == before + 1  # checkpoint on revocation
+    assert r.store.load_latest().counters["examples_learned"] == learned  # type: ignore[union-attr]
+    while r.offsets.get(("in", 1)) != 30:
+        r.step()
+    assert r.counters["examples_learned"] == 30 + 10  # partition 1 from its committed offset 20
+    r.stop()
+    r.run()
+
+
+def test_stop_ends_at_a_batch_boundary_with_a_final_checkpoint(tmp_path: Path) -> None:
+    cluster = FakeCluster()
+    fill(cluster, n=N, partitions=3)
+    r = runner(tmp_path, cluster, **{"run.exit_when_idle": None, "checkpoint.every_records": 10**6})
+    t = threading.Thread(target=r.run)
+    t.start()
+    while r.counters["records_consumed"] < 30:
+        pass
+    r.stop()
+    t.join(10)
+    assert not t.is_alive()
+    info = inspect_checkpoint(tmp_path / "ck")
+    assert info["reason"] == "shutdown"
+    assert info["examples_learned"] == r.counters["examples_learned"]
+    assert sum(int(v) for v in info["offsets"]["in"].values()) == r.counters["records_consumed"]
+    assert r.source.consumer is None  # closed
+
+
+def scrape(port: int, path: str = "/metrics") -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_metrics_endpoint_values_and_probes(tmp_path: Path) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    cluster = FakeCluster()
+    fill(cluster, n=N, partitions=2)
+    r = runner(
+        tmp_path,
+        cluster,
+        **{"metrics.enabled": True, "metrics.port": 0, "run.exit_when_idle": None},
+    )
+    r.keep_http = True
+    r.start()
+    port = r.http.port  # type: ignore[union-attr]
+    assert scrape(port, "/readyz")[0] == 503  # not assigned yet
+    while r.counters["records_consumed"] < N:
+        r.step()
+    r.step()
+    code, body = scrape(port, "/readyz")
+    assert code == 200 and json.loads(body)["assigned"] == ["in/0", "in/1"]
+    assert scrape(port, "/healthz")[0] == 200
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for fam in text_string_to_metric_families(scrape(port)[1])
+        for s in fam.samples
+    }
+    assert samples[("streammkl_records_consumed_total", (("topic", "in"),))] == N
+    assert samples[("streammkl_records_learned_total", ())] == N
+    assert samples[("streammkl_model_version", ())] == N
+    assert samples[("streammkl_learn_duration_seconds_count", ())] == N
+    weights = {k[1][0][1]: v for k, v in samples.items() if k[0] == "streammkl_kernel_weight"}
+    assert set(weights) == {"linear", "square"}
+    assert sum(weights.values()) == pytest.approx(1.0)
+    assert weights == pytest.approx(r.learner.kernel_weights)
+    acc = (
+        samples[("streammkl_prequential_correct_total", ())]
+        / samples[("streammkl_prequential_labelled_total", ())]
+    )
+    assert acc == pytest.approx(r.counters["correct_predictions"] / N) and acc > 0.5
+    assert samples[("streammkl_consumer_lag_records", (("partition", "0"), ("topic", "in")))] == 0
+    assert samples[("streammkl_rebalances_total", ())] == 1
+    assert samples[("streammkl_outputs_acknowledged_total", ())] == N
+    ckpts = samples[("streammkl_checkpoints_total", ())]
+    assert (
+        ckpts >= N // 50 and ckpts == samples[("streammkl_checkpoint_duration_seconds_count", ())]
+    )
+    assert samples[("streammkl_up", ())] == 1
+    assert samples[("streammkl_ready", ())] == 1
+    assert samples[("streammkl_checkpoint_size_bytes", ())] > 0
+    assert 0 <= samples[("streammkl_checkpoint_age_seconds", ())] < 60
+    assert (
+        "streammkl_records_rejected_total",
+        (("reason", "wrong_dim"),),
+    ) in samples  # pre-declared
+    r.stop()
+    r.run()
+    r.http.stop()  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("task", ["classification", "regression"])
+def test_default_learner_survives_crashes_exactly(tmp_path: Path, task: str) -> None:
+    """The real MKLClassifier / MKLRegressor through checkpoints: same digest after crashes."""
+    pytest.importorskip("streammkl.river")
+
+    def stream(cluster: FakeCluster) -> None:
+        cluster.create("in", 2)
+        for i, r in enumerate(bananas_like(300, seed=5)):
+            y = r["y"] if task == "classification" else r["x"]["x1"] * 2 - r["x"]["x2"]
+            cluster.append("in", json.dumps({"x": r["x"], "y": y}).encode(), i % 2, None, i)
+
+    over = {"learner.task": task, "checkpoint.every_records": 30}
+
+    def make(cluster: FakeCluster, seed: int, sub: str) -> Runner:
+        return Runner(
+            make_settings(tmp_path / sub, **over),
+            registry=CollectorRegistry(),
+            consumer_factory=cluster.consumer(seed),
+            producer_factory=cluster.producer(),
+        )
+
+    ref_cluster, cluster = FakeCluster(), FakeCluster()
+    stream(ref_cluster)
+    stream(cluster)
+    ref = make(ref_cluster, 0, "ref")
+    ref.run()
+    assert type(ref.learner).__name__ == (
+        "MKLClassifier" if task == "classification" else "MKLRegressor"
+    )
+    for i, steps in enumerate([4, 9, 2]):
+        r = make(cluster, 10 + i, "run")
+        r.start()
+        for _ in range(steps):
+            r.step()
+    final = make(cluster, 99, "run")
+    final.run()
+    assert final.counters["examples_learned"] == ref.counters["examples_learned"] == 300
+    assert final.learner.digest() == ref.learner.digest()
+    assert sum(final.learner.kernel_weights.values()) == pytest.approx(1.0)
+
+
+def test_unreachable_broker_at_start_is_retried_not_fatal(tmp_path: Path) -> None:
+    from kafka.errors import KafkaTimeoutError
+
+    cluster = FakeCluster()
+    fill(cluster, n=30, partitions=1)
+    calls = {"n": 0}
+    real = cluster.consumer()
+
+    def flaky(**config: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] <= 2:
+            raise KafkaTimeoutError("Unable to bootstrap")
+        return real(**config)
+
+    r = Runner(
+        make_settings(tmp_path, **{"run.exit_when_idle": None}), FakeLearner(),
+        registry=CollectorRegistry(), consumer_factory=flaky, producer_factory=cluster.producer(),
+    )  # fmt: skip
+    r.start()
+    r.step()
+    assert r.source.consumer is None and not r.status["ready"]
+    while r.counters["examples_learned"] < 30:
+        r.step()
+    assert calls["n"] == 3
+    assert r.status["ready"]
+    r.stop()
+    r.run()
