@@ -5,7 +5,9 @@ fastmath is limited to flags that keep NaN/Inf detectable: no ``nnan``/``ninf``/
 
 from __future__ import annotations
 
-JIT = {"cache": True, "nogil": True, "fastmath": {"nsz", "arcp", "contract", "afn"}}
+from typing import Any
+
+JIT: dict[str, Any] = {"cache": True, "nogil": True, "fastmath": {"nsz", "arcp", "contract", "afn"}}
 
 # Small scalar helpers called from inner loops: inlined at the numba IR level.
-JIT_INLINE = {**JIT, "inline": "always"}
+JIT_INLINE: dict[str, Any] = {**JIT, "inline": "always"}

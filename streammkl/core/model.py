@@ -263,7 +263,7 @@ class OnlineMKL:
         loss = self._args.learn_round(x, y, eta)
         self.t += 1
         if self.average:
-            assert self._layout is not None
+            assert self._layout is not None and self._state is not None
             nb.average_explicit(
                 self._state.w, self._state.scale, self._layout.ex_blocks,
                 self._layout.ex_off, self._state.w_avg, self.t,

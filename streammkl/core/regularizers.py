@@ -256,7 +256,9 @@ class OverlappingGroupLasso(Regularizer):
         if not groups:
             raise ValueError("OverlappingGroupLasso: give at least one group of blocks")
         self.groups = tuple(tuple(g) for g in groups)
-        lams = (lam,) * len(self.groups) if np.isscalar(lam) else tuple(lam)  # type: ignore[arg-type]
+        lams: tuple[Any, ...] = (
+            (lam,) * len(self.groups) if isinstance(lam, int | float) else tuple(lam)
+        )
         if len(lams) != len(self.groups):
             raise ValueError("OverlappingGroupLasso: one lam per group, or a single lam")
         for value in lams:

@@ -74,10 +74,11 @@ class RoundArgs:
         self.xsq = np.zeros(L.n_views)
         self.dots = np.zeros(L.n_views)
         self.newnorms = np.zeros(M)
-        config = (L.kinds, L.kp, L.is_explicit, L.view_of, L.masks, L.view_full)
+        config: tuple[Any, ...] = (L.kinds, L.kp, L.is_explicit, L.view_of, L.masks, L.view_full)
         config += (L.ex_blocks, L.im_blocks, L.ex_off, L.ex_kind, L.ex_norm, L.phi_src)
         config += (L.rff_w, L.rff_b, loss.code, loss.param, *steps, radius, policy, capacity)
-        arrays = (S.w, S.scale, S.norms, S.sx, S.ssq, S.sv, S.coef, S.kself, S.age, S.counters)
+        arrays: tuple[Any, ...] = (S.w, S.scale, S.norms, S.sx, S.ssq, S.sv, S.coef, S.kself)
+        arrays += (S.age, S.counters)
         arrays += (S.bias, bias_lr)
         buffers = (self.phi, self.scores, self.fx, self.v, self.xsq, self.dots, self.newnorms)
         self.learn = config + arrays + buffers

@@ -157,7 +157,7 @@ class MKLClassifier(MKLMixin, base.Classifier):
             return np.array([-f, f]) if len(self.classes_) == 2 else np.array([f])
         return fx[: len(self.classes_)].copy()
 
-    def predict_proba_one(self, x: Mapping) -> dict:
+    def predict_proba_one(self, x: dict, **kwargs: Any) -> dict:
         scores = self._scores(x)
         if scores is None:
             return {c: 1.0 / len(self.classes_) for c in self.classes_}
