@@ -118,6 +118,23 @@ def test_save_load_round_trip_is_exact(tmp_path, cls):
     assert model.clone().n_learned == 0
 
 
+def test_custom_configuration_survives_save_load_save(tmp_path):
+    from streammkl.core import regularizers, schedules
+
+    model = MKLClassifier(
+        kernels=(kernels.Linear(), kernels.RBF(0.5, n_components=8)),
+        loss=losses.Softmax(),
+        regularizer=(regularizers.GroupLasso(1e-4), regularizers.Ball(10.0)),
+        schedule=schedules.Constant(0.2),
+    )
+    for x, y in _phishing(50):
+        model.learn_one(x, y)
+    loaded = MKLClassifier.load(model.save(tmp_path / "a.npz"))
+    again = MKLClassifier.load(loaded.save(tmp_path / "b.npz"))
+    assert again.digest() == loaded.digest() == model.digest()
+    assert repr(again) == repr(model)
+
+
 def test_load_rejects_corrupted_newer_and_foreign_files(tmp_path):
     from streammkl.river._base import read_state, write_state
 

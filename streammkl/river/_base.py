@@ -178,11 +178,7 @@ class MKLMixin:
             )
         if meta.get("class") != cls.__name__:
             raise ValueError(f"state holds a {meta.get('class')}, not a {cls.__name__}")
-        params = dict(meta["params"])
-        for key in ("kernels", "regularizer"):
-            if isinstance(params.get(key), list):
-                params[key] = tuple(params[key])
-        learner = cls(**params)
+        learner = cls(**_params_from_spec(meta["params"]))
         learner._features = FeatureIndex(list(meta["features"]))
         if meta["core"] is not None:
             learner._model = OnlineMKL.from_state(meta["core"], dict(arrays))
@@ -211,6 +207,25 @@ class MKLMixin:
     def load(cls, path: str | os.PathLike) -> Any:
         meta, arrays = read_state(Path(path))
         return cls.from_state(meta, arrays)
+
+
+def _params_from_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """Constructor arguments from ``_params_spec`` output: specs back into objects."""
+    from streammkl.core import losses as losses_mod
+
+    params = dict(spec)
+    if params.get("kernels") is not None:
+        params["kernels"] = tuple(kernels_mod.from_spec(k) for k in params["kernels"])
+    reg = params.get("regularizer")
+    if isinstance(reg, list):
+        params["regularizer"] = tuple(regs_mod.from_spec(r) for r in reg)
+    elif isinstance(reg, dict):
+        params["regularizer"] = regs_mod.from_spec(reg)
+    if isinstance(params.get("loss"), dict):
+        params["loss"] = losses_mod.from_spec(params["loss"])
+    if isinstance(params.get("schedule"), dict):
+        params["schedule"] = schedules_mod.from_spec(params["schedule"])
+    return params
 
 
 def state_digest(meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> str:

@@ -26,8 +26,9 @@ class MKLClassifier(MKLMixin, base.Classifier):
     Parameters
     ----------
     kernels
-        Tuple of ``streammkl.core.kernels`` objects; None = the default bank (linear; RBF with
-        gamma 0.01, 0.1, 1; normalised quadratic), made for standardised inputs.
+        Tuple of ``streammkl.core.kernels`` objects; None = the default bank (linear; Gaussian
+        with gamma 0.1, 1, 10 as 128-component random Fourier maps; normalised quadratic with
+        its exact explicit map), made for standardised inputs (``streammkl.river.defaults``).
     loss
         None = ``MulticlassHinge`` (Crammer-Singer) over all classes seen, for binary and
         multiclass alike; ``Softmax`` gives calibrated probabilities; ``Hinge``/``Logistic``

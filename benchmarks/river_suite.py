@@ -1,0 +1,565 @@
+"""river benchmark suite (issue 3): prequential accuracy and learn+predict throughput of streammkl's
+``MKLClassifier`` / ``MKLRegressor`` against river's learners and Vowpal Wabbit's online kernel SVM,
+all measured in one run on river's bundled datasets and a drifting ``river.datasets.synth`` stream.
+
+Protocol: each stream is materialised into a list first (loading is not timed); every model then
+runs test-then-train (``predict_one`` then ``learn_one`` per example) and the wall clock covers
+exactly that loop; metrics are computed afterwards from the recorded predictions. Every model
+first runs a 50-example warm-up on a throw-away instance (numba compilation, imports).
+
+Run: ``.venv/bin/python benchmarks/river_suite.py [--quick] [--datasets bananas,phishing]``.
+A full run writes ``benchmarks/results/river_suite.md``; ``--quick`` (first 2,000 examples of
+each stream) only prints, unless ``--write`` is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import re
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _table import machine, markdown, write
+from river import base, datasets, forest, linear_model, metrics, neighbors, preprocessing, tree
+from river.datasets import synth
+
+from streammkl.core import regularizers
+from streammkl.river import MKLClassifier, MKLRegressor, defaults
+
+FULL, QUICK = 20_000, 2_000
+PREFIX = 10_000  # VW ksvm runs on at most this many examples; every model also reports this prefix
+WARMUP = 50
+SEED = 42
+VW_GRID = (0.01, 0.1, 1.0, 10.0)  # VW's rbf "bandwidth" b: k(x, x') = exp(-b ||x - x'||^2)
+VW_DEFAULT = 1.0
+
+
+@dataclass(frozen=True)
+class Dataset:
+    key: str
+    title: str
+    task: str  # "binary", "multiclass" or "regression"
+    load: Callable[[], Any]
+    note: str = ""
+
+
+def _sea_drift() -> Any:
+    sea = synth.SEA
+    return synth.ConceptDriftStream(
+        sea(variant=0, noise=0.1, seed=SEED), sea(variant=3, noise=0.1, seed=SEED + 1),
+        position=5_000, width=1_000, seed=SEED,
+    )  # fmt: skip
+
+
+def _rbf_drift() -> Any:
+    return synth.RandomRBFDrift(
+        seed_model=SEED, seed_sample=SEED, n_classes=2, n_features=10, n_centroids=50,
+        change_speed=1e-4, n_drift_centroids=25,
+    )  # fmt: skip
+
+
+SHUTTLE = (
+    "river bundles Statlog Shuttle as the ODDS binary anomaly task (the majority class vs the "
+    "rare classes, the second-largest class dropped), not the 7-class UCI version; used as bundled."
+)
+SEA = (
+    "`synth.ConceptDriftStream(SEA(variant=0, noise=0.1, seed=42), SEA(variant=3, noise=0.1, "
+    "seed=43), position=5_000, width=1_000, seed=42)`: the threshold on x0 + x1 moves from 8 to "
+    "9.5 around example 5,000 (inside the VW window); 10% label noise."
+)
+RBF = (
+    "`synth.RandomRBFDrift(seed_model=42, seed_sample=42, n_classes=2, n_features=10, "
+    "n_centroids=50, change_speed=1e-4, n_drift_centroids=25)`: moving Gaussian blobs."
+)
+DATASETS = {
+    d.key: d
+    for d in (
+        Dataset("bananas", "Bananas", "binary", datasets.Bananas),
+        Dataset("phishing", "Phishing", "binary", datasets.Phishing),
+        Dataset("image-segments", "ImageSegments", "multiclass", datasets.ImageSegments),
+        Dataset("shuttle", "Shuttle", "binary", datasets.Shuttle, SHUTTLE),
+        Dataset("sea-drift", "SEA with concept drift (synthetic)", "binary", _sea_drift, SEA),
+        Dataset("rbf-drift", "RandomRBFDrift (synthetic)", "binary", _rbf_drift, RBF),
+        Dataset("trump-approval", "TrumpApproval", "regression", datasets.TrumpApproval),
+        Dataset("chick-weights", "ChickWeights", "regression", datasets.ChickWeights),
+        Dataset("sp500", "SP500Stocks", "regression", datasets.SP500Stocks),
+    )
+}
+# rbf-drift is left out of the default run: it alone would take ~5 min on the 2-core box.
+DEFAULT = [k for k in DATASETS if k != "rbf-drift"]
+
+
+# --- models -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Spec:
+    """A row: ``make`` builds a fresh learner (None = cannot run here; ``note`` says why)."""
+
+    key: str
+    label: str
+    make: Callable[[], Any] | None
+    group: str = ""
+    max_n: int | None = None
+    note: str = ""
+
+
+def _scaled(est: Any) -> Any:
+    return preprocessing.StandardScaler() | est
+
+
+def _single(i: int) -> Callable[[], Any]:
+    return lambda: _scaled(MKLClassifier(kernels=(defaults.kernel_bank()[i],)))
+
+
+def _average() -> Any:
+    return _scaled(MKLClassifier(regularizer=regularizers.L2(defaults.LAMBDA)))
+
+
+def classifier_specs(binary: bool, n_classes: int, vw_oaa: bool, vw_max: int) -> list[Spec]:
+    names = [k.name for k in defaults.kernel_bank()]
+    lin = linear_model.LogisticRegression if binary else linear_model.SoftmaxRegression
+    hat, arf = tree.HoeffdingAdaptiveTreeClassifier, forest.ARFClassifier
+    rows = [
+        ("mkl", "MKL (default bank)", lambda: _scaled(MKLClassifier()), "mkl", ""),
+        *((f"single:{nm}", f"single kernel: {nm}", _single(i), "single", "")
+          for i, nm in enumerate(names)),
+        ("average", "average (L2, sum of kernels)", _average, "average",
+         f"all {len(names)} kernels, regularizer L2({defaults.LAMBDA:g})"),
+        ("linear", f"river {lin.__name__}", lambda: _scaled(lin()), "river", ""),
+        ("hat", "river HoeffdingAdaptiveTree", lambda: hat(seed=SEED), "river", "no scaler"),
+        ("arf", "river ARF (10 models)", lambda: arf(seed=SEED), "river", "no scaler"),
+        ("knn", "river KNN", lambda: _scaled(neighbors.KNNClassifier()), "river", ""),
+    ]  # fmt: skip
+    specs = [Spec(key, label, make, group, note=note) for key, label, make, group, note in rows]
+    vw = f"vw:{VW_DEFAULT:g}"
+    if binary:
+        specs += [Spec(f"vw:{b:g}", f"VW ksvm rbf, bandwidth {b:g}",
+                       lambda b=b: _scaled(VWKernelSVM(b)), "vw", vw_max)
+                  for b in VW_GRID]  # fmt: skip
+    elif vw_oaa:
+        make = lambda: _scaled(VWKernelSVM(VW_DEFAULT, n_classes))  # noqa: E731
+        label = f"VW ksvm rbf --oaa {n_classes}, bandwidth {VW_DEFAULT:g}"
+        specs.append(Spec(vw, label, make, "vw", vw_max, "default bandwidth only (slow)"))
+    else:
+        note = "not run: ksvm is binary; under `--oaa` it is too slow here (see notes)"
+        specs.append(Spec("vw", "VW ksvm rbf", None, "vw", note=note))
+    return specs
+
+
+def regressor_specs() -> list[Spec]:
+    rows = [
+        ("mkl", "MKLRegressor (default bank)", MKLRegressor),
+        ("linear", "river LinearRegression", linear_model.LinearRegression),
+        ("hat", "river HoeffdingAdaptiveTreeRegressor",
+         lambda: tree.HoeffdingAdaptiveTreeRegressor(seed=SEED)),
+        ("knn", "river KNNRegressor", neighbors.KNNRegressor),
+    ]  # fmt: skip
+    return [Spec(k, label, lambda m=m: _scaled(m()), "mkl" if k == "mkl" else "river")
+            for k, label, m in rows]  # fmt: skip
+
+
+class VWKernelSVM(base.Classifier):
+    """Vowpal Wabbit's online kernel SVM (``--ksvm --kernel rbf``) as a river classifier.
+
+    Binary (labels in order of arrival become -1, +1); with ``n_classes`` VW's ``--oaa`` is
+    stacked on ``--ksvm``. Each call formats the dict as a VW text line and parses it.
+    """
+
+    def __init__(self, bandwidth: float = VW_DEFAULT, n_classes: int | None = None):
+        self.bandwidth = bandwidth
+        self.n_classes = n_classes
+        self._vw: Any = None
+        self._classes: list = []
+        self._names: dict = {}
+
+    def _workspace(self) -> Any:
+        if self._vw is None:
+            from vowpalwabbit import Workspace
+
+            oaa = f"--oaa {self.n_classes} " if self.n_classes else ""
+            self._vw = Workspace(f"{oaa}--ksvm --kernel rbf --bandwidth {self.bandwidth} --quiet")
+        return self._vw
+
+    def _line(self, x: dict, label: str = "") -> str:
+        names, parts = self._names, []
+        for k, v in x.items():
+            name = names.get(k)
+            if name is None:
+                name = names[k] = re.sub(r"[\s:|]", "_", str(k))
+            parts.append(f"{name}:{float(v):.9g}")
+        return f"{label} |f {' '.join(parts)}"
+
+    def learn_one(self, x: dict, y: Any) -> None:
+        if y not in self._classes:
+            limit = self.n_classes or 2
+            if len(self._classes) == limit:
+                raise ValueError(
+                    f"VWKernelSVM: class {y!r} is one more than the {limit} it handles"
+                )
+            self._classes.append(y)
+        k = self._classes.index(y)
+        label = str(k + 1) if self.n_classes else ("1" if k == 1 else "-1")
+        self._workspace().learn(self._line(x, label))
+
+    def predict_one(self, x: dict) -> Any:
+        if not self._classes:
+            return None
+        p = self._workspace().predict(self._line(x))
+        if self.n_classes:
+            i = int(p) - 1
+            return self._classes[i] if 0 <= i < len(self._classes) else self._classes[0]
+        return self._classes[1] if p > 0 and len(self._classes) == 2 else self._classes[0]
+
+    def close(self) -> None:
+        if self._vw is not None:
+            self._vw.finish()
+            self._vw = None
+
+
+def close(model: Any) -> None:
+    """Release native resources (VW workspaces) of a learner or of a pipeline's steps."""
+    for step in getattr(model, "steps", {}).values() or [model]:
+        if hasattr(step, "close"):
+            step.close()
+
+
+def final(model: Any) -> Any:
+    steps = getattr(model, "steps", None)
+    return list(steps.values())[-1] if steps else model
+
+
+@dataclass
+class Result:
+    """One (dataset, model) run: metrics over the stream and over its first ``PREFIX`` examples."""
+
+    dataset: str
+    key: str
+    label: str
+    n: int = 0
+    seconds: float = float("nan")
+    scores: dict[str, float] = field(default_factory=dict)
+    prefix: dict[str, float] = field(default_factory=dict)
+    note: str = ""
+
+    @property
+    def throughput(self) -> float:
+        return self.n / self.seconds if self.seconds > 0 else float("nan")
+
+    @property
+    def accuracy(self) -> float:
+        return self.scores.get("accuracy", float("nan"))
+
+
+def stream(key: str, n: int | None) -> list[tuple[dict, Any]]:
+    """The first n examples of a dataset, materialised (n=None: the whole bundled file)."""
+    return list(itertools.islice(DATASETS[key].load(), n))
+
+
+def _scores(task: str, ys: Sequence, preds: Sequence) -> dict[str, float]:
+    ms = {"accuracy": metrics.Accuracy()}
+    if task == "regression":
+        ms = {"MAE": metrics.MAE(), "RMSE": metrics.RMSE()}
+    for y, p in zip(ys, preds, strict=True):
+        for m in ms.values():
+            m.update(y, p)
+    return {name: m.get() for name, m in ms.items()}
+
+
+def prequential(
+    model: Any, data: Sequence[tuple[dict, Any]], task: str
+) -> tuple[dict, dict, float]:
+    """Test-then-train over ``data``: (scores, scores on the first PREFIX, seconds of the loop)."""
+    preds = []
+    predict, learn = model.predict_one, model.learn_one
+    start = time.perf_counter()
+    for x, y in data:
+        preds.append(predict(x))
+        learn(x, y)
+    seconds = time.perf_counter() - start
+    ys = [y for _, y in data]
+    prefix = _scores(task, ys[:PREFIX], preds[:PREFIX]) if len(data) > PREFIX else {}
+    return _scores(task, ys, preds), prefix, seconds
+
+
+def run_dataset(
+    key: str,
+    n: int | None,
+    models: Sequence[str] | None = None,
+    data: list | None = None,
+    vw_oaa: bool = False,
+    progress: Callable[[str], None] = print,
+) -> list[Result]:
+    """Run every model (or the named model keys) prequentially on one dataset."""
+    ds = DATASETS[key]
+    data = stream(key, n) if data is None else data
+    if ds.task == "regression":
+        specs = regressor_specs()
+    else:
+        n_classes = len({y for _, y in data})
+        specs = classifier_specs(ds.task == "binary", n_classes, vw_oaa, PREFIX)
+    results = []
+    for spec in specs:
+        if models is not None and spec.key not in models and spec.group not in models:
+            continue
+        if spec.make is None:  # a row that cannot run here; the reason is its note
+            results.append(Result(key, spec.key, spec.label, note=spec.note))
+            continue
+        part = data if spec.max_n is None else data[: spec.max_n]
+        progress(f"[{key}] {spec.label} on {len(part):,} examples ...")
+        warm = spec.make()
+        prequential(warm, part[:WARMUP], ds.task)
+        close(warm)
+        model = spec.make()
+        scores, prefix, seconds = prequential(model, part, ds.task)
+        close(model)
+        note = "; ".join(filter(None, [spec.note, _weights(model)]))
+        res = Result(key, spec.key, spec.label, len(part), seconds, scores, prefix, note)
+        shown = ", ".join(f"{k} {v:.4f}" for k, v in scores.items())
+        progress(
+            f"[{key}] {spec.label}: {shown}, {res.throughput:,.0f} examples/s ({seconds:.1f} s)"
+        )
+        results.append(res)
+    return results
+
+
+# --- report -------------------------------------------------------------------------------------
+NAN = float("nan")
+MATRIX_LABELS = {
+    "linear": "river LogisticRegression (binary) / SoftmaxRegression",
+    "vw": f"VW ksvm rbf, default bandwidth {VW_DEFAULT:g}",
+    "vw-tuned": "VW ksvm rbf, tuned (bandwidth per stream: see below)",
+}
+
+
+def _num(v: float | None, spec: str = "") -> object:
+    if v is None or v != v:
+        return "—"
+    return format(v, spec) if spec else v
+
+
+def _weights(model: Any) -> str:
+    """streammkl's kernel weights at the end of the stream, largest first ("" for others)."""
+    w = getattr(final(model), "kernel_weights", None)
+    top = sorted(((b, k) for k, b in (w or {}).items() if b > 0), reverse=True)
+    return ("β " + ", ".join(f"{k} {b:.2f}" for b, k in top)) if top else ""
+
+
+def _vw_rows(results: list[Result]) -> list[Result]:
+    """Bandwidth-grid runs -> a default-bandwidth row and a tuned (best of the grid) row."""
+    grid = [r for r in results if r.key.startswith("vw:") and r.n]
+    out = [r for r in results if r not in grid]
+    for r in grid:
+        if r.key == f"vw:{VW_DEFAULT:g}":
+            label = f"{r.label.split(',')[0]}, default bandwidth {VW_DEFAULT:g}"
+            out.append(replace(r, key="vw", label=label))
+    if len(grid) > 1:
+        best = max(grid, key=lambda r: r.accuracy)
+        by_b = ", ".join(f"{r.key[3:]}: {r.accuracy:.4f}" for r in grid)
+        note = f"best of the grid, tuned on this same stream; by bandwidth {by_b}"
+        label = f"VW ksvm rbf, tuned (bandwidth {best.key[3:]})"
+        out.append(replace(best, key="vw-tuned", label=label, note=note))
+    return out
+
+
+def _acc(r: Result | None, n: int) -> tuple[float, float]:
+    """(accuracy over the stream, accuracy over its first PREFIX); NaN where not run."""
+    if r is None or not r.n:
+        return NAN, NAN
+    if r.n < n:  # ran on the prefix only
+        return NAN, r.accuracy
+    return r.accuracy, r.prefix.get("accuracy", NAN)
+
+
+def _section(ds: Dataset, data: list, results: list[Result], cap: int) -> str:
+    n, d = len(data), len({k for x, _ in data for k in x})
+    facts = f"{n:,} examples{' (the first ' + f'{n:,})' if n == cap else ''}, {d} features"
+    wide = ds.task != "regression" and n > PREFIX
+    if ds.task == "regression":
+        head = ["model", "MAE", "RMSE"]
+    else:
+        ys = [y for _, y in data]
+        facts += f", {len(set(ys))} classes, majority class {max(map(ys.count, set(ys))) / n:.4f}"
+        head = ["model", "accuracy"] + ([f"accuracy, first {PREFIX:,}"] if wide else [])
+    rows = []
+    for r in results:
+        if ds.task == "regression":
+            row = [r.label, _num(r.scores.get("MAE")), _num(r.scores.get("RMSE"))]
+        else:
+            full, pre = _acc(r, n)
+            row = [r.label, _num(full, ".4f")] + ([_num(pre, ".4f")] if wide else [])
+        note = r.note
+        if 0 < r.n < n:
+            note = "; ".join(filter(None, [f"first {r.n:,} examples only", note]))
+        rows.append([*row, _num(r.throughput), _num(r.seconds, ".2f"), note])
+    table = markdown([*head, "examples/s", "seconds", "notes"], rows)
+    return f"### {ds.title}\n\n{facts}.{' ' + ds.note if ds.note else ''}\n\n{table}\n"
+
+
+def summary(runs: list[tuple[Dataset, list, list[Result]]]) -> list[list[object]]:
+    """The issue's targets, one row per (target, dataset): met / MISSED / not measured."""
+    rows: list[list[object]] = []
+    for ds, data, results in runs:
+        by = {r.key: r for r in results if r.n}
+        mkl = by.get("mkl")
+        if ds.task == "regression" or mkl is None:
+            continue
+        a = mkl.accuracy
+
+        def add(target: str, ok: bool | None, numbers: str, title: str = ds.title) -> None:
+            status = "not measured" if ok is None else "met" if ok else "MISSED"
+            rows.append([target, title, status, numbers])
+
+        river = [by[k] for k in ("linear", "hat", "arf", "knn") if k in by]
+        if river:
+            b = max(river, key=lambda r: r.accuracy)
+            add("MKL ≥ best river learner", a >= b.accuracy,
+                f"MKL {a:.4f} vs {b.label} {b.accuracy:.4f}")  # fmt: skip
+        if "vw" in by:
+            vw = by["vw"]
+            whole = vw.n == len(data)
+            mine = a if whole else mkl.prefix["accuracy"]
+            span = "" if whole else f" (both on the first {vw.n:,})"
+            add("MKL ≥ untuned VW ksvm", mine >= vw.accuracy,
+                f"MKL {mine:.4f} vs VW {vw.accuracy:.4f}{span}")  # fmt: skip
+        elif any(r.key.startswith("vw") for r in results):
+            add("MKL ≥ untuned VW ksvm", None, "VW ksvm not run on this multiclass stream")
+        singles = [r for r in by.values() if r.key.startswith("single:")]
+        if singles:
+            b = max(singles, key=lambda r: r.accuracy)
+            add("MKL ≥ every single kernel", a >= b.accuracy,
+                f"MKL {a:.4f} vs best single kernel ({b.key[7:]}) {b.accuracy:.4f}")  # fmt: skip
+        if "average" in by:
+            avg = by["average"].accuracy
+            add("MKL ≥ average kernel", a >= avg, f"MKL {a:.4f} vs average {avg:.4f}")
+        if ds.key == "bananas":
+            t = mkl.throughput
+            add("throughput ≥ 20,000 examples/s", t >= 20_000, f"MKL {t:,.0f} examples/s")
+            if "arf" in by:
+                arf = by["arf"].throughput
+                add("throughput ≥ 25× river ARF", t >= 25 * arf,
+                    f"{t / arf:.1f}× (MKL {t:,.0f} vs ARF {arf:,.0f} examples/s)")  # fmt: skip
+    return rows
+
+
+def render(runs: list[tuple[Dataset, list, list[Result]]], ctx: dict[str, Any]) -> str:
+    runs = [(ds, data, _vw_rows(results)) for ds, data, results in runs]
+    clf = [run for run in runs if run[0].task != "regression"]
+    reg = [run for run in runs if run[0].task == "regression"]
+    out = [
+        f"Measured on {ctx['machine']}; `benchmarks/river_suite.py` {ctx['argv']}, total "
+        f"{ctx['seconds']:.0f} s. Streams capped at {ctx['cap']:,} examples.",
+        "\n## Targets (issue 3)\n",
+        markdown(["target", "dataset", "status", "numbers"], summary(runs)),
+    ]
+    if clf:
+        labels: dict[str, str] = {}
+        for r in (r for _, _, res in clf for r in res):
+            labels.setdefault(r.key, MATRIX_LABELS.get(r.key, r.label))
+        matrix = []
+        for key, label in labels.items():
+            row: list[object] = [label]
+            for _, data, res in clf:
+                full, pre = _acc(next((r for r in res if r.key == key), None), len(data))
+                row.append(f"{pre:.4f}†" if full != full and pre == pre else _num(full, ".4f"))
+            matrix.append(row)
+        out += ["\n## Prequential accuracy, classification\n",
+                markdown(["model"] + [ds.title for ds, _, _ in clf], matrix)]  # fmt: skip
+        if any("†" in str(cell) for row in matrix for cell in row):
+            out.append(f"\n† on the first {PREFIX:,} examples only (VW ksvm; see the notes).")
+        out += ["\n## Classification, per stream\n"]
+        out += [_section(ds, data, res, ctx["cap"]) for ds, data, res in clf]
+    if reg:
+        out += ["## Regression (MAE, RMSE: lower is better)\n"]
+        out += [_section(ds, data, res, ctx["cap"]) for ds, data, res in reg]
+    out += ["## Notes\n", NOTES.format(**ctx)]
+    return "\n".join(out)
+
+
+NOTES = """\
+- Protocol: each stream is materialised into a list first; each model then runs test-then-train
+  (`predict_one`, then `learn_one`) and examples/s is the wall clock of that loop alone (metrics
+  are computed afterwards from the recorded predictions). A {warmup}-example warm-up on a
+  throw-away instance precedes every timed run (numba compilation). Models behind
+  `preprocessing.StandardScaler()` are timed with it: streammkl, VW, river's linear models, KNN
+  and the HoeffdingAdaptiveTreeRegressor (as river's docs show it); the classification trees and
+  ARF run on raw features, as river's docs show them.
+- streammkl rows take the defaults from `streammkl.river.defaults` at run time: the default bank,
+  each of its kernels alone (`MKLClassifier(kernels=(k,))`) and the uniform average (all kernels,
+  regularizer `L2(defaults.LAMBDA)`: every active kernel weighs the same, i.e. the plain sum of
+  kernels). Seeds: streammkl 0, river's trees and ARF {seed}. ARF keeps river's default
+  `n_models=10` at full stream length.
+- Binary streams use river's `LogisticRegression`; the multiclass ImageSegments uses river's
+  `SoftmaxRegression` (multinomial; no one-vs-rest wrapper needed).
+- Vowpal Wabbit {vw_version}: `vowpalwabbit.Workspace("--ksvm --kernel rbf --bandwidth B --quiet")`
+  behind the same `StandardScaler`, predict before learn on every example (each dict is written
+  as a VW text line and parsed, inside the timed loop). VW's rbf "bandwidth" multiplies the
+  squared distance, k(x, x') = exp(-B ||x - x'||²); default B = {vw_default:g}. "tuned" is the best
+  B of {vw_grid}, chosen on the same stream it is scored on (optimistic). ksvm keeps every
+  margin violator as a support vector (no budget), so its cost grows with the stream: VW runs on
+  the first {prefix:,} examples of every stream, and the targets compare it with MKL's accuracy
+  on the same prefix. ksvm is a binary learner; stacked under `--oaa K` it runs (one support set
+  shared by the K one-vs-all problems at class-specific hash offsets) but far too slowly for this
+  budget, so the multiclass cells stay empty unless `--vw-oaa` is given.
+"""
+
+
+def context(machine: str, seconds: float, cap: int, options: str) -> dict[str, Any]:
+    """What ``render`` needs besides the results: the run's circumstances and constants."""
+    return {
+        "machine": machine, "seconds": seconds, "cap": cap, "argv": options, "prefix": PREFIX,
+        "vw_grid": VW_GRID, "vw_default": VW_DEFAULT, "vw_version": _vw_version(),
+        "warmup": WARMUP, "seed": SEED,
+    }  # fmt: skip
+
+
+def _vw_version() -> str:
+    try:
+        import vowpalwabbit
+    except ImportError:
+        return "(not installed: `.venv/bin/pip install vowpalwabbit`)"
+    return vowpalwabbit.__version__
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help=f"first {QUICK:,} of each stream")
+    parser.add_argument(
+        "--datasets", default=",".join(DEFAULT), help=f"comma-separated, from {', '.join(DATASETS)}"
+    )
+    parser.add_argument("--models", default=None, help="comma-separated model keys or groups")
+    parser.add_argument(
+        "--vw-oaa",
+        action="store_true",
+        help="also run VW ksvm under --oaa on multiclass streams (default bandwidth only; slow)",
+    )
+    parser.add_argument("--write", action="store_true", help="write the results file in --quick")
+    args = parser.parse_args(argv)
+    keys = [k.strip() for k in args.datasets.split(",") if k.strip()]
+    unknown = [k for k in keys if k not in DATASETS]
+    if unknown:
+        parser.error(f"unknown dataset(s) {unknown}; choose from {list(DATASETS)}")
+    models = None if args.models is None else [m.strip() for m in args.models.split(",")]
+    n = QUICK if args.quick else FULL
+    header = machine()
+    start = time.perf_counter()
+    runs = []
+    for key in keys:
+        data = stream(key, n)
+        runs.append((DATASETS[key], data, run_dataset(key, n, models, data, args.vw_oaa)))
+    total = time.perf_counter() - start
+    options = " ".join(sys.argv[1:] if argv is None else argv) or "(no options)"
+    body = render(runs, context(header, total, n, options))
+    if args.quick and not args.write:
+        print(body)
+        print(f"\n(--quick: not written; total {total:.0f} s)")
+    else:
+        write("river_suite", "river suite: streammkl vs river and Vowpal Wabbit", body)
+
+
+if __name__ == "__main__":
+    main()
