@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-dev
 
-.PHONY: test test-slow lint install demo bench clean
+.PHONY: test test-slow lint install demo bench clean prometheus-tools
 
 $(PY):
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or run: make PYTHON=python3 ...)"; exit 1; }
@@ -22,8 +22,12 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
 
+# Prometheus + promtool (Debian package) for the deploy checks; a no-op when both are installed.
+prometheus-tools:
+	bash deploy/install-prometheus.sh
+
 # The whole suite, as CI runs it: lint, import direction, tests (slow soak tests excluded).
-test: lint
+test: lint prometheus-tools
 	$(PY) -m pytest -n 2 --dist loadgroup -m "not slow" -q
 
 test-slow: $(STAMP)

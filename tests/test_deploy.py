@@ -1,0 +1,623 @@
+"""deploy/: promtool checks, alert unit tests, and the assets' references to each other.
+
+- ``promtool check config`` / ``check rules`` / ``test rules`` pass, every alert has a firing and a
+  non-firing unit test, and the unit tests fail when a rule is broken;
+- every metric name in the alert rules and the Grafana dashboard is one a live daemon exports
+  (started on the test broker with the deploy settings, fed records, scraped);
+- compose, Kubernetes, Dockerfile and Grafana provisioning parse and point at files, ports and
+  paths that exist and agree with the daemon's settings file.
+
+promtool comes from the Debian package ``prometheus``: ``bash deploy/install-prometheus.sh``
+(``make test`` runs it).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import tomllib
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+DEPLOY = ROOT / "deploy"
+PROM = DEPLOY / "prometheus"
+DASHBOARD = DEPLOY / "grafana" / "dashboards" / "streammkl.json"
+CONFIG = DEPLOY / "config" / "streammkl.toml"
+#: The kernel bank of deploy/config/streammkl.toml, by core name.
+DEPLOY_KERNELS = ["linear", "rbf(gamma=2)", "poly2", "rff(gamma=0.2,D=128)"]
+
+
+def load_yaml(path: Path) -> Any:
+    return yaml.safe_load(path.read_text())
+
+
+def alerts() -> list[dict[str, Any]]:
+    return [r for g in load_yaml(PROM / "alerts.yml")["groups"] for r in g["rules"] if "alert" in r]
+
+
+def settings_file() -> dict[str, Any]:
+    return tomllib.loads(CONFIG.read_text())
+
+
+@pytest.fixture(scope="module")
+def promtool() -> str:
+    path = shutil.which("promtool")
+    if path is None:
+        pytest.fail("promtool not found: run `bash deploy/install-prometheus.sh` (make test does)")
+    return path
+
+
+def run_promtool(promtool: str, *args: str, cwd: Path = PROM) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [promtool, *args], cwd=cwd, capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+# -- promtool ---------------------------------------------------------------------------------
+
+
+def test_promtool_check_config_loads_the_rules(promtool: str) -> None:
+    out = run_promtool(promtool, "check", "config", "prometheus.yml")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"SUCCESS: {len(alerts())} rules found" in out.stdout + out.stderr
+
+
+def test_promtool_check_rules(promtool: str) -> None:
+    out = run_promtool(promtool, "check", "rules", "alerts.yml")
+    assert out.returncode == 0, out.stdout + out.stderr
+    names = [a["alert"] for a in alerts()]
+    assert len(names) == len(set(names)) == 8
+
+
+def test_promtool_unit_tests_pass(promtool: str) -> None:
+    out = run_promtool(promtool, "test", "rules", "alerts_test.yml")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "SUCCESS" in out.stdout
+
+
+def test_every_alert_has_a_firing_and_a_non_firing_case() -> None:
+    cases: dict[str, dict[str, int]] = {}
+    for group in load_yaml(PROM / "alerts_test.yml")["tests"]:
+        instances = {
+            m.group(1)
+            for s in group["input_series"]
+            for m in [re.search(r'instance="([^"]+)"', s["series"])]
+            if m
+        }
+        for case in group.get("alert_rule_test", []):
+            seen = cases.setdefault(case["alertname"], {"firing": 0, "silent": 0})
+            fired = {a["exp_labels"]["instance"] for a in case.get("exp_alerts") or []}
+            seen["firing"] += bool(fired)
+            # silent: an evaluation with no alert, or input instances that must not fire
+            seen["silent"] += (not fired) + bool(fired and instances - fired)
+    for alert in alerts():
+        name = alert["alert"]
+        assert cases.get(name, {}).get("firing"), f"{name}: no firing unit test"
+        assert cases[name]["silent"], f"{name}: no non-firing unit test"
+        assert alert["labels"]["severity"] in ("warning", "critical")
+        assert alert["annotations"]["summary"] and alert["annotations"]["description"]
+
+
+@pytest.mark.parametrize(
+    ("alert", "old", "new"),
+    [
+        ("StreamMKLCheckpointTooOld", "> 300", "> 3000"),
+        ("StreamMKLNonFiniteLoss", "== Inf", "== 1"),
+        ("StreamMKLConsumerLagGrowing", "[10m]) > 0", "[10m]) > -1000"),
+        ("StreamMKLNonFiniteLoss", "terms[5m]) > 0", "terms[5m]) > 5"),
+        ("StreamMKLRegretPerExampleRising", "example > 0", "example > -1"),
+    ],
+)
+def test_unit_tests_catch_a_broken_rule(
+    promtool: str, tmp_path: Path, alert: str, old: str, new: str
+) -> None:
+    text = (PROM / "alerts.yml").read_text()
+    start = text.index(f"alert: {alert}")
+    end = text.find("- alert:", start + 1)
+    end = len(text) if end < 0 else end
+    assert old in text[start:end]
+    (tmp_path / "alerts.yml").write_text(
+        text[:start] + text[start:end].replace(old, new) + text[end:]
+    )
+    shutil.copy(PROM / "alerts_test.yml", tmp_path)
+    out = run_promtool(promtool, "test", "rules", "alerts_test.yml", cwd=tmp_path)
+    assert out.returncode != 0
+    assert alert in out.stdout + out.stderr
+
+
+# -- metric names in PromQL -------------------------------------------------------------------
+
+PROMQL_FUNCTIONS = {
+    "abs", "absent", "absent_over_time", "avg", "avg_over_time", "bottomk", "ceil", "changes",
+    "clamp", "clamp_max", "clamp_min", "count", "count_over_time", "count_values", "delta",
+    "deriv", "exp", "floor", "group", "histogram_quantile", "idelta", "increase", "irate",
+    "label_join", "label_replace", "last_over_time", "ln", "log2", "log10", "max",
+    "max_over_time", "min", "min_over_time", "predict_linear", "quantile",
+    "quantile_over_time", "rate", "resets", "round", "scalar", "sgn", "sort", "sort_desc",
+    "sqrt", "stddev", "stddev_over_time", "stdvar", "sum", "sum_over_time", "time", "timestamp",
+    "topk", "vector",
+}  # fmt: skip
+PROMQL_KEYWORDS = {"and", "or", "unless", "bool", "offset", "Inf", "NaN", "inf", "nan"}
+#: Series that Prometheus itself makes for every target.
+PROMETHEUS_SERIES = {"up", "scrape_duration_seconds", "scrape_samples_scraped"}
+
+
+def promql_metric_names(expr: str) -> set[str]:
+    """Metric names in a PromQL (or Grafana query-variable) expression.
+
+    Raises ``ValueError`` on a call of an unknown function (a typo would otherwise pass).
+    """
+    s = re.sub(r"label_values\(\s*([^,()]+?)\s*,\s*\w+\s*\)", r" \1 ", expr)  # Grafana
+    s = re.sub(r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'|`[^`]*`', '""', s)
+    s = re.sub(r"\{[^{}]*\}", " ", s)  # label matchers
+    s = re.sub(r"\[[^\]]*\]", " ", s)  # ranges, subqueries
+    s = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", " ", s)
+    s = re.sub(r"\$\{?\w+\}?", " ", s)  # Grafana variables
+    names = set()
+    for match in re.finditer(r"(?<![\w.$])([A-Za-z_:][\w:]*)(\s*\()?", s):
+        token, call = match.group(1), match.group(2)
+        if token in PROMQL_KEYWORDS:
+            continue
+        if call:
+            if token not in PROMQL_FUNCTIONS:
+                raise ValueError(f"unknown PromQL function {token!r} in {expr!r}")
+        else:
+            names.add(token)
+    return names
+
+
+def test_promql_metric_names_parser() -> None:
+    expr = (
+        "histogram_quantile(0.99, sum by (le) (rate(streammkl_learn_duration_seconds_bucket"
+        '{instance=~"$instance", job="a b"}[$__rate_interval]))) / on (job) group_left (x)'
+        " streammkl_ready offset 5m or abs(up) == Inf and 1e300 > bool 2 unless (a_total)"
+    )
+    assert promql_metric_names(expr) == {
+        "streammkl_learn_duration_seconds_bucket", "streammkl_ready", "up", "a_total",
+    }  # fmt: skip
+    assert promql_metric_names("label_values(streammkl_up, instance)") == {"streammkl_up"}
+    with pytest.raises(ValueError, match="ratee"):
+        promql_metric_names("ratee(x[5m])")
+
+
+def dashboard_queries(node: Any) -> list[str]:
+    """Every PromQL string of the dashboard: panel targets, annotations, query variables."""
+    out: list[str] = []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in ("expr", "definition") and isinstance(value, str):
+                out.append(value)
+            elif key == "query" and isinstance(value, str):
+                out.append(value)
+            else:
+                out.extend(dashboard_queries(value))
+    elif isinstance(node, list):
+        for item in node:
+            out.extend(dashboard_queries(item))
+    return out
+
+
+def used_metric_names() -> dict[str, set[str]]:
+    """{metric name: where it is used} over alerts.yml and the dashboard."""
+    used: dict[str, set[str]] = {}
+    for alert in alerts():
+        for name in promql_metric_names(alert["expr"]):
+            used.setdefault(name, set()).add(f"alert {alert['alert']}")
+    for expr in dashboard_queries(json.loads(DASHBOARD.read_text())):
+        for name in promql_metric_names(expr):
+            used.setdefault(name, set()).add("dashboard")
+    return used
+
+
+def exported_names(exposition: str) -> set[str]:
+    """Series names a Prometheus scrape of this exposition can produce (families without a
+    sample yet included, with the suffixes their type implies)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    suffixes = {
+        "counter": ("_total", "_created"),
+        "histogram": ("_bucket", "_sum", "_count", "_created"),
+        "summary": ("", "_sum", "_count", "_created"),
+        "info": ("_info",),
+    }
+    names: set[str] = set()
+    for fam in text_string_to_metric_families(exposition):
+        names.update(fam.name + s for s in suffixes.get(fam.type, ("",)))
+        names.update(s.name for s in fam.samples)
+    return names
+
+
+def test_exported_names_handles_suffixes() -> None:
+    text = (
+        '# TYPE a_total counter\n# TYPE h histogram\nh_bucket{le="+Inf"} 1\nh_sum 1\n'
+        "h_count 1\n# TYPE g gauge\ng 1\n"
+    )
+    assert exported_names(text) >= {"a_total", "h_bucket", "h_sum", "h_count", "g"}
+    assert "a" not in exported_names(text) and "h" not in exported_names(text)
+
+
+@pytest.fixture(scope="module")
+def live_exposition(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """``/metrics`` of a daemon run with the deploy settings, after learning kernel-drift
+    records and dead-lettering one bad record."""
+    from simulators import get
+    from streammkl import wire
+    from streammkl.daemon.broker import free_port
+    from tests import daemon_kafka as dk
+
+    tmp = tmp_path_factory.mktemp("deploy-live")
+    topic = dk.unique("deploy")
+    dk.create_topic(kafka_bootstrap, topic, 1)
+    values = [wire.encode(r) for r in get("kernel-drift", seed=3, phase_length=100)]
+    dk.produce(kafka_bootstrap, topic, [*values, b"{not json"])
+    port = free_port()
+    argv = [
+        *dk.daemon_argv(
+            kafka_bootstrap, topic, dk.unique("g"), tmp / "ck", port=port,
+            settings={"metrics.host": "127.0.0.1"},
+        ),
+        "--config", str(CONFIG),
+    ]  # fmt: skip
+    proc = dk.start_daemon(argv, tmp / "daemon.log")
+    try:
+        key = ("streammkl_model_examples_learned_total", ())
+        dk.wait_until(
+            lambda: dk.metrics(port).get(key) == len(values) or proc.poll() is not None,
+            90, f"the daemon to learn {len(values)} records",
+        )  # fmt: skip
+        assert proc.poll() is None, (tmp / "daemon.log").read_text()
+        dk.wait_until(lambda: dk.metrics(port).get(("streammkl_dead_letters_total", ())), 30, "DLQ")
+        code, body = dk.http_get(port, "/metrics")
+        assert code == 200
+        return body
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+def declared(name: str) -> str:
+    """``"; declared by streammkl.monitor"`` if the monitor names this metric (not exported yet)."""
+    try:
+        from streammkl.monitor import METRICS
+    except ImportError:
+        return ""
+    specs = {
+        m.name + ("" if m.type == "gauge" or m.name.endswith("_total") else "_total")
+        for m in METRICS.values()
+    }
+    return "; declared by streammkl.monitor.METRICS" if name in specs else ""
+
+
+@pytest.mark.kafka
+@pytest.mark.xdist_group("kafka")
+def test_alert_and_dashboard_metrics_are_exported_by_a_live_daemon(live_exposition: str) -> None:
+    exported = exported_names(live_exposition)
+    used = used_metric_names()
+    missing = {
+        name: sorted(where)
+        for name, where in sorted(used.items())
+        if name not in exported and name not in PROMETHEUS_SERIES
+    }
+    assert not missing, (
+        "metrics used in deploy/ but not exported by the daemon (streammkl/daemon/metrics.py): "
+        + "; ".join(f"{n} (in {', '.join(w)}{declared(n)})" for n, w in missing.items())
+    )
+    # the scrape really carries the model: one weight per configured kernel
+    weights = re.findall(
+        r'^streammkl_kernel_weight\{kernel="([^"]+)"\} (\S+)$', live_exposition, re.M
+    )
+    assert sorted(k for k, _ in weights) == sorted(DEPLOY_KERNELS)
+    assert sum(float(v) for _, v in weights) == pytest.approx(1.0)
+
+
+@pytest.mark.kafka
+@pytest.mark.xdist_group("kafka")
+def test_labels_used_in_deploy_exist_on_the_live_metrics(live_exposition: str) -> None:
+    labels = set(re.findall(r"[{,]\s*([a-zA-Z_]\w*)=\"", live_exposition))
+    texts = [a["expr"] for a in alerts()] + [
+        str(a.get("annotations", {}).get("summary", "")) for a in alerts()
+    ]
+    used = set()
+    for text in texts:
+        used |= set(re.findall(r"\$labels\.(\w+)", text))
+        for group in re.findall(r"\b(?:by|without|on)\s*\(([^)]*)\)", text):
+            used |= {g.strip() for g in group.split(",") if g.strip()}
+    dash = DASHBOARD.read_text()
+    used |= set(re.findall(r"\{\{\s*(\w+)\s*\}\}", dash))
+    for group in re.findall(r"\b(?:by|without|on)\s*\(([^)]*)\)", dash):
+        used |= {g.strip() for g in group.split(",") if g.strip()}
+    target_labels = {"job", "instance", "le"}  # added by Prometheus / the histogram
+    assert used - target_labels <= labels, (
+        f"labels not on any metric: {used - target_labels - labels}"
+    )
+    assert {"kernel", "topic", "partition", "reason"} <= used
+
+
+# -- the daemon's settings file and the image ---------------------------------------------------
+
+
+def dockerfile() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) of deploy/Dockerfile, continuation lines joined."""
+    text = re.sub(r"\\\n", " ", (DEPLOY / "Dockerfile").read_text())
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            word, _, rest = line.partition(" ")
+            out.append((word.upper(), rest.strip()))
+    return out
+
+
+def instruction(name: str) -> list[str]:
+    return [args for word, args in dockerfile() if word == name]
+
+
+def test_settings_file_builds_the_deploy_learner() -> None:
+    from streammkl.daemon.config import load_settings
+    from streammkl.daemon.learner import build_learner
+
+    settings = load_settings(CONFIG, env={})
+    assert settings.metrics.host == "0.0.0.0" and settings.metrics.port == 9108
+    assert settings.kafka.session_timeout_ms >= 6000  # real Kafka's minimum
+    assert str(settings.checkpoint.dir) == "/var/lib/streammkl"
+    assert list(build_learner(settings.learner).kernel_weights or DEPLOY_KERNELS) == DEPLOY_KERNELS
+
+
+def test_numba_warmup_runs_the_deploy_learner_through_a_checkpoint() -> None:
+    """What the image build runs (deploy/warm_numba.py): rounds + to_state/from_state/digest."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("warm_numba", DEPLOY / "warm_numba.py")
+    assert spec is not None and spec.loader is not None
+    warm = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(warm)
+    summary = warm.warm(str(CONFIG))
+    assert summary["kernels"] == DEPLOY_KERNELS
+
+
+def test_dockerfile_references() -> None:
+    s = settings_file()
+    assert instruction("FROM") == ["python:3.11-slim"]
+    for args in instruction("COPY"):
+        *sources, _dest = args.split()
+        for src in sources:
+            assert (ROOT / src).exists(), f"COPY {src}: no such path in the build context"
+    config_dest = next(a.split()[-1] for a in instruction("COPY") if "streammkl.toml" in a)
+    cmd = json.loads(instruction("CMD")[-1])
+    assert cmd[cmd.index("--config") + 1] == config_dest
+    assert json.loads(instruction("ENTRYPOINT")[-1]) == ["streammkl"]
+    assert any(f"warm_numba.py {config_dest}" in a for a in instruction("RUN"))
+    assert any("NUMBA_CACHE_DIR=" in a for a in instruction("ENV"))
+    users = instruction("USER")
+    assert users and users[-1] not in ("root", "0")
+    assert json.loads(instruction("VOLUME")[-1]) == [s["checkpoint"]["dir"]]
+    assert instruction("EXPOSE") == [str(s["metrics"]["port"])]
+    (health,) = instruction("HEALTHCHECK")
+    assert f"127.0.0.1:{s['metrics']['port']}/healthz" in health
+    ignore = (DEPLOY / "Dockerfile.dockerignore").read_text().split()
+    assert {".git", ".venv"} <= set(ignore)
+
+
+# -- compose ------------------------------------------------------------------------------------
+
+
+def compose() -> dict[str, Any]:
+    return load_yaml(DEPLOY / "compose.yaml")
+
+
+def volume_map(service: dict[str, Any]) -> dict[str, str]:
+    """{container path: host source} of a compose service's volumes."""
+    out = {}
+    for v in service.get("volumes", []):
+        source, target = v.split(":")[:2]
+        out[target] = source
+    return out
+
+
+def test_compose_kafka_is_a_single_kraft_node() -> None:
+    kafka = compose()["services"]["kafka"]
+    assert kafka["image"].startswith("apache/kafka:")
+    env = {k: str(v) for k, v in kafka["environment"].items()}
+    assert set(env["KAFKA_PROCESS_ROLES"].split(",")) == {"broker", "controller"}
+    node = env["KAFKA_NODE_ID"]
+    voter_id, _, voter = env["KAFKA_CONTROLLER_QUORUM_VOTERS"].partition("@")
+    assert voter_id == node and voter.split(":")[0] == kafka.get("hostname", "kafka")
+    listeners = dict(item.split("://") for item in env["KAFKA_LISTENERS"].split(","))
+    assert listeners[env["KAFKA_CONTROLLER_LISTENER_NAMES"]] == ":" + voter.split(":")[1]
+    protocol_map = dict(
+        item.split(":") for item in env["KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"].split(",")
+    )
+    assert set(listeners) <= set(protocol_map)
+    advertised = dict(item.split("://") for item in env["KAFKA_ADVERTISED_LISTENERS"].split(","))
+    assert "CONTROLLER" not in advertised
+    assert int(env["KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR"]) == 1  # one broker
+    import base64
+
+    cluster = env["CLUSTER_ID"]
+    assert len(base64.urlsafe_b64decode(cluster + "=" * (-len(cluster) % 4))) == 16
+    # the daemon and the simulator reach the broker at its advertised internal listener
+    internal = advertised[env["KAFKA_INTER_BROKER_LISTENER_NAME"]]
+    daemon_env = compose()["services"]["streammkl"]["environment"]
+    assert daemon_env["STREAMMKL_KAFKA__BOOTSTRAP_SERVERS"] == internal
+    assert settings_file()["kafka"]["bootstrap_servers"] == internal
+
+
+def test_compose_daemon_image_config_checkpoints_and_port() -> None:
+    services = compose()["services"]
+    daemon = services["streammkl"]
+    build = daemon["build"]
+    assert (DEPLOY / build["context"] / build["dockerfile"]).resolve() == DEPLOY / "Dockerfile"
+    vols = volume_map(daemon)
+    config_path = daemon["environment"]["STREAMMKL_CONFIG"]
+    assert (DEPLOY / vols[config_path]).resolve() == CONFIG
+    cmd = json.loads(instruction("CMD")[-1])
+    assert cmd[cmd.index("--config") + 1] == config_path
+    s = settings_file()
+    assert s["checkpoint"]["dir"] in vols and vols[s["checkpoint"]["dir"]] in compose()["volumes"]
+    port = s["metrics"]["port"]
+    assert f"{port}:{port}" in daemon["ports"]
+    assert daemon["stop_signal"] == "SIGTERM"
+
+
+def test_compose_simulator_produces_kernel_drift_to_the_daemon_topic() -> None:
+    from simulators import cli as sim_cli
+    from streammkl.daemon.cli import build_parser
+
+    sim = compose()["services"]["simulator"]
+    assert sim["image"] == compose()["services"]["streammkl"]["image"]
+    assert sim["healthcheck"] == {"disable": True}  # the image's check probes the daemon port
+    args = build_parser().parse_args([str(a) for a in sim["command"]])
+    assert args.scenario == "kernel-drift"
+    assert args.topic in settings_file()["kafka"]["topics"]
+    assert args.bootstrap_servers == settings_file()["kafka"]["bootstrap_servers"]
+    scenario = sim_cli.build(args)  # every option valid for the scenario
+    assert [s["kernel"] for s in scenario.ground_truth()["segments"][:3]] == DEPLOY_KERNELS[:3]
+
+
+def test_compose_prometheus_and_grafana_mounts() -> None:
+    services = compose()["services"]
+    prom = services["prometheus"]
+    vols = volume_map(prom)
+    config_arg = next(a for a in prom["command"] if a.startswith("--config.file="))
+    config_path = PurePosixPath(config_arg.split("=", 1)[1])
+    host_dir = DEPLOY / vols[str(config_path.parent)]
+    assert (host_dir / config_path.name).resolve() == PROM / "prometheus.yml"
+    scrape = load_yaml(PROM / "prometheus.yml")
+    assert all((host_dir / f).is_file() for f in scrape["rule_files"])
+    job = next(j for j in scrape["scrape_configs"] if j["job_name"] == "streammkl")
+    assert job["static_configs"][0]["targets"] == [
+        f"streammkl:{settings_file()['metrics']['port']}"
+    ]
+    assert job.get("metrics_path", "/metrics") == "/metrics"
+    assert any('up{job="streammkl"}' in a["expr"] for a in alerts())
+
+    grafana = services["grafana"]
+    gvols = volume_map(grafana)
+    prov = DEPLOY / gvols["/etc/grafana/provisioning"]
+    (ds,) = load_yaml(prov / "datasources" / "prometheus.yml")["datasources"]
+    assert ds["type"] == "prometheus" and ds["url"] == "http://prometheus:9090"
+    assert "9090:9090" in prom["ports"]
+    (provider,) = load_yaml(prov / "dashboards" / "streammkl.yml")["providers"]
+    dash_dir = DEPLOY / gvols[provider["options"]["path"]]
+    assert (dash_dir / DASHBOARD.name).resolve() == DASHBOARD
+    home = PurePosixPath(grafana["environment"]["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"])
+    assert (DEPLOY / gvols[str(home.parent)] / home.name).resolve() == DASHBOARD
+    uids = {t["datasource"]["uid"] for p in json.loads(DASHBOARD.read_text())["panels"]
+            for t in p.get("targets", [])}  # fmt: skip
+    assert uids == {ds["uid"]}
+
+
+def test_dashboard_panels() -> None:
+    dash = json.loads(DASHBOARD.read_text())
+    panels = {p["title"]: p for p in dash["panels"]}
+    assert len({p["id"] for p in dash["panels"]}) == len(dash["panels"])
+    beta = panels["Kernel weights β (stacked)"]
+    assert beta["fieldConfig"]["defaults"]["custom"]["stacking"]["mode"] == "normal"
+    assert [t["legendFormat"] for t in beta["targets"]] == ["{{kernel}}"]
+    drift = next(a for a in dash["annotations"]["list"] if a["name"] == "Drift detections")
+    assert "streammkl_drift_detections_total" in drift["expr"]
+    assert beta["id"] in drift["filter"]["ids"]
+    assert {"streammkl_window_regret", "streammkl_window_regret_bound"} <= {
+        n
+        for t in panels["Windowed regret vs bound"]["targets"]
+        for n in promql_metric_names(t["expr"])
+    }
+    latency = [t["expr"] for t in panels["Learn / predict latency quantiles"]["targets"]]
+    for hist in ("streammkl_learn_duration_seconds", "streammkl_predict_duration_seconds"):
+        for q in ("0.5", "0.9", "0.99"):
+            assert any(
+                e.startswith(f"histogram_quantile({q},") and f"{hist}_bucket" in e for e in latency
+            )
+    lag = panels["Consumer lag per partition"]["targets"][0]
+    assert "{{partition}}" in lag["legendFormat"]
+
+
+# -- Kubernetes ---------------------------------------------------------------------------------
+
+
+def k8s() -> dict[str, dict[str, Any]]:
+    kustomization = load_yaml(DEPLOY / "k8s" / "kustomization.yaml")
+    out = {}
+    for name in kustomization["resources"]:
+        for doc in yaml.safe_load_all((DEPLOY / "k8s" / name).read_text()):
+            out[doc["kind"]] = doc
+    return out
+
+
+def test_k8s_configmap_is_the_settings_file() -> None:
+    cm = k8s()["ConfigMap"]
+    (key,) = cm["data"]
+    assert tomllib.loads(cm["data"][key]) == settings_file()
+
+
+def test_k8s_deployment_probes_config_checkpoints_and_scraping(tmp_path: Path) -> None:
+    from streammkl.daemon.config import load_settings
+
+    docs = k8s()
+    assert set(docs) == {"ConfigMap", "PersistentVolumeClaim", "Deployment", "Service"}
+    pod = docs["Deployment"]["spec"]["template"]
+    assert (
+        docs["Deployment"]["spec"]["selector"]["matchLabels"].items()
+        <= pod["metadata"]["labels"].items()
+    )
+    assert docs["Deployment"]["spec"]["strategy"]["type"] == "Recreate"
+    spec = pod["spec"]
+    (container,) = spec["containers"]
+    cm = docs["ConfigMap"]
+    (key,) = cm["data"]
+    (tmp_path / key).write_text(cm["data"][key])
+    settings = load_settings(
+        tmp_path / key, env={e["name"]: e.get("value", "x") for e in container["env"]}
+    )
+    port = settings.metrics.port
+    assert settings.metrics.host == "0.0.0.0"
+    (named,) = container["ports"]
+    assert named["containerPort"] == port
+    for probe, path in (
+        ("livenessProbe", "/healthz"),
+        ("readinessProbe", "/readyz"),
+        ("startupProbe", "/healthz"),
+    ):
+        assert container[probe]["httpGet"] == {"path": path, "port": named["name"]}
+    notes = pod["metadata"]["annotations"]
+    assert notes == {
+        "prometheus.io/scrape": "true",
+        "prometheus.io/port": str(port),
+        "prometheus.io/path": "/metrics",
+    }
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    config_arg = container["args"][container["args"].index("--config") + 1]
+    assert (
+        volumes[mounts[str(PurePosixPath(config_arg).parent)]]["configMap"]["name"]
+        == cm["metadata"]["name"]
+    )
+    assert PurePosixPath(config_arg).name == key
+    claim = volumes[mounts[str(settings.checkpoint.dir)]]["persistentVolumeClaim"]["claimName"]
+    assert claim == docs["PersistentVolumeClaim"]["metadata"]["name"]
+    assert docs["PersistentVolumeClaim"]["spec"]["accessModes"] == ["ReadWriteOnce"]
+    assert spec["terminationGracePeriodSeconds"] >= 30
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    assert {"cpu", "memory"} <= container["resources"]["requests"].keys() & container["resources"][
+        "limits"
+    ].keys()
+    service = docs["Service"]
+    assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
+    (sport,) = service["spec"]["ports"]
+    assert sport["port"] == port and sport["targetPort"] == named["name"]
+    assert service["spec"]["publishNotReadyAddresses"] is True
+
+
+def test_install_script_is_idempotent(promtool: str) -> None:
+    script = DEPLOY / "install-prometheus.sh"
+    assert subprocess.run(["bash", "-n", str(script)], check=False).returncode == 0
+    out = subprocess.run(
+        ["bash", str(script)], capture_output=True, text=True, timeout=30, check=False
+    )
+    assert out.returncode == 0 and out.stdout == "" and out.stderr == ""  # both present: no-op
