@@ -27,8 +27,9 @@ prometheus-tools:
 	bash deploy/install-prometheus.sh
 
 # The whole suite, as CI runs it: lint, import direction, tests (slow soak tests excluded).
+# One BLAS thread per pytest worker: two workers on two cores, no oversubscription.
 test: lint prometheus-tools
-	$(PY) -m pytest -n 2 --dist loadgroup -m "not slow" -q
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) -m pytest -n 2 --dist loadgroup -m "not slow" -q
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -m slow -q
