@@ -96,8 +96,8 @@ def build_layout(
             phi_src.append(np.vstack([rows, -np.ones(D), np.ones(D)]))
             n_rff += D
             ex_off[m + 1] = ex_off[m] + D
-        else:  # product maps: explicit linear (gather) or the exact quadratic map
-            ex_kind[m] = nb.MAP_GATHER
+        else:  # product maps: explicit linear (plain gather) or the exact quadratic map
+            ex_kind[m] = nb.MAP_GATHER if isinstance(kernel, Polynomial) else nb.MAP_LINEAR
             ex_norm[m] = bool(kernel._code_params()[2])
             src = product_map(kernel, idx)
             phi_src.append(src)
