@@ -1,1 +1,20 @@
+"""Regret, bounds and kernel drift of an online learner — pure computation, no I/O.
 
+- :class:`Monitor` (``facade``): everything below behind ``observe`` / ``snapshot`` for the daemon;
+  ``metrics.METRICS`` gives each snapshot value's Prometheus name and exact help text.
+- ``objective``: the cumulative prequential objective ``sum_t [lambda Omega(theta_t) + L_t]``.
+- ``regret``: windowed regret against the best fixed hypothesis on the last W examples, fitted off
+  the hot path (``comparators``: warm-started epochs of the learner's algorithm, or SpicyMKL).
+- ``shadows``: regret against the best single kernel (one shadow learner per kernel).
+- ``theory`` / ``bounds``: Prop. 3 for the configured schedule, and its windowed form.
+- ``drift``: loss drift detection that restarts the schedule; β movement.
+
+Meanings and derivations: ``docs/monitor.md``.
+"""
+
+from __future__ import annotations
+
+from streammkl.monitor.facade import Monitor
+from streammkl.monitor.metrics import METRICS
+
+__all__ = ["METRICS", "Monitor"]

@@ -10,6 +10,7 @@ minimum: regret estimated against it is a lower bound on the true regret.
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,11 +43,15 @@ def fit_comparator(
     eta0: float | None = None,
     seed: int = 0,
     warm_start: OnlineMKL | None = None,
+    feature_keys: Sequence[str] | None = None,
+    warm_start_t: int = 0,
 ) -> ComparatorFit:
     """Fit the hindsight comparator on (X, Y) with the learner configuration ``config``.
 
     Stops when the best objective has not improved by ``rel_tol`` (relative) for ``patience``
-    epochs, or after ``max_epochs``.
+    epochs, or after ``max_epochs``. ``feature_keys`` names the columns of X as the learner does
+    (needed when kernels select features by name). A warm-started fit resumes its step-size
+    schedule at round ``warm_start_t`` (0: from eta0 again).
     """
     X = np.ascontiguousarray(X, dtype=np.float64)
     cfg = dict(config)
@@ -58,10 +63,12 @@ def fit_comparator(
         meta, arrays = warm_start.to_state()
         meta = copy.deepcopy(meta)
         meta["config"]["schedule"] = cfg["schedule"].to_spec()
-        meta["schedule_t"] = 0
+        meta["schedule_t"] = int(warm_start_t)
         model = OnlineMKL.from_state(meta, arrays)
     else:
         model = OnlineMKL(**cfg)
+    if feature_keys:
+        model.declare_features(feature_keys)
     rng = np.random.default_rng(seed)
     best = window_objective(model, X, Y) if warm_start is not None else np.inf
     best_state = model.to_state() if warm_start is not None else None

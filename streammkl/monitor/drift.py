@@ -1,0 +1,155 @@
+"""Kernel drift: a detector on the prequential loss that restarts the schedule, and β movement.
+
+The papers' guarantees are against a fixed comparator and say nothing about drift (NOTES.md §0,
+§5.3). streammkl's answer is operational: when the prequential loss *rises* significantly, restart
+the learning-rate schedule (``eta_t`` back to its first-round value, so the iterate can move again)
+and count the event; ``schedules.Constant`` is the other, always-on, way to keep tracking.
+
+:class:`LossDriftDetector` wraps a river drift detector (``drift.ADWIN()`` by default,
+``drift.PageHinkley(mode="up")`` with ``"page-hinkley"``, or any instance). ADWIN flags changes in
+either direction; a *decrease* of the loss (the learner improving, e.g. right after a restart) is
+counted separately and does not restart anything (``restart_on="increase"``).
+
+:class:`BetaMovement` measures how much the kernel weights moved: the total-variation distance
+``1/2 sum_m |beta_m(now) - beta_m(N examples ago)|`` in [0, 1].
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Mapping
+from typing import Any
+
+from river import drift
+
+__all__ = ["BetaMovement", "LossDriftDetector", "make_detector", "total_variation"]
+
+
+def make_detector(spec: Any = "adwin", **params: Any) -> Any:
+    """``"adwin"`` (river defaults), ``"page-hinkley"`` (``mode="up"``) or a detector instance."""
+    if isinstance(spec, str):
+        key = spec.lower().replace("_", "-")
+        if key == "adwin":
+            return drift.ADWIN(**params)
+        if key in ("page-hinkley", "pagehinkley", "ph"):
+            return drift.PageHinkley(**{"mode": "up", **params})
+        raise ValueError(
+            f"detector must be 'adwin', 'page-hinkley' or a river detector, got {spec!r}"
+        )
+    if params:
+        raise ValueError("detector parameters apply only to a detector given by name")
+    if not (callable(getattr(spec, "update", None)) and hasattr(spec, "drift_detected")):
+        raise ValueError(f"detector {spec!r} has no update()/drift_detected (a river detector?)")
+    return spec
+
+
+class LossDriftDetector:
+    """Feeds the prequential loss to a river detector and decides whether to restart.
+
+    Parameters
+    ----------
+    detector
+        See :func:`make_detector`.
+    restart_on
+        ``"increase"`` (default): restart only when the loss went up; ``"any"``: on every detection.
+    reference
+        For detectors without ``estimation`` (the window mean ADWIN keeps), the direction of a
+        change is judged by the mean of the last ``reference`` losses against the mean since the
+        previous detection.
+
+    Examples
+    --------
+    >>> det = LossDriftDetector("adwin")
+    >>> stream = [0.1] * 1000 + [0.9] * 300
+    >>> [t for t, v in enumerate(stream) if det.update(v, t)]
+    [1023]
+    >>> det.n_restarts, det.last_restart
+    (1, 1023)
+    """
+
+    def __init__(self, detector: Any = "adwin", restart_on: str = "increase", reference: int = 32):
+        if restart_on not in ("increase", "any"):
+            raise ValueError(f"restart_on must be 'increase' or 'any', got {restart_on!r}")
+        self.detector = make_detector(detector)
+        self.restart_on = restart_on
+        self.n_restarts = 0  # detections that restarted the schedule
+        self.n_ignored = 0  # detections of a decrease (restart_on="increase")
+        self.last_restart = -1  # example index of the last restart
+        self._recent: deque[float] = deque(maxlen=int(reference))
+        self._recent_sum = 0.0
+        self._since_sum = 0.0
+        self._since_n = 0
+
+    def _track(self, value: float) -> None:
+        if len(self._recent) == self._recent.maxlen:
+            self._recent_sum -= self._recent[0]
+        self._recent.append(value)
+        self._recent_sum += value
+        self._since_sum += value
+        self._since_n += 1
+
+    def _increased(self, before: float | None) -> bool:
+        after = getattr(self.detector, "estimation", None)
+        if before is not None and after is not None:
+            return float(after) > float(before)
+        if getattr(self.detector, "mode", None) == "up":
+            return True
+        recent = self._recent_sum / max(len(self._recent), 1)
+        return recent > self._since_sum / max(self._since_n, 1)
+
+    def update(self, value: float, index: int) -> bool:
+        """Feed one loss (example ``index``); True if the schedule should restart now."""
+        value = float(value)
+        if not math.isfinite(value):
+            return False
+        before = getattr(self.detector, "estimation", None)
+        self.detector.update(value)
+        self._track(value)
+        if not self.detector.drift_detected:
+            return False
+        up = self._increased(before)
+        self._since_sum, self._since_n = 0.0, 0
+        if up or self.restart_on == "any":
+            self.n_restarts += 1
+            self.last_restart = int(index)
+            return True
+        self.n_ignored += 1
+        return False
+
+
+def total_variation(a: Mapping[str, float], b: Mapping[str, float]) -> float:
+    """``1/2 sum_m |a_m - b_m|`` over the union of names (a missing kernel weighs 0)."""
+    return 0.5 * sum(abs(a.get(k, 0.0) - b.get(k, 0.0)) for k in set(a) | set(b))
+
+
+class BetaMovement:
+    """Total-variation distance between β now and β ``lag`` examples ago.
+
+    β is sampled every ``stride`` examples (O(M) then, O(1) otherwise); ``value`` compares the
+    latest sample with the one ``lag`` examples (rounded to strides) before it, or with the oldest
+    sample while fewer than ``lag`` examples have been seen (``span`` says how far back it looked).
+    """
+
+    def __init__(self, lag: int = 1000, stride: int | None = None) -> None:
+        if int(lag) != lag or lag < 1:
+            raise ValueError(f"beta lag must be a positive integer, got {lag!r}")
+        stride = max(1, int(lag) // 50) if stride is None else int(stride)
+        if not 1 <= stride <= lag:
+            raise ValueError(f"beta stride must be in [1, lag={lag}], got {stride!r}")
+        self.lag, self.stride = int(lag), stride
+        self._samples: deque[tuple[int, dict[str, float]]] = deque(maxlen=lag // stride + 1)
+        self.value = 0.0
+        self.span = 0
+
+    def due(self, index: int) -> bool:
+        """Whether example ``index`` (0-based) is a sampling point."""
+        return index % self.stride == 0
+
+    def update(self, index: int, weights: Mapping[str, float]) -> float:
+        """Record β at example ``index`` (call when ``due``); returns the current distance."""
+        self._samples.append((int(index), dict(weights)))
+        then_index, then = self._samples[0]
+        self.value = total_variation(weights, then)
+        self.span = int(index) - then_index
+        return self.value

@@ -1,0 +1,247 @@
+"""Windowed regret against the best fixed hypothesis in hindsight, estimated off the hot path.
+
+For the last W examples (a *window*, cut every K examples)::
+
+    regret_W = sum_{t in window} [lambda Omega(theta_t) + L(theta_t; x_t, y_t)]
+             - min_{theta in Theta} sum_{t in window} [lambda Omega(theta) + L(theta; x_t, y_t)]
+
+the first sum from the prequential terms the learner produced, the second from a comparator fitted
+on the window (:mod:`streammkl.monitor.comparators`). ``observe`` is O(1) (the window is kept in
+frozen chunks, :mod:`streammkl.monitor.window`); every K examples it hands references to the frozen
+chunks to a background thread, which fits the comparator and publishes an immutable
+:class:`RegretEstimate` by a single reference assignment. A fit never blocks ``observe``: while one
+runs, a newer window replaces the pending one (the older is counted as skipped). numba rounds
+release the GIL, so the fit runs in parallel with learning.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from streammkl.core import OnlineMKL
+from streammkl.monitor import theory
+from streammkl.monitor.comparators import EpochComparator, ExactComparator, exact_available
+from streammkl.monitor.window import ETA, LOSS, PHI_SQ, REG, Chunk, ExampleWindow
+
+__all__ = ["RegretEstimate", "WindowedRegret", "make_comparator"]
+
+
+@dataclass(frozen=True)
+class RegretEstimate:
+    """One window's regret estimate (immutable; published atomically)."""
+
+    end: int  # examples observed at the cut: the window is examples [end - window, end)
+    window: int
+    online_objective: float  # sum over the window of the prequential lambda Omega + L
+    comparator_objective: float  # the comparator's sum over the same examples
+    method: str  # "epochs" | "exact" | a custom comparator's name
+    exact: bool  # False: the comparator objective upper-bounds the minimum (regret lower bound)
+    iterations: int
+    bound: float  # the lemma summed over the window (inf when no bound applies)
+    fit: int  # index of this fit (0, 1, ...)
+
+    @property
+    def regret(self) -> float:
+        return self.online_objective - self.comparator_objective
+
+    @property
+    def regret_per_example(self) -> float:
+        return self.regret / self.window if self.window else math.nan
+
+
+def make_comparator(spec: Any, model: OnlineMKL) -> Any:
+    """``"epochs"``, ``"exact"``, ``"auto"`` (exact when available and applicable) or an object
+    with ``fit(config, feature_keys, X, Y) -> ComparatorResult``."""
+    if spec == "epochs":
+        return EpochComparator()
+    if spec == "exact":
+        comparator = ExactComparator()
+        comparator.check(model)
+        return comparator
+    if spec == "auto":
+        if exact_available():
+            try:
+                ExactComparator.check(model)
+                return ExactComparator()
+            except ValueError:
+                pass
+        return EpochComparator()
+    if isinstance(spec, str) or not callable(getattr(spec, "fit", None)):
+        raise ValueError(
+            f"comparator must be 'epochs', 'exact', 'auto' or an object with fit(); got {spec!r}"
+        )
+    return spec
+
+
+@dataclass(frozen=True)
+class _Job:
+    chunks: tuple[Chunk, ...]
+    end: int
+    config: dict[str, Any]
+    feature_keys: tuple[str, ...]
+    diameter: float
+    lipschitz: float
+
+
+class WindowedRegret:
+    """Regret on the last ``window`` examples, re-estimated every ``every`` examples.
+
+    Parameters
+    ----------
+    model
+        The learner; read (``config()``, ``feature_keys``, radius) only on the calling thread,
+        every ``every`` examples. The worker never touches it.
+    window
+        W. Until W examples are seen, cuts hold all examples so far.
+    every
+        K: a cut is taken (and a fit requested) each time K more examples have been observed.
+    comparator
+        See :func:`make_comparator`; ``"epochs"`` by default.
+    background
+        Fit on a daemon worker thread (default). ``False`` fits inline, inside ``observe``
+        (blocking; for tests and offline analysis).
+    history
+        How many past estimates the ``history`` tuple keeps (oldest first).
+    """
+
+    def __init__(
+        self,
+        model: OnlineMKL,
+        window: int = 2000,
+        every: int = 500,
+        comparator: Any = "epochs",
+        background: bool = True,
+        history: int = 256,
+    ) -> None:
+        self.model = model
+        self.store = ExampleWindow(window, every)
+        self.comparator = make_comparator(comparator, model)
+        self.background = bool(background)
+        self.latest: RegretEstimate | None = None
+        self.history: tuple[RegretEstimate, ...] = ()  # oldest first; replaced, never mutated
+        self._history_len = int(history)
+        self.n_requested = 0
+        self.n_skipped = 0
+        self.n_errors = 0
+        self.last_error = ""
+        self._cond = threading.Condition()
+        self._pending: _Job | None = None
+        self._running = False
+        self._stop = False
+        self._thread: threading.Thread | None = None
+
+    @property
+    def window(self) -> int:
+        return self.store.window
+
+    @property
+    def every(self) -> int:
+        return self.store.chunk
+
+    # --- hot path -----------------------------------------------------------------------------
+    def observe(
+        self, x: np.ndarray, y: float, loss: float, reg: float, eta: float, phi_sq: float
+    ) -> None:
+        """Record one example and its prequential terms; O(1) (a fit is only *requested*)."""
+        if self.store.append(x, y, (loss, reg, eta, phi_sq)):
+            self._request()
+
+    def _request(self) -> None:
+        model = self.model
+        job = _Job(
+            chunks=self.store.frozen(),
+            end=self.store.n_seen,
+            config=model.config(),
+            feature_keys=tuple(model.feature_keys),
+            diameter=2.0 * theory.radius(model),
+            lipschitz=theory.lipschitz(model),
+        )
+        self.n_requested += 1
+        if not self.background:
+            self._run(job, self.n_requested - 1)
+            return
+        with self._cond:
+            if self._pending is not None:
+                self.n_skipped += 1
+            self._pending = job
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._work, name="streammkl-regret", daemon=True
+                )
+                self._thread.start()
+            self._cond.notify_all()
+
+    # --- worker -------------------------------------------------------------------------------
+    def _work(self) -> None:
+        fit = 0
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._pending is not None or self._stop)
+                if self._stop:
+                    return
+                job, self._pending, self._running = self._pending, None, True
+            try:
+                assert job is not None
+                self._run(job, fit)
+                fit += 1
+            finally:
+                with self._cond:
+                    self._running = False
+                    self._cond.notify_all()
+
+    def _run(self, job: _Job, fit: int) -> None:
+        try:
+            self._publish(self._estimate(job, fit))
+        except Exception as exc:  # a failed fit must not kill the worker; it is counted
+            self.n_errors += 1
+            self.last_error = f"{type(exc).__name__}: {exc}"
+
+    def _estimate(self, job: _Job, fit: int) -> RegretEstimate:
+        data = self.store.cut(job.chunks, job.end)
+        terms = data.terms
+        if not np.all(np.isfinite(terms[:, (LOSS, REG)])):
+            raise ValueError("non-finite loss or regularization value in the window")
+        result = self.comparator.fit(job.config, job.feature_keys, data.X, data.Y)
+        G = job.lipschitz * math.sqrt(float(np.max(terms[:, PHI_SQ])))
+        bound = theory.window_bound(terms[:, ETA], job.diameter, G, float(terms[0, REG]))
+        return RegretEstimate(
+            end=data.end,
+            window=data.n,
+            online_objective=float(np.sum(terms[:, LOSS]) + np.sum(terms[:, REG])),
+            comparator_objective=float(result.objective),
+            method=str(getattr(self.comparator, "method", type(self.comparator).__name__)),
+            exact=bool(getattr(self.comparator, "exact", False)),
+            iterations=int(result.epochs),
+            bound=bound,
+            fit=fit,
+        )
+
+    def _publish(self, estimate: RegretEstimate) -> None:
+        # one reference assignment each: a reader on another thread sees the old or the new
+        self.history = (*self.history, estimate)[-self._history_len :]
+        self.latest = estimate
+
+    # --- control ------------------------------------------------------------------------------
+    @property
+    def busy(self) -> bool:
+        """A fit is running or waiting."""
+        return self._running or self._pending is not None
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until no fit is running or pending; False if ``timeout`` expired first."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._pending is None and not self._running, timeout)
+
+    def close(self, timeout: float | None = None) -> None:
+        """Stop the worker after its current fit (pending windows are dropped)."""
+        with self._cond:
+            self._stop = True
+            self._pending = None
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout)
