@@ -1,0 +1,88 @@
+"""Copy generated benchmark tables into README.md (between ``<!-- NAME:start/end -->`` markers).
+
+The README's result tables are never hand-typed: run the benchmarks, then this script.
+Usage: ``python benchmarks/readme_tables.py [--check]`` (``--check``: exit 1 if README.md is
+stale, change nothing).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+def section(path: Path, heading: str) -> str:
+    """The first markdown table under ``heading`` (a '## ...' line) in ``path``."""
+    text = path.read_text()
+    start = text.index(heading)
+    lines = text[start:].splitlines()[1:]
+    table: list[str] = []
+    for line in lines:
+        if line.startswith("|"):
+            table.append(line)
+        elif table:
+            break
+    for line in lines[len(table) :]:  # footnotes right under the table
+        if line.startswith("†"):
+            table += ["", line]
+            break
+    return "\n".join(table)
+
+
+def first_table(path: Path) -> str:
+    lines = path.read_text().splitlines()
+    out: list[str] = []
+    for line in lines:
+        if line.startswith("|"):
+            out.append(line)
+        elif out:
+            break
+    return "\n".join(out)
+
+
+def replace(readme: str, name: str, body: str, source: str) -> str:
+    pattern = re.compile(rf"(<!-- {name}:start -->\n)(?:.*?\n)?(<!-- {name}:end -->)", re.S)
+    if not pattern.search(readme):
+        raise SystemExit(f"README.md has no <!-- {name}:start/end --> markers")
+    note = f"<sub>generated from `{source}` by `benchmarks/readme_tables.py`</sub>\n\n"
+    return pattern.sub(lambda m: m.group(1) + note + body + "\n" + m.group(2), readme)
+
+
+def render(readme: str) -> str:
+    river = RESULTS / "river_suite.md"
+    readme = replace(
+        readme, "river_suite",
+        section(river, "## Prequential accuracy, classification"),
+        "benchmarks/results/river_suite.md",
+    )  # fmt: skip
+    readme = replace(
+        readme, "core_update", first_table(RESULTS / "core_update.md"),
+        "benchmarks/results/core_update.md",
+    )  # fmt: skip
+    readme = replace(
+        readme, "sequence_table1", first_table(RESULTS / "sequence_table1.md"),
+        "benchmarks/results/sequence_table1.md",
+    )  # fmt: skip
+    return readme
+
+
+def main(argv: list[str]) -> int:
+    readme_path = ROOT / "README.md"
+    current = readme_path.read_text()
+    fresh = render(current)
+    if "--check" in argv:
+        if fresh != current:
+            print("README.md tables are stale: run python benchmarks/readme_tables.py")
+            return 1
+        return 0
+    readme_path.write_text(fresh)
+    print(f"updated {readme_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
