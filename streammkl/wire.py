@@ -249,6 +249,21 @@ def _number(value: Any, where: str) -> float:
     return out
 
 
+def _floats(values: Any) -> list[float] | None:
+    """Fast path: every value an int or a float, all finite -> the floats; else ``None`` (the
+    caller then walks the values one by one to name the offending one)."""
+    for v in values:
+        kind = type(v)
+        if kind is not float and kind is not int:  # bool, str, None, ...: slow path
+            return None
+    try:
+        out = [float(v) for v in values]
+    except OverflowError:
+        return None
+    total = sum(out)
+    return out if total - total == 0.0 else None  # NaN/Inf anywhere (or an overflowing sum)
+
+
 def _vector(value: list[Any], dim: int | None, where: str) -> list[float]:
     if not value:
         raise _Reject("bad_x", f"{where} is an empty array")
@@ -257,6 +272,9 @@ def _vector(value: list[Any], dim: int | None, where: str) -> list[float]:
             "wrong_dim",
             f"{where} has {len(value)} values, expected {dim} (the configured dimension)",
         )
+    fast = _floats(value)
+    if fast is not None:
+        return fast
     try:
         return [_number(v, f"{where}[{i}]") for i, v in enumerate(value)]
     except OverflowError:
@@ -264,6 +282,9 @@ def _vector(value: list[Any], dim: int | None, where: str) -> list[float]:
 
 
 def _mapping(value: dict[str, Any], where: str) -> dict[str, float]:
+    fast = _floats(value.values())
+    if fast is not None:
+        return dict(zip(value, fast, strict=True))
     prefix = "" if where == "x" else f"{where} "
     try:
         return {k: _number(v, f"{prefix}feature {k!r}") for k, v in value.items()}

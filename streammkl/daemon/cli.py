@@ -87,11 +87,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     from streammkl.daemon.runner import Runner
 
     try:
-        runner = Runner(settings)
+        runner = Runner(
+            settings, reload_settings=lambda: load_settings(args.config, overrides=_overrides(args))
+        )
     except LearnerConfigError as exc:
         print(f"streammkl run: invalid settings: {exc}", file=sys.stderr)
         return 2
     _install_signals(runner.stop)
+    signal.signal(signal.SIGHUP, lambda signum, frame: runner.request_reload())
     try:
         return runner.run()
     except CheckpointError as exc:
@@ -132,8 +135,22 @@ def inspect_checkpoint(directory: str | os.PathLike[str]) -> dict[str, Any]:
         "block_norms": s.get("block_norms", {}),
         "active_kernels": s.get("active_kernels"),
         "support_vectors": s.get("support_vectors"),
+        "monitor": _monitor_summary(ckpt.meta.get("monitor")),
         "outbox": len(ckpt.meta.get("outbox", [])),
         "size_bytes": ckpt.size_bytes,
+    }
+
+
+def _monitor_summary(meta: dict[str, Any] | None) -> dict[str, Any] | None:
+    state = (meta or {}).get("monitor")
+    if not state:
+        return None
+    objective = state.get("objective", {})
+    return {
+        "examples": state.get("n"),
+        "online_objective": objective.get("loss", 0.0) + objective.get("regularization", 0.0),
+        "drift_detections": state.get("drift_detections"),
+        "last_drift_example": state.get("last_drift_example"),
     }
 
 
@@ -155,6 +172,23 @@ def cmd_inspect(args: argparse.Namespace) -> int:
                 print(f"  {k}: {v}")
         else:
             print(f"{key}: {value}")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from streammkl.daemon.report import write_report
+
+    try:
+        paths = write_report(args.checkpoint_dir, args.out)
+    except FileNotFoundError as exc:
+        print(f"streammkl report: {exc}", file=sys.stderr)
+        return 1
+    except ImportError as exc:  # matplotlib is an optional dependency
+        print(f"streammkl report needs matplotlib: pip install 'streammkl[report]' ({exc})",
+              file=sys.stderr)  # fmt: skip
+        return 1
+    for path in paths:
+        print(path)
     return 0
 
 
@@ -231,6 +265,11 @@ def build_parser() -> argparse.ArgumentParser:
     ins.add_argument("checkpoint_dir")
     ins.add_argument("--json", action="store_true", help="machine-readable output")
     ins.set_defaults(func=cmd_inspect)
+
+    rep = sub.add_parser("report", help="draw the run history (β, regret, accuracy) as PNGs")
+    rep.add_argument("checkpoint_dir", help="the daemon's checkpoint directory")
+    rep.add_argument("--out", default="report", help="output directory (default ./report)")
+    rep.set_defaults(func=cmd_report)
 
     brk = sub.add_parser("broker", help="run the embedded Tansu broker in the foreground")
     brk.add_argument("--port", type=int, default=9092)

@@ -81,7 +81,11 @@ class KafkaSettings(_Section):
     merge_idle_ms: int = Field(default=0, ge=0)
     #: Bound on records fetched ahead of processing, per partition (the partition is paused).
     max_buffered_per_partition: int = Field(default=10_000, ge=1)
-    producer_linger_ms: int = Field(default=5, ge=0)
+    #: The producer waits up to this long to fill a batch of outputs (latency vs. CPU per record).
+    producer_linger_ms: int = Field(default=20, ge=0)
+    #: The producer's batch size in bytes (kafka-python's ``batch_size``): bigger batches cost the
+    #: sender thread less per record.
+    producer_batch_bytes: int = Field(default=262_144, ge=1_024)
     #: Verify record-batch CRCs on consume. kafka-python computes CRC32C in pure Python unless
     #: the ``crc32c`` package is installed, which makes this (and producing) much slower.
     check_crcs: bool = True
@@ -146,6 +150,46 @@ class RunSettings(_Section):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
 
+class MonitorSettings(_Section):
+    """Regret, bound, drift detection and history (:class:`streammkl.monitor.Monitor`).
+
+    Only for the streammkl learners (the monitor needs their core model); off for others.
+    """
+
+    enabled: bool = True
+    #: W: windowed regret on the last W examples (0: no windowed regret).
+    window: int = Field(default=2000, ge=0)
+    #: K: the windowed regret is re-estimated every K examples, on a background thread.
+    every: int = Field(default=500, ge=1)
+    comparator: Literal["epochs", "exact", "auto"] = "epochs"
+    #: At most this fraction of the time fitting comparators (one fit of W = 2000 examples takes
+    #: ~1-2 s of a core: unthrottled, the worker would take a whole core); windows arriving
+    #: meanwhile are skipped.
+    comparator_duty: float = Field(default=0.25, gt=0, le=1)
+    #: One single-kernel shadow learner per kernel (regret against the best single kernel).
+    shadows: bool = False
+    #: Drift detector on the prequential loss; a detected rise restarts the learning-rate schedule.
+    detector: Literal["adwin", "page-hinkley", "none"] = "adwin"
+    restart_on_drift: bool = True
+    #: β movement over the last this-many examples.
+    beta_lag: int = Field(default=1000, ge=1)
+    #: The detector's inputs since its last detection are checkpointed (so a restart continues
+    #: with exactly its state); after this many without a detection it starts afresh.
+    detector_memory: int = Field(default=50_000, ge=100)
+    #: One history row (``history.jsonl`` beside the checkpoints) every this-many examples ...
+    history_every: int = Field(default=100, ge=1)
+    #: ... and at most this many rows: beyond, every other row is dropped (the stride doubles).
+    history_rows: int = Field(default=5_000, ge=10)
+
+    @model_validator(mode="after")
+    def _every_within_window(self) -> MonitorSettings:
+        if self.window == 1:
+            raise ValueError("window must be 0 (off) or at least 2")
+        if self.window and self.every > self.window:
+            raise ValueError(f"every ({self.every}) must not exceed window ({self.window})")
+        return self
+
+
 class LearnerSpec(_Section):
     """The learner: task and every component, by name (resolved in :mod:`streammkl.core`).
 
@@ -154,7 +198,7 @@ class LearnerSpec(_Section):
     any other learner honouring :class:`streammkl.daemon.learner.Learner` (called with this spec).
     """
 
-    task: Literal["classification", "regression"] = "classification"
+    task: Literal["classification", "regression", "sequence"] = "classification"
     factory: str | None = None
     kernels: tuple[str | dict[str, Any], ...] | None = None
     loss: str | dict[str, Any] | None = None
@@ -162,6 +206,9 @@ class LearnerSpec(_Section):
     schedule: str | dict[str, Any] | None = None
     radius: float | None = Field(default=None, gt=0)
     budget: int | None = Field(default=None, ge=1)
+    #: An unregularized bias per output (None: the learner's default, True). With a bias the
+    #: iterates are not confined to the radius ball, so the monitor's Prop. 3 bounds are +Inf.
+    fit_intercept: bool | None = None
     seed: int = 0
     params: dict[str, Any] = Field(default_factory=dict)  # free-form, for custom factories
 
@@ -175,6 +222,7 @@ class Settings(_Section):
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     run: RunSettings = Field(default_factory=RunSettings)
     learner: LearnerSpec = Field(default_factory=LearnerSpec)
+    monitor: MonitorSettings = Field(default_factory=MonitorSettings)
 
 
 # -- layering ---------------------------------------------------------------------------------

@@ -156,6 +156,8 @@ def build_learner(spec: Any) -> Any:
     """Build the configured learner from a :class:`~streammkl.daemon.config.LearnerSpec`."""
     if spec.factory:
         return load_factory(spec.factory)(spec)
+    if spec.task == "sequence":
+        return _sequence_labeler(spec)
     from streammkl import river as mkl_river
 
     cls_name = "MKLClassifier" if spec.task == "classification" else "MKLRegressor"
@@ -178,7 +180,96 @@ def build_learner(spec: Any) -> Any:
         kwargs["radius"] = spec.radius
     if spec.budget is not None:
         kwargs["budget"] = spec.budget
+    if spec.fit_intercept is not None:
+        kwargs["fit_intercept"] = spec.fit_intercept
     try:
         return cls(**kwargs)
     except (TypeError, ValueError) as exc:
         raise LearnerConfigError(f"learner: {cls_name}(...) rejected the settings: {exc}") from exc
+
+
+def _sequence_labeler(spec: Any) -> Any:
+    """:class:`streammkl.structured.SequenceLabeler` from the spec: ``loss`` is ``"hinge"`` or
+    ``"crf"``; ``params`` passes its other arguments (``learn_transition_weight``, ...)."""
+    from streammkl.structured import SequenceLabeler
+
+    kwargs: dict[str, Any] = {"seed": spec.seed, **spec.params}
+    if spec.kernels is not None:
+        kwargs["kernels"] = tuple(
+            build_component("kernels", k, f"learner.kernels[{i}]")
+            for i, k in enumerate(spec.kernels)
+        )
+    if spec.loss is not None:
+        if not isinstance(spec.loss, str) or spec.loss.lower() not in ("hinge", "crf"):
+            raise LearnerConfigError(
+                f"learner.loss: a sequence labeler's loss is 'hinge' or 'crf', got {spec.loss!r}"
+            )
+        kwargs["loss"] = spec.loss.lower()
+    for kind in ("regularizer", "schedule"):
+        value = getattr(spec, kind)
+        if value is not None:
+            kwargs[kind] = build_component(kind, value, f"learner.{kind}")
+    for name in ("radius", "budget"):
+        if getattr(spec, name) is not None:
+            kwargs[name] = getattr(spec, name)
+    if spec.fit_intercept is not None:
+        raise LearnerConfigError("learner.fit_intercept: a sequence labeler has no intercept")
+    try:
+        return SequenceLabeler(**kwargs)
+    except (TypeError, ValueError) as exc:
+        raise LearnerConfigError(
+            f"learner (task sequence): SequenceLabeler(...) rejected the settings "
+            f"(learner.params = {spec.params}): {exc}"
+        ) from exc
+
+
+# -- runtime kernel changes (SIGHUP) -----------------------------------------------------------
+
+
+def configured_kernels(spec: Any) -> tuple[Any, ...] | None:
+    """The kernel bank ``spec`` asks for; ``None`` when it names none (``kernels`` unset: the
+    learner keeps the bank it has) or for a custom factory (its bank is its own business)."""
+    if spec.factory or spec.kernels is None:
+        return None
+    return tuple(
+        build_component("kernels", k, f"learner.kernels[{i}]") for i, k in enumerate(spec.kernels)
+    )
+
+
+def kernel_names(learner: Any) -> list[str]:
+    """Names of the learner's kernels, in bank order."""
+    names = getattr(learner, "kernel_names", None)
+    return list(names) if names is not None else list(getattr(learner, "kernel_weights", {}))
+
+
+def change_kernels(learner: Any, wanted: tuple[Any, ...]) -> tuple[list[str], list[str]]:
+    """Make the learner's bank ``wanted`` (by kernel name) with ``add_kernel`` / ``remove_kernel``,
+    every other block keeping its state. Returns (added, removed) names.
+
+    Raises
+    ------
+    LearnerConfigError
+        If the learner cannot change its kernels, or a change is refused (e.g. removing the last
+        kernel); kernels are added before any is removed, so a refusal leaves the old ones.
+    """
+    if not (
+        callable(getattr(learner, "add_kernel", None))
+        and callable(getattr(learner, "remove_kernel", None))
+    ):
+        raise LearnerConfigError(
+            f"learner.kernels: {type(learner).__name__} cannot change its kernels at run time"
+        )
+    have = kernel_names(learner)
+    names = [k.name for k in wanted]
+    if len(set(names)) != len(names):
+        raise LearnerConfigError(f"learner.kernels: two kernels share a name in {names}")
+    added = [k for k in wanted if k.name not in have]
+    removed = [n for n in have if n not in names]
+    try:
+        for kernel in added:
+            learner.add_kernel(kernel)
+        for name in removed:
+            learner.remove_kernel(name)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise LearnerConfigError(f"learner.kernels: the change was refused: {exc}") from exc
+    return [k.name for k in added], removed

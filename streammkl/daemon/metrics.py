@@ -143,17 +143,20 @@ class SnapshotCollector(Collector):
         )
         yield CounterMetricFamily(
             "streammkl_online_loss",
-            "Cumulative prequential loss (log-loss of the true class, or squared error)",
+            "Cumulative prequential loss (log-loss of the true class, squared error, or for "
+            "sequence labelling the number of wrong labels)",
             value=s.online_loss,
         )
         yield CounterMetricFamily(
             "streammkl_prequential_correct",
-            "Labelled records predicted correctly before being learned (model lifetime)",
+            "Labelled records predicted correctly before being learned (model lifetime; for "
+            "sequence labelling, labels)",
             value=s.correct_predictions,
         )
         yield CounterMetricFamily(
             "streammkl_prequential_labelled",
-            "Labelled records predicted before being learned (model lifetime)",
+            "Labelled records predicted before being learned (model lifetime; for sequence "
+            "labelling, labels)",
             value=s.labelled_predictions,
         )
         lag = GaugeMetricFamily(
@@ -176,6 +179,40 @@ class SnapshotCollector(Collector):
             value=s.checkpoint_size_bytes,
         )
         yield GaugeMetricFamily("streammkl_ready", "1 when ready to serve", value=float(s.ready))
+
+
+class MonitorCollector(Collector):
+    """Yields the regret/drift monitor's values (``streammkl.monitor.METRICS``: names, types and
+    help texts) from the latest snapshot the loop published; nothing while there is none.
+
+    A monitor name that a daemon metric already uses (``streammkl_online_loss``: the daemon's
+    counter is the log-loss of the predicted probabilities, the monitor's the learner's own loss)
+    is exported with the prefix ``streammkl_monitor_`` instead, so the exposition never holds two
+    families of one name.
+    """
+
+    def __init__(self, taken: set[str]) -> None:
+        from streammkl.monitor import METRICS
+
+        self.values: dict[str, float] = {}
+        self.specs = {}
+        for key, spec in METRICS.items():
+            name = spec.name
+            if _family(name, spec.type) in taken:
+                name = "streammkl_monitor_" + name.removeprefix("streammkl_")
+            self.specs[key] = (name, spec.type, spec.help)
+
+    def collect(self) -> Iterator[Any]:
+        values = self.values  # one atomic read of the reference
+        for key, (name, kind, text) in self.specs.items():
+            if key not in values:
+                continue
+            family = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
+            yield family(name, text, value=values[key])
+
+
+def _family(name: str, kind: str) -> str:
+    return name.removesuffix("_total") if kind == "counter" else name
 
 
 class DaemonMetrics:
@@ -226,15 +263,29 @@ class DaemonMetrics:
             "Corrupt checkpoints skipped at start (fell back to an older one)",
             registry=r,
         )
+        self.reloads = Counter(
+            "streammkl_config_reloads",
+            "Settings re-read on SIGHUP, by result (applied: the kernel list changed; unchanged; "
+            "failed: invalid settings or a refused change, nothing applied)",
+            ["result"],
+            registry=r,
+        )
+        for result in ("applied", "unchanged", "failed"):
+            self.reloads.labels(result)
         self.rebalances = Counter(
             "streammkl_rebalances", "Partition assignments received", registry=r
         )
         self.learn_seconds = BatchHistogram(
-            "streammkl_learn_duration_seconds", "learn_one duration", MICRO_BUCKETS, r
+            "streammkl_learn_duration_seconds",
+            "Duration of learning one example (for streammkl learners one fused round, which also "
+            "yields the example's prequential prediction)",
+            MICRO_BUCKETS,
+            r,
         )
         self.predict_seconds = BatchHistogram(
             "streammkl_predict_duration_seconds",
-            "Prediction duration (predict_proba_one or predict_one)",
+            "Duration of a prediction computed on its own (predict-only records, learners without "
+            "fused rounds, and records a fused round cannot predict, e.g. with a new class)",
             MICRO_BUCKETS,
             r,
         )
@@ -259,6 +310,8 @@ class DaemonMetrics:
         self.build.info({"version": streammkl.__version__, "python": platform.python_version()})
         self.snapshots = SnapshotCollector()
         r.register(self.snapshots)
+        self.monitor = MonitorCollector({fam.name for fam in r.collect()})
+        r.register(self.monitor)
 
     def flush(self) -> None:
         """Fold the per-record histogram observations of the last batch."""
@@ -270,6 +323,8 @@ class DaemonMetrics:
         ):
             hist.flush()
 
-    def publish(self, snapshot: Snapshot) -> None:
-        """Make ``snapshot`` what the next scrape reports."""
+    def publish(self, snapshot: Snapshot, monitor: dict[str, float] | None = None) -> None:
+        """Make ``snapshot`` (and the monitor's values, if given) what the next scrape reports."""
         self.snapshots.snapshot = snapshot
+        if monitor is not None:
+            self.monitor.values = dict(monitor)

@@ -1,9 +1,15 @@
 """The prequential step of the daemon: per record, decode -> predict -> learn -> emit.
 
 :class:`PrequentialStep` is mixed into :class:`~streammkl.daemon.runner.Runner`: it works on the
-runner's learner, counters, offsets, sink and metrics, and never touches Kafka itself. Every
+runner's learner step, counters, offsets, sink and metrics, and never touches Kafka itself. Every
 record is either predicted (then learned when labelled) or dead-lettered with its reason; nothing
 a record contains can stop the loop.
+
+Hot-loop choices (measured, ``benchmarks/daemon_throughput.py``): labelled records of the
+streammkl learners take one fused round (:mod:`streammkl.daemon.steps`); a prediction's JSON is
+assembled from cached fragments rather than through ``json`` (:func:`prediction_bytes`);
+histogram observations are list appends folded once per batch; counters are kept in locals and
+added once per batch.
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from typing import Any
+from typing import Any, Literal
 
 from streammkl import wire
 from streammkl.daemon.sink import Output
@@ -19,18 +25,83 @@ from streammkl.daemon.sink import Output
 #: Rejection reasons: wire's decode reasons plus a learner that raised on a record.
 REASONS = (*wire.REASONS, "learner_error")
 
-_LABEL_KEYS: dict[Any, str] = {}
-_ENCODE = json.JSONEncoder(separators=(",", ":")).encode
+_ENCODE = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+_CACHE_LIMIT = 10_000
+_LABEL_KEYS: dict[Any, str] = {}  # label -> its JSON object key, JSON-encoded (with quotes)
+_LABEL_VALUES: dict[Any, str] = {}  # label -> its JSON value
+_STRINGS: dict[str, str] = {}  # topic -> its JSON string
+_INDEX_KEYS = tuple(str(i) for i in range(4096))  # feature names of dense vectors
 
 
 def label_key(label: Any) -> str:
-    """JSON object key of a label (``True`` -> ``"true"``, ``1`` -> ``"1"``), cached."""
-    key = _LABEL_KEYS.get((type(label), label))
-    if key is None:
-        key = label if isinstance(label, str) else json.dumps(label)
-        if len(_LABEL_KEYS) < 10_000:
-            _LABEL_KEYS[(type(label), label)] = key
-    return key
+    """JSON object key of a label (``True`` -> ``"true"``, ``1`` -> ``"1"``)."""
+    return label if isinstance(label, str) else json.dumps(label)
+
+
+def _named(x: list[float]) -> dict[str, float]:
+    """A dense vector's features, named ``"0"``, ``"1"``, ... (as the learners see them)."""
+    if len(x) <= len(_INDEX_KEYS):
+        return dict(zip(_INDEX_KEYS, x, strict=False))
+    return {str(i): v for i, v in enumerate(x)}
+
+
+def _cached(cache: dict[Any, str], key: Any, make: Any) -> str:
+    out = cache.get(key)
+    if out is None:
+        out = make()
+        if len(cache) < _CACHE_LIMIT:
+            cache[key] = out
+    return out
+
+
+def _number(value: float) -> str:
+    return repr(value) if math.isfinite(value) else "null"  # repr(float) is JSON's float text
+
+
+def _label_json(label: Any) -> str:
+    if isinstance(label, float):
+        return _number(label)
+    if isinstance(label, list):  # a label sequence
+        return "[" + ",".join(_label_json(v) for v in label) + "]"
+    return _cached(_LABEL_VALUES, (type(label), label), lambda: _ENCODE(label))
+
+
+def prediction_bytes(
+    rid: str | None,
+    prediction: Any,
+    proba: dict[Any, float] | None,
+    version: int,
+    topic: str,
+    partition: int,
+    offset: int,
+) -> bytes:
+    """The prediction message, byte for byte what ``json.dumps`` (compact, keys in this order)
+    gives, except that a non-finite number becomes ``null``; built from cached fragments.
+
+    >>> prediction_bytes("e1", True, {False: 0.25, True: 0.75}, 7, "in", 0, 41)
+    b'{"id":"e1","prediction":true,"proba":{"false":0.25,"true":0.75},"model_version":7,\
+"topic":"in","partition":0,"offset":41}'
+    """
+    if proba is None:
+        proba_json = "null"
+    else:
+        proba_json = (
+            "{"
+            + ",".join(
+                _cached(_LABEL_KEYS, (type(k), k), lambda k=k: _ENCODE(label_key(k)))
+                + ":"
+                + _number(float(v))
+                for k, v in proba.items()
+            )
+            + "}"
+        )
+    return (
+        f'{{"id":{"null" if rid is None else _ENCODE(rid)},'
+        f'"prediction":{"null" if prediction is None else _label_json(prediction)},'
+        f'"proba":{proba_json},"model_version":{version},'
+        f'"topic":{_cached(_STRINGS, topic, lambda: _ENCODE(topic))},'
+        f'"partition":{partition},"offset":{offset}}}'
+    ).encode()
 
 
 class PrequentialStep:
@@ -38,8 +109,7 @@ class PrequentialStep:
 
     counters: dict[str, Any]
     offsets: dict[tuple[str, int], int]
-    learner: Any
-    classifier: bool
+    learner_step: Any
     settings: Any
     metrics: Any
     sink: Any
@@ -66,15 +136,9 @@ class PrequentialStep:
             Output(self.settings.kafka.dead_letter_topic, msg.value or b"", msg.key, headers)
         )
 
-    def _predict(self, x: dict[str, float]) -> tuple[Any, dict[str, float] | None]:
-        if not self.classifier:
-            value = float(self.learner.predict_one(x))
-            return (value if math.isfinite(value) else None), None
-        proba = self.learner.predict_proba_one(x)
-        if not proba:
-            return None, {}
-        best = max(proba, key=proba.__getitem__)  # first maximum in the learner's class order
-        return best, {label_key(k): float(v) for k, v in proba.items()}
+    def _observed(self, hit: bool | None) -> None:
+        """Hook called after each learned record, with whether its prequential prediction was
+        right (``None``: not a classification); the runner feeds its monitor here."""
 
     def process(self, batch: list[Any]) -> None:
         """Handle a batch of consumer records in order (the pure step between the I/O edges).
@@ -90,74 +154,107 @@ class PrequentialStep:
         perf = time.perf_counter
         decode, decode_error = wire.decode, wire.DecodeError
         obs_decode, obs_predict = m.decode_seconds.observe, m.predict_seconds.observe
-        obs_learn, obs_latency = m.learn_seconds.observe, m.latency_seconds.observe
-        learn_one, predict = self.learner.learn_one, self._predict
-        send, offsets, classifier = self.sink.send, self.offsets, self.classifier
+        obs_learn = m.learn_seconds.observe
+        step = self.learner_step
+        predict, learn, fused = step.predict, step.learn, step.predict_learn
+        observed = self._observed
+        send, offsets, classifier = self.sink.send_prediction, self.offsets, step.classifier
+        sequence = step.sequence
+        kind: Literal["vector", "sequence"] = "sequence" if sequence else "vector"
         dim, classes, strict, max_bytes = rs.dim, self._classes, rs.strict, rs.max_bytes
+        named = _named
         learned = predicted = labelled = correct = 0
         loss = 0.0
         version = c["examples_learned"]
         events: list[float] = []
-        topics: set[str] = set()
+        topics: dict[str, int] = {}
         for msg in batch:
-            topics.add(msg.topic)
+            topic = msg.topic
+            topics[topic] = topics.get(topic, 0) + 1
             t0 = perf()
             rec = decode(
                 msg.value or b"", dim=dim, classes=classes, strict=strict, max_bytes=max_bytes,
-                kind="vector", numeric_label=not classifier,
+                kind=kind, numeric_label=not classifier and not sequence,
             )  # fmt: skip
             t1 = perf()
             obs_decode(t1 - t0)
-            offsets[(msg.topic, msg.partition)] = msg.offset + 1
+            offsets[(topic, msg.partition)] = msg.offset + 1
             if isinstance(rec, decode_error):
                 self._reject(msg, rec.reason, rec.message)
                 continue
-            x = rec.x if isinstance(rec.x, dict) else {str(i): v for i, v in enumerate(rec.x)}
-            try:
-                prediction, proba = predict(x)  # type: ignore[arg-type]
-            except Exception as exc:  # the loop never dies on input
-                self._reject(msg, "learner_error", f"predict failed: {exc!r}")
-                continue
-            t2 = perf()
-            obs_predict(t2 - t1)
-            predicted += 1
+            x = rec.x
+            if not sequence and not isinstance(x, dict):
+                x = named(x)  # type: ignore[arg-type]
             y = rec.y
             record_version = version
+            done = None
+            ok = False  # learned
             if y is not None:
-                labelled += 1
-                if classifier:
-                    p = proba.get(label_key(y), 0.0) if proba else 0.0
+                try:
+                    done = fused(x, y)
+                except Exception:  # refused by learn_one: predict, then report the learn error
+                    done = None
+                if done is not None:
+                    obs_learn(perf() - t1)
+                    ok = True
+            if done is None:
+                try:
+                    done = predict(x)
+                except Exception as exc:  # the loop never dies on input
+                    self._reject(msg, "learner_error", f"predict failed: {exc!r}")
+                    continue
+                t2 = perf()
+                obs_predict(t2 - t1)
+                if y is not None:
+                    try:
+                        learn(x, y)
+                        obs_learn(perf() - t2)
+                        ok = True
+                    except Exception as exc:
+                        self._reject(msg, "learner_error", f"learn failed: {exc!r}")
+            prediction, proba = done
+            predicted += 1
+            if ok:
+                learned += 1
+                version += 1
+                observed(prediction == y if classifier and not sequence else None)
+            if y is not None:
+                if sequence:  # per label, as the per-character accuracy of sequence labelling
+                    labelled += len(y)  # type: ignore[arg-type]
+                    pairs = zip(prediction or (), y, strict=False)  # type: ignore[arg-type]
+                    hits = sum(1 for p, t in pairs if p == t)
+                    correct += hits
+                    loss += len(y) - hits  # type: ignore[arg-type]
+                elif classifier:
+                    labelled += 1
+                    p = proba.get(y, 0.0) if proba else 0.0
                     loss -= math.log(p if p > 1e-15 else 1e-15)
                     correct += prediction == y
                 else:
+                    labelled += 1
                     err = prediction - float(y) if prediction is not None else math.inf  # type: ignore[arg-type]
                     if math.isfinite(err * err):  # a diverged model must not poison the total
                         loss += err * err
-                try:
-                    learn_one(x, y)
-                    obs_learn(perf() - t2)
-                    learned += 1
-                    version += 1
-                except Exception as exc:
-                    self._reject(msg, "learner_error", f"learn failed: {exc!r}")
             if out_topic:
-                value = _ENCODE(
-                    {
-                        "id": rec.id,
-                        "prediction": prediction,
-                        "proba": proba,
-                        "model_version": record_version,
-                        "topic": msg.topic,
-                        "partition": msg.partition,
-                        "offset": msg.offset,
-                    }
+                send(
+                    out_topic,
+                    prediction_bytes(
+                        rec.id,
+                        prediction,
+                        proba,
+                        record_version,
+                        topic,
+                        msg.partition,
+                        msg.offset,
+                    ),
+                    msg.key,
                 )
-                send(Output(out_topic, value.encode(), msg.key))
             # Kafka timestamp (produce time); the record's own ts (event time, possibly a replay's
             # historical time) only when the broker gave none.
             ts = msg.timestamp
             events.append(ts / 1000.0 if ts is not None and ts >= 0 else (rec.ts or time.time()))
         now = time.time()
+        obs_latency = m.latency_seconds.observe
         for event in events:
             obs_latency(now - event if now > event else 0.0)
         c["records_consumed"] += len(batch)
@@ -166,11 +263,8 @@ class PrequentialStep:
         c["labelled_predictions"] += labelled
         c["correct_predictions"] += int(correct)
         c["online_loss"] += loss
-        if len(topics) == 1:
-            m.consumed.labels(batch[0].topic).inc(len(batch))
-        else:
-            for topic in topics:
-                m.consumed.labels(topic).inc(sum(1 for msg in batch if msg.topic == topic))
+        for topic, count in topics.items():
+            m.consumed.labels(topic).inc(count)
         m.learned.inc(learned)
         m.predicted.inc(predicted)
         m.flush()

@@ -18,13 +18,23 @@ from typing import Any
 from kafka import KafkaConsumer, KafkaProducer
 
 from streammkl.daemon.checkpoint import CheckpointError, CheckpointStore, encode_offsets
-from streammkl.daemon.config import Settings
+from streammkl.daemon.config import ConfigError, Settings
 from streammkl.daemon.health import HealthServer
-from streammkl.daemon.learner import build_learner, introspect, is_classifier, restore
+from streammkl.daemon.learner import (
+    LearnerConfigError,
+    build_learner,
+    change_kernels,
+    configured_kernels,
+    introspect,
+    kernel_names,
+    restore,
+)
 from streammkl.daemon.metrics import DaemonMetrics, Snapshot
+from streammkl.daemon.monitoring import INPUTS, StreamMonitor
 from streammkl.daemon.prequential import REASONS, PrequentialStep
 from streammkl.daemon.sink import Output, Sink
 from streammkl.daemon.source import Source
+from streammkl.daemon.steps import make_step
 from streammkl.daemon.topics import ensure_topics
 
 log = logging.getLogger(__name__)
@@ -55,6 +65,9 @@ class Runner(PrequentialStep):
         Prometheus registry (default: a fresh one).
     consumer_factory, producer_factory
         Injected Kafka clients (tests use in-memory fakes).
+    reload_settings
+        Reads the settings again (the CLI's: file < environment < flags), for
+        :meth:`request_reload` (SIGHUP).
     """
 
     def __init__(
@@ -64,11 +77,13 @@ class Runner(PrequentialStep):
         registry: Any = None,
         consumer_factory: Callable[..., Any] = KafkaConsumer,
         producer_factory: Callable[..., Any] = KafkaProducer,
+        reload_settings: Callable[[], Settings] | None = None,
     ) -> None:
         self.settings = settings
+        self.reload_settings = reload_settings
+        self._reload = threading.Event()
         self.metrics = DaemonMetrics(registry)
-        self.learner = learner if learner is not None else build_learner(settings.learner)
-        self.classifier = is_classifier(self.learner)
+        self._set_learner(learner if learner is not None else build_learner(settings.learner))
         self.store = CheckpointStore(settings.checkpoint.dir, settings.checkpoint.keep)
         self.offsets: dict[tuple[str, int], int] = {}
         self.counters: dict[str, Any] = dict.fromkeys(_COUNTERS, 0)
@@ -105,11 +120,75 @@ class Runner(PrequentialStep):
         r = settings.records
         self._classes = frozenset(r.classes) if r.classes is not None else None
 
+    def _set_learner(self, learner: Any) -> None:
+        self.learner = learner
+        self.learner_step = make_step(learner, self.settings.learner.task == "sequence")
+        self.monitor: StreamMonitor | None = None
+        ms = self.settings.monitor
+        if ms.enabled and self.learner_step.fused:  # the monitor needs a streammkl core model
+            self.monitor = StreamMonitor(ms, self.settings.checkpoint.dir)
+            self.learner_step.track = True
+
     # -- control ------------------------------------------------------------------------------
 
     def stop(self) -> None:
         """Ask the loop to finish the current batch, checkpoint and return (thread/signal-safe)."""
         self._stop.set()
+
+    def request_reload(self) -> None:
+        """Ask the loop to re-read its settings at the next batch boundary (thread/signal-safe).
+
+        A changed kernel list is applied with ``add_kernel`` / ``remove_kernel`` (the other blocks
+        keep their state) and checkpointed at once; other changed settings need a restart (they
+        are listed in a warning).
+        """
+        self._reload.set()
+
+    def _apply_kernels(self, spec: Any) -> bool:
+        """Make the learner's bank the one ``spec`` configures; whether anything changed."""
+        wanted = configured_kernels(spec)
+        if wanted is None or [k.name for k in wanted] == kernel_names(self.learner):
+            return False
+        clone = type(self.learner).from_state(*self.learner.to_state())
+        change_kernels(clone, wanted)  # refused -> nothing changes on the live learner
+        added, removed = change_kernels(self.learner, wanted)
+        log.info("kernels added %s, removed %s", added, removed)
+        return bool(added or removed)
+
+    def reload(self) -> bool:
+        """Apply the settings :attr:`reload_settings` reads now; returns whether the kernels
+        changed. Failures are logged and counted, never fatal: the old settings stay."""
+        self._reload.clear()
+        if self.reload_settings is None:
+            log.warning("reload requested but the daemon has no settings source to re-read")
+            return False
+        try:
+            new = self.reload_settings()
+            changed = self._apply_kernels(new.learner)
+        except (ConfigError, LearnerConfigError) as exc:
+            log.error("reload failed, settings unchanged: %s", exc)
+            self.metrics.reloads.labels("failed").inc()
+            return False
+        old = self.settings
+        ignored = [n for n in type(new).model_fields if getattr(new, n) != getattr(old, n)]
+        ignored = [n for n in ignored if n != "learner"] + [
+            f"learner.{n}"
+            for n in type(new.learner).model_fields
+            if n != "kernels" and getattr(new.learner, n) != getattr(old.learner, n)
+        ]
+        if ignored:
+            log.warning("reload: changes to %s take effect after a restart", ", ".join(ignored))
+        self.settings = self.settings.model_copy(
+            update={
+                "learner": self.settings.learner.model_copy(update={"kernels": new.learner.kernels})
+            }
+        )
+        self.metrics.reloads.labels("applied" if changed else "unchanged").inc()
+        if changed:
+            self._dirty = True
+            self.checkpoint("reload")  # the new shape, at this batch boundary
+            self._publish(force_model=True)
+        return changed
 
     @property
     def stopping(self) -> bool:
@@ -126,6 +205,8 @@ class Runner(PrequentialStep):
             self.metrics.checkpoint_fallbacks.inc(self.store.fallbacks)
         if ckpt is None:
             log.info("no checkpoint in %s: starting a fresh model", self.store.directory)
+            if self.monitor is not None:
+                self.monitor.restore(None, {}, None)
             return
         model = ckpt.meta["model"]
         if model["class"] != class_path(self.learner):
@@ -133,13 +214,16 @@ class Runner(PrequentialStep):
                 f"{ckpt.path} holds a {model['class']} but the configuration builds a "
                 f"{class_path(self.learner)}"
             )
-        self.learner = restore(self.learner, model["meta"], ckpt.arrays)
+        arrays = {k: v for k, v in ckpt.arrays.items() if k != INPUTS}
+        self._set_learner(restore(self.learner, model["meta"], arrays))
         digest = self.learner.digest()
         if digest != ckpt.meta["summary"]["model_digest"]:
             raise CheckpointError(f"{ckpt.path}: restored model digest {digest} differs from saved")
         self.offsets.update(ckpt.offsets)
         for key, value in ckpt.counters.items():
             self.counters[key] = value
+        if self.monitor is not None:
+            self.monitor.restore(ckpt.meta.get("monitor"), ckpt.arrays, self.learner.core)
         self.sink.requeue([Output.from_json(o) for o in ckpt.meta.get("outbox", [])])
         self.last_checkpoint = ckpt
         self._model_view = introspect(self.learner)
@@ -161,6 +245,10 @@ class Runner(PrequentialStep):
         if outbox:
             log.warning("%d output(s) unacknowledged; kept in the checkpoint outbox", len(outbox))
         meta, arrays = self.learner.to_state()
+        monitor_meta = None
+        if self.monitor is not None:
+            monitor_meta, monitor_arrays = self.monitor.to_state()
+            arrays = {**arrays, **monitor_arrays}
         self._model_view = introspect(self.learner)
         self._model_view_at = time.monotonic()
         self._view_stale = False
@@ -172,8 +260,11 @@ class Runner(PrequentialStep):
             "model": {"class": class_path(self.learner), "meta": meta},
             "summary": summary,
             "outbox": [o.to_json() for o in outbox],
+            "monitor": monitor_meta,
         }
         ckpt = self.store.save(content, arrays)
+        if self.monitor is not None:
+            self.monitor.flush()  # the history, up to this checkpoint
         elapsed = time.perf_counter() - t0
         self.metrics.checkpoints.inc()
         self.metrics.checkpoint_seconds.observe(elapsed)
@@ -194,6 +285,10 @@ class Runner(PrequentialStep):
 
     # -- processing ---------------------------------------------------------------------------
 
+    def _observed(self, hit: bool | None) -> None:
+        if self.monitor is not None:
+            self.monitor.observe(self.learner.core, self.learner_step.last_round, hit)
+
     def _on_revoke(self) -> None:
         self.checkpoint("revocation")
 
@@ -209,10 +304,13 @@ class Runner(PrequentialStep):
         # loop is idle, so a scrape after the stream ends sees the final model.
         now = time.monotonic()
         stale = self._view_stale and (not busy or now - self._model_view_at > 0.5)
+        monitor = None
         if force_model or stale:
             self._model_view = introspect(self.learner)
             self._model_view_at = now
             self._view_stale = False
+            if self.monitor is not None:
+                monitor = self.monitor.snapshot()
         ready = (
             bool(self.source.buffers)
             and self.source.broker_connected
@@ -232,7 +330,8 @@ class Runner(PrequentialStep):
                 checkpoint_size_bytes=0 if ckpt is None else ckpt.size_bytes,
                 ready=ready,
                 **self._model_view,
-            )
+            ),
+            monitor,
         )
         self.status = {
             "ready": ready,
@@ -255,6 +354,15 @@ class Runner(PrequentialStep):
             ).start()
             log.info("metrics on http://%s:%d/metrics", ms.host, self.http.port)
         self.restore()
+        if self.last_checkpoint is not None and self._apply_kernels(self.settings.learner):
+            # the settings name another bank than the checkpoint's (edited while stopped): applied
+            # at the restored position, like a SIGHUP there, and checkpointed at once
+            self._dirty = True
+            self.checkpoint("reload")
+        try:
+            self.learner_step.warm_up()
+        except Exception as exc:  # only a speed-up: never a reason not to start
+            log.warning("learner warm-up failed (first records will be slower): %r", exc)
         outputs = [t for t in (k.predictions_topic, k.dead_letter_topic) if t]
         if k.create_topics and outputs:
             try:
@@ -277,6 +385,8 @@ class Runner(PrequentialStep):
         """
         if self.stopping:
             return False
+        if self._reload.is_set():
+            self.reload()
         k = self.settings.kafka
         arrived = self.source.fetch(self._timeout_ms)
         batch = self.source.take(k.max_poll_records)
@@ -286,8 +396,10 @@ class Runner(PrequentialStep):
         if self.source.assignment_changes != self._assignments_seen:
             self.metrics.rebalances.inc(self.source.assignment_changes - self._assignments_seen)
             self._assignments_seen = self.source.assignment_changes
+            self._last_arrival = now  # the idle clock starts with the partitions
         if batch:
             self.process(batch)
+            self._last_arrival = time.monotonic()  # idle counts from the end of the work
         self._timeout_ms = 0 if len(batch) == k.max_poll_records else k.poll_timeout_ms
         self.sink.poll()
         if self._checkpoint_due():
@@ -326,5 +438,7 @@ class Runner(PrequentialStep):
         finally:
             self.source.close()
             self._publish(force_model=True)
+            if self.monitor is not None:
+                self.monitor.close()
             if self.http is not None and not self.keep_http:
                 self.http.stop()

@@ -14,8 +14,7 @@ import base64
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from kafka import KafkaProducer
 
@@ -24,9 +23,8 @@ from streammkl.daemon.config import KafkaSettings
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class Output:
-    """A message to produce."""
+class Output(NamedTuple):
+    """A message to produce (a named tuple: one is built per prediction, so it must be cheap)."""
 
     topic: str
     value: bytes
@@ -64,6 +62,7 @@ def producer_config(settings: KafkaSettings) -> dict[str, Any]:
         # An idempotent producer is broken for good by a Tansu restart; we re-send ourselves.
         "enable_idempotence": False,
         "linger_ms": settings.producer_linger_ms,
+        "batch_size": settings.producer_batch_bytes,
         "max_block_ms": 2_000,  # send() must not stall the loop for a minute (broker down)
         "request_timeout_ms": 5_000,
         "retries": 2,
@@ -133,12 +132,11 @@ class Sink:
         self._ensure_producer()
 
     def _send(self, out: Output) -> Any:
-        if not self._ensure_producer():
+        if self.producer is None and not self._ensure_producer():
             return None
         try:
-            return self.producer.send(
-                out.topic, value=out.value, key=out.key, headers=list(out.headers)
-            )
+            headers = list(out.headers) if out.headers else None
+            return self.producer.send(out.topic, value=out.value, key=out.key, headers=headers)
         except Exception as exc:  # KafkaTimeoutError (no metadata), buffer full, closed producer
             self._failed(exc)
             return None
@@ -153,6 +151,10 @@ class Sink:
     def send(self, out: Output) -> None:
         """Queue ``out``; it stays pending until acknowledged."""
         self.pending.append((out, self._send(out)))
+
+    def send_prediction(self, topic: str, value: bytes, key: bytes | None) -> None:
+        """:meth:`send` of a message without headers (the per-record hot path)."""
+        self.send(Output(topic, value, key))
 
     def requeue(self, outputs: list[Output]) -> None:
         """Send outputs restored from a checkpoint outbox."""

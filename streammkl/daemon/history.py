@@ -1,0 +1,123 @@
+"""The run history the daemon writes beside its checkpoints, for ``streammkl report``.
+
+``history.jsonl``: one JSON object per line, compact and bounded:
+
+- a *row* every ``every × stride`` examples: ``{"t", "beta": {kernel: weight}, "objective",
+  "loss", "window_regret", "window_regret_bound", "regret_bound", "shadow_regret", "drifts",
+  "accuracy", "accuracy_recent", "loss_recent"}`` (``t`` = examples the monitor observed;
+  non-finite numbers are written as ``null``);
+- an *event* per drift detection: ``{"t", "event": "drift"}``.
+
+Rows are buffered and appended when a checkpoint is written, so the file never runs ahead of the
+checkpoint by more than one interval; on restart the rows beyond the restored checkpoint are
+dropped (:meth:`History.trim`). When the file would exceed ``max_rows`` rows, every other row is
+dropped (events are kept) and the stride doubles: the whole run stays covered, at a coarser step.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+FILENAME = "history.jsonl"
+
+
+def clean(value: Any) -> Any:
+    """JSON-safe: non-finite floats -> None, recursively through dicts."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: clean(v) for k, v in value.items()}
+    return value
+
+
+def read(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Rows and events of a history file (or of ``DIR/history.jsonl``), ordered by ``t``, the
+    last written row winning for a repeated ``t``; unreadable lines are skipped."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / FILENAME
+    if not path.exists():
+        return []
+    rows: dict[tuple[int, str], dict[str, Any]] = {}
+    for line in path.read_text().splitlines():
+        try:
+            row = json.loads(line)
+            key = (int(row["t"]), str(row.get("event", "")))
+        except (ValueError, KeyError, TypeError):
+            continue  # a line cut by a crash
+        rows[key] = row
+    return [rows[k] for k in sorted(rows)]
+
+
+class History:
+    """Buffered, bounded writer of ``history.jsonl``.
+
+    Parameters
+    ----------
+    directory
+        The checkpoint directory.
+    every
+        Examples between rows (before any thinning).
+    max_rows
+        Bound on the rows kept in the file.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str], every: int, max_rows: int) -> None:
+        self.path = Path(directory) / FILENAME
+        self.every = int(every)
+        self.max_rows = int(max_rows)
+        self.stride = 1
+        self.pending: list[dict[str, Any]] = []
+        self._rows_in_file: int | None = None
+
+    @property
+    def step(self) -> int:
+        """Examples between rows now."""
+        return self.every * self.stride
+
+    def due(self, t: int) -> bool:
+        """Whether example count ``t`` gets a row."""
+        return t % (self.every * self.stride) == 0
+
+    def add(self, row: dict[str, Any]) -> None:
+        """Buffer a row or an event (written by :meth:`flush`)."""
+        self.pending.append(clean(row))
+
+    def trim(self, t_max: int) -> None:
+        """Drop what is beyond example count ``t_max`` (rows from after the restored checkpoint)
+        and pending rows; called on start."""
+        self.pending.clear()
+        rows = [r for r in read(self.path) if int(r["t"]) <= t_max]
+        self._rewrite(rows)
+
+    def flush(self) -> None:
+        """Append the buffered rows; thin the file out first if it would exceed ``max_rows``."""
+        if not self.pending:
+            return
+        if self._rows_in_file is None:
+            self._rows_in_file = sum(1 for r in read(self.path) if "event" not in r)
+        new = [r for r in self.pending if "event" not in r]
+        if self._rows_in_file + len(new) > self.max_rows:
+            rows = read(self.path) + self.pending
+            while sum(1 for r in rows if "event" not in r) > self.max_rows:
+                self.stride *= 2
+                rows = [r for r in rows if "event" in r or self.due(int(r["t"]))]
+            self._rewrite(rows)
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "a") as fh:
+                fh.write("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in self.pending))
+            self._rows_in_file += len(new)
+        self.pending.clear()
+
+    def _rewrite(self, rows: list[dict[str, Any]]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        with open(tmp, "w") as fh:
+            fh.write("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows))
+        os.replace(tmp, self.path)
+        self._rows_in_file = sum(1 for r in rows if "event" not in r)

@@ -1,0 +1,235 @@
+"""The regret/drift monitor on the daemon's prequential stream, checkpointed with the model.
+
+:class:`StreamMonitor` runs :class:`streammkl.monitor.Monitor` on the core model of a streammkl
+learner: every learned record's round (input vector, target, prequential loss, λΩ(θ_t), scores —
+:class:`streammkl.daemon.steps.Round`) is observed on the loop thread; comparator fits run on the
+monitor's worker thread. It also writes the run history (:mod:`streammkl.daemon.history`).
+
+**Exactly-once, with a drift detector.** A detected drift restarts the learner's schedule, so the
+detector's state is part of the model's state. river's ADWIN cannot be serialised (its window is
+native code), so the checkpoint holds the detector's inputs since its last detection (every
+detection starts river's detectors afresh) and a restart replays them into a fresh detector: the
+restored detector is exactly the uninterrupted one. Without a detection for ``detector_memory``
+examples, the detector is started afresh (deterministically, at that example), which bounds what
+is checkpointed. The comparator windows and shadows are rebuilt after a restart (they only feed
+metrics).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from typing import Any
+
+import numpy as np
+
+from streammkl.daemon.config import MonitorSettings
+from streammkl.daemon.history import History
+
+log = logging.getLogger(__name__)
+
+#: Checkpoint array holding the detector's inputs since its last detection.
+INPUTS = "monitor.detector_inputs"
+
+
+class Throttled:
+    """A comparator that keeps its worker thread busy at most a ``duty`` fraction of the time.
+
+    A windowed-regret fit (many epochs over W examples) takes about a second of one core for the
+    default bank and W = 2000, far longer than the stream takes to bring the next window: the
+    worker would fit back to back, taking a whole core (and the GIL for its Python parts) from a
+    2-core machine. A fit of F seconds is followed by ``F (1/duty - 1)`` seconds without one: the
+    next fit waits for that on the worker thread (the estimate of the previous one is already
+    published), and newer windows replace the pending one meanwhile (counted as skipped). The
+    learning loop never waits for it.
+    """
+
+    def __init__(self, inner: Any, duty: float, clock: Any = time.monotonic) -> None:
+        self.inner = inner
+        self.duty = duty
+        self.clock = clock
+        self.closed = threading.Event()
+        self.wait = self.closed.wait  # returns early when closed
+        self._next_start = -math.inf
+
+    def __getattr__(self, name: str) -> Any:  # method, exact, ...
+        return getattr(self.inner, name)
+
+    def fit(self, *args: Any, **kwargs: Any) -> Any:
+        pause = self._next_start - self.clock()
+        if pause > 0:
+            self.wait(pause)
+        t0 = self.clock()
+        result = self.inner.fit(*args, **kwargs)
+        t1 = self.clock()
+        self._next_start = t1 + (t1 - t0) * (1.0 / self.duty - 1.0)
+        return result
+
+
+class StreamMonitor:
+    """:class:`~streammkl.monitor.Monitor` + detector replay log + history, for one learner.
+
+    Parameters
+    ----------
+    settings
+        The ``[monitor]`` settings.
+    directory
+        The checkpoint directory (the history file goes there).
+    """
+
+    def __init__(self, settings: MonitorSettings, directory: Any) -> None:
+        self.settings = settings
+        self.history = History(directory, settings.history_every, settings.history_rows)
+        self.monitor: Any = None
+        self.values: dict[str, float] = {}  # the latest snapshot (published to metrics)
+        self._inputs: list[float] = []  # detector inputs since its last detection
+        self._restored: dict[str, Any] | None = None
+        self._hits = self._labelled = 0  # prequential accuracy over the observed examples
+        self._last: dict[str, float] = {"t": 0.0, "hits": 0.0, "labelled": 0.0, "loss": 0.0}
+
+    # -- building -----------------------------------------------------------------------------
+
+    def _build(self, core: Any) -> None:
+        from streammkl.monitor import Monitor
+        from streammkl.monitor.regret import make_comparator
+
+        s = self.settings
+        self.close(timeout=0)
+        comparator = Throttled(make_comparator(s.comparator, core), s.comparator_duty)
+        self._throttle = comparator
+        self.monitor = Monitor(
+            core,
+            window=s.window or None,
+            every=s.every,
+            comparator=comparator,
+            shadows=s.shadows,
+            detector=None if s.detector == "none" else s.detector,
+            restart_on_drift=s.restart_on_drift,
+            beta_lag=s.beta_lag,
+        )
+        if self._restored is not None:
+            self.monitor.restore(self._restored)
+            self._restored = None
+        self._replay()
+
+    def _replay(self) -> None:
+        det = self.monitor.detector
+        if det is None or not self._inputs:
+            return
+        before = det.n_restarts + det.n_ignored
+        first = self.monitor.n - len(self._inputs)
+        for i, value in enumerate(self._inputs):
+            det.update(value, first + i)
+        if det.n_restarts + det.n_ignored != before:  # cannot happen for a faithful log
+            raise RuntimeError("the drift detector fired while replaying its checkpointed inputs")
+
+    # -- the hot path -------------------------------------------------------------------------
+
+    def observe(self, core: Any, rnd: Any, hit: bool | None) -> None:
+        """Account one learned record (``rnd``: its round; ``hit``: predicted correctly, or
+        ``None`` for regression)."""
+        if self.monitor is None or self.monitor.model is not core:
+            self._build(core)
+        monitor = self.monitor
+        det = monitor.detector
+        rises, falls = (det.n_restarts, det.n_ignored) if det is not None else (0, 0)
+        monitor.observe(rnd.x, rnd.y, rnd.loss, rnd.reg, rnd.scores)
+        if det is not None:
+            if (det.n_restarts, det.n_ignored) != (rises, falls):  # a detection: river's
+                self._inputs.clear()  # detectors start afresh at their next input
+                if det.n_restarts != rises:
+                    self.history.add({"t": monitor.n, "event": "drift"})
+            elif rnd.loss == rnd.loss and abs(rnd.loss) != float("inf"):  # what it was fed
+                self._inputs.append(float(rnd.loss))
+                if len(self._inputs) >= self.settings.detector_memory:
+                    self._forget()
+        if hit is not None:
+            self._labelled += 1
+            self._hits += bool(hit)
+        if self.history.due(monitor.n):
+            self._row()
+
+    def _forget(self) -> None:
+        from streammkl.monitor.drift import make_detector
+
+        self.monitor.detector.detector = make_detector(self.settings.detector)
+        self._inputs.clear()
+
+    def _row(self) -> None:
+        values = self.snapshot()
+        model = self.monitor.model
+        t = self.monitor.n
+        last = self._last
+        dt = t - last["t"]
+        dl = self._labelled - last["labelled"]
+        self.history.add(
+            {
+                "t": t,
+                "beta": dict(zip(model.names, model.kernel_weights.tolist(), strict=True)),
+                "objective": values["online_objective"],
+                "loss": values["online_loss"],
+                "window_regret": values["window_regret"],
+                "window_regret_bound": values["window_regret_bound"],
+                "window_end": values["window_end"],
+                "regret_bound": values["regret_bound"],
+                "shadow_regret": values["shadow_regret"],
+                "drifts": values["drift_detections"],
+                "accuracy": self._hits / self._labelled if self._labelled else None,
+                "accuracy_recent": (self._hits - last["hits"]) / dl if dl else None,
+                "loss_recent": (values["online_loss"] - last["loss"]) / dt if dt else None,
+            }
+        )
+        self._last = {
+            "t": float(t),
+            "hits": float(self._hits),
+            "labelled": float(self._labelled),
+            "loss": values["online_loss"],
+        }
+
+    # -- reading and persistence --------------------------------------------------------------
+
+    def snapshot(self) -> dict[str, float]:
+        """Every monitored value (``streammkl.monitor.METRICS`` keys); empty before the first
+        learned record."""
+        if self.monitor is not None:
+            self.values = self.monitor.snapshot()
+        return self.values
+
+    def to_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """JSON state and arrays for the checkpoint."""
+        state = self.monitor.to_state() if self.monitor is not None else self._restored
+        meta = {
+            "monitor": state,
+            "hits": self._hits,
+            "labelled": self._labelled,
+            "last_row": self._last,
+            "history_stride": self.history.stride,
+        }
+        return meta, {INPUTS: np.asarray(self._inputs, dtype=np.float64)}
+
+    def restore(
+        self, meta: dict[str, Any] | None, arrays: dict[str, np.ndarray], core: Any
+    ) -> None:
+        """Continue from a checkpoint (``meta`` ``None``: a fresh start); trims the history."""
+        if meta is not None:
+            self._restored = meta["monitor"]
+            self._hits, self._labelled = int(meta["hits"]), int(meta["labelled"])
+            self._last = {k: float(v) for k, v in meta["last_row"].items()}
+            self.history.stride = int(meta["history_stride"])
+            self._inputs = [float(v) for v in arrays.get(INPUTS, ())]
+        n = int(self._restored["n"]) if self._restored else 0
+        self.history.trim(n)
+        if core is not None and self._restored is not None:
+            self._build(core)
+
+    def flush(self) -> None:
+        """Write the buffered history rows (at each checkpoint)."""
+        self.history.flush()
+
+    def close(self, timeout: float = 1.0) -> None:
+        """Stop the comparator worker."""
+        if self.monitor is not None:
+            self._throttle.closed.set()
+            self.monitor.close(timeout=timeout)

@@ -1,0 +1,135 @@
+"""``streammkl report CHECKPOINT_DIR --out DIR``: the run's history as PNG figures.
+
+Reads ``history.jsonl`` (:mod:`streammkl.daemon.history`) and draws, with matplotlib's Agg
+backend (no display needed):
+
+- ``kernel_weights.png``: β per kernel over the examples, stacked (they sum to 1), with the drift
+  detections (schedule restarts) as vertical lines — the picture of the paper's Figure 3;
+- ``regret.png``: the cumulative online objective; the windowed regret with its upper bound; and
+  the Prop. 3 bound for the rounds since the last schedule restart (log scale) — Figure 1's
+  quantities;
+- ``accuracy.png``: prequential accuracy, over the run and over each history interval (regression:
+  the mean prequential loss per interval), with the drift detections.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from streammkl.daemon import history
+
+FIGURES = ("kernel_weights.png", "regret.png", "accuracy.png")
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, int | float) and math.isfinite(v)
+
+
+def _series(rows: list[dict[str, Any]], key: str) -> tuple[list[float], list[float]]:
+    pairs = [(float(r["t"]), float(r[key])) for r in rows if _finite(r.get(key))]
+    return [p[0] for p in pairs], [p[1] for p in pairs]
+
+
+def _drifts(ax: Any, events: list[float], label: bool = True) -> None:
+    for i, t in enumerate(events):
+        ax.axvline(
+            t,
+            color="crimson",
+            lw=1.0,
+            ls="--",
+            label="drift detected" if label and i == 0 else None,
+        )
+
+
+def write_report(directory: str | os.PathLike[str], out: str | os.PathLike[str]) -> list[Path]:
+    """Draw the figures of the history in ``directory`` into ``out``; returns their paths.
+
+    Raises
+    ------
+    FileNotFoundError
+        If there is no history (the monitor was off, or nothing was checkpointed yet).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    entries = history.read(directory)
+    rows = [r for r in entries if "event" not in r]
+    if not rows:
+        raise FileNotFoundError(
+            f"no history in {directory} (history.jsonl is written at checkpoints when the "
+            "monitor is enabled)"
+        )
+    events = [float(r["t"]) for r in entries if r.get("event") == "drift"]
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    t = [float(r["t"]) for r in rows]
+    paths = []
+
+    # beta per kernel, stacked
+    names = sorted({k for r in rows for k in (r.get("beta") or {})})
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    stacks = [[float((r.get("beta") or {}).get(k) or 0.0) for r in rows] for k in names]
+    ax.stackplot(t, stacks, labels=names, alpha=0.85)
+    _drifts(ax, events)
+    ax.set(xlabel="examples", ylabel="kernel weight β", ylim=(0, 1), xlim=(t[0], t[-1]))
+    ax.set_title("Kernel weights over the stream (stacked; sum to 1)")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    paths.append(_save(fig, out / FIGURES[0]))
+
+    # objective, windowed regret vs its bound, Prop. 3 bound
+    fig, axes = plt.subplots(3, 1, figsize=(9, 9), sharex=True)
+    axes[0].plot(*_series(rows, "objective"), label="online objective Σ λΩ(θ_t) + L_t")
+    axes[0].plot(*_series(rows, "loss"), label="online loss Σ L_t", alpha=0.7)
+    axes[0].set(ylabel="cumulative")
+    fits = list({r["window_end"]: r for r in rows if r.get("window_end")}.values())  # one per fit
+    for key, style in (("window_regret", "-"), ("window_regret_bound", ":")):
+        xs = [float(r["window_end"]) for r in fits if _finite(r.get(key))]
+        ys = [float(r[key]) for r in fits if _finite(r.get(key))]
+        label = "windowed regret (estimate)" if key == "window_regret" else "its upper bound"
+        axes[1].plot(xs, ys, ls=style, marker=".", label=label)
+    axes[1].set(ylabel="regret on the window (at its end)")
+    bx, by = _series(rows, "regret_bound")
+    if by:
+        axes[2].plot(bx, by, color="tab:green", label="Prop. 3 bound since the last restart")
+        axes[2].set_yscale("log" if min(by) > 0 else "linear")
+    sx, sy = _series(rows, "shadow_regret")
+    if sy:
+        twin = axes[2].twinx()
+        twin.plot(sx, sy, color="tab:purple", label="regret vs best single kernel")
+        twin.legend(loc="lower right", fontsize=8)
+    axes[2].set(xlabel="examples", ylabel="bound")
+    for ax in axes:
+        _drifts(ax, events, label=ax is axes[0])
+        ax.legend(loc="upper left", fontsize=8)
+    axes[0].set_title("Online objective and regret")
+    paths.append(_save(fig, out / FIGURES[1]))
+
+    # prequential accuracy (or loss)
+    fig, ax = plt.subplots(figsize=(9, 4))
+    if _series(rows, "accuracy")[1]:
+        ax.plot(*_series(rows, "accuracy"), label="prequential accuracy (so far)")
+        ax.plot(*_series(rows, "accuracy_recent"), alpha=0.6, label="per interval")
+        ax.set(ylabel="accuracy", ylim=(0, 1))
+    else:
+        ax.plot(*_series(rows, "loss_recent"), label="mean prequential loss per interval")
+        ax.set(ylabel="loss")
+    _drifts(ax, events)
+    ax.set(xlabel="examples")
+    ax.set_title("Prequential performance")
+    ax.legend(loc="lower right", fontsize=8)
+    paths.append(_save(fig, out / FIGURES[2]))
+    return paths
+
+
+def _save(fig: Any, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

@@ -1,0 +1,257 @@
+"""The daemon's regret/drift monitor: exported with the monitor's help texts, drift detection
+survives crashes exactly, bounded history, ``streammkl report`` figures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from prometheus_client import CollectorRegistry
+
+from streammkl import wire
+from streammkl.daemon import history
+from streammkl.daemon.cli import inspect_checkpoint, main
+from streammkl.daemon.history import History
+from streammkl.daemon.runner import Runner
+from streammkl.monitor import METRICS
+from tests.daemon_fakes import FakeCluster, FakeLearner
+from tests.test_daemon_runner import make_settings
+
+PHASE = 400
+BANK = [{"type": "Linear"}, {"type": "RBF", "gamma": 2.0}, {"type": "Polynomial", "degree": 2}]
+MONITOR = {
+    "monitor.window": 200,
+    "monitor.every": 100,
+    "monitor.history_every": 20,
+    "learner.kernels": BANK,
+    "learner.radius": 141.42,
+    "learner.fit_intercept": False,
+    "checkpoint.every_records": 150,
+    "kafka.max_poll_records": 40,
+}
+
+
+def drifting(cluster: FakeCluster, partitions: int = 2) -> int:
+    """kernel-drift: labels from a linear function, then (abruptly) from narrow RBF bumps."""
+    from simulators import get
+
+    records = list(get("kernel-drift", seed=0, phases=("linear", "rbf"), phase_length=PHASE,
+                       switch="abrupt"))  # fmt: skip
+    cluster.create("in", partitions)
+    for i, rec in enumerate(records):
+        cluster.append("in", wire.encode(rec), i % partitions, None, i)
+    return len(records)
+
+
+def make(tmp: Path, cluster: FakeCluster, seed: int = 0, **over: Any) -> Runner:
+    return Runner(
+        make_settings(tmp, **{**MONITOR, **over}),
+        registry=CollectorRegistry(),
+        consumer_factory=cluster.consumer(seed),
+        producer_factory=cluster.producer(),
+    )
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[Runner, Path, int]:
+    """An uninterrupted run over the drifting stream."""
+    tmp = tmp_path_factory.mktemp("reference")
+    cluster = FakeCluster()
+    n = drifting(cluster)
+    r = make(tmp, cluster)
+    r.run()
+    return r, tmp / "ck", n
+
+
+def test_drift_is_detected_after_the_switch_and_exported_with_the_monitor_help(
+    reference: tuple[Runner, Path, int],
+) -> None:
+    r, _, n = reference
+    assert r.counters["examples_learned"] == n
+    values = r.monitor.snapshot()  # type: ignore[union-attr]
+    assert values["drift_detections"] >= 1
+    assert PHASE <= values["last_drift_example"] < PHASE + 100  # soon after the switch
+    assert values["examples"] == n
+    assert np.isfinite(values["regret_bound"]) and values["regret_bound"] > 0
+    r.monitor.monitor.wait(30)  # type: ignore[union-attr]  # the comparator worker
+    r._publish(force_model=True)
+    families = {f.name: f for f in r.metrics.registry.collect()}
+    for key, spec in METRICS.items():
+        name = spec.name.removesuffix("_total") if spec.type == "counter" else spec.name
+        if name == "streammkl_online_loss":  # the daemon's own counter has this name
+            name = "streammkl_monitor_online_loss"
+        fam = families[name]
+        assert fam.documentation == spec.help and fam.type == spec.type, key
+        value = fam.samples[0].value
+        assert value == values[key] or (np.isnan(value) and np.isnan(values[key])), key
+    assert families["streammkl_drift_detections"].samples[0].value == values["drift_detections"]
+    assert np.isfinite(families["streammkl_window_regret"].samples[0].value)
+    # the daemon's own log-loss counter is still there, under its own name and help
+    assert "log-loss" in families["streammkl_online_loss"].documentation
+
+
+@pytest.mark.parametrize("memory", [50_000, 130])
+def test_crashes_with_a_drift_detector_give_the_uninterrupted_model(
+    reference: tuple[Runner, Path, int], tmp_path: Path, memory: int
+) -> None:
+    """The detector's state is checkpointed (as its inputs since the last detection) and
+    replayed: kill -9 anywhere, same detections, same schedule restarts, same digest. (A small
+    ``detector_memory`` also exercises the detector's periodic fresh start.)"""
+    _, _, n = reference
+    over: dict[str, Any] = {"monitor.detector_memory": memory}
+    plain_cluster, cluster = FakeCluster(), FakeCluster()  # (each group commits its offsets)
+    drifting(plain_cluster)
+    drifting(cluster)
+    plain = make(tmp_path / "plain", plain_cluster, **over)
+    plain.run()
+    restored = []
+    for i, steps in enumerate([40, 90, 60, 150]):
+        r = make(tmp_path / "run", cluster, seed=10 + i, **over)
+        r.start()
+        restored.append((r.counters["examples_learned"], len(r.monitor._inputs)))  # type: ignore[union-attr]
+        for _ in range(steps):
+            r.step()
+        # abandoned: no final checkpoint (kill -9)
+    final = make(tmp_path / "run", cluster, seed=99, **over)
+    final.start()
+    restored.append((final.counters["examples_learned"], len(final.monitor._inputs)))  # type: ignore[union-attr]
+    final.run()
+    # restarts before and after the switch, with detector inputs to replay
+    assert any(0 < t < PHASE and k > 20 for t, k in restored), restored
+    assert any(PHASE < t < n and k > 20 for t, k in restored), restored
+    assert final.counters["examples_learned"] == n
+    assert final.learner.digest() == plain.learner.digest()
+    got, want = final.monitor.snapshot(), plain.monitor.snapshot()  # type: ignore[union-attr]
+    for key in ("drift_detections", "last_drift_example", "online_objective", "examples"):
+        assert got[key] == pytest.approx(want[key], rel=1e-12), key
+    # the detector itself is the uninterrupted one (ADWIN's window: its width and sum)
+    det, ref_det = (m.monitor.monitor.detector.detector for m in (final, plain))  # type: ignore[union-attr]
+    assert (det.width, det.total) == (ref_det.width, ref_det.total) and det.width > 0
+    info = inspect_checkpoint(tmp_path / "run" / "ck")
+    assert info["monitor"]["drift_detections"] == want["drift_detections"] >= (memory > PHASE)
+    # the history holds each example count once, up to the end, with the same drift events
+    rows = history.read(tmp_path / "run" / "ck")
+    ts = [r["t"] for r in rows if "event" not in r]
+    assert ts == sorted(set(ts)) and ts[-1] == n
+    events = [r["t"] for r in rows if "event" in r]
+    assert events == [r["t"] for r in history.read(tmp_path / "plain" / "ck") if "event" in r]
+
+
+def test_monitor_settings_disable_parts() -> None:
+    cluster = FakeCluster()
+    drifting(cluster)
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        r = make(Path(tmp), cluster, **{"monitor.detector": "none", "monitor.window": 0})
+        r.run()
+        values = r.monitor.snapshot()  # type: ignore[union-attr]
+        assert values["drift_detections"] == 0 and np.isnan(values["window_regret"])
+        off = Runner(
+            make_settings(Path(tmp) / "off", **{"monitor.enabled": False}),
+            registry=CollectorRegistry(),
+            consumer_factory=cluster.consumer(),
+            producer_factory=cluster.producer(),
+        )
+        off.run()
+        names = {f.name for f in off.metrics.registry.collect()}
+        assert off.monitor is None and "streammkl_window_regret" not in names
+        assert not (Path(tmp) / "off" / "ck" / history.FILENAME).exists()
+        # a learner that is not a streammkl one: no monitor, the daemon runs as before
+        fake = Runner(
+            make_settings(Path(tmp) / "fake"),
+            FakeLearner(),
+            registry=CollectorRegistry(),
+            consumer_factory=cluster.consumer(),
+            producer_factory=cluster.producer(),
+        )
+        assert fake.monitor is None
+
+
+def test_history_is_bounded_by_thinning_and_trimmed_on_restart(tmp_path: Path) -> None:
+    h = History(tmp_path, every=10, max_rows=12)
+    for t in range(10, 310, 10):
+        if h.due(t):
+            h.add({"t": t, "x": float("nan")})
+        if t == 150:
+            h.add({"t": t, "event": "drift"})
+        if t % 50 == 0:
+            h.flush()
+    h.flush()
+    rows = history.read(tmp_path)
+    periodic = [r["t"] for r in rows if "event" not in r]
+    assert len(periodic) <= 12 and h.stride == 4
+    assert periodic == list(range(40, 310, 40))  # the whole run, every 40 examples
+    assert {"t": 150, "event": "drift"} in rows and rows[0]["x"] is None  # NaN -> null
+    h.trim(200)
+    assert max(r["t"] for r in history.read(tmp_path)) == 200
+
+
+def test_report_draws_non_trivial_figures(
+    reference: tuple[Runner, Path, int], tmp_path: Path
+) -> None:
+    import matplotlib.image
+
+    _, directory, _ = reference
+    assert main(["report", str(directory), "--out", str(tmp_path / "fig")]) == 0
+    for name in ("kernel_weights.png", "regret.png", "accuracy.png"):
+        path = tmp_path / "fig" / name
+        assert path.stat().st_size > 20_000, name
+        img = matplotlib.image.imread(path)
+        assert img.ndim == 3 and img.shape[0] > 300 and img.shape[1] > 600
+        assert float(img[..., :3].std()) > 0.05, name  # not a blank canvas
+        assert len(np.unique(img[..., :3].reshape(-1, 3), axis=0)) > 50, name
+    # the stacked β chart shows the three kernels' colours and the drift line (crimson)
+    img = matplotlib.image.imread(tmp_path / "fig" / "kernel_weights.png")[..., :3]
+    crimson = np.array([220, 20, 60]) / 255
+    assert np.any(np.all(np.abs(img - crimson) < 0.02, axis=-1))
+
+
+def test_report_without_history_fails_clearly(tmp_path: Path, capsys: Any) -> None:
+    assert main(["report", str(tmp_path), "--out", str(tmp_path / "out")]) == 1
+    assert "no history" in capsys.readouterr().err
+
+
+def test_history_rows_carry_beta_and_accuracy(reference: tuple[Runner, Path, int]) -> None:
+    _, directory, n = reference
+    rows = [r for r in history.read(directory) if "event" not in r]
+    assert rows[-1]["t"] == n
+    for r in rows:
+        assert sum(r["beta"].values()) == pytest.approx(1.0)
+        assert 0.0 <= r["accuracy"] <= 1.0
+    before = [r for r in rows if r["t"] <= PHASE]
+    after = [r for r in rows if PHASE < r["t"] <= PHASE + 100]
+    # the switch shows: accuracy per interval drops right after it
+    assert min(r["accuracy_recent"] for r in after) < min(r["accuracy_recent"] for r in before[5:])
+    assert json.dumps(rows)  # plain JSON (NaN written as null)
+
+
+def test_throttled_comparator_keeps_the_worker_to_its_duty_cycle() -> None:
+    from streammkl.daemon.monitoring import Throttled
+
+    now = [0.0]
+    waits: list[float] = []
+
+    class Slow:  # a comparator whose fits take 2 s of the fake clock
+        method, exact = "slow", False
+
+        def fit(self, *args: Any) -> str:
+            now[0] += 2.0
+            return "fitted"
+
+    def wait(seconds: float) -> bool:
+        waits.append(seconds)
+        now[0] += seconds
+        return False
+
+    t = Throttled(Slow(), duty=0.25, clock=lambda: now[0])
+    t.wait = wait
+    assert t.fit() == "fitted" and waits == []  # the first fit starts at once
+    now[0] += 1.0  # the next window came 1 s later
+    assert t.fit() == "fitted" and waits == [5.0]  # 2 s fitting, then 6 s idle: 25 % busy
+    now[0] += 10.0
+    assert t.fit() == "fitted" and waits == [5.0]  # idle long enough already
+    assert (t.method, t.exact) == ("slow", False)  # what RegretEstimate reads

@@ -1,0 +1,166 @@
+"""SIGHUP: a changed kernel list is applied at a batch boundary, keeping the other blocks, and
+checkpointed; against the real broker, the new kernel shows in the metrics and in ``inspect``."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from prometheus_client import CollectorRegistry
+
+from streammkl.daemon.broker import free_port
+from streammkl.daemon.cli import inspect_checkpoint
+from streammkl.daemon.runner import Runner
+from tests.daemon_fakes import FakeCluster, bananas_like
+from tests.daemon_kafka import (
+    create_topic,
+    daemon_argv,
+    inspect,
+    metrics,
+    produce,
+    start_daemon,
+    unique,
+    wait_until,
+)
+from tests.test_daemon_runner import make_settings
+
+LINEAR, RBF, POLY = {"type": "Linear"}, {"type": "RBF", "gamma": 2.0}, {"type": "Polynomial"}
+
+
+def kernels_of(r: Runner) -> dict[str, float]:
+    return dict(r.learner.block_norms)
+
+
+def test_reload_adds_and_removes_kernels_keeping_the_other_blocks(tmp_path: Path) -> None:
+    cluster = FakeCluster()
+    cluster.create("in", 1)
+    for i, rec in enumerate(bananas_like(300, seed=2)):
+        cluster.append("in", json.dumps(rec).encode(), 0, None, i)
+    wanted: dict[str, Any] = {"learner.kernels": [LINEAR, RBF]}
+    r = Runner(
+        make_settings(tmp_path, **wanted),
+        registry=CollectorRegistry(),
+        consumer_factory=cluster.consumer(),
+        producer_factory=cluster.producer(),
+        reload_settings=lambda: make_settings(tmp_path, **wanted),
+    )
+    r.start()
+    while r.counters["examples_learned"] < 100:
+        r.step()
+    before = kernels_of(r)
+    assert set(before) == {"linear", "rbf(gamma=2)"} and all(v > 0 for v in before.values())
+    learned, seq = r.counters["examples_learned"], r.last_checkpoint.seq
+
+    wanted["learner.kernels"] = [LINEAR, RBF, POLY]
+    assert r.reload() is True
+    after = kernels_of(r)
+    assert list(after) == ["linear", "rbf(gamma=2)", "poly2"]
+    assert {k: after[k] for k in before} == before and after["poly2"] == 0.0  # others kept
+    assert r.counters["examples_learned"] == learned  # at a batch boundary: nothing learned
+    assert r.last_checkpoint.seq == seq + 1 and r.last_checkpoint.meta["reason"] == "reload"
+    info = inspect_checkpoint(tmp_path / "ck")
+    assert set(info["kernel_weights"]) == {"linear", "rbf(gamma=2)", "poly2"}
+    assert info["examples_learned"] == learned
+
+    assert r.reload() is False  # same list again: unchanged
+    wanted["learner.kernels"] = [{"type": "Nope"}]
+    assert r.reload() is False  # invalid: refused, nothing changes
+    wanted["learner.kernels"] = [LINEAR, LINEAR]
+    assert r.reload() is False  # two kernels with one name: refused
+    assert list(kernels_of(r)) == ["linear", "rbf(gamma=2)", "poly2"]
+
+    wanted["learner.kernels"] = [RBF, POLY]  # remove linear
+    r.request_reload()
+    r.step()  # applied at the start of the next step, then the step learns
+    assert list(kernels_of(r)) == ["rbf(gamma=2)", "poly2"]
+    r.run()
+    assert r.counters["examples_learned"] == 300
+    reg = r.metrics.registry
+    counts = {
+        result: reg.get_sample_value("streammkl_config_reloads_total", {"result": result})
+        for result in ("applied", "unchanged", "failed")
+    }
+    assert counts == {"applied": 2, "unchanged": 1, "failed": 2}
+    weights = {
+        s.labels["kernel"]: s.value
+        for fam in reg.collect()
+        if fam.name == "streammkl_kernel_weight"
+        for s in fam.samples
+    }
+    assert set(weights) == {"rbf(gamma=2)", "poly2"} and sum(weights.values()) == pytest.approx(1)
+
+    # a restart with the same settings restores the new shape; editing the file while stopped
+    # is applied at the restored position (and checkpointed), like a SIGHUP there
+    again = Runner(
+        make_settings(tmp_path, **{"learner.kernels": [RBF, POLY, LINEAR]}),
+        registry=CollectorRegistry(),
+        consumer_factory=cluster.consumer(),
+        producer_factory=cluster.producer(),
+    )
+    again.start()
+    assert list(kernels_of(again)) == ["rbf(gamma=2)", "poly2", "linear"]
+    assert again.last_checkpoint.meta["reason"] == "reload"
+    np.testing.assert_equal(
+        [kernels_of(again)[k] for k in ("rbf(gamma=2)", "poly2")],
+        [kernels_of(r)[k] for k in ("rbf(gamma=2)", "poly2")],
+    )
+
+
+@pytest.mark.kafka
+@pytest.mark.xdist_group("kafka")
+def test_sighup_adds_a_kernel_mid_stream_against_the_broker(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    topic = unique("reload")
+    create_topic(kafka_bootstrap, topic, 1)
+    config = tmp_path / "streammkl.toml"
+
+    def write(kernels: str) -> None:
+        config.write_text(f"[learner]\nkernels = [{kernels}]\n")
+
+    write('{type = "Linear"}, {type = "RBF", gamma = 2.0}')
+    port = free_port()
+    argv = [
+        *daemon_argv(kafka_bootstrap, topic, unique("g"), tmp_path / "ck", port=port),
+        "--config",
+        str(config),
+    ]
+    proc = start_daemon(argv, tmp_path / "daemon.log")
+    values = [json.dumps(r).encode() for r in bananas_like(600, seed=4)]
+
+    def weights() -> dict[str, float]:
+        return {
+            dict(labels)["kernel"]: v
+            for (name, labels), v in metrics(port).items()
+            if name == "streammkl_kernel_weight"
+        }
+
+    def learned() -> float:
+        return metrics(port).get(("streammkl_model_examples_learned_total", ()), 0.0)
+
+    try:
+        produce(kafka_bootstrap, topic, values[:300])
+        wait_until(lambda: learned() == 300, 60, "the first 300 records learned")
+        assert set(weights()) == {"linear", "rbf(gamma=2)"}
+        write('{type = "Linear"}, {type = "RBF", gamma = 2.0}, {type = "Polynomial", degree = 2}')
+        proc.send_signal(signal.SIGHUP)
+        key = ("streammkl_config_reloads_total", (("result", "applied"),))
+        wait_until(lambda: metrics(port).get(key) == 1, 30, "the reload to be applied")
+        assert set(weights()) == {"linear", "rbf(gamma=2)", "poly2"}
+        produce(kafka_bootstrap, topic, values[300:])
+        wait_until(lambda: learned() == 600, 60, "all 600 records learned")
+        assert set(weights()) == {"linear", "rbf(gamma=2)", "poly2"}
+        wait_until(lambda: weights()["poly2"] > 0, 10, "the new block to grow")  # it learns
+        assert sum(weights().values()) == pytest.approx(1.0)
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=60) == 0, (tmp_path / "daemon.log").read_text()[-3000:]
+    info = inspect(tmp_path / "ck")
+    assert info["examples_learned"] == 600
+    assert set(info["kernel_weights"]) == {"linear", "rbf(gamma=2)", "poly2"}
+    assert info["kernel_weights"]["poly2"] > 0 and info["block_norms"]["poly2"] > 0
+    assert "kernels added ['poly2'], removed []" in (tmp_path / "daemon.log").read_text()
