@@ -19,11 +19,12 @@ from typing import Any
 import numpy as np
 
 from streammkl.core import _numba as nb
+from streammkl.core._spec import Spec, build
 
 __all__ = ["RBF", "B1Spline", "Kernel", "Linear", "Polynomial", "from_spec"]
 
 
-class Kernel:
+class Kernel(Spec):
     """Base class: subclasses set ``kind`` and implement ``_default_name`` and ``_code_params``."""
 
     kind: int = -1
@@ -67,19 +68,6 @@ class Kernel:
         if self._name is not None:
             out["name"] = self._name
         return out
-
-    def to_spec(self) -> dict[str, Any]:
-        return {"type": type(self).__name__, **self.params()}
-
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.params().items() if v is not None)
-        return f"{type(self).__name__}({args})"
-
-    def __eq__(self, other: object) -> bool:
-        return type(self) is type(other) and self.to_spec() == other.to_spec()  # type: ignore[attr-defined]
-
-    def __hash__(self) -> int:
-        return hash(repr(self))
 
     # --- feature selection ----------------------------------------------------------------
     def feature_indices(self, d: int, index: Mapping[str, int] | None = None) -> np.ndarray:
@@ -301,16 +289,9 @@ _TYPES: dict[str, type[Kernel]] = {c.__name__: c for c in (Linear, Polynomial, R
 
 def from_spec(spec: Mapping[str, Any] | Kernel) -> Kernel:
     """Build a kernel from ``{"type": "RBF", "gamma": 0.5, ...}`` (the output of ``to_spec``)."""
-    if isinstance(spec, Kernel):
-        return spec
-    spec = dict(spec)
-    kind = spec.pop("type", None)
-    if kind not in _TYPES:
-        raise ValueError(f"unknown kernel type {kind!r}; expected one of {sorted(_TYPES)}")
-    features = spec.get("features")
-    if features is not None:
-        spec["features"] = tuple(features)
-    try:
-        return _TYPES[kind](**spec)
-    except TypeError as exc:
-        raise ValueError(f"bad parameters for kernel {kind}: {exc}") from None
+    return build(spec, Kernel, _TYPES, "kernel", _features_as_tuple)
+
+
+def _features_as_tuple(params: dict[str, Any]) -> None:
+    if params.get("features") is not None:
+        params["features"] = tuple(params["features"])

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from streammkl.core import _numba as nb
+from streammkl.core._spec import Spec, build
 
 __all__ = [
     "EpsilonInsensitive",
@@ -27,7 +28,7 @@ __all__ = [
 ]
 
 
-class Loss:
+class Loss(Spec):
     code: int = -1
     task: str = "binary"  # "binary" | "regression" | "multiclass"
 
@@ -59,19 +60,6 @@ class Loss:
 
     def params(self) -> dict[str, Any]:
         return {}
-
-    def to_spec(self) -> dict[str, Any]:
-        return {"type": type(self).__name__, **self.params()}
-
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.params().items())
-        return f"{type(self).__name__}({args})"
-
-    def __eq__(self, other: object) -> bool:
-        return type(self) is type(other) and self.params() == other.params()  # type: ignore[attr-defined]
-
-    def __hash__(self) -> int:
-        return hash(repr(self))
 
 
 class Hinge(Loss):
@@ -169,13 +157,4 @@ _TYPES: dict[str, type[Loss]] = {
 
 def from_spec(spec: Mapping[str, Any] | Loss) -> Loss:
     """Build a loss from ``{"type": "Huber", "delta": 1.0}``."""
-    if isinstance(spec, Loss):
-        return spec
-    spec = dict(spec)
-    kind = spec.pop("type", None)
-    if kind not in _TYPES:
-        raise ValueError(f"unknown loss type {kind!r}; expected one of {sorted(_TYPES)}")
-    try:
-        return _TYPES[kind](**spec)
-    except TypeError as exc:
-        raise ValueError(f"bad parameters for loss {kind}: {exc}") from None
+    return build(spec, Loss, _TYPES, "loss")

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from streammkl.core import _numba as nb
+from streammkl.core._spec import Spec, build
 
 __all__ = [
     "L1",
@@ -38,7 +39,7 @@ __all__ = [
 Step = tuple[int, float, float, np.ndarray]  # (code, p0, p1, boolean block mask)
 
 
-class Regularizer:
+class Regularizer(Spec):
     """Base class. ``norm_only`` regularizers depend on theta only through its block norms."""
 
     norm_only = True
@@ -71,19 +72,6 @@ class Regularizer:
 
     def params(self) -> dict[str, Any]:
         raise NotImplementedError
-
-    def to_spec(self) -> dict[str, Any]:
-        return {"type": type(self).__name__, **self.params()}
-
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.params().items())
-        return f"{type(self).__name__}({args})"
-
-    def __eq__(self, other: object) -> bool:
-        return type(self) is type(other) and self.params() == other.params()  # type: ignore[attr-defined]
-
-    def __hash__(self) -> int:
-        return hash(repr(self))
 
 
 def _all(n: int) -> np.ndarray:
@@ -344,13 +332,4 @@ _TYPES: dict[str, type[Regularizer]] = {
 
 def from_spec(spec: Mapping[str, Any] | Regularizer) -> Regularizer:
     """Build a regularizer from ``{"type": "SquaredGroupLasso", "lam": 1e-3}``."""
-    if isinstance(spec, Regularizer):
-        return spec
-    spec = dict(spec)
-    kind = spec.pop("type", None)
-    if kind not in _TYPES:
-        raise ValueError(f"unknown regularizer type {kind!r}; expected one of {sorted(_TYPES)}")
-    try:
-        return _TYPES[kind](**spec)
-    except TypeError as exc:
-        raise ValueError(f"bad parameters for regularizer {kind}: {exc}") from None
+    return build(spec, Regularizer, _TYPES, "regularizer")

@@ -6,11 +6,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from streammkl.core import _numba as nb
+from streammkl.core._spec import Spec, build
 
 __all__ = ["Constant", "InvSqrt", "InvT", "Schedule", "from_spec"]
 
 
-class Schedule:
+class Schedule(Spec):
     code: int = -1
 
     def __init__(self) -> None:
@@ -37,19 +38,6 @@ class Schedule:
 
     def params(self) -> dict[str, Any]:
         raise NotImplementedError
-
-    def to_spec(self) -> dict[str, Any]:
-        return {"type": type(self).__name__, **self.params()}
-
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.params().items())
-        return f"{type(self).__name__}({args})"
-
-    def __eq__(self, other: object) -> bool:
-        return type(self) is type(other) and self.params() == other.params()  # type: ignore[attr-defined]
-
-    def __hash__(self) -> int:
-        return hash(repr(self))
 
 
 class Constant(Schedule):
@@ -114,13 +102,4 @@ _TYPES: dict[str, type[Schedule]] = {c.__name__: c for c in (Constant, InvSqrt, 
 
 def from_spec(spec: Mapping[str, Any] | Schedule) -> Schedule:
     """Build a schedule from ``{"type": "InvSqrt", "eta0": 1.0}`` (a fresh one, t = 0)."""
-    if isinstance(spec, Schedule):
-        return spec
-    spec = dict(spec)
-    kind = spec.pop("type", None)
-    if kind not in _TYPES:
-        raise ValueError(f"unknown schedule type {kind!r}; expected one of {sorted(_TYPES)}")
-    try:
-        return _TYPES[kind](**spec)
-    except TypeError as exc:
-        raise ValueError(f"bad parameters for schedule {kind}: {exc}") from None
+    return build(spec, Schedule, _TYPES, "schedule")

@@ -89,9 +89,10 @@ class EmbeddedBroker:
 
     Examples
     --------
-    >>> with EmbeddedBroker() as broker:  # doctest: +SKIP
-    ...     print(broker.bootstrap_servers)
-    127.0.0.1:40123
+    >>> with EmbeddedBroker() as broker:
+    ...     host, port = broker.bootstrap_servers.split(":")
+    ...     print(host, port_accepts(host, int(port)))
+    127.0.0.1 True
     """
 
     def __init__(
