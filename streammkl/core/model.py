@@ -9,8 +9,6 @@ for GroupLq).
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
 import math
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -27,7 +25,7 @@ from streammkl.core.kernels import Kernel
 from streammkl.core.losses import Loss
 from streammkl.core.regularizers import Regularizer
 from streammkl.core.schedules import Schedule
-from streammkl.core.state import BlockState, Layout, build_layout, transplant
+from streammkl.core.state import BlockState, Layout, build_layout, state_digest, transplant
 from streammkl.core.update import RoundArgs, step_arrays
 
 STATE_VERSION = 1
@@ -478,14 +476,7 @@ class OnlineMKL:
 
     def digest(self) -> str:
         """sha256 of the canonical state (config, counters and every array's bytes)."""
-        meta, arrays = self.to_state()
-        h = hashlib.sha256(json.dumps(meta, sort_keys=True).encode())
-        for name in sorted(arrays):
-            arr = np.ascontiguousarray(arrays[name])
-            h.update(name.encode())
-            h.update(str(arr.dtype).encode() + str(arr.shape).encode())
-            h.update(arr.tobytes())
-        return h.hexdigest()
+        return state_digest(*self.to_state())
 
     def __repr__(self) -> str:
         return (

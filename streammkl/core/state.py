@@ -11,6 +11,8 @@ Both are picklable and serialise to named arrays (``to_arrays``) without pickle.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 
@@ -18,6 +20,17 @@ import numpy as np
 
 from streammkl.core import _numba as nb
 from streammkl.core.kernels import RBF, Kernel, Polynomial
+
+
+def state_digest(meta: Mapping, arrays: Mapping[str, np.ndarray]) -> str:
+    """sha256 of a serialised state: the JSON meta (sorted keys), then per array (sorted by name)
+    its name, dtype, shape and bytes. Equal digests <=> identical learners."""
+    h = hashlib.sha256(json.dumps(meta, sort_keys=True).encode())
+    for name in sorted(arrays):
+        arr = np.ascontiguousarray(arrays[name])
+        h.update(f"{name}|{arr.dtype}|{arr.shape}".encode())
+        h.update(arr.tobytes())
+    return h.hexdigest()
 
 
 @dataclass

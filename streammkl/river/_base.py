@@ -4,7 +4,6 @@ persistence without pickle (numpy arrays + JSON in one ``.npz``, versioned, chec
 from __future__ import annotations
 
 import copy
-import hashlib
 import io
 import json
 import os
@@ -19,6 +18,7 @@ from streammkl.core import OnlineMKL
 from streammkl.core import kernels as kernels_mod
 from streammkl.core import regularizers as regs_mod
 from streammkl.core import schedules as schedules_mod
+from streammkl.core.state import state_digest
 from streammkl.river import defaults
 from streammkl.river._features import FeatureIndex, check_numeric
 
@@ -226,15 +226,6 @@ def _params_from_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(params.get("schedule"), dict):
         params["schedule"] = schedules_mod.from_spec(params["schedule"])
     return params
-
-
-def state_digest(meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> str:
-    h = hashlib.sha256(json.dumps(meta, sort_keys=True, default=str).encode())
-    for name in sorted(arrays):
-        arr = np.ascontiguousarray(arrays[name])
-        h.update(f"{name}|{arr.dtype}|{arr.shape}".encode())
-        h.update(arr.tobytes())
-    return h.hexdigest()
 
 
 def encode_state(meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> bytes:

@@ -29,7 +29,7 @@ from streammkl.core import schedules as schedules_mod
 from streammkl.core.kernels import Kernel
 from streammkl.core.regularizers import Regularizer
 from streammkl.core.schedules import Schedule
-from streammkl.core.state import BlockState
+from streammkl.core.state import BlockState, state_digest
 from streammkl.structured import _numba as snb
 from streammkl.structured import persistence
 from streammkl.structured.inputs import check_labels, sequence_matrix
@@ -375,7 +375,7 @@ class SequenceLabeler:
 
     def digest(self) -> str:
         """sha256 of the canonical state."""
-        return persistence.digest(*self.to_state())
+        return state_digest(*self.to_state())
 
     def __repr__(self) -> str:
         return (

@@ -11,7 +11,6 @@ corrupt or foreign file gives a clear error rather than a wrong model.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import os
@@ -151,17 +150,6 @@ def _checked(arrays: dict[str, np.ndarray], name: str, shape: tuple[int, ...]) -
     if kind == "f" and not np.all(np.isfinite(arr)):
         raise _fail(f"array {name!r} holds NaN or Inf")
     return np.array(arr, dtype=np.int64 if kind == "i" else np.float64)
-
-
-def digest(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> str:
-    """sha256 of the canonical state: JSON meta, then per array its name, dtype, shape, bytes."""
-    h = hashlib.sha256(json.dumps(meta, sort_keys=True).encode())
-    for name in sorted(arrays):
-        arr = np.ascontiguousarray(arrays[name])
-        h.update(name.encode())
-        h.update(str(arr.dtype).encode() + str(arr.shape).encode())
-        h.update(arr.tobytes())
-    return h.hexdigest()
 
 
 def save(model: SequenceLabeler, path: str | os.PathLike) -> None:
