@@ -23,10 +23,11 @@ MODEL_LOOPS = [
     "zero_or_fold_block", "explicit_sqnorm", "decision", "average_explicit", "decision_many",
     "support_expansion",
 ]  # fmt: skip
-# parity-tested in tests/test_structured_decoders.py and tests/test_structured_labeler.py
+# parity-tested in tests/test_structured_decoders.py, tests/test_structured_labeler.py and
+# tests/test_structured_pruning.py
 SEQUENCE_LOOPS = [
     "viterbi_cost", "viterbi", "viterbi_hamming", "logsumexp_row", "forward_backward",
-    "sequence_scores", "pair_kernel", "sequence_step",
+    "sequence_scores", "pair_kernel", "sequence_step", "b1_pruned_expansion",
 ]  # fmt: skip
 COVERED = set()
 

@@ -36,6 +36,7 @@ S_CONSTANT, S_INVSQRT, S_INVT = 0, 1, 2
 B_OLDEST, B_SMALLEST = 0, 1
 
 _SCALE_FLOOR = 1e-100  # below this a lazy scale is folded into the stored coefficients
+_PRUNE_MARGIN = 1e-9  # relative slack of the B1 projection bound, far above rounding (~1e-15)
 
 
 # --- kernels
@@ -499,6 +500,8 @@ def _support_expansion(
             d = dots[s, vw]
             ns = ssq[s, vw]
             kv = kernel_value(kind, p0, p1, normalize, d, nz + ns - 2.0 * d, nz, ns)
+            if kv == 0.0:  # e.g. B1 outside its support: the terms would add zeros
+                continue
             c *= kv
             for k in range(K):
                 out[m, k] += c * sv[s, k]
@@ -1010,14 +1013,78 @@ forward_backward = njit(**JIT)(_forward_backward)
 # core, so scoring and eviction are the core's compiled functions, called once per position.
 
 
+def _b1_pruned_expansion(
+    m, vw, z, nz, zp, masks, view_full, h, sx, ssq, sproj, sv, coef, n_support, out,
+):  # fmt: skip
+    """``out[m, :] = sum_s coef[m, s] k(x_s, z) v_s`` for a B1-spline block, skipping the pairs
+    that a projection bound puts outside the kernel's support (unscaled).
+
+    ``zp`` and ``sproj[vw, s]`` are the coordinates of z and x_s in an orthonormal basis of part
+    of the view, so ``||zp - sproj[vw, s]||^2 <= ||z - x_s||^2``: a pair whose projected squared
+    distance exceeds ``h^2`` (plus a relative slack ``_PRUNE_MARGIN``, far above rounding) has
+    ``k = 0`` exactly, also as ``kernel_value`` computes it, and costs ``len(zp)`` operations
+    instead of a full inner product. The other pairs are evaluated exactly as in
+    ``support_expansion``, so the result is the same bit for bit, whatever the basis. Two passes
+    (bound for every pair, then the kept pairs) keep the first loop free of unpredictable branches.
+    """
+    K = out.shape[1]
+    r = zp.shape[0]
+    cap = h * h * (1.0 + _PRUNE_MARGIN)
+    for k in range(K):
+        out[m, k] = 0.0
+    keep = np.empty(n_support, dtype=np.int64)  # pass 1: the pairs the bound cannot skip
+    n_keep = 0
+    for s in range(n_support):
+        a0 = a1 = a2 = a3 = 0.0
+        j = 0
+        while j + 4 <= r:
+            t0 = zp[j] - sproj[vw, s, j]
+            t1 = zp[j + 1] - sproj[vw, s, j + 1]
+            t2 = zp[j + 2] - sproj[vw, s, j + 2]
+            t3 = zp[j + 3] - sproj[vw, s, j + 3]
+            a0 += t0 * t0
+            a1 += t1 * t1
+            a2 += t2 * t2
+            a3 += t3 * t3
+            j += 4
+        while j < r:
+            t0 = zp[j] - sproj[vw, s, j]
+            a0 += t0 * t0
+            j += 1
+        keep[n_keep] = s  # branch-free: the slot is overwritten unless the pair is kept
+        lb = (a0 + a1) + (a2 + a3)
+        n_keep += (lb <= cap + _PRUNE_MARGIN * (nz + ssq[s, vw])) & (coef[m, s] != 0.0)
+    full = view_full[vw]
+    for i in range(n_keep):  # pass 2: exactly support_expansion's terms
+        s = keep[i]
+        ns = ssq[s, vw]
+        if full:
+            d = dot4(z, sx[s], 0, z.shape[0])
+        else:
+            d = view_dot(z, sx[s], masks[vw], False)
+        kv = kernel_value(K_B1, h, 0.0, False, d, nz + ns - 2.0 * d, nz, ns)
+        if kv == 0.0:
+            continue
+        c = coef[m, s] * kv
+        for k in range(K):
+            out[m, k] += c * sv[s, k]
+
+
+b1_pruned_expansion = njit(**JIT)(_b1_pruned_expansion)
+
+
 def _sequence_scores(
     X, kinds, kp, view_of, masks, view_full, ex_blocks, im_blocks,
     ex_off, ex_kind, ex_norm, phi_src, rff_w, rff_b,
     w, scale, sx, ssq, sv, coef, n_support, phis, scores, xsqs, dots,
+    im_pruned, basis, sproj, zp,
 ):  # fmt: skip
     """Per-position block scores ``scores[i, m, :] = f_m(x_i)`` and feature maps ``phis[i]``.
 
     ``xsqs[i, v]`` receives the squared norm of ``x_i`` on view ``v`` of the implicit blocks.
+    ``im_blocks`` are the implicit blocks scored by ``support_expansion``; ``im_pruned`` are B1
+    blocks scored by ``b1_pruned_expansion`` with the basis ``basis[v]`` (r, d) of their view
+    and the projected support inputs ``sproj[v]`` (cap, r); ``zp`` (r,) is scratch.
     """
     for i in range(X.shape[0]):
         explicit_phi(X[i], ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_w, rff_b, phis[i])
@@ -1027,6 +1094,16 @@ def _sequence_scores(
         )  # fmt: skip
         for vw in range(masks.shape[0]):
             xsqs[i, vw] = view_dot(X[i], X[i], masks[vw], view_full[vw])
+        for m in im_pruned:
+            vw = view_of[m]
+            for j in range(zp.shape[0]):
+                zp[j] = dot4(basis[vw, j], X[i], 0, X.shape[1])
+            b1_pruned_expansion(
+                m, vw, X[i], xsqs[i, vw], zp, masks, view_full, kp[m, 0],
+                sx, ssq, sproj, sv, coef, n_support, scores[i],
+            )  # fmt: skip
+            for k in range(scores.shape[2]):
+                scores[i, m, k] *= scale[m]
 
 
 sequence_scores = njit(**JIT)(_sequence_scores)

@@ -27,6 +27,7 @@ from streammkl.core.regularizers import Regularizer
 from streammkl.core.state import BlockState, build_layout, transplant
 from streammkl.core.update import step_arrays
 from streammkl.structured import _numba as snb
+from streammkl.structured.pruning import B1Pruning
 
 TRANSITION = "transition"  # name of the bigram block in block_norms / kernel_weights
 
@@ -55,6 +56,7 @@ class JointBlocks:
         self.transition_scale = float(np.sqrt(transition_weight))
         self.layout = None
         self.state: BlockState | None = None
+        self.pruning: B1Pruning | None = None
         self.transition = np.zeros((0, 0))  # A: (K, K), label a followed by label b
 
     @property
@@ -78,6 +80,7 @@ class JointBlocks:
             names = self.names
             state = transplant(self.layout, self.state, names, layout, names, self.kernels)
         self.layout, self.state = layout, state
+        self.pruning = B1Pruning(layout)  # a derived cache: refitted for the new layout
         K = self.transition.shape[0]
         if n_labels > K:
             grown = np.zeros((n_labels, n_labels))
@@ -115,11 +118,12 @@ class JointBlocks:
         phis = np.zeros((T, L.width))
         scores = np.zeros((T, M, K))
         xsqs = np.zeros((T, L.n_views))
+        im_blocks, im_pruned, basis, sproj = self.pruning.arrays(S)
         snb.sequence_scores(
-            X, L.kinds, L.kp, L.view_of, L.masks, L.view_full, L.ex_blocks, L.im_blocks,
+            X, L.kinds, L.kp, L.view_of, L.masks, L.view_full, L.ex_blocks, im_blocks,
             L.ex_off, L.ex_kind, L.ex_norm, L.phi_src, L.rff_w, L.rff_b,
             S.w, S.scale, S.sx, S.ssq, S.sv, S.coef, S.n_support, phis, scores, xsqs,
-            np.zeros(L.n_views),
+            np.zeros(L.n_views), im_pruned, basis, sproj, np.zeros(basis.shape[1]),
         )  # fmt: skip
         return scores, phis, xsqs
 
