@@ -108,10 +108,13 @@ def test_only_wide_b1_only_views_are_pruned(digits):
         ((kernels.B1Spline(h=H), kernels.RBF(0.1)), []),  # RBF pays for the inner products
         ((kernels.B1Spline(h=H, features=range(20)),), []),  # 20 < 2 * RANK features
         ((kernels.RBF(0.1), kernels.B1Spline(h=H, features=range(40))), [1]),
+        ((kernels.Linear(),), []),  # no kernelized block at all
     ]
     for kern, pruned in cases:
         model = _train(_labeler(kern), data[:5], epochs=1)
-        assert model._joint.pruning.pruned.tolist() == pruned
+        P, L = model._joint.pruning, model._joint.layout
+        assert P.pruned.tolist() == pruned
+        assert P.views.tolist() == sorted({int(L.view_of[m]) for m in pruned})
 
 
 def _edge_case(rng, h, d=40, r=16):

@@ -38,12 +38,15 @@ class B1Pruning:
 
     def __init__(self, layout: Layout):
         self.layout = layout
+        has_b1 = np.zeros(layout.n_views, dtype=bool)
         only_b1 = np.ones(layout.n_views, dtype=bool)
         for m in layout.im_blocks:
-            if layout.kinds[m] != cnb.K_B1:
+            if layout.kinds[m] == cnb.K_B1:
+                has_b1[layout.view_of[m]] = True
+            else:
                 only_b1[layout.view_of[m]] = False
         wide = layout.masks.sum(axis=1) >= 2 * RANK
-        self.views = np.flatnonzero(only_b1 & wide)
+        self.views = np.flatnonzero(has_b1 & only_b1 & wide)
         on = np.isin(layout.view_of[layout.im_blocks], self.views)
         self.pruned = np.ascontiguousarray(layout.im_blocks[on])
         self.dense = np.ascontiguousarray(layout.im_blocks[~on])
