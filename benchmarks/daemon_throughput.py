@@ -187,7 +187,7 @@ def daemon(
     runner.stop()
     runner.run()
     lat = np.array(rounds) * 1e6
-    assert runner.counters["examples_learned"] == n and not left
+    assert runner.counters["examples_learned"] == n and not left, (runner.counters, len(left))
     return {**out, "p50_us": float(np.percentile(lat, 50)), "p99_us": float(np.percentile(lat, 99))}
 
 

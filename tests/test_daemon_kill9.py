@@ -47,9 +47,13 @@ SETTINGS = {
 }
 
 
+@pytest.mark.parametrize("monitor", [True, False], ids=["per-record", "runs"])
 def test_sigkill_at_random_moments_gives_the_uninterrupted_model(
-    kafka_bootstrap: str, tmp_path: Path
+    kafka_bootstrap: str, tmp_path: Path, monitor: bool
 ) -> None:
+    """With the monitor on, records are learned one by one; with it off, in compiled runs
+    (``learn_predict_many``), whose boundaries differ between the runs: same model either way."""
+    settings = {**SETTINGS, "monitor.enabled": monitor}
     topic = unique("kill9")
     create_topic(kafka_bootstrap, topic, 3)
     values = [json.dumps(r).encode() for r in bananas_like(N_KILL, seed=1)]
@@ -60,7 +64,7 @@ def test_sigkill_at_random_moments_gives_the_uninterrupted_model(
     )  # fmt: skip
 
     ref_dir = tmp_path / "ref"
-    argv = daemon_argv(kafka_bootstrap, topic, unique("ref"), ref_dir, idle=1.5, settings=SETTINGS)
+    argv = daemon_argv(kafka_bootstrap, topic, unique("ref"), ref_dir, idle=1.5, settings=settings)
     assert run_daemon(argv, tmp_path / "ref.log") == 0
     reference = inspect(ref_dir)
     assert reference["examples_learned"] == N_KILL
@@ -70,7 +74,7 @@ def test_sigkill_at_random_moments_gives_the_uninterrupted_model(
     progress = []
     for cycle in range(5):  # five SIGKILLs: one during start-up, four mid-stream
         port = free_port()
-        argv = daemon_argv(kafka_bootstrap, topic, group, ck, port=port, settings=SETTINGS)
+        argv = daemon_argv(kafka_bootstrap, topic, group, ck, port=port, settings=settings)
         proc = start_daemon(argv, tmp_path / "killed.log")
         if cycle == 0:
             wait_until(lambda: http_get(port, "/healthz")[0] == 200, 60, "process up")
@@ -95,7 +99,7 @@ def test_sigkill_at_random_moments_gives_the_uninterrupted_model(
         has = any(ck.glob("ckpt-*"))
         progress.append(inspect_checkpoint(ck)["examples_learned"] if has else 0)
 
-    final = daemon_argv(kafka_bootstrap, topic, group, ck, idle=1.5, settings=SETTINGS)
+    final = daemon_argv(kafka_bootstrap, topic, group, ck, idle=1.5, settings=settings)
     assert run_daemon(final, tmp_path / "killed.log") == 0
     result = inspect(ck)
     assert progress == sorted(progress)  # checkpoints only move forward

@@ -195,3 +195,75 @@ def test_regressor_standardises_the_target_and_tracks_it():
     target_std = np.sqrt(50.0**2 + 2 * 30.0**2)  # ~65
     assert np.mean(errs[-500:]) < 0.35 * np.mean(errs[1:101])
     assert np.mean(errs[-500:]) < 0.15 * target_std  # unscaled steps on y ~ 1000 would diverge
+
+
+def _mixed_stream(n: int, seed: int) -> tuple[list[dict], list]:
+    """Bananas-like examples with, mid-stream, a new class, a new feature, a missing feature,
+    unlabelled examples and a refused value: every reason to leave a compiled run."""
+    rng = random.Random(seed)
+    xs, ys = [], []
+    for i in range(n):
+        x = {"a": rng.gauss(0, 1), "b": rng.gauss(0, 1)}
+        y: object = "pos" if x["a"] * x["b"] > 0 else "neg"
+        if i > n // 2 and i % 41 == 0:
+            y = "third"  # a class from the middle on
+        if i == n // 3:
+            x["c"] = 1.0  # a new feature
+        if i % 53 == 0:
+            del x["b"]  # a missing feature
+        if i % 61 == 0:
+            y = None  # predict only
+        xs.append(x)
+        ys.append(y)
+    return xs, ys
+
+
+@pytest.mark.parametrize("loss", [None, losses.Softmax()])
+def test_learn_predict_many_is_the_loop_of_single_calls(loss, monkeypatch):
+    from streammkl.core.model import OnlineMKL
+
+    compiled: list[int] = []
+    original = OnlineMKL.learn_many_prepared
+
+    def spy(self, X, Y):
+        compiled.append(len(X))
+        return original(self, X, Y)
+
+    monkeypatch.setattr(OnlineMKL, "learn_many_prepared", spy)
+    xs, ys = _mixed_stream(1500, seed=2)
+    bank = (kernels.Linear(), kernels.RBF(1.0, n_components=32), kernels.RBF(0.5))
+    a = MKLClassifier(kernels=bank, loss=loss, budget=64, seed=3)
+    b = MKLClassifier(kernels=bank, loss=loss, budget=64, seed=3)
+    expected = []
+    for x, y in zip(xs, ys, strict=True):
+        expected.append(a.predict_proba_one(x))
+        if y is not None:
+            a.learn_one(x, y)
+    got = []
+    for start in range(0, len(xs), 173):  # batch boundaries anywhere
+        got.extend(b.learn_predict_many(xs[start : start + 173], ys[start : start + 173]))
+    assert got == expected  # the same numbers, not only close ones
+    assert a.digest() == b.digest()
+    assert set(b.classes_) == {"neg", "pos", "third"}
+    assert sum(compiled) > 1000 and max(compiled) > 50  # most rounds ran in compiled runs
+
+
+def test_learn_predict_many_reports_refused_examples_and_goes_on():
+    clf = MKLClassifier(loss=losses.Hinge(), seed=0)
+    xs = [{"a": 1.0}, {"a": -1.0}, {"a": 0.5}, {"a": "oops"}, {"a": 2.0}]
+    ys = ["p", "n", "third", "p", "p"]  # "third": refused by a binary loss
+    with pytest.raises(ValueError, match="third class"):
+        MKLClassifier(loss=losses.Hinge(), seed=0).learn_predict_many(xs, ys)
+    errors: dict[int, Exception] = {}
+    probas = clf.learn_predict_many(xs, ys, on_error=errors.__setitem__)
+    assert sorted(errors) == [2, 3]
+    assert "third class" in str(errors[2]) and "'a'" in str(errors[3])
+    assert probas[2] is not None  # predicted, not learned
+    assert probas[3] is None  # a non-numeric value cannot even be predicted
+    assert clf.classes_ == ["p", "n"]
+    reference = MKLClassifier(loss=losses.Hinge(), seed=0)
+    for i in (0, 1, 4):
+        reference.learn_one(xs[i], ys[i])
+    assert clf.digest() == reference.digest()
+    with pytest.raises(ValueError, match="labels"):
+        clf.learn_predict_many(xs, ys[:2])

@@ -291,6 +291,30 @@ class OnlineMKL:
         if X.shape[1] != len(self.feature_keys):
             raise ValueError(f"X has {X.shape[1]} columns; the model has {len(self.feature_keys)}")
         Y = np.array([self._prepare_y(y) for y in Y], dtype=np.float64)
+        return self._rounds(X, Y)
+
+    def learn_many_prepared(self, X: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``learn_many`` for callers that hold finite float64 rows of the model's width and
+        targets the loss accepts (the river adapters): skips the per-row checks.
+
+        Falls back to :meth:`learn_many` when the model is not built yet or the width differs,
+        so a wrong call is still caught there.
+        """
+        if (
+            self._state is None
+            or X.ndim != 2
+            or X.shape[1] != len(self.feature_keys)
+            or Y.shape != (X.shape[0],)
+        ):
+            return self.learn_many(X, Y)
+        task = self.loss.task
+        if task == "multiclass" and Y.size and Y.max() >= self.n_outputs:
+            return self.learn_many(X, Y)  # widens the model for the new class
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        return self._rounds(X, np.ascontiguousarray(Y, dtype=np.float64))
+
+    def _rounds(self, X: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The compiled loop over validated rows (see :meth:`learn_many`)."""
         self._ensure_room(X.shape[0])
         a = self._args
         assert a is not None and self._state is not None

@@ -32,6 +32,7 @@ from streammkl.daemon.learner import (
 from streammkl.daemon.metrics import DaemonMetrics, Snapshot
 from streammkl.daemon.monitoring import INPUTS, StreamMonitor
 from streammkl.daemon.prequential import REASONS, PrequentialStep
+from streammkl.daemon.rdkafka_sink import RdkafkaSink
 from streammkl.daemon.sink import Output, Sink
 from streammkl.daemon.source import Source
 from streammkl.daemon.steps import make_step
@@ -64,7 +65,8 @@ class Runner(PrequentialStep):
     registry
         Prometheus registry (default: a fresh one).
     consumer_factory, producer_factory
-        Injected Kafka clients (tests use in-memory fakes).
+        Injected Kafka clients (tests use in-memory fakes). An injected producer factory makes
+        kafka-python's interface the sink's; by default ``kafka.producer_client`` decides.
     reload_settings
         Reads the settings again (the CLI's: file < environment < flags), for
         :meth:`request_reload` (SIGHUP).
@@ -76,7 +78,7 @@ class Runner(PrequentialStep):
         learner: Any = None,
         registry: Any = None,
         consumer_factory: Callable[..., Any] = KafkaConsumer,
-        producer_factory: Callable[..., Any] = KafkaProducer,
+        producer_factory: Callable[..., Any] | None = None,
         reload_settings: Callable[[], Settings] | None = None,
     ) -> None:
         self.settings = settings
@@ -89,7 +91,11 @@ class Runner(PrequentialStep):
         self.counters: dict[str, Any] = dict.fromkeys(_COUNTERS, 0)
         self.counters["online_loss"] = 0.0
         self.counters["rejected_by_reason"] = {}
-        self.sink = Sink(settings.kafka, self.metrics, producer_factory)
+        self.sink = (
+            RdkafkaSink(settings.kafka, self.metrics)
+            if producer_factory is None and settings.kafka.producer_client == "librdkafka"
+            else Sink(settings.kafka, self.metrics, producer_factory or KafkaProducer)
+        )
         self.source = Source(
             settings.kafka,
             self.offsets,

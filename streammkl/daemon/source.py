@@ -58,6 +58,22 @@ def consumer_config(settings: KafkaSettings) -> dict[str, Any]:
     }
 
 
+def unpark(consumer: Any) -> None:
+    """Work around a kafka-python 3.0 bug that stalls a paused-then-resumed partition forever.
+
+    When a partition is paused with fetched records not yet drained, kafka-python parks them
+    and restores them only when its in-line slot ``_next_partition_records`` *is None*; but a
+    drained slot keeps an exhausted (falsy) object, so the parked records never come back and
+    the partition is never fetched again (measured: a 4 x 10k backlog stalled at offset
+    10,000, the pause threshold). Emptying the drained slot lets the restore run. Internals,
+    guarded: does nothing if the client's layout differs.
+    """
+    fetcher = getattr(consumer, "_fetcher", None)
+    current = getattr(fetcher, "_next_partition_records", None)
+    if current is not None and not current and getattr(fetcher, "_paused_partition_records", None):
+        fetcher._next_partition_records = None  # type: ignore[union-attr]
+
+
 class _Listener(ConsumerRebalanceListener):
     def __init__(self, source: Source) -> None:
         self.source = source
@@ -245,6 +261,7 @@ class Source:
             return 0
         if not self.group and self.clock() - self._last_refresh > 5.0:
             self._refresh_manual()
+        unpark(self.consumer)
         try:
             batch = self.consumer.poll(
                 timeout_ms=timeout_ms, max_records=self.settings.max_poll_records

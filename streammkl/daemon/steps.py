@@ -65,6 +65,18 @@ class LearnerStep:
     fused = False
     sequence = False
 
+    @property
+    def batched(self) -> bool:
+        """Whether batches go through :meth:`learn_predict_many` (one call per batch)."""
+        return False
+
+    def learn_predict_many(
+        self, xs: list[Any], ys: list[Any], on_error: Any
+    ) -> list[dict[Any, float] | None]:
+        """Prequential probabilities of a batch, learning each labelled example after its
+        prediction (see :meth:`streammkl.river.MKLClassifier.learn_predict_many`)."""
+        raise NotImplementedError
+
     def __init__(self, learner: Any) -> None:
         self.learner = learner
         self.classifier = is_classifier(learner)
@@ -111,6 +123,17 @@ class MKLStep(LearnerStep):
             loss = None if learner.loss is None else losses.from_spec(learner.loss)
             self._binary = loss is not None and loss.task == "binary"
             self._logistic = isinstance(loss, losses.Logistic)
+
+    @property
+    def batched(self) -> bool:
+        # The monitor needs every round's regulariser value, and its drift detector may restart
+        # the schedule between two rounds: then one record at a time.
+        return self.classifier and not self.track
+
+    def learn_predict_many(
+        self, xs: list[Any], ys: list[Any], on_error: Any
+    ) -> list[dict[Any, float] | None]:
+        return self.learner.learn_predict_many(xs, ys, validated=True, on_error=on_error)  # type: ignore[no-any-return]
 
     def learn(self, x: dict[str, float], y: Any) -> None:
         learner = self.learner

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -159,18 +160,129 @@ class MKLClassifier(MKLMixin, base.Classifier):
         return fx[: len(self.classes_)].copy()
 
     def predict_proba_one(self, x: dict, **kwargs: Any) -> dict:
-        scores = self._scores(x)
-        if scores is None:
+        vec = self._vector(x, learn=False)
+        if vec is None or not self.classes_:
             return {c: 1.0 / len(self.classes_) for c in self.classes_}
-        if self._binary_loss and len(self.classes_) == 2:
+        assert self._model is not None
+        return self._proba(self._model.decision_prepared(vec).tolist())
+
+    def _proba(self, fx: list[float]) -> dict:
+        """Probabilities from the core's scores (Python floats: the same digits for one example
+        or for a row of :meth:`learn_predict_many`)."""
+        classes = self.classes_
+        n = len(classes)
+        if self._binary_loss:
+            if n != 2:
+                return {classes[0]: 1.0}
             loss = losses_mod.from_spec(self.loss)
-            f = scores[1] * (1.0 if isinstance(loss, losses_mod.Logistic) else 2.0)
+            f = fx[0] * (1.0 if isinstance(loss, losses_mod.Logistic) else 2.0)
             p1 = 1.0 / (1.0 + math.exp(-f)) if f > -700 else 0.0
-            return {self.classes_[0]: 1.0 - p1, self.classes_[1]: p1}
-        z = scores - scores.max()
-        e = np.exp(z)
-        p = e / e.sum()
-        return dict(zip(self.classes_, p.tolist(), strict=True))
+            return {classes[0]: 1.0 - p1, classes[1]: p1}
+        scores = fx[:n]
+        top = max(scores)
+        e = [math.exp(v - top) for v in scores]
+        total = sum(e)
+        return {c: v / total for c, v in zip(classes, e, strict=True)}
+
+    def learn_predict_many(
+        self,
+        xs: Sequence[Mapping],
+        ys: Sequence[Any],
+        validated: bool = False,
+        on_error: Callable[[int, Exception], None] | None = None,
+    ) -> list[dict | None]:
+        """Prequential rounds in order: for each example, ``predict_proba_one(x)`` *then*
+        ``learn_one(x, y)`` (a label of ``None``: predict only); returns the probabilities.
+
+        The learner ends bit-for-bit where the loop of single calls ends, and the probabilities
+        are the same numbers. Runs of labelled examples whose class and features are already
+        known go through one compiled loop of the core (``learn_many``), whose scores before
+        each update are the predictions: the daemon's hot path (measured on Bananas with the
+        default bank, in ``benchmarks/daemon_throughput.py``). Other examples take the single
+        calls.
+
+        Parameters
+        ----------
+        xs, ys
+            Examples and labels, in stream order.
+        validated
+            Every value of every ``x`` is already a finite number (e.g. decoded by
+            :func:`streammkl.wire.decode`): skip the per-value checks.
+        on_error
+            Without it, an example the single calls refuse raises (as the loop of single calls
+            would, with the earlier examples learned). With it, ``on_error(i, exc)`` is called
+            and the loop goes on: a refused ``learn_one`` leaves example ``i`` predicted but not
+            learned; a refused ``predict_proba_one`` gives ``None`` and skips the learning.
+        """
+        if len(xs) != len(ys):
+            raise ValueError(f"{len(xs)} examples but {len(ys)} labels")
+        out: list[dict | None] = []
+        i, n = 0, len(xs)
+        while i < n:
+            j, rows, targets = self._known_run(xs, ys, i, validated)
+            if j > i:
+                assert self._model is not None
+                X = np.array(rows, dtype=np.float64)
+                _, preds = self._model.learn_many_prepared(X, np.array(targets))
+                out.extend(self._proba(fx) for fx in preds.tolist())
+                i = j
+                continue
+            x, y = xs[i], ys[i]
+            try:
+                out.append(self.predict_proba_one(x))
+                if y is not None:
+                    self.learn_one(x, y)
+            except Exception as exc:  # learn_one changes nothing when it raises
+                if on_error is None:
+                    raise
+                if len(out) == i:
+                    out.append(None)
+                on_error(i, exc)
+            i += 1
+        return out
+
+    def _known_run(
+        self, xs: Sequence[Mapping], ys: Sequence[Any], i: int, validated: bool
+    ) -> tuple[int, list[Any], list[float]]:
+        """The longest run from ``i`` of labelled examples with a known class and no new
+        feature: (end, feature rows in column order, core targets)."""
+        model = self._model
+        names = self._features.names
+        d = len(names)
+        if model is None or model._state is None or d == 0 or not self.classes_:
+            return i, [], []
+        get = itemgetter(*names) if d > 1 else (lambda x, k=names[0]: (x[k],))
+        columns = self._features.index
+        index = self._class_index
+        binary = self._binary_loss
+        limit = 2 if binary else model.n_outputs
+        rows: list[Any] = []
+        targets: list[float] = []
+        n = len(xs)
+        j = i
+        while j < n:
+            x, y = xs[j], ys[j]
+            k = index.get(y) if type(y) in _PLAIN else None
+            if k is None or k >= limit:
+                break
+            if len(x) == d:
+                try:
+                    row = get(x)
+                except KeyError:  # a new feature: the single calls widen the model
+                    break
+            elif len(x) < d and x.keys() <= columns.keys():  # missing features count as 0
+                row = tuple([x.get(name, 0.0) for name in names])
+            else:
+                break
+            if not validated:
+                try:
+                    check_numeric(x)
+                except (TypeError, ValueError):
+                    break  # learn_one raises the error, naming the feature
+            rows.append(row)
+            targets.append((1.0 if k == 1 else -1.0) if binary else float(k))
+            j += 1
+        return j, rows, targets
 
     def predict_one(self, x: Mapping, **kwargs: Any) -> Any:
         scores = self._scores(x)
@@ -206,6 +318,9 @@ class MKLClassifier(MKLMixin, base.Classifier):
             "budget_policy": "smallest",
             "radius": "auto",
         }
+
+
+_PLAIN = frozenset({str, bool, int, float})  # label types that hash as themselves
 
 
 def _plain(y: Any) -> Any:
