@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
 from streammkl import wire
@@ -117,6 +118,9 @@ class PrequentialStep:
     _since_checkpoint: int
     _dirty: bool
     _view_stale: bool
+    #: The batch whose run is on the learner thread: (batch, valid, xs, ys, run end, future).
+    _inflight: tuple[Any, ...] | None = None
+    _learn_pool: ThreadPoolExecutor | None = None
 
     def _reject(self, msg: Any, reason: str, message: str) -> None:
         c = self.counters
@@ -150,15 +154,16 @@ class PrequentialStep:
         if self.learner_step.batched:
             self._process_runs(batch)
         else:
+            self._drain()
             self._process_records(batch)
 
     def _decode_all(self, batch: list[Any]) -> list[tuple[Any, Any]]:
         """Decode a batch in order: the valid (message, record) pairs; the rest dead-lettered.
-        Every message's offset is taken (it is handled either way)."""
+        Offsets are taken by :meth:`_emit_runs`, once the whole batch is handled."""
         rs = self.settings.records
         decode, decode_error = wire.decode, wire.DecodeError
         dim, classes, strict, max_bytes = rs.dim, self._classes, rs.strict, rs.max_bytes
-        offsets, named = self.offsets, _named
+        named = _named
         obs_decode = self.metrics.decode_seconds.observe
         perf = time.perf_counter
         valid = []
@@ -168,7 +173,6 @@ class PrequentialStep:
                 msg.value or b"", dim=dim, classes=classes, strict=strict, max_bytes=max_bytes,
                 kind="vector",
             )  # fmt: skip
-            offsets[(msg.topic, msg.partition)] = msg.offset + 1
             if isinstance(rec, decode_error):
                 self._reject(msg, rec.reason, rec.message)
                 continue
@@ -181,21 +185,69 @@ class PrequentialStep:
         return valid
 
     def _process_runs(self, batch: list[Any]) -> None:
-        """:meth:`_process_records` for a streammkl classifier, through
-        ``learn_predict_many``: the same rounds in the same order (so the same model, the same
-        predictions), with runs of known-class, known-feature records in one compiled loop.
-        The learn histogram then observes each run's mean time per record."""
+        """:meth:`_process_records` for a streammkl classifier, through its compiled runs
+        (``MKLClassifier.plan_run`` / ``run_rounds``): the same rounds in the same order (so
+        the same model, the same predictions) as record by record.
+
+        Pipelined: this batch is decoded, then the previous one is finished (its predictions
+        emitted, its offsets taken), then this batch's leading run is planned and its compiled
+        loop started on the learner thread, where it runs without the GIL while the loop
+        fetches and decodes the next batch. Records after the run (a new class, a new
+        feature, ...) are learned when the batch is finished, in order. Whatever reads the
+        model or the offsets calls :meth:`_drain` first.
+        """
+        valid = self._decode_all(batch)
+        self._drain()
+        step = self.learner_step
+        xs, ys = [rec.x for _, rec in valid], [rec.y for _, rec in valid]
+        end, X, Y = step.plan_run(xs, ys)
+        future = None
+        if end:
+            if self._learn_pool is None:
+                self._learn_pool = ThreadPoolExecutor(1, thread_name_prefix="streammkl-learn")
+            future = self._learn_pool.submit(step.run_rounds, X, Y)
+        self._inflight = (batch, valid, xs, ys, end, future)
+
+    def _drain(self) -> None:
+        """Finish the batch in flight, if any: wait for its run, learn its remaining records,
+        emit its predictions, take its offsets and counts. After it the learner is quiescent."""
+        if self._inflight is None:
+            return
+        batch, valid, xs, ys, end, future = self._inflight
+        self._inflight = None
+        step = self.learner_step
+        probas: list[Any] = []
+        per = 0.0
+        if future is not None:
+            scores, seconds = future.result()
+            probas = step.probas_from_scores(scores)
+            per = seconds / end
+        refused: dict[int, Exception] = {}
+        if end < len(xs):
+
+            def note(i: int, exc: Exception) -> None:
+                refused[end + i] = exc
+
+            t0 = time.perf_counter()
+            probas += step.learn_predict_many(xs[end:], ys[end:], note)
+            rest = (time.perf_counter() - t0) / (len(xs) - end)
+            per = rest if not end else (per * end + rest * (len(xs) - end)) / len(xs)
+        self._emit_runs(batch, valid, refused, probas, per)
+
+    def _emit_runs(
+        self,
+        batch: list[Any],
+        valid: list[tuple[Any, Any]],
+        refused: dict[int, Exception],
+        probas: list[Any],
+        per: float,
+    ) -> None:
+        """Predictions, dead letters and accounting of a batch whose rounds are done; the
+        learn histogram observes the batch's mean time per record."""
         c, m = self.counters, self.metrics
         out_topic = self.settings.kafka.predictions_topic
         send = self.sink.send_prediction
-        valid = self._decode_all(batch)
-        refused: dict[int, Exception] = {}
-        perf = time.perf_counter
-        t0 = perf()
-        probas = self.learner_step.learn_predict_many(
-            [rec.x for _, rec in valid], [rec.y for _, rec in valid], refused.__setitem__
-        )
-        per = (perf() - t0) / max(len(valid), 1)
+        offsets = self.offsets
         obs_learn = m.learn_seconds.observe
         learned = predicted = labelled = correct = 0
         loss = 0.0
@@ -203,8 +255,9 @@ class PrequentialStep:
         events: list[float] = []
         topics: dict[str, int] = {}
         log = math.log
-        for msg in batch:
+        for msg in batch:  # every record is handled (predicted or dead-lettered) by now
             topics[msg.topic] = topics.get(msg.topic, 0) + 1
+            offsets[(msg.topic, msg.partition)] = msg.offset + 1
         for i, (msg, rec) in enumerate(valid):
             topic = msg.topic
             proba, y = probas[i], rec.y

@@ -165,6 +165,7 @@ class Runner(PrequentialStep):
         """Apply the settings :attr:`reload_settings` reads now; returns whether the kernels
         changed. Failures are logged and counted, never fatal: the old settings stay."""
         self._reload.clear()
+        self._drain()
         if self.reload_settings is None:
             log.warning("reload requested but the daemon has no settings source to re-read")
             return False
@@ -244,6 +245,7 @@ class Runner(PrequentialStep):
         Skipped when nothing changed since the last one (unless ``force``). Returns whether a
         checkpoint was written.
         """
+        self._drain()  # the batch in flight is part of this checkpoint
         if not (self._dirty or force):
             return False
         t0 = time.perf_counter()
@@ -312,6 +314,7 @@ class Runner(PrequentialStep):
         stale = self._view_stale and (not busy or now - self._model_view_at > 0.5)
         monitor = None
         if force_model or stale:
+            self._drain()  # a quiescent learner to read
             self._model_view = introspect(self.learner)
             self._model_view_at = now
             self._view_stale = False
@@ -406,6 +409,8 @@ class Runner(PrequentialStep):
         if batch:
             self.process(batch)
             self._last_arrival = time.monotonic()  # idle counts from the end of the work
+        else:
+            self._drain()  # nothing new: finish what is in flight now
         self._timeout_ms = 0 if len(batch) == k.max_poll_records else k.poll_timeout_ms
         self.sink.poll()
         if self._checkpoint_due():
@@ -442,6 +447,9 @@ class Runner(PrequentialStep):
             if left:
                 log.error("%d output(s) undelivered at exit; kept in the outbox", len(left))
         finally:
+            if self._learn_pool is not None:
+                self._learn_pool.shutdown(wait=True)
+                self._learn_pool = None
             self.source.close()
             self._publish(force_model=True)
             if self.monitor is not None:

@@ -20,6 +20,7 @@ last-round scores); ``tests/test_daemon_steps.py`` pins the equivalence with the
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -134,6 +135,19 @@ class MKLStep(LearnerStep):
         self, xs: list[Any], ys: list[Any], on_error: Any
     ) -> list[dict[Any, float] | None]:
         return self.learner.learn_predict_many(xs, ys, validated=True, on_error=on_error)  # type: ignore[no-any-return]
+
+    def plan_run(self, xs: list[Any], ys: list[Any]) -> tuple[int, np.ndarray, np.ndarray]:
+        """The batch's leading compiled run (``MKLClassifier.plan_run``, inputs validated)."""
+        return self.learner.plan_run(xs, ys, 0, validated=True)  # type: ignore[no-any-return]
+
+    def run_rounds(self, X: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, float]:
+        """The planned run's compiled loop (GIL released) and its duration in seconds."""
+        t0 = time.perf_counter()
+        scores = self.learner.run_rounds(X, Y)
+        return scores, time.perf_counter() - t0
+
+    def probas_from_scores(self, scores: np.ndarray) -> list[dict[Any, float]]:
+        return self.learner.probas_from_scores(scores)  # type: ignore[no-any-return]
 
     def learn(self, x: dict[str, float], y: Any) -> None:
         learner = self.learner

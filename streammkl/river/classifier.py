@@ -219,12 +219,9 @@ class MKLClassifier(MKLMixin, base.Classifier):
         out: list[dict | None] = []
         i, n = 0, len(xs)
         while i < n:
-            j, rows, targets = self._known_run(xs, ys, i, validated)
+            j, X, Y = self.plan_run(xs, ys, i, validated)
             if j > i:
-                assert self._model is not None
-                X = np.array(rows, dtype=np.float64)
-                _, preds = self._model.learn_many_prepared(X, np.array(targets))
-                out.extend(self._proba(fx) for fx in preds.tolist())
+                out.extend(self.probas_from_scores(self.run_rounds(X, Y)))
                 i = j
                 continue
             x, y = xs[i], ys[i]
@@ -241,11 +238,37 @@ class MKLClassifier(MKLMixin, base.Classifier):
             i += 1
         return out
 
+    # The three phases of a compiled run, public for callers that overlap the compiled loop
+    # with other work (the daemon runs it on a thread while it fetches the next batch).
+
+    def plan_run(
+        self, xs: Sequence[Mapping], ys: Sequence[Any], start: int = 0, validated: bool = False
+    ) -> tuple[int, np.ndarray, np.ndarray]:
+        """The longest run from ``start`` of labelled examples with a known class and no new
+        feature, ready for :meth:`run_rounds`: ``(end, X, Y)`` (``end == start``: none).
+
+        Reads the learner only; valid until the learner changes.
+        """
+        j, rows, targets = self._known_run(xs, ys, start, validated)
+        if j == start:
+            return start, np.zeros((0, 0)), np.zeros(0)
+        return j, np.array(rows, dtype=np.float64), np.array(targets)
+
+    def run_rounds(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+        """Learn a planned run (:meth:`plan_run`) in one compiled loop; returns the scores of
+        each example before its own update. The loop releases the GIL: other threads may run
+        meanwhile, but none may touch this learner."""
+        assert self._model is not None
+        return self._model.learn_many_prepared(X, Y)[1]
+
+    def probas_from_scores(self, scores: np.ndarray) -> list[dict]:
+        """``predict_proba_one``'s probabilities from rows of scores (:meth:`run_rounds`)."""
+        proba = self._proba
+        return [proba(fx) for fx in scores.tolist()]
+
     def _known_run(
         self, xs: Sequence[Mapping], ys: Sequence[Any], i: int, validated: bool
     ) -> tuple[int, list[Any], list[float]]:
-        """The longest run from ``i`` of labelled examples with a known class and no new
-        feature: (end, feature rows in column order, core targets)."""
         model = self._model
         names = self._features.names
         d = len(names)
