@@ -5,20 +5,21 @@ to ``--records``, one partition), every path measured back to back in each of ``
 repetitions; the table gives medians (and the min-max range) because the machine is shared:
 
 1. raw: a kafka-python group consumer, ``poll(max_records=2000)``, ``json.loads`` of every value,
-   one commit per batch (KAFKA.md's reference loop);
+   one commit per batch (KAFKA.md's reference loop) — the issue's baseline;
 2. the daemon (:class:`streammkl.daemon.runner.Runner`, in-process, default learner and
-   settings): decode -> fused predict+learn round -> produce a prediction, checkpoints on;
-3. the same daemon without the predictions topic (what producing costs);
-4. the daemon with the previous hot path: predict then learn (two model evaluations per record)
-   and the previous producer settings (linger 5 ms, 16 KiB batches);
-5. the producer alone: one prediction-sized message per record with the daemon's producer
-   settings, acknowledged (the ceiling of any path that produces a message per record);
-6. the learner alone, no Kafka: predict_proba_one + learn_one, and the daemon's fused round.
+   settings, so the regret/drift monitor on: one fused round per record);
+3. the daemon with the monitor off: pipelined compiled runs (a batch's rounds in one compiled
+   loop on the learner thread while the loop fetches the next batch);
+4. the same with kafka-python as the producer, and without the predictions topic;
+5. the session-1 hot path: one fused round per record, kafka-python producer, monitor off;
+6. each producer alone: one prediction-sized message per record, acknowledged;
+7. the learner alone, no Kafka: compiled runs, fused rounds, predict_proba_one + learn_one.
 
 Rates are records per second from the partition assignment to the last record handled (daemon:
 predictions acknowledged); CPU is the process's CPU time (all threads) per record over the same
-span — less sensitive to the machine's load than the rate. Learn latency: every learning round
-inside the daemon, timed (p50/p99). Writes ``benchmarks/results/daemon_throughput.md``.
+span — less sensitive to the machine's load than the rate (the broker's CPU is not in it).
+Learn latency: every learning round inside the daemon, timed (p50/p99); for compiled runs the
+run's time divided by its records. Writes ``benchmarks/results/daemon_throughput.md``.
 
     python benchmarks/daemon_throughput.py [--records 20000] [--reps 5] [--quick]
 """
@@ -51,14 +52,15 @@ from streammkl.daemon.broker import EmbeddedBroker  # noqa: E402
 from streammkl.daemon.config import load_settings  # noqa: E402
 from streammkl.daemon.learner import build_learner  # noqa: E402
 from streammkl.daemon.monitoring import StreamMonitor  # noqa: E402
+from streammkl.daemon.rdkafka_sink import rdkafka_config  # noqa: E402
 from streammkl.daemon.runner import Runner  # noqa: E402
 from streammkl.daemon.sink import producer_config  # noqa: E402
-from streammkl.daemon.steps import LearnerStep, make_step  # noqa: E402
+from streammkl.daemon.steps import LearnerStep, MKLStep, make_step  # noqa: E402
 from streammkl.daemon.topics import ensure_topics  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "daemon_throughput.md"
 FAST = {"session_timeout_ms": 2000, "heartbeat_interval_ms": 500}
-PREVIOUS = {"kafka.producer_linger_ms": 5, "kafka.producer_batch_bytes": 16_384}
+KAFKA_PYTHON = {"kafka.producer_client": "kafka-python"}
 
 
 def bananas(n: int) -> list[bytes]:
@@ -99,6 +101,32 @@ def produce(
     return out
 
 
+def produce_rdkafka(bootstrap: str, topic: str, values: list[bytes]) -> dict[str, float]:
+    """``produce`` with the daemon's librdkafka producer settings, every message acknowledged."""
+    import confluent_kafka
+
+    settings = load_settings(env={}, overrides={"kafka.bootstrap_servers": bootstrap}).kafka
+    acked = [0]
+
+    def delivered(err: Any, msg: Any) -> None:
+        acked[0] += err is None
+
+    producer = confluent_kafka.Producer({**rdkafka_config(settings), "on_delivery": delivered})
+    producer.produce(topic, values[0])
+    producer.flush(30)  # metadata and connection before the clock
+    acked[0] = 0
+    clock = Clock()
+    clock.start()
+    for i, v in enumerate(values):
+        producer.produce(topic, v, str(i).encode())
+        if i % 2000 == 0:
+            producer.poll(0)
+    producer.flush(120)
+    out = clock.stop(len(values))
+    assert acked[0] == len(values), acked
+    return out
+
+
 def raw_consume(bootstrap: str, topic: str, n: int) -> dict[str, float]:
     clock = Clock()
 
@@ -131,8 +159,19 @@ def raw_consume(bootstrap: str, topic: str, n: int) -> dict[str, float]:
 
 
 def time_rounds(step: Any, seconds: list[float]) -> None:
-    """Time every learning round of a learner step (fused or not) into ``seconds``."""
+    """Time every learning round of a learner step (fused, generic or compiled runs) into
+    ``seconds`` (a compiled run: its mean per record, once per record)."""
     perf = time.perf_counter
+    if step.batched:
+        run = step.run_rounds
+
+        def timed_run(X: Any, Y: Any) -> Any:
+            scores, took = run(X, Y)
+            seconds.extend([took / max(len(X), 1)] * len(X))
+            return scores, took
+
+        step.run_rounds = timed_run
+        return
 
     def timed(method: Any) -> Any:
         def call(x: Any, y: Any) -> Any:
@@ -157,6 +196,7 @@ def daemon(
     predictions: bool,
     previous: bool = False,
     monitor: bool = True,
+    kafka_python: bool = False,
 ) -> dict[str, float]:
     overrides = {
         "kafka.bootstrap_servers": bootstrap,
@@ -167,12 +207,12 @@ def daemon(
         "checkpoint.dir": workdir,
         "metrics.enabled": False,
         **{f"kafka.{k}": v for k, v in FAST.items()},
-        **(PREVIOUS if previous else {}),
+        **(KAFKA_PYTHON if previous or kafka_python else {}),
         "monitor.enabled": monitor and not previous,
     }
     runner = Runner(load_settings(env={}, overrides=overrides), registry=CollectorRegistry())
-    if previous:
-        runner.learner_step = LearnerStep(runner.learner)  # predict, then learn
+    if previous:  # one fused round per record, as in session 1
+        runner.learner_step = PerRecord(runner.learner)
     rounds: list[float] = []
     time_rounds(runner.learner_step, rounds)
     runner.start()  # restores, warms the learner up, joins the group
@@ -189,6 +229,30 @@ def daemon(
     lat = np.array(rounds) * 1e6
     assert runner.counters["examples_learned"] == n and not left, (runner.counters, len(left))
     return {**out, "p50_us": float(np.percentile(lat, 50)), "p99_us": float(np.percentile(lat, 99))}
+
+
+class PerRecord(MKLStep):
+    """The fused step without compiled runs (the daemon's hot path before them)."""
+
+    @property
+    def batched(self) -> bool:
+        return False
+
+
+def learner_runs(values: list[bytes], batch: int = 2000) -> dict[str, float]:
+    """The learner on decoded records in compiled runs of ``batch`` (the daemon's path without
+    the monitor, minus Kafka)."""
+    recs = [wire.decode(v) for v in values]
+    learner = build_learner(load_settings(env={}).learner)
+    step = make_step(learner)
+    step.warm_up()
+    xs, ys = [r.x for r in recs], [r.y for r in recs]
+    learner.learn_predict_many(xs[:10], ys[:10], validated=True)  # classes known
+    clock = Clock()
+    clock.start()
+    for i in range(10, len(recs), batch):
+        learner.learn_predict_many(xs[i : i + batch], ys[i : i + batch], validated=True)
+    return clock.stop(len(recs) - 10)
 
 
 def learner_alone(
@@ -253,16 +317,21 @@ def main(argv: list[str] | None = None) -> int:
                 ("raw", lambda d: raw_consume(bootstrap, topic, n)),
                 ("daemon", lambda d: daemon(bootstrap, topic, n, d, True)),
                 ("nomonitor", lambda d: daemon(bootstrap, topic, n, d, True, monitor=False)),
+                ("nomonitor_kp", lambda d: daemon(
+                    bootstrap, topic, n, d, True, monitor=False, kafka_python=True)),
                 ("nopred", lambda d: daemon(bootstrap, topic, n, d, False, monitor=False)),
                 ("previous", lambda d: daemon(bootstrap, topic, n, d, True, previous=True)),
-                ("producer", lambda d: produce(
+                ("producer_kp", lambda d: produce(
                     bootstrap, f"{topic}.sink", [prediction] * n, True, **sink_config)),
+                ("producer_rd", lambda d: produce_rdkafka(
+                    bootstrap, f"{topic}.sink", [prediction] * n)),
             ]  # fmt: skip
             for name, run in order:
                 with tempfile.TemporaryDirectory() as workdir:
                     runs.setdefault(name, []).append(run(workdir))
                 print(f"rep {rep + 1}/{reps} {name}: {runs[name][-1]}", flush=True)
         alone = {
+            "alone_runs": lambda: learner_runs(values),
             "alone_fused": lambda: learner_alone(values, True),
             "alone_generic": lambda: learner_alone(values, False),
             "alone_monitor": lambda: learner_alone(values, True, {}, repeat=4),
@@ -276,19 +345,25 @@ def main(argv: list[str] | None = None) -> int:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     rows = [
         ("raw kafka-python consume + json.loads (1 commit/batch)", "raw"),
-        ("**daemon end to end**, default settings (regret/drift monitor on)", "daemon"),
-        ("daemon end to end, monitor off", "nomonitor"),
-        ("daemon without the predictions topic, monitor off", "nopred"),
-        (
-            "daemon, previous hot path (predict then learn; linger 5 ms, 16 KiB; no monitor)",
-            "previous",
-        ),
-        ("producer alone: one prediction-sized message per record, acknowledged", "producer"),
-        ("learner alone: fused round (the daemon's), no Kafka", "alone_fused"),
+        ("daemon end to end, default settings (regret/drift monitor on: a round per record)",
+         "daemon"),
+        ("**daemon end to end, monitor off** (pipelined compiled runs, librdkafka producer)",
+         "nomonitor"),
+        ("daemon, monitor off, kafka-python producer", "nomonitor_kp"),
+        ("daemon, monitor off, without the predictions topic", "nopred"),
+        ("daemon, session-1 hot path (a fused round per record, kafka-python producer, no "
+         "monitor)", "previous"),
+        ("producer alone, kafka-python: one prediction-sized message per record, acked",
+         "producer_kp"),
+        ("producer alone, librdkafka (the daemon's default)", "producer_rd"),
+        ("learner alone: compiled runs of 2000 (the daemon's, monitor off), no Kafka",
+         "alone_runs"),
+        ("learner alone: a fused round per record (the daemon's, monitor on), no Kafka",
+         "alone_fused"),
         ("learner alone: predict_proba_one + learn_one, no Kafka", "alone_generic"),
         (f"learner alone + monitor, defaults, steady state ({4 * n} records)", "alone_monitor"),
         ("learner alone + monitor without windowed regret (window = 0)", "alone_monitor_hot"),
-    ]
+    ]  # fmt: skip
     raw = summary(runs["raw"], "rate")[0]
     lines = [
         "# Daemon throughput",
@@ -297,8 +372,8 @@ def main(argv: list[str] | None = None) -> int:
         f"partition, default learner and settings, broker "
         f"{'external ' + external if external else 'embedded Tansu'}; {reps} repetitions, each "
         "path back to back in every repetition; medians (min-max). Python "
-        f"{platform.python_version()}, {os.cpu_count()} CPUs shared with other jobs, 1-min load "
-        f"average {load:.1f} at the end.",
+        f"{platform.python_version()}, {os.cpu_count()} CPUs shared with other jobs (and with "
+        f"the broker), 1-min load average {load:.1f} at the end.",
         "",
         "| path | records/s | of raw | CPU µs/record | learn p50 / p99 (µs) |",
         "|---|---:|---:|---:|---:|",
@@ -308,32 +383,35 @@ def main(argv: list[str] | None = None) -> int:
         cpu = summary(runs[key], "cpu_us")[0]
         lat = ""
         if "p99_us" in runs[key][0]:
-            lat = f"{summary(runs[key], 'p50_us')[0]:.0f} / {summary(runs[key], 'p99_us')[0]:.0f}"
+            lat = f"{summary(runs[key], 'p50_us')[0]:.1f} / {summary(runs[key], 'p99_us')[0]:.1f}"
         rates = f"{rate:,.0f} ({lo:,.0f}-{hi:,.0f})"
         lines.append(f"| {label} | {rates} | {rate / raw:.0%} | {cpu:.0f} | {lat} |")
-    daemon_rate = summary(runs["daemon"], "rate")[0]
+    rate = {key: summary(runs[key], "rate")[0] for key in runs}
     cpu = {key: summary(runs[key], "cpu_us")[0] for key in runs}
-    parts = cpu["raw"] + cpu["alone_fused"] + cpu["producer"]
-    budget, round_us = 1e6 / (0.8 * raw), 1e6 / summary(runs["alone_fused"], "rate")[0]
+    budget = 1e6 / (0.8 * raw)
+    floor = cpu["raw"] + cpu["alone_runs"] + cpu["producer_rd"]
     lines += [
         "",
-        f"- daemon / raw consume: **{daemon_rate / raw:.0%}** (target ≥ 80%); monitor off: "
-        f"{summary(runs['nomonitor'], 'rate')[0] / raw:.0%}.",
-        f"- where the CPU goes (µs/record, monitor off): consuming {cpu['raw']:.0f} + the learning "
-        f"round {cpu['alone_fused']:.0f} + producing the prediction {cpu['producer']:.0f} = "
-        f"{parts:.0f}, against {cpu['nomonitor']:.0f} measured (the rest: decoding, bookkeeping, "
-        "GIL hand-offs between the loop and kafka-python's threads).",
+        f"- daemon / raw consume: **{rate['nomonitor'] / raw:.0%}** with the monitor off "
+        f"(target ≥ 80%), {rate['daemon'] / raw:.0%} with the default regret/drift monitor; "
+        f"session 1: {rate['previous'] / raw:.0%}.",
+        f"- 80% of the raw rate is {0.8 * raw:,.0f} records/s: {budget:.0f} µs of wall time per "
+        f"record. Measured alone, consuming costs {cpu['raw']:.0f} µs of CPU per record, the "
+        f"compiled learning round {cpu['alone_runs']:.0f} and producing the prediction "
+        f"{cpu['producer_rd']:.1f}: {floor:.0f} µs before validation, the prediction's JSON, "
+        "bookkeeping and the broker's own work for the predictions topic (not in these CPU "
+        f"figures). Spread perfectly over {os.cpu_count()} cores that is "
+        f"{floor / (os.cpu_count() or 1):.0f} µs of wall time per record at best, against the "
+        f"{budget:.0f} µs budget; the daemon measured {cpu['nomonitor']:.0f} µs of CPU per record "
+        "(its process, all threads).",
         f"- the monitor: {cpu['alone_monitor_hot'] - cpu['alone_fused']:.0f} µs/record on the "
         f"loop (observe, λΩ(θ_t)), and its comparator fits, throttled to 25 % of a core: "
-        f"{cpu['alone_monitor'] - cpu['alone_fused']:.0f} µs/record in all over a long run. In the "
-        f"daemon rows above (a few seconds each) the first fit weighs more: +"
-        f"{cpu['daemon'] - cpu['nomonitor']:.0f} µs/record.",
-        f"- 80% of the raw rate is {0.8 * raw:,.0f} records/s, {budget:.0f} µs per record for "
-        f"everything; the learning round alone takes {round_us:.0f} µs "
-        f"({'more than' if round_us > budget else 'within'} that budget), producing one message "
-        f"{1e6 / summary(runs['producer'], 'rate')[0]:.0f} µs.",
-        f"- producer settings of the daemon: {json.dumps(sink_config)}; producing the input "
-        f"(acks=all, linger 5 ms): {produce_in['rate']:,.0f} records/s.",
+        f"{cpu['alone_monitor'] - cpu['alone_fused']:.0f} µs/record in all over a long run; and "
+        "it needs one round per record (its drift detector may restart the schedule between two "
+        "rounds), so it cannot use the compiled runs.",
+        f"- producers: kafka-python {cpu['producer_kp']:.0f} µs of CPU per message, librdkafka "
+        f"{cpu['producer_rd']:.1f}; the daemon's settings: {json.dumps(sink_config)}; producing "
+        f"the input (kafka-python, acks=all, linger 5 ms): {produce_in['rate']:,.0f} records/s.",
         "",
     ]
     text = "\n".join(lines)

@@ -409,9 +409,17 @@ def test_metrics_endpoint_values_and_probes(tmp_path: Path) -> None:
     r.http.stop()  # type: ignore[union-attr]
 
 
-@pytest.mark.parametrize("task", ["classification", "regression"])
-def test_default_learner_survives_crashes_exactly(tmp_path: Path, task: str) -> None:
-    """The real MKLClassifier / MKLRegressor through checkpoints: same digest after crashes."""
+@pytest.mark.parametrize(
+    ("task", "monitor"),
+    [("classification", True), ("classification", False), ("regression", True)],
+    ids=["classification-per-record", "classification-pipelined-runs", "regression"],
+)
+def test_default_learner_survives_crashes_exactly(
+    tmp_path: Path, task: str, monitor: bool
+) -> None:
+    """The real MKLClassifier / MKLRegressor through checkpoints: same digest after crashes.
+    Without the monitor the classifier takes the pipelined compiled runs: a crash then also
+    abandons a batch in flight."""
     pytest.importorskip("streammkl.river")
 
     def stream(cluster: FakeCluster) -> None:
@@ -420,7 +428,12 @@ def test_default_learner_survives_crashes_exactly(tmp_path: Path, task: str) -> 
             y = r["y"] if task == "classification" else r["x"]["x1"] * 2 - r["x"]["x2"]
             cluster.append("in", json.dumps({"x": r["x"], "y": y}).encode(), i % 2, None, i)
 
-    over = {"learner.task": task, "checkpoint.every_records": 30}
+    over = {
+        "learner.task": task,
+        "checkpoint.every_records": 30,
+        "kafka.max_poll_records": 25,
+        "monitor.enabled": monitor,
+    }
 
     def make(cluster: FakeCluster, seed: int, sub: str) -> Runner:
         return Runner(
@@ -445,8 +458,12 @@ def test_default_learner_survives_crashes_exactly(tmp_path: Path, task: str) -> 
             r.step()
     final = make(cluster, 99, "run")
     final.run()
+    assert ref.learner_step.batched is (task == "classification" and not monitor)
     assert final.counters["examples_learned"] == ref.counters["examples_learned"] == 300
     assert final.learner.digest() == ref.learner.digest()
+    assert {(p["partition"], p["offset"]) for p in predictions(cluster)} == {
+        (i % 2, i // 2) for i in range(300)
+    }  # every record predicted (at least once)
     assert sum(final.learner.kernel_weights.values()) == pytest.approx(1.0)
 
 
