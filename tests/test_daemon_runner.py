@@ -414,9 +414,7 @@ def test_metrics_endpoint_values_and_probes(tmp_path: Path) -> None:
     [("classification", True), ("classification", False), ("regression", True)],
     ids=["classification-per-record", "classification-pipelined-runs", "regression"],
 )
-def test_default_learner_survives_crashes_exactly(
-    tmp_path: Path, task: str, monitor: bool
-) -> None:
+def test_default_learner_survives_crashes_exactly(tmp_path: Path, task: str, monitor: bool) -> None:
     """The real MKLClassifier / MKLRegressor through checkpoints: same digest after crashes.
     Without the monitor the classifier takes the pipelined compiled runs: a crash then also
     abandons a batch in flight."""
