@@ -119,8 +119,11 @@ def test_learner_refusals_leave_the_model_untouched() -> None:
         ("n", None, {}),
     ],
 )
-def test_prediction_bytes_are_what_json_dumps_gives(rid: Any, prediction: Any, proba: Any) -> None:
+def test_prediction_bytes_are_the_json_of_the_message(
+    rid: Any, prediction: Any, proba: Any
+) -> None:
     got = prediction_bytes(rid, prediction, proba, 12, "in.topic", 3, 99)
+    assert b" " not in got  # compact (no value of these cases holds a space)
     keys = {k: k if isinstance(k, str) else json.dumps(k) for k in proba or ()}
     want = {
         "id": rid,
@@ -131,7 +134,17 @@ def test_prediction_bytes_are_what_json_dumps_gives(rid: Any, prediction: Any, p
         "partition": 3,
         "offset": 99,
     }
-    assert got == json.dumps(want, separators=(",", ":")).encode()
+    assert json.loads(got) == want
+    assert list(json.loads(got)) == list(want)  # the keys in this order
+
+
+def test_prediction_bytes_of_labels_orjson_refuses() -> None:
+    huge = 2**70  # beyond 64 bits: the standard library writes it
+    got = prediction_bytes("h", huge, {huge: 0.75, 1: math.nan}, 1, "t", 0, 5)
+    assert json.loads(got) == {
+        "id": "h", "prediction": huge, "proba": {str(huge): 0.75, "1": None},
+        "model_version": 1, "topic": "t", "partition": 0, "offset": 5,
+    }  # fmt: skip
 
 
 def test_prediction_bytes_turn_non_finite_numbers_into_null() -> None:

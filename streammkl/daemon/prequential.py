@@ -7,7 +7,7 @@ a record contains can stop the loop.
 
 Hot-loop choices (measured, ``benchmarks/daemon_throughput.py``): labelled records of the
 streammkl learners take one fused round (:mod:`streammkl.daemon.steps`); a prediction's JSON is
-assembled from cached fragments rather than through ``json`` (:func:`prediction_bytes`);
+written by orjson (:func:`prediction_bytes`);
 histogram observations are list appends folded once per batch; counters are kept in locals and
 added once per batch.
 """
@@ -20,18 +20,16 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
+import orjson
+
 from streammkl import wire
 from streammkl.daemon.sink import Output
 
 #: Rejection reasons: wire's decode reasons plus a learner that raised on a record.
 REASONS = (*wire.REASONS, "learner_error")
 
-_ENCODE = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
-_CACHE_LIMIT = 10_000
-_LABEL_KEYS: dict[Any, str] = {}  # label -> its JSON object key, JSON-encoded (with quotes)
-_LABEL_VALUES: dict[Any, str] = {}  # label -> its JSON value
-_STRINGS: dict[str, str] = {}  # topic -> its JSON string
 _INDEX_KEYS = tuple(str(i) for i in range(4096))  # feature names of dense vectors
+_ORJSON_OPTIONS = orjson.OPT_NON_STR_KEYS  # labels as keys: True -> "true", 1 -> "1"
 
 
 def label_key(label: Any) -> str:
@@ -46,25 +44,8 @@ def _named(x: list[float]) -> dict[str, float]:
     return {str(i): v for i, v in enumerate(x)}
 
 
-def _cached(cache: dict[Any, str], key: Any, make: Any) -> str:
-    out = cache.get(key)
-    if out is None:
-        out = make()
-        if len(cache) < _CACHE_LIMIT:
-            cache[key] = out
-    return out
-
-
-def _number(value: float) -> str:
-    return repr(value) if math.isfinite(value) else "null"  # repr(float) is JSON's float text
-
-
-def _label_json(label: Any) -> str:
-    if isinstance(label, float):
-        return _number(label)
-    if isinstance(label, list):  # a label sequence
-        return "[" + ",".join(_label_json(v) for v in label) + "]"
-    return _cached(_LABEL_VALUES, (type(label), label), lambda: _ENCODE(label))
+def _finite(value: Any) -> Any:
+    return value if not isinstance(value, float) or math.isfinite(value) else None
 
 
 def prediction_bytes(
@@ -76,33 +57,37 @@ def prediction_bytes(
     partition: int,
     offset: int,
 ) -> bytes:
-    """The prediction message, byte for byte what ``json.dumps`` (compact, keys in this order)
-    gives, except that a non-finite number becomes ``null``; built from cached fragments.
+    """The prediction message: compact JSON with the keys in this order, labels as object keys
+    the way ``json.dumps`` writes them (``True`` -> ``"true"``), non-finite numbers as ``null``.
+
+    orjson writes it (0.5 us against 3 us for fragments joined in Python; the float text is
+    the shortest that round-trips, as ``repr``); the standard library takes what orjson refuses
+    (integers beyond 64 bits, label types it does not know).
 
     >>> prediction_bytes("e1", True, {False: 0.25, True: 0.75}, 7, "in", 0, 41)
     b'{"id":"e1","prediction":true,"proba":{"false":0.25,"true":0.75},"model_version":7,\
 "topic":"in","partition":0,"offset":41}'
     """
-    if proba is None:
-        proba_json = "null"
+    message = {
+        "id": rid,
+        "prediction": prediction,
+        "proba": proba,
+        "model_version": version,
+        "topic": topic,
+        "partition": partition,
+        "offset": offset,
+    }
+    try:
+        return orjson.dumps(message, option=_ORJSON_OPTIONS)
+    except (orjson.JSONEncodeError, TypeError):
+        pass
+    if isinstance(prediction, list):
+        message["prediction"] = [_finite(v) for v in prediction]
     else:
-        proba_json = (
-            "{"
-            + ",".join(
-                _cached(_LABEL_KEYS, (type(k), k), lambda k=k: _ENCODE(label_key(k)))
-                + ":"
-                + _number(float(v))
-                for k, v in proba.items()
-            )
-            + "}"
-        )
-    return (
-        f'{{"id":{"null" if rid is None else _ENCODE(rid)},'
-        f'"prediction":{"null" if prediction is None else _label_json(prediction)},'
-        f'"proba":{proba_json},"model_version":{version},'
-        f'"topic":{_cached(_STRINGS, topic, lambda: _ENCODE(topic))},'
-        f'"partition":{partition},"offset":{offset}}}'
-    ).encode()
+        message["prediction"] = _finite(prediction)
+    if proba is not None:
+        message["proba"] = {label_key(k): _finite(v) for k, v in proba.items()}
+    return json.dumps(message, separators=(",", ":"), default=str).encode()
 
 
 class PrequentialStep:
