@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from numba import njit
 from numba.core.registry import CPUDispatcher
 
 from streammkl.core import OnlineMKL, kernels, losses, regularizers, schedules
 from streammkl.core import _numba as nb
+from streammkl.core._jit import JIT
 
 
 def compiled_functions():
@@ -16,7 +18,7 @@ def compiled_functions():
 
 SCALAR_KERNELS = [
     "kernel_value", "gram", "view_dot", "dot4", "axpy_sqnorm", "loss_grad", "prox_squared_l1",
-    "project_l1_ball", "prox_power", "prox_norm_step", "schedule_eta",
+    "project_l1_ball", "prox_power", "prox_norm_step", "schedule_eta", "fast_cos",
 ]  # fmt: skip
 MODEL_LOOPS = [
     "learn_many", "learn_round", "explicit_phi", "block_scores", "evict", "apply_prox_steps",
@@ -75,7 +77,50 @@ def test_scalar_and_vector_kernels():
               np.ones(6, dtype=np.bool_), b, 0.7, np.zeros(6))  # fmt: skip
     for code in range(3):
         _both("schedule_eta", code, 0.5, 7)
+    for x in (0.0, 0.3, -2.0, 100.5, -9.9e4):
+        _both("fast_cos", x)
     assert COVERED == set(SCALAR_KERNELS)
+
+
+def test_fast_cos_is_within_two_ulp_of_the_library_cosine():
+    """The random Fourier maps' cosine (a vectorisable polynomial): checked against math.cos
+    over the range it serves, including every quadrant boundary region."""
+    rng = np.random.default_rng(1)
+    xs = np.concatenate([
+        rng.normal(scale=30.0, size=200_000),
+        rng.uniform(-nb.FAST_COS_LIMIT, nb.FAST_COS_LIMIT, size=200_000),
+        np.arange(-400, 400) * (np.pi / 4),  # quadrant edges, where reduction errors show
+    ])  # fmt: skip
+    fast = np.array([nb.fast_cos(x) for x in xs[:2000]])
+    ref = np.cos(xs)
+
+    @njit(**{**JIT, "cache": False})  # the library's flags: fast_cos is inlined with its caller's
+    def many(v, out):
+        for i in range(v.shape[0]):
+            out[i] = nb.fast_cos(v[i])
+
+    out = np.empty_like(xs)
+    many(xs, out)
+    np.testing.assert_array_equal(fast, out[:2000])  # the same compiled code inline or not
+    err = np.abs(out - ref)
+    assert err.max() <= 2.5 * np.spacing(1.0)  # |cos| <= 1: absolute error within ~2 ulp of 1
+    assert np.all(np.abs(out) <= 1.0)
+
+
+def test_fourier_features_fall_back_to_the_library_cosine_for_huge_arguments():
+    from streammkl.core import OnlineMKL, kernels
+
+    m = OnlineMKL(kernels=(kernels.RBF(1.0, n_components=16),), seed=2)
+    m.learn(np.array([1.0, -2.0]), 1)
+    lay = m._layout
+    for scale in (1.0, 1e7):  # 1e7: arguments beyond FAST_COS_LIMIT
+        x = np.array([0.7, -1.3]) * scale
+        phi = np.zeros(lay.ex_off[-1])
+        nb.explicit_phi(x, lay.ex_blocks, lay.ex_off, lay.ex_kind, lay.ex_norm, lay.phi_src,
+                        lay.rff_w, lay.rff_b, phi)  # fmt: skip
+        z = lay.rff_w[lay.phi_src[0].astype(int)] @ x + lay.rff_b[lay.phi_src[0].astype(int)]
+        want = np.sqrt(2.0 / z.size) * np.cos(z)
+        np.testing.assert_allclose(phi, want, rtol=0, atol=1e-14 * max(1.0, np.abs(z).max()))
 
 
 def test_model_loops_match_python(monkeypatch):

@@ -375,6 +375,39 @@ schedule_eta = njit(**JIT)(_schedule_eta)
 # --- model: features, scores
 
 
+FAST_COS_LIMIT = 1.0e5  # |x| below this: Cody-Waite reduction by pi/2 is exact enough
+
+
+def _fast_cos(x):
+    """cos(x) within 2 ulp of the C library for |x| <= FAST_COS_LIMIT, without a call or a
+    branch, so that a loop of them vectorises (numba has no SVML here: math.cos costs ~17 ns,
+    this ~1 ns in a loop). Cody-Waite reduction by pi/2 (three parts), fdlibm's sine and
+    cosine kernels on [-pi/4, pi/4], the quadrant chosen by selects."""
+    k = np.floor(x * 0.63661977236758134308 + 0.5)
+    r = x - k * 1.57079632673412561417e00
+    r = r - k * 6.07710050630396597660e-11
+    r = r - k * 2.02226624871116645580e-21
+    z = r * r
+    s = r + z * r * (
+        -1.66666666666666324348e-01
+        + z * (8.33333333332248946124e-03 + z * (-1.98412698298579493134e-04 + z * (
+            2.75573137070700676789e-06 + z * (-2.50507602534068634195e-08
+                                             + z * 1.58969099521155010221e-10))))
+    )  # fmt: skip
+    c = 1.0 - 0.5 * z + z * z * (
+        4.16666666666666019037e-02
+        + z * (-1.38888888888741095749e-03 + z * (2.48015872894767294178e-05 + z * (
+            -2.75573143513906633035e-07 + z * (2.08757232129817482790e-09
+                                              + z * -1.13596475577881948265e-11))))
+    )  # fmt: skip
+    q = k - 4.0 * np.floor(k * 0.25)  # the quadrant: 0, 1, 2, 3
+    v = s if (q == 1.0 or q == 3.0) else c
+    return -v if (q == 1.0 or q == 2.0) else v
+
+
+fast_cos = njit(**JIT_INLINE)(_fast_cos)
+
+
 def _explicit_phi(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_w, rff_b, phi):
     """Feature maps of all explicit blocks, concatenated into ``phi``.
 
@@ -400,12 +433,20 @@ def _explicit_phi(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_w, rff_b,
         else:
             c = math.sqrt(2.0 / (e - a))
             w = min(d, rff_w.shape[1])
+            big = False
             for j in range(a, e):
                 r = int(phi_src[0, j])
                 z = rff_b[r]
                 for i in range(w):
                     z += rff_w[r, i] * x[i]
-                phi[j] = c * math.cos(z)
+                phi[j] = z
+                big = big or abs(z) > FAST_COS_LIMIT
+            if big:  # arguments beyond the reduction's exact range: the library cosine
+                for j in range(a, e):
+                    phi[j] = c * math.cos(phi[j])
+            else:  # one vectorised loop
+                for j in range(a, e):
+                    phi[j] = c * fast_cos(phi[j])
         if ex_norm[m]:
             sq = 0.0
             for j in range(a, e):
