@@ -21,6 +21,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy streammkl simulators
 
 # Prometheus + promtool (Debian package) for the deploy checks; a no-op when both are installed.
 prometheus-tools:
@@ -44,4 +45,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/core_update.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache .mypy_cache

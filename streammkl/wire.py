@@ -351,7 +351,7 @@ def _label(value: Any, where: str, classes: Any, numeric: bool) -> Label:
         )
     if classes is not None and value not in classes:
         raise _Reject("unknown_class", f"{where} = {value!r} is not a configured class")
-    return value  # type: ignore[no-any-return]
+    return value
 
 
 def _labels(y: Any, tokens: list[Any] | None, classes: Any, numeric: bool) -> Any:

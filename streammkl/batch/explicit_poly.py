@@ -99,7 +99,8 @@ class ExplicitPolynomialMKL:
         rho_u = np.array([rho2[len(u)] / math.sqrt(_orderings(u)) for u in self.indices_])
         theta = np.full(len(self.indices_), 1.0 / math.sqrt(len(self.indices_)))
         ridge = n * float(self.lam) * np.eye(n)
-        self.objective_history_, self.time_history_ = [], []
+        self.objective_history_: list[float] = []
+        self.time_history_: list[float] = []
         a = np.zeros(n)
         for _ in range(int(self.n_iter)):
             a = scipy.linalg.cho_solve(

@@ -245,10 +245,10 @@ class RandomizedMKL:
         w = np.array([self.kernel_weights_[k] for k in keys])
         if self.kernels is None:
             base = LinearBase(self.X_fit_)
-            left = np.stack([base.feature(k, X) for k in keys], axis=1) if keys else None
-            right = np.stack([base.feature(k) for k in keys], axis=1) if keys else None
-            if left is None:
+            if not keys:
                 return np.zeros((X.shape[0], self.X_fit_.shape[0]))
+            left = np.stack([base.feature(k, X) for k in keys], axis=1)
+            right = np.stack([base.feature(k) for k in keys], axis=1)
             return (left * w) @ right.T
         cross = gram_stack(self.kernels, X, self.X_fit_)
         out = np.zeros((X.shape[0], self.X_fit_.shape[0]))

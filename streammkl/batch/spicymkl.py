@@ -145,6 +145,8 @@ class SpicyMKL:
             K = check_precomputed(X)
             self.X_fit_ = None
         else:
+            # not precomputed: _precomputed() rejected None, so kernels is the sequence
+            assert self.kernels is not None and not isinstance(self.kernels, str)
             K = gram_stack(self.kernels, X)
             self.X_fit_ = np.array(X, dtype=np.float64)
         self.kernel_names_ = kernel_names(None if self._precomputed() else self.kernels, len(K))
@@ -242,6 +244,8 @@ class SpicyMKL:
                 )
             K = K[act]
         else:
+            # not precomputed: _precomputed() rejected None, so kernels is the sequence
+            assert self.kernels is not None and not isinstance(self.kernels, str)
             K = gram_stack(self.kernels, X, self.X_fit_, which=act)
         K = K * self.gram_scale_[act, None, None]
         return np.einsum("mij,mj->i", K, self.dual_coef_[act]) + self.intercept_

@@ -24,7 +24,7 @@ class Spec:
         return f"{type(self).__name__}({args})"
 
     def __eq__(self, other: object) -> bool:
-        return type(self) is type(other) and self.to_spec() == other.to_spec()  # type: ignore[attr-defined]
+        return type(self) is type(other) and self.to_spec() == other.to_spec()
 
     def __hash__(self) -> int:
         return hash(repr(self))

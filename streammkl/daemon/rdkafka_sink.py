@@ -64,7 +64,7 @@ class RdkafkaSink(Sink):
 
     def __init__(self, settings: KafkaSettings, metrics: Any = None) -> None:
         super().__init__(settings, metrics, producer_factory=self._create)
-        self.pending: list[Any] = []  # type: ignore[assignment]  # Output-shaped tuples
+        self.pending: list[Any] = []  # Output-shaped tuples
         self._failed_outputs: list[Output] = []
         self._acked = 0
         self._last_error: Any = None

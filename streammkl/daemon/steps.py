@@ -134,11 +134,11 @@ class MKLStep(LearnerStep):
     def learn_predict_many(
         self, xs: list[Any], ys: list[Any], on_error: Any
     ) -> list[dict[Any, float] | None]:
-        return self.learner.learn_predict_many(xs, ys, validated=True, on_error=on_error)  # type: ignore[no-any-return]
+        return self.learner.learn_predict_many(xs, ys, validated=True, on_error=on_error)
 
     def plan_run(self, xs: list[Any], ys: list[Any]) -> tuple[int, np.ndarray, np.ndarray]:
         """The batch's leading compiled run (``MKLClassifier.plan_run``, inputs validated)."""
-        return self.learner.plan_run(xs, ys, 0, validated=True)  # type: ignore[no-any-return]
+        return self.learner.plan_run(xs, ys, 0, validated=True)
 
     def run_rounds(self, X: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, float]:
         """The planned run's compiled loop (GIL released) and its duration in seconds."""
@@ -147,7 +147,7 @@ class MKLStep(LearnerStep):
         return scores, time.perf_counter() - t0
 
     def probas_from_scores(self, scores: np.ndarray) -> list[dict[Any, float]]:
-        return self.learner.probas_from_scores(scores)  # type: ignore[no-any-return]
+        return self.learner.probas_from_scores(scores)
 
     def learn(self, x: dict[str, float], y: Any) -> None:
         learner = self.learner

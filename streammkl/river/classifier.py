@@ -159,7 +159,7 @@ class MKLClassifier(MKLMixin, base.Classifier):
             return np.array([-f, f]) if len(self.classes_) == 2 else np.array([f])
         return fx[: len(self.classes_)].copy()
 
-    def predict_proba_one(self, x: dict, **kwargs: Any) -> dict:
+    def predict_proba_one(self, x: Mapping, **kwargs: Any) -> dict:
         vec = self._vector(x, learn=False)
         if vec is None or not self.classes_:
             return {c: 1.0 / len(self.classes_) for c in self.classes_}

@@ -136,9 +136,6 @@ def decode_label(item: Any) -> Hashable:
         return tuple(decode_label(v) for v in value)
     types = {"bool": bool, "int": int, "float": float, "str": str}
     expected = types.get(tag)
-    ok = expected is not None and (
-        type(value) is expected or (tag == "float" and type(value) is int)
-    )
-    if not ok:
+    if expected is None or not (type(value) is expected or (tag == "float" and type(value) is int)):
         raise ValueError(f"malformed label entry {item!r}")
     return expected(value)

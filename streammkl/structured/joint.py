@@ -24,7 +24,7 @@ from streammkl.core import budget as budgets
 from streammkl.core import regularizers as regs_mod
 from streammkl.core.kernels import Kernel
 from streammkl.core.regularizers import Regularizer
-from streammkl.core.state import BlockState, build_layout, transplant
+from streammkl.core.state import BlockState, Layout, build_layout, transplant
 from streammkl.core.update import step_arrays
 from streammkl.structured import _numba as snb
 from streammkl.structured.pruning import B1Pruning
@@ -54,7 +54,7 @@ class JointBlocks:
         self.seed = seed
         self.learn_transition_weight = learn_transition_weight
         self.transition_scale = float(np.sqrt(transition_weight))
-        self.layout = None
+        self.layout: Layout | None = None
         self.state: BlockState | None = None
         self.pruning: B1Pruning | None = None
         self.transition = np.zeros((0, 0))  # A: (K, K), label a followed by label b
@@ -104,6 +104,7 @@ class JointBlocks:
                 self.state.resize_support(cap)
 
     def _width(self, X: np.ndarray) -> np.ndarray:
+        assert self.state is not None
         d = self.state.sx.shape[1]
         if X.shape[1] == d:
             return X
@@ -112,13 +113,14 @@ class JointBlocks:
     # --- scores -----------------------------------------------------------------------------
     def block_scores(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Block scores (T, M, K), feature maps (T, P) and view norms (T, V) at every position."""
-        L, S = self.layout, self.state
+        L, S, pruning = self.layout, self.state, self.pruning
+        assert L is not None and S is not None and pruning is not None  # set together by rebuild
         X = self._width(X)
         T, K, M = X.shape[0], S.w.shape[0], len(self.kernels)
         phis = np.zeros((T, L.width))
         scores = np.zeros((T, M, K))
         xsqs = np.zeros((T, L.n_views))
-        im_blocks, im_pruned, basis, sproj = self.pruning.arrays(S)
+        im_blocks, im_pruned, basis, sproj = pruning.arrays(S)
         snb.sequence_scores(
             X, L.kinds, L.kp, L.view_of, L.masks, L.view_full, L.ex_blocks, im_blocks,
             L.ex_off, L.ex_kind, L.ex_norm, L.phi_src, L.rff_w, L.rff_b,
@@ -143,6 +145,7 @@ class JointBlocks:
     def step(self, X: np.ndarray, V: np.ndarray, G0: np.ndarray, eta: float, cache: tuple) -> None:
         """theta_m += eta sum_i phi_m(x_i) (x) V_i; A += eta sqrt(beta_0) G0; then prox."""
         L, S = self.layout, self.state
+        assert L is not None and S is not None  # step follows ensure_room, after a rebuild
         scores, phis, xsqs = cache
         active = np.any(V != 0.0, axis=1)
         if active.any():
@@ -158,14 +161,15 @@ class JointBlocks:
 
     def prox(self, eta: float) -> None:
         """J prox steps on the block norms (bigram last), then the projection (core routine)."""
-        S = self.state
+        L, S = self.layout, self.state
+        assert L is not None and S is not None
         M = len(self.kernels)
         t_norm = float(np.linalg.norm(self.transition))
         norms = np.append(S.norms, t_norm)
         scale = np.append(S.scale, 1.0)
         codes, params, groups = self.steps
         cnb.apply_prox_steps(
-            eta, codes, params, groups, self.radius, self.is_explicit1, self.layout.ex_blocks,
+            eta, codes, params, groups, self.radius, self.is_explicit1, L.ex_blocks,
             self.ex_off1, S.w, scale, norms, S.coef, S.n_support, np.zeros(M + 1),
         )  # fmt: skip
         S.norms[:] = norms[:M]
@@ -189,6 +193,7 @@ class JointBlocks:
         l1 = 0.0
         if any(not r.norm_only for r in self.regularizers) and self.state is not None:
             L, S = self.layout, self.state
+            assert L is not None  # state and layout are set together by rebuild
             for m in L.ex_blocks:
                 l1 += S.scale[m] * float(np.abs(S.w[:, L.ex_off[m] : L.ex_off[m + 1]]).sum())
         b = self.regularized_norms()

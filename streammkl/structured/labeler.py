@@ -284,6 +284,8 @@ class SequenceLabeler:
     def learn_one(self, xs: Any, ys: Any) -> None:
         """One round of SPOM on the sequence ``(xs, ys)``."""
         X, labels = self._prepare(xs, ys)
+        if labels is None:  # ys=None: the same TypeError len(None) raised in _label_indices
+            raise TypeError("ys must be a sequence of labels, got NoneType")
         y = self._label_indices(labels, grow=True)
         self._joint.ensure_room(X.shape[0])
         unary, trans, cache = self._potentials(X, len(self.labels))
@@ -319,6 +321,8 @@ class SequenceLabeler:
     def loss_one(self, xs: Any, ys: Any) -> float:
         """The loss at the current theta (unseen labels score 0); learns nothing."""
         X, labels = self._prepare(xs, ys, learning=False)
+        if labels is None:  # ys=None: the same TypeError len(None) raised in _label_indices
+            raise TypeError("ys must be a sequence of labels, got NoneType")
         y = self._label_indices(labels, grow=False)
         n = max(len(self.labels), int(y.max()) + 1)
         unary, trans, _ = self._potentials(X, n)
