@@ -351,8 +351,8 @@ def main(argv: list[str] | None = None) -> int:
          "nomonitor"),
         ("daemon, monitor off, kafka-python producer", "nomonitor_kp"),
         ("daemon, monitor off, without the predictions topic", "nopred"),
-        ("daemon, session-1 hot path (a fused round per record, kafka-python producer, no "
-         "monitor)", "previous"),
+        ("daemon, the session-1 design (a fused round per record, kafka-python producer, no "
+         "monitor; today's decoder and cosine)", "previous"),
         ("producer alone, kafka-python: one prediction-sized message per record, acked",
          "producer_kp"),
         ("producer alone, librdkafka (the daemon's default)", "producer_rd"),
@@ -394,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"- daemon / raw consume: **{rate['nomonitor'] / raw:.0%}** with the monitor off "
         f"(target ≥ 80%), {rate['daemon'] / raw:.0%} with the default regret/drift monitor; "
-        f"session 1: {rate['previous'] / raw:.0%}.",
+        f"the session-1 design: {rate['previous'] / raw:.0%}.",
         f"- 80% of the raw rate is {0.8 * raw:,.0f} records/s: {budget:.0f} µs of wall time per "
         f"record. Measured alone, consuming costs {cpu['raw']:.0f} µs of CPU per record, the "
         f"compiled learning round {cpu['alone_runs']:.0f} and producing the prediction "
@@ -403,7 +403,9 @@ def main(argv: list[str] | None = None) -> int:
         f"figures). Spread perfectly over {os.cpu_count()} cores that is "
         f"{floor / (os.cpu_count() or 1):.0f} µs of wall time per record at best, against the "
         f"{budget:.0f} µs budget; the daemon measured {cpu['nomonitor']:.0f} µs of CPU per record "
-        "(its process, all threads).",
+        "(its process, all threads). The limit is the loop thread: consuming, decoding and "
+        "writing each prediction all hold the GIL, and only the compiled rounds (and "
+        "librdkafka) run beside it.",
         f"- the monitor: {cpu['alone_monitor_hot'] - cpu['alone_fused']:.0f} µs/record on the "
         f"loop (observe, λΩ(θ_t)), and its comparator fits, throttled to 25 % of a core: "
         f"{cpu['alone_monitor'] - cpu['alone_fused']:.0f} µs/record in all over a long run; and "

@@ -204,7 +204,9 @@ class Polynomial(Kernel):
 
 
 class RBF(Kernel):
-    """Gaussian ``k(x, y) = exp(-gamma ||x - y||^2)``; ``n_components=D`` -> random Fourier map."""
+    """Gaussian ``k(x, y) = exp(-gamma ||x - y||^2)``; ``n_components=D`` -> random Fourier map
+    ``sqrt(2/D) cos(w_j . x + b_j)``, its cosines computed by a vectorised polynomial within 2 ulp
+    of the C library's (``core._numba.fast_cos``; the library's beyond ``|w . x + b| = 1e5``)."""
 
     kind = nb.K_RBF
 
