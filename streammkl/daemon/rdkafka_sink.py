@@ -17,7 +17,6 @@ as the kafka-python sink.
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any
 
 import confluent_kafka
@@ -140,48 +139,20 @@ class RdkafkaSink(Sink):
         return failed
 
     def poll(self) -> None:
-        """Per-batch housekeeping: callbacks, re-sends (rate-limited), bounded pending list."""
+        """Per-batch housekeeping (:meth:`Sink.poll`), with a bounded pending list."""
         if len(self.pending) > PENDING_LIMIT and self.producer is not None:
             self.producer.flush(1.0)
-        failed = self._settle()
-        if not failed:
-            return
-        now = time.monotonic()
-        if now < self._next_retry:
-            self._failed_outputs.extend(failed)
-            return
-        self._next_retry = now + 1.0
-        self._restart_producer()
-        for out in failed:
-            self.send(out)
+        super().poll()
 
-    def flush(self, timeout: float = 5.0) -> list[Output]:
-        """Wait until everything sent is acknowledged, re-sending failures.
+    def _park(self, failed: list[Output]) -> None:
+        self._failed_outputs.extend(failed)
 
-        Returns
-        -------
-        The outputs that may still be unacknowledged after ``timeout`` seconds (a superset, see
-        the module docstring); empty when everything was delivered.
-        """
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.producer is not None:
-                try:
-                    self.producer.flush(max(0.0, deadline - time.monotonic()))
-                except Exception as exc:
-                    log.debug("flush: %s", exc)
-            failed = self._settle()
-            if not failed and not self.pending:
-                self.healthy = True
-                return []
-            if time.monotonic() >= deadline:
-                self._failed_outputs.extend(failed)
-                return [Output._make(o) for o in self.pending] + failed
-            if failed:
-                self._restart_producer()
-                for out in failed:
-                    self.send(out)
-                time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
+    def _unacknowledged(self) -> list[Output]:
+        # A superset: everything sent since librdkafka last held nothing in flight.
+        return [Output._make(o) for o in self.pending]
+
+    def _flush_producer(self, timeout: float) -> None:
+        self.producer.flush(timeout)
 
     def _restart_producer(self) -> None:
         old, self.producer = self.producer, None

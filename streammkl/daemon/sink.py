@@ -191,7 +191,7 @@ class Sink:
             return
         now = time.monotonic()
         if now < self._next_retry:
-            self.pending.extend((out, None) for out in failed)
+            self._park(failed)
             return
         self._next_retry = now + 1.0
         self._restart_producer()
@@ -208,10 +208,9 @@ class Sink:
         """
         deadline = time.monotonic() + timeout
         while True:
-            remaining = deadline - time.monotonic()
             if self.producer is not None and self.pending:
                 try:
-                    self.producer.flush(timeout=max(0.0, remaining))
+                    self._flush_producer(max(0.0, deadline - time.monotonic()))
                 except Exception as exc:  # KafkaTimeoutError
                     log.debug("flush: %s", exc)
             failed = self._settle()
@@ -219,14 +218,27 @@ class Sink:
                 self.healthy = True
                 return []
             if time.monotonic() >= deadline:
-                outstanding = [out for out, _ in self.pending] + failed
-                self.pending.extend((out, None) for out in failed)
+                outstanding = self._unacknowledged() + failed
+                self._park(failed)
                 return outstanding
             if failed:
                 self._restart_producer()
                 for out in failed:
                     self.send(out)
                 time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
+
+    # Hooks for another producer client (RdkafkaSink).
+
+    def _park(self, failed: list[Output]) -> None:
+        """Keep failed outputs to be sent again later."""
+        self.pending.extend((out, None) for out in failed)
+
+    def _unacknowledged(self) -> list[Output]:
+        """The pending outputs (for the checkpoint outbox)."""
+        return [out for out, _ in self.pending]
+
+    def _flush_producer(self, timeout: float) -> None:
+        self.producer.flush(timeout=timeout)
 
     def close(self, timeout: float = 5.0) -> list[Output]:
         """Flush and close; returns what could not be delivered."""
