@@ -197,7 +197,13 @@ class PrequentialStep:
 
     def _drain(self) -> None:
         """Finish the batch in flight, if any: wait for its run, learn its remaining records,
-        emit its predictions, take its offsets and counts. After it the learner is quiescent."""
+        emit its predictions, take its offsets and counts. After it the learner is quiescent.
+
+        Threads: the learner thread touches only the learner, inside ``run_rounds``, and this
+        waits for it. A revocation calls this (through the checkpoint) on kafka-python's IO
+        thread, but only from within ``consumer.poll`` (the coordinator's rebalance), while the
+        loop thread waits there: the two never run it at the same time (measured: the
+        listener runs on ``kafka-io-*`` during the loop's poll)."""
         if self._inflight is None:
             return
         batch, valid, xs, ys, end, future = self._inflight
