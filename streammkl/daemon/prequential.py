@@ -142,9 +142,15 @@ class PrequentialStep:
             self._drain()
             self._process_records(batch)
 
-    def _decode_all(self, batch: list[Any]) -> list[tuple[Any, Any]]:
-        """Decode a batch in order: the valid (message, record) pairs; the rest dead-lettered.
-        Offsets are taken by :meth:`_emit_runs`, once the whole batch is handled."""
+    def _decode_all(
+        self,
+        batch: list[Any],
+        kind: Literal["vector", "sequence"] = "vector",
+        numeric_label: bool = False,
+    ) -> list[tuple[Any, Any]]:
+        """Decode a batch in order: the valid (message, record) pairs, a dense vector's
+        features named ``"0"``, ``"1"``, ...; the rest dead-lettered. Offsets are taken by
+        :meth:`_account`, once the whole batch is handled."""
         rs = self.settings.records
         decode, decode_error = wire.decode, wire.DecodeError
         dim, classes, strict, max_bytes = rs.dim, self._classes, rs.strict, rs.max_bytes
@@ -152,23 +158,21 @@ class PrequentialStep:
         obs_decode = self.metrics.decode_seconds.observe
         perf = time.perf_counter
         valid = []
-        t0 = perf()
         for msg in batch:
+            t0 = perf()
             rec = decode(
                 msg.value or b"", dim=dim, classes=classes, strict=strict, max_bytes=max_bytes,
-                kind="vector",
+                kind=kind, numeric_label=numeric_label,
             )  # fmt: skip
+            obs_decode(perf() - t0)
             if isinstance(rec, decode_error):
                 self._reject(msg, rec.reason, rec.message)
                 continue
-            if not isinstance(rec.x, dict):
+            if kind == "vector" and not isinstance(rec.x, dict):
                 # kind="vector": x is one dense vector, never a sequence (decode rejects those);
                 # mypy cannot see that invariant, and a cast() would cost a call per record.
                 rec.x = named(rec.x)  # type: ignore[arg-type]
             valid.append((msg, rec))
-        per = (perf() - t0) / max(len(batch), 1)
-        for _ in batch:  # one observation per record: the batch's mean
-            obs_decode(per)
         return valid
 
     def _process_runs(self, batch: list[Any]) -> None:
@@ -240,17 +244,12 @@ class PrequentialStep:
         c, m = self.counters, self.metrics
         out_topic = self.settings.kafka.predictions_topic
         send = self.sink.send_prediction
-        offsets = self.offsets
         obs_learn = m.learn_seconds.observe
         learned = predicted = labelled = correct = 0
         loss = 0.0
         version = c["examples_learned"]
         events: list[float] = []
-        topics: dict[str, int] = {}
         log = math.log
-        for msg in batch:  # every record is handled (predicted or dead-lettered) by now
-            topics[msg.topic] = topics.get(msg.topic, 0) + 1
-            offsets[(msg.topic, msg.partition)] = msg.offset + 1
         for i, (msg, rec) in enumerate(valid):
             topic = msg.topic
             proba, y = probas[i], rec.y
@@ -283,7 +282,7 @@ class PrequentialStep:
                 )  # fmt: skip
             ts = msg.timestamp
             events.append(ts / 1000.0 if ts is not None and ts >= 0 else (rec.ts or time.time()))
-        self._account(batch, events, topics, predicted, learned, labelled, correct, loss)
+        self._account(batch, events, predicted, learned, labelled, correct, loss)
 
     def _process_records(self, batch: list[Any]) -> None:
         """Handle a batch record by record (any learner).
@@ -295,41 +294,26 @@ class PrequentialStep:
         c = self.counters
         m = self.metrics
         out_topic = self.settings.kafka.predictions_topic
-        rs = self.settings.records
         perf = time.perf_counter
-        decode, decode_error = wire.decode, wire.DecodeError
-        obs_decode, obs_predict = m.decode_seconds.observe, m.predict_seconds.observe
-        obs_learn = m.learn_seconds.observe
+        obs_predict, obs_learn = m.predict_seconds.observe, m.learn_seconds.observe
         step = self.learner_step
         predict, learn, fused = step.predict, step.learn, step.predict_learn
         observed = self._observed
-        send, offsets, classifier = self.sink.send_prediction, self.offsets, step.classifier
+        send, classifier = self.sink.send_prediction, step.classifier
         sequence = step.sequence
-        kind: Literal["vector", "sequence"] = "sequence" if sequence else "vector"
-        dim, classes, strict, max_bytes = rs.dim, self._classes, rs.strict, rs.max_bytes
-        named = _named
+        valid = self._decode_all(
+            batch,
+            kind="sequence" if sequence else "vector",
+            numeric_label=not classifier and not sequence,
+        )
         learned = predicted = labelled = correct = 0
         loss = 0.0
         version = c["examples_learned"]
         events: list[float] = []
-        topics: dict[str, int] = {}
-        for msg in batch:
+        for msg, rec in valid:
             topic = msg.topic
-            topics[topic] = topics.get(topic, 0) + 1
-            t0 = perf()
-            rec = decode(
-                msg.value or b"", dim=dim, classes=classes, strict=strict, max_bytes=max_bytes,
-                kind=kind, numeric_label=not classifier and not sequence,
-            )  # fmt: skip
             t1 = perf()
-            obs_decode(t1 - t0)
-            offsets[(topic, msg.partition)] = msg.offset + 1
-            if isinstance(rec, decode_error):
-                self._reject(msg, rec.reason, rec.message)
-                continue
             x = rec.x
-            if not sequence and not isinstance(x, dict):
-                x = named(x)  # type: ignore[arg-type]
             y = rec.y
             record_version = version
             done = None
@@ -365,11 +349,11 @@ class PrequentialStep:
                 observed(prediction == y if classifier and not sequence else None)
             if y is not None:
                 if sequence:  # per label, as the per-character accuracy of sequence labelling
-                    labelled += len(y)  # type: ignore[arg-type]
-                    pairs = zip(prediction or (), y, strict=False)  # type: ignore[arg-type]
+                    labelled += len(y)
+                    pairs = zip(prediction or (), y, strict=False)
                     hits = sum(1 for p, t in pairs if p == t)
                     correct += hits
-                    loss += len(y) - hits  # type: ignore[arg-type]
+                    loss += len(y) - hits
                 elif classifier:
                     labelled += 1
                     p = proba.get(y, 0.0) if proba else 0.0
@@ -377,7 +361,7 @@ class PrequentialStep:
                     correct += prediction == y
                 else:
                     labelled += 1
-                    err = prediction - float(y) if prediction is not None else math.inf  # type: ignore[arg-type]
+                    err = prediction - float(y) if prediction is not None else math.inf
                     if math.isfinite(err * err):  # a diverged model must not poison the total
                         loss += err * err
             if out_topic:
@@ -398,21 +382,26 @@ class PrequentialStep:
             # historical time) only when the broker gave none.
             ts = msg.timestamp
             events.append(ts / 1000.0 if ts is not None and ts >= 0 else (rec.ts or time.time()))
-        self._account(batch, events, topics, predicted, learned, labelled, correct, loss)
+        self._account(batch, events, predicted, learned, labelled, correct, loss)
 
     def _account(
         self,
         batch: list[Any],
         events: list[float],
-        topics: dict[str, int],
         predicted: int,
         learned: int,
         labelled: int,
         correct: int,
         loss: float,
     ) -> None:
-        """Fold a processed batch's counts into the counters and metrics."""
+        """Fold a processed batch's counts into the counters and metrics, and take the next
+        offset of every record of the batch (each is predicted or dead-lettered by now)."""
         c, m = self.counters, self.metrics
+        offsets = self.offsets
+        topics: dict[str, int] = {}
+        for msg in batch:
+            topics[msg.topic] = topics.get(msg.topic, 0) + 1
+            offsets[(msg.topic, msg.partition)] = msg.offset + 1
         now = time.time()
         obs_latency = m.latency_seconds.observe
         for event in events:
