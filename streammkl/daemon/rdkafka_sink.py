@@ -131,11 +131,7 @@ class RdkafkaSink(Sink):
             self._failed(err)
             self.failures += len(failed) - 1
             self._last_error = None
-        self.delivered += ok
-        if ok and not failed:
-            self.healthy = True
-        if ok and self.metrics is not None:
-            self.metrics.outputs_acknowledged.inc(ok)
+        self._acknowledged(ok, failed)
         return failed
 
     def poll(self) -> None:

@@ -177,12 +177,16 @@ class Sink:
             else:
                 ok += 1
         self.pending = keep
+        self._acknowledged(ok, failed)
+        return failed
+
+    def _acknowledged(self, ok: int, failed: list[Output]) -> None:
+        """Count ``ok`` acknowledged outputs; healthy again once sends succeed without failures."""
         self.delivered += ok
         if ok and not failed:
             self.healthy = True
         if ok and self.metrics is not None:
             self.metrics.outputs_acknowledged.inc(ok)
-        return failed
 
     def poll(self) -> None:
         """Per-batch housekeeping: settle finished sends, re-send failed ones (rate-limited)."""

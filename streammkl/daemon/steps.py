@@ -123,7 +123,6 @@ class MKLStep(LearnerStep):
 
             loss = None if learner.loss is None else losses.from_spec(learner.loss)
             self._binary = loss is not None and loss.task == "binary"
-            self._logistic = isinstance(loss, losses.Logistic)
 
     @property
     def batched(self) -> bool:
@@ -218,7 +217,7 @@ class MKLStep(LearnerStep):
             fx = core._args.fx  # the round's prequential scores
             if self.track:
                 self.last_round = Round(vec, target, loss, reg, fx.copy())
-            return self._proba(fx, learner.classes_)
+            return self._proba(fx)
         center = learner._mean if learner.standardize_target else 0.0
         scale = learner._std()
         reg = core.regularization_value() if self.track else 0.0
@@ -229,22 +228,10 @@ class MKLStep(LearnerStep):
             self._remember(x, y, reg, fx)
         return (value if math.isfinite(value) else None), None
 
-    def _proba(self, fx: np.ndarray, classes: list[Any]) -> tuple[Any, dict[Any, float]]:
-        # MKLClassifier.predict_proba_one from the round's scores, in Python floats (a few
-        # classes: faster than numpy; may differ from it in the last bit).
-        n = len(classes)
-        if self._binary:
-            if n != 2:
-                return classes[0], {classes[0]: 1.0}
-            f = float(fx[0]) * (1.0 if self._logistic else 2.0)
-            p1 = 1.0 / (1.0 + math.exp(-f)) if f > -700 else 0.0
-            proba = {classes[0]: 1.0 - p1, classes[1]: p1}
-        else:
-            scores = fx[:n].tolist()
-            top = max(scores)
-            e = [math.exp(v - top) for v in scores]
-            total = sum(e)
-            proba = {c: v / total for c, v in zip(classes, e, strict=True)}
+    def _proba(self, fx: np.ndarray) -> tuple[Any, dict[Any, float]]:
+        # MKLClassifier.predict_proba_one from the round's scores (the classifier's own formula,
+        # so the numbers are those of predict_proba_one and of its compiled runs).
+        proba = self.learner._proba(fx.tolist())
         return max(proba, key=proba.__getitem__), proba
 
 
