@@ -40,14 +40,21 @@ def encoded(n: int, seed: int = 0) -> list[bytes]:
     return [json.dumps(r).encode() for r in bananas_like(n, seed)]
 
 
+CLIENTS = pytest.mark.parametrize("client", ["librdkafka", "kafka-python"])
+
+
+@CLIENTS
 def test_end_to_end_cli_every_record_predicted_and_learned(
-    kafka_bootstrap: str, tmp_path: Path
+    kafka_bootstrap: str, tmp_path: Path, client: str
 ) -> None:
     n = 1500
     topic = unique("e2e")
     create_topic(kafka_bootstrap, topic, 2)
     produce(kafka_bootstrap, topic, encoded(n), partition_of=lambda i: i % 2)
-    argv = daemon_argv(kafka_bootstrap, topic, unique("g"), tmp_path / "ck", idle=1.5)
+    argv = daemon_argv(
+        kafka_bootstrap, topic, unique("g"), tmp_path / "ck", idle=1.5,
+        settings={"kafka.consumer_client": client},
+    )  # fmt: skip
     assert run_daemon(argv, tmp_path / "daemon.log") == 0
     preds = read_topic(kafka_bootstrap, f"{topic}.predictions", n)
     assert len(preds) == n
@@ -146,7 +153,8 @@ def test_poison_stream_dead_letters_and_scraped_metrics(
     assert len(read_topic(kafka_bootstrap, f"{topic}.predictions", len(good))) == len(good)
 
 
-def test_broker_outage_not_ready_then_resumes(tmp_path: Path) -> None:
+@CLIENTS
+def test_broker_outage_not_ready_then_resumes(tmp_path: Path, client: str) -> None:
     port = free_port()
     broker = EmbeddedBroker(port=port, log_path=tmp_path / "tansu.log").start()
     bootstrap = broker.bootstrap_servers
@@ -156,7 +164,10 @@ def test_broker_outage_not_ready_then_resumes(tmp_path: Path) -> None:
     try:
         create_topic(bootstrap, topic, 1)
         produce(bootstrap, topic, encoded(300))
-        argv = daemon_argv(bootstrap, topic, "g", tmp_path / "ck", port=metrics_port)
+        argv = daemon_argv(
+            bootstrap, topic, "g", tmp_path / "ck", port=metrics_port,
+            settings={"kafka.consumer_client": client},
+        )  # fmt: skip
         proc = start_daemon(argv, tmp_path / "daemon.log")
 
         def learned() -> float:
@@ -215,13 +226,17 @@ def test_demo_runs_bounded_and_summarises(tmp_path: Path) -> None:
     assert f"{info['examples_learned']} in" in out.stdout
 
 
-@pytest.mark.parametrize("monitor", [False, True], ids=["runs", "per-record"])
+@pytest.mark.parametrize(
+    ("monitor", "client"),
+    [(False, "librdkafka"), (True, "librdkafka"), (False, "kafka-python"), (True, "kafka-python")],
+)
 def test_backlog_over_paused_partitions_is_consumed_to_the_end(
-    kafka_bootstrap: str, tmp_path: Path, monitor: bool
+    kafka_bootstrap: str, tmp_path: Path, monitor: bool, client: str
 ) -> None:
     """A partition that races ahead in the merge order is paused (its buffer is full) and
     resumed later; every record must still arrive. Regression: kafka-python 3.0 never fetched
-    such a partition again (``source.unpark``), and the daemon stalled on a 4 x 10k backlog."""
+    such a partition again (``source.unpark``), and the daemon stalled on a 4 x 10k backlog;
+    librdkafka drops what it prefetched for a paused partition and fetches it again."""
     n = 4_000
     topic = unique("backlog")
     create_topic(kafka_bootstrap, topic, 4)
@@ -242,6 +257,7 @@ def test_backlog_over_paused_partitions_is_consumed_to_the_end(
         "checkpoint.dir": str(tmp_path / "ck"),
         "metrics.enabled": False,
         "monitor.enabled": monitor,
+        "kafka.consumer_client": client,
         **FAST_GROUP,
         **learner_overrides(),
     }

@@ -47,13 +47,18 @@ SETTINGS = {
 }
 
 
-@pytest.mark.parametrize("monitor", [True, False], ids=["per-record", "runs"])
+@pytest.mark.parametrize(
+    ("monitor", "client"),
+    [(True, "librdkafka"), (False, "librdkafka"), (False, "kafka-python")],
+    ids=["per-record", "runs", "runs-kafka-python"],
+)
 def test_sigkill_at_random_moments_gives_the_uninterrupted_model(
-    kafka_bootstrap: str, tmp_path: Path, monitor: bool
+    kafka_bootstrap: str, tmp_path: Path, monitor: bool, client: str
 ) -> None:
     """With the monitor on, records are learned one by one; with it off, in compiled runs
-    (``learn_predict_many``), whose boundaries differ between the runs: same model either way."""
-    settings = {**SETTINGS, "monitor.enabled": monitor}
+    (``learn_predict_many``), whose boundaries differ between the runs: same model either way,
+    with either consumer client."""
+    settings = {**SETTINGS, "monitor.enabled": monitor, "kafka.consumer_client": client}
     topic = unique("kill9")
     create_topic(kafka_bootstrap, topic, 3)
     values = [json.dumps(r).encode() for r in bananas_like(N_KILL, seed=1)]
@@ -118,12 +123,13 @@ def test_sigkill_at_random_moments_gives_the_uninterrupted_model(
     assert len(seen) == N_KILL
 
 
+@pytest.mark.parametrize("client", ["librdkafka", "kafka-python"])
 def test_two_members_split_partitions_and_fail_over_from_checkpointed_offsets(
-    kafka_bootstrap: str, tmp_path: Path
+    kafka_bootstrap: str, tmp_path: Path, client: str
 ) -> None:
     topic, group = unique("group"), unique("g")
     create_topic(kafka_bootstrap, topic, 4)
-    settings = {"checkpoint.every_seconds": 0.3}
+    settings = {"checkpoint.every_seconds": 0.3, "kafka.consumer_client": client}
     ports = {"a": free_port(), "b": free_port()}
     procs = {
         m: start_daemon(

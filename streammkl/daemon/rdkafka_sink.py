@@ -3,7 +3,8 @@
 Why not kafka-python here: its producer spends 29-34 us of Python under the GIL per message
 (record accumulator, futures, the sender thread), more than the learning round itself;
 librdkafka batches, compresses and retries in C threads, and ``produce`` costs about 1.8 us
-(``benchmarks/results/daemon_throughput.md``). Consuming stays kafka-python.
+(``benchmarks/results/daemon_throughput.md``). The consumer is librdkafka too
+(:mod:`streammkl.daemon.rdkafka_source`).
 
 Delivery tracking is aggregate rather than a future per message: every output goes into
 :attr:`pending` (a plain tuple, cheap to keep); librdkafka reports failures to one delivery

@@ -9,6 +9,7 @@ next batch boundary with a final checkpoint.
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 import time
@@ -33,6 +34,7 @@ from streammkl.daemon.metrics import DaemonMetrics, Snapshot
 from streammkl.daemon.monitoring import INPUTS, StreamMonitor
 from streammkl.daemon.prequential import REASONS, PrequentialStep
 from streammkl.daemon.rdkafka_sink import RdkafkaSink
+from streammkl.daemon.rdkafka_source import RdkafkaSource
 from streammkl.daemon.sink import Output, Sink
 from streammkl.daemon.source import Source
 from streammkl.daemon.steps import make_step
@@ -65,8 +67,9 @@ class Runner(PrequentialStep):
     registry
         Prometheus registry (default: a fresh one).
     consumer_factory, producer_factory
-        Injected Kafka clients (tests use in-memory fakes). An injected producer factory makes
-        kafka-python's interface the sink's; by default ``kafka.producer_client`` decides.
+        Injected Kafka clients (tests use in-memory fakes). An injected factory makes
+        kafka-python's interface the source's (the sink's); by default
+        ``kafka.consumer_client`` (``kafka.producer_client``) decides.
     reload_settings
         Reads the settings again (the CLI's: file < environment < flags), for
         :meth:`request_reload` (SIGHUP).
@@ -77,7 +80,7 @@ class Runner(PrequentialStep):
         settings: Settings,
         learner: Any = None,
         registry: Any = None,
-        consumer_factory: Callable[..., Any] = KafkaConsumer,
+        consumer_factory: Callable[..., Any] | None = None,
         producer_factory: Callable[..., Any] | None = None,
         reload_settings: Callable[[], Settings] | None = None,
     ) -> None:
@@ -96,13 +99,20 @@ class Runner(PrequentialStep):
             if producer_factory is None and settings.kafka.producer_client == "librdkafka"
             else Sink(settings.kafka, self.metrics, producer_factory or KafkaProducer)
         )
-        self.source = Source(
-            settings.kafka,
-            self.offsets,
-            on_revoke=self._on_revoke,
-            on_reset=self._on_reset,
-            group=settings.kafka.assignment == "group",
-            consumer_factory=consumer_factory,
+        source_options: dict[str, Any] = {
+            "on_revoke": self._on_revoke,
+            "on_reset": self._on_reset,
+            "group": settings.kafka.assignment == "group",
+        }
+        self.source = (
+            RdkafkaSource(settings.kafka, self.offsets, **source_options)
+            if consumer_factory is None and settings.kafka.consumer_client == "librdkafka"
+            else Source(
+                settings.kafka,
+                self.offsets,
+                consumer_factory=consumer_factory or KafkaConsumer,
+                **source_options,
+            )
         )
         self.http: HealthServer | None = None
         self.keep_http = False  # the demo keeps serving after the loop ends
@@ -115,6 +125,7 @@ class Runner(PrequentialStep):
             "assigned": [],
         }
         self._stop = threading.Event()
+        self._gc_defaults: tuple[int, ...] | None = None
         self._since_checkpoint = 0
         self._dirty = False
         self._last_checkpoint_at = time.monotonic()
@@ -382,10 +393,28 @@ class Runner(PrequentialStep):
                 log.warning("could not check/create the output topics %s: %s", outputs, exc)
         self.sink.start()
         self.source.start()
+        self._tune_gc()
         self._started = self._last_arrival = time.monotonic()
         self.started = True
         self._join_grace = 3.0 * k.session_timeout_ms / 1000.0
         self._timeout_ms = k.poll_timeout_ms
+
+    def _tune_gc(self) -> None:
+        """Freeze what start-up allocated (the collector never scans it again) and raise the
+        first generation's threshold (``run.gc_threshold``); undone by the shutdown."""
+        threshold = self.settings.run.gc_threshold
+        if not threshold or self._gc_defaults is not None:
+            return
+        self._gc_defaults = gc.get_threshold()
+        gc.collect()
+        gc.freeze()
+        gc.set_threshold(threshold, *self._gc_defaults[1:])
+
+    def _untune_gc(self) -> None:
+        if self._gc_defaults is not None:
+            gc.set_threshold(*self._gc_defaults)
+            gc.unfreeze()
+            self._gc_defaults = None
 
     def step(self) -> bool:
         """One iteration: fetch, process a batch, settle outputs, maybe checkpoint.
@@ -456,3 +485,4 @@ class Runner(PrequentialStep):
                 self.monitor.close()
             if self.http is not None and not self.keep_http:
                 self.http.stop()
+            self._untune_gc()

@@ -208,11 +208,9 @@ class Source:
         self.buffers = {}
         self._idle_since.clear()
         self._paused.clear()
-        for tp in sorted(assigned):
-            own = self.offsets.get((tp.topic, tp.partition))
-            if own is not None:
-                self.consumer.seek(tp, own)
-            self.buffers[tp] = deque()
+        starts = {tp: self.offsets.get((tp.topic, tp.partition)) for tp in sorted(assigned)}
+        self._start_at(starts)
+        self.buffers = {tp: deque() for tp in starts}
         log.info(
             "assigned %s (own offsets %s)",
             [f"{t.topic}/{t.partition}" for t in self.buffers],
@@ -223,10 +221,10 @@ class Source:
         self._last_refresh = self.clock()
         wanted: set[TopicPartition] = set()
         for topic in self.settings.topics:
-            for part in self.consumer.partitions_for_topic(topic) or ():
+            for part in self._partitions(topic):
                 wanted.add(TopicPartition(topic, part))
         if wanted and wanted != set(self.buffers):
-            self.consumer.assign(sorted(wanted))
+            self._assign_manual(sorted(wanted))
             self._assigned(wanted)
 
     # -- fetching -----------------------------------------------------------------------------
@@ -234,19 +232,49 @@ class Source:
     def _reset(self, tp: TopicPartition, why: str) -> None:
         key = (tp.topic, tp.partition)
         old = self.offsets.get(key, 0)
-        begin = int(self.consumer.beginning_offsets([tp]).get(tp) or 0)
+        begin = self._beginning(tp)
         log.warning(
             "%s/%d: offset %d is %s (the log was reset?); restarting from the earliest offset %d",
             tp.topic, tp.partition, old, why, begin,
         )  # fmt: skip
         self.offsets[key] = begin
-        self.consumer.seek(tp, begin)
+        self._seek(tp, begin)
         self.buffers[tp] = deque()
         self.on_reset(tp.topic, tp.partition, old, begin)
 
+    # The consumer calls that differ between clients (RdkafkaSource overrides them).
+    def _start_at(self, starts: dict[TopicPartition, int | None]) -> None:
+        """Position newly assigned partitions: at the own offset, else where the client
+        resolves it (the group's committed offset, else the earliest)."""
+        for tp, own in starts.items():
+            if own is not None:
+                self.consumer.seek(tp, own)
+
+    def _partitions(self, topic: str) -> Iterable[int]:
+        return self.consumer.partitions_for_topic(topic) or ()
+
+    def _assign_manual(self, partitions: list[TopicPartition]) -> None:
+        self.consumer.assign(partitions)
+
+    def _beginning(self, tp: TopicPartition) -> int:
+        return int(self.consumer.beginning_offsets([tp]).get(tp) or 0)
+
+    def _seek(self, tp: TopicPartition, offset: int) -> None:
+        self.consumer.seek(tp, offset)
+
+    def _highwater(self, tp: TopicPartition) -> int | None:
+        """The partition's highwater as of the last fetch (``None``: not known yet)."""
+        return self.consumer.highwater(tp)
+
+    def _pause(self, tp: TopicPartition) -> None:
+        self.consumer.pause(tp)
+
+    def _resume(self, tp: TopicPartition) -> None:
+        self.consumer.resume(tp)
+
     def _check_highwater(self) -> None:
         for tp in self.assignment:
-            hw = self.consumer.highwater(tp)
+            hw = self._highwater(tp)
             own = self.offsets.get((tp.topic, tp.partition))
             if hw is not None and own is not None and own > hw:
                 self._reset(tp, f"beyond the highwater {hw}")
@@ -261,16 +289,26 @@ class Source:
             return 0
         if not self.group and self.clock() - self._last_refresh > 5.0:
             self._refresh_manual()
+        new = self._buffer(self._poll(timeout_ms))
+        self._check_highwater()
+        return new
+
+    def _poll(self, timeout_ms: int) -> dict[TopicPartition, list[Any]]:
+        """One poll of the consumer: records per partition, each list in offset order."""
         unpark(self.consumer)
         try:
-            batch = self.consumer.poll(
+            return self.consumer.poll(
                 timeout_ms=timeout_ms, max_records=self.settings.max_poll_records
             )
         except OffsetOutOfRangeError as exc:
             for tp in exc.args[0] if exc.args and isinstance(exc.args[0], dict) else {}:
                 if tp in self.buffers:
                     self._reset(tp, "out of the log's range")
-            return 0
+            return {}
+
+    def _buffer(self, batch: dict[TopicPartition, list[Any]]) -> int:
+        """Append polled records to their partitions' buffers, dropping those below the next
+        expected offset (already processed); pause a partition whose buffer is full."""
         new = 0
         for tp, records in batch.items():
             buf = self.buffers.get(tp)
@@ -286,9 +324,8 @@ class Source:
             if buf:
                 self._idle_since.pop(tp, None)
             if len(buf) >= self.settings.max_buffered_per_partition and tp not in self._paused:
-                self.consumer.pause(tp)
+                self._pause(tp)
                 self._paused.add(tp)
-        self._check_highwater()
         return new
 
     def _position(self, tp: TopicPartition) -> int | None:
@@ -300,7 +337,7 @@ class Source:
             return self.consumer.position(tp)
 
     def _may_have_more(self, tp: TopicPartition) -> bool:
-        hw = self.consumer.highwater(tp)
+        hw = self._highwater(tp)
         pos = self._position(tp)
         if hw is None or pos is None or pos < hw:
             self._idle_since.pop(tp, None)
@@ -341,7 +378,7 @@ class Source:
                 out.append(self.buffers[best_tp].popleft())
         for tp in list(self._paused):
             if len(self.buffers.get(tp, ())) < self.settings.max_buffered_per_partition // 2:
-                self.consumer.resume(tp)
+                self._resume(tp)
                 self._paused.discard(tp)
         return out
 
@@ -355,7 +392,7 @@ class Source:
         out: dict[TP, int] = {}
         for tp in self.assignment:
             try:
-                hw = self.consumer.highwater(tp)
+                hw = self._highwater(tp)
             except KafkaError:  # IllegalStateError while a rebalance is in flight
                 continue
             own = self.offsets.get((tp.topic, tp.partition))

@@ -119,7 +119,21 @@ class MKLClassifier(MKLMixin, base.Classifier):
 
     @property
     def _binary_loss(self) -> bool:
-        return self.loss is not None and losses_mod.from_spec(self.loss).task == "binary"
+        return self._loss_shape()[0]
+
+    def _loss_shape(self) -> tuple[bool, float]:
+        """(binary loss, scale from the score to the logit) of the constructor's ``loss``;
+        cached per loss object (building it from its spec costs microseconds per call)."""
+        cached = self.__dict__.get("_loss_shape_cache")
+        if cached is not None and cached[0] is self.loss:
+            return cached[1]
+        if self.loss is None:
+            shape = (False, 1.0)
+        else:
+            loss = losses_mod.from_spec(self.loss)
+            shape = (loss.task == "binary", 1.0 if isinstance(loss, losses_mod.Logistic) else 2.0)
+        self.__dict__["_loss_shape_cache"] = (self.loss, shape)
+        return shape
 
     # --- labels -----------------------------------------------------------------------------
     def _register(self, y: Any) -> int:
@@ -169,20 +183,44 @@ class MKLClassifier(MKLMixin, base.Classifier):
     def _proba(self, fx: list[float]) -> dict:
         """Probabilities from the core's scores (Python floats: the same digits for one example
         or for a row of :meth:`learn_predict_many`)."""
+        return self._probas([fx])[0]
+
+    def _probas(self, rows: list[list[float]]) -> list[dict]:
+        """:meth:`_proba` of every row: the one formula for all of the classifier's
+        probabilities, with loops specialised for two classes (the same numbers: ``sum`` of two
+        floats is their ``+``), since the daemon runs it once per record."""
         classes = self.classes_
         n = len(classes)
-        if self._binary_loss:
+        binary, scale = self._loss_shape()
+        exp = math.exp
+        if binary:
             if n != 2:
-                return {classes[0]: 1.0}
-            loss = losses_mod.from_spec(self.loss)
-            f = fx[0] * (1.0 if isinstance(loss, losses_mod.Logistic) else 2.0)
-            p1 = 1.0 / (1.0 + math.exp(-f)) if f > -700 else 0.0
-            return {classes[0]: 1.0 - p1, classes[1]: p1}
-        scores = fx[:n]
-        top = max(scores)
-        e = [math.exp(v - top) for v in scores]
-        total = sum(e)
-        return {c: v / total for c, v in zip(classes, e, strict=True)}
+                return [{classes[0]: 1.0} for _ in rows]
+            c0, c1 = classes
+            out = []
+            for fx in rows:
+                f = fx[0] * scale
+                p1 = 1.0 / (1.0 + exp(-f)) if f > -700 else 0.0
+                out.append({c0: 1.0 - p1, c1: p1})
+            return out
+        if n == 2:
+            c0, c1 = classes
+            out = []
+            for fx in rows:
+                a, b = fx[0], fx[1]
+                top = a if a >= b else b
+                ea, eb = exp(a - top), exp(b - top)
+                total = ea + eb
+                out.append({c0: ea / total, c1: eb / total})
+            return out
+        out = []
+        for fx in rows:
+            scores = fx[:n]
+            top = max(scores)
+            e = [exp(v - top) for v in scores]
+            total = sum(e)
+            out.append({c: v / total for c, v in zip(classes, e, strict=True)})
+        return out
 
     def learn_predict_many(
         self,
@@ -263,8 +301,7 @@ class MKLClassifier(MKLMixin, base.Classifier):
 
     def probas_from_scores(self, scores: np.ndarray) -> list[dict]:
         """``predict_proba_one``'s probabilities from rows of scores (:meth:`run_rounds`)."""
-        proba = self._proba
-        return [proba(fx) for fx in scores.tolist()]
+        return self._probas(scores.tolist())
 
     def _known_run(
         self, xs: Sequence[Mapping], ys: Sequence[Any], i: int, validated: bool

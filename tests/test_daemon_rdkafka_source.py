@@ -1,0 +1,155 @@
+"""The librdkafka source's own logic, on a scripted consumer (its behaviour against the real
+broker — assignment, kill -9, failover, outage, pausing — is in test_daemon_kafka.py and
+test_daemon_kill9.py, parametrised over both consumer clients)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import confluent_kafka
+from confluent_kafka import KafkaError
+from confluent_kafka import TopicPartition as RdTopicPartition
+from kafka import TopicPartition
+
+from streammkl.daemon.config import load_settings
+from streammkl.daemon.rdkafka_source import RdkafkaSource, rdkafka_consumer_config
+
+
+class Message:
+    """The part of ``confluent_kafka.Message`` the source reads."""
+
+    def __init__(self, partition: int, offset: int, ts: int | None = 5, error: Any = None):
+        self._p, self._o, self._ts, self._error = partition, offset, ts, error
+
+    def error(self) -> Any:
+        return self._error
+
+    def topic(self) -> str:
+        return "in"
+
+    def partition(self) -> int:
+        return self._p
+
+    def offset(self) -> int:
+        return self._o
+
+    def timestamp(self) -> tuple[int, int]:
+        if self._ts is None:
+            return confluent_kafka.TIMESTAMP_NOT_AVAILABLE, -1
+        return confluent_kafka.TIMESTAMP_CREATE_TIME, self._ts
+
+    def key(self) -> bytes:
+        return b"k%d" % self._o
+
+    def value(self) -> bytes:
+        return b"v%d" % self._o
+
+
+class Consumer:
+    """Scripted consumer: ``batches`` are returned by successive ``consume`` calls."""
+
+    def __init__(self, conf: dict[str, Any]) -> None:
+        self.conf = conf
+        self.batches: list[list[Message]] = []
+        self.assigned: list[Any] = []
+        self.committed_offsets = {0: 7, 1: -1001}
+        self.positions: dict[int, int] = {}
+        self.subscribed: Any = None
+
+    def subscribe(self, topics: list[str], on_assign: Any, on_revoke: Any) -> None:
+        self.subscribed = (topics, on_assign, on_revoke)
+
+    def consume(self, n: int, timeout: float) -> list[Message]:
+        return self.batches.pop(0)[:n] if self.batches else []
+
+    def assign(self, partitions: list[Any]) -> None:
+        self.assigned = partitions
+
+    def committed(self, partitions: list[Any], timeout: float) -> list[Any]:
+        return [
+            RdTopicPartition(p.topic, p.partition, self.committed_offsets[p.partition])
+            for p in partitions
+        ]
+
+    def get_watermark_offsets(self, tp: Any, timeout: float = 1, cached: bool = False) -> Any:
+        return (3, 40) if not cached else (3, 40 if tp.partition == 0 else -1001)
+
+    def position(self, partitions: list[Any]) -> list[Any]:
+        (p,) = partitions
+        return [RdTopicPartition(p.topic, p.partition, self.positions.get(p.partition, -1001))]
+
+
+def source(**overrides: Any) -> tuple[RdkafkaSource, dict[tuple[str, int], int]]:
+    settings = load_settings(env={}, overrides={"kafka.topics": "in", **overrides}).kafka
+    offsets: dict[tuple[str, int], int] = {}
+    return RdkafkaSource(settings, offsets, consumer_factory=Consumer), offsets
+
+
+def test_config_maps_the_settings() -> None:
+    settings = load_settings(
+        env={}, overrides={"kafka.session_timeout_ms": 20_000, "kafka.check_crcs": False}
+    ).kafka
+    conf = rdkafka_consumer_config(settings)
+    assert conf["session.timeout.ms"] == 20_000 and conf["check.crcs"] is False
+    assert conf["enable.auto.commit"] is False and conf["auto.offset.reset"] == "earliest"
+
+
+def test_assignment_starts_at_own_then_committed_then_earliest_offsets() -> None:
+    src, offsets = source()
+    src.start()
+    offsets[("in", 2)] = 11
+    consumer = src.consumer
+    _, on_assign, _ = consumer.subscribed
+    on_assign(consumer, [RdTopicPartition("in", p) for p in (0, 1, 2)])
+    # own 11 for partition 2; partition 0: the group's committed 7; partition 1: none -> earliest 3
+    assert [(p.partition, p.offset) for p in consumer.assigned] == [(0, 7), (1, 3), (2, 11)]
+    assert src.assignment == [TopicPartition("in", p) for p in (0, 1, 2)]
+    # before a record was delivered, the position is where the partition started
+    assert src._position(TopicPartition("in", 1)) == 3
+    consumer.positions[1] = 9
+    assert src._position(TopicPartition("in", 1)) == 9
+    assert src._highwater(TopicPartition("in", 0)) == 40
+    assert src._highwater(TopicPartition("in", 1)) is None  # no fetch response yet
+
+
+def test_poll_converts_messages_and_skips_errors() -> None:
+    src, offsets = source(**{"kafka.max_poll_records": 10})
+    src.start()
+    consumer = src.consumer
+    _, on_assign, _ = consumer.subscribed
+    on_assign(consumer, [RdTopicPartition("in", p) for p in (0, 1)])
+    offsets[("in", 1)] = 3  # records below the own offset are already learned
+    consumer.batches = [
+        [
+            Message(0, 7),
+            Message(1, 2),
+            Message(0, 0, error=KafkaError(KafkaError._PARTITION_EOF)),
+            Message(1, 3, ts=None),
+            Message(0, 8),
+        ]
+    ]
+    assert src.fetch(0) == 3
+    got = {tp.partition: list(buf) for tp, buf in src.buffers.items()}
+    assert [(r.offset, r.key, r.value, r.timestamp) for r in got[0]] == [
+        (7, b"k7", b"v7", 5),
+        (8, b"k8", b"v8", 5),
+    ]
+    assert [(r.topic, r.partition, r.offset, r.timestamp) for r in got[1]] == [("in", 1, 3, None)]
+
+
+def test_readiness_follows_statistics_and_errors() -> None:
+    src, _ = source()
+    src.start()
+    assert not src.broker_connected
+    up = {"brokers": {"b/1": {"state": "UP"}}, "cgrp": {"state": "up"}}
+    src._on_stats(json.dumps(up))
+    assert src.broker_connected
+    src._on_error(KafkaError(KafkaError._ALL_BROKERS_DOWN))
+    assert not src.broker_connected
+    src._on_stats(json.dumps({**up, "cgrp": {"state": "wait-coord"}}))
+    assert not src.broker_connected  # a broker, but no group coordinator yet
+    src._on_stats(json.dumps(up))
+    assert src.broker_connected
+    src._on_stats(json.dumps({"brokers": {"b/1": {"state": "CONNECT"}}}))
+    assert not src.broker_connected
