@@ -180,15 +180,16 @@ class PrequentialStep:
         (``MKLClassifier.plan_run`` / ``run_rounds``): the same rounds in the same order (so
         the same model, the same predictions) as record by record.
 
-        Pipelined: this batch is decoded, then the previous one is finished (its predictions
-        emitted, its offsets taken), then this batch's leading run is planned and its compiled
-        loop started on the learner thread, where it runs without the GIL while the loop
-        fetches and decodes the next batch. Records after the run (a new class, a new
-        feature, ...) are learned when the batch is finished, in order. Whatever reads the
-        model or the offsets calls :meth:`_drain` first.
+        Pipelined: this batch is decoded; the previous batch's learning is finished (its run
+        waited for, its remaining records learned); this batch's leading run is planned and its
+        compiled loop started on the learner thread, where it runs without the GIL; and only
+        then are the previous batch's predictions written and its offsets taken, while the
+        learner works. Records after the run (a new class, a new feature, ...) are learned when
+        the batch is finished, in order. Whatever reads the model or the offsets calls
+        :meth:`_drain` first.
         """
         valid = self._decode_all(batch)
-        self._drain()
+        finished = self._finish_learning()
         step = self.learner_step
         xs, ys = [rec.x for _, rec in valid], [rec.y for _, rec in valid]
         end, X, Y = step.plan_run(xs, ys)
@@ -198,26 +199,36 @@ class PrequentialStep:
                 self._learn_pool = ThreadPoolExecutor(1, thread_name_prefix="streammkl-learn")
             future = self._learn_pool.submit(step.run_rounds, X, Y)
         self._inflight = (batch, valid, xs, ys, end, future)
+        if finished is not None:  # reads no model state the running rounds change
+            self._emit_runs(*finished)
 
     def _drain(self) -> None:
         """Finish the batch in flight, if any: wait for its run, learn its remaining records,
         emit its predictions, take its offsets and counts. After it the learner is quiescent.
 
         Threads: the learner thread touches only the learner, inside ``run_rounds``, and this
-        waits for it. A revocation calls this (through the checkpoint) on kafka-python's IO
-        thread, but only from within ``consumer.poll`` (the coordinator's rebalance), while the
-        loop thread waits there: the two never run it at the same time (measured: the
-        listener runs on ``kafka-io-*`` during the loop's poll)."""
+        waits for it. With kafka-python a revocation calls this (through the checkpoint) on its
+        IO thread, but only from within ``consumer.poll`` (the coordinator's rebalance), while
+        the loop thread waits there (measured: the listener runs on ``kafka-io-*`` during the
+        loop's poll); librdkafka calls it on the loop thread itself, inside ``consume``: the two
+        never run it at the same time."""
+        finished = self._finish_learning()
+        if finished is not None:
+            self._emit_runs(*finished)
+
+    def _finish_learning(self) -> tuple[Any, ...] | None:
+        """The learning half of :meth:`_drain`: the in-flight batch's run waited for and its
+        remaining records learned; returns what :meth:`_emit_runs` needs (or ``None``)."""
         if self._inflight is None:
-            return
+            return None
         batch, valid, xs, ys, end, future = self._inflight
         self._inflight = None
         step = self.learner_step
-        probas: list[Any] = []
+        scores = None
+        rest: list[Any] = []
         per = 0.0
         if future is not None:
             scores, seconds = future.result()
-            probas = step.probas_from_scores(scores)
             per = seconds / end
         refused: dict[int, Exception] = {}
         if end < len(xs):
@@ -226,21 +237,24 @@ class PrequentialStep:
                 refused[end + i] = exc
 
             t0 = time.perf_counter()
-            probas += step.learn_predict_many(xs[end:], ys[end:], note)
-            rest = (time.perf_counter() - t0) / (len(xs) - end)
-            per = rest if not end else (per * end + rest * (len(xs) - end)) / len(xs)
-        self._emit_runs(batch, valid, refused, probas, per)
+            rest = step.learn_predict_many(xs[end:], ys[end:], note)
+            took = (time.perf_counter() - t0) / (len(xs) - end)
+            per = took if not end else (per * end + took * (len(xs) - end)) / len(xs)
+        return batch, valid, refused, scores, rest, per
 
     def _emit_runs(
         self,
         batch: list[Any],
         valid: list[tuple[Any, Any]],
         refused: dict[int, Exception],
-        probas: list[Any],
+        scores: Any,
+        rest: list[Any],
         per: float,
     ) -> None:
-        """Predictions, dead letters and accounting of a batch whose rounds are done; the
-        learn histogram observes the batch's mean time per record."""
+        """Predictions, dead letters and accounting of a batch whose rounds are done (``scores``
+        of its compiled run, ``rest``: the probabilities of the records after it); the learn
+        histogram observes the batch's mean time per record."""
+        probas = rest if scores is None else self.learner_step.probas_from_scores(scores) + rest
         c, m = self.counters, self.metrics
         out_topic = self.settings.kafka.predictions_topic
         send = self.sink.send_prediction
