@@ -15,7 +15,9 @@ from streammkl import wire
 from streammkl.daemon import history
 from streammkl.daemon.cli import inspect_checkpoint, main
 from streammkl.daemon.history import History
+from streammkl.daemon.monitoring import INPUTS
 from streammkl.daemon.runner import Runner
+from streammkl.daemon.steps import MKLStep
 from streammkl.monitor import METRICS
 from tests.daemon_fakes import FakeCluster, FakeLearner
 from tests.test_daemon_runner import make_settings
@@ -138,6 +140,40 @@ def test_crashes_with_a_drift_detector_give_the_uninterrupted_model(
     assert ts == sorted(set(ts)) and ts[-1] == n
     events = [r["t"] for r in rows if "event" in r]
     assert events == [r["t"] for r in history.read(tmp_path / "plain" / "ck") if "event" in r]
+
+
+@pytest.mark.parametrize(
+    ("per_record", "batch"), [(True, 40), (False, 7), (False, 113)], ids=["per-record", "7", "113"]
+)
+def test_the_model_and_monitor_do_not_depend_on_the_batches(
+    reference: tuple[Runner, Path, int],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    per_record: bool,
+    batch: int,
+) -> None:
+    """Restarts wait for the monitor's stride: a round per record and compiled runs cut from
+    batches of any size learn the same model, with the same drift detections and monitor."""
+    ref, _, n = reference
+    assert ref.learner_step.batched  # the monitor on: compiled runs
+    if per_record:
+        monkeypatch.setattr(MKLStep, "batched", property(lambda self: False))
+    cluster = FakeCluster()
+    drifting(cluster)
+    r = make(tmp_path, cluster, **{"kafka.max_poll_records": batch})
+    r.run()
+    assert r.learner_step.batched is not per_record
+    assert r.counters["examples_learned"] == n
+    assert r.learner.digest() == ref.learner.digest()
+    (meta, arrays), (ref_meta, ref_arrays) = r.monitor.to_state(), ref.monitor.to_state()  # type: ignore[union-attr]
+    assert meta == ref_meta and meta["monitor"]["drift_detections"] >= 1
+    assert np.array_equal(arrays[INPUTS], ref_arrays[INPUTS])
+    got, want = r.monitor.snapshot(), ref.monitor.snapshot()  # type: ignore[union-attr]
+    for key in got:  # (the windowed regret's fits run on a thread, when they can)
+        if not key.startswith(("window_", "comparator_")):
+            assert got[key] == want[key] or (np.isnan(got[key]) and np.isnan(want[key])), key
+    events = [row for row in history.read(tmp_path / "ck") if "event" in row]
+    assert events == [row for row in history.read(reference[1]) if "event" in row]
 
 
 def test_monitor_settings_disable_parts() -> None:

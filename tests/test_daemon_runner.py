@@ -410,14 +410,23 @@ def test_metrics_endpoint_values_and_probes(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("task", "monitor"),
-    [("classification", True), ("classification", False), ("regression", True)],
-    ids=["classification-per-record", "classification-pipelined-runs", "regression"],
-)
-def test_default_learner_survives_crashes_exactly(tmp_path: Path, task: str, monitor: bool) -> None:
+    ("task", "monitor", "stride"),
+    [
+        ("classification", True, 50),
+        ("classification", True, 1),
+        ("classification", False, 50),
+        ("regression", True, 50),
+    ],
+    ids=["classification-monitored-runs", "classification-per-record",
+         "classification-pipelined-runs", "regression"],
+)  # fmt: skip
+def test_default_learner_survives_crashes_exactly(
+    tmp_path: Path, task: str, monitor: bool, stride: int
+) -> None:
     """The real MKLClassifier / MKLRegressor through checkpoints: same digest after crashes.
-    Without the monitor the classifier takes the pipelined compiled runs: a crash then also
-    abandons a batch in flight."""
+    The classifier takes the pipelined compiled runs (cut at the monitor's stride when it is
+    on): a crash then also abandons a batch in flight. A stride of 1 takes a round per
+    record."""
     pytest.importorskip("streammkl.river")
 
     def stream(cluster: FakeCluster) -> None:
@@ -431,6 +440,7 @@ def test_default_learner_survives_crashes_exactly(tmp_path: Path, task: str, mon
         "checkpoint.every_records": 30,
         "kafka.max_poll_records": 25,
         "monitor.enabled": monitor,
+        "monitor.stride": stride,
     }
 
     def make(cluster: FakeCluster, seed: int, sub: str) -> Runner:
@@ -456,7 +466,7 @@ def test_default_learner_survives_crashes_exactly(tmp_path: Path, task: str, mon
             r.step()
     final = make(cluster, 99, "run")
     final.run()
-    assert ref.learner_step.batched is (task == "classification" and not monitor)
+    assert ref.learner_step.batched is (task == "classification" and stride > 1)
     assert final.counters["examples_learned"] == ref.counters["examples_learned"] == 300
     assert final.learner.digest() == ref.learner.digest()
     assert {(p["partition"], p["offset"]) for p in predictions(cluster)} == {

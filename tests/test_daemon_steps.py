@@ -5,12 +5,17 @@ from __future__ import annotations
 import json
 import math
 import random
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from streammkl import wire
-from streammkl.core import kernels, losses
+from streammkl.core import kernels, losses, regularizers
+from streammkl.daemon import history
+from streammkl.daemon.config import load_settings
+from streammkl.daemon.monitoring import INPUTS, StreamMonitor
 from streammkl.daemon.prequential import prediction_bytes
 from streammkl.daemon.steps import LearnerStep, MKLStep, make_step
 from streammkl.river import MKLClassifier, MKLRegressor
@@ -173,3 +178,118 @@ def test_decode_fast_path_keeps_values_and_reasons(text: bytes, expected: Any) -
         assert isinstance(got, wire.Record) and got.x == expected
         values = got.x.values() if isinstance(got.x, dict) else got.x
         assert all(type(v) is float for v in values)
+
+
+def drifting(n: int, seed: int) -> list[tuple[dict[str, float], Any]]:
+    """Labels that flip at n/3 and back at 2n/3 (two rises of the loss), a feature appearing at
+    n/5, a class appearing late, unlabelled records."""
+    rng = random.Random(seed)
+    out: list[tuple[dict[str, float], Any]] = []
+    for i in range(n):
+        x = {"a": rng.gauss(0, 1), "b": rng.gauss(0, 1)}
+        if i >= n // 5:
+            x["late"] = rng.gauss(0, 1)
+        y = (x["a"] + 0.5 * x["b"] > 0) != (n // 3 <= i < 2 * n // 3)
+        label = "maybe" if i > 2 * n // 3 and i % 97 == 0 else ("yes" if y else "no")
+        out.append((x, None if i % 11 == 5 else label))
+    return out
+
+
+def monitored(tmp: Path, learner: Any = None) -> tuple[MKLStep, StreamMonitor]:
+    """A classifier's step with the daemon's monitor (no windowed regret: its fits run on a
+    thread; a short detector memory, so the detector also starts afresh)."""
+    overrides = {
+        "monitor.window": 0, "monitor.stride": 50, "monitor.detector_memory": 300,
+        "monitor.history_every": 100,
+    }  # fmt: skip
+    settings = load_settings(env={}, overrides=overrides).monitor
+    if learner is None:
+        learner = MKLClassifier(kernels=(kernels.Linear(), kernels.RBF(1.0, n_components=16)))
+    step = make_step(learner)
+    assert isinstance(step, MKLStep)
+    step.track = True
+    return step, StreamMonitor(settings, tmp)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_monitored_runs_cut_anywhere_equal_the_per_record_path(tmp_path: Path, seed: int) -> None:
+    """With the monitor on, the daemon's runs (cut at the monitor's stride, each chunk observed;
+    the records a run cannot take observed one by one) give the per-record path's model,
+    predictions, monitor, detector log and history, for any batching, with a checkpoint of
+    learner and monitor between a detection and its boundary."""
+    records = drifting(1200, seed=3)
+    ref, ref_watch = monitored(tmp_path / "ref")
+    assert not ref.batched  # no observer: the per-record path
+    want = []
+    first_rise = None  # a record soon after the first detection, before its boundary
+    for i, (x, y) in enumerate(records):  # _process_records with the runner's _observed
+        done = ref.predict_learn(x, y) if y is not None else None
+        learned = done is not None
+        if done is None:
+            done = ref.predict(x)
+            if y is not None:
+                ref.learn(x, y)
+                learned = True
+        if learned:
+            ref_watch.observe(ref.learner.core, ref.last_round, done[0] == y)
+            if first_rise is None and ref_watch.monitor.restart_pending:
+                first_rise = i + 1 + seed
+        want.append(done)
+    detector = ref_watch.monitor.detector
+    assert detector.n_restarts == 2 and detector.last_restart > 700
+
+    step, watch = monitored(tmp_path / "run")
+    step.observer = watch
+    assert step.batched
+    rng = random.Random(seed)
+    ends, end = {first_rise, len(records)}, 0
+    while end < len(records):
+        end += rng.choice([1, 1, 3, 50, 64, 100, 173])
+        ends.add(min(end, len(records)))
+    got: list[Any] = []
+    checkpointed = False
+    i = 0
+    for end in sorted(ends):
+        batch, i = records[i:end], end
+        xs, ys = [x for x, _ in batch], [y for _, y in batch]
+        end, X, Y = step.plan_run(xs, ys)  # PrequentialStep._process_runs, then _drain
+        probas = step.run_rounds(X, Y)[0] if end else []
+        probas += step.learn_predict_many(xs[end:], ys[end:], None)
+        got += [(max(p, key=p.__getitem__) if p else None, p) for p in probas]
+        monitor = watch.monitor
+        if not checkpointed and monitor is not None and monitor.restart_pending:
+            checkpointed = True
+            meta, arrays = watch.to_state()
+            watch.flush()
+            learner = type(step.learner).from_state(*step.learner.to_state())
+            step, watch = monitored(tmp_path / "run", learner)
+            step.observer = watch
+            watch.restore(meta, arrays, learner.core)
+            assert watch.monitor.restart_pending and watch.monitor.n % 50
+    assert checkpointed
+    assert step.learner.digest() == ref.learner.digest()
+    for (p1, q1), (p2, q2) in zip(got, want, strict=True):
+        assert p1 == p2 and q1 == q2
+    (meta, arrays), (ref_meta, ref_arrays) = watch.to_state(), ref_watch.to_state()
+    assert meta == ref_meta
+    np.testing.assert_array_equal(arrays[INPUTS], ref_arrays[INPUTS])
+    assert 0 < len(arrays[INPUTS]) < 300
+    a, b = watch.snapshot(), ref_watch.snapshot()
+    differ = {k for k in a if not (a[k] == b[k] or (math.isnan(a[k]) and math.isnan(b[k])))}
+    assert not differ, differ
+    watch.flush()
+    ref_watch.flush()
+    rows, ref_rows = history.read(tmp_path / "run"), history.read(tmp_path / "ref")
+    assert rows == ref_rows and sum("event" in r for r in rows) == 2 and len(rows) > 10
+
+
+def test_monitored_runs_need_block_norm_regularizers() -> None:
+    step = make_step(MKLClassifier(regularizer=regularizers.SparseGroupLasso(1e-3)))
+    step.track = True
+    step.observer = object()
+    assert not step.batched  # ||theta||_1 per round: one record at a time
+    plain = make_step(MKLClassifier())
+    plain.track, plain.observer = True, type("Stride1", (), {"stride": 1})()
+    assert not plain.batched  # no room for a run
+    plain.observer = type("Stride50", (), {"stride": 50})()
+    assert plain.batched

@@ -142,10 +142,15 @@ def test_model_loops_match_python(monkeypatch):
         OnlineMKL(**cfg)
     cfg["regularizer"] = regularizers.SquaredGroupLasso(0.01)
     fast, slow = OnlineMKL(**cfg), OnlineMKL(**cfg)
-    fast.learn_many(X, Y)
+    norms_fast, norms_slow = np.empty((25, 5)), np.empty((25, 5))
+    fast.learn_many(X[:15], Y[:15])
+    fast.learn_many(X[15:], Y[15:], block_norms=norms_fast)  # with the norms before each round
     for name in MODEL_LOOPS:
         monkeypatch.setattr(nb, name, getattr(nb, name).py_func)
-    slow.learn_many(X, Y)
+    slow.learn_many(X[:15], Y[:15])
+    slow.learn_many(X[15:], Y[15:], block_norms=norms_slow)
+    np.testing.assert_allclose(norms_fast, norms_slow, rtol=1e-10, atol=1e-12)
+    assert np.any(norms_fast[1:] != norms_fast[:-1], axis=1).all()  # each round moved them
     for key, arr in fast.to_state()[1].items():
         np.testing.assert_allclose(
             arr, slow.to_state()[1][key], rtol=1e-10, atol=1e-12, err_msg=key

@@ -858,16 +858,21 @@ def _learn_many(
     ex_off, ex_kind, ex_norm, phi_src, rff_w, rff_b,
     loss_code, loss_p, step_codes, step_p, step_groups, radius, policy, capacity,
     w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, bias, bias_lr,
-    phi, scores, fx, v, xsq, dots, newnorms, losses, preds,
+    phi, scores, fx, v, xsq, dots, newnorms, losses, preds, norms_before,
 ):  # fmt: skip
     """``learn_round`` over the rows of X in order (the compiled loop behind ``learn_many``).
 
     Rounds are numbered t0 + 1, t0 + 2, ...; prequential scores go to ``preds``, losses to
-    ``losses``.
+    ``losses``. ``norms_before`` (n, M) receives the block norms before each round (what the
+    regularizer's value at theta_t needs), or is (0, M) and left alone.
     """
+    track = norms_before.shape[0] > 0
     for i in range(X.shape[0]):
         t = t0 + i + 1
         eta = schedule_eta(sched_code, sched_p, t)
+        if track:
+            for m in range(norms.shape[0]):
+                norms_before[i, m] = norms[m]
         losses[i] = learn_round(
             X[i], Y[i], eta,
             kinds, kp, is_explicit, view_of, masks, view_full, ex_blocks, im_blocks,

@@ -275,14 +275,20 @@ class OnlineMKL:
         assert self._args is not None
         return self._args.decision(x)
 
-    def learn_many(self, X: Any, Y: Any) -> tuple[np.ndarray, np.ndarray]:
+    def learn_many(
+        self, X: Any, Y: Any, block_norms: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Rounds over the rows of X in order, in one compiled loop.
 
         Returns the prequential losses (n,) and scores (n, K), each before its own update.
+        ``block_norms``, if given, is a C-contiguous float64 (n, M) array that receives the
+        block norms before each round (``regularization_values`` turns them into
+        ``lambda Omega(theta_t)``, the monitor's objective terms).
         """
         X = np.ascontiguousarray(X, dtype=np.float64)
         if X.ndim != 2:
             raise ValueError(f"X must be 2-D, got shape {X.shape}")
+        self._check_norms_out(block_norms, X.shape[0])
         if X.shape[0] == 0:
             return np.zeros(0), np.zeros((0, self.n_outputs))
         self._prepare(X[0])
@@ -291,9 +297,23 @@ class OnlineMKL:
         if X.shape[1] != len(self.feature_keys):
             raise ValueError(f"X has {X.shape[1]} columns; the model has {len(self.feature_keys)}")
         Y = np.array([self._prepare_y(y) for y in Y], dtype=np.float64)
-        return self._rounds(X, Y)
+        return self._rounds(X, Y, block_norms)
 
-    def learn_many_prepared(self, X: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _check_norms_out(self, block_norms: np.ndarray | None, n: int) -> None:
+        if block_norms is None:
+            return
+        shape = (n, len(self.kernels))
+        if (
+            block_norms.shape != shape
+            or block_norms.dtype != np.float64
+            or not block_norms.flags.c_contiguous
+            or not block_norms.flags.writeable
+        ):
+            raise ValueError(f"block_norms must be a writeable C-contiguous float64 {shape} array")
+
+    def learn_many_prepared(
+        self, X: np.ndarray, Y: np.ndarray, block_norms: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """``learn_many`` for callers that hold finite float64 rows of the model's width and
         targets the loss accepts (the river adapters): skips the per-row checks.
 
@@ -306,14 +326,17 @@ class OnlineMKL:
             or X.shape[1] != len(self.feature_keys)
             or Y.shape != (X.shape[0],)
         ):
-            return self.learn_many(X, Y)
+            return self.learn_many(X, Y, block_norms)
         task = self.loss.task
         if task == "multiclass" and Y.size and Y.max() >= self.n_outputs:
-            return self.learn_many(X, Y)  # widens the model for the new class
+            return self.learn_many(X, Y, block_norms)  # widens the model for the new class
+        self._check_norms_out(block_norms, X.shape[0])
         X = np.ascontiguousarray(X, dtype=np.float64)
-        return self._rounds(X, np.ascontiguousarray(Y, dtype=np.float64))
+        return self._rounds(X, np.ascontiguousarray(Y, dtype=np.float64), block_norms)
 
-    def _rounds(self, X: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _rounds(
+        self, X: np.ndarray, Y: np.ndarray, block_norms: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """The compiled loop over validated rows (see :meth:`learn_many`)."""
         self._ensure_room(X.shape[0])
         a = self._args
@@ -322,7 +345,10 @@ class OnlineMKL:
         preds = np.empty((X.shape[0], self.n_outputs))
         s = self.schedule
         w_avg = self._state.w_avg
-        nb.learn_many(X, Y, s.t, s.code, s.param, self.average, w_avg, *a.learn, losses, preds)
+        before = np.empty((0, len(self.kernels))) if block_norms is None else block_norms
+        nb.learn_many(
+            X, Y, s.t, s.code, s.param, self.average, w_avg, *a.learn, losses, preds, before
+        )
         s.t += X.shape[0]
         self.t += X.shape[0]
         return losses, preds
@@ -396,11 +422,37 @@ class OnlineMKL:
             total += self._state.scale[m] * float(np.abs(self._state.w[:, a:e]).sum())
         return total
 
+    @property
+    def norm_only(self) -> bool:
+        """Whether every regularizer is a function of the block norms alone (then
+        :meth:`regularization_values` applies)."""
+        return all(r.norm_only for r in self.regularizers)
+
     def regularization_value(self) -> float:
         """lambda * Omega(theta) at the current theta."""
         b = self.block_norms
-        l1 = self.l1_norm() if any(not r.norm_only for r in self.regularizers) else 0.0
+        if self.norm_only:  # the same numbers as regularization_values on a run's rows
+            return float(self.regularization_values(b[None, :])[0])
+        l1 = self.l1_norm()
         return float(sum(r.value(b, l1) for r in self.regularizers))
+
+    def regularization_values(self, block_norms: np.ndarray) -> np.ndarray:
+        """``lambda * Omega`` for each row of block norms (n, M), e.g. those ``learn_many``
+        recorded before each round. Row i's value does not depend on the other rows. Only for
+        regularizers of the block norms alone (:attr:`norm_only`)."""
+        if not self.norm_only:
+            raise TypeError(
+                "regularization_values needs regularizers of the block norms alone; "
+                f"{[r for r in self.regularizers if not r.norm_only]} also need ||theta||_1"
+            )
+        B = np.asarray(block_norms, dtype=np.float64)
+        if B.ndim != 2 or B.shape[1] != len(self.kernels):
+            raise ValueError(f"block_norms must be (n, {len(self.kernels)}), got {B.shape}")
+        regs = self.regularizers
+        total = regs[0].values_norms(B, self.names)
+        for r in regs[1:]:
+            total = total + r.values_norms(B, self.names)
+        return total
 
     def objective_terms(self, x: Any, y: Any) -> tuple[float, float]:
         """(loss, lambda * Omega) at the current theta, for regret accounting."""

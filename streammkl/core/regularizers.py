@@ -1,6 +1,8 @@
 """Regularizers as small objects: a value and prox steps (DESIGN.md table).
 
-``value_norms(b)`` is ``lambda * Omega`` for a vector ``b`` of block norms and
+``value_norms(b)`` is ``lambda * Omega`` for a vector ``b`` of block norms (``values_norms(B)``
+the same for each row of an (n, M) array, vectorised over the rows: the monitor's value of each
+round of a compiled run) and
 ``prox_norms(b, step) = argmin_z 1/2 ||z - b||^2 + step * value_norms(z)``; block-norm
 regularizers act on theta through Prop. 1 (prox on the norms, then a per-block rescale, 0/0 := 0).
 The learner runs ``steps(...)``: an ordered list of compiled prox steps (J > 1 for composites).
@@ -56,6 +58,15 @@ class Regularizer(Spec):
     def value_norms(self, b: np.ndarray) -> float:
         raise NotImplementedError
 
+    def values_norms(self, B: np.ndarray, names: Sequence[str] = ()) -> np.ndarray:
+        """:meth:`value_norms` of each row of ``B`` (n, M), vectorised over the rows.
+
+        Sums over the blocks run column by column (:func:`_row_sums`), so a row's value does
+        not depend on the other rows (nor on their number); it agrees with ``value_norms`` to
+        rounding. ``names`` (the kernel names) is for groups given by name.
+        """
+        raise TypeError(f"{type(self).__name__} is not a function of the block norms alone")
+
     def prox_norms(self, b: np.ndarray, step: float) -> np.ndarray:
         if not self.norm_only:
             raise TypeError(f"{type(self).__name__} is not a function of the block norms alone")
@@ -76,6 +87,17 @@ class Regularizer(Spec):
 
 def _all(n: int) -> np.ndarray:
     return np.ones(n, dtype=np.bool_)
+
+
+def _row_sums(A: np.ndarray) -> np.ndarray:
+    """Sum of each row of A (n, M), adding the columns in order: the same operations for
+    every row, whatever n (numpy's own row sums may pair terms differently)."""
+    if A.shape[1] == 0:
+        return np.zeros(A.shape[0])
+    out = A[:, 0].copy()
+    for m in range(1, A.shape[1]):
+        out += A[:, m]
+    return out
 
 
 def _check_nonneg(name: str, **values: float) -> None:
@@ -109,6 +131,9 @@ class L2(_Lam):
     def value_norms(self, b: np.ndarray) -> float:
         return 0.5 * self.lam * float(np.sum(np.square(b)))
 
+    def values_norms(self, B: np.ndarray, names: Sequence[str] = ()) -> np.ndarray:
+        return 0.5 * self.lam * _row_sums(np.square(B))
+
     def strong_convexity(self) -> float:
         return 1.0
 
@@ -135,6 +160,9 @@ class GroupLasso(_Lam):
     def value_norms(self, b: np.ndarray) -> float:
         return self.lam * float(np.sum(np.abs(b)))
 
+    def values_norms(self, B: np.ndarray, names: Sequence[str] = ()) -> np.ndarray:
+        return self.lam * _row_sums(np.abs(B))
+
 
 class SquaredGroupLasso(_Lam):
     """Sparse MKL, the default: ``lam/2 (sum_m ||theta_m||)^2``; prox = Alg. 2 on the norms."""
@@ -144,6 +172,10 @@ class SquaredGroupLasso(_Lam):
 
     def value_norms(self, b: np.ndarray) -> float:
         return 0.5 * self.lam * float(np.sum(np.abs(b))) ** 2
+
+    def values_norms(self, B: np.ndarray, names: Sequence[str] = ()) -> np.ndarray:
+        s = _row_sums(np.abs(B))
+        return 0.5 * self.lam * (s * s)
 
     def strong_convexity(self) -> float:
         return 1.0
@@ -168,6 +200,10 @@ class GroupLq(Regularizer):
 
     def value_norms(self, b: np.ndarray) -> float:
         return 0.5 * self.lam * float(np.sum(np.abs(b) ** self.q))
+
+    def values_norms(self, B: np.ndarray, names: Sequence[str] = ()) -> np.ndarray:
+        # np.power elementwise: row i's terms are those of row i alone
+        return 0.5 * self.lam * _row_sums(np.power(np.abs(B), self.q))
 
     def strong_convexity(self) -> float:
         return 1.0 if self.q == 2.0 else 0.0
@@ -196,6 +232,12 @@ class ElasticNetMKL(Regularizer):
         b = np.abs(b)
         s = self.sigma
         return self.lam * (0.5 * s * float(np.sum(b * b)) + 0.5 * (1 - s) * float(np.sum(b)) ** 2)
+
+    def values_norms(self, B: np.ndarray, names: Sequence[str] = ()) -> np.ndarray:
+        B = np.abs(B)
+        s = self.sigma
+        total = _row_sums(B)
+        return self.lam * (0.5 * s * _row_sums(B * B) + 0.5 * (1 - s) * (total * total))
 
     def strong_convexity(self) -> float:
         return 1.0
@@ -276,6 +318,13 @@ class OverlappingGroupLasso(Regularizer):
         pairs = zip(self.lam, masks, strict=True)
         return float(sum(lam * np.linalg.norm(b[m]) for lam, m in pairs))
 
+    def values_norms(self, B: np.ndarray, names: Sequence[str] = ()) -> np.ndarray:
+        masks = self.masks(B.shape[1], names)
+        out = np.zeros(B.shape[0])
+        for lam, m in zip(self.lam, masks, strict=True):
+            out += lam * np.sqrt(_row_sums(np.square(B[:, m])))
+        return out
+
     def value(self, block_norms: np.ndarray, l1_norm: float = 0.0) -> float:
         return self.value_norms(block_norms)
 
@@ -299,6 +348,10 @@ class Ball(Regularizer):
     def value_norms(self, b: np.ndarray) -> float:
         return 0.0 if float(np.linalg.norm(b)) <= self.radius * (1 + 1e-9) else float("inf")
 
+    def values_norms(self, B: np.ndarray, names: Sequence[str] = ()) -> np.ndarray:
+        inside = np.sqrt(_row_sums(np.square(B))) <= self.radius * (1 + 1e-9)
+        return np.where(inside, 0.0, np.inf)
+
     def params(self) -> dict[str, Any]:
         return {"radius": self.radius}
 
@@ -311,6 +364,10 @@ class GroupL1Ball(Ball):
 
     def value_norms(self, b: np.ndarray) -> float:
         return 0.0 if float(np.sum(np.abs(b))) <= self.radius * (1 + 1e-9) else float("inf")
+
+    def values_norms(self, B: np.ndarray, names: Sequence[str] = ()) -> np.ndarray:
+        inside = _row_sums(np.abs(B)) <= self.radius * (1 + 1e-9)
+        return np.where(inside, 0.0, np.inf)
 
 
 _TYPES: dict[str, type[Regularizer]] = {

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 from streammkl.core import _numba as nb
 from streammkl.core._spec import Spec, build
 
@@ -26,6 +28,16 @@ class Schedule(Spec):
         if t < 1:
             raise ValueError(f"round numbers start at 1, got {t}")
         return float(nb.schedule_eta(self.code, self.param, t))
+
+    def etas(self, first: int, n: int) -> np.ndarray:
+        """``eta(first), eta(first + 1), ...``: n learning rates at once (the same numbers as
+        :meth:`eta`, vectorised; ``tests/test_monitor_runs.py`` checks it)."""
+        if first < 1:
+            raise ValueError(f"round numbers start at 1, got {first}")
+        return self._etas(np.arange(first, first + n, dtype=np.float64))
+
+    def _etas(self, t: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
 
     def step(self) -> float:
         """Advance one round and return its learning rate."""
@@ -55,6 +67,9 @@ class Constant(Schedule):
     def param(self) -> float:
         return self.eta0
 
+    def _etas(self, t: np.ndarray) -> np.ndarray:
+        return np.full(t.shape, self.eta0)
+
     def params(self) -> dict[str, Any]:
         return {"eta": self.eta0}
 
@@ -74,6 +89,9 @@ class InvSqrt(Schedule):
     def param(self) -> float:
         return self.eta0
 
+    def _etas(self, t: np.ndarray) -> np.ndarray:
+        return self.eta0 / np.sqrt(t)
+
     def params(self) -> dict[str, Any]:
         return {"eta0": self.eta0}
 
@@ -92,6 +110,9 @@ class InvT(Schedule):
     @property
     def param(self) -> float:
         return self.sigma
+
+    def _etas(self, t: np.ndarray) -> np.ndarray:
+        return 1.0 / (self.sigma * t)
 
     def params(self) -> dict[str, Any]:
         return {"sigma": self.sigma}

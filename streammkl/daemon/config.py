@@ -182,7 +182,12 @@ class MonitorSettings(_Section):
     #: Drift detector on the prequential loss; a detected rise restarts the learning-rate schedule.
     detector: Literal["adwin", "page-hinkley", "none"] = "adwin"
     restart_on_drift: bool = True
-    #: β movement over the last this-many examples.
+    #: B: a detected rise restarts the schedule at the next multiple of B examples (not right
+    #: after the detecting example), so runs of up to B rounds go through one compiled loop and
+    #: the model does not depend on how the stream is cut into batches; β is sampled at
+    #: multiples of B too. 1: restart right after the detection (then one round per record).
+    stride: int = Field(default=50, ge=1, le=10_000)
+    #: β movement over the last this-many examples (at least ``stride``).
     beta_lag: int = Field(default=1000, ge=1)
     #: The detector's inputs since its last detection are checkpointed (so a restart continues
     #: with exactly its state); after this many without a detection it starts afresh.
@@ -198,6 +203,8 @@ class MonitorSettings(_Section):
             raise ValueError("window must be 0 (off) or at least 2")
         if self.window and self.every > self.window:
             raise ValueError(f"every ({self.every}) must not exceed window ({self.window})")
+        if self.stride > self.beta_lag:
+            raise ValueError(f"stride ({self.stride}) must not exceed beta_lag ({self.beta_lag})")
         return self
 
 

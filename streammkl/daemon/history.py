@@ -2,7 +2,8 @@
 
 ``history.jsonl``: one JSON object per line, compact and bounded:
 
-- a *row* every ``every × stride`` examples: ``{"t", "beta": {kernel: weight}, "objective",
+- a *row* every ``every × stride`` examples (or at the end of the first chunk of a compiled run
+  past that multiple): ``{"t", "beta": {kernel: weight}, "objective",
   "loss", "window_regret", "window_regret_bound", "regret_bound", "shadow_regret", "drifts",
   "accuracy", "accuracy_recent", "loss_recent"}`` (``t`` = examples the monitor observed;
   non-finite numbers are written as ``null``);
@@ -79,9 +80,15 @@ class History:
         """Examples between rows now."""
         return self.every * self.stride
 
-    def due(self, t: int) -> bool:
-        """Whether example count ``t`` gets a row."""
-        return t % (self.every * self.stride) == 0
+    def due(self, t: int, since: int | None = None) -> bool:
+        """Whether example count ``t`` gets a row: whether a multiple of :attr:`step` is in
+        ``(since, t]`` (``since``: the count at the previous check; default ``t - 1``, so
+        whether ``t`` is a multiple). Checked after each chunk of a run, a row lands on the
+        chunk's end."""
+        step = self.every * self.stride
+        if since is None:
+            return t % step == 0
+        return since // step < t // step
 
     def add(self, row: dict[str, Any]) -> None:
         """Buffer a row or an event (written by :meth:`flush`)."""
@@ -105,7 +112,7 @@ class History:
             rows = read(self.path) + self.pending
             while sum(1 for r in rows if "event" not in r) > self.max_rows:
                 self.stride *= 2
-                rows = [r for r in rows if "event" in r or self.due(int(r["t"]))]
+                rows = self._thinned(rows)
             self._rewrite(rows)
         else:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -113,6 +120,19 @@ class History:
                 fh.write("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in self.pending))
             self._rows_in_file += len(new)
         self.pending.clear()
+
+    def _thinned(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The events, and the first row at or after each multiple of :attr:`step` (the
+        multiple itself when rows fall on multiples)."""
+        out, since = [], 0
+        for r in rows:
+            if "event" not in r:
+                t = int(r["t"])
+                if not self.due(t, since):
+                    continue
+                since = t
+            out.append(r)
+        return out
 
     def _rewrite(self, rows: list[dict[str, Any]]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)

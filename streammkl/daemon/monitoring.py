@@ -1,9 +1,16 @@
 """The regret/drift monitor on the daemon's prequential stream, checkpointed with the model.
 
 :class:`StreamMonitor` runs :class:`streammkl.monitor.Monitor` on the core model of a streammkl
-learner: every learned record's round (input vector, target, prequential loss, λΩ(θ_t), scores —
-:class:`streammkl.daemon.steps.Round`) is observed on the loop thread; comparator fits run on the
-monitor's worker thread. It also writes the run history (:mod:`streammkl.daemon.history`).
+learner: every learned record's round (input vector, target, prequential loss, λΩ(θ_t), scores)
+is observed, one at a time (:meth:`StreamMonitor.observe`, a
+:class:`streammkl.daemon.steps.Round`) or by chunks of a compiled run
+(:meth:`StreamMonitor.observe_many`, on the learner thread); comparator fits run on the monitor's
+worker thread. It also writes the run history (:mod:`streammkl.daemon.history`).
+
+**Batch-independent restarts.** A detected drift restarts the schedule only when the example
+count reaches the next multiple of ``stride`` (B): the runs are cut there, so the model is the
+same however the stream is cut into batches (and a checkpoint between a detection and its
+boundary holds the pending restart).
 
 **Exactly-once, with a drift detector.** A detected drift restarts the learner's schedule, so the
 detector's state is part of the model's state. river's ADWIN cannot be serialised (its window is
@@ -11,8 +18,8 @@ native code), so the checkpoint holds the detector's inputs since its last detec
 detection starts river's detectors afresh) and a restart replays them into a fresh detector: the
 restored detector is exactly the uninterrupted one. Without a detection for ``detector_memory``
 examples, the detector is started afresh (deterministically, at that example), which bounds what
-is checkpointed. The comparator windows and shadows are rebuilt after a restart (they only feed
-metrics).
+is checkpointed (:class:`streammkl.monitor.drift.LossDriftDetector` keeps the log). The
+comparator windows and shadows are rebuilt after a restart (they only feed metrics).
 """
 
 from __future__ import annotations
@@ -84,10 +91,15 @@ class StreamMonitor:
         self.history = History(directory, settings.history_every, settings.history_rows)
         self.monitor: Any = None
         self.values: dict[str, float] = {}  # the latest snapshot (published to metrics)
-        self._inputs: list[float] = []  # detector inputs since its last detection
+        self._saved_inputs: list[float] = []  # detector inputs to replay (before the build)
         self._restored: dict[str, Any] | None = None
         self._hits = self._labelled = 0  # prequential accuracy over the observed examples
         self._last: dict[str, float] = {"t": 0.0, "hits": 0.0, "labelled": 0.0, "loss": 0.0}
+
+    @property
+    def stride(self) -> int:
+        """B: restarts happen at multiples of B examples (the runs are cut there)."""
+        return int(self.settings.stride)
 
     # -- building -----------------------------------------------------------------------------
 
@@ -108,6 +120,8 @@ class StreamMonitor:
             detector=None if s.detector == "none" else s.detector,
             restart_on_drift=s.restart_on_drift,
             beta_lag=s.beta_lag,
+            stride=s.stride,
+            detector_memory=s.detector_memory,
         )
         if self._restored is not None:
             self.monitor.restore(self._restored)
@@ -116,46 +130,73 @@ class StreamMonitor:
 
     def _replay(self) -> None:
         det = self.monitor.detector
-        if det is None or not self._inputs:
+        inputs, self._saved_inputs = self._saved_inputs, []
+        if det is None or not inputs:
             return
         before = det.n_restarts + det.n_ignored
-        first = self.monitor.n - len(self._inputs)
-        for i, value in enumerate(self._inputs):
+        first = self.monitor.n - len(inputs)
+        for i, value in enumerate(inputs):
             det.update(value, first + i)
         if det.n_restarts + det.n_ignored != before:  # cannot happen for a faithful log
             raise RuntimeError("the drift detector fired while replaying its checkpointed inputs")
 
+    @property
+    def _inputs(self) -> list[float]:
+        """The detector's inputs since its last detection (what the checkpoint holds)."""
+        det = self.monitor.detector if self.monitor is not None else None
+        return det.inputs if det is not None else self._saved_inputs
+
     # -- the hot path -------------------------------------------------------------------------
+
+    def _monitor(self, core: Any) -> Any:
+        if self.monitor is None or self.monitor.model is not core:
+            self._build(core)
+        return self.monitor
 
     def observe(self, core: Any, rnd: Any, hit: bool | None) -> None:
         """Account one learned record (``rnd``: its round; ``hit``: predicted correctly, or
         ``None`` for regression)."""
-        if self.monitor is None or self.monitor.model is not core:
-            self._build(core)
-        monitor = self.monitor
+        monitor = self._monitor(core)
         det = monitor.detector
-        rises, falls = (det.n_restarts, det.n_ignored) if det is not None else (0, 0)
+        rises = det.n_restarts if det is not None else 0
         monitor.observe(rnd.x, rnd.y, rnd.loss, rnd.reg, rnd.scores)
-        if det is not None:
-            if (det.n_restarts, det.n_ignored) != (rises, falls):  # a detection: river's
-                self._inputs.clear()  # detectors start afresh at their next input
-                if det.n_restarts != rises:
-                    self.history.add({"t": monitor.n, "event": "drift"})
-            elif rnd.loss == rnd.loss and abs(rnd.loss) != float("inf"):  # what it was fed
-                self._inputs.append(float(rnd.loss))
-                if len(self._inputs) >= self.settings.detector_memory:
-                    self._forget()
+        if det is not None and det.n_restarts != rises:
+            self.history.add({"t": monitor.n, "event": "drift"})
         if hit is not None:
             self._labelled += 1
             self._hits += bool(hit)
         if self.history.due(monitor.n):
             self._row()
 
-    def _forget(self) -> None:
-        from streammkl.monitor.drift import make_detector
+    def rows_to_boundary(self, core: Any) -> int:
+        """How many rounds the next chunk of a run may hold (up to the next multiple of the
+        stride, where a pending restart is applied)."""
+        return int(self._monitor(core).rows_to_boundary())
 
-        self.monitor.detector.detector = make_detector(self.settings.detector)
-        self._inputs.clear()
+    def observe_many(
+        self,
+        core: Any,
+        X: np.ndarray,
+        Y: np.ndarray,
+        losses: np.ndarray,
+        regs: np.ndarray,
+        scores: np.ndarray,
+        hits: list[bool] | None,
+    ) -> None:
+        """:meth:`observe` of each round of a chunk of a compiled run (at most
+        :meth:`rows_to_boundary` rounds, learned just before): the same monitor, detector log
+        and drift events. A history row is due when the chunk crossed a multiple of the
+        history interval (it lands on that multiple when the interval is a multiple of the
+        stride, as by default)."""
+        monitor = self._monitor(core)
+        before = monitor.n
+        for index in monitor.observe_many(X, Y, losses, regs, scores):
+            self.history.add({"t": index + 1, "event": "drift"})
+        if hits is not None:
+            self._labelled += len(hits)
+            self._hits += sum(hits)
+        if self.history.due(monitor.n, before):
+            self._row()
 
     def _row(self) -> None:
         values = self.snapshot()
@@ -218,7 +259,7 @@ class StreamMonitor:
             self._hits, self._labelled = int(meta["hits"]), int(meta["labelled"])
             self._last = {k: float(v) for k, v in meta["last_row"].items()}
             self.history.stride = int(meta["history_stride"])
-            self._inputs = [float(v) for v in arrays.get(INPUTS, ())]
+            self._saved_inputs = [float(v) for v in arrays.get(INPUTS, ())]
         n = int(self._restored["n"]) if self._restored else 0
         self.history.trim(n)
         if core is not None and self._restored is not None:

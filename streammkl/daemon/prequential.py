@@ -5,11 +5,12 @@ runner's learner step, counters, offsets, sink and metrics, and never touches Ka
 record is either predicted (then learned when labelled) or dead-lettered with its reason; nothing
 a record contains can stop the loop.
 
-Hot-loop choices (measured, ``benchmarks/daemon_throughput.py``): labelled records of the
-streammkl learners take one fused round (:mod:`streammkl.daemon.steps`); a prediction's JSON is
-written by orjson (:func:`prediction_bytes`);
-histogram observations are list appends folded once per batch; counters are kept in locals and
-added once per batch.
+Hot-loop choices (measured, ``benchmarks/daemon_throughput.py``): a streammkl classifier's
+batches go through compiled runs of rounds on a learner thread, with the regret/drift monitor
+fed by chunks cut at its stride (:meth:`PrequentialStep._process_runs`); the other labelled
+records of the streammkl learners take one fused round (:mod:`streammkl.daemon.steps`); a
+prediction's JSON is written by orjson (:func:`prediction_bytes`); histogram observations are
+list appends folded once per batch; counters are kept in locals and added once per batch.
 """
 
 from __future__ import annotations
@@ -132,9 +133,9 @@ class PrequentialStep:
     def process(self, batch: list[Any]) -> None:
         """Handle a batch of consumer records in order (the pure step between the I/O edges).
 
-        A classifier of streammkl without the per-record monitor takes :meth:`_process_runs`
-        (compiled runs of rounds, same model and same outputs); everything else
-        :meth:`_process_records`.
+        A classifier of streammkl takes :meth:`_process_runs` (compiled runs of rounds, same
+        model and same outputs; with the monitor, the runs are cut at its boundaries and each
+        chunk observed); everything else :meth:`_process_records`.
         """
         if self.learner_step.batched:
             self._process_runs(batch)
@@ -182,11 +183,13 @@ class PrequentialStep:
 
         Pipelined: this batch is decoded; the previous batch's learning is finished (its run
         waited for, its remaining records learned); this batch's leading run is planned and its
-        compiled loop started on the learner thread, where it runs without the GIL; and only
-        then are the previous batch's predictions written and its offsets taken, while the
-        learner works. Records after the run (a new class, a new feature, ...) are learned when
-        the batch is finished, in order. Whatever reads the model or the offsets calls
-        :meth:`_drain` first.
+        compiled loop started on the learner thread, where it runs without the GIL (with the
+        monitor: a compiled loop per chunk up to the monitor's next boundary, each chunk
+        observed there, on that thread); and only then are the previous batch's predictions
+        written and its offsets taken, while the learner works. Records after the run (a new
+        class, a new feature, ...) are learned when the batch is finished, in order (with the
+        monitor: later runs observed by chunks, single records one by one). Whatever reads the
+        model, the monitor or the offsets calls :meth:`_drain` first.
         """
         valid = self._decode_all(batch)
         finished = self._finish_learning()
@@ -224,11 +227,10 @@ class PrequentialStep:
         batch, valid, xs, ys, end, future = self._inflight
         self._inflight = None
         step = self.learner_step
-        scores = None
-        rest: list[Any] = []
+        probas: list[Any] = []
         per = 0.0
         if future is not None:
-            scores, seconds = future.result()
+            probas, seconds = future.result()  # (observed by the monitor, when it is on)
             per = seconds / end
         refused: dict[int, Exception] = {}
         if end < len(xs):
@@ -237,24 +239,21 @@ class PrequentialStep:
                 refused[end + i] = exc
 
             t0 = time.perf_counter()
-            rest = step.learn_predict_many(xs[end:], ys[end:], note)
+            probas += step.learn_predict_many(xs[end:], ys[end:], note)
             took = (time.perf_counter() - t0) / (len(xs) - end)
             per = took if not end else (per * end + took * (len(xs) - end)) / len(xs)
-        return batch, valid, refused, scores, rest, per
+        return batch, valid, refused, probas, per
 
     def _emit_runs(
         self,
         batch: list[Any],
         valid: list[tuple[Any, Any]],
         refused: dict[int, Exception],
-        scores: Any,
-        rest: list[Any],
+        probas: list[Any],
         per: float,
     ) -> None:
-        """Predictions, dead letters and accounting of a batch whose rounds are done (``scores``
-        of its compiled run, ``rest``: the probabilities of the records after it); the learn
-        histogram observes the batch's mean time per record."""
-        probas = rest if scores is None else self.learner_step.probas_from_scores(scores) + rest
+        """Predictions, dead letters and accounting of a batch whose rounds are done; the
+        learn histogram observes the batch's mean time per record."""
         c, m = self.counters, self.metrics
         out_topic = self.settings.kafka.predictions_topic
         send = self.sink.send_prediction

@@ -145,6 +145,7 @@ class Runner(PrequentialStep):
         if ms.enabled and self.learner_step.fused:  # the monitor needs a streammkl core model
             self.monitor = StreamMonitor(ms, self.settings.checkpoint.dir)
             self.learner_step.track = True
+            self.learner_step.observer = self.monitor  # the compiled runs feed it by chunks
 
     # -- control ------------------------------------------------------------------------------
 

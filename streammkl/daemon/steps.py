@@ -11,7 +11,11 @@ with ``learn_one`` (it *is* ``learn_one``); only the records where the round's s
 the prediction (a new class, a new feature, an empty model) take the generic path.
 
 A fused round also hands out what :class:`streammkl.monitor.Monitor` needs per example (the
-core's input vector, target, loss and ``lambda Omega(theta_t)``).
+core's input vector, target, loss and ``lambda Omega(theta_t)``). With the monitor on, a
+classifier's batches still go through compiled runs: :meth:`MKLStep.run_rounds` cuts a run at
+the monitor's boundaries (multiples of its stride, where a detected drift restarts the schedule)
+and has the monitor observe each chunk (the compiled loop records the block norms before each
+round, for ``lambda Omega(theta_t)``).
 
 This leans on two internals of the river learners (``_class_index``/``_features`` and the core's
 last-round scores); ``tests/test_daemon_steps.py`` pins the equivalence with the generic path.
@@ -65,6 +69,9 @@ class LearnerStep:
 
     fused = False
     sequence = False
+    #: The monitor fed by the compiled runs (:class:`streammkl.daemon.monitoring.StreamMonitor`),
+    #: set by the runner with ``track``; the per-record path feeds it through the runner.
+    observer: Any = None
 
     @property
     def batched(self) -> bool:
@@ -123,30 +130,97 @@ class MKLStep(LearnerStep):
 
             loss = None if learner.loss is None else losses.from_spec(learner.loss)
             self._binary = loss is not None and loss.task == "binary"
+        # lambda Omega(theta_t) of a compiled run's rounds comes from the block norms alone
+        self._norm_only = learner._make_model().norm_only
 
     @property
     def batched(self) -> bool:
-        # The monitor needs every round's regulariser value, and its drift detector may restart
-        # the schedule between two rounds: then one record at a time.
-        return self.classifier and not self.track
+        # The monitor needs every round's regulariser value: from the block norms the compiled
+        # loop records, unless a regularizer also needs ||theta||_1 (L1, SparseGroupLasso): then
+        # one record at a time.
+        # (A stride of 1 leaves no room for a run: one round per record is faster.)
+        if not self.classifier:
+            return False
+        if not self.track:
+            return True
+        return self.observer is not None and self._norm_only and self.observer.stride > 1
 
     def learn_predict_many(
         self, xs: list[Any], ys: list[Any], on_error: Any
     ) -> list[dict[Any, float] | None]:
-        return self.learner.learn_predict_many(xs, ys, validated=True, on_error=on_error)
+        """``MKLClassifier.learn_predict_many`` (inputs validated); with the monitor, the same
+        rounds, the runs through :meth:`run_rounds` and the other records through the fused
+        step's ``learn``, each observed."""
+        learner = self.learner
+        if self.observer is None:
+            return learner.learn_predict_many(xs, ys, validated=True, on_error=on_error)
+        out: list[dict[Any, float] | None] = []
+        i, n = 0, len(xs)
+        while i < n:
+            if self._norm_only:  # (else batched is False and only single records come here)
+                j, X, Y = learner.plan_run(xs, ys, i, validated=True)
+                if j > i:
+                    out.extend(self.run_rounds(X, Y)[0])
+                    i = j
+                    continue
+            x, y = xs[i], ys[i]
+            i += 1
+            try:
+                proba = learner.predict_proba_one(x)
+            except Exception as exc:  # as learn_predict_many's single calls
+                out.append(None)
+                on_error(i - 1, exc)
+                continue
+            out.append(proba)
+            if y is None:
+                continue
+            try:
+                self.learn(x, y)
+            except Exception as exc:
+                on_error(i - 1, exc)
+                continue
+            prediction = max(proba, key=proba.__getitem__) if proba else None
+            self.observer.observe(learner.core, self.last_round, prediction == y)
+        return out
 
     def plan_run(self, xs: list[Any], ys: list[Any]) -> tuple[int, np.ndarray, np.ndarray]:
         """The batch's leading compiled run (``MKLClassifier.plan_run``, inputs validated)."""
         return self.learner.plan_run(xs, ys, 0, validated=True)
 
-    def run_rounds(self, X: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, float]:
-        """The planned run's compiled loop (GIL released) and its duration in seconds."""
-        t0 = time.perf_counter()
-        scores = self.learner.run_rounds(X, Y)
-        return scores, time.perf_counter() - t0
+    def run_rounds(self, X: np.ndarray, Y: np.ndarray) -> tuple[list[dict[Any, float]], float]:
+        """The planned run's compiled loop (GIL released): the probabilities of its records and
+        its duration in seconds.
 
-    def probas_from_scores(self, scores: np.ndarray) -> list[dict[Any, float]]:
-        return self.learner.probas_from_scores(scores)
+        With the monitor (:attr:`observer`), the run is cut at the monitor's boundaries (the
+        multiples of its stride, counted in examples it observed): each chunk is one compiled
+        loop, then observed, so a restart the detector asks for falls between the same two
+        rounds however the batches were cut.
+        """
+        t0 = time.perf_counter()
+        learner = self.learner
+        if self.observer is None:
+            probas = learner.probas_from_scores(learner.run_rounds(X, Y))
+            return probas, time.perf_counter() - t0
+        core, observer = learner.core, self.observer
+        classes, binary = learner.classes_, self._binary
+        n_blocks = len(core.kernels)
+        probas = []
+        i, n = 0, X.shape[0]
+        while i < n:
+            j = min(n, i + observer.rows_to_boundary(core))
+            Xc, Yc = X[i:j], Y[i:j]
+            norms = np.empty((j - i, n_blocks))
+            losses, scores = core.learn_many_prepared(Xc, Yc, norms)
+            chunk = learner.probas_from_scores(scores)
+            hits = [
+                max(p, key=p.__getitem__) == classes[int(t > 0) if binary else int(t)]
+                for p, t in zip(chunk, Yc.tolist(), strict=True)
+            ]
+            regs = core.regularization_values(norms)
+            observer.observe_many(core, Xc, Yc, losses, regs, scores, hits)
+            probas += chunk
+            i = j
+        return probas, time.perf_counter() - t0
 
     def learn(self, x: dict[str, float], y: Any) -> None:
         learner = self.learner

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from river import drift
@@ -57,6 +57,11 @@ class LossDriftDetector:
         For detectors without ``estimation`` (the window mean ADWIN keeps), the direction of a
         change is judged by the mean of the last ``reference`` losses against the mean since the
         previous detection.
+    memory
+        Keep ``inputs``, the values fed since the last detection (every detection starts river's
+        detectors afresh): replaying them into a fresh detector gives this one's state (river's
+        ADWIN cannot be serialised). After ``memory`` values without a detection, the detector
+        starts afresh (a clone), which bounds the log. None: no log, never started afresh.
 
     Examples
     --------
@@ -68,10 +73,20 @@ class LossDriftDetector:
     (1, 1023)
     """
 
-    def __init__(self, detector: Any = "adwin", restart_on: str = "increase", reference: int = 32):
+    def __init__(
+        self,
+        detector: Any = "adwin",
+        restart_on: str = "increase",
+        reference: int = 32,
+        memory: int | None = None,
+    ):
         if restart_on not in ("increase", "any"):
             raise ValueError(f"restart_on must be 'increase' or 'any', got {restart_on!r}")
+        if memory is not None and (int(memory) != memory or memory < 1):
+            raise ValueError(f"detector memory must be a positive integer or None, got {memory!r}")
         self.detector = make_detector(detector)
+        self.memory = None if memory is None else int(memory)
+        self.inputs: list[float] = []  # fed since the last detection (with a memory)
         self.restart_on = restart_on
         self.n_restarts = 0  # detections that restarted the schedule
         self.n_ignored = 0  # detections of a decrease (restart_on="increase")
@@ -99,15 +114,39 @@ class LossDriftDetector:
         return recent > self._since_sum / max(self._since_n, 1)
 
     def update(self, value: float, index: int) -> bool:
-        """Feed one loss (example ``index``); True if the schedule should restart now."""
-        value = float(value)
-        if not math.isfinite(value):
-            return False
-        before = getattr(self.detector, "estimation", None)
-        self.detector.update(value)
-        self._track(value)
-        if not self.detector.drift_detected:
-            return False
+        """Feed one loss (example ``index``); True on a detected rise (with
+        ``restart_on="any"``: on any detection), for which the caller restarts the schedule."""
+        return bool(self.update_many((value,), index))
+
+    def update_many(self, values: Iterable[float], first: int) -> list[int]:
+        """:meth:`update` of each value in order, for examples ``first``, ``first + 1``, ...;
+        the indices where it returned True (non-finite values are skipped, as there)."""
+        rises: list[int] = []
+        isfinite = math.isfinite
+        memory, inputs = self.memory, self.inputs
+        plain = self._plain
+        for index, value in enumerate(values, first):
+            value = float(value)
+            if not isfinite(value):
+                continue
+            det = self.detector
+            before = getattr(det, "estimation", None)
+            det.update(value)
+            if not plain:
+                self._track(value)
+            if not det.drift_detected:
+                if memory is not None:
+                    inputs.append(value)
+                    if len(inputs) >= memory:
+                        self.detector = det.clone()  # afresh, at this example
+                        inputs.clear()
+                continue
+            inputs.clear()
+            if self._detected(before, index):
+                rises.append(index)
+        return rises
+
+    def _detected(self, before: float | None, index: int) -> bool:
         up = self._increased(before)
         self._since_sum, self._since_n = 0.0, 0
         if up or self.restart_on == "any":
@@ -116,6 +155,13 @@ class LossDriftDetector:
             return True
         self.n_ignored += 1
         return False
+
+    @property
+    def _plain(self) -> bool:
+        """The direction of a change never needs the running means (ADWIN's estimation, or a
+        detector of rises only)."""
+        det = self.detector
+        return isinstance(det, drift.ADWIN) or getattr(det, "mode", None) == "up"
 
 
 def total_variation(a: Mapping[str, float], b: Mapping[str, float]) -> float:
@@ -143,8 +189,22 @@ class BetaMovement:
         self.span = 0
 
     def due(self, index: int) -> bool:
-        """Whether example ``index`` (0-based) is a sampling point."""
+        """Whether ``index`` is a sampling point (a multiple of the stride; the monitor passes
+        its example count)."""
         return index % self.stride == 0
+
+    def to_state(self) -> dict[str, Any]:
+        """The samples (JSON-able), so a restart continues the same distance."""
+        return {"samples": [[i, w] for i, w in self._samples], "value": self.value}
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        """Continue from :meth:`to_state` (samples beyond this lag and stride are dropped)."""
+        self._samples.clear()
+        for index, weights in state["samples"]:
+            if int(index) % self.stride == 0:
+                self._samples.append((int(index), {k: float(v) for k, v in weights.items()}))
+        self.value = float(state["value"])
+        self.span = self._samples[-1][0] - self._samples[0][0] if self._samples else 0
 
     def update(self, index: int, weights: Mapping[str, float]) -> float:
         """Record β at example ``index`` (call when ``due``); returns the current distance."""

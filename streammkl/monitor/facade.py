@@ -2,14 +2,20 @@
 
 Per example, after ``loss = model.learn(x, y)`` with ``reg = model.regularization_value()`` read
 just before it, call ``monitor.observe(x, y, loss, reg)`` on the learning thread (or use
-:meth:`Monitor.learn_one`, which does the three steps). ``snapshot()`` returns plain floats keyed
-as in :data:`streammkl.monitor.metrics.METRICS`, whose help texts say what each one measures.
+:meth:`Monitor.learn_one`, which does the three steps). For runs of rounds in one compiled loop,
+:meth:`Monitor.observe_many` takes a chunk of them at once (:meth:`Monitor.learn_many` cuts and
+learns the chunks). ``snapshot()`` returns plain floats keyed as in
+:data:`streammkl.monitor.metrics.METRICS`, whose help texts say what each one measures.
 
 What the monitor does to the learner: on a detected rise of the prequential loss it calls
-``model.restart_schedule()`` (unless ``restart_on_drift=False``). It reads, on the calling thread:
-``kernels``, ``feature_keys``, ``schedule``, ``config()`` every ``every`` examples, and
-``kernel_weights`` every β stride. Everything else (comparator fits) happens on a worker thread
-that only sees copies.
+``model.restart_schedule()`` (unless ``restart_on_drift=False``), **at the next multiple of the
+stride B** (after example kB - 1, before example kB, counting from 0): the detector is fed every
+loss, in order, and a detection waits for the boundary. So rounds between two multiples of B
+never see a restart, and a caller may learn them in one compiled loop and observe them
+afterwards: the model does not depend on how the stream is cut into chunks. It reads, on the
+calling thread: ``kernels``, ``feature_keys``, ``schedule``, ``config()`` every ``every``
+examples, and ``kernel_weights`` every β stride (a multiple of B). Everything else (comparator
+fits) happens on a worker thread that only sees copies.
 """
 
 from __future__ import annotations
@@ -59,7 +65,15 @@ class Monitor:
         ``"loss"`` (the prequential loss) or ``"error"`` (prequential 0/1 error from ``scores``,
         classification only).
     beta_lag, beta_stride
-        β movement over the last ``beta_lag`` examples, sampled every ``beta_stride``.
+        β movement over the last ``beta_lag`` examples, sampled each time the example count is
+        a multiple of ``beta_stride`` (a multiple of ``stride``; default: ``beta_lag // 50``
+        rounded up to one).
+    stride
+        B: schedule restarts (and β samples) happen only when the example count is a multiple
+        of B. 1 restarts right after the example that triggered the detection.
+    detector_memory
+        The detector keeps its inputs since its last detection, at most this many (see
+        :class:`~streammkl.monitor.drift.LossDriftDetector`; None: no log).
     """
 
     def __init__(
@@ -77,6 +91,8 @@ class Monitor:
         detector_input: str = "loss",
         beta_lag: int = 1000,
         beta_stride: int | None = None,
+        stride: int = 1,
+        detector_memory: int | None = None,
     ) -> None:
         if not isinstance(model, OnlineMKL):
             raise TypeError(
@@ -86,6 +102,15 @@ class Monitor:
             raise ValueError(f"detector_input must be 'loss' or 'error', got {detector_input!r}")
         if detector_input == "error" and model.loss.task == "regression":
             raise ValueError("detector_input='error' needs a classification loss")
+        if int(stride) != stride or stride < 1:
+            raise ValueError(f"stride must be a positive integer, got {stride!r}")
+        stride = int(stride)
+        if stride > beta_lag:
+            raise ValueError(f"beta_lag ({beta_lag}) must be at least the stride ({stride})")
+        if beta_stride is None:
+            beta_stride = -(-max(1, int(beta_lag) // 50) // stride) * stride
+        elif int(beta_stride) % stride:
+            raise ValueError(f"beta_stride ({beta_stride}) must be a multiple of stride ({stride})")
         self.model = model
         self.objective = OnlineObjective()
         self.norms = theory.FeatureNorms()
@@ -95,17 +120,22 @@ class Monitor:
             else WindowedRegret(model, window, every, comparator, background=background)
         )
         self.shadows = ShadowLearners(model, shadow_batch) if shadows else None
-        self.detector = None if detector is None else LossDriftDetector(detector)
+        self.detector = (
+            None if detector is None else LossDriftDetector(detector, memory=detector_memory)
+        )
         self.restart_on_drift = bool(restart_on_drift)
         self.detector_input = detector_input
         self.beta = BetaMovement(beta_lag, beta_stride)
+        self.stride = stride
         self.n = 0
+        self.restart_pending = False  # a detected rise waiting for the next multiple of B
         self._theta_start_norm = 0.0  # ||theta|| and lambda Omega where the schedule (re)started
         self._reg_start = 0.0
 
     # --- hot path -----------------------------------------------------------------------------
     def observe(self, x: Any, y: Any, loss: float, reg: float, scores: Any = None) -> bool:
-        """Account one example learned just before; True if it triggered a schedule restart.
+        """Account one example learned just before; True if the schedule restarted now (a
+        rise detected at this example or earlier, applied at this multiple of the stride).
 
         ``x``, ``y``: the learner's input vector and target (core conventions); ``loss``: the
         prequential loss ``learn`` returned; ``reg``: ``lambda Omega(theta_t)`` read before
@@ -124,17 +154,84 @@ class Monitor:
             self.regret.observe(x, y, loss, reg, eta, phi_sq)
         if self.shadows is not None:
             self.shadows.observe(x, y, loss)
-        restarted = False
         if self.detector is not None:
             value = loss if self.detector_input == "loss" else self._error(y, scores)
             if self.detector.update(value, index) and self.restart_on_drift:
-                self._theta_start_norm = theory.theta_norm(model)
-                self._reg_start = model.regularization_value()
-                model.restart_schedule()
-                restarted = True
-        if self.beta.due(index):
+                self.restart_pending = True
+        return self._boundary()
+
+    def observe_many(
+        self,
+        X: Any,
+        Y: Any,
+        losses: Any,
+        regs: Any,
+        scores: Any = None,
+    ) -> list[int]:
+        """:meth:`observe` of each row, in order, for a chunk of rounds learned just before
+        (e.g. one compiled loop, ``learn_many(X, Y, block_norms)`` with ``regs =
+        model.regularization_values(block_norms)``): the same state and values.
+
+        The chunk must not cross a multiple of the stride except at its end (a restart
+        detected inside it waits for that boundary; see :meth:`rows_to_boundary`). Returns the
+        example indices of the rises detected in the chunk (the detector's ``n_restarts``
+        counts them).
+        """
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        Y = np.asarray(Y, dtype=np.float64)
+        losses = np.asarray(losses, dtype=np.float64)
+        regs = np.asarray(regs, dtype=np.float64)
+        n = losses.shape[0]
+        if not (X.ndim == 2 and X.shape[0] == Y.shape[0] == regs.shape[0] == n):
+            raise ValueError("observe_many needs X (n, d) and n targets, losses and regs")
+        if n == 0:
+            return []
+        first = self.n
+        if n > self.rows_to_boundary():
+            raise ValueError(
+                f"a chunk of {n} examples from example {first} crosses a multiple of the "
+                f"stride ({self.stride}) before its end; cut it there"
+            )
+        model = self.model
+        self.n += n
+        self.objective.update_many(losses, regs)
+        phi_sq = self.norms.update_many(model, X)
+        if self.regret is not None:
+            # no restart inside a chunk: its rounds are the schedule's last n
+            etas = model.schedule.etas(model.schedule.t - n + 1, n)
+            self.regret.observe_many(X, Y, losses, regs, etas, phi_sq)
+        if self.shadows is not None:
+            self.shadows.observe_many(X, Y, losses)
+        rises: list[int] = []
+        if self.detector is not None:  # one value at a time, in order (ADWIN is sequential)
+            values = losses if self.detector_input == "loss" else self._errors(Y, scores)
+            rises = self.detector.update_many(values.tolist(), first)
+            if rises and self.restart_on_drift:
+                self.restart_pending = True
+        self._boundary()
+        return rises
+
+    def rows_to_boundary(self) -> int:
+        """How many more examples the next chunk may hold: up to the next multiple of the
+        stride (1..B)."""
+        return self.stride - self.n % self.stride
+
+    def _boundary(self) -> bool:
+        """At a multiple of the stride: apply a pending restart, sample β. Whether it
+        restarted."""
+        if self.n % self.stride:
+            return False
+        model = self.model
+        restarted = False
+        if self.restart_pending:
+            self._theta_start_norm = theory.theta_norm(model)
+            self._reg_start = model.regularization_value()
+            model.restart_schedule()
+            self.restart_pending = False
+            restarted = True
+        if self.beta.due(self.n):
             weights = model.kernel_weights.tolist()
-            self.beta.update(index, dict(zip(model.names, weights, strict=True)))
+            self.beta.update(self.n, dict(zip(model.names, weights, strict=True)))
         return restarted
 
     def _error(self, y: float, scores: Any) -> float:
@@ -145,12 +242,44 @@ class Monitor:
             return float(y * s[0] <= 0.0)
         return float(int(np.argmax(s)) != int(y))
 
+    def _errors(self, Y: np.ndarray, scores: Any) -> np.ndarray:
+        """:meth:`_error` of each row."""
+        if scores is None:
+            raise ValueError("detector_input='error' needs the prequential scores")
+        S = np.asarray(scores, dtype=np.float64).reshape(Y.shape[0], -1)
+        if S.shape[1] == 1:
+            return (Y * S[:, 0] <= 0.0).astype(np.float64)
+        return (np.argmax(S, axis=1) != Y.astype(np.int64)).astype(np.float64)
+
     def learn_one(self, x: Any, y: Any) -> float:
         """``reg = regularization_value(); loss = learn(x, y); observe(...)``; returns the loss."""
         reg = self.model.regularization_value()
         loss = self.model.learn(x, y)
         self.observe(x, y, loss, reg)
         return loss
+
+    def learn_many(self, X: Any, Y: Any) -> np.ndarray:
+        """:meth:`learn_one` of each row, in compiled chunks cut at the multiples of the stride
+        (the same model and monitor as row by row); returns the prequential losses.
+
+        Needs regularizers of the block norms alone (``model.norm_only``); otherwise it goes
+        row by row.
+        """
+        model = self.model
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        if not model.norm_only:
+            return np.array([self.learn_one(x, y) for x, y in zip(X, Y, strict=True)])
+        Y = np.asarray(Y, dtype=np.float64)
+        out = np.empty(X.shape[0])
+        i, n = 0, X.shape[0]
+        while i < n:
+            j = min(n, i + self.rows_to_boundary())
+            norms = np.empty((j - i, len(model.kernels)))
+            losses, scores = model.learn_many(X[i:j], Y[i:j], block_norms=norms)
+            self.observe_many(X[i:j], Y[i:j], losses, model.regularization_values(norms), scores)
+            out[i:j] = losses
+            i = j
+        return out
 
     # --- reading ------------------------------------------------------------------------------
     def prop3_bound(self) -> float:
@@ -209,7 +338,8 @@ class Monitor:
             self.regret.close(timeout)
 
     def to_state(self) -> dict[str, Any]:
-        """JSON-able counters to checkpoint beside the model (windows/detector are rebuilt)."""
+        """JSON-able counters, the pending restart and the β samples, to checkpoint beside the
+        model (windows, shadows and the detector are rebuilt)."""
         det = self.detector
         return {
             "n": self.n,
@@ -220,6 +350,8 @@ class Monitor:
             "last_drift_example": det.last_restart if det else -1,
             "theta_start_norm": self._theta_start_norm,
             "reg_start": self._reg_start,
+            "restart_pending": self.restart_pending,
+            "beta_movement": self.beta.to_state(),
         }
 
     def restore(self, state: dict[str, Any]) -> None:
@@ -233,3 +365,6 @@ class Monitor:
             self.detector.last_restart = int(state["last_drift_example"])
         self._theta_start_norm = float(state["theta_start_norm"])
         self._reg_start = float(state["reg_start"])
+        self.restart_pending = bool(state.get("restart_pending", False))
+        if "beta_movement" in state:
+            self.beta.restore(state["beta_movement"])

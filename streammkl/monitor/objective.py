@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 
 class OnlineObjective:
     """Accumulator fed with ``(loss, reg)`` per example, O(1).
@@ -43,6 +45,22 @@ class OnlineObjective:
         self.loss += loss
         self.regularization += reg
         return True
+
+    def update_many(self, losses: np.ndarray, regs: np.ndarray) -> None:
+        """:meth:`update` of each pair ``losses[i], regs[i]``, in order: the same totals to the
+        last bit (the terms added one after the other)."""
+        ls, rs = np.asarray(losses, dtype=np.float64).tolist(), np.asarray(regs).tolist()
+        loss, reg = self.loss, self.regularization
+        for v in ls:
+            loss += v
+        for v in rs:
+            reg += v
+        if math.isfinite(loss) and math.isfinite(reg):  # then every term was finite
+            self.n += len(ls)
+            self.loss, self.regularization = loss, reg
+            return
+        for v, r in zip(ls, rs, strict=True):
+            self.update(v, r)
 
     @property
     def total(self) -> float:

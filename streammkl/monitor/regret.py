@@ -149,13 +149,29 @@ class WindowedRegret:
     ) -> None:
         """Record one example and its prequential terms; O(1) (a fit is only *requested*)."""
         if self.store.append(x, y, (loss, reg, eta, phi_sq)):
-            self._request()
+            self._request(self.store.frozen(), self.store.n_seen)
 
-    def _request(self) -> None:
+    def observe_many(
+        self,
+        X: np.ndarray,
+        Y: np.ndarray,
+        losses: np.ndarray,
+        regs: np.ndarray,
+        etas: np.ndarray,
+        phi_sq: np.ndarray,
+    ) -> None:
+        """:meth:`observe` of each row, in order: the same chunks, the same fit requests (one
+        per chunk frozen, with the window as it was then)."""
+        terms = np.empty((X.shape[0], 4))
+        terms[:, LOSS], terms[:, REG], terms[:, ETA], terms[:, PHI_SQ] = losses, regs, etas, phi_sq
+        for chunks, end in self.store.append_many(X, Y, terms):
+            self._request(chunks, end)
+
+    def _request(self, chunks: tuple[Chunk, ...], end: int) -> None:
         model = self.model
         job = _Job(
-            chunks=self.store.frozen(),
-            end=self.store.n_seen,
+            chunks=chunks,
+            end=end,
             config=model.config(),
             feature_keys=tuple(model.feature_keys),
             diameter=2.0 * theory.radius(model),

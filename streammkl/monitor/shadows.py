@@ -80,6 +80,15 @@ class ShadowLearners:
         if len(self._rows) >= self.batch_size:
             self.flush()
 
+    def observe_many(self, X: np.ndarray, Y: np.ndarray, main_losses: np.ndarray) -> None:
+        """:meth:`observe` of each row, in order (the same flushes at the same rows)."""
+        rows = self._rows
+        for x, y, loss in zip(X, Y.tolist(), main_losses.tolist(), strict=True):
+            rows.append((np.array(x, dtype=np.float64), y, loss))
+            if len(rows) >= self.batch_size:
+                self.flush()
+                rows = self._rows
+
     def flush(self) -> None:
         """Feed the queued rows to every shadow."""
         if not self._rows:

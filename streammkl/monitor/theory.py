@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -56,43 +57,96 @@ def _diag_of_sq(kernel: kernels.Kernel):  # -> (||x_sel||^2, x_sel) -> k(x, x)
     return lambda sq, x_sel: float(kernel.diag(x_sel[None, :])[0])
 
 
+def _diag_of_sq_many(kernel: kernels.Kernel) -> Any:
+    """:func:`_diag_of_sq` over rows (elementwise, so a row's value is that of the row alone),
+    or the constant ``k(x, x)`` of a kernel whose diagonal does not depend on x."""
+    if isinstance(kernel, kernels.Linear):
+        if kernel.normalize:
+            return lambda sq, _: np.where(sq > 0, 1.0, 0.0)
+        return lambda sq, _: sq
+    if isinstance(kernel, kernels.Polynomial):
+        if kernel.normalize:
+            return 1.0
+        c, p = kernel.coef0, kernel.degree
+        return lambda sq, _: np.power(sq + c, p)
+    if isinstance(kernel, kernels.RBF):
+        return 1.0 if kernel.implicit else 2.0  # RFF: (2/D) sum_j cos^2(.) <= 2
+    if isinstance(kernel, kernels.B1Spline):
+        return 1.0
+    return lambda sq, X_sel: np.asarray(kernel.diag(X_sel), dtype=np.float64)
+
+
+def _row_sqnorms(X: np.ndarray) -> np.ndarray:
+    # einsum reduces each row on its own (the same digits for a row alone or among others)
+    return np.einsum("ij,ij->i", X, X)
+
+
 class FeatureNorms:
-    """``max_t ||phi(x_t)||^2`` over the examples seen, for a learner's bank (O(M) per example)."""
+    """``max_t ||phi(x_t)||^2`` over the examples seen, for a learner's bank (O(M) per example).
+
+    One example (:meth:`update`) or many (:meth:`update_many`) give the same numbers: both
+    compute over rows, elementwise.
+    """
 
     def __init__(self) -> None:
         self.max_sq = 0.0
         self._kernels: tuple = ()
         self._shape: tuple[int, int] = (-1, -1)
-        self._plan: list = []
+        self._plan: tuple[float, list] = (0.0, [])
 
-    def _terms(self, model: OnlineMKL, d: int) -> list:
+    def _terms(self, model: OnlineMKL, d: int) -> tuple[float, list]:
+        """(the constant part of ``||phi(x)||^2``, the (columns, diagonal) of the other
+        kernels), cached for a bank and an input width."""
         shape = (d, len(model.feature_keys))
         if model.kernels is not self._kernels or shape != self._shape:
             index = {k: i for i, k in enumerate(model.feature_keys)} or None
-            self._plan = [
-                (None if k.features is None else k.feature_indices(d, index), _diag_of_sq(k))
-                for k in model.kernels
-            ]
+            const, plan = 0.0, []
+            for k in model.kernels:
+                diag = _diag_of_sq_many(k)
+                if isinstance(diag, float):
+                    const += diag
+                else:
+                    cols = None if k.features is None else k.feature_indices(d, index)
+                    plan.append((cols, diag))
+            self._plan = (const, plan)
             self._kernels, self._shape = model.kernels, shape
         return self._plan
 
-    def norm_sq(self, model: OnlineMKL, x: np.ndarray) -> float:
-        """``||phi(x)||^2 = sum_m k_m(x, x)`` for the model's current bank."""
-        x = np.asarray(x, dtype=np.float64)
-        full = float(x @ x)
-        total = 0.0
-        for cols, diag in self._terms(model, x.shape[0]):
+    def norm_sq_many(self, model: OnlineMKL, X: np.ndarray) -> np.ndarray:
+        """``||phi(x)||^2 = sum_m k_m(x, x)`` of each row of X, for the model's current bank."""
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        const, plan = self._terms(model, X.shape[1])
+        total = None
+        full = None
+        for cols, diag in plan:
             if cols is None:
-                total += diag(full, x)
+                full = _row_sqnorms(X) if full is None else full
+                term = diag(full, X)
             else:
-                xs = x[cols]
-                total += diag(float(xs @ xs), xs)
-        return total
+                xs = np.ascontiguousarray(X[:, cols])
+                term = diag(_row_sqnorms(xs), xs)
+            total = term if total is None else total + term
+        if total is None:
+            return np.full(X.shape[0], const)
+        return total + const
+
+    def norm_sq(self, model: OnlineMKL, x: np.ndarray) -> float:
+        """``||phi(x)||^2`` of one example."""
+        return float(self.norm_sq_many(model, np.asarray(x, dtype=np.float64)[None, :])[0])
 
     def update(self, model: OnlineMKL, x: np.ndarray) -> float:
         sq = self.norm_sq(model, x)
         if sq > self.max_sq:
             self.max_sq = sq
+        return sq
+
+    def update_many(self, model: OnlineMKL, X: np.ndarray) -> np.ndarray:
+        """:meth:`update` of each row; returns the rows' ``||phi(x)||^2``."""
+        sq = self.norm_sq_many(model, X)
+        if sq.shape[0]:
+            top = float(np.fmax.reduce(sq))  # NaN-skipping, as the comparison one by one
+            if top > self.max_sq:
+                self.max_sq = top
         return sq
 
 

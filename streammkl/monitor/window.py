@@ -42,6 +42,20 @@ class Chunk:
         self.terms[self.n] = terms
         self.n += 1
 
+    def append_many(self, X: np.ndarray, Y: np.ndarray, terms: np.ndarray) -> None:
+        """:meth:`append` of each row of X (with ``Y``, ``terms`` (k, 4)); they must fit."""
+        k, d = X.shape
+        if d > self.X.shape[1]:
+            wider = np.zeros((self.X.shape[0], d))
+            wider[:, : self.X.shape[1]] = self.X
+            self.X = wider
+        rows = self.X[self.n : self.n + k]
+        rows[:, :d] = X
+        rows[:, d:] = 0.0
+        self.Y[self.n : self.n + k] = Y
+        self.terms[self.n : self.n + k] = terms
+        self.n += k
+
 
 @dataclass(frozen=True)
 class WindowData:
@@ -90,6 +104,28 @@ class ExampleWindow:
             self._current = None
             return True
         return False
+
+    def append_many(
+        self, X: np.ndarray, Y: np.ndarray, terms: np.ndarray
+    ) -> list[tuple[tuple[Chunk, ...], int]]:
+        """Store the rows of X in order (``terms`` (n, 4)), exactly as :meth:`append` row by row
+        would; for each chunk frozen on the way, the cut it made available: the frozen chunks
+        then and the examples seen then (what :meth:`cut` takes)."""
+        cuts = []
+        i, n = 0, X.shape[0]
+        while i < n:
+            if self._current is None:
+                self._current = Chunk(self.chunk, X.shape[1])
+            current = self._current
+            k = min(n - i, self.chunk - current.n)
+            current.append_many(X[i : i + k], Y[i : i + k], terms[i : i + k])
+            self.n_seen += k
+            i += k
+            if current.n == self.chunk:
+                self._frozen.append(current)
+                self._current = None
+                cuts.append((self.frozen(), self.n_seen))
+        return cuts
 
     def frozen(self) -> tuple[Chunk, ...]:
         """References to the frozen chunks (O(W / chunk)); safe to hand to another thread."""
