@@ -23,6 +23,8 @@ from typing import Any
 
 from river import drift
 
+ADWIN = drift.ADWIN
+
 __all__ = ["BetaMovement", "LossDriftDetector", "make_detector", "total_variation"]
 
 
@@ -130,7 +132,12 @@ class LossDriftDetector:
             if not isfinite(value):
                 continue
             det = self.detector
-            before = getattr(det, "estimation", None)
+            if type(det) is ADWIN:  # its estimation, without four Python properties per value
+                helper = det._helper
+                width = helper.get_width()
+                before: float | None = helper.get_total() / width if width else 0.0
+            else:
+                before = getattr(det, "estimation", None)
             det.update(value)
             if not plain:
                 self._track(value)
