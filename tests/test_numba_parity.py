@@ -17,7 +17,8 @@ def compiled_functions():
 
 
 SCALAR_KERNELS = [
-    "kernel_value", "gram", "view_dot", "dot4", "axpy_sqnorm", "loss_grad", "prox_squared_l1",
+    "kernel_value", "gram", "view_dot", "dot4", "axpy_sqnorm", "loss_grad", "loss_values",
+    "prox_squared_l1",
     "project_l1_ball", "prox_power", "prox_norm_step", "schedule_eta", "fast_cos",
 ]  # fmt: skip
 MODEL_LOOPS = [
@@ -66,6 +67,8 @@ def test_scalar_and_vector_kernels():
         K = 3 if code >= 5 else 1
         y = 2.0 if code >= 5 else (1.0 if code < 2 else 0.3)
         _both("loss_grad", code, 0.2, rng.normal(size=K), y, np.zeros(K))
+        _both("loss_values", code, 0.2, rng.normal(size=(6, K)), np.full(6, y), np.zeros(K),
+              np.zeros(6))  # fmt: skip
     b = np.abs(rng.normal(size=6))
     _both("prox_squared_l1", b, 0.4, np.zeros(6))
     _both("project_l1_ball", b, 1.0, np.zeros(6))

@@ -179,6 +179,16 @@ def _loss_grad(code, p0, scores, y, v):
 loss_grad = njit(**JIT)(_loss_grad)
 
 
+def _loss_values(code, p0, S, Y, v, out):
+    """``loss_grad``'s value for each row of scores ``S`` (n, K) and target ``Y[i]``, into
+    ``out``; ``v`` (K,) is scratch."""
+    for i in range(S.shape[0]):
+        out[i] = loss_grad(code, p0, S[i], Y[i], v)
+
+
+loss_values = njit(**JIT)(_loss_values)
+
+
 # --- prox on block norms
 
 

@@ -230,6 +230,23 @@ class OnlineMKL:
             raise ValueError(f"regression target must be finite, got {y!r}")
         return y
 
+    def _prepare_targets(self, Y: Any) -> np.ndarray:
+        """``_prepare_y`` of every target: checked at once for a numeric array the loss accepts
+        as it is, else one by one (the same errors, the same widening for new classes)."""
+        arr = np.asarray(Y)
+        if arr.ndim == 1 and arr.dtype.kind in "iuf":
+            y = arr.astype(np.float64)
+            task = self.loss.task
+            if task == "binary":
+                ok = bool(np.all((y == 1.0) | (y == -1.0)))
+            elif task == "multiclass":
+                ok = bool(np.all((y >= 0) & (y < self.n_outputs) & (y == np.floor(y))))
+            else:
+                ok = bool(np.all(np.isfinite(y)))
+            if ok:
+                return y
+        return np.array([self._prepare_y(v) for v in Y], dtype=np.float64)
+
     def _ensure_room(self, incoming: int = 1) -> None:
         assert self._state is not None
         if not self._layout or not self._layout.im_blocks.size:
@@ -296,8 +313,7 @@ class OnlineMKL:
             raise ValueError("X contains NaN or Inf")
         if X.shape[1] != len(self.feature_keys):
             raise ValueError(f"X has {X.shape[1]} columns; the model has {len(self.feature_keys)}")
-        Y = np.array([self._prepare_y(y) for y in Y], dtype=np.float64)
-        return self._rounds(X, Y, block_norms)
+        return self._rounds(X, self._prepare_targets(Y), block_norms)
 
     def _check_norms_out(self, block_norms: np.ndarray | None, n: int) -> None:
         if block_norms is None:
@@ -377,11 +393,15 @@ class OnlineMKL:
         return self._args.decision_many(X)
 
     def losses_many(self, X: Any, Y: Any) -> np.ndarray:
-        """Loss of the current model on every (x, y), without learning."""
+        """Loss of the current model on every (x, y), without learning (one compiled loop)."""
         scores = self.decision_many(X)
-        return np.array(
-            [self.loss.value(s, self._prepare_y(y)) for s, y in zip(scores, Y, strict=True)]
-        )
+        if len(Y) != scores.shape[0]:
+            raise ValueError(f"{scores.shape[0]} rows but {len(Y)} targets")
+        targets = self._prepare_targets(Y)
+        out = np.empty(scores.shape[0])
+        scratch = np.empty(scores.shape[1])
+        nb.loss_values(self.loss.code, self.loss.param, scores, targets, scratch, out)
+        return out
 
     def block_decisions(self, x: Any) -> np.ndarray:
         """Per-block scores f_m(x), shape (M, K)."""
