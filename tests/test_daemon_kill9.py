@@ -48,17 +48,23 @@ SETTINGS = {
 
 
 @pytest.mark.parametrize(
-    ("monitor", "client"),
-    [(True, "librdkafka"), (False, "librdkafka"), (False, "kafka-python")],
-    ids=["per-record", "runs", "runs-kafka-python"],
+    ("monitor", "stride", "client"),
+    [(True, 50, "librdkafka"), (False, 50, "librdkafka"), (True, 1, "kafka-python")],
+    ids=["monitored-runs", "runs", "per-record-kafka-python"],
 )
 def test_sigkill_at_random_moments_gives_the_uninterrupted_model(
-    kafka_bootstrap: str, tmp_path: Path, monitor: bool, client: str
+    kafka_bootstrap: str, tmp_path: Path, monitor: bool, stride: int, client: str
 ) -> None:
-    """With the monitor on, records are learned one by one; with it off, in compiled runs
-    (``learn_predict_many``), whose boundaries differ between the runs: same model either way,
-    with either consumer client."""
-    settings = {**SETTINGS, "monitor.enabled": monitor, "kafka.consumer_client": client}
+    """Records are learned in compiled runs (``learn_predict_many``), whose boundaries differ
+    between the runs, with the monitor observing them by chunks (its restarts wait for the
+    next multiple of its stride) or off; with a stride of 1, one by one: the same model every
+    way, with either consumer client."""
+    settings = {
+        **SETTINGS,
+        "monitor.enabled": monitor,
+        "monitor.stride": stride,
+        "kafka.consumer_client": client,
+    }
     topic = unique("kill9")
     create_topic(kafka_bootstrap, topic, 3)
     values = [json.dumps(r).encode() for r in bananas_like(N_KILL, seed=1)]
