@@ -195,12 +195,12 @@ def drifting(n: int, seed: int) -> list[tuple[dict[str, float], Any]]:
     return out
 
 
-def monitored(tmp: Path, learner: Any = None) -> tuple[MKLStep, StreamMonitor]:
+def monitored(tmp: Path, learner: Any = None, **over: Any) -> tuple[MKLStep, StreamMonitor]:
     """A classifier's step with the daemon's monitor (no windowed regret: its fits run on a
     thread; a short detector memory, so the detector also starts afresh)."""
     overrides = {
         "monitor.window": 0, "monitor.stride": 50, "monitor.detector_memory": 300,
-        "monitor.history_every": 100,
+        "monitor.history_every": 100, **over,
     }  # fmt: skip
     settings = load_settings(env={}, overrides=overrides).monitor
     if learner is None:
@@ -281,6 +281,27 @@ def test_monitored_runs_cut_anywhere_equal_the_per_record_path(tmp_path: Path, s
     ref_watch.flush()
     rows, ref_rows = history.read(tmp_path / "run"), history.read(tmp_path / "ref")
     assert rows == ref_rows and sum("event" in r for r in rows) == 2 and len(rows) > 10
+
+
+def test_monitored_runs_feed_the_shadow_learners_as_the_per_record_path(tmp_path: Path) -> None:
+    records = [(x, y) for x, y in drifting(600, seed=4) if y is not None]
+    ref, ref_watch = monitored(tmp_path / "ref", **{"monitor.shadows": True})
+    for x, y in records:
+        done = ref.predict_learn(x, y)
+        if done is None:
+            done = ref.predict(x)
+            ref.learn(x, y)
+        ref_watch.observe(ref.learner.core, ref.last_round, done[0] == y)
+    step, watch = monitored(tmp_path / "run", **{"monitor.shadows": True})
+    step.observer = watch
+    for lo, hi in [(0, 7), (7, 8), (8, 300), (300, 333), (333, len(records))]:
+        xs, ys = [x for x, _ in records[lo:hi]], [y for _, y in records[lo:hi]]
+        step.learn_predict_many(xs, ys, None)
+    assert step.learner.digest() == ref.learner.digest()
+    a, b = watch.snapshot(), ref_watch.snapshot()
+    assert a["shadow_regret"] == b["shadow_regret"] and np.isfinite(a["shadow_regret"])
+    shadows, ref_shadows = watch.monitor.shadows, ref_watch.monitor.shadows
+    assert shadows.shadow_loss == ref_shadows.shadow_loss and shadows.n_fed == len(records)
 
 
 def test_monitored_runs_need_block_norm_regularizers() -> None:

@@ -440,7 +440,8 @@ class Runner(PrequentialStep):
             self.process(batch)
             self._last_arrival = time.monotonic()  # idle counts from the end of the work
         else:
-            self._drain()  # nothing new: finish what is in flight now
+            self._drain()  # nothing new: finish what is in flight now ...
+            self._publish()  # ... and publish the model its counts describe, before any flush
         self._timeout_ms = 0 if len(batch) == k.max_poll_records else k.poll_timeout_ms
         self.sink.poll()
         if self._checkpoint_due():
