@@ -121,8 +121,7 @@ class RdkafkaSource(Source):
         consumer_factory: Callable[[dict[str, Any]], Any] = confluent_kafka.Consumer,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        super().__init__(settings, offsets, on_revoke, on_reset, group, clock=clock)
-        self.rd_factory = consumer_factory
+        super().__init__(settings, offsets, on_revoke, on_reset, group, consumer_factory, clock)
         self._connected = False
         self._closing = False
         self._starts: dict[TopicPartition, int | None] = {}
@@ -135,7 +134,7 @@ class RdkafkaSource(Source):
         conf = rdkafka_consumer_config(self.settings)
         conf["stats_cb"] = self._on_stats
         conf["error_cb"] = self._on_error
-        self.consumer = self.rd_factory(conf)
+        self.consumer = self.consumer_factory(conf)
         if self.group:
             self.consumer.subscribe(
                 list(self.settings.topics), on_assign=self._on_assign, on_revoke=self._on_revoke

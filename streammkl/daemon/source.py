@@ -201,9 +201,9 @@ class Source:
             self._paused.discard(tp)
 
     def _assigned(self, assigned: Iterable[TopicPartition]) -> None:
-        # Runs on kafka-python's IO thread: no blocking consumer call allowed here. A partition
-        # with an own offset is sought to it; any other starts where kafka-python resolves it
-        # (the group's committed offset, else the earliest one).
+        # Inside the client's poll (kafka-python: on its IO thread, where no blocking consumer
+        # call is allowed). A partition with an own offset starts there; any other where
+        # _start_at resolves it (the group's committed offset, else the earliest one).
         self.assignment_changes += 1
         self.buffers = {}
         self._idle_since.clear()
