@@ -233,6 +233,15 @@ def time_rounds(step: Any, seconds: list[float]) -> None:
     step.learn = timed(step.learn)
 
 
+#: The defaults this benchmark ran with before the checkpoint interval and the comparator's
+#: share of the CPU changed (a row keeps them, to show what the change is worth).
+SESSION3_DEFAULTS = {
+    "checkpoint.every_records": 10_000,
+    "monitor.comparator_duty": 0.25,
+    "monitor.comparator_nice": 0,
+}
+
+
 def daemon(
     bootstrap: str,
     topic: str,
@@ -244,6 +253,7 @@ def daemon(
     kafka_python: bool = False,
     kafka_python_consumer: bool = False,
     stride: int | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> dict[str, float]:
     overrides = {
         "kafka.bootstrap_servers": bootstrap,
@@ -258,6 +268,7 @@ def daemon(
         **(KAFKA_PYTHON_CONSUMER if previous or kafka_python_consumer else {}),
         "monitor.enabled": monitor and not previous,
         **({"monitor.stride": stride} if stride is not None else {}),
+        **(extra or {}),
     }
     runner = Runner(load_settings(env={}, overrides=overrides), registry=CollectorRegistry())
     if previous:  # one fused round per record, as in session 1
@@ -394,6 +405,8 @@ def main(argv: list[str] | None = None) -> int:
                 ("daemon", lambda d: daemon(bootstrap, topic, n, d, True)),
                 ("daemon_kpc", lambda d: daemon(
                     bootstrap, topic, n, d, True, kafka_python_consumer=True)),
+                ("daemon_before", lambda d: daemon(
+                    bootstrap, topic, n, d, True, extra=SESSION3_DEFAULTS)),
                 ("perrecord", lambda d: daemon(bootstrap, topic, n, d, True, stride=1)),
                 ("nomonitor", lambda d: daemon(bootstrap, topic, n, d, True, monitor=False)),
                 ("nomonitor_kp", lambda d: daemon(
@@ -430,8 +443,10 @@ def main(argv: list[str] | None = None) -> int:
         ("raw kafka-python consume + json.loads (1 commit/batch): the issue's baseline", "raw"),
         ("raw librdkafka consume + json.loads (1 commit/batch)", "raw_rd"),
         ("**daemon end to end, default settings** (regret/drift monitor on: pipelined compiled "
-         "runs cut at its stride of 50; librdkafka consumer and producer)", "daemon"),
+         "runs, restarts at multiples of 50; librdkafka consumer and producer)", "daemon"),
         ("daemon, default settings but kafka-python as the consumer", "daemon_kpc"),
+        ("daemon, default settings but the previous defaults' checkpoint interval (10,000 "
+         "records) and comparator (25 % duty, normal priority)", "daemon_before"),
         ("daemon, monitor on with a stride of 1 (a fused round per record, each observed: the "
          "previous default)", "perrecord"),
         ("**daemon end to end, monitor off** (pipelined compiled runs, uncut)", "nomonitor"),

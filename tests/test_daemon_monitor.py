@@ -4,6 +4,9 @@ survives crashes exactly, bounded history, ``streammkl report`` figures."""
 from __future__ import annotations
 
 import json
+import os
+import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +17,7 @@ from prometheus_client import CollectorRegistry
 from streammkl import wire
 from streammkl.daemon import history
 from streammkl.daemon.cli import inspect_checkpoint, main
+from streammkl.daemon.config import load_settings
 from streammkl.daemon.history import History
 from streammkl.daemon.monitoring import INPUTS
 from streammkl.daemon.runner import Runner
@@ -291,3 +295,26 @@ def test_throttled_comparator_keeps_the_worker_to_its_duty_cycle() -> None:
     now[0] += 10.0
     assert t.fit() == "fitted" and waits == [5.0]  # idle long enough already
     assert (t.method, t.exact) == ("slow", False)  # what RegretEstimate reads
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="per-thread nice values are Linux's")
+def test_the_comparator_thread_is_reniced_and_only_it() -> None:
+    from streammkl.daemon.monitoring import Throttled
+
+    seen: dict[str, int] = {}
+
+    class Probe:
+        method, exact = "probe", False
+
+        def fit(self, *args: Any) -> str:
+            seen["worker"] = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+            return "fitted"
+
+    main = os.getpriority(os.PRIO_PROCESS, 0)
+    t = Throttled(Probe(), duty=1.0, nice=19)
+    worker = threading.Thread(target=t.fit)
+    worker.start()
+    worker.join()
+    assert seen["worker"] == 19
+    assert os.getpriority(os.PRIO_PROCESS, 0) == main  # the process (and this thread) unchanged
+    assert load_settings(env={}).monitor.comparator_nice == 19

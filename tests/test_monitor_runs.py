@@ -335,3 +335,67 @@ def test_stride_one_restarts_right_after_the_detection_and_validation() -> None:
 def _learn(mon: Monitor, x: np.ndarray, y: float) -> bool:
     reg = mon.model.regularization_value()
     return mon.observe(x, y, mon.model.learn(x, y), reg)
+
+
+def test_save_point_takes_a_run_back_bit_for_bit() -> None:
+    X, Y = _drifting(600)
+    model = _model()
+    model.learn_many(X[:100], Y[:100])
+    point = model.save_point()
+    before = model.digest()
+    model.learn_many(X[100:400], Y[100:400])
+    assert model.digest() != before
+    model.restore_point(point)
+    assert model.digest() == before
+    again = _model()
+    again.learn_many(X[:100], Y[:100])
+    for m in (model, again):
+        m.learn_many(X[100:600], Y[100:600])
+    assert model.digest() == again.digest()  # the restored model learns on identically
+
+
+@pytest.mark.parametrize("detector_input", ["loss", "error"])
+def test_one_run_over_the_whole_stream_is_row_by_row(detector_input: str) -> None:
+    """learn_runs learns the stream in one compiled loop per run; a rise whose restart falls
+    inside the run takes the model back and learns the rounds up to the restart again: the
+    model, monitor and drift events are row by row's, and segments end on the multiples of
+    ``cut`` with β (and the bound's round count) as of their end."""
+    X, Y = _drifting()
+    ref = _monitor(_model(), detector_input=detector_input)
+    beta_at, rounds_at, rises_ref = {}, {}, []
+    for i, (x, y) in enumerate(zip(X, Y, strict=True)):
+        reg = ref.model.regularization_value()
+        scores = np.atleast_1d(ref.model.decision(x))
+        before = ref.detector.n_restarts
+        ref.observe(x, y, ref.model.learn(x, y), reg, scores)
+        if ref.detector.n_restarts != before:
+            rises_ref.append(i)
+        if (i + 1) % 100 == 0:
+            beta_at[i + 1] = ref.model.kernel_weights.tolist()
+            rounds_at[i + 1] = ref.snapshot()["regret_bound_rounds"]
+    assert len(rises_ref) == 2
+
+    mon = _monitor(_model(), detector_input=detector_input)
+    ends, rises = [], []
+    for seg in mon.learn_runs(X, Y, cut=100):
+        ends.append(seg.stop)
+        rises += seg.rises
+        assert all(seg.start <= r < seg.stop for r in seg.rises)
+        if seg.stop % 100 == 0:
+            assert mon.kernel_weights().tolist() == beta_at[seg.stop], seg.stop
+            assert mon.snapshot()["regret_bound_rounds"] == rounds_at[seg.stop], seg.stop
+    assert rises == rises_ref
+    # segments end on every multiple of cut, and runs on the restarts (multiples of the stride)
+    assert set(range(100, len(X) + 1, 100)) <= set(ends) and ends[-1] == len(X)
+    assert all(e % 50 == 0 for e in ends) and len(ends) > len(X) // 100
+    assert 0 < mon.n_relearned < len(X)  # two restarts fell inside runs: rounds learned again
+    _same(ref, mon)
+
+
+def test_without_restarts_nothing_is_learned_twice() -> None:
+    X, Y = _drifting()
+    for over in ({"restart_on_drift": False}, {"detector": None}):
+        mon = _monitor(_model(), **over)
+        segments = list(mon.learn_runs(X, Y))
+        assert [(s.start, s.stop) for s in segments] == [(0, len(X))]
+        assert mon.n_relearned == 0 and mon.model.t == len(X)

@@ -11,3 +11,7 @@ JIT: dict[str, Any] = {"cache": True, "nogil": True, "fastmath": {"nsz", "arcp",
 
 # Small scalar helpers called from inner loops: inlined at the numba IR level.
 JIT_INLINE: dict[str, Any] = {**JIT, "inline": "always"}
+
+# Loops whose results must match another implementation bit for bit (the compiled ADWIN against
+# river's): no fastmath at all (``contract`` fuses into FMAs, ``afn`` approximates log/sqrt).
+JIT_EXACT: dict[str, Any] = {"cache": True, "nogil": True, "error_model": "numpy"}

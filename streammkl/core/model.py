@@ -105,6 +105,7 @@ class OnlineMKL:
         self.feature_keys: list[str] = []
         self.n_outputs = 2 if self.loss.multiclass else 1
         self.t = 0  # rounds learned
+        self._names: tuple[tuple[Kernel, ...], list[str]] | None = None  # (bank, its names)
         self._layout: Layout | None = None
         self._state: BlockState | None = None
         self._args: RoundArgs | None = None
@@ -149,7 +150,10 @@ class OnlineMKL:
 
     @property
     def names(self) -> list[str]:
-        return [k.name for k in self.kernels]
+        cached = getattr(self, "_names", None)  # (absent from states pickled before it)
+        if cached is None or cached[0] is not self.kernels:  # built once per bank
+            cached = self._names = (self.kernels, [k.name for k in self.kernels])
+        return list(cached[1])
 
     @property
     def weight_power(self) -> float:
@@ -418,7 +422,12 @@ class OnlineMKL:
 
     @property
     def kernel_weights(self) -> np.ndarray:
-        b = self.block_norms
+        return self.kernel_weights_of(self.block_norms)
+
+    def kernel_weights_of(self, block_norms: np.ndarray) -> np.ndarray:
+        """β for the block norms ``block_norms`` (M,) (e.g. a row ``learn_many`` recorded):
+        what :attr:`kernel_weights` was when the model had those norms."""
+        b = np.asarray(block_norms, dtype=np.float64)
         p = self.weight_power
         w = np.where(b > 0, np.abs(b) ** p if p else 1.0, 0.0)
         total = w.sum()
@@ -482,6 +491,27 @@ class OnlineMKL:
 
     def restart_schedule(self) -> None:
         self.schedule.restart()
+
+    def save_point(self) -> tuple[Any, ...]:
+        """Everything learning changes, copied (a few µs for a bank of explicit blocks): a run
+        learned after it can be taken back by :meth:`restore_point`."""
+        state = None if self._state is None else self._state.copy()
+        return (
+            self.kernels, list(self.feature_keys), self.n_outputs, self._layout, state,
+            self.schedule.t, self.t,
+        )  # fmt: skip
+
+    def restore_point(self, point: tuple[Any, ...]) -> None:
+        """Back to :meth:`save_point`'s model, in place (the same object, bit for bit)."""
+        kernels, keys, n_outputs, layout, state, schedule_t, t = point
+        self.kernels, self.feature_keys, self.n_outputs = kernels, list(keys), n_outputs
+        self._layout = layout
+        self._state = None if state is None else state.copy()
+        self.schedule.t, self.t = schedule_t, t
+        if self._state is not None:
+            self._refresh_args()
+        else:
+            self._args = None
 
     # --- runtime kernel changes -------------------------------------------------------------
     def add_kernel(self, kernel: Kernel) -> None:

@@ -199,6 +199,10 @@ class BlockState:
     def capacity(self) -> int:
         return int(self.sx.shape[0])
 
+    def copy(self) -> BlockState:
+        """A deep copy (every array copied, capacity kept)."""
+        return BlockState(**{f.name: getattr(self, f.name).copy() for f in fields(self)})
+
     def to_arrays(self) -> dict[str, np.ndarray]:
         """Named arrays trimmed to the used support set (the serialisable state)."""
         n = self.n_support

@@ -3,8 +3,8 @@
 :class:`StreamMonitor` runs :class:`streammkl.monitor.Monitor` on the core model of a streammkl
 learner: every learned record's round (input vector, target, prequential loss, λΩ(θ_t), scores)
 is observed, one at a time (:meth:`StreamMonitor.observe`, a
-:class:`streammkl.daemon.steps.Round`) or by chunks of a compiled run
-(:meth:`StreamMonitor.observe_many`, on the learner thread); comparator fits run on the monitor's
+:class:`streammkl.daemon.steps.Round`) or as runs of compiled rounds
+(:meth:`StreamMonitor.learn_run`, on the learner thread); comparator fits run on the monitor's
 worker thread. It also writes the run history (:mod:`streammkl.daemon.history`).
 
 **Batch-independent restarts.** A detected drift restarts the schedule only when the example
@@ -26,8 +26,11 @@ from __future__ import annotations
 
 import logging
 import math
+import os
+import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -39,6 +42,20 @@ log = logging.getLogger(__name__)
 
 #: Checkpoint array holding the detector's inputs since its last detection.
 INPUTS = "monitor.detector_inputs"
+
+
+def lower_thread_priority(nice: int) -> bool:
+    """Give the calling thread the scheduling priority ``nice`` (Linux: threads have their own
+    nice value; elsewhere ``setpriority`` would renice the whole process, so nothing is done).
+    Whether it was applied."""
+    if nice <= 0 or sys.platform != "linux":
+        return False
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
+    except OSError as exc:  # e.g. a seccomp profile forbidding it
+        log.debug("could not renice the comparator thread: %s", exc)
+        return False
+    return True
 
 
 class Throttled:
@@ -53,9 +70,11 @@ class Throttled:
     learning loop never waits for it.
     """
 
-    def __init__(self, inner: Any, duty: float, clock: Any = time.monotonic) -> None:
+    def __init__(self, inner: Any, duty: float, clock: Any = time.monotonic, nice: int = 0) -> None:
         self.inner = inner
         self.duty = duty
+        self.nice = nice
+        self._niced = False
         self.clock = clock
         self.closed = threading.Event()
         self.wait = self.closed.wait  # returns early when closed
@@ -65,6 +84,9 @@ class Throttled:
         return getattr(self.inner, name)
 
     def fit(self, *args: Any, **kwargs: Any) -> Any:
+        if not self._niced:
+            self._niced = True
+            lower_thread_priority(self.nice)
         pause = self._next_start - self.clock()
         if pause > 0:
             self.wait(pause)
@@ -109,7 +131,9 @@ class StreamMonitor:
 
         s = self.settings
         self.close(timeout=0)
-        comparator = Throttled(make_comparator(s.comparator, core), s.comparator_duty)
+        comparator = Throttled(
+            make_comparator(s.comparator, core), s.comparator_duty, nice=s.comparator_nice
+        )
         self._throttle = comparator
         self.monitor = Monitor(
             core,
@@ -168,35 +192,35 @@ class StreamMonitor:
         if self.history.due(monitor.n):
             self._row()
 
-    def rows_to_boundary(self, core: Any) -> int:
-        """How many rounds the next chunk of a run may hold (up to the next multiple of the
-        stride, where a pending restart is applied)."""
-        return int(self._monitor(core).rows_to_boundary())
-
-    def observe_many(
+    def learn_run(
         self,
         core: Any,
         X: np.ndarray,
         Y: np.ndarray,
-        losses: np.ndarray,
-        regs: np.ndarray,
-        scores: np.ndarray,
-        hits: list[bool] | None,
-    ) -> None:
-        """:meth:`observe` of each round of a chunk of a compiled run (at most
-        :meth:`rows_to_boundary` rounds, learned just before): the same monitor, detector log
-        and drift events. A history row is due when the chunk crossed a multiple of the
-        history interval (it lands on that multiple when the interval is a multiple of the
-        stride, as by default)."""
+        learn: Callable[[np.ndarray, np.ndarray, np.ndarray], tuple[Any, Any]],
+        judge: Callable[[np.ndarray, np.ndarray], tuple[list[Any], list[bool] | None]],
+    ) -> list[Any]:
+        """Learn a run of records in compiled loops and observe each round
+        (:meth:`streammkl.monitor.Monitor.learn_runs`; ``learn(X, Y, block_norms)``: one
+        compiled loop): the monitor, detector log and drift events of :meth:`observe` record by
+        record. ``judge(scores, Y)`` gives a segment's results (returned, in order) and whether
+        each was predicted correctly (None for regression). History rows land on the
+        multiples of the history interval, as record by record."""
         monitor = self._monitor(core)
+        out: list[Any] = []
         before = monitor.n
-        for index in monitor.observe_many(X, Y, losses, regs, scores):
-            self.history.add({"t": index + 1, "event": "drift"})
-        if hits is not None:
-            self._labelled += len(hits)
-            self._hits += sum(hits)
-        if self.history.due(monitor.n, before):
-            self._row()
+        for segment in monitor.learn_runs(X, Y, learn, cut=self.history.every):
+            results, hits = judge(segment.scores, Y[segment.start : segment.stop])
+            out += results
+            for index in segment.rises:
+                self.history.add({"t": index + 1, "event": "drift"})
+            if hits is not None:
+                self._labelled += len(hits)
+                self._hits += sum(hits)
+            if self.history.due(monitor.n, before):
+                self._row()
+            before = monitor.n
+        return out
 
     def _row(self) -> None:
         values = self.snapshot()
@@ -208,7 +232,7 @@ class StreamMonitor:
         self.history.add(
             {
                 "t": t,
-                "beta": dict(zip(model.names, model.kernel_weights.tolist(), strict=True)),
+                "beta": dict(zip(model.names, self.monitor.kernel_weights().tolist(), strict=True)),
                 "objective": values["online_objective"],
                 "loss": values["online_loss"],
                 "window_regret": values["window_regret"],

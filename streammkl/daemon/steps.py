@@ -12,10 +12,11 @@ the prediction (a new class, a new feature, an empty model) take the generic pat
 
 A fused round also hands out what :class:`streammkl.monitor.Monitor` needs per example (the
 core's input vector, target, loss and ``lambda Omega(theta_t)``). With the monitor on, a
-classifier's batches still go through compiled runs: :meth:`MKLStep.run_rounds` cuts a run at
-the monitor's boundaries (multiples of its stride, where a detected drift restarts the schedule)
-and has the monitor observe each chunk (the compiled loop records the block norms before each
-round, for ``lambda Omega(theta_t)``).
+classifier's batches still go through compiled runs: :meth:`MKLStep.run_rounds` hands the run to
+the monitor (:meth:`streammkl.monitor.Monitor.learn_runs`), which learns it in one compiled loop
+(recording the block norms before each round, for ``lambda Omega(theta_t)`` and β), feeds its
+losses to the drift detector, and learns the rounds up to a restart again in the rare run where
+a detected drift restarts the schedule inside it (at a multiple of the stride).
 
 This leans on two internals of the river learners (``_class_index``/``_features`` and the core's
 last-round scores); ``tests/test_daemon_steps.py`` pins the equivalence with the generic path.
@@ -191,35 +192,27 @@ class MKLStep(LearnerStep):
         """The planned run's compiled loop (GIL released): the probabilities of its records and
         its duration in seconds.
 
-        With the monitor (:attr:`observer`), the run is cut at the monitor's boundaries (the
-        multiples of its stride, counted in examples it observed): each chunk is one compiled
-        loop, then observed, so a restart the detector asks for falls between the same two
-        rounds however the batches were cut.
+        With the monitor (:attr:`observer`), the monitor learns the run
+        (:meth:`streammkl.daemon.monitoring.StreamMonitor.learn_run`): a restart the detector
+        asks for falls between the same two rounds however the batches were cut.
         """
         t0 = time.perf_counter()
         learner = self.learner
         if self.observer is None:
             probas = learner.probas_from_scores(learner.run_rounds(X, Y))
             return probas, time.perf_counter() - t0
-        core, observer = learner.core, self.observer
         classes, binary = learner.classes_, self._binary
-        n_blocks = len(core.kernels)
-        probas = []
-        i, n = 0, X.shape[0]
-        while i < n:
-            j = min(n, i + observer.rows_to_boundary(core))
-            Xc, Yc = X[i:j], Y[i:j]
-            norms = np.empty((j - i, n_blocks))
-            losses, scores = core.learn_many_prepared(Xc, Yc, norms)
+
+        def judge(scores: np.ndarray, Yc: np.ndarray) -> tuple[list[Any], list[bool]]:
             chunk = learner.probas_from_scores(scores)
             hits = [
                 max(p, key=p.__getitem__) == classes[int(t > 0) if binary else int(t)]
                 for p, t in zip(chunk, Yc.tolist(), strict=True)
             ]
-            regs = core.regularization_values(norms)
-            observer.observe_many(core, Xc, Yc, losses, regs, scores, hits)
-            probas += chunk
-            i = j
+            return chunk, hits
+
+        core = learner.core
+        probas = self.observer.learn_run(core, X, Y, core.learn_many_prepared, judge)
         return probas, time.perf_counter() - t0
 
     def learn(self, x: dict[str, float], y: Any) -> None:

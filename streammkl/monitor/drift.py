@@ -5,8 +5,10 @@ The papers' guarantees are against a fixed comparator and say nothing about drif
 the learning-rate schedule (``eta_t`` back to its first-round value, so the iterate can move again)
 and count the event; ``schedules.Constant`` is the other, always-on, way to keep tracking.
 
-:class:`LossDriftDetector` wraps a river drift detector (``drift.ADWIN()`` by default,
-``drift.PageHinkley(mode="up")`` with ``"page-hinkley"``, or any instance). ADWIN flags changes in
+:class:`LossDriftDetector` wraps a drift detector: ADWIN by default (river's, compiled:
+:mod:`streammkl.monitor.adwin`, which runs a whole run of losses in one loop),
+``drift.PageHinkley(mode="up")`` with ``"page-hinkley"``, or any river detector. ADWIN flags
+changes in
 either direction; a *decrease* of the loss (the learner improving, e.g. right after a restart) is
 counted separately and does not restart anything (``restart_on="increase"``).
 
@@ -18,22 +20,25 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 from river import drift
 
-ADWIN = drift.ADWIN
+from streammkl.monitor import adwin
+from streammkl.monitor.adwin import ADWIN
 
 __all__ = ["BetaMovement", "LossDriftDetector", "make_detector", "total_variation"]
 
 
 def make_detector(spec: Any = "adwin", **params: Any) -> Any:
-    """``"adwin"`` (river defaults), ``"page-hinkley"`` (``mode="up"``) or a detector instance."""
+    """``"adwin"`` (river's, compiled: :class:`streammkl.monitor.adwin.ADWIN`),
+    ``"page-hinkley"`` (``mode="up"``) or a detector instance."""
     if isinstance(spec, str):
         key = spec.lower().replace("_", "-")
         if key == "adwin":
-            return drift.ADWIN(**params)
+            return ADWIN(**params)
         if key in ("page-hinkley", "pagehinkley", "ph"):
             return drift.PageHinkley(**{"mode": "up", **params})
         raise ValueError(
@@ -123,21 +128,30 @@ class LossDriftDetector:
     def update_many(self, values: Iterable[float], first: int) -> list[int]:
         """:meth:`update` of each value in order, for examples ``first``, ``first + 1``, ...;
         the indices where it returned True (non-finite values are skipped, as there)."""
+        return self.update_until(list(values), first)[1]
+
+    def update_until(
+        self, values: Sequence[float], first: int, stride: int | None = None
+    ) -> tuple[int, list[int]]:
+        """:meth:`update_many`, stopping after the first rise's boundary: with ``stride`` B, a
+        rise at example i ends the feed after example kB - 1, the first multiple of B at or
+        after i + 1 (where the caller restarts the schedule; the values after it were computed
+        without that restart). Returns (how many values were fed, the rises among them)."""
+        if type(self.detector) is ADWIN:
+            return self._feed_compiled(values, first, stride)
         rises: list[int] = []
         isfinite = math.isfinite
         memory, inputs = self.memory, self.inputs
         plain = self._plain
-        for index, value in enumerate(values, first):
-            value = float(value)
+        limit = len(values)
+        fed = 0
+        while fed < limit:
+            index, value = first + fed, float(values[fed])
+            fed += 1
             if not isfinite(value):
                 continue
             det = self.detector
-            if type(det) is ADWIN:  # its estimation, without four Python properties per value
-                helper = det._helper
-                width = helper.get_width()
-                before: float | None = helper.get_total() / width if width else 0.0
-            else:
-                before = getattr(det, "estimation", None)
+            before = getattr(det, "estimation", None)
             det.update(value)
             if not plain:
                 self._track(value)
@@ -151,7 +165,37 @@ class LossDriftDetector:
             inputs.clear()
             if self._detected(before, index):
                 rises.append(index)
-        return rises
+                if stride is not None and len(rises) == 1:
+                    limit = min(limit, -(-(index + 1) // stride) * stride - first)
+        return fed, rises
+
+    def _feed_compiled(
+        self, values: Sequence[float], first: int, stride: int | None
+    ) -> tuple[int, list[int]]:
+        """:meth:`update_until` for the compiled ADWIN: the whole feed in one loop."""
+        arr = np.asarray(values, dtype=np.float64)
+        index = np.empty(arr.shape[0], dtype=np.int64)
+        rise = np.empty(arr.shape[0], dtype=np.bool_)
+        memory, inputs = self.memory, self.inputs
+        fed, n_events, afresh, _ = adwin.feed(
+            *self.detector.arrays, arr, int(first), int(stride or 0), int(memory or 0),
+            len(inputs), self.restart_on == "any", index, rise,
+        )  # fmt: skip
+        if memory is not None:  # the log: the finite values since the last fresh start
+            if afresh >= 0:
+                inputs.clear()
+            kept = arr[afresh + 1 : fed]
+            inputs.extend(kept[np.isfinite(kept)].tolist())
+        rises = []
+        for k in range(n_events):
+            self._since_sum, self._since_n = 0.0, 0
+            if rise[k]:
+                self.n_restarts += 1
+                self.last_restart = int(index[k])
+                rises.append(int(index[k]))
+            else:
+                self.n_ignored += 1
+        return int(fed), rises
 
     def _detected(self, before: float | None, index: int) -> bool:
         up = self._increased(before)
@@ -168,7 +212,7 @@ class LossDriftDetector:
         """The direction of a change never needs the running means (ADWIN's estimation, or a
         detector of rises only)."""
         det = self.detector
-        return isinstance(det, drift.ADWIN) or getattr(det, "mode", None) == "up"
+        return isinstance(det, ADWIN | drift.ADWIN) or getattr(det, "mode", None) == "up"
 
 
 def total_variation(a: Mapping[str, float], b: Mapping[str, float]) -> float:

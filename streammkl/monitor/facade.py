@@ -21,7 +21,8 @@ fits) happens on a worker thread that only sees copies.
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -33,9 +34,30 @@ from streammkl.monitor.objective import OnlineObjective
 from streammkl.monitor.regret import WindowedRegret
 from streammkl.monitor.shadows import ShadowLearners
 
-__all__ = ["Monitor"]
+__all__ = ["Monitor", "Segment"]
 
 NAN = math.nan
+
+
+class Segment(NamedTuple):
+    """Rows ``[start, stop)`` of a :meth:`Monitor.learn_runs` call, learned and observed."""
+
+    start: int
+    stop: int
+    losses: np.ndarray  # prequential, one per row
+    scores: np.ndarray  # prequential, (rows, outputs)
+    rises: list[int]  # example indices of the rises detected in these rows
+
+
+def _rows(X: Any, Y: Any, losses: Any, regs: Any) -> tuple[np.ndarray, ...]:
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    Y = np.asarray(Y, dtype=np.float64)
+    losses = np.asarray(losses, dtype=np.float64)
+    regs = np.asarray(regs, dtype=np.float64)
+    n = losses.shape[0]
+    if not (X.ndim == 2 and X.shape[0] == Y.shape[0] == regs.shape[0] == n):
+        raise ValueError("observe_many needs X (n, d) and n targets, losses and regs")
+    return X, Y, losses, regs
 
 
 class Monitor:
@@ -131,6 +153,9 @@ class Monitor:
         self.restart_pending = False  # a detected rise waiting for the next multiple of B
         self._theta_start_norm = 0.0  # ||theta|| and lambda Omega where the schedule (re)started
         self._reg_start = 0.0
+        self._now: np.ndarray | None = None  # block norms as of example n (None: the model's)
+        self._ahead = 0  # rounds the model learned beyond example n (inside learn_runs)
+        self.n_relearned = 0  # rounds learn_runs learned twice (a restart inside a run)
 
     # --- hot path -----------------------------------------------------------------------------
     def observe(self, x: Any, y: Any, loss: float, reg: float, scores: Any = None) -> bool:
@@ -158,7 +183,11 @@ class Monitor:
             value = loss if self.detector_input == "loss" else self._error(y, scores)
             if self.detector.update(value, index) and self.restart_on_drift:
                 self.restart_pending = True
-        return self._boundary()
+        restarted = self._boundary()
+        self._now = None  # the model is as of this example
+        if self.beta.due(self.n):
+            self._sample_beta(self.n, model.block_norms)
+        return restarted
 
     def observe_many(
         self,
@@ -173,66 +202,158 @@ class Monitor:
         model.regularization_values(block_norms)``): the same state and values.
 
         The chunk must not cross a multiple of the stride except at its end (a restart
-        detected inside it waits for that boundary; see :meth:`rows_to_boundary`). Returns the
-        example indices of the rises detected in the chunk (the detector's ``n_restarts``
-        counts them).
+        detected inside it waits for that boundary; see :meth:`rows_to_boundary`;
+        :meth:`learn_runs` learns and observes longer runs). Returns the example indices of the
+        rises detected in the chunk (the detector's ``n_restarts`` counts them).
         """
-        X = np.ascontiguousarray(X, dtype=np.float64)
-        Y = np.asarray(Y, dtype=np.float64)
-        losses = np.asarray(losses, dtype=np.float64)
-        regs = np.asarray(regs, dtype=np.float64)
+        X, Y, losses, regs = _rows(X, Y, losses, regs)
         n = losses.shape[0]
-        if not (X.ndim == 2 and X.shape[0] == Y.shape[0] == regs.shape[0] == n):
-            raise ValueError("observe_many needs X (n, d) and n targets, losses and regs")
         if n == 0:
             return []
-        first = self.n
         if n > self.rows_to_boundary():
             raise ValueError(
-                f"a chunk of {n} examples from example {first} crosses a multiple of the "
+                f"a chunk of {n} examples from example {self.n} crosses a multiple of the "
                 f"stride ({self.stride}) before its end; cut it there"
             )
         model = self.model
-        self.n += n
+        rises = self._detect(Y, losses, scores, self.n, stop=False)[1]
+        etas = model.schedule.etas(model.schedule.t - n + 1, n)  # no restart inside a chunk
+        self._account(X, Y, losses, regs, etas, None, model.block_norms)
+        if rises and self.restart_on_drift:
+            self.restart_pending = True
+        self._boundary()
+        return rises
+
+    def learn_runs(
+        self,
+        X: Any,
+        Y: Any,
+        learn: Callable[[np.ndarray, np.ndarray, np.ndarray], tuple[Any, Any]] | None = None,
+        cut: int | None = None,
+    ) -> Iterator[Segment]:
+        """Learn the rows of X in order, in compiled runs that cross the multiples of the
+        stride, and observe them: the model and monitor of :meth:`learn_one` row by row.
+
+        A run goes as far as it can in one compiled loop (``learn(X, Y, block_norms) ->
+        (losses, scores)``, by default ``model.learn_many``), the model saved before it. The
+        detector then reads its losses in order; a rise whose restart falls inside the run
+        (at the next multiple of the stride) takes the model back to the saved point and the
+        rounds before the restart are learned again (the same rounds: the same numbers), the
+        rest in the next run. Rises are rare, so the runs are long and the GIL is taken back
+        once per run. The observed rows are yielded as :class:`Segment` s, cut at the
+        multiples of ``cut`` (counted in examples; None: one per run), each already observed
+        when yielded; :meth:`kernel_weights` is β as of the segment's end.
+        """
+        model = self.model
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        Y = np.asarray(Y, dtype=np.float64)
+        if learn is None:
+
+            def learn(Xr: np.ndarray, Yr: np.ndarray, norms: np.ndarray) -> tuple[Any, Any]:
+                return model.learn_many(Xr, Yr, block_norms=norms)
+
+        speculate = self.detector is not None and self.restart_on_drift
+        i, n = 0, X.shape[0]
+        while i < n:
+            to_boundary = self.rows_to_boundary()
+            j = min(n, i + to_boundary) if self.restart_pending else n
+            point = model.save_point() if speculate and j - i > to_boundary else None
+            norms = np.empty((j - i, len(model.kernels)))
+            losses, scores = learn(X[i:j], Y[i:j], norms)
+            losses = np.asarray(losses, dtype=np.float64)
+            first = self.n
+            kept, rises = self._detect(Y[i:j], losses, scores, first, stop=point is not None)
+            if kept < j - i:  # a restart falls inside the run: learn up to it again
+                assert point is not None
+                model.restore_point(point)
+                learn(X[i : i + kept], Y[i : i + kept], np.empty((kept, norms.shape[1])))
+                self.n_relearned += kept
+            regs = model.regularization_values(norms[:kept])
+            etas = model.schedule.etas(model.schedule.t - kept + 1, kept)  # no restart inside
+            a = 0
+            while a < kept:
+                b = kept if cut is None else min(kept, a + cut - (first + a) % cut)
+                rows, part = slice(i + a, i + b), slice(a, b)
+                after = norms[b] if b < norms.shape[0] else model.block_norms
+                self._account(
+                    X[rows], Y[rows], losses[part], regs[part], etas[part], norms[part], after
+                )
+                if b == kept:
+                    if rises and self.restart_on_drift:
+                        self.restart_pending = True
+                    self._boundary()
+                ends = [r for r in rises if first + a <= r < first + b]
+                self._ahead = kept - b
+                yield Segment(i + a, i + b, losses[a:b], np.asarray(scores)[a:b], ends)
+                a = b
+            i += kept
+        self._ahead = 0
+
+    def _detect(
+        self, Y: np.ndarray, losses: np.ndarray, scores: Any, first: int, stop: bool
+    ) -> tuple[int, list[int]]:
+        """Feed the detector the rows' values from example ``first``; with ``stop``, up to the
+        boundary of the first rise. (Rows fed, rises.)"""
+        if self.detector is None:
+            return losses.shape[0], []
+        values = losses if self.detector_input == "loss" else self._errors(Y, scores)
+        return self.detector.update_until(values.tolist(), first, self.stride if stop else None)
+
+    def _account(
+        self,
+        X: np.ndarray,
+        Y: np.ndarray,
+        losses: np.ndarray,
+        regs: np.ndarray,
+        etas: np.ndarray,
+        norms: np.ndarray | None,
+        after: np.ndarray,
+    ) -> None:
+        """All but the detector and restarts for rows learned with no restart among them:
+        objective, feature norms, window, shadows, and β at the multiples of the β stride they
+        reach (row k of ``norms``: the block norms before round k; ``after``: after the last
+        round)."""
+        model = self.model
+        first, n = self.n, losses.shape[0]
         self.objective.update_many(losses, regs)
         phi_sq = self.norms.update_many(model, X)
         if self.regret is not None:
-            # no restart inside a chunk: its rounds are the schedule's last n
-            etas = model.schedule.etas(model.schedule.t - n + 1, n)
             self.regret.observe_many(X, Y, losses, regs, etas, phi_sq)
         if self.shadows is not None:
             self.shadows.observe_many(X, Y, losses)
-        rises: list[int] = []
-        if self.detector is not None:  # one value at a time, in order (ADWIN is sequential)
-            values = losses if self.detector_input == "loss" else self._errors(Y, scores)
-            rises = self.detector.update_many(values.tolist(), first)
-            if rises and self.restart_on_drift:
-                self.restart_pending = True
-        self._boundary()
-        return rises
+        self.n = first + n
+        step = self.beta.stride
+        for k in range(first + step - first % step, first + n + 1, step):
+            if k < first + n and norms is None:
+                raise ValueError("β falls due inside these rows: their block norms are needed")
+            self._sample_beta(k, after if k == first + n else norms[k - first])  # type: ignore[index]
+        self._now = after
 
     def rows_to_boundary(self) -> int:
         """How many more examples the next chunk may hold: up to the next multiple of the
         stride (1..B)."""
         return self.stride - self.n % self.stride
 
+    def kernel_weights(self) -> np.ndarray:
+        """β as of the last observed example (during :meth:`learn_runs`, the model itself may
+        be ahead)."""
+        now = self._now if self._now is not None else self.model.block_norms
+        return self.model.kernel_weights_of(now)
+
+    def _sample_beta(self, index: int, block_norms: np.ndarray) -> None:
+        weights = self.model.kernel_weights_of(block_norms).tolist()
+        self.beta.update(index, dict(zip(self.model.names, weights, strict=True)))
+
     def _boundary(self) -> bool:
-        """At a multiple of the stride: apply a pending restart, sample β. Whether it
-        restarted."""
-        if self.n % self.stride:
+        """At a multiple of the stride: apply a pending restart. Whether it restarted."""
+        if self.n % self.stride or not self.restart_pending:
             return False
         model = self.model
-        restarted = False
-        if self.restart_pending:
-            self._theta_start_norm = theory.theta_norm(model)
-            self._reg_start = model.regularization_value()
-            model.restart_schedule()
-            self.restart_pending = False
-            restarted = True
-        if self.beta.due(self.n):
-            weights = model.kernel_weights.tolist()
-            self.beta.update(self.n, dict(zip(model.names, weights, strict=True)))
-        return restarted
+        self._theta_start_norm = theory.theta_norm(model)
+        self._reg_start = model.regularization_value()
+        model.restart_schedule()
+        self.restart_pending = False
+        return True
 
     def _error(self, y: float, scores: Any) -> float:
         if scores is None:
@@ -259,8 +380,8 @@ class Monitor:
         return loss
 
     def learn_many(self, X: Any, Y: Any) -> np.ndarray:
-        """:meth:`learn_one` of each row, in compiled chunks cut at the multiples of the stride
-        (the same model and monitor as row by row); returns the prequential losses.
+        """:meth:`learn_one` of each row, in compiled runs (:meth:`learn_runs`: the same model
+        and monitor as row by row); returns the prequential losses.
 
         Needs regularizers of the block norms alone (``model.norm_only``); otherwise it goes
         row by row.
@@ -269,16 +390,9 @@ class Monitor:
         X = np.ascontiguousarray(X, dtype=np.float64)
         if not model.norm_only:
             return np.array([self.learn_one(x, y) for x, y in zip(X, Y, strict=True)])
-        Y = np.asarray(Y, dtype=np.float64)
         out = np.empty(X.shape[0])
-        i, n = 0, X.shape[0]
-        while i < n:
-            j = min(n, i + self.rows_to_boundary())
-            norms = np.empty((j - i, len(model.kernels)))
-            losses, scores = model.learn_many(X[i:j], Y[i:j], block_norms=norms)
-            self.observe_many(X[i:j], Y[i:j], losses, model.regularization_values(norms), scores)
-            out[i:j] = losses
-            i = j
+        for segment in self.learn_runs(X, Y):
+            out[segment.start : segment.stop] = segment.losses
         return out
 
     # --- reading ------------------------------------------------------------------------------
@@ -289,6 +403,7 @@ class Monitor:
             self.norms.max_sq,
             theta_start_norm=self._theta_start_norm,
             reg_start=self._reg_start,
+            rounds=self.model.schedule.t - self._ahead,
         )
 
     def snapshot(self) -> dict[str, float]:
@@ -314,7 +429,7 @@ class Monitor:
             "comparator_errors": float(self.regret.n_errors) if self.regret else 0.0,
             "shadow_regret": self.shadows.regret if self.shadows is not None else NAN,
             "regret_bound": self.prop3_bound(),
-            "regret_bound_rounds": float(self.model.schedule.t),
+            "regret_bound_rounds": float(self.model.schedule.t - self._ahead),
             "feature_norm_max": math.sqrt(self.norms.max_sq),
             "drift_detections": float(det.n_restarts) if det else 0.0,
             "drift_ignored": float(det.n_ignored) if det else 0.0,

@@ -204,16 +204,22 @@ def strong_convexity(model: OnlineMKL) -> float:
 
 
 def prop3_bound(
-    model: OnlineMKL, max_phi_sq: float, *, theta_start_norm: float = 0.0, reg_start: float = 0.0
+    model: OnlineMKL,
+    max_phi_sq: float,
+    *,
+    theta_start_norm: float = 0.0,
+    reg_start: float = 0.0,
+    rounds: int | None = None,
 ) -> float:
-    """Prop. 3 for the configured schedule over the ``model.schedule.t`` rounds since (re)start.
+    """Prop. 3 for the configured schedule over the ``model.schedule.t`` rounds since (re)start
+    (or over ``rounds`` of them).
 
     With ``theta_start_norm = reg_start = 0`` (a fresh learner) this is [001] eqs 15-17 as printed,
     except ``InvT``, whose strong convexity comes from the regularizer through the prox (composite
     form: ``+ mu ||theta*||^2 / 2``). After a restart from ``theta_1 != 0`` the comparator distance
     becomes ``(||theta*|| + ||theta_1||)`` and ``lambda Omega(theta_1)`` is added.
     """
-    T = int(model.schedule.t)
+    T = int(model.schedule.t if rounds is None else rounds)
     if T <= 0:
         return 0.0
     G = lipschitz(model) * math.sqrt(max_phi_sq)
