@@ -9,9 +9,11 @@ repetitions; the table gives medians (and the min-max range) because the machine
    librdkafka (``consume(2000)``), the client the daemon consumes with by default;
 2. the daemon (:class:`streammkl.daemon.runner.Runner`, in-process, default learner and
    settings, so the regret/drift monitor on): pipelined compiled runs (a batch's rounds in
-   compiled loops on the learner thread while the loop fetches the next batch), cut at the
-   monitor's stride (``monitor.stride`` = 50: a detected drift restarts the schedule there),
-   each chunk observed by the monitor;
+   compiled loops on the learner thread while the loop fetches the next batch), the monitor
+   learning each run in one loop and feeding its losses to the compiled ADWIN (a detected drift
+   restarts the schedule at the next multiple of ``monitor.stride`` = 50; a restart inside a
+   run takes the run back to it); and with the defaults before this benchmark's last change
+   (a checkpoint every 10,000 records, the comparator at 25 % of a core at normal priority);
 3. the same with a stride of 1: one fused round per record, each observed (the default before
    the monitor took the compiled runs);
 4. the daemon with the monitor off: the same pipelined runs, uncut;
@@ -517,11 +519,11 @@ def main(argv: list[str] | None = None) -> int:
         "threads, the monitor's comparator), on 2 cores shared with the broker.",
         f"- the monitor in the compiled runs: "
         f"{cpu['alone_monitor_hot'] - cpu['alone_runs']:.0f} µs/record over the runs alone "
-        "(per chunk of up to 50 rounds: λΩ(θ_t) from the block norms the loop recorded, the "
-        "objective, ||φ(x)||, the detector fed loss by loss; the probabilities, computed there "
-        "for the accuracy, the daemon needs anyway), "
+        "(a save point per run, λΩ(θ_t) and β from the block norms the loop recorded, the "
+        "objective, ||φ(x)||, the compiled detector, history rows; the probabilities, computed "
+        "there for the accuracy, the daemon needs anyway), "
         f"{cpu['alone_monitor'] - cpu['alone_runs']:.0f} µs/record with its comparator fits "
-        "(throttled to 25 % of a core) over a long run; a round per record with the monitor: "
+        "(throttled to 10 % of a core) over a long run; a round per record with the monitor: "
         f"{cpu['alone_monitor_rec_hot']:.0f} and {cpu['alone_monitor_rec']:.0f} µs/record in "
         "all. Restarts wait for the next multiple of the stride, so the runs learn the model a "
         "round per record learns.",
