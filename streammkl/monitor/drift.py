@@ -131,7 +131,7 @@ class LossDriftDetector:
         return self.update_until(list(values), first)[1]
 
     def update_until(
-        self, values: Sequence[float], first: int, stride: int | None = None
+        self, values: Sequence[float] | np.ndarray, first: int, stride: int | None = None
     ) -> tuple[int, list[int]]:
         """:meth:`update_many`, stopping after the first rise's boundary: with ``stride`` B, a
         rise at example i ends the feed after example kB - 1, the first multiple of B at or
@@ -139,6 +139,8 @@ class LossDriftDetector:
         without that restart). Returns (how many values were fed, the rises among them)."""
         if type(self.detector) is ADWIN:
             return self._feed_compiled(values, first, stride)
+        if isinstance(values, np.ndarray):
+            values = values.tolist()  # Python floats: faster to index one by one
         rises: list[int] = []
         isfinite = math.isfinite
         memory, inputs = self.memory, self.inputs
@@ -170,7 +172,7 @@ class LossDriftDetector:
         return fed, rises
 
     def _feed_compiled(
-        self, values: Sequence[float], first: int, stride: int | None
+        self, values: Sequence[float] | np.ndarray, first: int, stride: int | None
     ) -> tuple[int, list[int]]:
         """:meth:`update_until` for the compiled ADWIN: the whole feed in one loop."""
         arr = np.asarray(values, dtype=np.float64)

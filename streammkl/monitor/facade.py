@@ -297,7 +297,7 @@ class Monitor:
         if self.detector is None:
             return losses.shape[0], []
         values = losses if self.detector_input == "loss" else self._errors(Y, scores)
-        return self.detector.update_until(values.tolist(), first, self.stride if stop else None)
+        return self.detector.update_until(values, first, self.stride if stop else None)
 
     def _account(
         self,
