@@ -351,7 +351,7 @@ def learner_monitored_runs(
     values: list[bytes], monitor: dict[str, Any], repeat: int = 1, batch: int = 2000
 ) -> dict[str, float]:
     """The learner with the daemon's monitor in the daemon's compiled runs (batches of
-    ``batch``, cut at the monitor's stride, each chunk observed), no Kafka, no thread."""
+    ``batch``, each learned and observed by the monitor), no Kafka, no thread."""
     recs = [wire.decode(v) for v in values] * repeat
     learner = build_learner(load_settings(env={}).learner)
     step = make_step(learner)

@@ -294,7 +294,7 @@ class ADWIN(DriftDetector):
         return self.totals, self.variances, self.counts, self.floats, self.ints, self.params
 
     def update(self, x: float) -> None:
-        self._drift_detected = bool(update_state(*self.arrays, float(x)))
+        update_state(*self.arrays, float(x))  # drift_detected reads the state's flag
 
     @property
     def drift_detected(self) -> bool:

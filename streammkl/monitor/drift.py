@@ -8,9 +8,8 @@ and count the event; ``schedules.Constant`` is the other, always-on, way to keep
 :class:`LossDriftDetector` wraps a drift detector: ADWIN by default (river's, compiled:
 :mod:`streammkl.monitor.adwin`, which runs a whole run of losses in one loop),
 ``drift.PageHinkley(mode="up")`` with ``"page-hinkley"``, or any river detector. ADWIN flags
-changes in
-either direction; a *decrease* of the loss (the learner improving, e.g. right after a restart) is
-counted separately and does not restart anything (``restart_on="increase"``).
+changes in either direction; a *decrease* of the loss (the learner improving, e.g. right after a
+restart) is counted separately and does not restart anything (``restart_on="increase"``).
 
 :class:`BetaMovement` measures how much the kernel weights moved: the total-variation distance
 ``1/2 sum_m |beta_m(now) - beta_m(N examples ago)|`` in [0, 1].
@@ -189,8 +188,7 @@ class LossDriftDetector:
             kept = arr[afresh + 1 : fed]
             inputs.extend(kept[np.isfinite(kept)].tolist())
         rises = []
-        for k in range(n_events):
-            self._since_sum, self._since_n = 0.0, 0
+        for k in range(n_events):  # (ADWIN is plain: no running means to reset)
             if rise[k]:
                 self.n_restarts += 1
                 self.last_restart = int(index[k])

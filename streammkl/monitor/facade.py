@@ -2,9 +2,10 @@
 
 Per example, after ``loss = model.learn(x, y)`` with ``reg = model.regularization_value()`` read
 just before it, call ``monitor.observe(x, y, loss, reg)`` on the learning thread (or use
-:meth:`Monitor.learn_one`, which does the three steps). For runs of rounds in one compiled loop,
-:meth:`Monitor.observe_many` takes a chunk of them at once (:meth:`Monitor.learn_many` cuts and
-learns the chunks). ``snapshot()`` returns plain floats keyed as in
+:meth:`Monitor.learn_one`, which does the three steps). For compiled loops,
+:meth:`Monitor.observe_many` takes a chunk of rounds up to the next multiple of the stride, and
+:meth:`Monitor.learn_runs` (:meth:`Monitor.learn_many`) learns and observes whole runs.
+``snapshot()`` returns plain floats keyed as in
 :data:`streammkl.monitor.metrics.METRICS`, whose help texts say what each one measures.
 
 What the monitor does to the learner: on a detected rise of the prequential loss it calls
@@ -14,7 +15,7 @@ loss, in order, and a detection waits for the boundary. So rounds between two mu
 never see a restart, and a caller may learn them in one compiled loop and observe them
 afterwards: the model does not depend on how the stream is cut into chunks. It reads, on the
 calling thread: ``kernels``, ``feature_keys``, ``schedule``, ``config()`` every ``every``
-examples, and ``kernel_weights`` every β stride (a multiple of B). Everything else (comparator
+examples, and the block norms every β stride (a multiple of B). Everything else (comparator
 fits) happens on a worker thread that only sees copies.
 """
 
@@ -153,8 +154,8 @@ class Monitor:
         self.restart_pending = False  # a detected rise waiting for the next multiple of B
         self._theta_start_norm = 0.0  # ||theta|| and lambda Omega where the schedule (re)started
         self._reg_start = 0.0
-        self._now: np.ndarray | None = None  # block norms as of example n (None: the model's)
-        self._ahead = 0  # rounds the model learned beyond example n (inside learn_runs)
+        self._ahead = 0  # rounds the model learned beyond example n (inside learn_runs) ...
+        self._now = np.zeros(0)  # ... and the block norms as of example n then
         self.n_relearned = 0  # rounds learn_runs learned twice (a restart inside a run)
 
     # --- hot path -----------------------------------------------------------------------------
@@ -184,7 +185,6 @@ class Monitor:
             if self.detector.update(value, index) and self.restart_on_drift:
                 self.restart_pending = True
         restarted = self._boundary()
-        self._now = None  # the model is as of this example
         if self.beta.due(self.n):
             self._sample_beta(self.n, model.block_norms)
         return restarted
@@ -260,7 +260,7 @@ class Monitor:
             point = model.save_point() if speculate and j - i > to_boundary else None
             norms = np.empty((j - i, len(model.kernels)))
             losses, scores = learn(X[i:j], Y[i:j], norms)
-            losses = np.asarray(losses, dtype=np.float64)
+            losses, scores = np.asarray(losses, dtype=np.float64), np.asarray(scores)
             first = self.n
             kept, rises = self._detect(Y[i:j], losses, scores, first, stop=point is not None)
             if kept < j - i:  # a restart falls inside the run: learn up to it again
@@ -283,8 +283,8 @@ class Monitor:
                         self.restart_pending = True
                     self._boundary()
                 ends = [r for r in rises if first + a <= r < first + b]
-                self._ahead = kept - b
-                yield Segment(i + a, i + b, losses[a:b], np.asarray(scores)[a:b], ends)
+                self._ahead, self._now = kept - b, after
+                yield Segment(i + a, i + b, losses[part], scores[part], ends)
                 a = b
             i += kept
         self._ahead = 0
@@ -327,7 +327,6 @@ class Monitor:
             if k < first + n and norms is None:
                 raise ValueError("β falls due inside these rows: their block norms are needed")
             self._sample_beta(k, after if k == first + n else norms[k - first])  # type: ignore[index]
-        self._now = after
 
     def rows_to_boundary(self) -> int:
         """How many more examples the next chunk may hold: up to the next multiple of the
@@ -337,8 +336,7 @@ class Monitor:
     def kernel_weights(self) -> np.ndarray:
         """β as of the last observed example (during :meth:`learn_runs`, the model itself may
         be ahead)."""
-        now = self._now if self._now is not None else self.model.block_norms
-        return self.model.kernel_weights_of(now)
+        return self.model.kernel_weights_of(self._now if self._ahead else self.model.block_norms)
 
     def _sample_beta(self, index: int, block_norms: np.ndarray) -> None:
         weights = self.model.kernel_weights_of(block_norms).tolist()
