@@ -2,7 +2,9 @@
 
 Rows: (a) explicit, M = 8 linear blocks x d = 64 (a 512-wide input, one block per 64-feature
 slice); (b) kernelized, M = 4 (linear, two RBF bandwidths, quadratic), budget 512, 20 inputs;
-(c) the same with budget 2048. Each measured per call (``learn``: Python call + one compiled
+(c) the same with budget 2048; (d) the river learners' and the daemon's default bank (linear, three
+random Fourier blocks of 128 components, the exact quadratic map) with the two-class multiclass
+hinge on 2 inputs (Bananas-sized). Each measured per call (``learn``: Python call + one compiled
 round) and in the compiled loop (``learn_many``), single-threaded, after a warm-up that fills the
 support set. river's ``LogisticRegression.learn_one`` on the same inputs is the reference row.
 
@@ -27,7 +29,7 @@ from streammkl.core import OnlineMKL, kernels, losses, regularizers, schedules
 def _data(n: int, d: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(n, d))
-    y = np.where(X[:, 0] * X[:, 1] + X[:, 2] + 0.3 * rng.normal(size=n) > 0, 1.0, -1.0)
+    y = np.where(X[:, 0] * X[:, 1] + X[:, min(2, d - 1)] + 0.3 * rng.normal(size=n) > 0, 1.0, -1.0)
     return X, y
 
 
@@ -44,6 +46,14 @@ def _kernelized(budget: int) -> OnlineMKL:
     return OnlineMKL(kernels=bank, loss=losses.Hinge(),
                      regularizer=regularizers.SquaredGroupLasso(1e-4),
                      schedule=schedules.InvSqrt(1.0), budget=budget)  # fmt: skip
+
+
+def _default_bank() -> OnlineMKL:
+    from streammkl.river import defaults
+
+    return OnlineMKL(kernels=defaults.kernel_bank(), loss=losses.MulticlassHinge(),
+                     regularizer=defaults.regularizer(), schedule=defaults.schedule(),
+                     fit_intercept=True)  # fmt: skip
 
 
 def _rate_per_call(model: OnlineMKL, X: np.ndarray, Y: np.ndarray) -> float:
@@ -82,10 +92,14 @@ def main() -> None:
         ("(a) explicit, M=8 x d=64", _explicit, 512, 200_000),
         ("(b) kernelized, M=4, budget 512, d=20", lambda: _kernelized(512), 20, 20_000),
         ("(c) kernelized, M=4, budget 2048, d=20", lambda: _kernelized(2048), 20, None),
+        ("(d) default bank (linear, 3 x RFF 128, quadratic), 2 classes, d=2", _default_bank, 2,
+         None),
     ]
     for label, make, d, target in cases:
         Xw, Yw = _data(5000, d, seed=1)
         X, Y = _data(n, d, seed=2)
+        if make is _default_bank:  # class indices for the multiclass hinge
+            Xw, Yw, Y = Xw, (Yw > 0).astype(float), (Y > 0).astype(float)
         per_call, loop = make(), make()
         for model in (per_call, loop):  # compile, and fill the support set to the budget
             model.learn_many(Xw, Yw)

@@ -123,7 +123,7 @@ def test_fourier_features_fall_back_to_the_library_cosine_for_huge_arguments():
         x = np.array([0.7, -1.3]) * scale
         phi = np.zeros(lay.ex_off[-1])
         nb.explicit_phi(x, lay.ex_blocks, lay.ex_off, lay.ex_kind, lay.ex_norm, lay.phi_src,
-                        lay.rff_w, lay.rff_b, phi)  # fmt: skip
+                        lay.rff_wt, lay.rff_b, phi)  # fmt: skip
         z = lay.rff_w[lay.phi_src[0].astype(int)] @ x + lay.rff_b[lay.phi_src[0].astype(int)]
         want = np.sqrt(2.0 / z.size) * np.cos(z)
         np.testing.assert_allclose(phi, want, rtol=0, atol=1e-14 * max(1.0, np.abs(z).max()))

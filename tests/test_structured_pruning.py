@@ -45,7 +45,7 @@ def _plain_scores(model, X):
     scores, xsqs = np.zeros((T, M, K)), np.zeros((T, L.n_views))
     snb.sequence_scores(
         X, L.kinds, L.kp, L.view_of, L.masks, L.view_full, L.ex_blocks, L.im_blocks,
-        L.ex_off, L.ex_kind, L.ex_norm, L.phi_src, L.rff_w, L.rff_b,
+        L.ex_off, L.ex_kind, L.ex_norm, L.phi_src, L.rff_wt, L.rff_b,
         S.w, S.scale, S.sx, S.ssq, S.sv, S.coef, S.n_support, np.zeros((T, L.width)), scores,
         xsqs, np.zeros(L.n_views), L.im_blocks[:0], J.pruning.basis, J.pruning.sproj,
         np.zeros(pruning.RANK),
@@ -172,7 +172,7 @@ def test_sequence_scores_with_pruned_blocks_match_py_func(digits):
         scores, phis, xsqs = np.zeros((T, M, K)), np.zeros((T, L.width)), np.zeros((T, 1))
         f(
             X, L.kinds, L.kp, L.view_of, L.masks, L.view_full, L.ex_blocks, im_blocks,
-            L.ex_off, L.ex_kind, L.ex_norm, L.phi_src, L.rff_w, L.rff_b,
+            L.ex_off, L.ex_kind, L.ex_norm, L.phi_src, L.rff_wt, L.rff_b,
             S.w, S.scale, S.sx, S.ssq, S.sv, S.coef, S.n_support, phis, scores, xsqs,
             np.zeros(1), im_pruned, basis, sproj, np.zeros(pruning.RANK),
         )  # fmt: skip

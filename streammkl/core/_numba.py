@@ -418,11 +418,16 @@ def _fast_cos(x):
 fast_cos = njit(**JIT_INLINE)(_fast_cos)
 
 
-def _explicit_phi(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_w, rff_b, phi):
+def _explicit_phi(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b, phi):
     """Feature maps of all explicit blocks, concatenated into ``phi``.
 
     Product maps (linear, exact quadratic) read ``phi_src`` as three rows: first input index,
-    second input index (-1: none) and a constant factor, so phi_j = c_j x[i_j] x[k_j].
+    second input index (-1: none) and a constant factor, so phi_j = c_j x[i_j] x[k_j]. A random
+    Fourier block reads the contiguous rows ``r0 = phi_src[0, a], r0 + 1, ...`` of the offsets and
+    of the *transposed* frequencies ``rff_wt`` (d, R), so that every loop over the block's
+    components runs on a contiguous view from index 0: numba then drops the negative-index
+    checks and LLVM vectorises them (measured: 4.5 -> 0.8 us for the default bank's 384
+    components on 2 inputs).
     """
     d = x.shape[0]
     for m in ex_blocks:
@@ -442,21 +447,25 @@ def _explicit_phi(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_w, rff_b,
                 phi[j] = v * phi_src[2, j]
         else:
             c = math.sqrt(2.0 / (e - a))
-            w = min(d, rff_w.shape[1])
-            big = False
-            for j in range(a, e):
-                r = int(phi_src[0, j])
-                z = rff_b[r]
-                for i in range(w):
-                    z += rff_w[r, i] * x[i]
-                phi[j] = z
-                big = big or abs(z) > FAST_COS_LIMIT
-            if big:  # arguments beyond the reduction's exact range: the library cosine
-                for j in range(a, e):
-                    phi[j] = c * math.cos(phi[j])
+            p = phi[a:e]
+            r0 = int(phi_src[0, a]) if e > a else 0
+            b = rff_b[r0 : r0 + (e - a)]
+            for j in range(p.shape[0]):
+                p[j] = b[j]
+            for i in range(min(d, rff_wt.shape[0])):  # z = b + sum_i x_i W[:, i], i in order
+                xi = x[i]
+                col = rff_wt[i, r0 : r0 + (e - a)]
+                for j in range(p.shape[0]):
+                    p[j] += col[j] * xi
+            big = 0.0
+            for j in range(p.shape[0]):
+                big = max(big, abs(p[j]))
+            if big > FAST_COS_LIMIT:  # beyond the reduction's exact range: the library cosine
+                for j in range(p.shape[0]):
+                    p[j] = c * math.cos(p[j])
             else:  # one vectorised loop
-                for j in range(a, e):
-                    phi[j] = c * fast_cos(phi[j])
+                for j in range(p.shape[0]):
+                    p[j] = c * fast_cos(p[j])
         if ex_norm[m]:
             sq = 0.0
             for j in range(a, e):
@@ -471,18 +480,20 @@ explicit_phi = njit(**JIT)(_explicit_phi)
 
 
 def _dot4(a, b, lo, hi):
-    """sum_{j in [lo, hi)} a[j] b[j] with four accumulators (no reassoc fastmath needed)."""
+    """sum_{j in [lo, hi)} a[j] b[j] with four accumulators (no reassoc fastmath needed), over
+    views indexed from 0 (no negative-index checks in the loop)."""
+    u = a[lo:hi]
+    v = b[lo:hi]
+    n = u.shape[0]
     a0 = a1 = a2 = a3 = 0.0
-    j = lo
-    while j + 4 <= hi:
-        a0 += a[j] * b[j]
-        a1 += a[j + 1] * b[j + 1]
-        a2 += a[j + 2] * b[j + 2]
-        a3 += a[j + 3] * b[j + 3]
-        j += 4
-    while j < hi:
-        a0 += a[j] * b[j]
-        j += 1
+    for q in range(n // 4):
+        j = 4 * q
+        a0 += u[j] * v[j]
+        a1 += u[j + 1] * v[j + 1]
+        a2 += u[j + 2] * v[j + 2]
+        a3 += u[j + 3] * v[j + 3]
+    for j in range(n - n % 4, n):
+        a0 += u[j] * v[j]
     return (a0 + a1) + (a2 + a3)
 
 
@@ -491,27 +502,28 @@ dot4 = njit(**JIT_INLINE)(_dot4)
 
 def _axpy_sqnorm(w, phi, g, lo, hi):
     """w[lo:hi] += g phi[lo:hi]; returns the new sum of squares (four accumulators)."""
+    u = w[lo:hi]
+    p = phi[lo:hi]
+    n = u.shape[0]
     a0 = a1 = a2 = a3 = 0.0
-    j = lo
-    while j + 4 <= hi:
-        w0 = w[j] + g * phi[j]
-        w1 = w[j + 1] + g * phi[j + 1]
-        w2 = w[j + 2] + g * phi[j + 2]
-        w3 = w[j + 3] + g * phi[j + 3]
-        w[j] = w0
-        w[j + 1] = w1
-        w[j + 2] = w2
-        w[j + 3] = w3
+    for q in range(n // 4):
+        j = 4 * q
+        w0 = u[j] + g * p[j]
+        w1 = u[j + 1] + g * p[j + 1]
+        w2 = u[j + 2] + g * p[j + 2]
+        w3 = u[j + 3] + g * p[j + 3]
+        u[j] = w0
+        u[j + 1] = w1
+        u[j + 2] = w2
+        u[j + 3] = w3
         a0 += w0 * w0
         a1 += w1 * w1
         a2 += w2 * w2
         a3 += w3 * w3
-        j += 4
-    while j < hi:
-        w0 = w[j] + g * phi[j]
-        w[j] = w0
+    for j in range(n - n % 4, n):
+        w0 = u[j] + g * p[j]
+        u[j] = w0
         a0 += w0 * w0
-        j += 1
     return (a0 + a1) + (a2 + a3)
 
 
@@ -745,7 +757,7 @@ apply_prox_steps = njit(**JIT)(_apply_prox_steps)
 def _learn_round(
     x, y, eta,
     kinds, kp, is_explicit, view_of, masks, view_full, ex_blocks, im_blocks,
-    ex_off, ex_kind, ex_norm, phi_src, rff_w, rff_b,
+    ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b,
     loss_code, loss_p, step_codes, step_p, step_groups, radius, policy, capacity,
     w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, bias, bias_lr,
     phi, scores, fx, v, xsq, dots, newnorms,
@@ -758,7 +770,7 @@ def _learn_round(
     """
     M = norms.shape[0]
     K = fx.shape[0]
-    explicit_phi(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_w, rff_b, phi)
+    explicit_phi(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b, phi)
     block_scores(
         x, phi, w, scale, ex_blocks, ex_off, im_blocks, view_of, masks, view_full,
         kinds, kp, sx, ssq, sv, coef, counters[0], xsq, dots, scores,
@@ -831,11 +843,11 @@ learn_round = njit(**JIT)(_learn_round)
 
 def _decision(
     x, kinds, kp, view_of, masks, view_full, ex_blocks, im_blocks,
-    ex_off, ex_kind, ex_norm, phi_src, rff_w, rff_b,
+    ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b,
     w, scale, sx, ssq, sv, coef, n_support, bias, phi, scores, fx, xsq, dots,
 ):  # fmt: skip
     """Scores ``fx`` = sum of block scores + bias, without learning."""
-    explicit_phi(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_w, rff_b, phi)
+    explicit_phi(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b, phi)
     block_scores(
         x, phi, w, scale, ex_blocks, ex_off, im_blocks, view_of, masks, view_full,
         kinds, kp, sx, ssq, sv, coef, n_support, xsq, dots, scores,
@@ -865,7 +877,7 @@ average_explicit = njit(**JIT)(_average_explicit)
 def _learn_many(
     X, Y, t0, sched_code, sched_p, average, w_avg,
     kinds, kp, is_explicit, view_of, masks, view_full, ex_blocks, im_blocks,
-    ex_off, ex_kind, ex_norm, phi_src, rff_w, rff_b,
+    ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b,
     loss_code, loss_p, step_codes, step_p, step_groups, radius, policy, capacity,
     w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, bias, bias_lr,
     phi, scores, fx, v, xsq, dots, newnorms, losses, preds, norms_before,
@@ -886,7 +898,7 @@ def _learn_many(
         losses[i] = learn_round(
             X[i], Y[i], eta,
             kinds, kp, is_explicit, view_of, masks, view_full, ex_blocks, im_blocks,
-            ex_off, ex_kind, ex_norm, phi_src, rff_w, rff_b,
+            ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b,
             loss_code, loss_p, step_codes, step_p, step_groups, radius, policy, capacity,
             w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, bias, bias_lr,
             phi, scores, fx, v, xsq, dots, newnorms,
@@ -902,14 +914,14 @@ learn_many = njit(**JIT)(_learn_many)
 
 def _decision_many(
     X, kinds, kp, view_of, masks, view_full, ex_blocks, im_blocks,
-    ex_off, ex_kind, ex_norm, phi_src, rff_w, rff_b,
+    ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b,
     w, scale, sx, ssq, sv, coef, n_support, bias, phi, scores, fx, xsq, dots, out,
 ):  # fmt: skip
     """``decision`` for every row of X into ``out`` (n, K)."""
     for i in range(X.shape[0]):
         decision(
             X[i], kinds, kp, view_of, masks, view_full, ex_blocks, im_blocks,
-            ex_off, ex_kind, ex_norm, phi_src, rff_w, rff_b,
+            ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b,
             w, scale, sx, ssq, sv, coef, n_support, bias, phi, scores, fx, xsq, dots,
         )  # fmt: skip
         for k in range(fx.shape[0]):
@@ -1131,7 +1143,7 @@ b1_pruned_expansion = njit(**JIT)(_b1_pruned_expansion)
 
 def _sequence_scores(
     X, kinds, kp, view_of, masks, view_full, ex_blocks, im_blocks,
-    ex_off, ex_kind, ex_norm, phi_src, rff_w, rff_b,
+    ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b,
     w, scale, sx, ssq, sv, coef, n_support, phis, scores, xsqs, dots,
     im_pruned, basis, sproj, zp,
 ):  # fmt: skip
@@ -1143,7 +1155,7 @@ def _sequence_scores(
     and the projected support inputs ``sproj[v]`` (cap, r); ``zp`` (r,) is scratch.
     """
     for i in range(X.shape[0]):
-        explicit_phi(X[i], ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_w, rff_b, phis[i])
+        explicit_phi(X[i], ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b, phis[i])
         block_scores(
             X[i], phis[i], w, scale, ex_blocks, ex_off, im_blocks, view_of, masks, view_full,
             kinds, kp, sx, ssq, sv, coef, n_support, xsqs[i], dots, scores[i],

@@ -47,8 +47,13 @@ class Layout:
     ex_kind: np.ndarray  # (M,) feature-map code of explicit blocks
     ex_norm: np.ndarray  # (M,) bool: normalise phi_m to unit norm
     phi_src: np.ndarray  # (3, P): input index / rff row, second input index (-1), factor
-    rff_w: np.ndarray  # (R, d) Fourier frequencies
+    rff_wt: np.ndarray  # (d, R) Fourier frequencies, transposed (the feature loop runs along R)
     rff_b: np.ndarray  # (R,) Fourier offsets
+
+    @property
+    def rff_w(self) -> np.ndarray:
+        """The Fourier frequencies (R, d), one row per component (a view of ``rff_wt``)."""
+        return self.rff_wt.T
 
     @property
     def n_views(self) -> int:
@@ -131,7 +136,7 @@ def build_layout(
         ex_kind=ex_kind,
         ex_norm=ex_norm,
         phi_src=np.hstack(phi_src) if phi_src else np.zeros((3, 0)),
-        rff_w=np.vstack(rff_rows) if rff_rows else np.zeros((0, d)),
+        rff_wt=np.ascontiguousarray(np.vstack(rff_rows).T) if rff_rows else np.zeros((d, 0)),
         rff_b=np.concatenate(rff_offsets) if rff_offsets else np.zeros(0),
     )
 

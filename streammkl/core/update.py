@@ -76,7 +76,7 @@ class RoundArgs:
         self.newnorms = np.zeros(M)
         config: tuple[Any, ...] = (L.kinds, L.kp, L.is_explicit, L.view_of, L.masks, L.view_full)
         config += (L.ex_blocks, L.im_blocks, L.ex_off, L.ex_kind, L.ex_norm, L.phi_src)
-        config += (L.rff_w, L.rff_b, loss.code, loss.param, *steps, radius, policy, capacity)
+        config += (L.rff_wt, L.rff_b, loss.code, loss.param, *steps, radius, policy, capacity)
         arrays: tuple[Any, ...] = (S.w, S.scale, S.norms, S.sx, S.ssq, S.sv, S.coef, S.kself)
         arrays += (S.age, S.counters)
         arrays += (S.bias, bias_lr)
@@ -84,7 +84,7 @@ class RoundArgs:
         self.learn = config + arrays + buffers
         self.decide = (
             L.kinds, L.kp, L.view_of, L.masks, L.view_full, L.ex_blocks, L.im_blocks,
-            L.ex_off, L.ex_kind, L.ex_norm, L.phi_src, L.rff_w, L.rff_b,
+            L.ex_off, L.ex_kind, L.ex_norm, L.phi_src, L.rff_wt, L.rff_b,
             S.w, S.scale, S.sx, S.ssq, S.sv, S.coef,
         )  # fmt: skip
         self.decide_tail = (S.bias, self.phi, self.scores, self.fx, self.xsq, self.dots)

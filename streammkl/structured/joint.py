@@ -123,7 +123,7 @@ class JointBlocks:
         im_blocks, im_pruned, basis, sproj = pruning.arrays(S)
         snb.sequence_scores(
             X, L.kinds, L.kp, L.view_of, L.masks, L.view_full, L.ex_blocks, im_blocks,
-            L.ex_off, L.ex_kind, L.ex_norm, L.phi_src, L.rff_w, L.rff_b,
+            L.ex_off, L.ex_kind, L.ex_norm, L.phi_src, L.rff_wt, L.rff_b,
             S.w, S.scale, S.sx, S.ssq, S.sv, S.coef, S.n_support, phis, scores, xsqs,
             np.zeros(L.n_views), im_pruned, basis, sproj, np.zeros(basis.shape[1]),
         )  # fmt: skip
