@@ -92,8 +92,12 @@ def main() -> None:
         ("(a) explicit, M=8 x d=64", _explicit, 512, 200_000),
         ("(b) kernelized, M=4, budget 512, d=20", lambda: _kernelized(512), 20, 20_000),
         ("(c) kernelized, M=4, budget 2048, d=20", lambda: _kernelized(2048), 20, None),
-        ("(d) default bank (linear, 3 x RFF 128, quadratic), 2 classes, d=2", _default_bank, 2,
-         None),
+        (
+            "(d) default bank (linear, 3 x RFF 128, quadratic), 2 classes, d=2",
+            _default_bank,
+            2,
+            None,
+        ),
     ]
     for label, make, d, target in cases:
         Xw, Yw = _data(5000, d, seed=1)
