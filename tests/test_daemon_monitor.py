@@ -297,6 +297,71 @@ def test_throttled_comparator_keeps_the_worker_to_its_duty_cycle() -> None:
     assert (t.method, t.exact) == ("slow", False)  # what RegretEstimate reads
 
 
+def test_a_paced_comparator_sleeps_between_epochs_to_keep_its_duty() -> None:
+    from streammkl.daemon.monitoring import Throttled
+
+    now = [0.0]
+    waits: list[float] = []
+
+    class Epochs:  # three epochs of 0.5 s each on the fake clock, paced between them
+        method, exact = "epochs", False
+        pace: Any = None
+
+        def fit(self, *args: Any) -> str:
+            for epoch in range(3):
+                if epoch:
+                    self.pace()
+                now[0] += 0.5
+            return "fitted"
+
+    def wait(seconds: float) -> bool:
+        waits.append(seconds)
+        now[0] += seconds
+        return False
+
+    inner = Epochs()
+    t = Throttled(inner, duty=0.25, clock=lambda: now[0])
+    t.wait = wait
+    assert inner.pace is not None  # the throttle installed its pacer
+    assert t.fit() == "fitted"
+    assert waits == [1.5, 1.5]  # 0.5 s of work, then 1.5 s idle, after each epoch but the last
+    assert now[0] == 4.5  # 1.5 s busy in 4.5 s so far: the last epoch's idle time is still owed
+    t.fit()
+    assert waits == [1.5, 1.5, 1.5, 1.5, 1.5]  # the owed 1.5 s first, then as before
+    assert now[0] == 4.5 + 1.5 + 4.5  # 3 s busy in 10.5 s, 1.5 s still owed: 25 %
+
+
+def test_closing_ends_the_pacing_and_the_fit_finishes() -> None:
+    import numpy as np
+
+    from streammkl.core import OnlineMKL
+    from streammkl.daemon.monitoring import Throttled
+    from streammkl.monitor.comparators import EpochComparator
+    from streammkl.monitor.regret import WindowedRegret
+
+    model = OnlineMKL()
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 2))
+    model.learn_many(X, np.where(X[:, 0] > 0, 1.0, -1.0))
+    inner = EpochComparator(max_epochs=8, patience=8, rel_tol=-1.0)  # exactly 8 epochs
+    throttle = Throttled(inner, duty=1e-6)  # each epoch would owe hours of idle time
+    paces: list[int] = []
+    pace = inner.pace
+    assert pace is not None
+
+    def closing_pace() -> None:
+        paces.append(1)
+        throttle.closed.set()  # the monitor closes during the fit: waits return at once
+        pace()
+
+    inner.pace = closing_pace
+    regret = WindowedRegret(model, window=20, every=10, comparator=throttle, background=False)
+    for x in X[:10]:
+        regret.observe(x, 1.0, 0.5, 0.0, 0.1, 1.0)
+    assert len(paces) == 7  # between the 8 epochs
+    assert regret.latest is not None and regret.latest.iterations == 8 and regret.n_errors == 0
+
+
 @pytest.mark.skipif(sys.platform != "linux", reason="per-thread nice values are Linux's")
 def test_the_comparator_thread_is_reniced_and_only_it() -> None:
     from streammkl.daemon.monitoring import Throttled

@@ -267,3 +267,32 @@ def test_learn_predict_many_reports_refused_examples_and_goes_on():
     assert clf.digest() == reference.digest()
     with pytest.raises(ValueError, match="labels"):
         clf.learn_predict_many(xs, ys[:2])
+
+
+@pytest.mark.parametrize("loss", [None, losses.Softmax(), losses.Hinge(), losses.Logistic()])
+def test_compiled_two_class_probabilities_are_the_python_formula_bit_for_bit(loss):
+    clf = MKLClassifier(loss=loss, seed=0)
+    clf.learn_one({"a": 1.0}, "no")
+    clf.learn_one({"a": -1.0}, "yes")
+    rng = np.random.default_rng(4)
+    scores = np.concatenate([
+        rng.normal(size=(5000, 2)) * 3,
+        rng.normal(size=(2000, 2)) * 400,  # beyond the sigmoid's -700 cut and exp's range
+        np.array([[0.0, 0.0], [-350.0, 350.0], [1e308, -1e308], [-1e308, 1e308]]),
+    ])  # fmt: skip
+    pair = clf.two_class_probas(scores)
+    assert pair is not None
+    got = clf.probas_from_scores(scores)
+    want = clf._probas(scores.tolist())  # the formula predict_proba_one uses
+    assert got == want  # the same floats, not only close ones
+    assert [p["no"] for p in want] == pair[0].tolist()
+
+
+def test_two_class_probabilities_need_exactly_two_classes():
+    clf = MKLClassifier(seed=0)
+    clf.learn_one({"a": 1.0}, "no")
+    assert clf.two_class_probas(np.zeros((3, 1))) is None  # one class known
+    for y in ("yes", "maybe"):
+        clf.learn_one({"a": -1.0}, y)
+    assert clf.two_class_probas(np.zeros((3, 3))) is None
+    assert clf.probas_from_scores(np.zeros((1, 3))) == [dict.fromkeys(clf.classes_, 1 / 3)]

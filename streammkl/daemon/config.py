@@ -179,10 +179,11 @@ class MonitorSettings(_Section):
     every: int = Field(default=500, ge=1)
     comparator: Literal["epochs", "exact", "auto"] = "epochs"
     #: At most this fraction of the time fitting comparators (one fit of W = 2000 examples takes
-    #: ~0.4-1.2 s of a core with the default bank: unthrottled, the worker would take a whole
-    #: core); windows arriving meanwhile are skipped. At 0.1, the windowed regret is refreshed
-    #: every ~4-12 s, about as often as Prometheus scrapes it.
-    comparator_duty: float = Field(default=0.1, gt=0, le=1)
+    #: ~0.15-0.4 s of a core with the default bank: unthrottled, the worker would take a whole
+    #: core); an epoch comparator's fit is paced epoch by epoch, windows arriving meanwhile are
+    #: skipped. At 0.05, the windowed regret is refreshed every ~3-8 s, about as often as
+    #: Prometheus scrapes it.
+    comparator_duty: float = Field(default=0.05, gt=0, le=1)
     #: The comparator thread's nice value (Linux): it fits on CPU time the loop, the learner
     #: and the broker leave; 0 = the process's priority.
     comparator_nice: int = Field(default=19, ge=0, le=19)

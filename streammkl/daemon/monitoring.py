@@ -61,13 +61,22 @@ def lower_thread_priority(nice: int) -> bool:
 class Throttled:
     """A comparator that keeps its worker thread busy at most a ``duty`` fraction of the time.
 
-    A windowed-regret fit (many epochs over W examples) takes about a second of one core for the
-    default bank and W = 2000, far longer than the stream takes to bring the next window: the
-    worker would fit back to back, taking a whole core (and the GIL for its Python parts) from a
-    2-core machine. A fit of F seconds is followed by ``F (1/duty - 1)`` seconds without one: the
-    next fit waits for that on the worker thread (the estimate of the previous one is already
-    published), and newer windows replace the pending one meanwhile (counted as skipped). The
-    learning loop never waits for it.
+    A windowed-regret fit (many epochs over W examples) takes a few tenths of a second of one
+    core for the default bank and W = 2000, far longer than the stream takes to bring the next
+    window: the worker would fit back to back, taking a whole core (and the GIL for its Python
+    parts) from a 2-core machine.
+
+    - A comparator with a ``pace`` hook (:class:`~streammkl.monitor.comparators.EpochComparator`)
+      is paced *within* a fit: after each epoch the worker sleeps ``busy (1/duty - 1)``, so the
+      fit's CPU is spread over its whole duration and no interval sees more than about one
+      epoch above the duty (no burst of a full core at the first window, when the daemon is
+      catching up).
+    - Others: a fit of F seconds is followed by ``F (1/duty - 1)`` seconds without one.
+
+    The next fit waits for the idle time still owed (the previous estimate is already
+    published); newer windows replace the pending one meanwhile (counted as skipped). The
+    learning loop never waits for it. Once :attr:`closed` is set nothing sleeps any more: the
+    fit in progress finishes at full speed (the worker is stopped after it).
     """
 
     def __init__(self, inner: Any, duty: float, clock: Any = time.monotonic, nice: int = 0) -> None:
@@ -79,9 +88,22 @@ class Throttled:
         self.closed = threading.Event()
         self.wait = self.closed.wait  # returns early when closed
         self._next_start = -math.inf
+        self._resumed = 0.0  # when the worker last started (or resumed) fitting
+        if hasattr(inner, "pace"):
+            inner.pace = self._pace
 
     def __getattr__(self, name: str) -> Any:  # method, exact, ...
         return getattr(self.inner, name)
+
+    def _idle_for(self, busy: float) -> float:
+        return busy * (1.0 / self.duty - 1.0)
+
+    def _pace(self) -> None:
+        """Between two epochs: sleep for the idle time the last stretch of work owes."""
+        pause = self._idle_for(self.clock() - self._resumed)
+        if pause > 0:
+            self.wait(pause)
+        self._resumed = self.clock()
 
     def fit(self, *args: Any, **kwargs: Any) -> Any:
         if not self._niced:
@@ -90,10 +112,10 @@ class Throttled:
         pause = self._next_start - self.clock()
         if pause > 0:
             self.wait(pause)
-        t0 = self.clock()
+        self._resumed = self.clock()
         result = self.inner.fit(*args, **kwargs)
         t1 = self.clock()
-        self._next_start = t1 + (t1 - t0) * (1.0 / self.duty - 1.0)
+        self._next_start = t1 + self._idle_for(t1 - self._resumed)
         return result
 
 

@@ -10,7 +10,7 @@ minimum: regret estimated against it is a lower bound on the true regret.
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,13 +45,15 @@ def fit_comparator(
     warm_start: OnlineMKL | None = None,
     feature_keys: Sequence[str] | None = None,
     warm_start_t: int = 0,
+    between_epochs: Callable[[], None] | None = None,
 ) -> ComparatorFit:
     """Fit the hindsight comparator on (X, Y) with the learner configuration ``config``.
 
     Stops when the best objective has not improved by ``rel_tol`` (relative) for ``patience``
     epochs, or after ``max_epochs``. ``feature_keys`` names the columns of X as the learner does
     (needed when kernels select features by name). A warm-started fit resumes its step-size
-    schedule at round ``warm_start_t`` (0: from eta0 again).
+    schedule at round ``warm_start_t`` (0: from eta0 again). ``between_epochs``, if given, is
+    called before every epoch but the first (a pacer sleeps there).
     """
     X = np.ascontiguousarray(X, dtype=np.float64)
     cfg = dict(config)
@@ -76,6 +78,8 @@ def fit_comparator(
     stale = 0
     epochs = 0
     for epochs in range(1, max_epochs + 1):  # noqa: B007 (the count is reported)
+        if between_epochs is not None and epochs > 1:
+            between_epochs()
         order = rng.permutation(len(X))
         model.learn_many(X[order], np.asarray(Y)[order])
         obj = window_objective(model, X, Y)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -54,6 +54,9 @@ class EpochComparator:
         32% worse).
     seed
         Seeds the epoch shuffles (fit ``i`` uses ``seed + i``).
+
+    ``pace``, if set, is called between epochs (``fit_comparator``'s ``between_epochs``): the
+    daemon's duty-cycle throttle sleeps there, so a fit's CPU is spread over its duration.
     """
 
     method = "epochs"
@@ -77,6 +80,7 @@ class EpochComparator:
         self.resume_schedule = bool(resume_schedule)
         self.seed = int(seed)
         self.n_fits = 0
+        self.pace: Callable[[], None] | None = None
         self._previous: OnlineMKL | None = None
 
     def fit(
@@ -97,6 +101,7 @@ class EpochComparator:
             warm_start=warm,
             feature_keys=feature_keys,
             warm_start_t=warm.schedule.t if (warm is not None and self.resume_schedule) else 0,
+            between_epochs=self.pace,
         )
         self.n_fits += 1
         self._previous = result.model
