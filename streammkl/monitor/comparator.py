@@ -77,7 +77,7 @@ def fit_comparator(
     history: list[float] = []
     stale = 0
     epochs = 0
-    for epochs in range(1, max_epochs + 1):  # noqa: B007 (the count is reported)
+    for epochs in range(1, max_epochs + 1):
         if between_epochs is not None and epochs > 1:
             between_epochs()
         order = rng.permutation(len(X))
