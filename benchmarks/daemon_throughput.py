@@ -12,8 +12,9 @@ repetitions; the table gives medians (and the min-max range) because the machine
    compiled loops on the learner thread while the loop fetches the next batch), the monitor
    learning each run in one loop and feeding its losses to the compiled ADWIN (a detected drift
    restarts the schedule at the next multiple of ``monitor.stride`` = 50; a restart inside a
-   run takes the run back to it); and with the defaults before this benchmark's last change
-   (a checkpoint every 10,000 records, the comparator at 25 % of a core at normal priority);
+   run takes the run back to it), the windowed regret's comparator fitted on a worker thread
+   at 5 % of a core (paced epoch by epoch); and the same without the windowed regret
+   (``monitor.window = 0``), to show the comparator's share;
 3. the same with a stride of 1: one fused round per record, each observed (the default before
    the monitor took the compiled runs);
 4. the daemon with the monitor off: the same pipelined runs, uncut;
@@ -235,13 +236,8 @@ def time_rounds(step: Any, seconds: list[float]) -> None:
     step.learn = timed(step.learn)
 
 
-#: The defaults this benchmark ran with before the checkpoint interval and the comparator's
-#: share of the CPU changed (a row keeps them, to show what the change is worth).
-SESSION3_DEFAULTS = {
-    "checkpoint.every_records": 10_000,
-    "monitor.comparator_duty": 0.25,
-    "monitor.comparator_nice": 0,
-}
+#: The default settings without the windowed regret (no comparator fits).
+NO_WINDOW = {"monitor.window": 0}
 
 
 def daemon(
@@ -407,8 +403,8 @@ def main(argv: list[str] | None = None) -> int:
                 ("daemon", lambda d: daemon(bootstrap, topic, n, d, True)),
                 ("daemon_kpc", lambda d: daemon(
                     bootstrap, topic, n, d, True, kafka_python_consumer=True)),
-                ("daemon_before", lambda d: daemon(
-                    bootstrap, topic, n, d, True, extra=SESSION3_DEFAULTS)),
+                ("daemon_nowindow", lambda d: daemon(
+                    bootstrap, topic, n, d, True, extra=NO_WINDOW)),
                 ("perrecord", lambda d: daemon(bootstrap, topic, n, d, True, stride=1)),
                 ("nomonitor", lambda d: daemon(bootstrap, topic, n, d, True, monitor=False)),
                 ("nomonitor_kp", lambda d: daemon(
@@ -447,8 +443,8 @@ def main(argv: list[str] | None = None) -> int:
         ("**daemon end to end, default settings** (regret/drift monitor on: pipelined compiled "
          "runs, restarts at multiples of 50; librdkafka consumer and producer)", "daemon"),
         ("daemon, default settings but kafka-python as the consumer", "daemon_kpc"),
-        ("daemon, default settings but the previous defaults' checkpoint interval (10,000 "
-         "records) and comparator (25 % duty, normal priority)", "daemon_before"),
+        ("daemon, default settings but without the windowed regret (`monitor.window = 0`: no "
+         "comparator fits)", "daemon_nowindow"),
         ("daemon, monitor on with a stride of 1 (a fused round per record, each observed: the "
          "previous default)", "perrecord"),
         ("**daemon end to end, monitor off** (pipelined compiled runs, uncut)", "nomonitor"),
@@ -493,7 +489,7 @@ def main(argv: list[str] | None = None) -> int:
         if "p99_us" in runs[key][0]:
             lat = f"{summary(runs[key], 'p50_us')[0]:.1f} / {summary(runs[key], 'p99_us')[0]:.1f}"
         rates = f"{rate:,.0f} ({lo:,.0f}-{hi:,.0f})"
-        lines.append(f"| {label} | {rates} | {rate / raw:.0%} | {cpu:.0f} | {lat} |")
+        lines.append(f"| {label} | {rates} | {rate / raw:.0%} | {cpu:.1f} | {lat} |")
     rate = {key: summary(runs[key], "rate")[0] for key in runs}
     cpu = {key: summary(runs[key], "cpu_us")[0] for key in runs}
     budget = 1e6 / (0.8 * raw)
@@ -523,7 +519,7 @@ def main(argv: list[str] | None = None) -> int:
         "objective, ||φ(x)||, the compiled detector, history rows; the probabilities, computed "
         "there for the accuracy, the daemon needs anyway), "
         f"{cpu['alone_monitor'] - cpu['alone_runs']:.0f} µs/record with its comparator fits "
-        "(throttled to 10 % of a core) over a long run; a round per record with the monitor: "
+        "(throttled to 5 % of a core) over a long run; a round per record with the monitor: "
         f"{cpu['alone_monitor_rec_hot']:.0f} and {cpu['alone_monitor_rec']:.0f} µs/record in "
         "all. Restarts wait for the next multiple of the stride, so the runs learn the model a "
         "round per record learns.",
