@@ -269,39 +269,52 @@ def test_history_rows_carry_beta_and_accuracy(reference: tuple[Runner, Path, int
     assert json.dumps(rows)  # plain JSON (NaN written as null)
 
 
-def test_throttled_comparator_keeps_the_worker_to_its_duty_cycle() -> None:
-    from streammkl.daemon.monitoring import Throttled
+class FakeClock:
+    """A clock for :class:`Throttled`: ``wait`` advances it and records the waits."""
 
-    now = [0.0]
-    waits: list[float] = []
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.waits: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def wait(self, seconds: float) -> bool:
+        self.waits.append(seconds)
+        self.now += seconds
+        return False
+
+    def throttle(self, inner: Any, duty: float) -> Any:
+        from streammkl.daemon.monitoring import Throttled
+
+        t = Throttled(inner, duty=duty, clock=self)
+        t.wait = self.wait
+        return t
+
+
+def test_throttled_comparator_keeps_the_worker_to_its_duty_cycle() -> None:
+    clock = FakeClock()
+    waits = clock.waits
 
     class Slow:  # a comparator whose fits take 2 s of the fake clock
         method, exact = "slow", False
 
         def fit(self, *args: Any) -> str:
-            now[0] += 2.0
+            clock.now += 2.0
             return "fitted"
 
-    def wait(seconds: float) -> bool:
-        waits.append(seconds)
-        now[0] += seconds
-        return False
-
-    t = Throttled(Slow(), duty=0.25, clock=lambda: now[0])
-    t.wait = wait
+    t = clock.throttle(Slow(), duty=0.25)
     assert t.fit() == "fitted" and waits == []  # the first fit starts at once
-    now[0] += 1.0  # the next window came 1 s later
+    clock.now += 1.0  # the next window came 1 s later
     assert t.fit() == "fitted" and waits == [5.0]  # 2 s fitting, then 6 s idle: 25 % busy
-    now[0] += 10.0
+    clock.now += 10.0
     assert t.fit() == "fitted" and waits == [5.0]  # idle long enough already
     assert (t.method, t.exact) == ("slow", False)  # what RegretEstimate reads
 
 
 def test_a_paced_comparator_sleeps_between_epochs_to_keep_its_duty() -> None:
-    from streammkl.daemon.monitoring import Throttled
-
-    now = [0.0]
-    waits: list[float] = []
+    clock = FakeClock()
+    waits = clock.waits
 
     class Epochs:  # three epochs of 0.5 s each on the fake clock, paced between them
         method, exact = "epochs", False
@@ -311,24 +324,18 @@ def test_a_paced_comparator_sleeps_between_epochs_to_keep_its_duty() -> None:
             for epoch in range(3):
                 if epoch:
                     self.pace()
-                now[0] += 0.5
+                clock.now += 0.5
             return "fitted"
 
-    def wait(seconds: float) -> bool:
-        waits.append(seconds)
-        now[0] += seconds
-        return False
-
     inner = Epochs()
-    t = Throttled(inner, duty=0.25, clock=lambda: now[0])
-    t.wait = wait
+    t = clock.throttle(inner, duty=0.25)
     assert inner.pace is not None  # the throttle installed its pacer
     assert t.fit() == "fitted"
     assert waits == [1.5, 1.5]  # 0.5 s of work, then 1.5 s idle, after each epoch but the last
-    assert now[0] == 4.5  # 1.5 s busy in 4.5 s so far: the last epoch's idle time is still owed
+    assert clock.now == 4.5  # 1.5 s busy in 4.5 s so far: the last epoch's idle is still owed
     t.fit()
     assert waits == [1.5, 1.5, 1.5, 1.5, 1.5]  # the owed 1.5 s first, then as before
-    assert now[0] == 4.5 + 1.5 + 4.5  # 3 s busy in 10.5 s, 1.5 s still owed: 25 %
+    assert clock.now == 4.5 + 1.5 + 4.5  # 3 s busy in 10.5 s, 1.5 s still owed: 25 %
 
 
 def test_closing_ends_the_pacing_and_the_fit_finishes() -> None:

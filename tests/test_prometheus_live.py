@@ -131,14 +131,15 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 def monitor_overrides() -> dict[str, Any]:
-    """Regret windows small enough to be fitted within the run, if the daemon has a ``monitor``
-    settings section with the :class:`streammkl.monitor.Monitor` parameter names."""
+    """Regret windows small enough to be fitted within the run, and fits not paced to a share
+    of a core (the run lasts seconds), if the daemon has a ``monitor`` settings section with the
+    :class:`streammkl.monitor.Monitor` parameter names."""
     from streammkl.daemon.config import Settings
 
     field = Settings.model_fields.get("monitor")
     section = getattr(field, "annotation", None)
     names = set(getattr(section, "model_fields", ()))
-    wanted = {"window": PHASE // 2, "every": PHASE // 2}
+    wanted = {"window": PHASE // 2, "every": PHASE // 2, "comparator_duty": 1.0}
     return {f"monitor.{k}": v for k, v in wanted.items() if k in names}
 
 
