@@ -206,11 +206,9 @@ class MKLStep(LearnerStep):
         def judge(scores: np.ndarray, Yc: np.ndarray) -> tuple[list[Any], list[bool]]:
             pair = learner.two_class_probas(scores)
             if pair is not None:  # arrays: the argmax (ties: the first class) without dicts
-                c0, c1 = classes
                 p0, p1 = pair
-                chunk = [{c0: a, c1: b} for a, b in zip(p0.tolist(), p1.tolist(), strict=True)]
                 second = Yc > 0 if binary else Yc == 1.0
-                return chunk, ((p1 > p0) == second).tolist()
+                return learner.probas_from_pair(p0, p1), ((p1 > p0) == second).tolist()
             chunk = learner.probas_from_scores(scores)
             hits = [
                 max(p, key=p.__getitem__) == classes[int(t > 0) if binary else int(t)]

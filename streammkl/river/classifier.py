@@ -305,8 +305,12 @@ class MKLClassifier(MKLMixin, base.Classifier):
         pair = self.two_class_probas(scores)
         if pair is None:
             return self._probas(scores.tolist())
+        return self.probas_from_pair(*pair)
+
+    def probas_from_pair(self, p0: np.ndarray, p1: np.ndarray) -> list[dict]:
+        """The probability dicts of :meth:`two_class_probas`'s arrays (two classes known)."""
         c0, c1 = self.classes_
-        return [{c0: a, c1: b} for a, b in zip(pair[0].tolist(), pair[1].tolist(), strict=True)]
+        return [{c0: a, c1: b} for a, b in zip(p0.tolist(), p1.tolist(), strict=True)]
 
     def two_class_probas(self, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
         """For two classes, the probabilities of each (arrays) from rows of scores, computed in
