@@ -446,15 +446,16 @@ def _explicit_phi(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b
                     v *= x[src2] if src2 < d else 0.0
                 phi[j] = v * phi_src[2, j]
         else:
-            c = math.sqrt(2.0 / (e - a))
+            n = e - a
+            c = math.sqrt(2.0 / n)
             p = phi[a:e]
-            r0 = int(phi_src[0, a]) if e > a else 0
-            b = rff_b[r0 : r0 + (e - a)]
-            for j in range(p.shape[0]):
+            r0 = int(phi_src[0, a]) if n else 0
+            b = rff_b[r0 : r0 + n]
+            for j in range(n):
                 p[j] = b[j]
             for i in range(min(d, rff_wt.shape[0])):  # z = b + sum_i x_i W[:, i], i in order
                 xi = x[i]
-                col = rff_wt[i, r0 : r0 + (e - a)]
+                col = rff_wt[i, r0 : r0 + n]
                 for j in range(p.shape[0]):
                     p[j] += col[j] * xi
             big = 0.0
