@@ -1,4 +1,4 @@
-"""Every compiled kernel in core/_numba.py agrees with its Python original (``.py_func``)."""
+"""Every compiled kernel in core/_numba/ agrees with its Python original (``.py_func``)."""
 
 from __future__ import annotations
 

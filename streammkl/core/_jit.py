@@ -5,6 +5,9 @@ fastmath is limited to flags that keep NaN/Inf detectable: no ``nnan``/``ninf``/
 
 from __future__ import annotations
 
+import hashlib
+import os
+from pathlib import Path
 from typing import Any
 
 JIT: dict[str, Any] = {"cache": True, "nogil": True, "fastmath": {"nsz", "arcp", "contract", "afn"}}
@@ -15,3 +18,36 @@ JIT_INLINE: dict[str, Any] = {**JIT, "inline": "always"}
 # Loops whose results must match another implementation bit for bit (the compiled ADWIN against
 # river's): no fastmath at all (``contract`` fuses into FMAs, ``afn`` approximates log/sqrt).
 JIT_EXACT: dict[str, Any] = {"cache": True, "nogil": True, "error_model": "numpy"}
+
+
+def cache_guard(package_init: str) -> None:
+    """Drop a package's numba cache when any of its sources changed since the cache was written.
+
+    numba keys a cached function by the stamp of its own source file only; a function that
+    inlines a helper from a sibling module would keep stale machine code after the helper
+    changed. A fingerprint of every ``*.py`` of the package (names and bytes) is kept beside the
+    cache; when it differs, the package's ``.nbi``/``.nbc`` files are removed first. Best effort:
+    a read-only install (numba then caches elsewhere, and its files never change) is left alone.
+    """
+    pkg = Path(package_init).parent
+    h = hashlib.sha256()
+    for src in sorted(pkg.glob("*.py")):
+        h.update(src.name.encode())
+        h.update(src.read_bytes())
+    digest = h.hexdigest()
+    cache = pkg / "__pycache__"
+    stamp = cache / "numba-sources.sha256"
+    try:
+        if stamp.read_text() == digest:
+            return
+    except OSError:
+        pass
+    try:
+        cache.mkdir(exist_ok=True)
+        for stale in (*cache.glob("*.nbi"), *cache.glob("*.nbc")):
+            stale.unlink(missing_ok=True)
+        tmp = cache / f".{stamp.name}.{os.getpid()}"
+        tmp.write_text(digest)
+        os.replace(tmp, stamp)
+    except OSError:
+        pass

@@ -1,10 +1,10 @@
 """Compiled sequence decoders (Viterbi, loss-augmented Viterbi, forward-backward) and the
 per-position loops of the sequence learner.
 
-They live in ``streammkl/core/_numba.py`` with every other compiled function: numba's on-disk
-cache is invalidated per source file, so compiled code that inlines core helpers must sit in the
-same file as those helpers, or a change to the core would leave stale machine code here. This
-module re-exports them under their structured names (each with its ``.py_func``).
+They live in the core's compiled package (``streammkl/core/_numba/chains.py`` and
+``sequences.py``) beside the helpers they inline, under the package's cache guard (numba's
+on-disk cache checks only a function's own source file). This module re-exports them under
+their structured names (each with its ``.py_func``).
 """
 
 from __future__ import annotations

@@ -1,0 +1,66 @@
+"""Every compiled hot loop of the core, as plain functions over arrays, one module per thing
+computed:
+
+- ``codes``: the integer codes option objects map to (kernels, maps, losses, prox, schedules,
+  budget policies);
+- ``kernels``: kernel values, masked dot products, Gram matrices;
+- ``losses``: loss values and step directions;
+- ``prox``: proximity operators on the block norms, step-size schedules;
+- ``features``: explicit feature maps and the vector loops over them;
+- ``scores``: block scores (explicit dot products, kernel expansions);
+- ``budget``: support-set budget maintenance with exact norms;
+- ``rounds``: one round of Alg. 1 / 3, its compiled loop, prediction;
+- ``chains`` and ``sequences``: sequence decoders and the sequence learner's position loops.
+
+Each function is written undecorated (``_name``) and compiled once as
+``name = njit(**JIT)(_name)``; the Python originals stay importable so
+``tests/test_numba_parity.py`` compares every kernel with its ``.py_func``. Python callers
+validate inputs and map option objects to the integer codes. This package re-exports every name,
+so callers write ``from streammkl.core import _numba as nb; nb.learn_round(...)``.
+
+Model layout (see ``state.py``): ``M`` blocks, ``K`` outputs (1 for binary/regression, number of
+classes for multiclass losses). Block ``m`` is either *explicit* — weights ``W[:, a:b]`` over the
+feature map ``phi[a:b]`` — or *implicit* —
+``theta_m = scale_m * sum_s coef[m, s] phi_m(x_s) (x) v_s`` over a support set shared by all
+implicit blocks. Every block carries a lazy ``scale`` (so the prox rescale is O(1)) and its exact
+norm ``block_norms[m] = ||theta_m||``.
+
+numba's on-disk cache checks only the source file of the function it compiled, not the files of
+the helpers it inlined: ``_cache_guard`` first drops this package's cache whenever any of its
+sources changed, so a change to a helper can never leave stale machine code in another module.
+"""
+
+from __future__ import annotations
+
+from streammkl.core._jit import cache_guard as _cache_guard
+
+_cache_guard(__file__)
+
+# ruff: noqa: E402, F401, I001  (re-exports, after the cache guard)
+from streammkl.core._numba.codes import (
+    _PRUNE_MARGIN, _SCALE_FLOOR, B_OLDEST, B_SMALLEST, K_B1, K_LINEAR, K_POLY, K_RBF,
+    L_EPS, L_HINGE, L_HUBER, L_LOGISTIC, L_MC_HINGE, L_SOFTMAX, L_SQUARED,
+    MAP_GATHER, MAP_LINEAR, MAP_RFF, P_BALL, P_BLOCKSOFT, P_ENET, P_GROUP, P_GROUPLQ, P_L1,
+    P_L1BALL, P_L2, P_SQGROUP, S_CONSTANT, S_INVSQRT, S_INVT,
+)  # fmt: skip
+from streammkl.core._numba.kernels import gram, kernel_value, view_dot
+from streammkl.core._numba.losses import loss_grad, loss_values
+from streammkl.core._numba.prox import (
+    prox_norm_step, prox_power, prox_squared_l1, project_l1_ball, schedule_eta,
+)  # fmt: skip
+from streammkl.core._numba.features import (
+    FAST_COS_LIMIT, axpy_sqnorm, dot4, explicit_phi, fast_cos,
+)  # fmt: skip
+from streammkl.core._numba.scores import (
+    block_scores, explicit_sqnorm, support_expansion, zero_or_fold_block,
+)  # fmt: skip
+from streammkl.core._numba.budget import evict
+from streammkl.core._numba.rounds import (
+    apply_prox_steps, average_explicit, decision, decision_many, learn_many, learn_round,
+)  # fmt: skip
+from streammkl.core._numba.chains import (
+    forward_backward, logsumexp_row, viterbi, viterbi_cost, viterbi_hamming,
+)  # fmt: skip
+from streammkl.core._numba.sequences import (
+    b1_pruned_expansion, pair_kernel, sequence_scores, sequence_step,
+)  # fmt: skip
