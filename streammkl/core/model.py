@@ -28,7 +28,7 @@ from streammkl.core.schedules import Schedule
 from streammkl.core.state import BlockState, Layout, build_layout, state_digest, transplant
 from streammkl.core.update import RoundArgs, step_arrays
 
-STATE_VERSION = 1
+STATE_VERSION = 2  # 2: the adaptive schedules' arrays (absent from version 1 files: zeros)
 
 
 class OnlineMKL:
@@ -147,6 +147,19 @@ class OnlineMKL:
                 )
         if self.average and implicit:
             raise ValueError(f"average=True is supported for explicit blocks only; got {implicit}")
+        if isinstance(self.schedule, schedules_mod.FTRL):
+            if implicit:
+                raise ValueError(
+                    f"FTRL keeps the accumulated gradient of every block: explicit blocks only "
+                    f"(e.g. RBF(gamma, n_components=D)); kernelized blocks: {implicit}"
+                )
+            coordinate = [r for r in self.regularizers if not r.norm_only]
+            if coordinate:
+                raise ValueError(
+                    f"FTRL needs regularizers of the block norms (theta_m stays a multiple of its "
+                    f"accumulated gradient); {coordinate} act on coordinates: use AdaGrad or a "
+                    "global schedule with them"
+                )
 
     @property
     def names(self) -> list[str]:
@@ -195,6 +208,7 @@ class OnlineMKL:
             self._layout,
             self._state,
             self.loss,
+            self.schedule,
             steps,
             self.radius,
             self._policy,
@@ -277,9 +291,9 @@ class OnlineMKL:
     def _round(self, x: np.ndarray, y: Any) -> float:
         y = self._prepare_y(y)
         self._ensure_room()
-        eta = self.schedule.step()
+        self.schedule.t += 1
         assert self._args is not None
-        loss = self._args.learn_round(x, y, eta)
+        loss = self._args.learn_round(x, y, self.schedule.t)
         self.t += 1
         if self.average:
             assert self._layout is not None and self._state is not None
@@ -367,7 +381,7 @@ class OnlineMKL:
         w_avg = self._state.w_avg
         before = np.empty((0, len(self.kernels))) if block_norms is None else block_norms
         nb.learn_many(
-            X, Y, s.t, s.code, s.param, self.average, w_avg, *a.learn, losses, preds, before
+            X, Y, s.t, self.t, *a.sched, self.average, w_avg, *a.learn, losses, preds, before
         )
         s.t += X.shape[0]
         self.t += X.shape[0]
@@ -490,7 +504,41 @@ class OnlineMKL:
         return self.loss.value(scores, y), self.regularization_value()
 
     def restart_schedule(self) -> None:
+        """Start the schedule again (a detected drift): the next round is t = 1. AdaGrad's
+        accumulators are cleared too (large steps again); FTRL keeps its steps, re-centres its
+        accumulated gradients on the current theta (theta does not move) and restarts the
+        regularizer's weight t."""
         self.schedule.restart()
+        if self._state is None or not self.schedule.adaptive:
+            return
+        S = self._state
+        if isinstance(self.schedule, schedules_mod.FTRL):
+            assert self._layout is not None
+            consts = self.schedule.constants
+            etas = consts[0] / np.sqrt(consts[1] + S.step_acc[:-1])
+            for m in self._layout.ex_blocks:
+                a, e = self._layout.ex_off[m], self._layout.ex_off[m + 1]
+                S.w[:, a:e] *= S.scale[m] / etas[m]  # u_m = theta_m / eta_m
+                S.scale[m] = etas[m] if S.scale[m] != 0.0 else 0.0
+                S.stored_norms[m] = S.norms[m] / etas[m]
+        else:
+            S.step_acc[:] = 0.0
+
+    @property
+    def gradient_sq_sums(self) -> np.ndarray:
+        """AdaGrad's and FTRL's accumulators: per block the sum of squared gradient norms
+        ``sum_t ||g_m,t||^2`` since the last restart, then the bias's (zeros otherwise)."""
+        if self._state is None:
+            return np.zeros(len(self.kernels) + 1)
+        return self._state.step_acc.copy()
+
+    @property
+    def block_steps(self) -> np.ndarray:
+        """The step each block took in the last round (then the bias step): ``eta_t`` for every
+        block with a global schedule, AdaGrad's per-block steps otherwise (zeros before)."""
+        if self._args is None:
+            return np.zeros(len(self.kernels) + 1)
+        return self._args.etas.copy()
 
     def save_point(self) -> tuple[Any, ...]:
         """Everything learning changes, copied (a few µs for a bank of explicit blocks): a run

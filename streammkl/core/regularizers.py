@@ -67,13 +67,18 @@ class Regularizer(Spec):
         """
         raise TypeError(f"{type(self).__name__} is not a function of the block norms alone")
 
-    def prox_norms(self, b: np.ndarray, step: float) -> np.ndarray:
+    def prox_norms(self, b: np.ndarray, step: float | np.ndarray) -> np.ndarray:
+        """``argmin_z sum_m 1/(2 s_m) (z_m - b_m)^2 + value_norms(z)`` with ``s_m = step`` (the
+        paper's prox) or per-block steps ``s = step`` (an array: AdaGrad's metric)."""
         if not self.norm_only:
             raise TypeError(f"{type(self).__name__} is not a function of the block norms alone")
         z = np.array(b, dtype=np.float64)
+        steps = np.broadcast_to(np.asarray(step, dtype=np.float64), z.shape).copy()
+        if not np.all(steps >= 0):
+            raise ValueError(f"prox steps must be >= 0, got {step!r}")
         out = np.empty_like(z)
         for code, p0, p1, group in self.steps(z.shape[0]):
-            nb.prox_norm_step(code, p0, p1, group, z, float(step), out)
+            nb.prox_norm_step(code, p0, p1, group, z, steps, out)
             z, out = out, z
         return z
 

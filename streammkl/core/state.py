@@ -174,6 +174,9 @@ class BlockState:
     age: np.ndarray  # (cap,) int64
     counters: np.ndarray  # [n_support, next_age]
     bias: np.ndarray  # (K,)
+    step_acc: np.ndarray  # (M + 1,) adaptive schedules: squared gradient norms per block, bias
+    step_prev: np.ndarray  # (M,) FTRL: each block's step of the previous round (0: none yet)
+    stored_norms: np.ndarray  # (M,) FTRL: ||u_m|| of the stored blocks (theta_m = scale_m u_m)
 
     @classmethod
     def empty(cls, layout: Layout, n_outputs: int, capacity: int, average: bool) -> BlockState:
@@ -194,6 +197,9 @@ class BlockState:
             age=np.zeros(cap, dtype=np.int64),
             counters=np.zeros(2, dtype=np.int64),
             bias=np.zeros(K),
+            step_acc=np.zeros(M + 1),
+            step_prev=np.zeros(M),
+            stored_norms=np.zeros(M),
         )
 
     @property
@@ -223,7 +229,17 @@ class BlockState:
 
     @classmethod
     def from_arrays(cls, arrays: Mapping[str, np.ndarray], capacity: int) -> BlockState:
-        state = cls(**{f.name: np.array(arrays[f.name]) for f in fields(cls)})
+        M = np.asarray(arrays["scale"]).shape[0]
+        # arrays added after the first state format: zeros when an older file lacks them
+        default = {"step_acc": M + 1, "step_prev": M, "stored_norms": M}
+        state = cls(
+            **{
+                f.name: np.array(arrays[f.name])
+                if f.name in arrays or f.name not in default
+                else np.zeros(default[f.name])
+                for f in fields(cls)
+            }
+        )
         state.resize_support(max(capacity, state.n_support))
         return state
 
@@ -282,6 +298,7 @@ def transplant(
     new.counters[:] = old.counters
     new.counters[0] = n
     new.bias[:] = old.bias
+    new.step_acc[-1] = old.step_acc[-1]
     width = min(old.sx.shape[1], d_new)
     new.sx[:n, :width] = old.sx[:n, :width]
     new.sv[:n] = old.sv[:n]
@@ -293,6 +310,9 @@ def transplant(
             continue
         new.scale[m] = old.scale[i]
         new.norms[m] = old.norms[i]
+        new.step_acc[m] = old.step_acc[i]
+        new.step_prev[m] = old.step_prev[i]
+        new.stored_norms[m] = old.stored_norms[i]
         if new_layout.is_explicit[m]:
             a, e = old_layout.ex_off[i], old_layout.ex_off[i + 1]
             na = new_layout.ex_off[m]

@@ -169,7 +169,7 @@ class JointBlocks:
         scale = np.append(S.scale, 1.0)
         codes, params, groups = self.steps
         cnb.apply_prox_steps(
-            eta, codes, params, groups, self.radius, self.is_explicit1, L.ex_blocks,
+            np.full(M + 1, eta), codes, params, groups, self.radius, self.is_explicit1, L.ex_blocks,
             self.ex_off1, S.w, scale, norms, S.coef, S.n_support, np.zeros(M + 1),
         )  # fmt: skip
         S.norms[:] = norms[:M]

@@ -41,22 +41,24 @@ from streammkl.core._numba.codes import (
     _PRUNE_MARGIN, _SCALE_FLOOR, B_OLDEST, B_SMALLEST, K_B1, K_LINEAR, K_POLY, K_RBF,
     L_EPS, L_HINGE, L_HUBER, L_LOGISTIC, L_MC_HINGE, L_SOFTMAX, L_SQUARED,
     MAP_GATHER, MAP_LINEAR, MAP_RFF, P_BALL, P_BLOCKSOFT, P_ENET, P_GROUP, P_GROUPLQ, P_L1,
-    P_L1BALL, P_L2, P_SQGROUP, S_CONSTANT, S_INVSQRT, S_INVT,
+    P_L1BALL, P_L2, P_SQGROUP, S_ADAGRAD, S_CONSTANT, S_FTRL, S_INVSQRT, S_INVT,
 )  # fmt: skip
 from streammkl.core._numba.kernels import gram, kernel_value, view_dot
 from streammkl.core._numba.losses import loss_grad, loss_values
 from streammkl.core._numba.prox import (
-    prox_norm_step, prox_power, prox_squared_l1, project_l1_ball, schedule_eta,
+    ball_multiplier, decreasing_root, gather, prox_norm_step, prox_power, prox_squared_l1,
+    project_l1_ball, scatter, schedule_eta, uniform, weighted_l1_ball, weighted_squared_l1,
 )  # fmt: skip
 from streammkl.core._numba.features import (
-    FAST_COS_LIMIT, axpy_sqnorm, dot4, explicit_phi, fast_cos,
+    FAST_COS_LIMIT, axpby_sqnorm, axpy_sqnorm, dot4, explicit_phi, fast_cos,
 )  # fmt: skip
 from streammkl.core._numba.scores import (
     block_scores, explicit_sqnorm, support_expansion, zero_or_fold_block,
 )  # fmt: skip
 from streammkl.core._numba.budget import evict
 from streammkl.core._numba.rounds import (
-    apply_prox_steps, average_explicit, decision, decision_many, learn_many, learn_round,
+    apply_prox_steps, average_explicit, block_steps, decision, decision_many, ftrl_explicit,
+    learn_many, learn_round,
 )  # fmt: skip
 from streammkl.core._numba.chains import (
     forward_backward, logsumexp_row, viterbi, viterbi_cost, viterbi_hamming,
