@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from streammkl.core import _numba as nb
+from streammkl.core import bandwidth
 from streammkl.core import budget as budgets
 from streammkl.core import kernels as kernels_mod
 from streammkl.core import losses as losses_mod
@@ -58,6 +59,15 @@ class OnlineMKL:
         Learn an unregularized bias per output with step ``intercept_lr * eta_t``.
     average
         Keep the running average of the explicit weights (Prop. 4); ``decision(x, averaged=True)``.
+    averages
+        Horizons of exponential averages of the iterates (explicit blocks), e.g.
+        ``(100, 1000, 10000)``: predictions (``decision``, the scores ``learn_many`` returns)
+        then come from whichever of the last iterate and these averages has the smallest
+        discounted prequential loss so far (``average_discount`` per round); learning is
+        unchanged (one update per example, the gradient at the last iterate). Averages damp
+        the noise of the iterates on noisy streams; the last iterate wins after a change.
+    average_discount
+        The discount of those losses (0.999: about the last thousand examples count).
     """
 
     def __init__(
@@ -73,6 +83,8 @@ class OnlineMKL:
         fit_intercept: bool = False,
         intercept_lr: float = 1.0,
         average: bool = False,
+        averages: Sequence[float] = (),
+        average_discount: float = 0.999,
     ):
         self.kernels = tuple(kernels_mod.from_spec(k) for k in kernels)
         if not self.kernels:
@@ -100,6 +112,12 @@ class OnlineMKL:
         self.fit_intercept = bool(fit_intercept)
         self.intercept_lr = float(intercept_lr)
         self.average = bool(average)
+        self.averages = tuple(float(h) for h in averages)
+        if any(not (h >= 1) for h in self.averages):
+            raise ValueError(f"averages: horizons must be numbers >= 1, got {averages!r}")
+        if not 0.0 < average_discount <= 1.0:
+            raise ValueError(f"average_discount must be in (0, 1], got {average_discount!r}")
+        self.average_discount = float(average_discount)
         self.radius = self._resolve_radius(radius)
         self._check_compatible()
         self.feature_keys: list[str] = []
@@ -109,6 +127,10 @@ class OnlineMKL:
         self._layout: Layout | None = None
         self._state: BlockState | None = None
         self._args: RoundArgs | None = None
+        # MedianRBF kernels: the first inputs, until their bandwidths are measured
+        self._warmup: bandwidth.Reservoir | None = (
+            bandwidth.Reservoir() if bandwidth.has_pending(self.kernels) else None
+        )
 
     # --- configuration ----------------------------------------------------------------------
     def _resolve_radius(self, radius: float | str | None) -> float:
@@ -145,8 +167,10 @@ class OnlineMKL:
                     f"{reg!r} acts on coordinates and needs explicit blocks; kernelized blocks: "
                     f"{implicit}"
                 )
-        if self.average and implicit:
-            raise ValueError(f"average=True is supported for explicit blocks only; got {implicit}")
+        if (self.average or self.averages) and implicit:
+            raise ValueError(
+                f"average / averages are supported for explicit blocks only; got {implicit}"
+            )
         if isinstance(self.schedule, schedules_mod.FTRL):
             if implicit:
                 raise ValueError(
@@ -186,12 +210,13 @@ class OnlineMKL:
         return set(self.feature_keys)
 
     def _rebuild(self, kernels: Sequence[Kernel], keys: list[str], n_outputs: int) -> None:
+        kernels = bandwidth.for_inputs(kernels, len(keys))
         index = {k: i for i, k in enumerate(keys)}
         layout = build_layout(kernels, len(keys), self.seed, index, keys)
         names = [k.name for k in kernels]
         if self._state is None or self._layout is None:
             cap = budgets.initial_capacity(self.budget)
-            state = BlockState.empty(layout, n_outputs, cap, self.average)
+            state = BlockState.empty(layout, n_outputs, cap, self.average, len(self.averages))
         else:
             self._state.grow_outputs(n_outputs)
             state = transplant(self._layout, self._state, self.names, layout, names, kernels)
@@ -214,6 +239,8 @@ class OnlineMKL:
             self._policy,
             budgets.capacity_limit(self.budget),
             self.intercept_lr if self.fit_intercept else 0.0,
+            np.array(self.averages, dtype=np.float64),
+            self.average_discount,
         )
 
     def _prepare(self, x: Any) -> np.ndarray:
@@ -295,6 +322,8 @@ class OnlineMKL:
         assert self._args is not None
         loss = self._args.learn_round(x, y, self.schedule.t)
         self.t += 1
+        if self._warmup is not None:
+            self._warm(x[None, :])
         if self.average:
             assert self._layout is not None and self._state is not None
             nb.average_explicit(
@@ -368,10 +397,36 @@ class OnlineMKL:
         X = np.ascontiguousarray(X, dtype=np.float64)
         return self._rounds(X, np.ascontiguousarray(Y, dtype=np.float64), block_norms)
 
+    def _warm(self, X: np.ndarray) -> None:
+        """Keep warm-up inputs; once there are enough, measure the Gaussian bandwidths."""
+        assert self._warmup is not None
+        self._warmup.add(X)
+        if self._warmup.full:
+            kernels = bandwidth.after_warmup(self.kernels, self._warmup.rows)
+            self._warmup = None
+            self._swap_kernels(kernels)
+
     def _rounds(
         self, X: np.ndarray, Y: np.ndarray, block_norms: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
-        """The compiled loop over validated rows (see :meth:`learn_many`)."""
+        """The compiled loop over validated rows (see :meth:`learn_many`); a run that crosses
+        the end of the bandwidth warm-up is cut there (the bank changes)."""
+        if self._warmup is not None:
+            cut = bandwidth.WARMUP - len(self._warmup)
+            if cut < X.shape[0]:
+                head = None if block_norms is None else block_norms[:cut]
+                tail = None if block_norms is None else block_norms[cut:]
+                losses, preds = self._rounds(X[:cut], Y[:cut], head)
+                more, more_preds = self._rounds(X[cut:], Y[cut:], tail)
+                return np.concatenate([losses, more]), np.concatenate([preds, more_preds])
+            out = self._compiled_rounds(X, Y, block_norms)
+            self._warm(X)
+            return out
+        return self._compiled_rounds(X, Y, block_norms)
+
+    def _compiled_rounds(
+        self, X: np.ndarray, Y: np.ndarray, block_norms: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         self._ensure_room(X.shape[0])
         a = self._args
         assert a is not None and self._state is not None
@@ -509,9 +564,13 @@ class OnlineMKL:
         accumulated gradients on the current theta (theta does not move) and restarts the
         regularizer's weight t."""
         self.schedule.restart()
-        if self._state is None or not self.schedule.adaptive:
+        if self._state is None:
             return
         S = self._state
+        S.avg_count[:] = 0.0  # the averages restart from the next iterate ...
+        S.avg_loss[:] = 0.0  # ... and the last iterate predicts until one does better
+        if not self.schedule.adaptive:
+            return
         if isinstance(self.schedule, schedules_mod.FTRL):
             assert self._layout is not None
             consts = self.schedule.constants
@@ -544,15 +603,17 @@ class OnlineMKL:
         """Everything learning changes, copied (a few µs for a bank of explicit blocks): a run
         learned after it can be taken back by :meth:`restore_point`."""
         state = None if self._state is None else self._state.copy()
+        warmup = None if self._warmup is None else bandwidth.Reservoir(self._warmup.rows)
         return (
             self.kernels, list(self.feature_keys), self.n_outputs, self._layout, state,
-            self.schedule.t, self.t,
+            self.schedule.t, self.t, warmup,
         )  # fmt: skip
 
     def restore_point(self, point: tuple[Any, ...]) -> None:
         """Back to :meth:`save_point`'s model, in place (the same object, bit for bit)."""
-        kernels, keys, n_outputs, layout, state, schedule_t, t = point
+        kernels, keys, n_outputs, layout, state, schedule_t, t, warmup = point
         self.kernels, self.feature_keys, self.n_outputs = kernels, list(keys), n_outputs
+        self._warmup = None if warmup is None else bandwidth.Reservoir(warmup.rows)
         self._layout = layout
         self._state = None if state is None else state.copy()
         self.schedule.t, self.t = schedule_t, t
@@ -598,6 +659,8 @@ class OnlineMKL:
             "fit_intercept": self.fit_intercept,
             "intercept_lr": self.intercept_lr,
             "average": self.average,
+            "averages": list(self.averages),
+            "average_discount": self.average_discount,
         }
 
     def to_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
@@ -612,6 +675,8 @@ class OnlineMKL:
             "schedule_t": self.schedule.t,
         }
         arrays = self._state.to_arrays() if self._state is not None else {}
+        if self._warmup is not None and len(self._warmup):
+            arrays["warmup_inputs"] = self._warmup.rows.copy()
         return meta, arrays
 
     @classmethod
@@ -628,6 +693,10 @@ class OnlineMKL:
         model.t = int(meta["t"])
         model.n_outputs = int(meta["n_outputs"])
         model.feature_keys = list(meta["feature_keys"])
+        arrays = dict(arrays)
+        warm = arrays.pop("warmup_inputs", None)
+        if warm is not None and model._warmup is not None:
+            model._warmup = bandwidth.Reservoir(warm)
         if arrays:
             index = {k: i for i, k in enumerate(model.feature_keys)}
             keys = model.feature_keys

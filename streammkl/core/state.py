@@ -103,12 +103,13 @@ def build_layout(
             ex_off[m + 1] = ex_off[m]
             continue
         if isinstance(kernel, RBF):
-            D = kernel.n_components or 0
+            sel, offsets = kernel.fourier_map([keys[j] for j in idx], seed)
+            D = sel.shape[0]
             cols = np.zeros((D, d))
             if idx.size:
-                cols[:, idx] = kernel.fourier_columns([keys[j] for j in idx], seed)
+                cols[:, idx] = sel
             rff_rows.append(cols)
-            rff_offsets.append(kernel.fourier_offsets(seed))
+            rff_offsets.append(offsets)
             ex_kind[m] = nb.MAP_RFF
             rows = np.arange(n_rff, n_rff + D, dtype=np.float64)
             phi_src.append(np.vstack([rows, -np.ones(D), np.ones(D)]))
@@ -174,12 +175,18 @@ class BlockState:
     age: np.ndarray  # (cap,) int64
     counters: np.ndarray  # [n_support, next_age]
     bias: np.ndarray  # (K,)
+    avg_w: np.ndarray  # (E, K, P) averaged iterates of the explicit weights (scaled), E >= 0
+    avg_bias: np.ndarray  # (E, K) their biases
+    avg_loss: np.ndarray  # (E + 1,) discounted prequential losses: last iterate, then averages
+    avg_count: np.ndarray  # (1,) rounds the averages have seen
     step_acc: np.ndarray  # (M + 1,) adaptive schedules: squared gradient norms per block, bias
     step_prev: np.ndarray  # (M,) FTRL: each block's step of the previous round (0: none yet)
     stored_norms: np.ndarray  # (M,) FTRL: ||u_m|| of the stored blocks (theta_m = scale_m u_m)
 
     @classmethod
-    def empty(cls, layout: Layout, n_outputs: int, capacity: int, average: bool) -> BlockState:
+    def empty(
+        cls, layout: Layout, n_outputs: int, capacity: int, average: bool, n_averages: int = 0
+    ) -> BlockState:
         M = layout.kinds.shape[0]
         d = layout.masks.shape[1]
         K = n_outputs
@@ -197,6 +204,10 @@ class BlockState:
             age=np.zeros(cap, dtype=np.int64),
             counters=np.zeros(2, dtype=np.int64),
             bias=np.zeros(K),
+            avg_w=np.zeros((n_averages, K, layout.width)),
+            avg_bias=np.zeros((n_averages, K)),
+            avg_loss=np.zeros(n_averages + 1),
+            avg_count=np.zeros(1),
             step_acc=np.zeros(M + 1),
             step_prev=np.zeros(M),
             stored_norms=np.zeros(M),
@@ -231,7 +242,10 @@ class BlockState:
     def from_arrays(cls, arrays: Mapping[str, np.ndarray], capacity: int) -> BlockState:
         M = np.asarray(arrays["scale"]).shape[0]
         # arrays added after the first state format: zeros when an older file lacks them
-        default = {"step_acc": M + 1, "step_prev": M, "stored_norms": M}
+        default: dict[str, int | tuple[int, ...]] = {
+            "step_acc": M + 1, "step_prev": M, "stored_norms": M,
+            "avg_w": (0, 0, 0), "avg_bias": (0, 0), "avg_loss": 1, "avg_count": 1,
+        }  # fmt: skip
         state = cls(
             **{
                 f.name: np.array(arrays[f.name])
@@ -276,6 +290,9 @@ class BlockState:
             self.w_avg = np.vstack([self.w_avg, np.zeros((extra, self.w_avg.shape[1]))])
         self.sv = np.hstack([self.sv, np.zeros((self.sv.shape[0], extra))])
         self.bias = np.concatenate([self.bias, np.zeros(extra)])
+        E, _, P = self.avg_w.shape
+        self.avg_w = np.concatenate([self.avg_w, np.zeros((E, extra, P))], axis=1)
+        self.avg_bias = np.hstack([self.avg_bias, np.zeros((E, extra))])
 
 
 def transplant(
@@ -293,7 +310,11 @@ def transplant(
     cap = old.capacity if new_layout.im_blocks.size else 0
     if new_layout.im_blocks.size and cap == 0:
         cap = max(old.n_support, 64)
-    new = BlockState.empty(new_layout, K, cap, average=bool(old.w_avg.shape[0]))
+    E = old.avg_w.shape[0]
+    new = BlockState.empty(new_layout, K, cap, bool(old.w_avg.shape[0]), E)
+    new.avg_bias[:] = old.avg_bias
+    new.avg_loss[:] = old.avg_loss
+    new.avg_count[:] = old.avg_count
     n = min(old.n_support, cap) if new_layout.im_blocks.size else 0
     new.counters[:] = old.counters
     new.counters[0] = n
@@ -319,6 +340,7 @@ def transplant(
             new.w[:, na : na + (e - a)] = old.w[:, a:e]
             if old.w_avg.shape[0]:
                 new.w_avg[:, na : na + (e - a)] = old.w_avg[:, a:e]
+            new.avg_w[:, :, na : na + (e - a)] = old.avg_w[:, :, a:e]
         elif not old_layout.is_explicit[i]:
             new.coef[m, :n] = old.coef[i, :n]
     if n:  # per-view squared norms and self-kernel values under the new layout

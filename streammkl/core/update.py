@@ -65,6 +65,8 @@ class RoundArgs:
         policy: int,
         capacity: int,
         bias_lr: float,
+        horizons: np.ndarray,
+        discount: float,
     ):
         L, S = layout, state
         K = S.w.shape[0]
@@ -88,13 +90,20 @@ class RoundArgs:
         arrays += (S.age, S.counters)
         arrays += (S.bias, bias_lr)
         buffers = (self.phi, self.scores, self.fx, self.v, self.xsq, self.dots, self.newnorms)
-        self.learn = config + arrays + buffers + (self.fsq,)
+        self.pred = np.zeros(K)  # the prediction (the leader among the averaged iterates)
+        averages = (S.avg_w, S.avg_bias, S.avg_loss, S.avg_count, horizons, float(discount))
+        work = (self.pred, np.zeros(K), np.zeros(K))
+        self.learn = config + arrays + buffers + (self.fsq,) + averages + work
         self.decide = (
             L.kinds, L.kp, L.view_of, L.masks, L.view_full, L.ex_blocks, L.im_blocks,
             L.ex_off, L.ex_kind, L.ex_norm, L.phi_src, L.rff_wt, L.rff_b,
             S.w, S.scale, S.sx, S.ssq, S.sv, S.coef,
         )  # fmt: skip
-        self.decide_tail = (S.bias, self.phi, self.scores, self.fx, self.xsq, self.dots)
+        self.decide_tail: tuple[np.ndarray, ...] = (
+            S.bias, self.phi, self.scores, self.fx, self.xsq, self.dots,
+            S.avg_w, S.avg_bias, S.avg_loss,
+        )  # fmt: skip
+        self.no_averages = (np.zeros((0, K, 0)), np.zeros((0, K)), np.zeros(1))
         self.state = S
         self._learn_fast: Callable | None = None
         self._decide_fast: Callable | None = None
@@ -115,7 +124,7 @@ class RoundArgs:
         args = self.decide
         if w is not None:
             args = (*args[:13], w, np.ones_like(self.state.scale), *args[15:])
-            nb.decision(x, *args, self.state.n_support, *self.decide_tail)
+            nb.decision(x, *args, self.state.n_support, *self.decide_tail[:6], *self.no_averages)
             return self.fx
         fast = self._decide_fast
         if fast is not None and x.flags.writeable:

@@ -37,6 +37,7 @@ class MKLMixin:
     budget_policy: str
     seed: int
     fit_intercept: bool
+    averages: tuple | None
 
     def _init_state(self) -> None:
         self._model: OnlineMKL | None = None
@@ -64,7 +65,15 @@ class MKLMixin:
             budget_policy=self.budget_policy,
             seed=self.seed,
             fit_intercept=self.fit_intercept,
+            averages=self._averages(),
         )
+
+    def _averages(self) -> tuple:
+        if self.averages is not None:
+            return tuple(self.averages)
+        if any(k.implicit for k in self._bank()):
+            return ()  # averaged iterates are kept for explicit blocks only
+        return defaults.AVERAGES
 
     def _core_loss(self) -> Any:
         raise NotImplementedError

@@ -47,6 +47,10 @@ class MKLClassifier(MKLMixin, base.Classifier):
         ``"oldest"`` or ``"smallest"`` eviction.
     seed
         Seeds random feature maps (deterministic per kernel and feature name).
+    averages
+        Horizons of exponential averages of the iterates whose predictions compete with the
+        last iterate's (the one with the smallest discounted prequential loss predicts); None =
+        ``defaults.AVERAGES``, ``()`` = the last iterate only. Explicit blocks only.
     fit_intercept
         Learn an unregularized bias per class.
 
@@ -86,6 +90,7 @@ class MKLClassifier(MKLMixin, base.Classifier):
         budget_policy: str = "oldest",
         seed: int = 0,
         fit_intercept: bool = True,
+        averages: tuple | None = None,
     ):
         self.kernels = kernels
         self.loss = loss
@@ -96,6 +101,7 @@ class MKLClassifier(MKLMixin, base.Classifier):
         self.budget_policy = budget_policy
         self.seed = seed
         self.fit_intercept = fit_intercept
+        self.averages = averages
         self._init_state()
         self.classes_: list = []
         self._class_index: dict = {}

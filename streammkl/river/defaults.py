@@ -14,6 +14,7 @@ RFF_COMPONENTS = 128
 LAMBDA = 1e-4
 ETA0 = 1.0
 BUDGET = 256
+AVERAGES: tuple = ()
 
 
 def kernel_bank() -> tuple:

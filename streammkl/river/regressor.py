@@ -40,6 +40,10 @@ class MKLRegressor(MKLMixin, base.Regressor):
         ``"oldest"`` or ``"smallest"``.
     seed
         Seeds random feature maps.
+    averages
+        Horizons of exponential averages of the iterates whose predictions compete with the
+        last iterate's (the one with the smallest discounted prequential loss predicts); None =
+        ``defaults.AVERAGES``, ``()`` = the last iterate only. Explicit blocks only.
     fit_intercept
         Learn an unregularized bias.
     standardize_target
@@ -66,6 +70,7 @@ class MKLRegressor(MKLMixin, base.Regressor):
         budget_policy: str = "oldest",
         seed: int = 0,
         fit_intercept: bool = True,
+        averages: tuple | None = None,
         standardize_target: bool = True,
     ):
         self.kernels = kernels
@@ -77,6 +82,7 @@ class MKLRegressor(MKLMixin, base.Regressor):
         self.budget_policy = budget_policy
         self.seed = seed
         self.fit_intercept = fit_intercept
+        self.averages = averages
         self.standardize_target = standardize_target
         self._init_state()
         self._n = 0

@@ -9,6 +9,7 @@ computed:
 - ``features``: explicit feature maps and the vector loops over them;
 - ``scores``: block scores (explicit dot products, kernel expansions);
 - ``budget``: support-set budget maintenance with exact norms;
+- ``averages``: predictions from averaged iterates (exponential averages, follow the leader);
 - ``rounds``: one round of Alg. 1 / 3, its compiled loop, prediction;
 - ``chains`` and ``sequences``: sequence decoders and the sequence learner's position loops.
 
@@ -56,9 +57,12 @@ from streammkl.core._numba.scores import (
     block_scores, explicit_sqnorm, support_expansion, zero_or_fold_block,
 )  # fmt: skip
 from streammkl.core._numba.budget import evict
+from streammkl.core._numba.averages import (
+    average_scores, leader, track_averages, update_averages,
+)  # fmt: skip
 from streammkl.core._numba.rounds import (
     apply_prox_steps, average_explicit, block_steps, decision, decision_many, ftrl_explicit,
-    learn_many, learn_round,
+    learn_many, learn_round, round_body,
 )  # fmt: skip
 from streammkl.core._numba.chains import (
     forward_backward, logsumexp_row, viterbi, viterbi_cost, viterbi_hamming,

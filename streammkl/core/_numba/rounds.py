@@ -9,6 +9,7 @@ import numpy as np
 from numba import njit
 
 from streammkl.core._jit import JIT
+from streammkl.core._numba.averages import average_scores, leader, track_averages, update_averages
 from streammkl.core._numba.budget import evict
 from streammkl.core._numba.codes import _SCALE_FLOOR, P_BALL, P_L1, S_ADAGRAD, S_FTRL
 from streammkl.core._numba.features import axpby_sqnorm, axpy_sqnorm, dot4, explicit_phi
@@ -153,6 +154,7 @@ def _learn_round(
     loss_code, loss_p, step_codes, step_p, step_groups, radius, policy, capacity,
     w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, bias, bias_lr,
     phi, scores, fx, v, xsq, dots, newnorms, fsq,
+    avg_w, avg_bias, avg_loss, avg_count, horizons, rho, pred, scratch, ascores,
 ):  # fmt: skip
     """One round: scores -> loss subgradient -> gradient step -> J prox steps -> projection.
 
@@ -162,8 +164,34 @@ def _learn_round(
     steps and the norms of its stored blocks (unused by the other schedules). ``fx`` receives
     the prequential scores (before the update); returns the loss at theta_t.
     ``counters = [n_support, next_age]``. The caller guarantees room for one more support pair
-    when ``capacity`` is not yet reached (``sx.shape[0] > counters[0]``).
+    when ``capacity`` is not yet reached (``sx.shape[0] > counters[0]``). With averaged
+    iterates (``avg_w`` non-empty, see ``averages``) ``pred`` receives the prediction (the
+    leader's scores), else ``fx``'s; the gradient is always the last iterate's.
     """
+    loss = round_body(
+        x, y, t, sched, sched_p, acc, etas, prev, zn,
+        kinds, kp, is_explicit, view_of, masks, view_full, ex_blocks, im_blocks,
+        ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b,
+        loss_code, loss_p, step_codes, step_p, step_groups, radius, policy, capacity,
+        w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, bias, bias_lr,
+        phi, scores, fx, v, xsq, dots, newnorms, fsq,
+        avg_w, avg_bias, avg_loss, rho, pred, scratch, ascores,
+    )  # fmt: skip
+    if avg_w.shape[0] > 0:
+        update_averages(w, scale, bias, ex_blocks, ex_off, avg_w, avg_bias, horizons, avg_count)
+    return loss
+
+
+def _round_body(
+    x, y, t, sched, sched_p, acc, etas, prev, zn,
+    kinds, kp, is_explicit, view_of, masks, view_full, ex_blocks, im_blocks,
+    ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b,
+    loss_code, loss_p, step_codes, step_p, step_groups, radius, policy, capacity,
+    w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, bias, bias_lr,
+    phi, scores, fx, v, xsq, dots, newnorms, fsq,
+    avg_w, avg_bias, avg_loss, rho, pred, scratch, ascores,
+):  # fmt: skip
+    """``learn_round`` before the averages' update (see there)."""
     M = norms.shape[0]
     K = fx.shape[0]
     explicit_phi(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b, phi)
@@ -177,6 +205,14 @@ def _learn_round(
             total += scores[m, k]
         fx[k] = total
     loss = loss_grad(loss_code, loss_p, fx, y, v)
+    if avg_w.shape[0] > 0:
+        track_averages(
+            loss_code, loss_p, fx, loss, y, phi, ex_blocks, ex_off, avg_w, avg_bias, avg_loss,
+            rho, scratch, ascores, pred,
+        )  # fmt: skip
+    else:
+        for k in range(K):
+            pred[k] = fx[k]
     vv = 0.0
     for k in range(K):
         vv += v[k] * v[k]
@@ -248,6 +284,7 @@ def _learn_round(
     return loss
 
 
+round_body = njit(**JIT)(_round_body)
 learn_round = njit(**JIT)(_learn_round)
 
 
@@ -255,8 +292,10 @@ def _decision(
     x, kinds, kp, view_of, masks, view_full, ex_blocks, im_blocks,
     ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b,
     w, scale, sx, ssq, sv, coef, n_support, bias, phi, scores, fx, xsq, dots,
+    avg_w, avg_bias, avg_loss,
 ):  # fmt: skip
-    """Scores ``fx`` = sum of block scores + bias, without learning."""
+    """Scores ``fx`` = sum of block scores + bias, without learning; with averaged iterates,
+    the scores of the predictor ``learn_round`` would use now (the leader)."""
     explicit_phi(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b, phi)
     block_scores(
         x, phi, w, scale, ex_blocks, ex_off, im_blocks, view_of, masks, view_full,
@@ -267,6 +306,10 @@ def _decision(
         for m in range(scores.shape[0]):
             acc += scores[m, k]
         fx[k] = acc
+    if avg_w.shape[0] > 0:
+        best = leader(avg_loss)
+        if best > 0:
+            average_scores(phi, ex_blocks, ex_off, avg_w, avg_bias, best - 1, fx)
 
 
 decision = njit(**JIT)(_decision)
@@ -290,7 +333,9 @@ def _learn_many(
     ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b,
     loss_code, loss_p, step_codes, step_p, step_groups, radius, policy, capacity,
     w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, bias, bias_lr,
-    phi, scores, fx, v, xsq, dots, newnorms, fsq, losses, preds, norms_before,
+    phi, scores, fx, v, xsq, dots, newnorms, fsq,
+    avg_w, avg_bias, avg_loss, avg_count, horizons, rho, pred, scratch, ascores,
+    losses, preds, norms_before,
 ):  # fmt: skip
     """``learn_round`` over the rows of X in order (the compiled loop behind ``learn_many``).
 
@@ -311,9 +356,10 @@ def _learn_many(
             loss_code, loss_p, step_codes, step_p, step_groups, radius, policy, capacity,
             w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, bias, bias_lr,
             phi, scores, fx, v, xsq, dots, newnorms, fsq,
+            avg_w, avg_bias, avg_loss, avg_count, horizons, rho, pred, scratch, ascores,
         )  # fmt: skip
         for k in range(fx.shape[0]):
-            preds[i, k] = fx[k]
+            preds[i, k] = pred[k]
         if average:
             average_explicit(w, scale, ex_blocks, ex_off, w_avg, n0 + i + 1)
 
@@ -324,7 +370,8 @@ learn_many = njit(**JIT)(_learn_many)
 def _decision_many(
     X, kinds, kp, view_of, masks, view_full, ex_blocks, im_blocks,
     ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b,
-    w, scale, sx, ssq, sv, coef, n_support, bias, phi, scores, fx, xsq, dots, out,
+    w, scale, sx, ssq, sv, coef, n_support, bias, phi, scores, fx, xsq, dots,
+    avg_w, avg_bias, avg_loss, out,
 ):  # fmt: skip
     """``decision`` for every row of X into ``out`` (n, K)."""
     for i in range(X.shape[0]):
@@ -332,6 +379,7 @@ def _decision_many(
             X[i], kinds, kp, view_of, masks, view_full, ex_blocks, im_blocks,
             ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b,
             w, scale, sx, ssq, sv, coef, n_support, bias, phi, scores, fx, xsq, dots,
+            avg_w, avg_bias, avg_loss,
         )  # fmt: skip
         for k in range(fx.shape[0]):
             out[i, k] = fx[k]
