@@ -96,7 +96,7 @@ def test_scalar_and_vector_kernels():
     for code in range(3):
         _both("schedule_eta", code, 0.5, 7)
     for code in range(5):
-        _both("block_steps", code, np.array([0.5, 1e-8]), 7, np.abs(rng.normal(size=7)),
+        _both("block_steps", code, np.array([0.5, 1e-8, 0.9]), 7, np.abs(rng.normal(size=7)),
               s, 0.8, np.zeros(7))  # fmt: skip
     for x in (0.0, 0.3, -2.0, 100.5, -9.9e4):
         _both("fast_cos", x)

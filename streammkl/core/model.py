@@ -67,7 +67,7 @@ class OnlineMKL:
         unchanged (one update per example, the gradient at the last iterate). Averages damp
         the noise of the iterates on noisy streams; the last iterate wins after a change.
     average_discount
-        The discount of those losses (0.999: about the last thousand examples count).
+        The discount of those losses (0.995: about the last two hundred examples count).
     """
 
     def __init__(
@@ -84,7 +84,7 @@ class OnlineMKL:
         intercept_lr: float = 1.0,
         average: bool = False,
         averages: Sequence[float] = (),
-        average_discount: float = 0.999,
+        average_discount: float = 0.995,
     ):
         self.kernels = tuple(kernels_mod.from_spec(k) for k in kernels)
         if not self.kernels:

@@ -42,8 +42,8 @@ class Schedule(Spec):
 
     @property
     def constants(self) -> np.ndarray:
-        """The two numbers the compiled round reads (the parameter, and delta for AdaGrad)."""
-        return np.array([self.param, 0.0])
+        """The numbers the compiled round reads (the parameter; AdaGrad: eta0, delta, forget)."""
+        return np.array([self.param, 0.0, 1.0])
 
     def eta(self, t: int) -> float:
         """Learning rate of round ``t >= 1`` (counted from the last restart)."""
@@ -161,7 +161,7 @@ class _PerBlock(Schedule):
 
     @property
     def constants(self) -> np.ndarray:
-        return np.array([self.eta0, self.delta])
+        return np.array([self.eta0, self.delta, 1.0])
 
     def eta(self, t: int) -> float:
         raise TypeError(
@@ -183,9 +183,27 @@ class AdaGrad(_PerBlock):
     With a projection radius F/2 on theta, regret <= sum_m (F^2 / (2 eta0) + eta0)
     sqrt(delta + sum_t ||g_m,t||^2) (their Thm. 5, one scalar per block). ``restart()`` (drift)
     also clears the accumulators, so the next steps are large again.
+
+    ``forget < 1`` discounts old gradients (``acc <- forget acc + ||g||^2``, as RMSProp does):
+    the steps stop shrinking, at about ``eta0 sqrt(1 - forget) / ||g||``, so the learner keeps
+    tracking a drifting stream; the regret bound above then no longer applies (none is
+    exported).
     """
 
     code = nb.S_ADAGRAD
+
+    def __init__(self, eta0: float = 1.0, delta: float = 1e-8, forget: float = 1.0):
+        super().__init__(eta0, delta)
+        if not 0.0 < forget <= 1.0:
+            raise ValueError(f"AdaGrad: forget must be in (0, 1], got {forget!r}")
+        self.forget = float(forget)
+
+    @property
+    def constants(self) -> np.ndarray:
+        return np.array([self.eta0, self.delta, self.forget])
+
+    def params(self) -> dict[str, Any]:
+        return {**super().params(), "forget": self.forget}
 
 
 class FTRL(_PerBlock):

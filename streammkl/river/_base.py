@@ -51,7 +51,7 @@ class MKLMixin:
     def _make_model(self) -> OnlineMKL:
         reg = self.regularizer
         if reg is None:
-            reg = defaults.regularizer()
+            reg = self._default_regularizer()
         elif isinstance(reg, list | tuple):
             reg = tuple(regs_mod.from_spec(r) for r in reg)
         schedule = self.schedule if self.schedule is not None else self._default_schedule()
@@ -79,7 +79,10 @@ class MKLMixin:
         raise NotImplementedError
 
     def _default_schedule(self) -> Any:
-        return defaults.schedule()
+        return defaults.schedule(self._bank())
+
+    def _default_regularizer(self) -> Any:
+        return defaults.regularizer()
 
     def _vector(self, x: Mapping, learn: bool, validated: bool = False) -> np.ndarray | None:
         """x as a dense vector; on ``learn`` new features get columns. None before any learning."""

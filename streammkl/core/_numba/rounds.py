@@ -79,15 +79,17 @@ def _block_steps(sched, sched_p, t, acc, fsq, vv, etas):
 
     Global schedules (Constant, InvSqrt, InvT) give every block and the bias ``eta_t``. AdaGrad
     and FTRL first add this round's squared gradient norms ``||v||^2 ||phi_m(x)||^2`` (``fsq[m]
-    = ||phi_m(x)||^2``; ``vv = ||v||^2`` for the bias) to the accumulators ``acc`` and give
-    block m ``eta0 / sqrt(delta + acc[m])`` (``sched_p = (eta0, delta)``).
+    = ||phi_m(x)||^2``; ``vv = ||v||^2`` for the bias) to the accumulators ``acc``, after
+    multiplying them by ``forget`` (1: AdaGrad's sums), and give block m
+    ``eta0 / sqrt(delta + acc[m])`` (``sched_p = (eta0, delta, forget)``).
     """
     M = fsq.shape[0]
     if sched == S_ADAGRAD or sched == S_FTRL:
+        f = sched_p[2]
         for m in range(M):
-            acc[m] += vv * fsq[m]
+            acc[m] = f * acc[m] + vv * fsq[m]
             etas[m] = sched_p[0] / math.sqrt(sched_p[1] + acc[m])
-        acc[M] += vv
+        acc[M] = f * acc[M] + vv
         etas[M] = sched_p[0] / math.sqrt(sched_p[1] + acc[M])
     else:
         eta = schedule_eta(sched, sched_p[0], t)
