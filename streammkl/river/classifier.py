@@ -29,7 +29,7 @@ class MKLClassifier(MKLMixin, base.Classifier):
     ----------
     kernels
         Tuple of ``streammkl.core.kernels`` objects; None = the default bank (linear; additive
-        Gaussian; Gaussian kernels at 1/2, 2 and 8 times the inverse median squared distance of
+        Gaussian; Gaussian kernels at 1, 4 and 16 times the inverse median squared distance of
         the first inputs, as 256-component random Fourier maps; normalised quadratic with its
         exact explicit map), made for standardised inputs (``streammkl.river.defaults``).
     loss
@@ -71,7 +71,7 @@ class MKLClassifier(MKLMixin, base.Classifier):
     >>> from streammkl.river import MKLClassifier
     >>> model = preprocessing.StandardScaler() | MKLClassifier(seed=1)
     >>> evaluate.progressive_val_score(datasets.Phishing(), model, metrics.Accuracy())
-    Accuracy: 90.55%
+    Accuracy: 90.71%
     >>> clf = model["MKLClassifier"]
     >>> sorted(clf.kernel_weights, key=clf.kernel_weights.get, reverse=True)[0]
     'linear'

@@ -5,7 +5,7 @@ of the suite is validation.
 The default bank assumes standardised inputs (``preprocessing.StandardScaler() | MKLClassifier()``)
 and fits its Gaussian bandwidths to the data: a linear kernel; an additive Gaussian kernel (one
 smooth function per input: per-value effects of discrete inputs, monotone or bumpy effects of
-continuous ones); Gaussian kernels at 1/2, 2 and 8 times the inverse median squared distance of
+continuous ones); Gaussian kernels at 1, 4 and 16 times the inverse median squared distance of
 the first inputs (the median heuristic, ``core.bandwidth``), as 256-component random Fourier
 maps; and the normalised quadratic kernel (its exact explicit map). Every block is explicit, so
 the default schedule is FTRL-proximal with one AdaGrad step per block: the group lasso on the
@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 from streammkl.core import kernels, losses, regularizers, schedules
 
-RBF_SCALES = (0.5, 2.0, 8.0)  # gamma = scale / median ||x - x'||^2
+RBF_SCALES = (1.0, 4.0, 16.0)  # gamma = scale / median ||x - x'||^2
 RFF_COMPONENTS = 256
 ADDITIVE_GAMMA = 1.0  # per standardised input
 ADDITIVE_COMPONENTS = 16  # per input
