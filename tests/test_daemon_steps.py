@@ -83,7 +83,7 @@ def test_fused_rounds_learn_and_predict_exactly_like_predict_then_learn(name: st
 
 
 def test_fused_rounds_are_the_common_case_and_report_the_round() -> None:
-    step = make_step(MKLClassifier(loss=losses.Hinge()))
+    step = make_step(MKLClassifier(loss=losses.Hinge(), averages=()))  # loss at the scores
     step.track = True
     records = [(x, y) for x, y in stream(200, seed=3, task="binary") if y is not None]
     fused = 0

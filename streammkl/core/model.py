@@ -332,6 +332,19 @@ class OnlineMKL:
             )  # fmt: skip
         return loss
 
+    def learn_predict(self, x: Any, y: Any) -> np.ndarray:
+        """One round on (x, y); returns the scores predicted for x *before* the update (what
+        :meth:`decision` gave just before; the averaged predictor's with ``averages``)."""
+        self.learn(x, y)
+        return self.last_scores.copy()
+
+    @property
+    def last_scores(self) -> np.ndarray:
+        """The prediction of the last round (before its update); a view: copy to keep it."""
+        if self._args is None:
+            raise RuntimeError("no round learned yet")
+        return self._args.pred
+
     def decision_prepared(self, x: np.ndarray) -> np.ndarray:
         """Scores (K,) for a finite float64 vector of the model's width; a view, copy to keep."""
         if self._state is None or x.shape[0] != len(self.feature_keys):
@@ -404,7 +417,10 @@ class OnlineMKL:
         if self._warmup.full:
             kernels = bandwidth.after_warmup(self.kernels, self._warmup.rows)
             self._warmup = None
+            last = None if self._args is None else self._args.pred.copy()
             self._swap_kernels(kernels)
+            if last is not None and self._args is not None:
+                self._args.pred[:] = last  # the last round's prediction survives the new bank
 
     def _rounds(
         self, X: np.ndarray, Y: np.ndarray, block_norms: np.ndarray | None = None

@@ -229,7 +229,7 @@ class MKLStep(LearnerStep):
         core = learner.core
         reg = core.regularization_value() if core is not None and core._state is not None else 0.0
         learner.learn_one(x, y)
-        self._remember(x, y, reg, learner.core._args.fx)
+        self._remember(x, y, reg, learner.core.last_scores)
 
     def _remember(self, x: dict[str, float], y: Any, reg: float, fx: np.ndarray) -> None:
         """Keep the round just learned (for the monitor), in the core's conventions."""
@@ -286,7 +286,7 @@ class MKLStep(LearnerStep):
             target = (1.0 if k == 1 else -1.0) if self._binary else float(k)
             reg = core.regularization_value() if self.track else 0.0
             loss = core.learn_prepared(vec, target)
-            fx = core._args.fx  # the round's prequential scores
+            fx = core.last_scores  # the round's prequential scores
             if self.track:
                 self.last_round = Round(vec, target, loss, reg, fx.copy())
             return self._proba(fx)
@@ -294,7 +294,7 @@ class MKLStep(LearnerStep):
         scale = learner._std()
         reg = core.regularization_value() if self.track else 0.0
         learner.learn_one(x, y)
-        fx = core._args.fx
+        fx = core.last_scores
         value = center + scale * float(fx[0])
         if self.track:
             self._remember(x, y, reg, fx)

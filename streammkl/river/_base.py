@@ -54,7 +54,10 @@ class MKLMixin:
             reg = self._default_regularizer()
         elif isinstance(reg, list | tuple):
             reg = tuple(regs_mod.from_spec(r) for r in reg)
-        schedule = self.schedule if self.schedule is not None else self._default_schedule()
+        else:
+            reg = regs_mod.from_spec(reg)
+        regs = reg if isinstance(reg, tuple) else (reg,)
+        schedule = self.schedule if self.schedule is not None else self._default_schedule(regs)
         return OnlineMKL(
             kernels=self._bank(),
             loss=self._core_loss(),
@@ -78,8 +81,8 @@ class MKLMixin:
     def _core_loss(self) -> Any:
         raise NotImplementedError
 
-    def _default_schedule(self) -> Any:
-        return defaults.schedule(self._bank())
+    def _default_schedule(self, regs: Sequence[Any] = ()) -> Any:
+        return defaults.schedule(self._bank(), regs)
 
     def _default_regularizer(self) -> Any:
         return defaults.regularizer()

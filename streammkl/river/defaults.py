@@ -43,10 +43,12 @@ def regularizer() -> regularizers.Regularizer:
     return regularizers.GroupLasso(LAMBDA)
 
 
-def schedule(bank: Sequence[kernels.Kernel] = ()) -> schedules.Schedule:
-    """FTRL-proximal for explicit banks; AdaGrad's mirror descent (which also serves kernelized
-    blocks) when the bank has a kernelized one."""
-    if any(k.implicit for k in bank):
+def schedule(
+    bank: Sequence[kernels.Kernel] = (), regs: Sequence[regularizers.Regularizer] = ()
+) -> schedules.Schedule:
+    """FTRL-proximal for explicit banks under regularizers of the block norms; AdaGrad's mirror
+    descent (which also serves kernelized blocks and coordinate penalties) otherwise."""
+    if any(k.implicit for k in bank) or any(not r.norm_only for r in regs):
         return schedules.AdaGrad(ETA0)
     return schedules.FTRL(ETA0)
 

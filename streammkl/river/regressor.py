@@ -93,7 +93,7 @@ class MKLRegressor(MKLMixin, base.Regressor):
     def _is_stochastic(self) -> bool:
         return False
 
-    def _default_schedule(self) -> Any:
+    def _default_schedule(self, regs: Any = ()) -> Any:
         return defaults.regression_schedule()
 
     def _default_regularizer(self) -> Any:
