@@ -12,7 +12,8 @@ event time in seconds since the epoch.
 With ``kind="sentence"`` (dependency parsing) ``x`` is a *sentence*: a list of words, each an
 object of CoNLL-U columns (``{"form": "Ev", "upos": "NOUN", "feats": "Case=Loc"}``: strings,
 numbers or null, or an object of strings for ``feats``/``misc``), and ``y`` its heads, one
-integer per word (0 = the root). Whether the heads form a tree is the parser's to check.
+integer per word in 0..n (0 = the root). Whether the heads form a tree (no cycle, one root arc)
+is the parser's to check.
 
 :func:`decode` never raises: every rejection is a :class:`DecodeError` whose ``reason`` is one of
 :data:`REASONS` (a bounded set, safe as a metric label) and whose ``message`` names the offending
@@ -402,7 +403,8 @@ def _sentence(x: Any) -> list[dict[str, Any]]:
 
 
 def _heads(y: Any, n: int) -> list[int]:
-    """The heads of a sentence of n words: n integers (the tree itself is checked by the parser)."""
+    """The heads of a sentence of n words: n integers in 0..n (whether they form a tree, without
+    cycles and with one root arc, is the parser's to check: its refusal names the cycle)."""
     if not isinstance(y, list):
         raise _Reject("bad_sequence", f"x is a sentence, so y must be an array, got {_kind(y)}")
     if len(y) != n:
@@ -410,4 +412,6 @@ def _heads(y: Any, n: int) -> list[int]:
     for i, h in enumerate(y):
         if type(h) is not int:
             raise _Reject("bad_label", f"y[{i}] must be an integer head, got {_kind(h)}")
+        if not 0 <= h <= n:
+            raise _Reject("bad_label", f"y[{i}] = {h} is not a head index (0 = root, 1..{n})")
     return y

@@ -78,6 +78,8 @@ def test_valid_dict_vector_sequence_records() -> None:
         (b'{"x": [{"form": "a"}], "y": [0, 1]}', {"kind": "sentence"}, "bad_sequence", "2 heads"),
         (b'{"x": [{"form": "a"}], "y": [0.5]}', {"kind": "sentence"}, "bad_label", "integer head"),
         (b'{"x": [{"form": "a"}], "y": [true]}', {"kind": "sentence"}, "bad_label", "y[0]"),
+        (b'{"x": [{}, {}], "y": [0, 3]}', {"kind": "sentence"}, "bad_label", "y[1] = 3 is not"),
+        (b'{"x": [{}, {}], "y": [-1, 0]}', {"kind": "sentence"}, "bad_label", "y[0] = -1"),
         (b'{"x": [{"form": "a"}], "id": 3}', {"kind": "sentence"}, "bad_id", "a number (3)"),
     ],
 )

@@ -261,8 +261,8 @@ def _value(column: str, raw: Any) -> str:
         k = int(column[6:])
         return form[:k] if column.startswith("prefix") else form[-k:]
     _, dot, key = column.partition(".")
-    pairs = dict(raw) if isinstance(raw, tuple) else _parse_pairs(raw)
     if dot:
+        pairs = dict(raw) if isinstance(raw, tuple) else _parse_pairs(raw)
         return _text(pairs.get(key))
     if isinstance(raw, tuple):
         return "|".join(f"{k}={_text(v)}" for k, v in raw) or "_"
