@@ -9,6 +9,12 @@ A record is one JSON object::
 token, for sequence labelling). No ``"y"`` (or ``"y": null``) means predict only. ``ts`` is the
 event time in seconds since the epoch.
 
+With ``kind="sentence"`` (dependency parsing) ``x`` is a *sentence*: a list of words, each an
+object of CoNLL-U columns (``{"form": "Ev", "upos": "NOUN", "feats": "Case=Loc"}``: strings,
+numbers or null, or an object of strings for ``feats``/``misc``), and ``y`` its heads, one
+integer per word in 0..n (0 = the root). Whether the heads form a tree (no cycle, one root arc)
+is the parser's to check.
+
 :func:`decode` never raises: every rejection is a :class:`DecodeError` whose ``reason`` is one of
 :data:`REASONS` (a bounded set, safe as a metric label) and whose ``message`` names the offending
 field. This module imports nothing from streammkl (DESIGN.md).
@@ -53,7 +59,9 @@ REASONS: dict[str, str] = {
     "wrong_dim": "a vector's length differs from the configured dimension",
     "bad_sequence": "a sequence mixes token kinds, or its labels do not match its tokens",
     "wrong_kind": "a sequence where vectors are expected, or the reverse",
-    "bad_label": "y is not a string, number or boolean (or a list of them for a sequence)",
+    "bad_label": "y is not a string, number or boolean (or a list of them for a sequence; of "
+    "integers for a sentence)",
+    "bad_token": "a word of a sentence is not an object of CoNLL-U columns",
     "unknown_class": "y is not one of the configured classes (strict mode only)",
     "bad_id": "id is not a string",
     "bad_ts": "ts is not a finite number",
@@ -156,7 +164,7 @@ def decode(
     classes: frozenset[Any] | set[Any] | tuple[Any, ...] | None = None,
     strict: bool = False,
     max_bytes: int = DEFAULT_MAX_BYTES,
-    kind: Literal["vector", "sequence"] | None = None,
+    kind: Literal["vector", "sequence", "sentence"] | None = None,
     numeric_label: bool = False,
 ) -> Record | DecodeError:
     """Decode one record; never raises.
@@ -174,7 +182,8 @@ def decode(
     max_bytes
         Size limit of the raw message.
     kind
-        ``"vector"`` rejects sequences, ``"sequence"`` rejects non-sequences, ``None`` accepts both.
+        ``"vector"`` rejects sequences, ``"sequence"`` rejects non-sequences, ``None`` accepts both;
+        ``"sentence"`` reads ``x`` as a sentence of CoNLL-U words and ``y`` as their heads.
     numeric_label
         Require numeric labels (regression).
 
@@ -214,6 +223,10 @@ def _decode(
             raise _Reject("unknown_field", f"unknown field {extra[0]!r} (strict mode)")
     if "x" not in obj:
         raise _Reject("missing_x", "the record has no 'x'")
+    if kind == "sentence":
+        x: Any = _sentence(obj["x"])
+        y = obj.get("y")
+        return _finish(obj, x, None if y is None else _heads(y, len(x)), raw)
     x, sequence = _features(obj["x"], dim)
     if kind == "vector" and sequence:
         raise _Reject("wrong_kind", "x is a sequence of tokens but vectors are expected")
@@ -222,6 +235,10 @@ def _decode(
     y = obj.get("y")
     if y is not None and (sequence or strict or numeric_label or type(y) not in _PLAIN_LABELS):
         y = _labels(y, x if sequence else None, classes if strict else None, numeric_label)
+    return _finish(obj, x, y, raw)
+
+
+def _finish(obj: dict[str, Any], x: Any, y: Any, raw: bytes) -> Record:
     rid = obj.get("id")
     if rid is not None and not isinstance(rid, str):
         raise _Reject("bad_id", f"id must be a string, got {_kind(rid)}")
@@ -364,3 +381,37 @@ def _labels(y: Any, tokens: list[Any] | None, classes: Any, numeric: bool) -> An
     if len(y) != len(tokens):
         raise _Reject("bad_sequence", f"y has {len(y)} labels for {len(tokens)} tokens")
     return [_label(v, f"y[{i}]", classes, numeric) for i, v in enumerate(y)]
+
+
+_CELL = (str, int, float)
+
+
+def _sentence(x: Any) -> list[dict[str, Any]]:
+    """A sentence: a non-empty list of words, each an object of CoNLL-U columns."""
+    if not isinstance(x, list) or not x:
+        raise _Reject("bad_x", f"x must be a non-empty array of words, got {_kind(x)}")
+    for i, word in enumerate(x):
+        if not isinstance(word, dict):
+            raise _Reject("bad_token", f"x[{i}] is {_kind(word)}, not an object of columns")
+        for column, value in word.items():
+            if value is None or (type(value) in _CELL and value == value):  # NaN != NaN
+                continue
+            if isinstance(value, dict) and all(type(v) is str for v in value.values()):
+                continue  # feats / misc as an object of strings
+            raise _Reject("bad_token", f"x[{i}][{column!r}] is {_kind(value)}")
+    return x
+
+
+def _heads(y: Any, n: int) -> list[int]:
+    """The heads of a sentence of n words: n integers in 0..n (whether they form a tree, without
+    cycles and with one root arc, is the parser's to check: its refusal names the cycle)."""
+    if not isinstance(y, list):
+        raise _Reject("bad_sequence", f"x is a sentence, so y must be an array, got {_kind(y)}")
+    if len(y) != n:
+        raise _Reject("bad_sequence", f"y has {len(y)} heads for {n} words")
+    for i, h in enumerate(y):
+        if type(h) is not int:
+            raise _Reject("bad_label", f"y[{i}] must be an integer head, got {_kind(h)}")
+        if not 0 <= h <= n:
+            raise _Reject("bad_label", f"y[{i}] = {h} is not a head index (0 = root, 1..{n})")
+    return y

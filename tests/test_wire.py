@@ -69,6 +69,18 @@ def test_valid_dict_vector_sequence_records() -> None:
         (b'{"x": [1], "id": 7}', {}, "bad_id", "a number (7)"),
         (b'{"x": [1], "ts": "now"}', {}, "bad_ts", "'now'"),
         (b'{"x": [1], "ts": true}', {}, "bad_ts", "True"),
+        (b'{"x": {"form": "a"}}', {"kind": "sentence"}, "bad_x", "array of words"),
+        (b'{"x": []}', {"kind": "sentence"}, "bad_x", "array of words"),
+        (b'{"x": ["a"]}', {"kind": "sentence"}, "bad_token", "x[0] is a string"),
+        (b'{"x": [{"form": ["a"]}]}', {"kind": "sentence"}, "bad_token", "x[0]['form']"),
+        (b'{"x": [{"feats": {"Case": 1}}]}', {"kind": "sentence"}, "bad_token", "'feats'"),
+        (b'{"x": [{"form": "a"}], "y": 0}', {"kind": "sentence"}, "bad_sequence", "an array"),
+        (b'{"x": [{"form": "a"}], "y": [0, 1]}', {"kind": "sentence"}, "bad_sequence", "2 heads"),
+        (b'{"x": [{"form": "a"}], "y": [0.5]}', {"kind": "sentence"}, "bad_label", "integer head"),
+        (b'{"x": [{"form": "a"}], "y": [true]}', {"kind": "sentence"}, "bad_label", "y[0]"),
+        (b'{"x": [{}, {}], "y": [0, 3]}', {"kind": "sentence"}, "bad_label", "y[1] = 3 is not"),
+        (b'{"x": [{}, {}], "y": [-1, 0]}', {"kind": "sentence"}, "bad_label", "y[0] = -1"),
+        (b'{"x": [{"form": "a"}], "id": 3}', {"kind": "sentence"}, "bad_id", "a number (3)"),
     ],
 )
 def test_every_rejection_has_its_reason_and_names_the_field(
@@ -84,10 +96,25 @@ def test_every_reason_is_reachable_and_documented() -> None:
     covered = {
         "too_large", "invalid_utf8", "invalid_json", "not_an_object", "unknown_field",
         "missing_x", "bad_x", "non_numeric", "non_finite", "wrong_dim", "bad_sequence",
-        "wrong_kind", "bad_label", "unknown_class", "bad_id", "bad_ts",
+        "wrong_kind", "bad_label", "unknown_class", "bad_id", "bad_ts", "bad_token",
     }  # fmt: skip
     assert covered == set(REASONS)
     assert all(isinstance(v, str) and v for v in REASONS.values())
+
+
+def test_a_sentence_is_words_of_conllu_columns_and_integer_heads() -> None:
+    rec = decode(
+        b'{"x": [{"form": "Ev", "upos": "NOUN", "feats": {"Case": "Loc"}, "id": 1},'
+        b' {"form": "geldi", "lemma": null}], "y": [2, 0], "id": "s1"}',
+        kind="sentence",
+    )
+    assert isinstance(rec, Record)
+    assert rec.x[0]["feats"] == {"Case": "Loc"} and rec.x[1]["lemma"] is None
+    assert rec.y == [2, 0] and rec.id == "s1"
+    unlabelled = decode(b'{"x": [{}]}', kind="sentence")  # a word may have no column at all
+    assert isinstance(unlabelled, Record) and unlabelled.y is None
+    bad_tree = decode(b'{"x": [{}, {}], "y": [2, 1]}', kind="sentence")  # a cycle: the parser's
+    assert isinstance(bad_tree, Record)  # to reject (it names the cycle)
 
 
 def test_non_strict_mode_accepts_extra_fields_and_new_classes() -> None:

@@ -512,11 +512,7 @@ class OnlineMKL:
     def kernel_weights_of(self, block_norms: np.ndarray) -> np.ndarray:
         """β for the block norms ``block_norms`` (M,) (e.g. a row ``learn_many`` recorded):
         what :attr:`kernel_weights` was when the model had those norms."""
-        b = np.asarray(block_norms, dtype=np.float64)
-        p = self.weight_power
-        w = np.where(b > 0, np.abs(b) ** p if p else 1.0, 0.0)
-        total = w.sum()
-        return w / total if total > 0 else np.zeros_like(b)
+        return regs_mod.kernel_weights(self.regularizers, block_norms)
 
     @property
     def n_support(self) -> int:

@@ -36,6 +36,7 @@ __all__ = [
     "SparseGroupLasso",
     "SquaredGroupLasso",
     "from_spec",
+    "kernel_weights",
 ]
 
 Step = tuple[int, float, float, np.ndarray]  # (code, p0, p1, boolean block mask)
@@ -395,3 +396,14 @@ _TYPES: dict[str, type[Regularizer]] = {
 def from_spec(spec: Mapping[str, Any] | Regularizer) -> Regularizer:
     """Build a regularizer from ``{"type": "SquaredGroupLasso", "lam": 1e-3}``."""
     return build(spec, Regularizer, _TYPES, "regularizer")
+
+
+def kernel_weights(regularizers: Sequence[Regularizer], block_norms: np.ndarray) -> np.ndarray:
+    """beta_m ∝ ||theta_m||^p, p the ``weight_power`` of the first regularizer that is not a
+    ball (1 for sparse MKL, 2 - q for GroupLq, 0 for L2: every non-zero block alike); 0 where
+    the block is 0; all zeros when every block is."""
+    b = np.asarray(block_norms, dtype=np.float64)
+    p = next((r.weight_power for r in regularizers if not isinstance(r, Ball)), 1.0)
+    w = np.where(b > 0, np.abs(b) ** p if p else 1.0, 0.0)
+    total = w.sum()
+    return w / total if total > 0 else np.zeros_like(b)

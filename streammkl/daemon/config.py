@@ -226,7 +226,7 @@ class LearnerSpec(_Section):
     any other learner honouring :class:`streammkl.daemon.learner.Learner` (called with this spec).
     """
 
-    task: Literal["classification", "regression", "sequence"] = "classification"
+    task: Literal["classification", "regression", "sequence", "parsing"] = "classification"
     factory: str | None = None
     kernels: tuple[str | dict[str, Any], ...] | None = None
     loss: str | dict[str, Any] | None = None

@@ -158,6 +158,8 @@ def build_learner(spec: Any) -> Any:
         return load_factory(spec.factory)(spec)
     if spec.task == "sequence":
         return _sequence_labeler(spec)
+    if spec.task == "parsing":
+        return _dependency_parser(spec)
     from streammkl import river as mkl_river
 
     cls_name = "MKLClassifier" if spec.task == "classification" else "MKLRegressor"
@@ -205,22 +207,47 @@ def _sequence_labeler(spec: Any) -> Any:
                 f"learner.loss: a sequence labeler's loss is 'hinge' or 'crf', got {spec.loss!r}"
             )
         kwargs["loss"] = spec.loss.lower()
-    for kind in ("regularizer", "schedule"):
-        value = getattr(spec, kind)
-        if value is not None:
-            kwargs[kind] = build_component(kind, value, f"learner.{kind}")
     for name in ("radius", "budget"):
         if getattr(spec, name) is not None:
             kwargs[name] = getattr(spec, name)
     if spec.fit_intercept is not None:
         raise LearnerConfigError("learner.fit_intercept: a sequence labeler has no intercept")
+    return _structured(SequenceLabeler, spec, kwargs)
+
+
+def _structured(cls: type, spec: Any, kwargs: dict[str, Any]) -> Any:
+    """A structured learner from ``kwargs`` plus the spec's regularizer and schedule; a refusal
+    is a :class:`LearnerConfigError` naming the task and ``learner.params``."""
+    for kind in ("regularizer", "schedule"):
+        value = getattr(spec, kind)
+        if value is not None:
+            kwargs[kind] = build_component(kind, value, f"learner.{kind}")
     try:
-        return SequenceLabeler(**kwargs)
+        return cls(**kwargs)
     except (TypeError, ValueError) as exc:
         raise LearnerConfigError(
-            f"learner (task sequence): SequenceLabeler(...) rejected the settings "
+            f"learner (task {spec.task}): {cls.__name__}(...) rejected the settings "
             f"(learner.params = {spec.params}): {exc}"
         ) from exc
+
+
+def _dependency_parser(spec: Any) -> Any:
+    """:class:`streammkl.structured.DependencyParser` from the spec: ``regularizer``,
+    ``schedule``, ``radius``, ``seed``; ``params`` passes its other arguments (``templates``,
+    ``average``, ``single_root``, ``max_hash_bits``). Its groups are feature templates, not
+    kernels: ``kernels``, ``loss``, ``budget`` and ``fit_intercept`` are refused."""
+    from streammkl.structured import DependencyParser
+
+    for name in ("kernels", "loss", "budget", "fit_intercept"):
+        if getattr(spec, name) is not None:
+            raise LearnerConfigError(
+                f"learner.{name}: the dependency parser has no {name} (its groups are the feature "
+                "templates, learner.params.templates; its loss the structured hinge)"
+            )
+    kwargs: dict[str, Any] = {"seed": spec.seed, **spec.params}
+    if spec.radius is not None:
+        kwargs["radius"] = spec.radius
+    return _structured(DependencyParser, spec, kwargs)
 
 
 # -- runtime kernel changes (SIGHUP) -----------------------------------------------------------

@@ -146,7 +146,7 @@ class PrequentialStep:
     def _decode_all(
         self,
         batch: list[Any],
-        kind: Literal["vector", "sequence"] = "vector",
+        kind: Literal["vector", "sequence", "sentence"] = "vector",
         numeric_label: bool = False,
     ) -> list[tuple[Any, Any]]:
         """Decode a batch in order: the valid (message, record) pairs, a dense vector's
@@ -316,7 +316,7 @@ class PrequentialStep:
         sequence = step.sequence
         valid = self._decode_all(
             batch,
-            kind="sequence" if sequence else "vector",
+            kind=step.record_kind,
             numeric_label=not classifier and not sequence,
         )
         learned = predicted = labelled = correct = 0

@@ -201,10 +201,5 @@ class JointBlocks:
 
     def kernel_weights(self) -> dict[str, float]:
         """beta_m ∝ ||theta_m|| (∝ ||theta_m||^(2-q) for GroupLq) over the regularized blocks."""
-        b = self.regularized_norms()
-        p = next(
-            (r.weight_power for r in self.regularizers if not isinstance(r, regs_mod.Ball)), 1.0
-        )
-        w = np.where(b > 0, np.abs(b) ** p if p else 1.0, 0.0)
-        w = w / w.sum() if w.sum() > 0 else np.zeros_like(b)
+        w = regs_mod.kernel_weights(self.regularizers, self.regularized_norms())
         return dict(zip(self.regularized_names, w.tolist(), strict=True))

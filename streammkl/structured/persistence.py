@@ -74,18 +74,23 @@ def _fail(msg: str) -> StateError:
     return StateError(f"SequenceLabeler state: {msg}")
 
 
-def from_state(cls: type, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> SequenceLabeler:
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        fmt = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
-        raise _fail(f"not a SequenceLabeler state (format={fmt!r})")
-    version = meta.get("version")
-    if not isinstance(version, int):
-        raise _fail(f"bad version field {version!r}")
-    if version > VERSION:
-        raise _fail(
-            f"version {version} is newer than this streammkl understands ({VERSION}); "
+def check_header(meta: Any, fmt: str, version: int, kind: str) -> None:
+    """StateError unless ``meta`` is a state of format ``fmt`` at a version <= ``version``."""
+    if not isinstance(meta, dict) or meta.get("format") != fmt:
+        found = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
+        raise StateError(f"{kind} state: not a {kind} state (format={found!r})")
+    got = meta.get("version")
+    if not isinstance(got, int):
+        raise StateError(f"{kind} state: bad version field {got!r}")
+    if got > version:
+        raise StateError(
+            f"{kind} state: version {got} is newer than this streammkl understands ({version}); "
             "upgrade streammkl"
         )
+
+
+def from_state(cls: type, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> SequenceLabeler:
+    check_header(meta, FORMAT, VERSION, "SequenceLabeler")
     try:
         model = cls(**meta["config"])
         labels = [decode_label(item) for item in meta["labels"]]
@@ -153,7 +158,23 @@ def _checked(arrays: dict[str, np.ndarray], name: str, shape: tuple[int, ...]) -
 
 
 def save(model: SequenceLabeler, path: str | os.PathLike) -> None:
-    meta, arrays = to_state(model)
+    write_state(path, *to_state(model))
+
+
+def load(cls: type, path: str | os.PathLike) -> SequenceLabeler:
+    path = os.fspath(path)
+    meta, arrays = read_state(path, "SequenceLabeler")
+    try:
+        return from_state(cls, meta, arrays)
+    except StateError as exc:
+        raise StateError(f"{path}: {exc}") from None
+
+
+def write_state(
+    path: str | os.PathLike, meta: dict[str, Any], arrays: dict[str, np.ndarray]
+) -> None:
+    """One zip file holding ``meta.json`` and one ``.npy`` per array, written atomically
+    (temp file, fsync, rename); shared by the structured learners."""
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=folder)
@@ -174,7 +195,9 @@ def save(model: SequenceLabeler, path: str | os.PathLike) -> None:
         raise
 
 
-def load(cls: type, path: str | os.PathLike) -> SequenceLabeler:
+def read_state(path: str | os.PathLike, kind: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """``(meta, arrays)`` of a file written by :func:`write_state` (no pickle); StateError
+    naming ``kind`` for a corrupt or foreign file."""
     path = os.fspath(path)
     try:
         with zipfile.ZipFile(path) as zf:
@@ -188,9 +211,6 @@ def load(cls: type, path: str | os.PathLike) -> SequenceLabeler:
         raise
     except (zipfile.BadZipFile, KeyError, ValueError, OSError, EOFError) as exc:
         raise StateError(
-            f"{path}: corrupt or not a SequenceLabeler file ({type(exc).__name__}: {exc})"
+            f"{path}: corrupt or not a {kind} file ({type(exc).__name__}: {exc})"
         ) from None
-    try:
-        return from_state(cls, meta, arrays)
-    except StateError as exc:
-        raise StateError(f"{path}: {exc}") from None
+    return meta, arrays

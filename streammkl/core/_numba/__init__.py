@@ -11,7 +11,11 @@ computed:
 - ``budget``: support-set budget maintenance with exact norms;
 - ``averages``: predictions from averaged iterates (exponential averages, follow the leader);
 - ``rounds``: one round of Alg. 1 / 3, its compiled loop, prediction;
-- ``chains`` and ``sequences``: sequence decoders and the sequence learner's position loops.
+- ``chains`` and ``sequences``: sequence decoders and the sequence learner's position loops;
+- ``sparse``: the sparse path of explicit blocks (steps, exact norms, rescaling, averaging that
+  touch only the written coordinates);
+- ``arcs`` and ``arborescence``: the dependency parser's hashed arc features and scores, and its
+  maximum spanning arborescence decoder (Chu-Liu-Edmonds).
 
 Each function is written undecorated (``_name``) and compiled once as
 ``name = njit(**JIT)(_name)``; the Python originals stay importable so
@@ -70,3 +74,11 @@ from streammkl.core._numba.chains import (
 from streammkl.core._numba.sequences import (
     b1_pruned_expansion, pair_kernel, sequence_scores, sequence_step,
 )  # fmt: skip
+from streammkl.core._numba.sparse import (
+    AVERAGE_FLOOR, block_sqnorm, exact_norms, sparse_rescale, sparse_step, zero_entries,
+)  # fmt: skip
+from streammkl.core._numba.arcs import (
+    A_BETWEEN, A_DIR, A_DIST, A_HEAD, A_MOD, PAD, arc_features, arc_key, arc_scores, atom_value,
+    distance_bucket, finish, head_prefix, mix,
+)  # fmt: skip
+from streammkl.core._numba.arborescence import find_cycle, greedy_heads, max_arborescence
