@@ -14,10 +14,11 @@ from streammkl.core import losses as losses_mod
 from streammkl.river import defaults
 from streammkl.river._base import MKLMixin
 from streammkl.river._features import check_numeric
+from streammkl.river._minibatch import ClassifierBatches
 from streammkl.river._probas import two_class_probas
 
 
-class MKLClassifier(MKLMixin, base.Classifier):
+class MKLClassifier(MKLMixin, ClassifierBatches, base.MiniBatchClassifier):
     """Online multiple kernel learning classifier (binary and multiclass, any hashable labels).
 
     One composite-proximal round (Martins et al., Alg. 1/3) per ``learn_one``: a subgradient
@@ -160,6 +161,19 @@ class MKLClassifier(MKLMixin, base.Classifier):
                     self._class_index[label] = len(self.classes_)
                     self.classes_.append(label)
         return self._class_index[y]
+
+    def core_target(self, label: Any) -> float:
+        """The core's target for a known class (+-1 for a binary loss, else its index)."""
+        k = self._class_index[label]
+        return (1.0 if k == 1 else -1.0) if self._binary_loss else float(k)
+
+    def label_of(self, scores: np.ndarray) -> Any:
+        """The class ``predict_one`` gives for the core's scores (a row of ``decision_many``)."""
+        if self._binary_loss:
+            if len(self.classes_) == 2:
+                return self.classes_[1] if scores[0] > 0 else self.classes_[0]
+            return self.classes_[0]
+        return self.classes_[int(np.argmax(scores[: len(self.classes_)]))]
 
     # --- river API --------------------------------------------------------------------------
     def learn_one(self, x: Mapping, y: Any) -> None:

@@ -12,9 +12,10 @@ from streammkl.core import losses as losses_mod
 from streammkl.river import defaults
 from streammkl.river._base import MKLMixin
 from streammkl.river._features import check_numeric
+from streammkl.river._minibatch import RegressorBatches
 
 
-class MKLRegressor(MKLMixin, base.Regressor):
+class MKLRegressor(MKLMixin, RegressorBatches, base.MiniBatchRegressor):
     """Online multiple kernel learning regressor.
 
     Same algorithm as ``MKLClassifier`` with a regression loss. Targets are standardised online
@@ -113,20 +114,29 @@ class MKLRegressor(MKLMixin, base.Regressor):
         var = self._m2 / (self._n - 1)
         return math.sqrt(var) if var > 1e-24 else 1.0
 
+    def advance_target(self, y: float) -> float:
+        """Count the target in the running statistics (Welford) and return it standardised
+        as the core learns it."""
+        if self.standardize_target:
+            self._n += 1
+            delta = y - self._mean
+            self._mean += delta / self._n
+            self._m2 += delta * (y - self._mean)
+        center = self._mean if self.standardize_target else 0.0
+        return (y - center) / self._std()
+
+    def target_scale(self) -> tuple[float, float]:
+        """(center, scale): a core score s predicts ``center + scale * s``."""
+        return (self._mean if self.standardize_target else 0.0), self._std()
+
     def learn_one(self, x: Mapping, y: float) -> None:
         check_numeric(x)
         y = float(y)
         if not math.isfinite(y):
             raise ValueError(f"regression target must be finite, got {y!r}")
-        if self.standardize_target:  # Welford
-            self._n += 1
-            delta = y - self._mean
-            self._mean += delta / self._n
-            self._m2 += delta * (y - self._mean)
-        vec = self._vector(x, learn=True, validated=True)
+        vec = self._vector(x, learn=True, validated=True)  # if it refuses, nothing changed
         assert vec is not None and self._model is not None
-        center = self._mean if self.standardize_target else 0.0
-        self._model.learn_prepared(vec, (y - center) / self._std())
+        self._model.learn_prepared(vec, self.advance_target(y))
 
     def predict_one(self, x: Mapping) -> float:
         vec = self._vector(x, learn=False)
