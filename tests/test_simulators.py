@@ -287,4 +287,21 @@ def test_package_imports_only_wire_from_streammkl():
             stripped = line.strip()
             if stripped.startswith(("import streammkl", "from streammkl")):
                 assert stripped.startswith("from streammkl.wire import"), (path.name, line)
-    assert simulators.__all__ == ["Scenario", "get", "names"]
+    assert simulators.__all__ == ["Scenario", "get", "names", "params_of"]
+
+
+def test_a_replay_loops_when_asked_and_says_how_otherwise():
+    from simulators import get
+
+    with pytest.raises(ValueError, match="loop=true"):
+        get("phishing", n_samples=2000)
+    records = get("phishing", n_samples=3000, loop=True).take(3000)
+    assert len(records) == 3000 and len({r.id for r in records}) == 3000
+    assert [r.x for r in records[1250:2500]] == [r.x for r in records[:1250]]  # original order
+    shuffled = list(get("phishing", n_samples=2500, loop=True, shuffle=True).annotated())
+    first, second = shuffled[:1250], shuffled[1250:]
+    assert sorted(i["row"] for _, i in first) == sorted(i["row"] for _, i in second)
+    assert [i["row"] for _, i in first] != [i["row"] for _, i in second]  # a new permutation
+    assert [r.x for r in get("phishing", shuffle=True).take(10)] == [
+        r.x for r, _ in shuffled[:10]
+    ]  # the first pass is the unlooped replay's order
