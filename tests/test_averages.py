@@ -35,7 +35,7 @@ def test_averages_are_exponential_averages_and_the_leader_predicts():
     horizons, rho = (5.0, 50.0), 0.9
     model = OnlineMKL(
         kernels=BANK, loss=losses.Hinge(), schedule=schedules.InvSqrt(0.5), fit_intercept=True,
-        averages=horizons, average_discount=rho,
+        averages=horizons, average_discount=rho, average_every=1,
     )  # fmt: skip
     X, Y = _noisy(120)
     avg = bias = None
@@ -83,7 +83,7 @@ def test_averages_help_on_a_noisy_stream_and_leave_learning_unchanged():
 
 def test_after_a_restart_the_last_iterate_predicts_and_averages_re_anchor():
     X, Y = _noisy(300, seed=2)
-    model = OnlineMKL(kernels=BANK, averages=(1000.0,))
+    model = OnlineMKL(kernels=BANK, averages=(1000.0,), average_every=1)
     model.learn_many(X, Y)
     model.restart_schedule()
     assert np.all(model._state.avg_loss == 0.0)
@@ -114,3 +114,25 @@ def test_averages_need_explicit_blocks_and_sane_parameters():
         OnlineMKL(averages=(0.5,))
     with pytest.raises(ValueError, match="average_discount"):
         OnlineMKL(averages=(10,), average_discount=0.0)
+
+
+def test_averages_updated_every_few_rounds_are_the_every_round_averages_of_a_subsample():
+    """With average_every=k the averages see every k-th iterate (the running mean first, then
+    r = 1 - (1 - 1/h)^k) and the losses every k-th example (discount rho^k); the leader's
+    prediction is computed every round, from the state the averages are in."""
+    X, Y = _noisy(400, seed=5)
+    k, h = 4, 50.0
+    model = OnlineMKL(kernels=BANK, averages=(h,), average_every=k, average_discount=0.9)
+    thetas = []
+    for x, y in zip(X, Y, strict=True):
+        model.learn(x, y)
+        thetas.append(_theta(model)[0])
+    avg = np.zeros_like(thetas[0])
+    for n, theta in enumerate(thetas[k - 1 :: k], start=1):
+        r = max(1.0 / n, 1.0 - (1.0 - 1.0 / h) ** k)
+        avg += r * (theta - avg)
+    np.testing.assert_allclose(model._state.avg_w[0], avg, rtol=1e-9, atol=1e-13)
+    assert int(model._state.avg_count[0]) == 400
+    copy = OnlineMKL.from_state(*model.to_state())
+    a, b = model.learn_many(X[:37], Y[:37]), copy.learn_many(X[:37], Y[:37])
+    np.testing.assert_array_equal(a[1], b[1])

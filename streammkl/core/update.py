@@ -67,6 +67,7 @@ class RoundArgs:
         bias_lr: float,
         horizons: np.ndarray,
         discount: float,
+        every: int,
     ):
         L, S = layout, state
         K = S.w.shape[0]
@@ -92,6 +93,7 @@ class RoundArgs:
         buffers = (self.phi, self.scores, self.fx, self.v, self.xsq, self.dots, self.newnorms)
         self.pred = np.zeros(K)  # the prediction (the leader among the averaged iterates)
         averages = (S.avg_w, S.avg_bias, S.avg_loss, S.avg_count, horizons, float(discount))
+        averages += (int(every),)
         work = (self.pred, np.zeros(K), np.zeros(K))
         self.learn = config + arrays + buffers + (self.fsq,) + averages + work
         self.decide = (

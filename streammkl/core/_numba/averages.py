@@ -8,6 +8,11 @@ an exponential average of horizon h after h rounds). ``avg_loss[0]`` is the disc
 prequential loss of the last iterate, ``avg_loss[e + 1]`` that of average e
 (``L <- rho L + loss``); the prediction at x_t comes from the one with the smallest loss up to
 round t - 1 (follow the leader over the predictors; ties to the last iterate).
+
+To keep their cost a fraction of a round, the averages and the losses are updated every
+``every`` rounds (``every = 1``: every round): an average then takes
+``r = max(1 / n, 1 - (1 - 1 / horizon)^every)`` (n updates so far) and a loss the discount
+``rho^every``; the leader's prediction is computed every round.
 """
 
 from __future__ import annotations
@@ -45,33 +50,44 @@ average_scores = njit(**JIT)(_average_scores)
 
 def _track_averages(
     loss_code, loss_p, fx, loss, y, phi, ex_blocks, ex_off, avg_w, avg_bias, avg_loss, rho,
-    scratch, scores, pred,
+    count, every, scratch, scores, pred,
 ):  # fmt: skip
     """The prediction at this round into ``pred`` (the leader's scores, chosen before this
-    example's losses count), then every predictor's discounted loss updated with it.
-    ``fx``, ``loss``: the last iterate's scores and loss; ``scratch``, ``scores``: (K,) work
-    arrays."""
+    example's losses count); on every ``every``-th round (``count[0]`` rounds before this one)
+    every predictor's discounted loss is updated with this example. ``fx``, ``loss``: the last
+    iterate's scores and loss; ``scratch``, ``scores``: (K,) work arrays."""
     best = leader(avg_loss)
     for k in range(pred.shape[0]):
         pred[k] = fx[k]
-    avg_loss[0] = rho * avg_loss[0] + loss
+    if int(count[0]) % every != 0:
+        if best > 0:
+            average_scores(phi, ex_blocks, ex_off, avg_w, avg_bias, best - 1, pred)
+        return
+    discount = rho**every
+    avg_loss[0] = discount * avg_loss[0] + loss
     for e in range(avg_w.shape[0]):
         average_scores(phi, ex_blocks, ex_off, avg_w, avg_bias, e, scores)
         if best == e + 1:
             for k in range(pred.shape[0]):
                 pred[k] = scores[k]
-        avg_loss[e + 1] = rho * avg_loss[e + 1] + loss_grad(loss_code, loss_p, scores, y, scratch)
+        value = loss_grad(loss_code, loss_p, scores, y, scratch)
+        avg_loss[e + 1] = discount * avg_loss[e + 1] + value
 
 
 track_averages = njit(**JIT)(_track_averages)
 
 
-def _update_averages(w, scale, bias, ex_blocks, ex_off, avg_w, avg_bias, horizons, count):
-    """One more round in every average (``count[0]`` rounds so far, incremented here)."""
+def _update_averages(
+    w, scale, bias, ex_blocks, ex_off, avg_w, avg_bias, horizons, count, every
+):  # fmt: skip
+    """One more round (``count[0]`` rounds so far, incremented here); every ``every``-th
+    round, the new iterate enters every average."""
     count[0] += 1
-    n = count[0]
+    if int(count[0]) % every != 0:
+        return
+    n = count[0] // every
     for e in range(avg_w.shape[0]):
-        r = max(1.0 / n, 1.0 / horizons[e])
+        r = max(1.0 / n, 1.0 - (1.0 - 1.0 / horizons[e]) ** every)
         for k in range(w.shape[0]):
             for m in ex_blocks:
                 s = scale[m]

@@ -156,7 +156,7 @@ def _learn_round(
     loss_code, loss_p, step_codes, step_p, step_groups, radius, policy, capacity,
     w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, bias, bias_lr,
     phi, scores, fx, v, xsq, dots, newnorms, fsq,
-    avg_w, avg_bias, avg_loss, avg_count, horizons, rho, pred, scratch, ascores,
+    avg_w, avg_bias, avg_loss, avg_count, horizons, rho, every, pred, scratch, ascores,
 ):  # fmt: skip
     """One round: scores -> loss subgradient -> gradient step -> J prox steps -> projection.
 
@@ -177,10 +177,12 @@ def _learn_round(
         loss_code, loss_p, step_codes, step_p, step_groups, radius, policy, capacity,
         w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, bias, bias_lr,
         phi, scores, fx, v, xsq, dots, newnorms, fsq,
-        avg_w, avg_bias, avg_loss, rho, pred, scratch, ascores,
+        avg_w, avg_bias, avg_loss, avg_count, rho, every, pred, scratch, ascores,
     )  # fmt: skip
     if avg_w.shape[0] > 0:
-        update_averages(w, scale, bias, ex_blocks, ex_off, avg_w, avg_bias, horizons, avg_count)
+        update_averages(
+            w, scale, bias, ex_blocks, ex_off, avg_w, avg_bias, horizons, avg_count, every
+        )
     return loss
 
 
@@ -191,7 +193,7 @@ def _round_body(
     loss_code, loss_p, step_codes, step_p, step_groups, radius, policy, capacity,
     w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, bias, bias_lr,
     phi, scores, fx, v, xsq, dots, newnorms, fsq,
-    avg_w, avg_bias, avg_loss, rho, pred, scratch, ascores,
+    avg_w, avg_bias, avg_loss, avg_count, rho, every, pred, scratch, ascores,
 ):  # fmt: skip
     """``learn_round`` before the averages' update (see there)."""
     M = norms.shape[0]
@@ -210,7 +212,7 @@ def _round_body(
     if avg_w.shape[0] > 0:
         track_averages(
             loss_code, loss_p, fx, loss, y, phi, ex_blocks, ex_off, avg_w, avg_bias, avg_loss,
-            rho, scratch, ascores, pred,
+            rho, avg_count, every, scratch, ascores, pred,
         )  # fmt: skip
     else:
         for k in range(K):
@@ -336,7 +338,7 @@ def _learn_many(
     loss_code, loss_p, step_codes, step_p, step_groups, radius, policy, capacity,
     w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, bias, bias_lr,
     phi, scores, fx, v, xsq, dots, newnorms, fsq,
-    avg_w, avg_bias, avg_loss, avg_count, horizons, rho, pred, scratch, ascores,
+    avg_w, avg_bias, avg_loss, avg_count, horizons, rho, every, pred, scratch, ascores,
     losses, preds, norms_before,
 ):  # fmt: skip
     """``learn_round`` over the rows of X in order (the compiled loop behind ``learn_many``).
@@ -358,7 +360,7 @@ def _learn_many(
             loss_code, loss_p, step_codes, step_p, step_groups, radius, policy, capacity,
             w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, bias, bias_lr,
             phi, scores, fx, v, xsq, dots, newnorms, fsq,
-            avg_w, avg_bias, avg_loss, avg_count, horizons, rho, pred, scratch, ascores,
+            avg_w, avg_bias, avg_loss, avg_count, horizons, rho, every, pred, scratch, ascores,
         )  # fmt: skip
         for k in range(fx.shape[0]):
             preds[i, k] = pred[k]
