@@ -92,8 +92,8 @@ class RoundArgs:
         arrays += (S.bias, bias_lr)
         buffers = (self.phi, self.scores, self.fx, self.v, self.xsq, self.dots, self.newnorms)
         self.pred = np.zeros(K)  # the prediction (the leader among the averaged iterates)
-        averages = (S.avg_w, S.avg_bias, S.avg_loss, S.avg_count, horizons, float(discount))
-        averages += (int(every),)
+        averages: tuple[Any, ...] = (S.avg_w, S.avg_bias, S.avg_loss, S.avg_count, horizons)
+        averages += (float(discount), int(every))
         work = (self.pred, np.zeros(K), np.zeros(K))
         self.learn = config + arrays + buffers + (self.fsq,) + averages + work
         self.decide = (
