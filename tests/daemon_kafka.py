@@ -139,6 +139,8 @@ def daemon_argv(
     }
     for key, value in merged.items():
         argv += ["--set", f"{key}={json.dumps(value) if not isinstance(value, str) else value}"]
+    if "learner.factory" in merged:
+        argv.append("--allow-learner-factory")
     return argv
 
 

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from streammkl import wire
-from streammkl.wire import REASONS, DecodeError, Record, decode, encode
+from streammkl.wire import REASONS, DecodeError, Limits, Record, decode, encode
 
 
 def reject(data: bytes, **kw: object) -> DecodeError:
@@ -69,6 +69,67 @@ def test_valid_dict_vector_sequence_records() -> None:
         (b'{"x": [1], "id": 7}', {}, "bad_id", "a number (7)"),
         (b'{"x": [1], "ts": "now"}', {}, "bad_ts", "'now'"),
         (b'{"x": [1], "ts": true}', {}, "bad_ts", "True"),
+        # limits (wire.Limits): one hostile record is rejected before any work is spent on it
+        (
+            b'{"x": {"a": 1, "b": 2, "c": 3}}',
+            {"limits": Limits(max_features=2)},
+            "too_many_features",
+            "3 features, the limit is 2",
+        ),
+        (
+            b'{"x": [{"a": 1}, {"b": 1}, {"c": 1}]}',
+            {"limits": Limits(max_features=2)},
+            "too_many_features",
+            "more than 2 distinct feature names",
+        ),
+        (
+            b'{"x": [[1], [2], [3]]}',
+            {"limits": Limits(max_tokens=2)},
+            "too_many_tokens",
+            "3 tokens, the limit is 2",
+        ),
+        (
+            b'{"x": [1, 2, 3]}',
+            {"limits": Limits(max_vector_length=2)},
+            "vector_too_long",
+            "3 values, the limit is 2",
+        ),
+        (
+            b'{"x": [[1, 2, 3]]}',
+            {"limits": Limits(max_vector_length=2)},
+            "vector_too_long",
+            "x[0] has 3 values",
+        ),
+        (
+            b'{"x": {"abcdef": 1}}',
+            {"limits": Limits(max_name_length=5)},
+            "name_too_long",
+            "6 characters ('abcdef'...), the limit is 5",
+        ),
+        (
+            b'{"x": [1], "y": "abcdef"}',
+            {"limits": Limits(max_label_length=5)},
+            "label_too_long",
+            "y has 6 characters",
+        ),
+        (
+            b'{"x": [{"a": 1}], "y": ["abcdef"]}',
+            {"limits": Limits(max_label_length=5)},
+            "label_too_long",
+            "y[0] has 6 characters",
+        ),
+        (
+            b'{"x": [1], "y": 1' + b"0" * 400 + b"}",
+            {"limits": Limits(max_label_length=20)},
+            "label_too_long",
+            "401 digits, the limit is 20",
+        ),
+        (
+            b'{"x": [1], "id": "abcdef"}',
+            {"limits": Limits(max_id_length=5)},
+            "id_too_long",
+            "id has 6 characters",
+        ),
     ],
 )
 def test_every_rejection_has_its_reason_and_names_the_field(
@@ -84,7 +145,8 @@ def test_every_reason_is_reachable_and_documented() -> None:
     covered = {
         "too_large", "invalid_utf8", "invalid_json", "not_an_object", "unknown_field",
         "missing_x", "bad_x", "non_numeric", "non_finite", "wrong_dim", "bad_sequence",
-        "wrong_kind", "bad_label", "unknown_class", "bad_id", "bad_ts",
+        "wrong_kind", "bad_label", "unknown_class", "bad_id", "bad_ts", "too_many_features",
+        "too_many_tokens", "vector_too_long", "name_too_long", "label_too_long", "id_too_long",
     }  # fmt: skip
     assert covered == set(REASONS)
     assert all(isinstance(v, str) and v for v in REASONS.values())

@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from streammkl.files import atomic_directory, private_dir, write_new
+
 log = logging.getLogger(__name__)
 
 FORMAT = "streammkl-checkpoint"
@@ -90,21 +92,6 @@ def decode_offsets(data: dict[str, dict[str, int]]) -> dict[tuple[str, int], int
     return {(t, int(p)): int(o) for t, parts in data.items() for p, o in parts.items()}
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _write(path: Path, data: bytes) -> None:
-    with open(path, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-
-
 class CheckpointStore:
     """Checkpoints in one directory.
 
@@ -153,7 +140,7 @@ class CheckpointStore:
         arrays
             Numeric numpy arrays (no object dtype).
         """
-        self.directory.mkdir(parents=True, exist_ok=True)
+        private_dir(self.directory)
         for name, arr in arrays.items():
             if np.asarray(arr).dtype.hasobject:
                 raise CheckpointError(f"array {name!r} has an object dtype; it would need pickle")
@@ -167,16 +154,11 @@ class CheckpointStore:
             f"{hashlib.sha256(data).hexdigest()}  {name}\n"
             for name, data in zip(_FILES, (meta_bytes, arrays_bytes), strict=True)
         )
-        tmp = self.directory / f".tmp-{seq:012d}-{os.getpid()}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir()
-        _write(tmp / "meta.json", meta_bytes)
-        _write(tmp / "arrays.npz", arrays_bytes)
-        _write(tmp / "SHA256SUMS", sums.encode())
-        _fsync_dir(tmp)
         final = self.directory / f"ckpt-{seq:012d}"
-        os.rename(tmp, final)
-        _fsync_dir(self.directory)
+        with atomic_directory(final) as tmp:
+            write_new(tmp / "meta.json", meta_bytes)
+            write_new(tmp / "arrays.npz", arrays_bytes)
+            write_new(tmp / "SHA256SUMS", sums.encode())
         for old in self.list()[self.keep :]:
             shutil.rmtree(old, ignore_errors=True)
         size = len(meta_bytes) + len(arrays_bytes) + len(sums)

@@ -85,12 +85,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     setup_logging(settings.run.log_level)
     from streammkl.daemon.checkpoint import CheckpointError
     from streammkl.daemon.runner import Runner
+    from streammkl.daemon.webconfig import WebConfigError
 
     try:
         runner = Runner(
-            settings, reload_settings=lambda: load_settings(args.config, overrides=_overrides(args))
+            settings,
+            reload_settings=lambda: load_settings(args.config, overrides=_overrides(args)),
+            allow_factory=args.allow_learner_factory,
         )
-    except LearnerConfigError as exc:
+    except (LearnerConfigError, WebConfigError) as exc:
         print(f"streammkl run: invalid settings: {exc}", file=sys.stderr)
         return 2
     _install_signals(runner.stop)
@@ -258,6 +261,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         metavar="KEY=VALUE",
         help="any setting by dotted path, e.g. --set kafka.session_timeout_ms=2000 (repeatable)",
+    )
+    run.add_argument(
+        "--allow-learner-factory",
+        action="store_true",
+        help="allow learner.factory (it imports and runs the code the settings name)",
     )
     run.set_defaults(func=cmd_run)
 

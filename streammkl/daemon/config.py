@@ -36,6 +36,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from streammkl import wire
+
 ENV_PREFIX = "STREAMMKL_"
 
 
@@ -121,14 +123,61 @@ class KafkaSettings(_Section):
 
 
 class RecordSettings(_Section):
-    """How input records are validated (see :func:`streammkl.wire.decode`)."""
+    """How input records are validated (see :func:`streammkl.wire.decode`). A record beyond
+    a limit is a dead letter whose reason names the limit; the defaults fit every stream of the
+    simulators and datasets with a wide margin."""
 
     dim: int | None = Field(default=None, ge=1)
     classes: tuple[str | int | float | bool, ...] | None = None
     strict: bool = False
     max_bytes: int = Field(default=1 << 20, ge=16)
+    #: Distinct feature names of one record (all the tokens of a sequence together).
+    max_features: int = Field(default=1_000, ge=1)
+    #: Tokens of a sequence.
+    max_tokens: int = Field(default=1_000, ge=1)
+    #: Values of a dense vector (each token's, in a sequence).
+    max_vector_length: int = Field(default=4_096, ge=1)
+    #: Characters of a feature name, of a label (digits of an integer label), of an id.
+    max_name_length: int = Field(default=256, ge=1)
+    max_label_length: int = Field(default=256, ge=1)
+    max_id_length: int = Field(default=256, ge=1)
 
     _split_classes = field_validator("classes", mode="before")(_split)
+
+    def wire_limits(self) -> wire.Limits:
+        """These limits as :func:`streammkl.wire.decode` takes them."""
+        return wire.Limits(
+            max_features=self.max_features,
+            max_tokens=self.max_tokens,
+            max_vector_length=self.max_vector_length,
+            max_name_length=self.max_name_length,
+            max_label_length=self.max_label_length,
+            max_id_length=self.max_id_length,
+        )
+
+
+class LimitSettings(_Section):
+    """What the model admits, and the net under it (:mod:`streammkl.daemon.admission`,
+    :mod:`streammkl.daemon.inflight`). Checked when a record would make the model grow."""
+
+    #: Inputs (distinct feature names) the model admits over its lifetime; a record that would
+    #: take it beyond is a dead letter (``too_many_features``). Each input costs every later
+    #: round (a dense vector entry, a column of every explicit map).
+    max_model_features: int = Field(default=10_000, ge=1)
+    #: Classes (labels of a sequence labeler) the model admits (``too_many_classes``): the
+    #: weights, each round and each prediction grow with them.
+    max_classes: int = Field(default=1_000, ge=2)
+    #: Cells (float64 values) the model's state may hold after admitting a record
+    #: (``over_work_budget``): the work of the rebuild that growth costs and of every later
+    #: round's explicit part. 20 M cells = 160 MB of state.
+    max_record_work: int = Field(default=20_000_000, ge=1_000)
+    #: A prediction carries the probabilities of at most this many classes (the most
+    #: probable; 0 = all).
+    prediction_top_k: int = Field(default=10, ge=0)
+    #: Deaths of the process while one record was in flight (marked) after which that record
+    #: is dead-lettered (``crashed_worker``) instead of being learned again. 1: at the first;
+    #: 2 (default): a single ``kill -9`` during a marked step changes nothing.
+    crash_strikes: int = Field(default=2, ge=1, le=10)
 
 
 class CheckpointSettings(_Section):
@@ -143,14 +192,33 @@ class CheckpointSettings(_Section):
     every_records: int = Field(default=100_000, ge=1)
     every_seconds: float = Field(default=30.0, gt=0)
     keep: int = Field(default=3, ge=1)
+    #: A file holding a secret key: every checkpoint is signed (HMAC-SHA256) and only signed
+    #: checkpoints are loaded, so whoever can write the directory but not read the key cannot
+    #: plant a model.
+    hmac_key_file: Path | None = None
 
 
 class MetricsSettings(_Section):
-    """The HTTP endpoint serving ``/metrics``, ``/healthz`` and ``/readyz``."""
+    """The HTTP endpoint serving ``/metrics``, ``/healthz`` and ``/readyz``.
+
+    It exposes the model (kernel weights, block norms, regret) and topic names: it listens on
+    the loopback interface unless told otherwise, and ``web_config_file`` adds TLS and basic
+    authentication (Prometheus exporter-toolkit format, :mod:`streammkl.daemon.webconfig`).
+    """
 
     enabled: bool = True
     host: str = "127.0.0.1"
     port: int = Field(default=9108, ge=0, le=65535)  # 0 = any free port
+    #: A YAML file with ``tls_server_config`` and/or ``basic_auth_users`` (bcrypt hashes).
+    web_config_file: Path | None = None
+    #: ``/healthz`` fails when the loop has not ticked for this long.
+    stall_seconds: float = Field(default=120.0, gt=0)
+    #: ``/readyz`` fails while one piece of work (a record, a batch) has run this long.
+    slow_record_seconds: float = Field(default=30.0, gt=0)
+    #: A connection must send its request (and TLS handshake) within this time.
+    request_timeout_seconds: float = Field(default=10.0, gt=0)
+    #: Requests served at once (a bounded pool); further connections wait in the backlog.
+    max_connections: int = Field(default=8, ge=1, le=256)
 
 
 class RunSettings(_Section):
@@ -246,6 +314,7 @@ class Settings(_Section):
 
     kafka: KafkaSettings = Field(default_factory=KafkaSettings)
     records: RecordSettings = Field(default_factory=RecordSettings)
+    limits: LimitSettings = Field(default_factory=LimitSettings)
     checkpoint: CheckpointSettings = Field(default_factory=CheckpointSettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     run: RunSettings = Field(default_factory=RunSettings)

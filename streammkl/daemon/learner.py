@@ -1,7 +1,8 @@
 """What the daemon needs from a learner, and how one is built from the configuration.
 
 The daemon codes against :class:`Learner` (a structural Protocol), so any river-style learner
-with the persistence methods below can be plugged in with ``learner.factory = "module:callable"``.
+with the persistence methods below can be plugged in with ``learner.factory = "module:callable"``
+(code execution by configuration: allowed only with ``--allow-learner-factory``).
 The default is :class:`streammkl.river.MKLClassifier` / :class:`~streammkl.river.MKLRegressor`,
 whose kernels, loss, regularizer, schedule, radius, budget and seed come from the ``[learner]``
 section (names resolved in :mod:`streammkl.core`).
@@ -152,9 +153,19 @@ def load_factory(path: str) -> Any:
         raise LearnerConfigError(f"learner.factory: cannot import {path!r}: {exc}") from exc
 
 
-def build_learner(spec: Any) -> Any:
-    """Build the configured learner from a :class:`~streammkl.daemon.config.LearnerSpec`."""
+def build_learner(spec: Any, allow_factory: bool = False) -> Any:
+    """Build the configured learner from a :class:`~streammkl.daemon.config.LearnerSpec`.
+
+    ``learner.factory`` imports and runs code named by the settings: whoever can write the
+    settings (a file, an environment variable) could run anything in the daemon. It is refused
+    unless ``allow_factory`` (the command line's ``--allow-learner-factory``, which the settings
+    cannot set)."""
     if spec.factory:
+        if not allow_factory:
+            raise LearnerConfigError(
+                "learner.factory imports and runs code named in the settings; start the "
+                "daemon with --allow-learner-factory to allow it"
+            )
         return load_factory(spec.factory)(spec)
     if spec.task == "sequence":
         return _sequence_labeler(spec)

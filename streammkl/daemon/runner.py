@@ -18,9 +18,11 @@ from typing import Any
 
 from kafka import KafkaConsumer, KafkaProducer
 
+from streammkl.daemon.admission import admission_for
 from streammkl.daemon.checkpoint import CheckpointError, CheckpointStore, encode_offsets
 from streammkl.daemon.config import ConfigError, Settings
 from streammkl.daemon.health import HealthServer
+from streammkl.daemon.inflight import InflightMarker
 from streammkl.daemon.learner import (
     LearnerConfigError,
     build_learner,
@@ -39,6 +41,7 @@ from streammkl.daemon.sink import Output, Sink
 from streammkl.daemon.source import Source
 from streammkl.daemon.steps import make_step
 from streammkl.daemon.topics import ensure_topics
+from streammkl.daemon.webconfig import load_web_config
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +76,8 @@ class Runner(PrequentialStep):
     reload_settings
         Reads the settings again (the CLI's: file < environment < flags), for
         :meth:`request_reload` (SIGHUP).
+    allow_factory
+        Whether ``learner.factory`` (code named by the settings) may be imported and run.
     """
 
     def __init__(
@@ -83,12 +88,18 @@ class Runner(PrequentialStep):
         consumer_factory: Callable[..., Any] | None = None,
         producer_factory: Callable[..., Any] | None = None,
         reload_settings: Callable[[], Settings] | None = None,
+        allow_factory: bool = False,
     ) -> None:
         self.settings = settings
         self.reload_settings = reload_settings
         self._reload = threading.Event()
         self.metrics = DaemonMetrics(registry)
-        self._set_learner(learner if learner is not None else build_learner(settings.learner))
+        self._wire_limits = settings.records.wire_limits()
+        self.marker = InflightMarker(settings.checkpoint.dir, settings.limits.crash_strikes)
+        self.work_started: float | None = None  # what /readyz times (None: idle)
+        if learner is None:
+            learner = build_learner(settings.learner, allow_factory)
+        self._set_learner(learner)
         self.store = CheckpointStore(settings.checkpoint.dir, settings.checkpoint.keep)
         self.offsets: dict[tuple[str, int], int] = {}
         self.counters: dict[str, Any] = dict.fromkeys(_COUNTERS, 0)
@@ -114,6 +125,8 @@ class Runner(PrequentialStep):
                 **source_options,
             )
         )
+        ms = settings.metrics
+        self.web = load_web_config(ms.web_config_file) if ms.web_config_file else None
         self.http: HealthServer | None = None
         self.keep_http = False  # the demo keeps serving after the loop ends
         self.started = False
@@ -139,7 +152,9 @@ class Runner(PrequentialStep):
 
     def _set_learner(self, learner: Any) -> None:
         self.learner = learner
-        self.learner_step = make_step(learner, self.settings.learner.task == "sequence")
+        sequence = self.settings.learner.task == "sequence"
+        self.learner_step = make_step(learner, sequence)
+        self.admission = admission_for(learner, self.settings.limits, sequence)
         self.monitor: StreamMonitor | None = None
         ms = self.settings.monitor
         if ms.enabled and self.learner_step.fused:  # the monitor needs a streammkl core model
@@ -283,6 +298,7 @@ class Runner(PrequentialStep):
             "monitor": monitor_meta,
         }
         ckpt = self.store.save(content, arrays)
+        self.marker.covered(self.offsets)  # crash verdicts behind the checkpoint are settled
         if self.monitor is not None:
             self.monitor.flush()  # the history, up to this checkpoint
         elapsed = time.perf_counter() - t0
@@ -363,6 +379,18 @@ class Runner(PrequentialStep):
             "examples_learned": c["examples_learned"],
         }
 
+    def health(self) -> dict[str, Any]:
+        """What ``/healthz`` and ``/readyz`` report (called on the HTTP thread): the published
+        status, and not ready while one piece of work has run ``metrics.slow_record_seconds``."""
+        state = dict(self.status)
+        started = self.work_started
+        busy = 0.0 if started is None else max(0.0, time.monotonic() - started)
+        state["busy_seconds"] = round(busy, 3)
+        if busy > self.settings.metrics.slow_record_seconds:
+            state["ready"] = False
+            state["slow_work"] = True
+        return state
+
     # -- the loop -----------------------------------------------------------------------------
 
     def start(self) -> None:
@@ -371,10 +399,19 @@ class Runner(PrequentialStep):
         ms = self.settings.metrics
         if ms.enabled and self.http is None:
             self.http = HealthServer(
-                self.metrics.registry, lambda: dict(self.status), ms.host, ms.port
+                self.metrics.registry,
+                self.health,
+                ms.host,
+                ms.port,
+                stall_seconds=ms.stall_seconds,
+                web=self.web,
+                request_timeout=ms.request_timeout_seconds,
+                max_connections=ms.max_connections,
             ).start()
-            log.info("metrics on http://%s:%d/metrics", ms.host, self.http.port)
+            log.info("metrics on %s://%s:%d/metrics", self.http.scheme, ms.host, self.http.port)
         self.restore()
+        self.marker.recover()  # what a crash of the previous process asks of this one
+        self.marker.covered(self.offsets)
         if self.last_checkpoint is not None and self._apply_kernels(self.settings.learner):
             # the settings name another bank than the checkpoint's (edited while stopped): applied
             # at the restored position, like a SIGHUP there, and checkpointed at once
@@ -436,12 +473,14 @@ class Runner(PrequentialStep):
             self.metrics.rebalances.inc(self.source.assignment_changes - self._assignments_seen)
             self._assignments_seen = self.source.assignment_changes
             self._last_arrival = now  # the idle clock starts with the partitions
+        self.work_started = now
         if batch:
             self.process(batch)
             self._last_arrival = time.monotonic()  # idle counts from the end of the work
         else:
             self._drain()  # nothing new: finish what is in flight now ...
             self._publish()  # ... and publish the model its counts describe, before any flush
+        self.work_started = None
         self._timeout_ms = 0 if len(batch) == k.max_poll_records else k.poll_timeout_ms
         self.sink.poll()
         if self._checkpoint_due():
@@ -462,16 +501,20 @@ class Runner(PrequentialStep):
 
         Always ends with the shutdown: final checkpoint, sink flushed, consumer closed.
         """
+        clean = False
         try:
             if not self.started:
                 self.start()
             while self.step():
                 pass
+            clean = True
         finally:
-            self._shutdown()
+            self._shutdown(clean)
         return 0
 
-    def _shutdown(self) -> None:
+    def _shutdown(self, clean: bool = True) -> None:
+        """Final checkpoint, sink flushed, consumer closed; ``clean=False`` when an exception
+        ends the loop (the marker then tells the next start, as for a crash)."""
         try:
             self.checkpoint("shutdown", force=bool(self.sink.pending))
             left = self.sink.close(timeout=1.0)
@@ -488,3 +531,4 @@ class Runner(PrequentialStep):
             if self.http is not None and not self.keep_http:
                 self.http.stop()
             self._untune_gc()
+            self.marker.close(clean=clean)

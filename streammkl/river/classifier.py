@@ -152,6 +152,10 @@ class MKLClassifier(MKLMixin, base.Classifier):
                     self.classes_.append(label)
         return self._class_index[y]
 
+    def known_class(self, y: Any) -> bool:
+        """Whether ``y`` is a class the learner has seen (``learn_one`` would not add one)."""
+        return _plain(y) in self._class_index
+
     # --- river API --------------------------------------------------------------------------
     def learn_one(self, x: Mapping, y: Any) -> None:
         if y is None:
