@@ -19,7 +19,14 @@ from typing import Any
 from kafka import KafkaConsumer, KafkaProducer
 
 from streammkl.daemon.admission import admission_for
-from streammkl.daemon.checkpoint import CheckpointError, CheckpointStore, encode_offsets
+from streammkl.daemon.checkpoint import (
+    Checkpoint,
+    CheckpointError,
+    CheckpointMismatch,
+    CheckpointStore,
+    encode_offsets,
+    read_key,
+)
 from streammkl.daemon.config import ConfigError, Settings
 from streammkl.daemon.health import HealthServer
 from streammkl.daemon.inflight import InflightMarker
@@ -100,7 +107,9 @@ class Runner(PrequentialStep):
         if learner is None:
             learner = build_learner(settings.learner, allow_factory)
         self._set_learner(learner)
-        self.store = CheckpointStore(settings.checkpoint.dir, settings.checkpoint.keep)
+        cs = settings.checkpoint
+        key = read_key(cs.hmac_key_file) if cs.hmac_key_file is not None else None
+        self.store = CheckpointStore(cs.dir, cs.keep, hmac_key=key)
         self.offsets: dict[tuple[str, int], int] = {}
         self.counters: dict[str, Any] = dict.fromkeys(_COUNTERS, 0)
         self.counters["online_loss"] = 0.0
@@ -231,34 +240,52 @@ class Runner(PrequentialStep):
 
     # -- checkpoints --------------------------------------------------------------------------
 
-    def restore(self) -> None:
-        """Load the newest valid checkpoint (if any) into the learner, offsets and counters."""
-        self.store.clean_temporaries()
-        ckpt = self.store.load_latest()
-        if self.store.fallbacks:
-            self.metrics.checkpoint_fallbacks.inc(self.store.fallbacks)
-        if ckpt is None:
-            log.info("no checkpoint in %s: starting a fresh model", self.store.directory)
-            if self.monitor is not None:
-                self.monitor.restore(None, {}, None)
-            return
-        model = ckpt.meta["model"]
-        if model["class"] != class_path(self.learner):
-            raise CheckpointError(
+    def _loadable(self, ckpt: Checkpoint) -> tuple[Any, list[Output]]:
+        """The learner and outbox a checkpoint holds, checked (:meth:`restore`'s ``accept``):
+        another learner class is fatal, a model that does not load or whose digest differs
+        is a :class:`CheckpointError` (an older checkpoint is tried)."""
+        model, summary = ckpt.meta.get("model") or {}, ckpt.meta.get("summary") or {}
+        if not isinstance(model.get("meta"), dict) or not isinstance(
+            summary.get("model_digest"), str
+        ):
+            raise CheckpointError(f"{ckpt.path}: malformed: no model state or digest")
+        if model.get("class") != class_path(self.learner):
+            raise CheckpointMismatch(
                 f"{ckpt.path} holds a {model['class']} but the configuration builds a "
                 f"{class_path(self.learner)}"
             )
         arrays = {k: v for k, v in ckpt.arrays.items() if k != INPUTS}
-        self._set_learner(restore(self.learner, model["meta"], arrays))
-        digest = self.learner.digest()
-        if digest != ckpt.meta["summary"]["model_digest"]:
-            raise CheckpointError(f"{ckpt.path}: restored model digest {digest} differs from saved")
+        try:
+            learner = restore(self.learner, model["meta"], arrays)
+            digest = learner.digest()
+            outbox = [Output.from_json(o) for o in ckpt.meta.get("outbox", [])]
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
+            raise CheckpointError(f"{ckpt.path}: the model does not load ({exc!r})") from exc
+        if digest != summary["model_digest"]:
+            raise CheckpointError(
+                f"{ckpt.path}: the model does not load as saved (digest {digest} differs)"
+            )
+        return learner, outbox
+
+    def restore(self) -> None:
+        """Load the newest usable checkpoint (if any) into the learner, offsets and counters."""
+        self.store.clean_temporaries()
+        found = self.store.load_accepted(self._loadable)
+        for why, count in self.store.skipped.items():
+            self.metrics.checkpoint_fallbacks.labels(why).inc(count)
+        if found is None:
+            log.info("no checkpoint in %s: starting a fresh model", self.store.directory)
+            if self.monitor is not None:
+                self.monitor.restore(None, {}, None)
+            return
+        ckpt, (learner, outbox) = found
+        self._set_learner(learner)
         self.offsets.update(ckpt.offsets)
         for key, value in ckpt.counters.items():
             self.counters[key] = value
         if self.monitor is not None:
             self.monitor.restore(ckpt.meta.get("monitor"), ckpt.arrays, self.learner.core)
-        self.sink.requeue([Output.from_json(o) for o in ckpt.meta.get("outbox", [])])
+        self.sink.requeue(outbox)
         self.last_checkpoint = ckpt
         self._model_view = introspect(self.learner)
         log.info(
