@@ -22,12 +22,16 @@ warnings.filterwarnings("ignore", message=".*read_text.*", category=DeprecationW
 log = logging.getLogger("streammkl")
 
 
-def setup_logging(level: str = "INFO") -> None:
-    """Log to stderr; kafka-python's per-connection errors only at DEBUG."""
+def setup_logging(level: str = "INFO", secrets: list[str] | None = None) -> None:
+    """Log to stderr, ``secrets`` masked in every line; kafka-python's per-connection errors
+    only at DEBUG."""
+    from streammkl.daemon.kafka_security import install_redaction
+
     logging.basicConfig(
         level=getattr(logging, level.upper(), logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    install_redaction(secrets or [])
     if level.upper() != "DEBUG":
         logging.getLogger("kafka").setLevel(logging.CRITICAL)
 
@@ -82,7 +86,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"streammkl run: {exc}", file=sys.stderr)
         return 2
-    setup_logging(settings.run.log_level)
+    setup_logging(settings.run.log_level, settings.kafka.secret_values())
     from streammkl.daemon.checkpoint import CheckpointError
     from streammkl.daemon.runner import Runner
     from streammkl.daemon.webconfig import WebConfigError

@@ -37,6 +37,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from streammkl import wire
+from streammkl.daemon.kafka_security import SECRET_FIELDS, KafkaSecurity
 
 ENV_PREFIX = "STREAMMKL_"
 
@@ -55,8 +56,9 @@ def _split(value: Any) -> Any:
     return value
 
 
-class KafkaSettings(_Section):
-    """Broker, topics and consumer-group settings (see KAFKA.md for the timeouts)."""
+class KafkaSettings(KafkaSecurity):
+    """Broker, topics and consumer-group settings (see KAFKA.md for the timeouts), and TLS /
+    SASL (:class:`~streammkl.daemon.kafka_security.KafkaSecurity`)."""
 
     bootstrap_servers: str = "127.0.0.1:9092"
     topics: tuple[str, ...] = ("streammkl.examples",)
@@ -310,7 +312,7 @@ class LearnerSpec(_Section):
 
 
 class Settings(_Section):
-    """All daemon settings (frozen)."""
+    """All daemon settings (frozen; secrets are :class:`pydantic.SecretStr`)."""
 
     kafka: KafkaSettings = Field(default_factory=KafkaSettings)
     records: RecordSettings = Field(default_factory=RecordSettings)
@@ -431,5 +433,7 @@ def _explain(exc: ValidationError, sources: Mapping[tuple[str, ...], str]) -> st
         value = "" if err["type"] == "missing" else f" = {err.get('input')!r}"
         if isinstance(err.get("input"), Mapping):
             value = ""
+        elif loc and loc[-1] in SECRET_FIELDS:
+            value = " = '***'"  # a secret is never echoed
         lines.append(f"  {field}{value}: {err['msg']}{origin}")
     return "\n".join(lines)

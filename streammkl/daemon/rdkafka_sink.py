@@ -27,6 +27,7 @@ from typing import Any
 import confluent_kafka
 
 from streammkl.daemon.config import KafkaSettings
+from streammkl.daemon.kafka_security import librdkafka_options
 from streammkl.daemon.sink import Output, Sink
 
 log = logging.getLogger(__name__)
@@ -52,6 +53,7 @@ def rdkafka_config(settings: KafkaSettings) -> dict[str, Any]:
         "reconnect.backoff.max.ms": 1_000,
         "socket.connection.setup.timeout.ms": max(1_000, settings.bootstrap_timeout_ms),
         "logger": logging.getLogger("streammkl.daemon.librdkafka"),
+        **librdkafka_options(settings),
     }
 
 

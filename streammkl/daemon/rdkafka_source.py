@@ -39,6 +39,7 @@ from confluent_kafka import TopicPartition as RdTopicPartition
 from kafka import TopicPartition
 
 from streammkl.daemon.config import KafkaSettings
+from streammkl.daemon.kafka_security import librdkafka_options
 from streammkl.daemon.source import TP, Source
 
 log = logging.getLogger(__name__)
@@ -92,6 +93,7 @@ def rdkafka_consumer_config(settings: KafkaSettings) -> dict[str, Any]:
         "check.crcs": settings.check_crcs,
         "statistics.interval.ms": 1_000,
         "logger": logging.getLogger("streammkl.daemon.librdkafka"),
+        **librdkafka_options(settings),
     }
 
 

@@ -30,6 +30,7 @@ from streammkl.daemon.checkpoint import (
 from streammkl.daemon.config import ConfigError, Settings
 from streammkl.daemon.health import HealthServer
 from streammkl.daemon.inflight import InflightMarker
+from streammkl.daemon.kafka_security import kafka_python_options
 from streammkl.daemon.learner import (
     LearnerConfigError,
     build_learner,
@@ -452,7 +453,10 @@ class Runner(PrequentialStep):
         if k.create_topics and outputs:
             try:
                 ensure_topics(
-                    k.bootstrap_servers, dict.fromkeys(outputs, 1), k.bootstrap_timeout_ms
+                    k.bootstrap_servers,
+                    dict.fromkeys(outputs, 1),
+                    k.bootstrap_timeout_ms,
+                    security=kafka_python_options(k),
                 )
             except Exception as exc:  # unreachable broker: sends are retried later anyway
                 log.warning("could not check/create the output topics %s: %s", outputs, exc)

@@ -31,6 +31,7 @@ from kafka.errors import KafkaError, OffsetOutOfRangeError
 from kafka.structs import OffsetAndMetadata
 
 from streammkl.daemon.config import KafkaSettings
+from streammkl.daemon.kafka_security import kafka_python_options
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,7 @@ def consumer_config(settings: KafkaSettings) -> dict[str, Any]:
         "reconnect_backoff_max_ms": 1000,
         "bootstrap_timeout_ms": settings.bootstrap_timeout_ms,
         "check_crcs": settings.check_crcs,
+        **kafka_python_options(settings),
     }
 
 
