@@ -86,8 +86,12 @@ def test_every_client_receives_exactly_the_security_options(
     tls = {"kafka.ssl_cafile": str(certs.ca), "kafka.ssl_certfile": str(certs.client_cert),
            "kafka.ssl_keyfile": str(certs.client_key)}  # fmt: skip
     s = settings(tmp_path, **SASL_SSL, **tls)
-    expected_py = {**KAFKA_PYTHON, "ssl_cafile": str(certs.ca),
-                   "ssl_certfile": str(certs.client_cert), "ssl_keyfile": str(certs.client_key)}  # fmt: skip
+    expected_py = {
+        **KAFKA_PYTHON,
+        "ssl_cafile": str(certs.ca),
+        "ssl_certfile": str(certs.client_cert),
+        "ssl_keyfile": str(certs.client_key),
+    }
     expected_rd = {**LIBRDKAFKA, "ssl.ca.location": str(certs.ca),
                    "ssl.certificate.location": str(certs.client_cert),
                    "ssl.key.location": str(certs.client_key)}  # fmt: skip
@@ -272,7 +276,7 @@ def test_the_daemon_learns_over_tls_end_to_end(
         assert broker.proxy.handshakes >= 3  # admin, producer, daemon clients: all TLS
         # the only way in is TLS: a plaintext client gets nowhere
         refused = broker.proxy.refused
-        with pytest.raises(Exception):  # noqa: B017 (kafka-python: NoBrokersAvailable)
+        with pytest.raises(Exception):  # kafka-python: NoBrokersAvailable
             KafkaProducer(bootstrap_servers=broker.bootstrap_servers, bootstrap_timeout_ms=1500)
         assert broker.proxy.refused > refused
     finally:
