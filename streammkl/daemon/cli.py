@@ -107,6 +107,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     except CheckpointError as exc:
         log.error("%s", exc)
         return 3
+    except LearnerConfigError as exc:  # e.g. a kernel change refused at start
+        log.error("%s", exc)
+        return 2
 
 
 def inspect_checkpoint(directory: str | os.PathLike[str]) -> dict[str, Any]:

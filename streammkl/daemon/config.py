@@ -311,12 +311,24 @@ class LearnerSpec(_Section):
     params: dict[str, Any] = Field(default_factory=dict)  # free-form, for custom factories
 
 
+class ReloadSettings(_Section):
+    """Guards on runtime kernel changes (SIGHUP, or settings edited while stopped)."""
+
+    #: A new kernel list that would drop more than this fraction of the learned blocks (those
+    #: with a non-zero norm) is refused ...
+    max_dropped_fraction: float = Field(default=0.5, ge=0, le=1)
+    #: ... as is one with a kernel on features never seen -- unless this is true (set it for
+    #: the one reload that must go through, then back).
+    force: bool = False
+
+
 class Settings(_Section):
     """All daemon settings (frozen; secrets are :class:`pydantic.SecretStr`)."""
 
     kafka: KafkaSettings = Field(default_factory=KafkaSettings)
     records: RecordSettings = Field(default_factory=RecordSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
+    reload: ReloadSettings = Field(default_factory=ReloadSettings)
     checkpoint: CheckpointSettings = Field(default_factory=CheckpointSettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     run: RunSettings = Field(default_factory=RunSettings)

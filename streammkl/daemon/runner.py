@@ -37,6 +37,7 @@ from streammkl.daemon.learner import (
     change_kernels,
     configured_kernels,
     introspect,
+    kernel_change_risks,
     kernel_names,
     restore,
 )
@@ -187,11 +188,21 @@ class Runner(PrequentialStep):
         """
         self._reload.set()
 
-    def _apply_kernels(self, spec: Any) -> bool:
-        """Make the learner's bank the one ``spec`` configures; whether anything changed."""
+    def _apply_kernels(self, spec: Any, guard: Any) -> bool:
+        """Make the learner's bank the one ``spec`` configures; whether anything changed.
+        A change that looks like a mistake (:func:`kernel_change_risks`) is refused with a
+        :class:`LearnerConfigError` unless ``guard.force``."""
         wanted = configured_kernels(spec)
         if wanted is None or [k.name for k in wanted] == kernel_names(self.learner):
             return False
+        risks = kernel_change_risks(self.learner, wanted, guard.max_dropped_fraction)
+        if risks and not guard.force:
+            raise LearnerConfigError(
+                "learner.kernels: the change is refused: " + "; ".join(risks)
+                + " (set reload.force = true to apply it anyway)"
+            )  # fmt: skip
+        if risks:
+            log.warning("learner.kernels: forced change: %s", "; ".join(risks))
         clone = type(self.learner).from_state(*self.learner.to_state())
         change_kernels(clone, wanted)  # refused -> nothing changes on the live learner
         added, removed = change_kernels(self.learner, wanted)
@@ -208,14 +219,14 @@ class Runner(PrequentialStep):
             return False
         try:
             new = self.reload_settings()
-            changed = self._apply_kernels(new.learner)
+            changed = self._apply_kernels(new.learner, new.reload)
         except (ConfigError, LearnerConfigError) as exc:
             log.error("reload failed, settings unchanged: %s", exc)
             self.metrics.reloads.labels("failed").inc()
             return False
         old = self.settings
         ignored = [n for n in type(new).model_fields if getattr(new, n) != getattr(old, n)]
-        ignored = [n for n in ignored if n != "learner"] + [
+        ignored = [n for n in ignored if n not in ("learner", "reload")] + [
             f"learner.{n}"
             for n in type(new.learner).model_fields
             if n != "kernels" and getattr(new.learner, n) != getattr(old.learner, n)
@@ -440,7 +451,9 @@ class Runner(PrequentialStep):
         self.restore()
         self.marker.recover()  # what a crash of the previous process asks of this one
         self.marker.covered(self.offsets)
-        if self.last_checkpoint is not None and self._apply_kernels(self.settings.learner):
+        if self.last_checkpoint is not None and self._apply_kernels(
+            self.settings.learner, self.settings.reload
+        ):
             # the settings name another bank than the checkpoint's (edited while stopped): applied
             # at the restored position, like a SIGHUP there, and checkpointed at once
             self._dirty = True
