@@ -66,6 +66,7 @@ REASONS: dict[str, str] = {
     "bad_x": "x is not an object, an array of numbers or an array of tokens, or is empty",
     "non_numeric": "a feature value is not a number",
     "non_finite": "a feature value or a numeric label is NaN or infinite",
+    "value_too_large": "a feature value beyond the magnitude limit",
     "wrong_dim": "a vector's length differs from the configured dimension",
     "bad_sequence": "a sequence mixes token kinds, or its labels do not match its tokens",
     "wrong_kind": "a sequence where vectors are expected, or the reverse",
@@ -100,6 +101,10 @@ class Limits:
         Characters of a string label, digits of an integer label.
     max_id_length
         Characters of the record's id.
+    max_abs_value
+        Magnitude of a feature value. Beyond ~1e77 the fourth powers a quadratic kernel takes
+        overflow and every kernel loses all precision: such a value is a unit error or an
+        attack, not data (standardise inputs).
     """
 
     max_features: int = 1_000
@@ -108,6 +113,7 @@ class Limits:
     max_name_length: int = 256
     max_label_length: int = 256
     max_id_length: int = 256
+    max_abs_value: float = 1e30
     #: A record of at most this many bytes cannot hold a string over any length limit (the
     #: checks of lengths are skipped for it: the common, small record pays nothing for them).
     short_record: int = field(init=False, repr=False, compare=False)
@@ -310,15 +316,21 @@ def _decode(
 
 def _parse_slowly(raw: bytes) -> Any:
     """The standard library's parse: it reads what orjson refuses (``NaN``/``Infinity``
-    literals, integers beyond 64 bits, lone surrogates) and names the error precisely."""
+    literals, integers beyond 64 bits) and names the error precisely; lone surrogate escapes
+    (which orjson refuses too) stay refused: no name, label or id could be encoded."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise _Reject("invalid_utf8", f"not valid UTF-8 at byte {exc.start}") from None
     try:
-        return json.loads(text)
+        obj = json.loads(text)
     except ValueError as exc:
         raise _Reject("invalid_json", f"not valid JSON: {exc}") from None
+    try:  # a \ud800-style escape decodes to a lone surrogate: not text anything can encode
+        json.dumps(obj, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        raise _Reject("invalid_json", "a string holds a lone surrogate escape") from None
+    return obj
 
 
 _NO_LENGTHS: dict[int, tuple[Limits, Limits]] = {}  # id(limits) -> (limits, its twin)
@@ -327,7 +339,10 @@ _NO_LENGTHS: dict[int, tuple[Limits, Limits]] = {}  # id(limits) -> (limits, its
 def _without_lengths(limits: Limits) -> Limits:
     """``limits`` with unreachable string-length limits (for records too short to break them)."""
     big = _UNBOUNDED
-    twin = Limits(limits.max_features, limits.max_tokens, limits.max_vector_length, big, big, big)
+    twin = Limits(
+        limits.max_features, limits.max_tokens, limits.max_vector_length, big, big, big,
+        limits.max_abs_value,
+    )  # fmt: skip
     if len(_NO_LENGTHS) > 64:  # callers building Limits per call: keep the cache bounded
         _NO_LENGTHS.clear()
     _NO_LENGTHS[id(limits)] = (limits, twin)
@@ -345,18 +360,21 @@ def _kind(value: Any) -> str:
     return names.get(type(value), "null" if value is None else f"a {type(value).__name__}")
 
 
-def _number(value: Any, where: str) -> float:
+def _number(value: Any, where: str, bound: float = math.inf) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise _Reject("non_numeric", f"{where} is {_kind(value)}, not a number")
     out = float(value)  # ints beyond float range raise OverflowError
     if not math.isfinite(out):
         raise _Reject("non_finite", f"{where} is {value!r}")
+    if not -bound <= out <= bound:
+        raise _Reject("value_too_large", f"{where} is {out:g}, beyond +-{bound:g} (the limit)")
     return out
 
 
-def _floats(values: Any) -> list[float] | None:
-    """Fast path: every value an int or a float, all finite -> the floats; else ``None`` (the
-    caller then walks the values one by one to name the offending one)."""
+def _floats(values: Any, bound: float = math.inf) -> list[float] | None:
+    """Fast path: every value an int or a float, all finite and within ``+-bound`` -> the
+    floats; else ``None`` (the caller then walks the values one by one to name the offending
+    one)."""
     for v in values:
         kind = type(v)
         if kind is not float and kind is not int:  # bool, str, None, ...: slow path
@@ -366,7 +384,9 @@ def _floats(values: Any) -> list[float] | None:
     except OverflowError:
         return None
     total = sum(out)
-    return out if total - total == 0.0 else None  # NaN/Inf anywhere (or an overflowing sum)
+    if total - total != 0.0:  # NaN/Inf anywhere (or an overflowing sum)
+        return None
+    return out if out and max(out) <= bound and min(out) >= -bound else None
 
 
 def _vector(value: list[Any], dim: int | None, where: str, limits: Limits) -> list[float]:
@@ -382,11 +402,12 @@ def _vector(value: list[Any], dim: int | None, where: str, limits: Limits) -> li
             "wrong_dim",
             f"{where} has {len(value)} values, expected {dim} (the configured dimension)",
         )
-    fast = _floats(value)
+    bound = limits.max_abs_value
+    fast = _floats(value, bound)
     if fast is not None:
         return fast
     try:
-        return [_number(v, f"{where}[{i}]") for i, v in enumerate(value)]
+        return [_number(v, f"{where}[{i}]", bound) for i, v in enumerate(value)]
     except OverflowError:
         raise _Reject("non_finite", f"{where} holds an integer too large for a float") from None
 
@@ -409,16 +430,17 @@ def _mapping(value: dict[str, Any], where: str, limits: Limits) -> dict[str, flo
             f"the limit is {limits.max_name_length}",
         )
     values = value.values()
+    bound = limits.max_abs_value
     if set(map(type, values)) == _FLOAT_ONLY:  # the common case: the parsed dict as it is
         total = sum(values)
-        if total - total == 0.0:  # all finite
+        if total - total == 0.0 and max(values) <= bound and min(values) >= -bound:
             return value
-    fast = _floats(values)
+    fast = _floats(values, bound)
     if fast is not None:
         return dict(zip(value, fast, strict=True))
     prefix = "" if where == "x" else f"{where} "
     try:
-        return {k: _number(v, f"{prefix}feature {k!r}") for k, v in value.items()}
+        return {k: _number(v, f"{prefix}feature {k!r}", bound) for k, v in value.items()}
     except OverflowError:
         raise _Reject("non_finite", f"{where} holds an integer too large for a float") from None
 

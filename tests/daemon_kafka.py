@@ -56,7 +56,9 @@ def produce(
     timestamp_of: Callable[[int], int] | None = None,
 ) -> None:
     """Send ``values`` (key ``k<i>``) and wait for every acknowledgement."""
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap, acks="all", linger_ms=5, max_request_size=4 << 20
+    )
     futures = [
         producer.send(
             topic,

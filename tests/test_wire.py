@@ -53,6 +53,9 @@ def test_valid_dict_vector_sequence_records() -> None:
         (b'{"x": {"a": NaN}}', {}, "non_finite", "feature 'a' is nan"),
         (b'{"x": [Infinity]}', {}, "non_finite", "x[0] is inf"),
         (b'{"x": [1e999]}', {}, "non_finite", "x[0] is inf"),
+        (b'{"x": [1e31]}', {}, "value_too_large", "x[0] is 1e+31, beyond +-1e+30"),
+        (b'{"x": {"a": -2.5e200}}', {}, "value_too_large", "feature 'a' is -2.5e+200"),
+        (b'{"x": {"a": 100}}', {"limits": Limits(max_abs_value=99)}, "value_too_large", "100"),
         (b'{"x": [1' + b"0" * 400 + b"]}", {}, "non_finite", "too large"),
         (b'{"x": [1, 2, 3]}', {"dim": 2}, "wrong_dim", "3 values, expected 2"),
         (b'{"x": [[1, 2], [1]]}', {"dim": 2}, "wrong_dim", "x[1] has 1 values"),
@@ -69,6 +72,8 @@ def test_valid_dict_vector_sequence_records() -> None:
         (b'{"x": [1], "id": 7}', {}, "bad_id", "a number (7)"),
         (b'{"x": [1], "ts": "now"}', {}, "bad_ts", "'now'"),
         (b'{"x": [1], "ts": true}', {}, "bad_ts", "True"),
+        (b'{"x": {"\\ud800a": 1}}', {}, "invalid_json", "lone surrogate"),
+        (b'{"x": [1], "y": "\\udfff"}', {}, "invalid_json", "lone surrogate"),
         # limits (wire.Limits): one hostile record is rejected before any work is spent on it
         (
             b'{"x": {"a": 1, "b": 2, "c": 3}}',
@@ -147,6 +152,7 @@ def test_every_reason_is_reachable_and_documented() -> None:
         "missing_x", "bad_x", "non_numeric", "non_finite", "wrong_dim", "bad_sequence",
         "wrong_kind", "bad_label", "unknown_class", "bad_id", "bad_ts", "too_many_features",
         "too_many_tokens", "vector_too_long", "name_too_long", "label_too_long", "id_too_long",
+        "value_too_large",
     }  # fmt: skip
     assert covered == set(REASONS)
     assert all(isinstance(v, str) and v for v in REASONS.values())

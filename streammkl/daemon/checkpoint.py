@@ -165,7 +165,9 @@ class CheckpointStore:
                 raise CheckpointError(f"array {name!r} has an object dtype; it would need pickle")
         seq = self._next_seq()
         full = {"format": FORMAT, "version": VERSION, "seq": seq, "created": time.time(), **meta}
-        meta_bytes = json.dumps(full, sort_keys=True, allow_nan=False).encode()
+        # allow_nan: a state may legitimately hold +-Infinity (a bound, an overflowed maximum);
+        # a checkpoint must never fail on it (Python's json reads the tokens back)
+        meta_bytes = json.dumps(full, sort_keys=True).encode()
         buf = io.BytesIO()
         np.savez(buf, **{k: np.asarray(v) for k, v in arrays.items()})  # type: ignore[arg-type]
         arrays_bytes = buf.getvalue()

@@ -71,6 +71,10 @@ class KafkaSettings(KafkaSecurity):
     client_id: str = "streammkl"
     predictions_topic: str | None = "streammkl.predictions"
     dead_letter_topic: str = "streammkl.dead-letters"
+    #: A dead letter carries at most this many bytes of its record (a longer one is cut, with
+    #: headers giving the full size and sha256): an undeliverable dead letter would be retried
+    #: forever. Below Kafka's default message.max.bytes (1,048,588) with room for the headers.
+    dead_letter_max_bytes: int = Field(default=900_000, ge=1_024)
     #: Real Kafka rejects sessions under 6 s by default; tests against Tansu use ~2000/500.
     session_timeout_ms: int = Field(default=10_000, ge=500)
     heartbeat_interval_ms: int = Field(default=3_000, ge=100)
@@ -143,6 +147,9 @@ class RecordSettings(_Section):
     max_name_length: int = Field(default=256, ge=1)
     max_label_length: int = Field(default=256, ge=1)
     max_id_length: int = Field(default=256, ge=1)
+    #: Magnitude of a feature value (beyond: ``value_too_large``; the arithmetic of the
+    #: kernels overflows around 1e77).
+    max_abs_value: float = Field(default=1e30, gt=0)
 
     _split_classes = field_validator("classes", mode="before")(_split)
 
@@ -155,6 +162,7 @@ class RecordSettings(_Section):
             max_name_length=self.max_name_length,
             max_label_length=self.max_label_length,
             max_id_length=self.max_id_length,
+            max_abs_value=self.max_abs_value,
         )
 
 

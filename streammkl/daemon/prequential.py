@@ -15,6 +15,7 @@ list appends folded once per batch; counters are kept in locals and added once p
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 import json
 import math
@@ -131,16 +132,22 @@ class PrequentialStep(GuardedLearning):
         c["dead_letters"] += 1
         self.metrics.rejected.labels(reason).inc()
         self.metrics.dead_letters.inc()
-        headers = (
+        headers: tuple[tuple[str, bytes], ...] = (
             ("reason", reason.encode()),
-            ("error", message[:1000].encode()),
+            ("error", message[:1000].encode(errors="replace")),
             ("source_topic", msg.topic.encode()),
             ("source_partition", str(msg.partition).encode()),
             ("source_offset", str(msg.offset).encode()),
         )
-        self.sink.send(
-            Output(self.settings.kafka.dead_letter_topic, msg.value or b"", msg.key, headers)
-        )
+        k = self.settings.kafka
+        value = msg.value or b""
+        if len(value) > k.dead_letter_max_bytes:  # deliverable, so that it is ever delivered
+            headers += (
+                ("value_truncated_from", str(len(value)).encode()),
+                ("value_sha256", hashlib.sha256(value).hexdigest().encode()),
+            )
+            value = value[: k.dead_letter_max_bytes]
+        self.sink.send(Output(k.dead_letter_topic, value, msg.key, headers))
 
     def _observed(self, hit: bool | None) -> None:
         """Hook called after each learned record, with whether its prequential prediction was

@@ -81,8 +81,8 @@ class MKLMixin:
             if self._model is None:
                 self._model = self._make_model()
             if new or not self._features.names:
+                self._model.declare_features(new)  # first: if it refuses, nothing changed
                 self._features.add(new)
-                self._model.declare_features(new)
         if self._model is None or self._model._state is None:
             return None
         return self._features.vector(x, validated=True)
