@@ -251,3 +251,23 @@ def test_readyz_is_not_ready_while_one_piece_of_work_runs_too_long(tmp_path: Pat
     r.work_started = time.monotonic() - 6.0
     state = r.health()
     assert not state["ready"] and state["slow_work"] and state["busy_seconds"] >= 6.0
+
+
+@pytest.mark.parametrize("monitor", [False, True])
+def test_the_work_budget_counts_the_monitor_window_of_each_input(
+    tmp_path: Path, monitor: bool
+) -> None:
+    """With the regret monitor, each input costs 2 x monitor.window cells (its window of inputs
+    and the comparator's copy): a record that the model alone could take is refused."""
+    cluster = FakeCluster()
+    values = good(30)
+    values.insert(12, json.dumps({"x": {f"w{i}": 1.0 for i in range(300)}, "y": 1}).encode())
+    stream(cluster, values)
+    over = {"limits.max_record_work": 1_000_000, "monitor.enabled": monitor, "monitor.window": 2000}
+    r = runner(tmp_path, cluster, **over)
+    r.run()
+    # the model alone: 2 x (302 + 384 + 8385) + 302 x 384 = 134,110 cells; the monitor's
+    # window adds 302 x 4,000 = 1,208,000
+    expected = {"over_work_budget": 1} if monitor else {}
+    assert r.counters["rejected_by_reason"] == expected
+    assert r.learner.n_features == (2 if monitor else 302)

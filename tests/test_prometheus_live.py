@@ -248,8 +248,15 @@ def test_regret_and_bound_series_exist_and_are_finite(run: Run) -> None:
             f"Prometheus has no {name} series: the daemon does not export it "
             "(streammkl/daemon/metrics.py)"
         )
+        # The windowed values come from comparators fitted on a background thread: NaN until
+        # the first fit is published, which on a loaded machine may be after the last record
+        # was learned. Wait for it (generously) rather than for a fixed moment.
+        deadline = time.monotonic() + 90
         values = [float(s["value"][1]) for s in series]
-        assert all(math.isfinite(v) for v in values), f"{name}: {values}"
+        while not all(math.isfinite(v) for v in values) and time.monotonic() < deadline:
+            time.sleep(0.5)
+            values = [float(s["value"][1]) for s in run.query(name, time.time())]
+        assert values and all(math.isfinite(v) for v in values), f"{name}: {values}"
 
 
 def test_drift_detection_visible_after_the_switch(run: Run) -> None:

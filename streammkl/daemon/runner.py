@@ -165,13 +165,14 @@ class Runner(PrequentialStep):
         self.learner = learner
         sequence = self.settings.learner.task == "sequence"
         self.learner_step = make_step(learner, sequence)
-        self.admission = admission_for(learner, self.settings.limits, sequence)
         self.monitor: StreamMonitor | None = None
         ms = self.settings.monitor
         if ms.enabled and self.learner_step.fused:  # the monitor needs a streammkl core model
             self.monitor = StreamMonitor(ms, self.settings.checkpoint.dir)
             self.learner_step.track = True
             self.learner_step.observer = self.monitor  # the compiled runs feed it by chunks
+        window = ms.window if self.monitor is not None else 0
+        self.admission = admission_for(learner, self.settings.limits, sequence, 2 * window)
 
     # -- control ------------------------------------------------------------------------------
 

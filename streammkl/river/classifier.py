@@ -339,7 +339,9 @@ class MKLClassifier(MKLMixin, base.Classifier):
         limit = 2 if binary else model.n_outputs
         rows: list[Any] = []
         targets: list[float] = []
-        n = len(xs)
+        # a run holds at most _RUN_CELLS inputs (its rows are dense over every known feature):
+        # a wide model's runs are shorter, never a batch-sized block of memory
+        n = min(len(xs), i + max(1, _RUN_CELLS // d))
         j = i
         while j < n:
             x, y = xs[j], ys[j]
@@ -402,6 +404,9 @@ class MKLClassifier(MKLMixin, base.Classifier):
 
 
 _PLAIN = frozenset({str, bool, int, float})  # label types that hash as themselves
+#: Cells (rows x known features) of one compiled run: 1 M = 8 MB as an array. With 10,000
+#: features and 2,000-record batches a run's rows took ~640 MB (measured in the daemon).
+_RUN_CELLS = 1 << 20
 
 
 def _plain(y: Any) -> Any:
