@@ -271,3 +271,63 @@ def test_the_work_budget_counts_the_monitor_window_of_each_input(
     expected = {"over_work_budget": 1} if monitor else {}
     assert r.counters["rejected_by_reason"] == expected
     assert r.learner.n_features == (2 if monitor else 302)
+
+
+def test_health_thresholds_come_from_the_settings_and_answer_over_http(tmp_path: Path) -> None:
+    import urllib.error
+    import urllib.request
+
+    cluster = FakeCluster()
+    stream(cluster, good(5))
+    r = runner(
+        tmp_path, cluster,
+        **{"metrics.enabled": True, "metrics.port": 0, "metrics.stall_seconds": 3.0,
+           "metrics.slow_record_seconds": 2.0},
+    )  # fmt: skip
+    r.start()
+    try:
+        assert r.http is not None and r.http.stall_seconds == 3.0
+
+        def code(path: str) -> int:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{r.http.port}{path}", timeout=30):
+                    return 200
+            except urllib.error.HTTPError as exc:
+                return exc.code
+
+        r.status = {"ready": True, "last_tick": time.monotonic()}
+        assert code("/healthz") == 200 and code("/readyz") == 200
+        r.work_started = time.monotonic() - 2.5  # one piece of work running too long
+        assert code("/healthz") == 200 and code("/readyz") == 503
+        r.work_started = None
+        r.status = {"ready": True, "last_tick": time.monotonic() - 3.5}  # the loop stalled
+        assert code("/healthz") == 503 and code("/readyz") == 503
+    finally:
+        r.run()  # drains the stream and shuts down (the HTTP server too)
+
+
+def test_fetched_records_are_bounded_in_bytes_per_partition(tmp_path: Path) -> None:
+    """Big records (but under records.max_bytes) pause their partition once its buffer holds
+    kafka.max_buffered_bytes_per_partition, whatever the record count; it resumes below half."""
+    from streammkl.daemon.source import Source
+
+    cluster = FakeCluster()
+    stream(cluster, [b"x" * 20_000] * 200)
+    s = settings(tmp_path, **{"kafka.max_buffered_bytes_per_partition": 100_000})
+    offsets: dict[tuple[str, int], int] = {}
+    source = Source(s.kafka, offsets, group=True, consumer_factory=cluster.consumer(1)).start()
+    most = 0
+    paused_seen = False
+    for _ in range(300):
+        source.fetch(0)
+        (tp,) = source.assignment or [None]
+        if tp is None:
+            continue
+        held = sum(len(r.value) for r in source.buffers[tp])
+        most = max(most, held)
+        paused_seen |= tp in source._paused
+        if held >= 100_000:
+            taken = source.take(4)  # the loop takes some: below half, it resumes
+            assert len(taken) == 4
+    assert paused_seen
+    assert most < 100_000 + 8 * 20_000  # one fetch beyond the bound at most (<= 7 records)

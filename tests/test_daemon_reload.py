@@ -199,7 +199,7 @@ def test_sighup_adds_a_kernel_mid_stream_against_the_broker(
         produce(kafka_bootstrap, topic, values[300:])
         wait_until(lambda: learned() == 600, 60, "all 600 records learned")
         assert set(weights()) == {"linear", "rbf(gamma=2)", "poly2"}
-        wait_until(lambda: weights()["poly2"] > 0, 10, "the new block to grow")  # it learns
+        wait_until(lambda: weights()["poly2"] > 0, 60, "the new block to grow")  # it learns
         assert sum(weights().values()) == pytest.approx(1.0)
     finally:
         proc.terminate()

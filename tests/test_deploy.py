@@ -272,7 +272,7 @@ def live_exposition(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFacto
             90, f"the daemon to learn {len(values)} records",
         )  # fmt: skip
         assert proc.poll() is None, (tmp / "daemon.log").read_text()
-        dk.wait_until(lambda: dk.metrics(port).get(("streammkl_dead_letters_total", ())), 30, "DLQ")
+        dk.wait_until(lambda: dk.metrics(port).get(("streammkl_dead_letters_total", ())), 60, "DLQ")
         code, body = dk.http_get(port, "/metrics")
         assert code == 200
         return body

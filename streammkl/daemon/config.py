@@ -87,8 +87,10 @@ class KafkaSettings(KafkaSecurity):
     #: How long to wait for a caught-up partition before merging the others without it
     #: (Kafka Streams' ``max.task.idle.ms``; 0 = never wait for data not yet produced).
     merge_idle_ms: int = Field(default=0, ge=0)
-    #: Bound on records fetched ahead of processing, per partition (the partition is paused).
+    #: Bound on records fetched ahead of processing, per partition (the partition is paused) ...
     max_buffered_per_partition: int = Field(default=10_000, ge=1)
+    #: ... and on their bytes (10,000 records of 1 MiB would be 10 GB).
+    max_buffered_bytes_per_partition: int = Field(default=64 << 20, ge=1 << 16)
     #: The input consumer: librdkafka (confluent-kafka; fetching and parsing in C threads,
     #: ~1 us of the loop's time per record) or kafka-python (pure Python, 11-17 us per record).
     consumer_client: Literal["librdkafka", "kafka-python"] = "librdkafka"

@@ -92,6 +92,9 @@ def rdkafka_consumer_config(settings: KafkaSettings) -> dict[str, Any]:
         "reconnect.backoff.max.ms": 1_000,
         "check.crcs": settings.check_crcs,
         "statistics.interval.ms": 1_000,
+        # records fetched ahead of the loop, per partition (librdkafka's default: 64 MB): a loop
+        # that falls behind holds at most this much of the log in memory, besides its buffers
+        "queued.max.messages.kbytes": 16_384,
         "logger": logging.getLogger("streammkl.daemon.librdkafka"),
         **librdkafka_options(settings),
     }
