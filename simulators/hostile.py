@@ -21,7 +21,7 @@ import random
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["ATTACKS", "HOSTILE_SETTINGS", "good_record", "hostile_stream"]
+__all__ = ["ATTACKS", "FRAGMENTS", "HOSTILE_SETTINGS", "good_record", "hostile_stream", "mutate"]
 
 #: Settings (dotted paths) under which the expected reasons hold.
 HOSTILE_SETTINGS: dict[str, Any] = {"limits.max_classes": 2, "limits.max_model_features": 16}
@@ -105,6 +105,27 @@ ATTACKS: dict[str, tuple[float, str, Attack]] = {
     "empty": (1, "invalid_json", lambda r, i: b""),
 }
 # fmt: on
+
+
+#: What :func:`mutate` splices in: JSON fragments that change a record's meaning or break it.
+FRAGMENTS = (b"NaN", b"[", b"{", b'"', b"1e999", b"null", b",", b'"y":', b'"x":{"a":1}',
+             b"\\ud800", b"-0", b"99999999999999999999999", b"true")  # fmt: skip
+
+
+def mutate(data: bytes, rng: random.Random, max_edits: int = 6) -> bytes:
+    """``data`` with 1 to ``max_edits`` random edits: a byte deleted, a random byte inserted,
+    or one of :data:`FRAGMENTS` spliced in (for fuzzing a decoder or a daemon)."""
+    buf = bytearray(data)
+    for _ in range(rng.randint(1, max_edits)):
+        op = rng.random()
+        pos = rng.randrange(len(buf) + 1)
+        if op < 0.35 and buf:
+            del buf[min(pos, len(buf) - 1)]
+        elif op < 0.7:
+            buf.insert(pos, rng.randrange(256))
+        else:
+            buf[pos:pos] = rng.choice(FRAGMENTS)
+    return bytes(buf)
 
 
 def hostile_stream(

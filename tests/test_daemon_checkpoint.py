@@ -228,3 +228,29 @@ def test_checkpoint_files_are_private_whatever_the_umask(tmp_path: Path, umask: 
     assert modes == {ckpt.name: 0o700, "meta.json": 0o600, "arrays.npz": 0o600, "SHA256SUMS": 0o600}
     assert stat.S_IMODE((tmp_path / "a" / "ck").stat().st_mode) == 0o700
     assert stat.S_IMODE((tmp_path / "a").stat().st_mode) == 0o700
+
+
+def test_inspect_verifies_signatures_with_the_key(tmp_path: Path) -> None:
+    from streammkl.daemon.cli import main
+
+    key = tmp_path / "key"
+    key.write_text("k" * 32)
+    signed = CheckpointStore(tmp_path / "ck", hmac_key=b"k" * 32)
+    for n in (1, 2):
+        signed.save(
+            {"counters": {"examples_learned": n}, "offsets": encode_offsets({("t", 0): n}),
+             "model": {"class": "x", "meta": {}}, "summary": {"model_digest": "d"}},
+            {"w": np.arange(n)},
+        )  # fmt: skip
+    save_unsigned = CheckpointStore(tmp_path / "ck")
+    save_unsigned.save(
+        {"counters": {"examples_learned": 99}, "offsets": {}, "model": {"class": "x", "meta": {}},
+         "summary": {"model_digest": "d"}},
+        {},
+    )  # fmt: skip
+    from streammkl.daemon.cli import inspect_checkpoint
+
+    assert inspect_checkpoint(tmp_path / "ck")["examples_learned"] == 99
+    info = inspect_checkpoint(tmp_path / "ck", str(key))
+    assert info["examples_learned"] == 2 and info["skipped_by_reason"] == {"unsigned": 1}
+    assert main(["inspect", str(tmp_path / "ck"), "--hmac-key-file", str(key), "--json"]) == 0

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from simulators.hostile import ATTACKS, HOSTILE_SETTINGS, hostile_stream
+from simulators.hostile import ATTACKS, HOSTILE_SETTINGS, hostile_stream, mutate
 from streammkl.daemon.config import load_settings
 from streammkl.daemon.prequential import REASONS
 from streammkl.daemon.runner import Runner
@@ -79,28 +79,11 @@ def test_hostile_records_through_the_real_daemon(kafka_bootstrap: str, tmp_path:
     assert set(offsets.values()) == {1}  # no crash: each good record predicted exactly once
 
 
-def _mutate(data: bytes, rng: random.Random) -> bytes:
-    buf = bytearray(data)
-    for _ in range(rng.randint(1, 6)):
-        op = rng.random()
-        pos = rng.randrange(len(buf) + 1)
-        if op < 0.3 and buf:
-            del buf[min(pos, len(buf) - 1)]
-        elif op < 0.6:
-            buf.insert(pos, rng.randrange(256))
-        else:
-            buf[pos:pos] = rng.choice(
-                [b"NaN", b"[", b"{", b'"', b"1e999", b"null", b",", b'"y":', b'"x":{"a":1}',
-                 b"\\ud800", b"-0", b"99999999999999999999999", b"true"]
-            )  # fmt: skip
-    return bytes(buf)
-
-
 def test_mutated_records_never_break_the_loop(tmp_path: Path) -> None:
     rng = random.Random(3)
     seeds = [v for v, _, _ in hostile_stream(200, 300, seed=5)]
     values = [v for v, _, _ in hostile_stream(50, 0, seed=6)]  # the model knows its classes
-    values += [_mutate(rng.choice(seeds), rng) for _ in range(6_000)]
+    values += [mutate(rng.choice(seeds), rng) for _ in range(6_000)]
     cluster = FakeCluster()
     cluster.create("in", 2)
     for i, v in enumerate(values):

@@ -20,27 +20,17 @@ from prometheus_client import CollectorRegistry
 
 from streammkl.core import kernels
 from streammkl.daemon.admission import REASONS, model_cells
-from streammkl.daemon.config import load_settings
 from streammkl.daemon.inflight import InflightMarker
 from streammkl.daemon.runner import Runner
 from streammkl.river import MKLClassifier
 from tests.daemon_fakes import FakeCluster, bananas_like
+from tests.test_daemon_runner import make_settings
 
 
 def settings(tmp_path: Path, **over: Any) -> Any:
-    base: dict[str, Any] = {
-        "kafka.topics": "in",
-        "kafka.create_topics": False,
-        "kafka.poll_timeout_ms": 0,
-        "kafka.max_poll_records": 40,
-        "checkpoint.dir": str(tmp_path / "ck"),
-        "checkpoint.every_records": 10**6,
-        "run.exit_when_idle": 0.05,
-        "metrics.enabled": False,
-        "monitor.enabled": False,
-    }
-    base.update(over)
-    return load_settings(env={}, overrides=base)
+    """The runner tests' settings, with bigger batches, no periodic checkpoint, no monitor."""
+    base = {"kafka.max_poll_records": 40, "checkpoint.every_records": 10**6}
+    return make_settings(tmp_path, **{**base, "monitor.enabled": False, **over})
 
 
 def runner(tmp_path: Path, cluster: FakeCluster, seed: int = 0, **over: Any) -> Runner:

@@ -8,10 +8,8 @@ with basic authentication is ``test_prometheus_scrapes_over_tls_with_basic_auth`
 from __future__ import annotations
 
 import base64
-import shutil
 import socket
 import ssl
-import subprocess
 import threading
 import time
 import urllib.error
@@ -25,9 +23,9 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry, Counter
 
-from streammkl.daemon.broker import free_port
 from streammkl.daemon.health import HealthServer
 from streammkl.daemon.webconfig import WebConfigError, load_web_config
+from tests.test_prometheus_live import api, start_prometheus, stop
 from tests.tls import Certs, make_certs
 
 PASSWORD = "correct horse battery staple"
@@ -199,9 +197,6 @@ def test_mutual_tls_refuses_clients_without_a_certificate(tmp_path: Path, certs:
 
 
 def test_prometheus_scrapes_over_tls_with_basic_auth(tmp_path: Path, certs: Certs) -> None:
-    binary = shutil.which("prometheus")
-    if binary is None:
-        pytest.fail("prometheus not found: run `bash deploy/install-prometheus.sh` (make test)")
     server = HealthServer(registry(), status, web=load_web_config(web_config(tmp_path, certs)))
     server.start()
     (tmp_path / "password").write_text(PASSWORD)
@@ -218,29 +213,18 @@ def test_prometheus_scrapes_over_tls_with_basic_auth(tmp_path: Path, certs: Cert
         "global": {"scrape_interval": "1s", "scrape_timeout": "900ms"},
         "scrape_configs": [scrape, denied],
     }
-    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
-    port = free_port()
-    log = open(tmp_path / "prometheus.log", "wb")
-    proc = subprocess.Popen(
-        [binary, f"--config.file={tmp_path / 'prometheus.yml'}",
-         f"--storage.tsdb.path={tmp_path / 'data'}", f"--web.listen-address=127.0.0.1:{port}",
-         "--log.level=warn"],
-        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
-    log.close()
+    proc, url = start_prometheus(tmp_path, "", config)
 
     def query(expr: str) -> list[Any]:
-        url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
         try:
-            with urllib.request.urlopen(url, timeout=5) as resp:
-                import json
-
-                return list(json.loads(resp.read())["data"]["result"])
+            return list(
+                api(url, "/api/v1/query?" + urllib.parse.urlencode({"query": expr}))["result"]
+            )
         except (urllib.error.URLError, ConnectionError, TimeoutError):
             return []
 
     try:
-        deadline = time.monotonic() + 90  # generous: a loaded machine starts Prometheus slowly
+        deadline = time.monotonic() + 90  # generous: a loaded machine scrapes late
         got: dict[str, Any] = {}
         while time.monotonic() < deadline and len(got) < 3:
             for expr in ('up{job="streammkl"}', 'up{job="no-password"}',
@@ -255,10 +239,5 @@ def test_prometheus_scrapes_over_tls_with_basic_auth(tmp_path: Path, certs: Cert
             'streammkl_probe_total{job="streammkl"}': 42.0,
         }, (tmp_path / "prometheus.log").read_text()[-2000:]
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
         server.stop()

@@ -35,12 +35,12 @@ def kernels_of(r: Runner) -> dict[str, float]:
     return dict(r.learner.block_norms)
 
 
-def test_reload_adds_and_removes_kernels_keeping_the_other_blocks(tmp_path: Path) -> None:
+def reloading(tmp_path: Path, n: int, wanted: dict[str, Any]) -> tuple[Runner, FakeCluster]:
+    """A runner over ``n`` records whose settings re-read ``wanted`` (edit it, then reload)."""
     cluster = FakeCluster()
     cluster.create("in", 1)
-    for i, rec in enumerate(bananas_like(300, seed=2)):
+    for i, rec in enumerate(bananas_like(n, seed=2)):
         cluster.append("in", json.dumps(rec).encode(), 0, None, i)
-    wanted: dict[str, Any] = {"learner.kernels": [LINEAR, RBF]}
     r = Runner(
         make_settings(tmp_path, **wanted),
         registry=CollectorRegistry(),
@@ -48,6 +48,12 @@ def test_reload_adds_and_removes_kernels_keeping_the_other_blocks(tmp_path: Path
         producer_factory=cluster.producer(),
         reload_settings=lambda: make_settings(tmp_path, **wanted),
     )
+    return r, cluster
+
+
+def test_reload_adds_and_removes_kernels_keeping_the_other_blocks(tmp_path: Path) -> None:
+    wanted: dict[str, Any] = {"learner.kernels": [LINEAR, RBF]}
+    r, cluster = reloading(tmp_path, 300, wanted)
     r.start()
     while r.counters["examples_learned"] < 100:
         r.step()
@@ -114,18 +120,8 @@ def test_reload_adds_and_removes_kernels_keeping_the_other_blocks(tmp_path: Path
 def test_a_reload_that_looks_like_a_mistake_is_refused_unless_forced(tmp_path: Path) -> None:
     """A kernel on a feature the stream never had (a typo), or a list that drops most of what
     was learned, leaves the model alone (and is counted as failed); reload.force applies it."""
-    cluster = FakeCluster()
-    cluster.create("in", 1)
-    for i, rec in enumerate(bananas_like(200, seed=2)):
-        cluster.append("in", json.dumps(rec).encode(), 0, None, i)
     wanted: dict[str, Any] = {"learner.kernels": [LINEAR, RBF, POLY]}
-    r = Runner(
-        make_settings(tmp_path, **wanted),
-        registry=CollectorRegistry(),
-        consumer_factory=cluster.consumer(),
-        producer_factory=cluster.producer(),
-        reload_settings=lambda: make_settings(tmp_path, **wanted),
-    )
+    r, cluster = reloading(tmp_path, 200, wanted)
     r.run()
     before = kernels_of(r)
     assert sum(v > 0 for v in before.values()) == 3

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import math
 import random
 
 import pytest
 
+from simulators.hostile import mutate
 from streammkl import wire
 from streammkl.wire import REASONS, DecodeError, Limits, Record, decode, encode
 
@@ -180,19 +182,17 @@ def test_decode_never_raises_on_garbage() -> None:
     rng = random.Random(0)
     seeds = [b'{"x": {"a": 1}, "y": 1}', b'{"x": [[1], [2]], "y": [1, 2]}', b"[[[[" * 3000]
     for _ in range(3000):
-        base = bytearray(rng.choice(seeds))
-        for _ in range(rng.randint(1, 4)):
-            op = rng.random()
-            pos = rng.randrange(len(base) + 1)
-            if op < 0.4 and base:
-                del base[min(pos, len(base) - 1)]
-            elif op < 0.8:
-                base.insert(pos, rng.randrange(256))
-            else:
-                base[pos:pos] = rng.choice([b"NaN", b"[", b"{", b'"', b"1e999", b"null", b","])
-        out = wire.decode(bytes(base), dim=1, strict=rng.random() < 0.5)
+        out = wire.decode(mutate(rng.choice(seeds), rng, 4), dim=1, strict=rng.random() < 0.5)
         assert isinstance(out, Record | DecodeError)
         if isinstance(out, DecodeError):
             assert out.reason in REASONS
     deep = b'{"x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
     assert decode(deep, max_bytes=10**7).reason == "invalid_json"  # type: ignore[union-attr]
+
+
+def test_the_magnitude_limit_can_be_lifted_and_an_overflowing_sum_still_decodes() -> None:
+    unbounded = Limits(max_abs_value=math.inf)
+    rec = decode(b'{"x": [1e308, 1e308]}', limits=unbounded)  # the sum overflows, values do not
+    assert isinstance(rec, Record) and rec.x == [1e308, 1e308]
+    rec = decode(b'{"x": {"a": -1e308, "b": -1e308}}', limits=unbounded)
+    assert isinstance(rec, Record) and rec.x == {"a": -1e308, "b": -1e308}

@@ -112,11 +112,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 2
 
 
-def inspect_checkpoint(directory: str | os.PathLike[str]) -> dict[str, Any]:
-    """Summary of the newest valid checkpoint in ``directory`` (JSON-able)."""
-    from streammkl.daemon.checkpoint import CheckpointStore
+def inspect_checkpoint(
+    directory: str | os.PathLike[str], hmac_key_file: str | None = None
+) -> dict[str, Any]:
+    """Summary of the newest valid checkpoint in ``directory`` (JSON-able); with
+    ``hmac_key_file``, of the newest one signed with that key."""
+    from streammkl.daemon.checkpoint import CheckpointStore, read_key
 
-    store = CheckpointStore(directory)
+    key = read_key(hmac_key_file) if hmac_key_file else None
+    store = CheckpointStore(directory, hmac_key=key)
     ckpt = store.load_latest()
     if ckpt is None:
         raise FileNotFoundError(f"no checkpoint in {directory}")
@@ -129,6 +133,7 @@ def inspect_checkpoint(directory: str | os.PathLike[str]) -> dict[str, Any]:
         "created": ckpt.meta["created"],
         "reason": ckpt.meta.get("reason"),
         "corrupt_skipped": store.fallbacks,
+        "skipped_by_reason": store.skipped,
         "model_class": ckpt.meta["model"]["class"],
         "model_digest": s["model_digest"],
         "examples_learned": c.get("examples_learned", 0),
@@ -168,7 +173,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     from streammkl.daemon.checkpoint import CheckpointError
 
     try:
-        info = inspect_checkpoint(args.checkpoint_dir)
+        info = inspect_checkpoint(args.checkpoint_dir, args.hmac_key_file)
     except (FileNotFoundError, CheckpointError) as exc:
         print(f"streammkl inspect: {exc}", file=sys.stderr)
         return 1
@@ -279,6 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
     ins = sub.add_parser("inspect", help="summarise the newest checkpoint")
     ins.add_argument("checkpoint_dir")
     ins.add_argument("--json", action="store_true", help="machine-readable output")
+    ins.add_argument("--hmac-key-file", help="only checkpoints signed with this key count")
     ins.set_defaults(func=cmd_inspect)
 
     rep = sub.add_parser("report", help="draw the run history (β, regret, accuracy) as PNGs")

@@ -99,47 +99,52 @@ class KafkaSecurity(BaseModel):
         return [s for s in found if s]
 
 
-def kafka_python_options(s: KafkaSecurity) -> dict[str, Any]:
-    """kafka-python options (consumer, producer, admin client); none for PLAINTEXT."""
+#: Each client library's option names for the settings (canonical name -> option).
+_KAFKA_PYTHON = {
+    "protocol": "security_protocol", "mechanism": "sasl_mechanism",
+    "username": "sasl_plain_username", "password": "sasl_plain_password",
+    "hostname": "ssl_check_hostname", "cafile": "ssl_cafile", "certfile": "ssl_certfile",
+    "keyfile": "ssl_keyfile", "key_password": "ssl_password",
+}  # fmt: skip
+_LIBRDKAFKA = {
+    "protocol": "security.protocol", "mechanism": "sasl.mechanism",
+    "username": "sasl.username", "password": "sasl.password",
+    "hostname": "ssl.endpoint.identification.algorithm", "cafile": "ssl.ca.location",
+    "certfile": "ssl.certificate.location", "keyfile": "ssl.key.location",
+    "key_password": "ssl.key.password",
+}  # fmt: skip
+
+
+def _options(s: KafkaSecurity, names: dict[str, str], hostname: Any) -> dict[str, Any]:
+    """The settings under a client's option ``names``; ``hostname`` is that client's value
+    for "verify the broker's host name" (``ssl_check_hostname``)."""
     if s.security_protocol == "PLAINTEXT":
         return {}
-    out: dict[str, Any] = {"security_protocol": s.security_protocol}
+    out: dict[str, Any] = {names["protocol"]: s.security_protocol}
     if s.security_protocol.startswith("SASL_"):
-        out["sasl_mechanism"] = s.sasl_mechanism
-        out["sasl_plain_username"] = s.sasl_username
-        out["sasl_plain_password"] = s._secret(s.sasl_password, s.sasl_password_file)
+        out[names["mechanism"]] = s.sasl_mechanism
+        out[names["username"]] = s.sasl_username
+        out[names["password"]] = s._secret(s.sasl_password, s.sasl_password_file)
     if s.security_protocol.endswith("SSL"):
-        out["ssl_check_hostname"] = s.ssl_check_hostname
-        for key, value in (("ssl_cafile", s.ssl_cafile), ("ssl_certfile", s.ssl_certfile),
-                           ("ssl_keyfile", s.ssl_keyfile)):  # fmt: skip
-            if value is not None:
-                out[key] = str(value)
+        out[names["hostname"]] = hostname
+        for key, path in (("cafile", s.ssl_cafile), ("certfile", s.ssl_certfile),
+                          ("keyfile", s.ssl_keyfile)):  # fmt: skip
+            if path is not None:
+                out[names[key]] = str(path)
         password = s._secret(s.ssl_key_password, s.ssl_key_password_file)
         if password is not None:
-            out["ssl_password"] = password
+            out[names["key_password"]] = password
     return out
+
+
+def kafka_python_options(s: KafkaSecurity) -> dict[str, Any]:
+    """kafka-python options (consumer, producer, admin client); none for PLAINTEXT."""
+    return _options(s, _KAFKA_PYTHON, s.ssl_check_hostname)
 
 
 def librdkafka_options(s: KafkaSecurity) -> dict[str, Any]:
     """librdkafka (confluent-kafka) options; none for PLAINTEXT."""
-    if s.security_protocol == "PLAINTEXT":
-        return {}
-    out: dict[str, Any] = {"security.protocol": s.security_protocol}
-    if s.security_protocol.startswith("SASL_"):
-        out["sasl.mechanism"] = s.sasl_mechanism
-        out["sasl.username"] = s.sasl_username
-        out["sasl.password"] = s._secret(s.sasl_password, s.sasl_password_file)
-    if s.security_protocol.endswith("SSL"):
-        out["ssl.endpoint.identification.algorithm"] = "https" if s.ssl_check_hostname else "none"
-        for key, value in (("ssl.ca.location", s.ssl_cafile),
-                           ("ssl.certificate.location", s.ssl_certfile),
-                           ("ssl.key.location", s.ssl_keyfile)):  # fmt: skip
-            if value is not None:
-                out[key] = str(value)
-        password = s._secret(s.ssl_key_password, s.ssl_key_password_file)
-        if password is not None:
-            out["ssl.key.password"] = password
-    return out
+    return _options(s, _LIBRDKAFKA, "https" if s.ssl_check_hostname else "none")
 
 
 class RedactSecrets(logging.Filter):
