@@ -247,8 +247,9 @@ def test_readyz_is_not_ready_while_one_piece_of_work_runs_too_long(tmp_path: Pat
 def test_the_work_budget_counts_the_monitor_window_of_each_input(
     tmp_path: Path, monitor: bool
 ) -> None:
-    """With the regret monitor, each input costs 2 x monitor.window cells (its window of inputs
-    and the comparator's copy): a record that the model alone could take is refused."""
+    """With the regret monitor, the comparator copies the model (4 copies in all) and each
+    input costs 3 x monitor.window cells: a record that the model alone could take is
+    refused."""
     cluster = FakeCluster()
     values = good(30)
     values.insert(12, json.dumps({"x": {f"w{i}": 1.0 for i in range(300)}, "y": 1}).encode())
@@ -256,8 +257,8 @@ def test_the_work_budget_counts_the_monitor_window_of_each_input(
     over = {"limits.max_record_work": 1_000_000, "monitor.enabled": monitor, "monitor.window": 2000}
     r = runner(tmp_path, cluster, **over)
     r.run()
-    # the model alone: 2 x (302 + 384 + 8385) + 302 x 384 = 134,110 cells; the monitor's
-    # window adds 302 x 4,000 = 1,208,000
+    # the model alone: 2 x (302 + 384 + 8385) + 302 x 384 = 134,110 cells; with the monitor
+    # 4 x 134,110 + 302 x 6,000 = 2,348,440
     expected = {"over_work_budget": 1} if monitor else {}
     assert r.counters["rejected_by_reason"] == expected
     assert r.learner.n_features == (2 if monitor else 302)

@@ -10,9 +10,8 @@ decides, before a record reaches the learner, whether the growth it brings is ad
 - ``over_work_budget``: the model's state would exceed ``limits.max_record_work`` cells. Every
   array of the model is rebuilt when it grows, and every later round reads its explicit part,
   so the cells of the grown model are the work this record causes (one cell = one float64);
-  with the regret monitor, each input also costs two windows of cells (the monitor keeps its
-  last ``monitor.window`` inputs and fits its comparator on a copy: measured, 450 MB at 10,000
-  inputs with the default window of 2,000).
+  with the regret monitor's comparator, the model counts four times (its fits copy it) and each
+  input three windows (``monitor.window`` inputs, copied twice to fit on).
 
 A refused record is a dead letter with that reason; the model is untouched. Records that bring
 nothing new (the steady state) are not checked at all: their round costs what the admitted model
@@ -95,15 +94,25 @@ class Admission:
     limits
         The ``[limits]`` settings (``max_model_features``, ``max_classes``,
         ``max_record_work``).
+    model_copies
+        How many copies of the model's state the process holds (the regret monitor's
+        comparator fits on its own copies: 4 in all).
     cells_per_input
-        Cells that each input costs outside the model (the regret monitor keeps its window of
-        inputs, and a copy to fit its comparator on: 2 x window per input).
+        Cells that each input costs outside the model (the monitor's window of inputs and the
+        comparator's copies of it: 3 x window per input).
     """
 
-    def __init__(self, learner: Any, limits: Any, cells_per_input: int = 0) -> None:
+    def __init__(
+        self, learner: Any, limits: Any, model_copies: int = 1, cells_per_input: int = 0
+    ) -> None:
         self.learner = learner
         self.limits = limits
+        self.model_copies = model_copies
         self.cells_per_input = cells_per_input
+
+    def _cells(self, model: int, n_features: int) -> int:
+        """What a model of ``model`` cells over ``n_features`` inputs costs the process."""
+        return model * self.model_copies + n_features * self.cells_per_input
 
     def grows(self, x: Any, y: Any) -> bool:
         """Whether learning (or predicting) this record may make the model grow."""
@@ -142,9 +151,14 @@ class MKLAdmission(Admission):
     ignores unknown names."""
 
     def __init__(
-        self, learner: Any, limits: Any, classifier: bool, cells_per_input: int = 0
+        self,
+        learner: Any,
+        limits: Any,
+        classifier: bool,
+        model_copies: int = 1,
+        cells_per_input: int = 0,
     ) -> None:
-        super().__init__(learner, limits, cells_per_input)
+        super().__init__(learner, limits, model_copies, cells_per_input)
         self.classifier = classifier
 
     def grows(self, x: Any, y: Any) -> bool:
@@ -173,7 +187,7 @@ class MKLAdmission(Admission):
             kernels = [from_spec(k) for k in bank]
         support = learner.budget if learner.budget is not None else learner.n_support + 1
         cells = model_cells(kernels, n_features, max(n_classes, 1), support)
-        return self._refuse(n_features, n_classes, cells + n_features * self.cells_per_input)
+        return self._refuse(n_features, n_classes, self._cells(cells, n_features))
 
 
 class SequenceAdmission(Admission):
@@ -206,20 +220,21 @@ class SequenceAdmission(Admission):
         n_labels = len(learner.labels) + new_labels
         support = learner.budget if learner.budget is not None else learner.n_support + 1
         cells = model_cells(learner.kernels, n_features, n_labels, support) + n_labels**2
-        return self._refuse(n_features, n_labels, cells + n_features * self.cells_per_input)
+        return self._refuse(n_features, n_labels, self._cells(cells, n_features))
 
 
-def admission_for(
-    learner: Any, limits: Any, sequence: bool = False, cells_per_input: int = 0
-) -> Admission:
-    """The admission policy of a learner (see the module docstring); ``cells_per_input``: what
-    each input costs outside the model (the monitor's window)."""
+def admission_for(learner: Any, limits: Any, sequence: bool = False, window: int = 0) -> Admission:
+    """The admission policy of a learner (see the module docstring); ``window``: the regret
+    monitor's window (0: no comparator), whose fits copy the model and the window's inputs."""
     from streammkl.river import MKLClassifier, MKLRegressor
     from streammkl.structured import SequenceLabeler
 
+    # measured (hostile input, default limits): the epoch comparator holds the window, its
+    # contiguous and shuffled copies, and three models besides the learner's own
+    copies, per_input = (4, 3 * window) if window else (1, 0)
     if isinstance(learner, SequenceLabeler):
-        return SequenceAdmission(learner, limits, cells_per_input)
+        return SequenceAdmission(learner, limits, copies, per_input)
     if type(learner) in (MKLClassifier, MKLRegressor) and not sequence:
         classifier = isinstance(learner, MKLClassifier)
-        return MKLAdmission(learner, limits, classifier, cells_per_input)
+        return MKLAdmission(learner, limits, classifier, copies, per_input)
     return Admission(learner, limits)

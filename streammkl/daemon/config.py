@@ -179,12 +179,11 @@ class LimitSettings(_Section):
     #: Classes (labels of a sequence labeler) the model admits (``too_many_classes``): the
     #: weights, each round and each prediction grow with them.
     max_classes: int = Field(default=1_000, ge=2)
-    #: Cells (float64 values) the model's state may hold after admitting a record
-    #: (``over_work_budget``): the work of the rebuild that growth costs and of every later
-    #: round's explicit part; with the monitor, each input also counts 2 x monitor.window cells
-    #: (its window of inputs). 8 M cells = 64 MB; with the default monitor that admits ~1,800
-    #: inputs. A round at the budget costs 0.2-15 ms (measured: 10,000 inputs x 2 classes ..
-    #: 1,000 inputs x 800 classes).
+    #: Cells (float64 values) the model may cost after admitting a record
+    #: (``over_work_budget``): its state (rebuilt when it grows, read by every later round), and
+    #: with the regret monitor's comparator four copies of it plus three windows of each input
+    #: (measured: the comparator's copies made the process 4x the model). 8 M cells = 64 MB.
+    #: A round at the budget costs up to ~4 ms without the monitor, ~1 ms with it.
     max_record_work: int = Field(default=8_000_000, ge=1_000)
     #: A prediction carries the probabilities of at most this many classes (the most
     #: probable; 0 = all).

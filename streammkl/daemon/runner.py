@@ -172,7 +172,7 @@ class Runner(PrequentialStep):
             self.learner_step.track = True
             self.learner_step.observer = self.monitor  # the compiled runs feed it by chunks
         window = ms.window if self.monitor is not None else 0
-        self.admission = admission_for(learner, self.settings.limits, sequence, 2 * window)
+        self.admission = admission_for(learner, self.settings.limits, sequence, window)
 
     # -- control ------------------------------------------------------------------------------
 
