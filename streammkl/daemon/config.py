@@ -182,8 +182,8 @@ class LimitSettings(_Section):
     #: Cells (float64 values) the model may cost after admitting a record
     #: (``over_work_budget``): its state (rebuilt when it grows, read by every later round), and
     #: with the regret monitor's comparator four copies of it plus three windows of each input
-    #: (measured: the comparator's copies made the process 4x the model). 8 M cells = 64 MB.
-    #: A round at the budget costs up to ~4 ms without the monitor, ~1 ms with it.
+    #: (the window and the copies an epoch comparator fits on). 8 M cells = 64 MB.
+    #: A round at the budget costs up to ~4 ms with the monitor, ~15 ms without it.
     max_record_work: int = Field(default=8_000_000, ge=1_000)
     #: A prediction carries the probabilities of at most this many classes (the most
     #: probable; 0 = all).
