@@ -21,8 +21,9 @@ Runs, each a fresh daemon on a fresh topic:
 Checks (each printed as MET / MISSED): the daemon never dies (exit 0, one process per run); every
 good record learned exactly once (examples learned = good records, one prediction each, and the
 model digest equal to the clean run's); every attack in the dead-letter topic with its reason;
-peak RSS (the daemon's ``VmHWM``, sampled while it runs) below ``--rss-bound``. Latency: a good record's prediction
-CreateTime minus its input CreateTime (ms; the daemon's producer lingers up to 20 ms).
+peak RSS (the daemon's ``VmHWM``, sampled while it runs) below ``--rss-bound``. Latency: a good
+record's prediction CreateTime minus its input CreateTime (ms; the daemon's producer lingers up
+to 20 ms).
 Writes ``benchmarks/results/hostile_input.md``.
 
     python benchmarks/hostile_input.py [--bad 100000] [--good 20000] [--rate 5000]
