@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 #: between checkpoints) ...
 PENDING_LIMIT = 100_000
 #: ... and their bytes: a dead letter holds its record (up to ``kafka.dead_letter_max_bytes``),
-#: and a flood of them behind a slow broker kept hundreds of MB alive (measured, hostile input).
+#: so 100,000 of them behind a slow broker could hold up to ~90 GB.
 PENDING_BYTES_LIMIT = 64 << 20
 
 
