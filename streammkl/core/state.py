@@ -147,9 +147,12 @@ def product_map(kernel: Kernel, idx: np.ndarray) -> np.ndarray:
 
     Linear: one entry per input. Quadratic (``(<x, y> + c)^2``): the constant ``c``, then per input
     j, in input order, ``sqrt(2c) x_j``, ``sqrt(2) x_i x_j`` for i < j and ``x_j^2`` — a new
-    input only appends entries, so maps of a growing input keep their prefix.
+    input only appends entries, so maps of a growing input keep their prefix. The quadratic map
+    reads the first ``kernel.max_inputs`` inputs only (its size stays bounded).
     """
     if isinstance(kernel, Polynomial):
+        if kernel.max_inputs is not None:
+            idx = idx[: kernel.max_inputs]
         c = kernel.coef0
         cols: list[tuple[float, float, float]] = [(-1.0, -1.0, c)] if c > 0 else []
         for pos, j in enumerate(idx):

@@ -4,8 +4,9 @@
 labels with type tags, feature keys, counters) and ``arrays`` are the core block-state arrays plus
 the bigram block ``transition``. ``save`` writes both into ONE zip file (``meta.json`` and one
 ``.npy`` member per array, i.e. an ``.npz`` readable by ``np.load(allow_pickle=False)`` with an
-extra JSON member), atomically (temp file, fsync, rename). Loading checks the format, refuses a
-newer version, and validates every array's dtype and shape against the configuration, so a
+extra JSON member), atomically and privately (:func:`streammkl.files.atomic_write`: temp file,
+fsync, rename, fsync of the directory; mode 0600). Loading checks the format, refuses a newer
+version, and validates every array's dtype and shape against the configuration, so a
 corrupt or foreign file gives a clear error rather than a wrong model.
 """
 
@@ -14,7 +15,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import tempfile
 import zipfile
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any
@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from streammkl.core.state import BlockState
+from streammkl.files import atomic_write
 from streammkl.structured.inputs import decode_label, encode_label
 
 if TYPE_CHECKING:
@@ -173,26 +174,19 @@ def load(cls: type, path: str | os.PathLike) -> SequenceLabeler:
 def write_state(
     path: str | os.PathLike, meta: dict[str, Any], arrays: dict[str, np.ndarray]
 ) -> None:
-    """One zip file holding ``meta.json`` and one ``.npy`` per array, written atomically
-    (temp file, fsync, rename); shared by the structured learners."""
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            with zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-                zf.writestr("meta.json", json.dumps(meta, sort_keys=True, indent=1))
-                for name, arr in arrays.items():
-                    buf = io.BytesIO()
-                    np.lib.format.write_array(buf, np.ascontiguousarray(arr), allow_pickle=False)
-                    zf.writestr(f"{name}.npy", buf.getvalue())
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """One zip file holding ``meta.json`` and one ``.npy`` per array, written privately (0600),
+    atomically and durably (:func:`streammkl.files.atomic_write`); shared by the structured
+    learners."""
+
+    def write(fh: Any) -> None:
+        with zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+            zf.writestr("meta.json", json.dumps(meta, sort_keys=True, indent=1))
+            for name, arr in arrays.items():
+                buf = io.BytesIO()
+                np.lib.format.write_array(buf, np.ascontiguousarray(arr), allow_pickle=False)
+                zf.writestr(f"{name}.npy", buf.getvalue())
+
+    atomic_write(path, write)
 
 
 def read_state(path: str | os.PathLike, kind: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:

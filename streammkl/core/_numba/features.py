@@ -80,6 +80,8 @@ def _explicit_phi(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b
                 p[j] = b[j]
             for i in range(min(d, rff_wt.shape[0])):  # z = b + sum_i x_i W[:, i], i in order
                 xi = x[i]
+                if xi == 0.0:  # a sparse input costs its non-zeros (same z after the cosine)
+                    continue
                 col = rff_wt[i, r0 : r0 + n]
                 for j in range(p.shape[0]):
                     p[j] += col[j] * xi
