@@ -68,7 +68,7 @@ def test_time_limit_and_bad_input():
     K, y, K_test = _problem("class")
     cut = ProximalGradientMKL(C=0.05, tol=1e-12, time_limit=0.0).fit(K, y)
     assert not cut.converged_ and cut.n_iter_ == 1
-    with pytest.raises(ValueError, match="smooth loss.*SpicyMKL"):
+    with pytest.raises(ValueError, match=r"smooth loss.*SpicyMKL"):
         ProximalGradientMKL(loss="hinge").fit(K, y)
     with pytest.raises(ValueError, match="C must be"):
         ProximalGradientMKL(C=0.0).fit(K, y)
