@@ -89,7 +89,8 @@ def dal_solve(
     M, N = K.shape[0], K.shape[1]
     t0 = time.perf_counter()
     # rigorous bounds on the largest eigenvalue: Frobenius norm and the max absolute row sum
-    lmax = np.minimum(np.sqrt(np.einsum("mij,mij->m", K, K)), np.abs(K).sum(axis=2).max(axis=1))
+    # (kernel by kernel: no temporary the size of the whole stack)
+    lmax = np.array([min(np.sqrt(np.vdot(Km, Km)), np.abs(Km).sum(axis=1).max()) for Km in K])
     lmax_sqrt = np.sqrt(lmax)
     res = DalResult(np.zeros((M, N)), 0.0, np.zeros(M), np.inf, -np.inf)
     ev = Inner(K, lmax_sqrt, y, loss, pen, fit_intercept, screening, res)

@@ -119,17 +119,22 @@ class ProximalGradientMKL:
         if int(self.max_iter) < 1:
             raise ValueError(f"max_iter must be >= 1, got {self.max_iter!r}")
 
-    def _factor(self, K: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
-        """Stacked factors ``L = [L_1 .. L_M]``, block offsets and the per-kernel eigen-bases."""
-        blocks, bases = [], []
-        for m in range(K.shape[0]):
+    def _factor(self, K: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Stacked factors ``L = [L_1 .. L_M]`` (n x rank) and the block offsets.
+
+        The factors are written as rows of an ``(M n, n)`` buffer that is only touched up to the
+        kept rank (untouched pages of ``np.empty`` take no memory), so no second copy is needed.
+        """
+        M, n = K.shape[0], K.shape[1]
+        LT = np.empty((M * n, n))
+        offsets = np.zeros(M + 1, dtype=np.intp)
+        for m in range(M):
             w, V = np.linalg.eigh(K[m] * self.gram_scale_[m])  # LAPACK syevd: robust
             keep = w > self.rank_tol * max(float(w[-1]), 1e-300)
             w, V = w[keep] + float(self.ridge), V[:, keep]
-            blocks.append(V * np.sqrt(w))
-            bases.append(V / np.sqrt(w))  # alpha_m = V w^-1/2 beta_m
-        offsets = np.concatenate([[0], np.cumsum([b.shape[1] for b in blocks])]).astype(np.intp)
-        return np.ascontiguousarray(np.hstack(blocks)), offsets, bases
+            offsets[m + 1] = offsets[m] + w.size
+            LT[offsets[m] : offsets[m + 1]] = (V * np.sqrt(w)).T
+        return LT[: offsets[-1]].T, offsets
 
     def fit(self, K, y) -> ProximalGradientMKL:
         """Fit on precomputed Grams ``(n_kernels, n, n)`` (or a list of n x n Grams)."""
@@ -150,14 +155,15 @@ class ProximalGradientMKL:
         names = [f"kernel_{m}" for m in range(M)]
         self.gram_scale_ = trace_scales(K, names) if self.normalize == "trace" else np.ones(M)
         t0 = time.perf_counter()
-        L, offs, bases = self._factor(K)
+        L, offs = self._factor(K)
         self.factor_time_ = time.perf_counter() - t0
         self.rank_ = int(L.shape[1])
         beta, b = self._solve(L, offs, y, dal_loss)
         alpha = np.zeros((M, n))
         norms = np.sqrt(np.add.reduceat(beta * beta, offs[:-1])) if beta.size else np.zeros(M)
         for m in np.nonzero(norms > 0)[0]:
-            alpha[m] = bases[m] @ beta[offs[m] : offs[m + 1]]
+            Lm = L[:, offs[m] : offs[m + 1]]  # = V sqrt(w): alpha_m = V w^-1/2 beta_m
+            alpha[m] = Lm @ (beta[offs[m] : offs[m + 1]] / np.einsum("ij,ij->j", Lm, Lm))
         self.dual_coef_, self.intercept_, self.block_norms_ = alpha, float(b), norms
         self.active_kernels_ = np.nonzero(norms > 0)[0]
         return self
