@@ -41,7 +41,9 @@ def _easymkl(K, ytr, bank, Xte, yte, Xtr, traces) -> dict:
         import torch
         from MKLpy.algorithms import EasyMKL
     except ImportError:
-        return dict(solver="EasyMKL (MKLpy)", skipped="MKLpy is not installed: pip install -e '.[bench]'")
+        return dict(
+            solver="EasyMKL (MKLpy)", skipped="MKLpy is not installed: pip install -e '.[bench]'"
+        )
     torch.set_num_threads(1)
     KL = torch.from_numpy(K)  # shares memory: no copy of the stack
     t0 = time.perf_counter()
