@@ -172,6 +172,10 @@ def run_convergence(args) -> list[dict]:
     return rows
 
 
+def _num(x: float) -> str:
+    return f"{x:.4f}" if x >= 1e-3 or x == 0 else f"{x:.1e}"
+
+
 def _kcol(r: int) -> str:
     paper = PAPER_KERNELS.get(r)
     return f"{math.comb(r + 3, 3):,}" + (f" ({paper})" if paper else "")
@@ -201,7 +205,8 @@ def report_setting(rows, name, args) -> list[str]:
             ratio = f"{np.mean(ratios):.3f}" if ratios else "-"
             used = np.mean([x["used"] for x in got])
             out.append(
-                f"| {r} | {_kcol(r)} | {method} | {test.mean():.4f} ± {test.std():.4f} | {lam} | "
+                f"| {r} | {_kcol(r)} | {method} | {_num(test.mean())} ± {_num(test.std())} | "
+                f"{lam} | "
                 f"{np.mean([x['time'] for x in got]):.1f} | {ratio} | {used:,.0f} |"
             )
     return out
@@ -220,12 +225,13 @@ def report_convergence(rows, args, section2: list[dict]) -> list[str]:
         "",
         "| T (steps) | iterate | J / J* | test MSE | time (s) |",
         "|---|---|---|---|---|",
-        f"| - | explicit optimum (every kernel) | 1.000 | {ref['test']:.4f} | {ref['time']:.1f} |",
+        f"| - | explicit optimum (every kernel) | 1.000 | {_num(ref['test'])} | "
+        f"{ref['time']:.1f} |",
     ]
     for row in rows[1:]:
         out.append(
-            f"| {row['T']:,} | {row['iterate']} | {row['J'] / ref['J']:.3f} | {row['test']:.4f} | "
-            f"{row['time']:.1f} |"
+            f"| {row['T']:,} | {row['iterate']} | {row['J'] / ref['J']:.3f} | "
+            f"{_num(row['test'])} | {row['time']:.1f} |"
         )
     better = "better" if all(avg[T] < last[T] for T in last) else "worse"
     if any(avg[T] < last[T] for T in last) and better == "worse":
