@@ -238,7 +238,8 @@ class MetricsSettings(_Section):
 class RunSettings(_Section):
     """Process behaviour."""
 
-    #: Checkpoint and exit 0 once no record arrived for this many seconds (None = run forever).
+    #: Checkpoint and exit 0 once no record arrived for this many seconds, and for the last 10
+    #: fetches in a row (a loop slow to poll has not reached the end) (None = run forever).
     exit_when_idle: float | None = Field(default=None, gt=0)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     #: Python's cyclic garbage collector, tuned for the loop (``gc.freeze`` after start-up and a

@@ -54,6 +54,9 @@ from streammkl.daemon.webconfig import load_web_config
 
 log = logging.getLogger(__name__)
 
+#: Consecutive fetches without a record before ``run.exit_when_idle`` may end the loop.
+IDLE_FETCHES = 10
+
 _COUNTERS = (
     "records_consumed", "examples_learned", "records_predicted", "records_rejected",
     "dead_letters", "labelled_predictions", "correct_predictions", "offset_resets",
@@ -478,6 +481,7 @@ class Runner(PrequentialStep):
         self.source.start()
         self._tune_gc()
         self._started = self._last_arrival = time.monotonic()
+        self._empty_fetches = 0
         self.started = True
         self._join_grace = 3.0 * k.session_timeout_ms / 1000.0
         self._timeout_ms = k.poll_timeout_ms
@@ -514,6 +518,9 @@ class Runner(PrequentialStep):
         now = time.monotonic()
         if arrived or batch:
             self._last_arrival = now
+            self._empty_fetches = 0
+        else:
+            self._empty_fetches += 1
         if self.source.assignment_changes != self._assignments_seen:
             self.metrics.rebalances.inc(self.source.assignment_changes - self._assignments_seen)
             self._assignments_seen = self.source.assignment_changes
@@ -536,7 +543,9 @@ class Runner(PrequentialStep):
             base = self._last_arrival
             if not self.source.buffers:  # never assigned yet: allow the group join
                 base = max(base, self._started + self._join_grace)
-            if now - base >= idle_limit:
+            # idle = that long *and* several fetches in a row without a record: a loop that was
+            # merely slow to poll (a loaded machine) has not seen the end of the stream
+            if now - base >= idle_limit and self._empty_fetches >= IDLE_FETCHES:
                 log.info("no record for %.1f s: exiting", idle_limit)
                 return False
         return True
