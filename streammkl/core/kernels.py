@@ -317,18 +317,20 @@ class AdditiveRBF(RBF):
     def _default_name(self) -> str:
         return f"additive-rff(gamma={self.gamma:g},D={self._n_components}/input)"
 
-    def fourier_map(self, keys: Sequence[str], seed: int) -> tuple[np.ndarray, np.ndarray]:
-        """Block-diagonal frequencies: the ``n_components`` rows of input j read x_j only, so a
-        new input appends rows and leaves the others' maps unchanged (up to the 1/d)."""
+    def components(self, keys: Sequence[str], seed: int) -> tuple[np.ndarray, np.ndarray]:
+        """Frequencies and offsets (each ``n_components * len(keys)``): the components of
+        input j are ``j * n_components ...``, each reading x_j alone, drawn from (seed, name,
+        key) only, so a new input appends components and leaves the others unchanged (up to
+        the 1/d). Stored sparsely in the layout: no d x D frequency matrix."""
         R = self._n_components or 0
-        cols = np.zeros((R * len(keys), len(keys)))
+        freqs = np.empty(R * len(keys))
         offsets = np.empty(R * len(keys))
         std = np.sqrt(2.0 * self.gamma)
         for j, key in enumerate(keys):
             rng = np.random.default_rng(_stable_seed(seed, self.name, key))
-            cols[j * R : (j + 1) * R, j] = rng.normal(0.0, std, size=R)
+            freqs[j * R : (j + 1) * R] = rng.normal(0.0, std, size=R)
             offsets[j * R : (j + 1) * R] = rng.uniform(0.0, 2.0 * np.pi, size=R)
-        return cols, offsets
+        return freqs, offsets
 
     def gram(
         self, X: np.ndarray, Y: np.ndarray | None = None, index: Mapping[str, int] | None = None

@@ -82,7 +82,7 @@ def column_keys(kernels: Sequence[Kernel], keys: Sequence[str], layout: Layout) 
     for m, kernel in enumerate(kernels):
         a, e = int(layout.ex_off[m]), int(layout.ex_off[m + 1])
         kind = int(layout.ex_kind[m])
-        if kind == nb.MAP_RFF and isinstance(kernel, AdditiveRBF):
+        if kind == nb.MAP_ADDITIVE and isinstance(kernel, AdditiveRBF):
             R = kernel.n_components or 0
             idx = kernel.feature_indices(len(keys))
             for j in range(a, e):

@@ -19,7 +19,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from streammkl.core import _numba as nb
-from streammkl.core.kernels import RBF, Kernel, Polynomial
+from streammkl.core.kernels import RBF, AdditiveRBF, Kernel, Polynomial
 
 
 def state_digest(meta: Mapping, arrays: Mapping[str, np.ndarray]) -> str:
@@ -102,7 +102,14 @@ def build_layout(
             view_of[m] = view_keys.index(key)
             ex_off[m + 1] = ex_off[m]
             continue
-        if isinstance(kernel, RBF):
+        if isinstance(kernel, AdditiveRBF):  # sparse: (input, offset, frequency) per component
+            freqs, offsets = kernel.components([keys[j] for j in idx], seed)
+            R = kernel.n_components or 0
+            inputs = np.repeat(idx.astype(np.float64), R)
+            ex_kind[m] = nb.MAP_ADDITIVE
+            phi_src.append(np.vstack([inputs, offsets, freqs]).reshape(3, R * idx.size))
+            ex_off[m + 1] = ex_off[m] + R * idx.size
+        elif isinstance(kernel, RBF):
             sel, offsets = kernel.fourier_map([keys[j] for j in idx], seed)
             D = sel.shape[0]
             cols = np.zeros((D, d))

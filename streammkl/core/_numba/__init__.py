@@ -45,8 +45,8 @@ _cache_guard(__file__)
 from streammkl.core._numba.codes import (
     _PRUNE_MARGIN, _SCALE_FLOOR, B_OLDEST, B_SMALLEST, K_B1, K_LINEAR, K_POLY, K_RBF,
     L_EPS, L_HINGE, L_HUBER, L_LOGISTIC, L_MC_HINGE, L_SOFTMAX, L_SQUARED,
-    MAP_GATHER, MAP_LINEAR, MAP_RFF, P_BALL, P_BLOCKSOFT, P_ENET, P_GROUP, P_GROUPLQ, P_L1,
-    P_L1BALL, P_L2, P_SQGROUP, S_ADAGRAD, S_CONSTANT, S_FTRL, S_INVSQRT, S_INVT,
+    MAP_ADDITIVE, MAP_GATHER, MAP_LINEAR, MAP_RFF, P_BALL, P_BLOCKSOFT, P_ENET, P_GROUP,
+    P_GROUPLQ, P_L1, P_L1BALL, P_L2, P_SQGROUP, S_ADAGRAD, S_CONSTANT, S_FTRL, S_INVSQRT, S_INVT,
 )  # fmt: skip
 from streammkl.core._numba.kernels import gram, kernel_value, view_dot
 from streammkl.core._numba.losses import loss_grad, loss_values
