@@ -202,11 +202,12 @@ class Runner(PrequentialStep):
                 "learner": self.settings.learner.model_copy(update={"kernels": new.learner.kernels})
             }
         )
-        self.metrics.reloads.labels("applied" if changed else "unchanged").inc()
         if changed:
             self._dirty = True
             self.checkpoint("reload")  # the new shape, at this batch boundary
             self._publish(force_model=True)
+        # counted last: a scrape that sees the reload applied also sees the new model's kernels
+        self.metrics.reloads.labels("applied" if changed else "unchanged").inc()
         return changed
 
     @property
