@@ -1,7 +1,7 @@
 """Kernelized support-set evaluation per query: B1-spline with the projection bound vs without.
 
-The compiled ``support_expansion`` (``streammkl/core/_numba/scores.py``) scores one input against every
-stored support pair with one inner product per pair and view. ``b1_pruned_expansion`` (used by
+The compiled ``support_expansion`` (``streammkl/core/_numba/scores.py``) scores one input against
+every stored support pair with one inner product per pair and view. ``b1_pruned_expansion`` (used by
 ``SequenceLabeler`` for B1-only views, see ``streammkl/structured/pruning.py``) first compares
 r projected coordinates (top principal directions of the support inputs) and skips the pair when
 the projected distance already exceeds h; the other pairs are evaluated exactly as before.
