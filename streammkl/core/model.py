@@ -28,7 +28,7 @@ from streammkl.core.schedules import Schedule
 from streammkl.core.state import BlockState, Layout, build_layout, state_digest, transplant
 from streammkl.core.update import RoundArgs, step_arrays
 
-STATE_VERSION = 1
+STATE_VERSION = 2  # 2: BlockState.gram (projection budget policy); version 1 states still load
 
 
 class OnlineMKL:
@@ -51,7 +51,9 @@ class OnlineMKL:
     budget
         Maximum number of support pairs of the kernelized blocks (None = unbounded).
     budget_policy
-        ``"oldest"`` or ``"smallest"`` (see ``streammkl.core.budget``).
+        What a full support set does to make room (see ``streammkl.core.budget``): ``"merge"``
+        (two pairs merged into one), ``"project"`` (a pair projected onto the others),
+        ``"smallest"`` or ``"oldest"`` (a pair removed).
     seed
         Seeds the random Fourier maps (per kernel name and feature key).
     fit_intercept
@@ -182,6 +184,7 @@ class OnlineMKL:
         else:
             self._state.grow_outputs(n_outputs)
             state = transplant(self._layout, self._state, self.names, layout, names, kernels)
+        state.sync_gram(layout, budgets.keeps_gram(self.budget, self.budget_policy))
         self.kernels = tuple(kernels)
         self.feature_keys = list(keys)
         self.n_outputs = n_outputs
@@ -586,6 +589,8 @@ class OnlineMKL:
             model._layout = build_layout(model.kernels, len(keys), model.seed, index, keys)
             cap = budgets.initial_capacity(model.budget)
             model._state = BlockState.from_arrays(arrays, cap)
+            gram = budgets.keeps_gram(model.budget, model.budget_policy)
+            model._state.sync_gram(model._layout, gram)
             model._refresh_args()
         return model
 

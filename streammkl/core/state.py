@@ -5,7 +5,9 @@ their feature maps, and the distinct feature subsets ("views") of the implicit b
 ``BlockState`` holds what learning changes: explicit weights ``w`` (K x P), per-block lazy
 ``scale`` and exact ``norms``, the shared support set (inputs ``sx``, per-view squared norms
 ``ssq``, output directions ``sv``, per-block coefficients ``coef``, self-kernel values ``kself``,
-insertion ``age``), ``counters = [n_support, next_age]`` and the ``bias``.
+insertion ``age``), ``counters = [n_support, next_age]``, the ``bias`` and, for the projection
+budget policy only, ``gram``: per implicit block the Gram matrix of the support pairs and its
+(loaded) inverse (``core._numba.projection``).
 Both are picklable and serialise to named arrays (``to_arrays``) without pickle.
 """
 
@@ -174,9 +176,12 @@ class BlockState:
     age: np.ndarray  # (cap,) int64
     counters: np.ndarray  # [n_support, next_age]
     bias: np.ndarray  # (K,)
+    gram: np.ndarray  # (n_implicit, 2, cap, cap) Gram matrices G and inverses Q, or (., 2, 0, 0)
 
     @classmethod
-    def empty(cls, layout: Layout, n_outputs: int, capacity: int, average: bool) -> BlockState:
+    def empty(
+        cls, layout: Layout, n_outputs: int, capacity: int, average: bool, gram: bool = False
+    ) -> BlockState:
         M = layout.kinds.shape[0]
         d = layout.masks.shape[1]
         K = n_outputs
@@ -194,6 +199,7 @@ class BlockState:
             age=np.zeros(cap, dtype=np.int64),
             counters=np.zeros(2, dtype=np.int64),
             bias=np.zeros(K),
+            gram=np.zeros((layout.im_blocks.size, 2, *(2 * (cap if gram else 0,)))),
         )
 
     @property
@@ -218,12 +224,18 @@ class BlockState:
                 arr = arr[:n]
             elif f.name == "coef":
                 arr = arr[:, :n]
+            elif f.name == "gram" and arr.shape[2]:
+                arr = arr[:, :, :n, :n]
             out[f.name] = np.array(arr, copy=True, order="C")
         return out
 
     @classmethod
     def from_arrays(cls, arrays: Mapping[str, np.ndarray], capacity: int) -> BlockState:
-        state = cls(**{f.name: np.array(arrays[f.name]) for f in fields(cls)})
+        """A state from ``to_arrays``' output; a state saved before ``gram`` existed (format 1)
+        gets none (``sync_gram`` builds it when the policy needs it)."""
+        present = {f.name: np.array(arrays[f.name]) for f in fields(cls) if f.name in arrays}
+        present.setdefault("gram", np.zeros((0, 2, 0, 0)))
+        state = cls(**present)
         state.resize_support(max(capacity, state.n_support))
         return state
 
@@ -248,6 +260,33 @@ class BlockState:
         self.kself = grow(self.kself, 0)
         self.age = grow(self.age, 0)
         self.coef = grow(self.coef, 1)
+        if self.gram.shape[2]:
+            self.gram = grow(grow(self.gram, 2), 3)
+
+    def sync_gram(self, layout: Layout, enabled: bool) -> None:
+        """Make ``gram`` what the budget policy needs: with ``enabled`` (projection), the Gram
+        matrices and inverses of the current pairs over every slot (kept when already there,
+        else computed exactly); otherwise none."""
+        n_im, cap = layout.im_blocks.size, self.capacity
+        if not enabled:
+            if self.gram.shape != (n_im, 2, 0, 0):
+                self.gram = np.zeros((n_im, 2, 0, 0))
+            return
+        if self.gram.shape == (n_im, 2, cap, cap):
+            return
+        self.gram = np.zeros((n_im, 2, cap, cap))
+        n = self.n_support
+        V = self.sv[:n] @ self.sv[:n].T
+        for b, m in enumerate(layout.im_blocks):
+            v = layout.view_of[m]
+            p0, p1, norm = layout.kp[m]
+            G = self.gram[b, 0]
+            nb.gram(
+                layout.kinds[m], p0, p1, norm != 0.0, layout.masks[v], layout.view_full[v],
+                self.sx[:n], self.sx[:n], G[:n, :n],
+            )  # fmt: skip
+            G[:n, :n] *= V
+            nb.refresh_inverse(G, self.gram[b, 1], n)
 
     def grow_outputs(self, n_outputs: int) -> None:
         """Add zero rows/columns for new outputs (new classes): theta and norms are unchanged."""

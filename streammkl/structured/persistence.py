@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from streammkl.structured.labeler import SequenceLabeler
 
 FORMAT = "streammkl.SequenceLabeler"
-VERSION = 1
+VERSION = 2  # 2: the array "gram" (projection budget policy); version 1 files still load
 _INT_ARRAYS = ("age", "counters")
 
 
@@ -114,8 +114,12 @@ def from_state(cls: type, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -
     n = _support_size(arrays)
     checked = {}
     for f in fields(BlockState):
+        if f.name == "gram" and version < 2:
+            continue  # saved before the projection policy existed: built by sync_gram
         checked[f.name] = _checked(arrays, f.name, _expected_shape(template, f.name, n))
     joint.state = BlockState.from_arrays(checked, template.capacity)
+    assert joint.layout is not None  # set by _rebuild
+    joint.state.sync_gram(joint.layout, joint.keeps_gram)
     K = len(labels)
     joint.transition = _checked(arrays, "transition", (K, K))
     return model
@@ -137,6 +141,8 @@ def _expected_shape(template: BlockState, name: str, n: int) -> tuple[int, ...]:
         shape[0] = n
     elif name == "coef":
         shape[1] = n
+    elif name == "gram" and shape[2]:
+        shape[2] = shape[3] = n
     return tuple(shape)
 
 

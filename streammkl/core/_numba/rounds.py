@@ -8,7 +8,7 @@ import math
 from numba import njit
 
 from streammkl.core._jit import JIT
-from streammkl.core._numba.budget import evict
+from streammkl.core._numba.budget import make_room
 from streammkl.core._numba.codes import _SCALE_FLOOR, P_L1
 from streammkl.core._numba.features import axpy_sqnorm, dot4, explicit_phi
 from streammkl.core._numba.kernels import kernel_value
@@ -81,14 +81,16 @@ def _learn_round(
     kinds, kp, is_explicit, view_of, masks, view_full, ex_blocks, im_blocks,
     ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b,
     loss_code, loss_p, step_codes, step_p, step_groups, radius, policy, capacity,
-    w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, bias, bias_lr,
+    w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, gram, bias, bias_lr,
     phi, scores, fx, v, xsq, dots, newnorms,
 ):  # fmt: skip
     """One round: scores -> loss subgradient -> gradient step -> J prox steps -> projection.
 
     ``fx`` receives the prequential scores (before the update); returns the loss at theta_t.
     ``counters = [n_support, next_age]``. The caller guarantees room for one more support pair
-    when ``capacity`` is not yet reached (``sx.shape[0] > counters[0]``).
+    when ``capacity`` is not yet reached (``sx.shape[0] > counters[0]``); at the capacity the
+    budget step of ``policy`` frees one (``make_room``; ``gram`` holds the projection policy's
+    Gram matrices and inverses, else it has no rows).
     """
     M = norms.shape[0]
     K = fx.shape[0]
@@ -120,15 +122,10 @@ def _learn_round(
                     sq += dot4(w[k], w[k], a, e)
             norms[m] = scale[m] * math.sqrt(sq)
         if im_blocks.shape[0] > 0:
-            n = counters[0]
-            if n >= capacity:
-                slot = evict(
-                    policy, x, im_blocks, view_of, masks, view_full, kinds, kp,
-                    sx, ssq, sv, coef, kself, sage, n, scale, norms, xsq, dots, scores,
-                )  # fmt: skip
-            else:
-                slot = n
-                counters[0] = n + 1
+            slot = make_room(
+                policy, x, xsq, v, im_blocks, view_of, masks, view_full, kinds, kp,
+                sx, ssq, sv, coef, kself, sage, counters, capacity, scale, norms, gram, scores,
+            )  # fmt: skip
             d = x.shape[0]
             for j in range(d):
                 sx[slot, j] = x[j]
@@ -201,7 +198,7 @@ def _learn_many(
     kinds, kp, is_explicit, view_of, masks, view_full, ex_blocks, im_blocks,
     ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b,
     loss_code, loss_p, step_codes, step_p, step_groups, radius, policy, capacity,
-    w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, bias, bias_lr,
+    w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, gram, bias, bias_lr,
     phi, scores, fx, v, xsq, dots, newnorms, losses, preds, norms_before,
 ):  # fmt: skip
     """``learn_round`` over the rows of X in order (the compiled loop behind ``learn_many``).
@@ -222,7 +219,7 @@ def _learn_many(
             kinds, kp, is_explicit, view_of, masks, view_full, ex_blocks, im_blocks,
             ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b,
             loss_code, loss_p, step_codes, step_p, step_groups, radius, policy, capacity,
-            w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, bias, bias_lr,
+            w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, gram, bias, bias_lr,
             phi, scores, fx, v, xsq, dots, newnorms,
         )  # fmt: skip
         for k in range(fx.shape[0]):

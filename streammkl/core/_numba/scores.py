@@ -6,27 +6,35 @@ import numpy as np
 from numba import njit
 
 from streammkl.core._jit import JIT
+from streammkl.core._numba.codes import K_RBF
 from streammkl.core._numba.features import dot4
-from streammkl.core._numba.kernels import kernel_value, view_dot
+from streammkl.core._numba.kernels import exp_many, kernel_value, view_dot
 
 
-def _support_expansion(
-    z, zsq, im_blocks, view_of, masks, view_full, kinds, kp, sx, ssq, sv, coef, n_support, out,
-):  # fmt: skip
-    """``out[m, :] = sum_s coef[m, s] k_m(x_s, z) v_s`` for the implicit blocks (unscaled).
-
-    Two passes: the inner products of z with every support input (per view), then one loop per
-    block whose kernel kind is loop-invariant (branch-free inner loop).
-    """
-    K = out.shape[1]
-    n_views = masks.shape[0]
-    dots = np.empty((n_support, n_views))
+def _support_dots(z, masks, view_full, sx, n_support, dots):
+    """``dots[s, v] = <z, x_s>`` on view v for every support input s < n_support."""
     for s in range(n_support):
-        for vw in range(n_views):
+        for vw in range(masks.shape[0]):
             if view_full[vw]:
                 dots[s, vw] = dot4(z, sx[s], 0, z.shape[0])
             else:
                 dots[s, vw] = view_dot(z, sx[s], masks[vw], False)
+
+
+support_dots = njit(**JIT)(_support_dots)
+
+
+def _dots_expansion(
+    zsq, dots, im_blocks, view_of, kinds, kp, ssq, sv, coef, n_support, out, kvals,
+):  # fmt: skip
+    """``out[m, :] = sum_s coef[m, s] k_m(x_s, z) v_s`` for the implicit blocks (unscaled), from
+    the inner products ``dots`` (n, V) of z with the support inputs and ``zsq`` (V,) = <z, z>.
+
+    One loop per block, whose kernel kind is loop-invariant (branch-free inner loop); a Gaussian
+    block computes its exponentials in one vectorised loop (``exp_many``, the same values as
+    ``kernel_value``) in the scratch ``kvals`` (n,).
+    """
+    K = out.shape[1]
     for m in im_blocks:
         vw = view_of[m]
         kind = kinds[m]
@@ -36,6 +44,15 @@ def _support_expansion(
         nz = zsq[vw]
         for k in range(K):
             out[m, k] = 0.0
+        if kind == K_RBF:
+            for s in range(n_support):
+                kvals[s] = -p0 * max(nz + ssq[s, vw] - 2.0 * dots[s, vw], 0.0)
+            exp_many(kvals, kvals, n_support)
+            for s in range(n_support):
+                c = coef[m, s] * kvals[s]
+                for k in range(K):
+                    out[m, k] += c * sv[s, k]
+            continue
         for s in range(n_support):
             c = coef[m, s]
             if c == 0.0:
@@ -48,6 +65,25 @@ def _support_expansion(
             c *= kv
             for k in range(K):
                 out[m, k] += c * sv[s, k]
+
+
+dots_expansion = njit(**JIT)(_dots_expansion)
+
+
+def _support_expansion(
+    z, zsq, im_blocks, view_of, masks, view_full, kinds, kp, sx, ssq, sv, coef, n_support, out,
+):  # fmt: skip
+    """``out[m, :] = sum_s coef[m, s] k_m(x_s, z) v_s`` for the implicit blocks (unscaled).
+
+    Two passes: the inner products of z with every support input (per view), then the blocks'
+    kernel loops (``dots_expansion``).
+    """
+    dots = np.empty((n_support, masks.shape[0]))
+    support_dots(z, masks, view_full, sx, n_support, dots)
+    dots_expansion(
+        zsq, dots, im_blocks, view_of, kinds, kp, ssq, sv, coef, n_support, out,
+        np.empty(n_support),
+    )  # fmt: skip
 
 
 support_expansion = njit(**JIT)(_support_expansion)
