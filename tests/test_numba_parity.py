@@ -28,7 +28,7 @@ MODEL_LOOPS = [
 ]  # fmt: skip
 BUDGET_LOOPS = [
     "exp_reduced", "fast_exp", "exp_many", "table_loss", "segment_kernels", "top_direction",
-    "merge_energy", "best_merge_point", "direction_cosine", "merge_partner", "loaded",
+    "merge_energy", "best_merge_point", "direction_cosine", "merge_partner", "merge_plan", "loaded",
     "refresh_inverse", "gram_insert", "cheapest_projection", "solve_projection", "project_out",
     "smallest_pair", "remove_pair", "merge_pairs", "shift_scores", "gram_border", "budget_step",
     "make_room",
@@ -238,7 +238,8 @@ def test_budget_loops_match_python():
               S.gram, scores)  # fmt: skip
         _both("make_room", code, x, xsq, np.array([1.0, -1.0, 0.0]), *geo, *pairs, S.age,
               S.counters, 12, S.scale, S.norms, S.gram, scores)  # fmt: skip
-    i, _ = _both("smallest_pair", 12, L.im_blocks, S.sv, S.coef, S.kself, S.scale)
+    i, removal = _both("smallest_pair", 12, L.im_blocks, S.sv, S.coef, S.kself, S.scale)
+    _both("merge_plan", i, removal, 12, *geo, *pairs, S.scale)
     j, _ = _both("merge_partner", i, 12, *geo, *pairs, S.scale, np.zeros(L.n_views))
     rho, ni, nj = _both("direction_cosine", S.sv, i, j)
     ai, aj = (

@@ -61,13 +61,14 @@ from streammkl.core._numba.scores import (
 )  # fmt: skip
 from streammkl.core._numba.merge import (
     best_merge_point, direction_cosine, merge_energy, merge_loss_table, merge_partner,
-    segment_kernels, table_loss, top_direction,
+    merge_plan, segment_kernels, table_loss, top_direction,
 )  # fmt: skip
 from streammkl.core._numba.projection import (
-    cheapest_projection, gram_insert, loaded, project_out, refresh_inverse, solve_projection,
+    cheapest_projection, gram_border, gram_insert, loaded, project_out, refresh_inverse,
+    solve_projection,
 )  # fmt: skip
 from streammkl.core._numba.budget import (
-    budget_step, gram_border, make_room, merge_pairs, remove_pair, shift_scores, smallest_pair,
+    budget_step, make_room, merge_pairs, remove_pair, shift_scores, smallest_pair,
 )  # fmt: skip
 from streammkl.core._numba.rounds import (
     apply_prox_steps, average_explicit, decision, decision_many, learn_many, learn_round,

@@ -4,8 +4,8 @@ Below the capacity the next slot is taken. At the capacity one budget step frees
 
 - ``B_OLDEST`` / ``B_SMALLEST``: remove the oldest pair / the pair with the smallest
   contribution ``sum_m ||a_ms phi_m(x_s) (x) v_s||^2``;
-- ``B_MERGE``: merge the smallest pair with its best partner (``merge.py``), or remove it when
-  no merge loses less than the removal;
+- ``B_MERGE``: merge the smallest pair with its best partner (chosen by ``merge.merge_plan``,
+  applied by ``merge_pairs``), or remove it when no merge loses less than the removal;
 - ``B_PROJECT``: project the pair whose projection loses least onto the others
   (``projection.py``; the Gram matrices and their inverses are bordered on every insertion).
 
@@ -25,13 +25,10 @@ from numba import njit
 
 from streammkl.core._jit import JIT
 from streammkl.core._numba.codes import B_MERGE, B_OLDEST, B_PROJECT
+from streammkl.core._numba.features import dot4
 from streammkl.core._numba.kernels import kernel_value, view_dot
-from streammkl.core._numba.merge import (
-    best_merge_point,
-    direction_cosine,
-    merge_partner,
-)  # fmt: skip
-from streammkl.core._numba.projection import cheapest_projection, gram_insert, project_out
+from streammkl.core._numba.merge import direction_cosine, merge_plan
+from streammkl.core._numba.projection import cheapest_projection, gram_border, project_out
 from streammkl.core._numba.scores import dots_expansion, support_dots, support_expansion
 
 
@@ -210,7 +207,10 @@ def _shift_scores(y, ysq, nt, tx, tsq, tc, tv, dense, n, im_blocks, view_of, mas
         return
     for s in range(n):
         for vw in range(n_views):
-            dots[vw] = view_dot(y, sx[s], masks[vw], view_full[vw])
+            if view_full[vw]:
+                dots[vw] = dot4(y, sx[s], 0, y.shape[0])
+            else:
+                dots[vw] = view_dot(y, sx[s], masks[vw], False)
         for m in im_blocks:
             c = dense[m, s]
             if c == 0.0:
@@ -225,46 +225,6 @@ def _shift_scores(y, ysq, nt, tx, tsq, tc, tv, dense, n, im_blocks, view_of, mas
 
 
 shift_scores = njit(**JIT)(_shift_scores)
-
-
-def _gram_border(x, xsq, v, slot, n, im_blocks, view_of, masks, view_full, kinds, kp,
-                 sx, ssq, sv, gram):  # fmt: skip
-    """Border every implicit block's Gram matrix and inverse with the pair (x, v) in ``slot``
-    (the other slots < n hold pairs)."""
-    K = sv.shape[1]
-    n_views = masks.shape[0]
-    dots = np.empty((n, n_views))
-    vdot = np.empty(n)
-    for t in range(n):
-        for vw in range(n_views):
-            dots[t, vw] = view_dot(x, sx[t], masks[vw], view_full[vw])
-        acc = 0.0
-        for k in range(K):
-            acc += sv[t, k] * v[k]
-        vdot[t] = acc
-    vv = 0.0
-    for k in range(K):
-        vv += v[k] * v[k]
-    col = np.zeros(n)
-    for b in range(im_blocks.shape[0]):
-        m = im_blocks[b]
-        vw = view_of[m]
-        kind = kinds[m]
-        p0 = kp[m, 0]
-        p1 = kp[m, 1]
-        nrm = kp[m, 2] != 0.0
-        for t in range(n):
-            col[t] = 0.0
-            if t != slot and vdot[t] != 0.0:
-                dt = dots[t, vw]
-                col[t] = vdot[t] * kernel_value(
-                    kind, p0, p1, nrm, dt, xsq[vw] + ssq[t, vw] - 2.0 * dt, xsq[vw], ssq[t, vw]
-                )
-        diag = vv * kernel_value(kind, p0, p1, nrm, xsq[vw], 0.0, xsq[vw], xsq[vw])
-        gram_insert(gram[b, 0], gram[b, 1], slot, col, diag, n)
-
-
-gram_border = njit(**JIT)(_gram_border)
 
 
 def _budget_step(
@@ -293,44 +253,16 @@ def _budget_step(
         project_out(slot, n, im_blocks, coef, scale, norms, gram, dense, tc[0])
     elif policy == B_MERGE:
         i, removal = smallest_pair(n, im_blocks, sv, coef, kself, scale)
-        dij = np.empty(n_views)
-        j, estimate = merge_partner(i, n, im_blocks, view_of, masks, view_full, kinds, kp,
-                                    sx, ssq, sv, coef, kself, scale, dij)  # fmt: skip
-        if j >= 0 and estimate < removal:
-            rho, ni_v, nj_v = direction_cosine(sv, i, j)
-            ai = np.empty(im_blocks.shape[0])
-            aj = np.empty(im_blocks.shape[0])
-            for b in range(im_blocks.shape[0]):
-                ai[b] = scale[im_blocks[b]] * coef[im_blocks[b], i]
-                aj[b] = scale[im_blocks[b]] * coef[im_blocks[b], j]
-            for vw in range(n_views):
-                dij[vw] = view_dot(sx[i], sx[j], masks[vw], view_full[vw])
-            ortho = math.sqrt(max(1.0 - rho * rho, 0.0))
-            h, kept, alpha, beta = best_merge_point(
-                ai, aj, ni_v, nj_v, rho, ortho, ssq[i], ssq[j], dij, im_blocks, view_of,
-                kinds, kp,
-            )  # fmt: skip
-            full = 0.0  # sum_m ||X_m||^2: what the merged pair replaces
-            vij = rho * ni_v * nj_v
-            for b in range(im_blocks.shape[0]):
-                m = im_blocks[b]
-                vw = view_of[m]
-                kij = kernel_value(
-                    kinds[m], kp[m, 0], kp[m, 1], kp[m, 2] != 0.0, dij[vw],
-                    ssq[i, vw] + ssq[j, vw] - 2.0 * dij[vw], ssq[i, vw], ssq[j, vw],
-                )  # fmt: skip
-                full += (ai[b] * ai[b] * kself[i, m] * ni_v * ni_v
-                         + aj[b] * aj[b] * kself[j, m] * nj_v * nj_v
-                         + 2.0 * ai[b] * aj[b] * kij * vij)  # fmt: skip
-            if full - kept < removal:
-                merge_pairs(i, j, h, alpha, beta, n, im_blocks, view_of, masks, view_full,
-                            kinds, kp, sx, ssq, sv, coef, kself, scale, norms,
-                            tx, tsq, tc, tv)  # fmt: skip
-                sage[i] = counters[1]  # a new pair: a new insertion stamp
-                counters[1] += 1
-                slot = j
-                nt = 3
-        if slot < 0:
+        j, h, alpha, beta = merge_plan(i, removal, n, im_blocks, view_of, masks, view_full, kinds,
+                                       kp, sx, ssq, sv, coef, kself, scale)  # fmt: skip
+        if j >= 0:
+            merge_pairs(i, j, h, alpha, beta, n, im_blocks, view_of, masks, view_full, kinds, kp,
+                        sx, ssq, sv, coef, kself, scale, norms, tx, tsq, tc, tv)  # fmt: skip
+            sage[i] = counters[1]  # a new pair: a new insertion stamp
+            counters[1] += 1
+            slot = j
+            nt = 3
+        else:
             slot = i
     elif policy == B_OLDEST:
         slot = 0

@@ -33,13 +33,14 @@ from numba import njit
 
 from streammkl.core._jit import JIT
 from streammkl.core._numba.codes import K_RBF
+from streammkl.core._numba.features import dot4
 from streammkl.core._numba.kernels import kernel_value, view_dot
 
 N_WEIGHT = 129  # table rows: weight m = i / 128
 N_DIST = 161  # table columns: gamma ||x_i - x_j||^2 = j / 8, up to 20 (kappa = e^-20 ~ 2e-9)
 DIST_STEP = 0.125
 _GOLDEN = 0.6180339887498949
-_SEARCH_STEPS = 24  # golden-section steps per half of [0, 1]: width 0.5 * 0.618^24 ~ 5e-6
+_SEARCH_STEPS = 16  # golden-section steps per half of [0, 1]: h to 0.5 * 0.618^16 ~ 2e-4
 _PARALLEL = 1e-12  # 1 - cos(angle) below this: the two directions are taken as parallel
 
 
@@ -234,7 +235,10 @@ def _merge_partner(i, n, im_blocks, view_of, masks, view_full, kinds, kp, sx, ss
         if rho <= 0.0:
             continue
         for vw in range(n_views):
-            dij[vw] = view_dot(sx[i], sx[j], masks[vw], view_full[vw])
+            if view_full[vw]:
+                dij[vw] = dot4(sx[i], sx[j], 0, sx.shape[1])
+            else:
+                dij[vw] = view_dot(sx[i], sx[j], masks[vw], False)
         ortho2 = 1.0 - rho * rho
         loss = 0.0
         for m in im_blocks:
@@ -272,3 +276,46 @@ def _merge_partner(i, n, im_blocks, view_of, masks, view_full, kinds, kp, sx, ss
 
 
 merge_partner = njit(**JIT)(_merge_partner)
+
+
+def _merge_plan(i, removal, n, im_blocks, view_of, masks, view_full, kinds, kp, sx, ssq, sv,
+                coef, kself, scale):  # fmt: skip
+    """The merge of pair i: ``(j, h, alpha, beta)`` for its best partner j (``merge_partner``),
+    the merge point and the shared direction (``best_merge_point``), or j = -1 when no merge
+    loses less than ``removal``, the loss of removing pair i."""
+    n_views = masks.shape[0]
+    dij = np.empty(n_views)
+    j, estimate = merge_partner(i, n, im_blocks, view_of, masks, view_full, kinds, kp,
+                                sx, ssq, sv, coef, kself, scale, dij)  # fmt: skip
+    if j < 0 or estimate >= removal:
+        return -1, 0.0, 0.0, 0.0
+    rho, ni_v, nj_v = direction_cosine(sv, i, j)
+    n_im = im_blocks.shape[0]
+    ai = np.empty(n_im)
+    aj = np.empty(n_im)
+    for b in range(n_im):
+        ai[b] = scale[im_blocks[b]] * coef[im_blocks[b], i]
+        aj[b] = scale[im_blocks[b]] * coef[im_blocks[b], j]
+    for vw in range(n_views):
+        dij[vw] = view_dot(sx[i], sx[j], masks[vw], view_full[vw])
+    ortho = math.sqrt(max(1.0 - rho * rho, 0.0))
+    h, kept, alpha, beta = best_merge_point(ai, aj, ni_v, nj_v, rho, ortho, ssq[i], ssq[j], dij,
+                                            im_blocks, view_of, kinds, kp)  # fmt: skip
+    full = 0.0  # sum_m ||X_m||^2: what the merged pair replaces
+    vij = rho * ni_v * nj_v
+    for b in range(n_im):
+        m = im_blocks[b]
+        vw = view_of[m]
+        kij = kernel_value(
+            kinds[m], kp[m, 0], kp[m, 1], kp[m, 2] != 0.0, dij[vw],
+            ssq[i, vw] + ssq[j, vw] - 2.0 * dij[vw], ssq[i, vw], ssq[j, vw],
+        )  # fmt: skip
+        full += (ai[b] * ai[b] * kself[i, m] * ni_v * ni_v
+                 + aj[b] * aj[b] * kself[j, m] * nj_v * nj_v
+                 + 2.0 * ai[b] * aj[b] * kij * vij)  # fmt: skip
+    if full - kept >= removal:
+        return -1, 0.0, 0.0, 0.0
+    return j, h, alpha, beta
+
+
+merge_plan = njit(**JIT)(_merge_plan)

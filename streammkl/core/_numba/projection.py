@@ -22,6 +22,8 @@ import numpy as np
 from numba import njit
 
 from streammkl.core._jit import JIT
+from streammkl.core._numba.features import dot4
+from streammkl.core._numba.kernels import kernel_value, view_dot
 
 EPS = 1e-6  # relative diagonal loading of the Gram matrices
 _TINY = 1e-200  # absolute loading: a zero vector (k(x, x) = 0) still has an invertible A
@@ -199,3 +201,46 @@ def _project_out(r, n, im_blocks, coef, scale, norms, gram, dense, tc):
 
 
 project_out = njit(**JIT)(_project_out)
+
+
+def _gram_border(x, xsq, v, slot, n, im_blocks, view_of, masks, view_full, kinds, kp,
+                 sx, ssq, sv, gram):  # fmt: skip
+    """Border every implicit block's Gram matrix and inverse with the pair (x, v) in ``slot``
+    (the other slots < n hold pairs)."""
+    K = sv.shape[1]
+    n_views = masks.shape[0]
+    dots = np.empty((n, n_views))
+    vdot = np.empty(n)
+    for t in range(n):
+        for vw in range(n_views):
+            if view_full[vw]:
+                dots[t, vw] = dot4(x, sx[t], 0, x.shape[0])
+            else:
+                dots[t, vw] = view_dot(x, sx[t], masks[vw], False)
+        acc = 0.0
+        for k in range(K):
+            acc += sv[t, k] * v[k]
+        vdot[t] = acc
+    vv = 0.0
+    for k in range(K):
+        vv += v[k] * v[k]
+    col = np.zeros(n)
+    for b in range(im_blocks.shape[0]):
+        m = im_blocks[b]
+        vw = view_of[m]
+        kind = kinds[m]
+        p0 = kp[m, 0]
+        p1 = kp[m, 1]
+        nrm = kp[m, 2] != 0.0
+        for t in range(n):
+            col[t] = 0.0
+            if t != slot and vdot[t] != 0.0:
+                dt = dots[t, vw]
+                col[t] = vdot[t] * kernel_value(
+                    kind, p0, p1, nrm, dt, xsq[vw] + ssq[t, vw] - 2.0 * dt, xsq[vw], ssq[t, vw]
+                )
+        diag = vv * kernel_value(kind, p0, p1, nrm, xsq[vw], 0.0, xsq[vw], xsq[vw])
+        gram_insert(gram[b, 0], gram[b, 1], slot, col, diag, n)
+
+
+gram_border = njit(**JIT)(_gram_border)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit
 
 from streammkl.core._jit import JIT
-from streammkl.core._numba.codes import K_RBF
+from streammkl.core._numba.codes import K_B1, K_POLY, K_RBF
 from streammkl.core._numba.features import dot4
 from streammkl.core._numba.kernels import exp_many, kernel_value, view_dot
 
@@ -30,9 +32,10 @@ def _dots_expansion(
     """``out[m, :] = sum_s coef[m, s] k_m(x_s, z) v_s`` for the implicit blocks (unscaled), from
     the inner products ``dots`` (n, V) of z with the support inputs and ``zsq`` (V,) = <z, z>.
 
-    One loop per block, whose kernel kind is loop-invariant (branch-free inner loop); a Gaussian
-    block computes its exponentials in one vectorised loop (``exp_many``, the same values as
-    ``kernel_value``) in the scratch ``kvals`` (n,).
+    One pass per block over the pairs: the kernel values first, in loops without branches that
+    vectorise (a Gaussian block's exponentials by ``exp_many``; linear and polynomial values with
+    kernel_value's own operations, so the same bits) into the scratch ``kvals`` (n,), then the
+    sum; a B1-spline block skips the pairs outside its support.
     """
     K = out.shape[1]
     for m in im_blocks:
@@ -42,17 +45,34 @@ def _dots_expansion(
         p1 = kp[m, 1]
         normalize = kp[m, 2] != 0.0
         nz = zsq[vw]
+        if kind != K_B1:  # kernel values in loops without branches (they vectorise)
+            if kind == K_RBF:
+                for s in range(n_support):
+                    kvals[s] = -p0 * max(nz + ssq[s, vw] - 2.0 * dots[s, vw], 0.0)
+                exp_many(kvals, kvals, n_support)
+            else:  # linear, polynomial: the values kernel_value computes, bit for bit
+                shift = p1 if kind == K_POLY else 0.0
+                for s in range(n_support):
+                    base = dots[s, vw] + shift
+                    if normalize:
+                        den = math.sqrt((nz + shift) * (ssq[s, vw] + shift))
+                        base = base / den if den > 0.0 else 0.0
+                    kvals[s] = base
+                if kind == K_POLY and int(p0) > 1:  # base^degree by repeated products
+                    bases = kvals[:n_support].copy()
+                    for _ in range(int(p0) - 1):
+                        for s in range(n_support):
+                            kvals[s] *= bases[s]
+            for s in range(n_support):
+                kvals[s] = coef[m, s] * kvals[s]
+            for k in range(K):  # sums in registers, in the order of the pairs
+                acc = 0.0
+                for s in range(n_support):
+                    acc += kvals[s] * sv[s, k]
+                out[m, k] = acc
+            continue
         for k in range(K):
             out[m, k] = 0.0
-        if kind == K_RBF:
-            for s in range(n_support):
-                kvals[s] = -p0 * max(nz + ssq[s, vw] - 2.0 * dots[s, vw], 0.0)
-            exp_many(kvals, kvals, n_support)
-            for s in range(n_support):
-                c = coef[m, s] * kvals[s]
-                for k in range(K):
-                    out[m, k] += c * sv[s, k]
-            continue
         for s in range(n_support):
             c = coef[m, s]
             if c == 0.0:
