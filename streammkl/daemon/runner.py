@@ -131,6 +131,7 @@ class Runner(PrequentialStep):
         self._last_checkpoint_at = time.monotonic()
         self._model_view: dict[str, Any] = introspect(self.learner)
         self._model_view_at = 0.0
+        self._monitor_view_at = 0.0
         self._view_stale = False
         for reason in REASONS:
             self.metrics.rejected.labels(reason)
@@ -333,6 +334,12 @@ class Runner(PrequentialStep):
             self._view_stale = False
             if self.monitor is not None:
                 monitor = self.monitor.snapshot()
+                self._monitor_view_at = now
+        elif self.monitor is not None and not busy and now - self._monitor_view_at > 0.5:
+            # idle (drained): the monitor's background fits may finish after the last batch (a
+            # windowed-regret estimate often does), so its values are re-read while idle too
+            monitor = self.monitor.snapshot()
+            self._monitor_view_at = now
         ready = (
             bool(self.source.buffers)
             and self.source.broker_connected
