@@ -30,7 +30,8 @@ BUDGET_LOOPS = [
     "exp_reduced", "fast_exp", "exp_many", "table_loss", "segment_kernels", "top_direction",
     "merge_energy", "best_merge_point", "direction_cosine", "merge_partner", "merge_plan", "loaded",
     "refresh_inverse", "gram_insert", "cheapest_projection", "solve_projection", "project_out",
-    "smallest_pair", "remove_pair", "merge_pairs", "shift_scores", "gram_border", "budget_step",
+    "smallest_pair", "remove_pair", "merge_pairs", "add_pair", "shift_scores", "gram_border",
+    "budget_step",
     "make_room",
 ]  # fmt: skip
 # parity-tested in tests/test_structured_decoders.py, tests/test_structured_labeler.py and
@@ -255,6 +256,9 @@ def test_budget_loops_match_python():
     _both("merge_pairs", i, j, h, alpha, beta, 12, *geo, *pairs, S.scale, S.norms, *terms)
     _both("remove_pair", i, 12, *geo, *pairs, S.scale, S.norms, np.zeros(5))
     nb.merge_pairs(i, j, h, alpha, beta, 12, *geo, *pairs, S.scale, S.norms, *terms)
+    dots = np.array([x @ S.sx[0], x[:2] @ S.sx[0, :2]])
+    _both("add_pair", dots, xsq, S.ssq[0], S.coef[:, 0].copy(), S.sv[0], L.im_blocks, L.view_of,
+          L.kinds, L.kp, np.zeros((5, 3)))  # fmt: skip
     _both("shift_scores", x, xsq, 3, *terms, np.zeros((5, 0)), 12, *geo, S.sx, S.ssq, S.sv,
           np.zeros((5, 3)))  # fmt: skip
 

@@ -70,7 +70,7 @@ class OnlineMKL:
         schedule: Schedule | None = None,
         radius: float | str | None = None,
         budget: int | None = None,
-        budget_policy: str = "oldest",
+        budget_policy: str = "merge",
         seed: int = 0,
         fit_intercept: bool = False,
         intercept_lr: float = 1.0,

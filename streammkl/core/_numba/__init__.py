@@ -68,7 +68,7 @@ from streammkl.core._numba.projection import (
     solve_projection,
 )  # fmt: skip
 from streammkl.core._numba.budget import (
-    budget_step, make_room, merge_pairs, remove_pair, shift_scores, smallest_pair,
+    add_pair, budget_step, make_room, merge_pairs, remove_pair, shift_scores, smallest_pair,
 )  # fmt: skip
 from streammkl.core._numba.rounds import (
     apply_prox_steps, average_explicit, decision, decision_many, learn_many, learn_round,

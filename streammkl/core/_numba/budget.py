@@ -181,28 +181,36 @@ def _merge_pairs(i, j, h, alpha, beta, n, im_blocks, view_of, masks, view_full, 
 merge_pairs = njit(**JIT)(_merge_pairs)
 
 
+def _add_pair(dots, ysq, psq, coefs, direction, im_blocks, view_of, kinds, kp, out):
+    """``out[m, :] += coefs[m] k_m(p, y) direction`` for one pair input p, from its inner
+    products ``dots`` (V,) with y and the squared norms ``ysq``, ``psq`` (V,)."""
+    for m in im_blocks:
+        c = coefs[m]
+        if c == 0.0:
+            continue
+        vw = view_of[m]
+        kv = kernel_value(
+            kinds[m], kp[m, 0], kp[m, 1], kp[m, 2] != 0.0, dots[vw],
+            ysq[vw] + psq[vw] - 2.0 * dots[vw], ysq[vw], psq[vw],
+        )  # fmt: skip
+        for k in range(out.shape[1]):
+            out[m, k] += c * kv * direction[k]
+
+
+add_pair = njit(**JIT)(_add_pair)
+
+
 def _shift_scores(y, ysq, nt, tx, tsq, tc, tv, dense, n, im_blocks, view_of, masks, view_full,
                   kinds, kp, sx, ssq, sv, out):  # fmt: skip
     """``out[m, :] += f'_m(y) - f_m(y)`` for a change of theta reported by ``make_room``: the
     terms ``tc[t, m] phi_m(tx[t]) (x) tv[t]`` (t < nt) and the pairs' coefficient changes
     ``dense[m, s]`` (s < n; none when dense has no columns)."""
-    K = out.shape[1]
     n_views = masks.shape[0]
     dots = np.empty(n_views)
     for t in range(nt):
         for vw in range(n_views):
             dots[vw] = view_dot(y, tx[t], masks[vw], view_full[vw])
-        for m in im_blocks:
-            c = tc[t, m]
-            if c == 0.0:
-                continue
-            vw = view_of[m]
-            kv = kernel_value(
-                kinds[m], kp[m, 0], kp[m, 1], kp[m, 2] != 0.0, dots[vw],
-                ysq[vw] + tsq[t, vw] - 2.0 * dots[vw], ysq[vw], tsq[t, vw],
-            )  # fmt: skip
-            for k in range(K):
-                out[m, k] += c * kv * tv[t, k]
+        add_pair(dots, ysq, tsq[t], tc[t], tv[t], im_blocks, view_of, kinds, kp, out)
     if dense.shape[1] == 0:
         return
     for s in range(n):
@@ -211,17 +219,7 @@ def _shift_scores(y, ysq, nt, tx, tsq, tc, tv, dense, n, im_blocks, view_of, mas
                 dots[vw] = dot4(y, sx[s], 0, y.shape[0])
             else:
                 dots[vw] = view_dot(y, sx[s], masks[vw], False)
-        for m in im_blocks:
-            c = dense[m, s]
-            if c == 0.0:
-                continue
-            vw = view_of[m]
-            kv = kernel_value(
-                kinds[m], kp[m, 0], kp[m, 1], kp[m, 2] != 0.0, dots[vw],
-                ysq[vw] + ssq[s, vw] - 2.0 * dots[vw], ysq[vw], ssq[s, vw],
-            )  # fmt: skip
-            for k in range(K):
-                out[m, k] += c * kv * sv[s, k]
+        add_pair(dots, ysq, ssq[s], dense[:, s], sv[s], im_blocks, view_of, kinds, kp, out)
 
 
 shift_scores = njit(**JIT)(_shift_scores)
