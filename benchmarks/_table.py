@@ -30,10 +30,29 @@ def machine() -> str:
     )
 
 
-def write(name: str, title: str, body: str) -> Path:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"{name}.md"
+def write(name: str, title: str, body: str, path: Path | None = None) -> Path:
+    """Print the report and write it to ``benchmarks/results/NAME.md`` (or to ``path``)."""
+    path = RESULTS / f"{name}.md" if path is None else Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(f"# {title}\n\n{body}\n")
     print(body)
     print(f"\nwritten to {path}")
     return path
+
+
+def publish(name: str, title: str, body: str, full: bool, out: str | None) -> Path | None:
+    """Only the full, documented run of a benchmark updates ``benchmarks/results/`` (the
+    README's tables come from there); a quick or partial run prints its report, or writes it
+    where ``--out`` says, never over the committed results."""
+    if out is not None:
+        target = Path(out).resolve()
+        if not full and target.parent == RESULTS.resolve():
+            raise SystemExit(
+                f"refusing to write a partial run into {RESULTS}: choose another --out"
+            )
+        return write(name, title, body, target)
+    if full:
+        return write(name, title, body)
+    print(body)
+    print("\n(a quick or partial run: not written; --out PATH writes it elsewhere)")
+    return None

@@ -67,7 +67,18 @@ def render(readme: str) -> str:
         readme, "sequence_table1", first_table(RESULTS / "sequence_table1.md"),
         "benchmarks/results/sequence_table1.md",
     )  # fmt: skip
+    parsing = RESULTS / "parsing.md"
+    if parsing.exists():  # written by benchmarks/parsing.py (needs the parsing extra)
+        table = first_table(parsing) + "\n\n" + targets(parsing)
+        readme = replace(readme, "parsing", table, "benchmarks/results/parsing.md")
     return readme
+
+
+def targets(path: Path) -> str:
+    """The ``- MET: ...`` / ``- MISSED: ...`` lines under ``## Targets``."""
+    text = path.read_text()
+    lines = text[text.index("## Targets") :].splitlines()[1:]
+    return "\n".join(line for line in lines if line.startswith("- "))
 
 
 def main(argv: list[str]) -> int:

@@ -81,7 +81,7 @@ class Scenario:
 
     #: Registry name (e.g. ``"kernel-drift"``).
     name: ClassVar[str] = ""
-    #: ``"binary"``, ``"multiclass"``, ``"regression"`` or ``"sequence"``.
+    #: ``"binary"``, ``"multiclass"``, ``"regression"``, ``"sequence"`` or ``"parsing"``.
     task: ClassVar[str] = ""
     #: Parameters the command line exposes (beyond ``seed``), with defaults and help.
     params: ClassVar[dict[str, Param]] = {}

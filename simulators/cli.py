@@ -47,6 +47,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     dest.add_argument("--bootstrap-servers", default=None, help="Kafka brokers, host:port[,...]")
     parser.add_argument("--topic", default=None, help="Kafka topic (with --bootstrap-servers)")
     parser.add_argument(
+        "--kafka-config",
+        default=None,
+        metavar="FILE",
+        help="a JSON object of kafka-python producer options, e.g. TLS / SASL: "
+        '{"security_protocol": "SASL_SSL", "sasl_mechanism": "PLAIN", ...} (a file, so that '
+        "no password is on the command line)",
+    )
+    parser.add_argument(
         "--key",
         default="{scenario}",
         help="Kafka key template with fields {scenario} {id} {index}, '' for none (default: "
@@ -144,6 +152,7 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError("--topic needs --bootstrap-servers")
         if args.rate is not None and args.rate <= 0:
             raise ValueError(f"--rate must be > 0, got {args.rate}")
+        kafka_config = _kafka_config(args.kafka_config)
         scenario = build(args)
     except (ValueError, TypeError) as exc:
         print(f"simulate: {exc}", file=sys.stderr)
@@ -165,6 +174,7 @@ def run(args: argparse.Namespace) -> int:
             rate=args.rate,
             progress=not args.no_progress,
             wall_clock_ts=args.wall_clock_ts,
+            producer_config=kafka_config,
         )
         print(
             f"sent {stats.sent} records of {scenario.name} to {args.topic!r} in "
@@ -182,6 +192,25 @@ def run(args: argparse.Namespace) -> int:
     if to_file:
         print(f"wrote {n} records of {scenario.name} to {args.out}", file=sys.stderr)
     return 0
+
+
+def _kafka_config(path: str | None) -> dict[str, Any]:
+    """The producer options in ``--kafka-config`` (a JSON object); errors name the file, never
+    a value (it may hold a password)."""
+    if path is None:
+        return {}
+    import json
+
+    try:
+        with open(path) as fh:
+            data = json.load(fh)
+    except OSError as exc:
+        raise ValueError(f"--kafka-config {path}: {exc.strerror or exc}") from None
+    except ValueError:
+        raise ValueError(f"--kafka-config {path}: not valid JSON") from None
+    if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
+        raise ValueError(f"--kafka-config {path}: must be a JSON object of options")
+    return data
 
 
 def _paced(records: Any, rate: float | None, wall_clock_ts: bool) -> Any:

@@ -173,6 +173,7 @@ def produce(
     flush_timeout: float = 30.0,
     max_failures: int = 5,
     producer_factory: Callable[[], Any] | None = None,
+    producer_config: dict[str, Any] | None = None,
 ) -> ProduceStats:
     """Send (at most ``count``) records to ``topic``, each value ``wire.encode(record)``.
 
@@ -206,6 +207,8 @@ def produce(
         Consecutive fresh producers that deliver nothing before giving up.
     producer_factory
         Makes producers (tests inject fakes); default :func:`kafka_producer_factory`.
+    producer_config
+        More kafka-python producer options for the default factory (e.g. TLS / SASL).
     """
     if rate is not None and not rate > 0:
         raise ValueError(f"rate must be > 0 records per second, got {rate!r}")
@@ -214,7 +217,7 @@ def produce(
     if producer_factory is None:
         if not bootstrap_servers:
             raise ValueError("bootstrap_servers is required (or pass producer_factory)")
-        producer_factory = kafka_producer_factory(bootstrap_servers)
+        producer_factory = kafka_producer_factory(bootstrap_servers, **(producer_config or {}))
     key_of = _key_function(key, dict(key_context or {}))
     total = count
     if total is None and hasattr(records, "__len__"):

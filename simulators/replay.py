@@ -2,7 +2,9 @@
 
 Nothing is downloaded: only datasets shipped inside the installed river and scikit-learn wheels are
 offered. A replay yields the rows in their original order (``shuffle=False``) or in a permutation
-seeded by ``seed``; ``n_samples`` truncates. Features are the dataset's own names, as floats.
+seeded by ``seed``; ``n_samples`` truncates, or, with ``loop=True``, may exceed the dataset's size:
+the replay then starts over (a new seeded permutation per pass when shuffled). Features are the
+dataset's own names, as floats.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ _TAG_ORDER = 1
 _REPLAY_PARAMS = {
     "shuffle": Param("bool", False, "replay in a seeded random order instead of the original"),
     "n_samples": Param("int", None, "replay only the first n rows (default: all)"),
+    "loop": Param("bool", False, "start over at the end (n_samples may exceed the rows)"),
 }
 
 
@@ -75,29 +78,49 @@ class Replay(Scenario):
     params = _REPLAY_PARAMS
     source = ""
 
-    def __init__(self, seed: int = 0, shuffle: bool = False, n_samples: int | None = None) -> None:
-        if not isinstance(shuffle, bool):
-            raise TypeError(f"shuffle must be a boolean, got {shuffle!r}")
-        self.shuffle = shuffle
+    def __init__(
+        self, seed: int = 0, shuffle: bool = False, n_samples: int | None = None, loop: bool = False
+    ) -> None:
+        for key, value in (("shuffle", shuffle), ("loop", loop)):
+            if not isinstance(value, bool):
+                raise TypeError(f"{key} must be a boolean, got {value!r}")
+        self.shuffle, self.loop = shuffle, loop
         total = len(self.rows())
         if n_samples is not None:
             n_samples = check_int("n_samples", n_samples, 1)
-            if n_samples > total:
-                raise ValueError(f"n_samples: {self.name} has {total} rows, asked for {n_samples}")
+            if n_samples > total and not loop:
+                raise ValueError(
+                    f"n_samples: {self.name} has {total} rows, asked for {n_samples}; ask for "
+                    f"at most {total}, or pass loop=true to start over at the end"
+                )
         super().__init__(seed, total if n_samples is None else n_samples)
         self.n_samples_arg = n_samples
         self.n_rows = total
-        if shuffle:
-            self.order = child_rng(self.seed, _TAG_ORDER).permutation(total)
-        else:
-            self.order = np.arange(total)
+        self._orders: dict[int, np.ndarray] = {}
+
+    def _order(self, epoch: int) -> np.ndarray:
+        """The row order of pass ``epoch`` (a seeded permutation per pass when shuffled)."""
+        order = self._orders.get(epoch)
+        if order is None:
+            if self.shuffle:
+                key = (_TAG_ORDER,) if epoch == 0 else (_TAG_ORDER, epoch)
+                order = child_rng(self.seed, *key).permutation(self.n_rows)
+            else:
+                order = np.arange(self.n_rows)
+            self._orders = {epoch: order}  # one pass kept: chunks are read in order
+        return order
+
+    @property
+    def order(self) -> np.ndarray:
+        """The order of the first pass."""
+        return self._order(0)
 
     def rows(self) -> tuple[tuple[Any, Any], ...]:
         """Every ``(x, y)`` of the dataset, in its original order."""
         raise NotImplementedError
 
     def get_params(self) -> dict[str, Any]:
-        return {"shuffle": self.shuffle, "n_samples": self.n_samples_arg}
+        return {"shuffle": self.shuffle, "n_samples": self.n_samples_arg, "loop": self.loop}
 
     @property
     def classes(self) -> tuple[Any, ...] | None:
@@ -108,9 +131,11 @@ class Replay(Scenario):
     def _chunk(self, c: int) -> Iterator[tuple[Any, dict[str, Any]]]:
         rows = self.rows()
         start = c * self.chunk_size
-        for i, row in enumerate(self.order[start : start + self.chunk_size], start=start):
+        for i in range(start, start + self.chunk_size):
+            epoch, position = divmod(i, self.n_rows)
+            row = int(self._order(epoch)[position])
             x, y = rows[row]
-            yield self.make_record(i, dict(x), y), {"row": int(row)}
+            yield self.make_record(i, dict(x), y), {"row": row, "pass": epoch}
 
     def _truth(self) -> dict[str, Any]:
         return {

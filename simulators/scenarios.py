@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from .base import Param, Scenario
+from .conllu_replay import ConlluReplay
 from .digit_strings import DigitStrings
 from .kernel_drift import KernelDrift
 from .replay import (
@@ -43,6 +44,7 @@ _REGISTRY: dict[str, type[Scenario]] = {
         Shuttle,
         TrumpApproval,
         ChickWeights,
+        ConlluReplay,
     )
 }
 

@@ -187,6 +187,34 @@ class FakeCluster:
         return factory
 
 
+def crash_and_resume(
+    make_runner: Any, values: list[bytes], steps: tuple[int, ...] = (5, 9), partitions: int = 2
+) -> tuple[Any, Any]:
+    """``(reference, final)`` runners over ``values`` (spread over the partitions): the reference
+    runs uninterrupted; the other is dropped after each of ``steps`` loop steps (its checkpoint
+    kept, as after a crash) and restarted, the last run to the end. ``make_runner(name, cluster,
+    seed)`` builds a runner whose checkpoints live under ``name``."""
+
+    def cluster_with_stream() -> FakeCluster:
+        cluster = FakeCluster()
+        cluster.create("in", partitions)
+        for i, value in enumerate(values):
+            cluster.append("in", value, i % partitions, None, i)
+        return cluster
+
+    reference = make_runner("ref", cluster_with_stream(), 0)
+    reference.run()
+    cluster = cluster_with_stream()
+    for i, n in enumerate(steps):
+        crashed = make_runner("run", cluster, i + 1)
+        crashed.start()
+        for _ in range(n):
+            crashed.step()
+    final = make_runner("run", cluster, 7)
+    final.run()
+    return reference, final
+
+
 class FakeConsumer:
     """Subset of KafkaConsumer used by the daemon; seeded random fetch interleaving."""
 

@@ -56,7 +56,9 @@ def produce(
     timestamp_of: Callable[[int], int] | None = None,
 ) -> None:
     """Send ``values`` (key ``k<i>``) and wait for every acknowledgement."""
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap, acks="all", linger_ms=5, max_request_size=4 << 20
+    )
     futures = [
         producer.send(
             topic,
@@ -139,6 +141,8 @@ def daemon_argv(
     }
     for key, value in merged.items():
         argv += ["--set", f"{key}={json.dumps(value) if not isinstance(value, str) else value}"]
+    if "learner.factory" in merged:
+        argv.append("--allow-learner-factory")
     return argv
 
 

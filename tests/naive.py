@@ -78,18 +78,24 @@ def _solve(fun, b, constraints=(), bounds=True):
 
 
 def brute_prox_norms(reg, b, step, names=()):
-    """argmin_{z >= 0} 1/2 ||z - b||^2 + step * Omega(z) by a generic scipy solver (b >= 0).
+    """argmin_{z >= 0} sum_m (z_m - b_m)^2 / (2 s_m) + Omega(z) by a generic scipy solver
+    (b >= 0), with ``s = step`` a number (the paper's prox: ``1/2 ||z - b||^2 + step Omega``)
+    or per-block steps (an array: AdaGrad's metric).
 
-    Solved in units of s = max|b| (z = s u) so badly scaled inputs stay well conditioned.
+    Solved in units of S = max|b| (z = S u) so badly scaled inputs stay well conditioned.
     """
     b = np.asarray(b, dtype=float)
     M = b.size
+    steps = np.broadcast_to(np.asarray(step, dtype=float), b.shape)
     s = max(float(np.max(np.abs(b))), 1e-12)
     bu = b / s
+    # the objective divided by the mean step, so that its scale does not depend on the steps
+    w = float(np.mean(steps)) / steps
 
     def quad(u):
-        return 0.5 * np.sum((u - bu) ** 2)
+        return 0.5 * np.sum(w * (u - bu) ** 2)
 
+    mean = float(np.mean(steps))
     if isinstance(reg, R.GroupL1Ball):
         r = reg.radius / s
         return s * _solve(quad, bu, [{"type": "ineq", "fun": lambda u: r - u.sum()}])
@@ -101,10 +107,10 @@ def brute_prox_norms(reg, b, step, names=()):
 
         def smoothed(u):  # sqrt(||u_G||^2 + 1e-24): within 1e-12 * step * lam of the true value
             pen = sum(lam * np.sqrt(u[m] @ u[m] + 1e-24) for lam, m in zip(reg.lam, masks))
-            return quad(u) + step / s * pen
+            return quad(u) + mean / s * pen
 
         return s * _solve(smoothed, bu)
-    return s * _solve(lambda u: quad(u) + step * reg.value_norms(s * u) / s**2, bu)
+    return s * _solve(lambda u: quad(u) + mean * reg.value_norms(s * u) / s**2, bu)
 
 
 def block_terms(model, m):

@@ -89,7 +89,7 @@ def test_all_corrupt_refuses_to_start_from_scratch(tmp_path: Path) -> None:
     store = CheckpointStore(tmp_path)
     save(store, 1)
     (store.list()[0] / "arrays.npz").write_bytes(b"junk")
-    with pytest.raises(CheckpointError, match="all 1 checkpoint"):
+    with pytest.raises(CheckpointError, match=r"none of the 1 checkpoint\(s\) .* \(1 corrupt\)"):
         store.load_latest()
 
 
@@ -135,3 +135,122 @@ def test_offsets_codec() -> None:
     enc = encode_offsets(offsets)
     assert enc == {"a": {"10": 7, "2": 0}, "b": {"1": 3}}
     assert decode_offsets(json.loads(json.dumps(enc))) == offsets
+
+
+def _resum(path: Path) -> None:
+    """Recompute a checkpoint's checksums after editing it (a writer that knows the format)."""
+    import hashlib
+
+    meta, arrays = (path / "meta.json").read_bytes(), (path / "arrays.npz").read_bytes()
+    (path / "SHA256SUMS").write_text(
+        f"{hashlib.sha256(meta).hexdigest()}  meta.json\n"
+        f"{hashlib.sha256(arrays).hexdigest()}  arrays.npz\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("edit", "needle"),
+    [
+        (lambda m: m["offsets"]["t"].update({"0": "ten"}), "offsets['t']['0'] = 'ten'"),
+        (lambda m: m["offsets"]["t"].update({"x": 3}), "offsets['t']['x'] = 3"),
+        (lambda m: m.update(offsets=[1, 2]), "offsets is not an object"),
+        (lambda m: m["counters"].update(n="many"), "counters['n'] = 'many'"),
+        (lambda m: m.update(outbox=[{"topic": "t"}]), "outbox is not a list of outputs"),
+        (lambda m: m.update(seq="7"), "seq / created"),
+    ],
+)
+def test_malformed_but_checksummed_newest_is_skipped_with_a_log_line_and_a_count(
+    tmp_path: Path, edit: object, needle: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = CheckpointStore(tmp_path, keep=3)
+    save(store, 1)
+    save(store, 2)
+    newest = store.list()[0]
+    meta = json.loads((newest / "meta.json").read_text())
+    edit(meta)  # type: ignore[operator]
+    (newest / "meta.json").write_text(json.dumps(meta))
+    _resum(newest)
+    with caplog.at_level("WARNING"):
+        back = store.load_latest()
+    assert back is not None and back.counters == {"n": 1}
+    assert store.fallbacks == 1 and store.skipped == {"malformed": 1}
+    assert "malformed checkpoint skipped" in caplog.text and needle in caplog.text
+
+
+def test_signed_checkpoints_only_load_with_the_key(tmp_path: Path) -> None:
+    key = b"k" * 32
+    signed = CheckpointStore(tmp_path, hmac_key=key)
+    save(signed, 1)
+    assert (signed.list()[0] / "HMAC-SHA256").exists()
+    assert signed.load_latest().counters == {"n": 1}  # type: ignore[union-attr]
+    # a writer without the key plants a newer checkpoint (valid checksums, no signature) ...
+    save(CheckpointStore(tmp_path), 2)
+    assert signed.load_latest().counters == {"n": 1}  # type: ignore[union-attr]
+    assert signed.skipped == {"unsigned": 1}
+    # ... or copies an old signature next to its own content
+    save(CheckpointStore(tmp_path), 3)
+    planted, old = signed.list()[0], signed.list()[-1]
+    (planted / "HMAC-SHA256").write_bytes((old / "HMAC-SHA256").read_bytes())
+    assert signed.load_latest().counters == {"n": 1}  # type: ignore[union-attr]
+    assert signed.skipped == {"unsigned": 2}
+    with pytest.raises(CheckpointError, match="none of the 3"):
+        CheckpointStore(tmp_path, hmac_key=b"another key, not the one").load_latest()
+    # without a key the signatures are not checked
+    assert CheckpointStore(tmp_path).load_latest().counters == {"n": 3}  # type: ignore[union-attr]
+
+
+def test_hmac_key_file_checks(tmp_path: Path) -> None:
+    from streammkl.daemon.checkpoint import read_key
+
+    short = tmp_path / "short"
+    short.write_text("abc\n")
+    with pytest.raises(CheckpointError, match="3 bytes; use at least 16"):
+        read_key(short)
+    with pytest.raises(CheckpointError, match="No such file"):
+        read_key(tmp_path / "missing")
+    good = tmp_path / "key"
+    good.write_text("0123456789abcdef0123\n")
+    assert read_key(good) == b"0123456789abcdef0123"
+
+
+@pytest.mark.parametrize("umask", [0o000, 0o022, 0o077])
+def test_checkpoint_files_are_private_whatever_the_umask(tmp_path: Path, umask: int) -> None:
+    import stat
+
+    old = os.umask(umask)
+    try:
+        store = CheckpointStore(tmp_path / "a" / "ck")
+        save(store, 1)
+    finally:
+        os.umask(old)
+    ckpt = store.list()[0]
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in [ckpt, *ckpt.iterdir()]}
+    assert modes == {ckpt.name: 0o700, "meta.json": 0o600, "arrays.npz": 0o600, "SHA256SUMS": 0o600}
+    assert stat.S_IMODE((tmp_path / "a" / "ck").stat().st_mode) == 0o700
+    assert stat.S_IMODE((tmp_path / "a").stat().st_mode) == 0o700
+
+
+def test_inspect_verifies_signatures_with_the_key(tmp_path: Path) -> None:
+    from streammkl.daemon.cli import main
+
+    key = tmp_path / "key"
+    key.write_text("k" * 32)
+    signed = CheckpointStore(tmp_path / "ck", hmac_key=b"k" * 32)
+    for n in (1, 2):
+        signed.save(
+            {"counters": {"examples_learned": n}, "offsets": encode_offsets({("t", 0): n}),
+             "model": {"class": "x", "meta": {}}, "summary": {"model_digest": "d"}},
+            {"w": np.arange(n)},
+        )  # fmt: skip
+    save_unsigned = CheckpointStore(tmp_path / "ck")
+    save_unsigned.save(
+        {"counters": {"examples_learned": 99}, "offsets": {}, "model": {"class": "x", "meta": {}},
+         "summary": {"model_digest": "d"}},
+        {},
+    )  # fmt: skip
+    from streammkl.daemon.cli import inspect_checkpoint
+
+    assert inspect_checkpoint(tmp_path / "ck")["examples_learned"] == 99
+    info = inspect_checkpoint(tmp_path / "ck", str(key))
+    assert info["examples_learned"] == 2 and info["skipped_by_reason"] == {"unsigned": 1}
+    assert main(["inspect", str(tmp_path / "ck"), "--hmac-key-file", str(key), "--json"]) == 0

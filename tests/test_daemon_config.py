@@ -143,11 +143,13 @@ def test_custom_factory_and_its_errors() -> None:
     s = Settings.model_validate(
         {"learner": {"factory": "tests.daemon_fakes:make_learner", "params": {"lr": 0.5}}}
     )
-    learner = build_learner(s.learner)
+    with pytest.raises(LearnerConfigError, match="--allow-learner-factory"):
+        build_learner(s.learner)  # code named by the settings: refused by default
+    learner = build_learner(s.learner, allow_factory=True)
     assert type(learner).__name__ == "FakeLearner" and learner.lr == 0.5
     bad = Settings.model_validate({"learner": {"factory": "tests.daemon_fakes:nope"}})
     with pytest.raises(LearnerConfigError, match=r"learner\.factory: cannot import"):
-        build_learner(bad.learner)
+        build_learner(bad.learner, allow_factory=True)
 
 
 def test_default_learner_and_a_configured_one_from_the_file(config_file: Path) -> None:

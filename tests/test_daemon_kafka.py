@@ -203,7 +203,12 @@ def test_broker_outage_not_ready_then_resumes(tmp_path: Path, client: str) -> No
         broker.stop(kill=True)
 
 
-def test_demo_runs_bounded_and_summarises(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "extra",
+    [[], ["--scenario", "phishing", "--count", "1500", "--rate", "2000"]],
+    ids=["kernel-drift", "replay-longer-than-its-data"],
+)
+def test_demo_runs_bounded_and_summarises(tmp_path: Path, extra: list[str]) -> None:
     import subprocess
     import sys
 
@@ -211,7 +216,7 @@ def test_demo_runs_bounded_and_summarises(tmp_path: Path) -> None:
     from tests.daemon_kafka import subprocess_env
 
     argv = [sys.executable, "-m", "streammkl.daemon.cli", "demo", "--duration", "6", "--rate"]
-    argv += ["500", "--metrics-port", "0", "--workdir", str(tmp_path), "--no-live"]
+    argv += ["500", "--metrics-port", "0", "--workdir", str(tmp_path), "--no-live", *extra]
     out = subprocess.run(
         argv,
         capture_output=True,
@@ -221,11 +226,14 @@ def test_demo_runs_bounded_and_summarises(tmp_path: Path) -> None:
     )
     assert out.returncode == 0, out.stderr[-3000:]
     assert "streammkl demo — summary" in out.stdout
+    assert "Error" not in out.stdout, out.stdout[-3000:]  # e.g. the simulator's
     info = inspect_checkpoint(tmp_path / "checkpoints")
     assert info["examples_learned"] > 0
     assert info["examples_learned"] == info["records_consumed"]  # nothing rejected
     assert sum(info["kernel_weights"].values()) == pytest.approx(1.0)
     assert f"{info['examples_learned']} in" in out.stdout
+    if extra:  # 1,500 records from a data set of 1,250 rows: the replay started over
+        assert info["records_consumed"] == 1500
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ from streammkl.daemon.config import load_settings
 from streammkl.daemon.learner import LearnerConfigError, build_learner
 from streammkl.daemon.runner import Runner
 from streammkl.structured import SequenceLabeler
-from tests.daemon_fakes import FakeCluster
+from tests.daemon_fakes import FakeCluster, crash_and_resume
 from tests.daemon_kafka import (
     create_topic,
     daemon_argv,
@@ -89,24 +89,10 @@ def test_sequences_are_learned_and_predicted_as_label_sequences(tmp_path: Path) 
 
 def test_sequence_learner_survives_crashes_exactly(tmp_path: Path) -> None:
     records = digit_strings(40, seed=2)
-
-    def cluster_with_stream() -> FakeCluster:
-        cluster = FakeCluster()
-        cluster.create("in", 2)
-        for i, rec in enumerate(records):
-            cluster.append("in", wire.encode(rec), i % 2, None, i)
-        return cluster
-
-    ref = runner(tmp_path / "ref", cluster_with_stream())
-    ref.run()
-    cluster = cluster_with_stream()
-    for i, steps in enumerate([5, 9]):
-        r = runner(tmp_path / "run", cluster, seed=i + 1)
-        r.start()
-        for _ in range(steps):
-            r.step()
-    final = runner(tmp_path / "run", cluster, seed=7)
-    final.run()
+    ref, final = crash_and_resume(
+        lambda name, cluster, seed: runner(tmp_path / name, cluster, seed),
+        [wire.encode(rec) for rec in records],
+    )
     assert final.counters["examples_learned"] == len(records)
     assert final.learner.digest() == ref.learner.digest()
 

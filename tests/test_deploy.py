@@ -272,7 +272,7 @@ def live_exposition(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFacto
             90, f"the daemon to learn {len(values)} records",
         )  # fmt: skip
         assert proc.poll() is None, (tmp / "daemon.log").read_text()
-        dk.wait_until(lambda: dk.metrics(port).get(("streammkl_dead_letters_total", ())), 30, "DLQ")
+        dk.wait_until(lambda: dk.metrics(port).get(("streammkl_dead_letters_total", ())), 60, "DLQ")
         code, body = dk.http_get(port, "/metrics")
         assert code == 200
         return body
@@ -363,7 +363,7 @@ def test_settings_file_builds_the_deploy_learner() -> None:
     from streammkl.daemon.learner import build_learner
 
     settings = load_settings(CONFIG, env={})
-    assert settings.metrics.host == "0.0.0.0" and settings.metrics.port == 9108
+    assert settings.metrics.host == "127.0.0.1" and settings.metrics.port == 9108  # loopback
     assert settings.kafka.session_timeout_ms >= 6000  # real Kafka's minimum
     assert str(settings.checkpoint.dir) == "/var/lib/streammkl"
     assert list(build_learner(settings.learner).kernel_weights or DEPLOY_KERNELS) == DEPLOY_KERNELS
@@ -461,8 +461,82 @@ def test_compose_daemon_image_config_checkpoints_and_port() -> None:
     s = settings_file()
     assert s["checkpoint"]["dir"] in vols and vols[s["checkpoint"]["dir"]] in compose()["volumes"]
     port = s["metrics"]["port"]
-    assert f"{port}:{port}" in daemon["ports"]
+    assert f"127.0.0.1:{port}:{port}" in daemon["ports"]
+    assert daemon["environment"]["STREAMMKL_METRICS__HOST"] == "0.0.0.0"  # compose network
     assert daemon["stop_signal"] == "SIGTERM"
+    assert daemon["read_only"] is True and "/tmp" in daemon["tmpfs"]
+    assert vols["/var/cache/streammkl/numba"] in compose()["volumes"]  # writable numba cache
+
+
+def test_compose_publishes_on_loopback_and_grafana_has_no_anonymous_access() -> None:
+    services = compose()["services"]
+    for name, service in services.items():
+        for port in service.get("ports", []):
+            assert str(port).startswith("127.0.0.1:"), f"{name} publishes {port} on every interface"
+    env = services["grafana"]["environment"]
+    assert env["GF_AUTH_ANONYMOUS_ENABLED"] == "false"
+    assert env["GF_USERS_ALLOW_SIGN_UP"] == "false"
+    assert env["GF_SECURITY_ADMIN_PASSWORD"].startswith("${GRAFANA_ADMIN_PASSWORD:?")
+
+
+def test_compose_sasl_ssl_example_is_consistent(tmp_path: Path) -> None:
+    """The SASL_SSL override: its secrets script runs (openssl), every listener but the
+    controller's is SASL_SSL, and the daemon's settings in it validate and give its clients
+    TLS + SASL with the generated CA and password."""
+    from streammkl.daemon.config import load_settings
+    from streammkl.daemon.kafka_security import kafka_python_options, librdkafka_options
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is needed")
+    script = DEPLOY / "kafka-sasl-ssl" / "make-secrets.sh"
+    out = tmp_path / "secrets"
+    env = {"PATH": "/usr/bin:/bin", "KAFKA_ADMIN_PASSWORD": "admin-pw",
+           "KAFKA_CLIENT_PASSWORD": "client-pw"}  # fmt: skip
+    done = subprocess.run(["bash", str(script), str(out)], env=env, capture_output=True,
+                          text=True, timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "client-pw" not in done.stdout + done.stderr
+    broker_files = {p.name for p in (out / "broker").iterdir()}
+    assert {"kafka.p12", "keystore_creds", "key_creds", "kafka_server_jaas.conf", "ca.pem",
+            "client.properties"} <= broker_files  # fmt: skip
+    missing = subprocess.run(
+        ["bash", str(script), str(tmp_path / "x")], env={"PATH": "/usr/bin:/bin"},
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert missing.returncode != 0 and "KAFKA_ADMIN_PASSWORD" in missing.stderr
+
+    override = load_yaml(DEPLOY / "compose.sasl-ssl.yaml")["services"]
+    kafka = {**compose()["services"]["kafka"]["environment"], **override["kafka"]["environment"]}
+    listeners = dict(item.split("://") for item in kafka["KAFKA_LISTENERS"].split(","))
+    protocols = dict(i.split(":") for i in kafka["KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"].split(","))
+    assert {protocols[name] for name in listeners if name != "CONTROLLER"} == {"SASL_SSL"}
+    mount = override["kafka"]["volumes"][0].split(":")
+    assert mount[1] == "/etc/kafka/secrets"
+    for key in ("KAFKA_SSL_KEYSTORE_FILENAME", "KAFKA_SSL_KEYSTORE_CREDENTIALS",
+                "KAFKA_SSL_KEY_CREDENTIALS"):  # fmt: skip
+        assert kafka[key] in broker_files
+    jaas = kafka["KAFKA_OPTS"].split("=", 1)[1]
+    assert PurePosixPath(jaas).name in broker_files
+
+    daemon = {**compose()["services"]["streammkl"]["environment"],
+              **override["streammkl"]["environment"]}  # fmt: skip
+    host, container = override["streammkl"]["volumes"][0].split(":")[:2]
+    assert (DEPLOY / host).resolve() == (DEPLOY / "kafka-sasl-ssl" / "secrets" / "client").resolve()
+    local = {k: v.replace(container, str(out / "client")) for k, v in daemon.items()
+             if k.startswith("STREAMMKL_KAFKA__")}  # fmt: skip
+    settings = load_settings(CONFIG, env=local)
+    assert kafka_python_options(settings.kafka) == {
+        "security_protocol": "SASL_SSL", "sasl_mechanism": "PLAIN",
+        "sasl_plain_username": "streammkl", "sasl_plain_password": "client-pw",
+        "ssl_check_hostname": True, "ssl_cafile": str(out / "client" / "ca.pem"),
+    }  # fmt: skip
+    assert librdkafka_options(settings.kafka)["sasl.password"] == "client-pw"
+    sim = override["simulator"]["command"]
+    config = json.loads((out / "client" / PurePosixPath(sim[sim.index("--kafka-config") + 1]).name)
+                        .read_text())  # fmt: skip
+    assert (
+        config["security_protocol"] == "SASL_SSL" and config["sasl_plain_username"] == "streammkl"
+    )
 
 
 def test_compose_simulator_produces_kernel_drift_to_the_daemon_topic() -> None:
@@ -502,7 +576,7 @@ def test_compose_prometheus_and_grafana_mounts() -> None:
     prov = DEPLOY / gvols["/etc/grafana/provisioning"]
     (ds,) = load_yaml(prov / "datasources" / "prometheus.yml")["datasources"]
     assert ds["type"] == "prometheus" and ds["url"] == "http://prometheus:9090"
-    assert "9090:9090" in prom["ports"]
+    assert "127.0.0.1:9090:9090" in prom["ports"]
     (provider,) = load_yaml(prov / "dashboards" / "streammkl.yml")["providers"]
     dash_dir = DEPLOY / gvols[provider["options"]["path"]]
     assert (dash_dir / DASHBOARD.name).resolve() == DASHBOARD
@@ -560,7 +634,9 @@ def test_k8s_deployment_probes_config_checkpoints_and_scraping(tmp_path: Path) -
     from streammkl.daemon.config import load_settings
 
     docs = k8s()
-    assert set(docs) == {"ConfigMap", "PersistentVolumeClaim", "Deployment", "Service"}
+    assert set(docs) == {
+        "ConfigMap", "PersistentVolumeClaim", "Deployment", "Service", "NetworkPolicy"
+    }  # fmt: skip
     pod = docs["Deployment"]["spec"]["template"]
     assert (
         docs["Deployment"]["spec"]["selector"]["matchLabels"].items()
@@ -612,6 +688,23 @@ def test_k8s_deployment_probes_config_checkpoints_and_scraping(tmp_path: Path) -
     (sport,) = service["spec"]["ports"]
     assert sport["port"] == port and sport["targetPort"] == named["name"]
     assert service["spec"]["publishNotReadyAddresses"] is True
+    # hardening: read-only root filesystem, numba's warmed cache copied to a writable volume
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    (init,) = spec["initContainers"]
+    assert init["securityContext"]["readOnlyRootFilesystem"] is True
+    assert init["command"][:2] == ["cp", "-a"] and init["command"][2].startswith(
+        "/var/cache/streammkl/numba"
+    )
+    assert volumes[mounts["/var/cache/streammkl/numba"]] == {"name": "numba-cache", "emptyDir": {}}
+    assert "emptyDir" in volumes[mounts["/tmp"]]
+    # only Prometheus pods reach the metrics port
+    policy = docs["NetworkPolicy"]["spec"]
+    assert policy["podSelector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+    assert policy["policyTypes"] == ["Ingress"]
+    (rule,) = policy["ingress"]
+    assert rule["ports"] == [{"port": named["name"], "protocol": "TCP"}]
+    (source,) = rule["from"]
+    assert source["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "prometheus"}
 
 
 def test_install_script_is_idempotent(promtool: str) -> None:

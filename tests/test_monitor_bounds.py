@@ -146,3 +146,43 @@ def test_invt_composite_bound_holds_against_the_exact_hindsight_optimum():
     snap = mon.snapshot()
     regret = snap["online_objective"] - best
     assert 0 < regret < snap["regret_bound"] < math.inf
+
+
+def test_adagrad_bound_holds_against_the_exact_hindsight_optimum_and_ftrl_has_none():
+    """AdaGrad, one step per block, projected on a ball: the online objective minus the best
+    fixed theta in the ball stays below sum_m (F^2/(2 eta0) + eta0) sqrt(delta + G_m)."""
+    lam, n, radius = 0.02, 1500, 2.0
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(n, 4))
+    Y = np.where(X @ np.array([1.0, -2.0, 0.5, 0.0]) + rng.normal(size=n) > 0, 1.0, -1.0)
+    bank = (kernels.Linear(features=(0, 1)), kernels.Linear(features=(2, 3)))
+    model = OnlineMKL(
+        kernels=bank, loss=losses.Logistic(), regularizer=regularizers.SquaredGroupLasso(lam),
+        schedule=schedules.AdaGrad(0.5), radius=radius,
+    )  # fmt: skip
+    mon = Monitor(model, window=None, detector=None)
+    for x, y in zip(X, Y, strict=True):
+        mon.learn_one(x, y)
+
+    def objective(w):
+        z = Y * (X @ w)
+        reg = lam / 2 * (np.linalg.norm(w[:2]) + np.linalg.norm(w[2:])) ** 2
+        return np.sum(np.logaddexp(0.0, -z)) + n * reg
+
+    ball = {"type": "ineq", "fun": lambda w: radius**2 - w @ w}
+    best = min(
+        minimize(objective, w0, method="SLSQP", constraints=[ball], tol=1e-12).fun
+        for w0 in (np.zeros(4), np.array([0.5, -1.0, 0.2, 0.1]))
+    )
+    snap = mon.snapshot()
+    regret = snap["online_objective"] - best
+    sums = model.gradient_sq_sums[:-1]
+    bound = (2 * radius) ** 2 / (2 * 0.5) + 0.5
+    assert snap["regret_bound"] == pytest.approx(bound * np.sum(np.sqrt(1e-8 + sums)))
+    assert 0 < regret < snap["regret_bound"] < math.inf
+
+    ftrl = OnlineMKL(kernels=bank, loss=losses.Logistic(), schedule=schedules.FTRL(), radius=2.0)
+    mon = Monitor(ftrl, window=None, detector=None)
+    for x, y in zip(X[:50], Y[:50], strict=True):
+        mon.learn_one(x, y)
+    assert mon.snapshot()["regret_bound"] == math.inf

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 from numba import njit
@@ -17,28 +19,36 @@ def compiled_functions():
 
 
 SCALAR_KERNELS = [
-    "kernel_value", "gram", "view_dot", "dot4", "axpy_sqnorm", "loss_grad", "loss_values",
-    "prox_squared_l1",
-    "project_l1_ball", "prox_power", "prox_norm_step", "schedule_eta", "fast_cos",
+    "kernel_value", "gram", "view_dot", "dot4", "axpy_sqnorm", "axpby_sqnorm", "loss_grad",
+    "loss_values", "prox_squared_l1", "project_l1_ball", "prox_power", "prox_norm_step",
+    "schedule_eta", "fast_cos", "uniform", "gather", "scatter", "weighted_squared_l1",
+    "weighted_l1_ball", "decreasing_root", "ball_multiplier", "block_steps",
 ]  # fmt: skip
 MODEL_LOOPS = [
     "learn_many", "learn_round", "explicit_phi", "block_scores", "apply_prox_steps",
     "zero_or_fold_block", "explicit_sqnorm", "decision", "average_explicit", "decision_many",
-    "support_expansion", "support_dots", "dots_expansion",
+    "support_expansion", "support_dots", "dots_expansion", "ftrl_explicit", "round_body",
+    "leader", "average_scores", "track_averages", "update_averages",
 ]  # fmt: skip
 BUDGET_LOOPS = [
     "exp_reduced", "fast_exp", "exp_many", "table_loss", "segment_kernels", "top_direction",
     "merge_energy", "best_merge_point", "direction_cosine", "merge_partner", "merge_plan", "loaded",
     "refresh_inverse", "gram_insert", "cheapest_projection", "solve_projection", "project_out",
     "smallest_pair", "remove_pair", "merge_pairs", "add_pair", "shift_scores", "gram_border",
-    "budget_step",
-    "make_room",
+    "budget_step", "make_room",
 ]  # fmt: skip
 # parity-tested in tests/test_structured_decoders.py, tests/test_structured_labeler.py and
 # tests/test_structured_pruning.py
 SEQUENCE_LOOPS = [
     "viterbi_cost", "viterbi", "viterbi_hamming", "logsumexp_row", "forward_backward",
     "sequence_scores", "pair_kernel", "sequence_step", "b1_pruned_expansion",
+]  # fmt: skip
+# parity-tested in tests/test_parser_decoder.py, tests/test_parser_features.py and
+# tests/test_hashed_blocks.py
+PARSER_LOOPS = [
+    "max_arborescence", "greedy_heads", "find_cycle", "arc_scores", "arc_features", "arc_key",
+    "head_prefix", "atom_value", "distance_bucket", "mix", "finish", "sparse_step",
+    "sparse_rescale", "exact_norms", "block_sqnorm", "zero_entries",
 ]  # fmt: skip
 COVERED = set()
 
@@ -75,6 +85,7 @@ def test_scalar_and_vector_kernels():
     _both("view_dot", rng.normal(size=4), rng.normal(size=4), np.ones(4), True)
     _both("dot4", rng.normal(size=11), rng.normal(size=11), 1, 10)
     _both("axpy_sqnorm", rng.normal(size=11), rng.normal(size=11), 0.3, 1, 10)
+    _both("axpby_sqnorm", rng.normal(size=11), rng.normal(size=11), 0.8, 0.3, 1, 10)
     for code in range(7):
         K = 3 if code >= 5 else 1
         y = 2.0 if code >= 5 else (1.0 if code < 2 else 0.3)
@@ -85,13 +96,26 @@ def test_scalar_and_vector_kernels():
     _both("prox_squared_l1", b, 0.4, np.zeros(6))
     _both("project_l1_ball", b, 1.0, np.zeros(6))
     _both("prox_power", 1.3, 0.5, 1.5)
+    s = np.abs(rng.normal(size=6)) + 0.1
+    group = np.array([True, True, False, True, True, True])
     for code in range(9):
         if code == nb.P_L1:
             continue
-        _both("prox_norm_step", code, 0.3, 1.5 if code == nb.P_GROUPLQ else 0.4,
-              np.ones(6, dtype=np.bool_), b, 0.7, np.zeros(6))  # fmt: skip
+        p1 = 1.5 if code == nb.P_GROUPLQ else 0.4
+        for steps in (np.full(6, 0.7), s):  # one step (the paper's prox), per-block steps
+            _both("prox_norm_step", code, 0.3, p1, group, 3 * b, steps, np.zeros(6))
+    _both("uniform", s, group)
+    _both("gather", b, group)
+    _both("scatter", b[:5], group, np.zeros(6))
+    _both("weighted_squared_l1", b, s, 0.4, np.zeros(6))
+    _both("weighted_l1_ball", b, s, 1.0, np.zeros(6))
+    _both("decreasing_root", b, s, 0.3, 1.0)
+    _both("ball_multiplier", b, s, 0.5)
     for code in range(3):
         _both("schedule_eta", code, 0.5, 7)
+    for code in range(5):
+        _both("block_steps", code, np.array([0.5, 1e-8, 0.9]), 7, np.abs(rng.normal(size=7)),
+              s, 0.8, np.zeros(7))  # fmt: skip
     for x in (0.0, 0.3, -2.0, 100.5, -9.9e4):
         _both("fast_cos", x)
     assert COVERED == set(SCALAR_KERNELS)
@@ -178,8 +202,7 @@ def test_model_loops_match_python(monkeypatch):
     norms_fast, norms_slow = np.empty((25, 5)), np.empty((25, 5))
     fast.learn_many(X[:15], Y[:15])
     fast.learn_many(X[15:], Y[15:], block_norms=norms_fast)  # with the norms before each round
-    for name in MODEL_LOOPS:
-        monkeypatch.setattr(nb, name, getattr(nb, name).py_func)
+    interpret(monkeypatch, MODEL_LOOPS)
     slow.learn_many(X[:15], Y[:15])
     slow.learn_many(X[15:], Y[15:], block_norms=norms_slow)
     np.testing.assert_allclose(norms_fast, norms_slow, rtol=1e-10, atol=1e-12)
@@ -281,8 +304,49 @@ def test_budget_loops_match_python():
     assert COVERED >= set(BUDGET_LOOPS)
 
 
+def interpret(monkeypatch, names):
+    """Replace the compiled functions ``names`` by their Python originals wherever the compiled
+    package's modules refer to them (each module imports its helpers by name)."""
+    modules = [m for key, m in sys.modules.items() if key.startswith("streammkl.core._numba")]
+    for name in names:
+        compiled = getattr(nb, name)
+        for module in modules:
+            if getattr(module, name, None) is compiled:
+                monkeypatch.setattr(module, name, compiled.py_func)
+
+
+def test_adaptive_schedules_compiled_equal_python(monkeypatch):
+    """AdaGrad (explicit and kernelized blocks, with a projection) and FTRL (explicit blocks):
+    the compiled loops against the Python originals."""
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(30, 3))
+    Y = np.sign(X[:, 0] - X[:, 1] * X[:, 2])
+    configs = [
+        dict(kernels=(kernels.Linear(), kernels.RBF(0.5), kernels.RBF(0.3, n_components=8)),
+             schedule=schedules.AdaGrad(0.5), radius=3.0, budget=10,
+             regularizer=regularizers.SquaredGroupLasso(0.05)),
+        dict(kernels=(kernels.Linear(), kernels.RBF(0.3, n_components=8),
+                      kernels.Polynomial(2, explicit=True)),
+             schedule=schedules.FTRL(0.5), regularizer=regularizers.GroupLasso(0.02)),
+        dict(kernels=(kernels.Linear(), kernels.AdditiveRBF(1.0, 4)), fit_intercept=True,
+             schedule=schedules.InvSqrt(0.5), averages=(3.0, 30.0)),
+    ]  # fmt: skip
+    for cfg in configs:
+        fast, slow = OnlineMKL(loss=losses.Hinge(), **cfg), OnlineMKL(loss=losses.Hinge(), **cfg)
+        fast.learn_many(X, Y)
+        with monkeypatch.context() as patch:
+            interpret(patch, [*MODEL_LOOPS, "block_steps", "prox_norm_step"])
+            slow.learn_many(X, Y)
+        for key, arr in fast.to_state()[1].items():
+            np.testing.assert_allclose(
+                arr, slow.to_state()[1][key], rtol=1e-10, atol=1e-12, err_msg=key
+            )
+        state = fast.to_state()[1]
+        assert np.any(state["step_acc"] > 0) or np.any(state["avg_w"] != 0)
+
+
 def test_every_compiled_function_is_covered():
     missing = set(compiled_functions()) - set(SCALAR_KERNELS) - set(MODEL_LOOPS)
     missing -= set(BUDGET_LOOPS)
-    missing -= set(SEQUENCE_LOOPS)
+    missing -= set(SEQUENCE_LOOPS) | set(PARSER_LOOPS)
     assert missing == set(), f"no parity test for {sorted(missing)}"

@@ -157,3 +157,34 @@ def test_sparse_group_lasso_matches_brute_force_on_coordinates():
         )
         assert obj(ours) <= obj(ref) + 1e-10
         np.testing.assert_allclose(ours, ref, atol=1e-5)
+
+
+@pytest.mark.parametrize(("name", "i"), PARAMS)
+def test_prox_in_the_metric_of_per_block_steps_matches_brute_force(name, i):
+    """AdaGrad's metric: argmin sum_m (z_m - b_m)^2 / (2 s_m) + Omega(z), per-block steps s."""
+    reg = INSTANCES[name][i]
+    rng = np.random.default_rng(100 + i)
+    worst = 0.0
+    for b in _cases(120, seed=50 + i):
+        steps = 10.0 ** rng.uniform(-2, 1, size=b.shape) * float(rng.choice(STEPS[1:5]))
+        ours = reg.prox_norms(b, steps)
+        ref = brute_prox_norms(reg, b, steps)
+        assert np.all(np.isfinite(ours))
+
+        def obj(z, b=b, steps=steps):
+            return np.sum((z - b) ** 2 / (2 * steps)) + reg.value_norms(z)
+
+        assert obj(ours) <= obj(ref) + 1e-9 * max(1.0, abs(obj(ref)))
+        err = np.max(np.abs(ours - ref)) / max(1.0, np.max(np.abs(b)))
+        worst = max(worst, err)
+    assert worst < 1e-6
+
+
+@pytest.mark.parametrize(("name", "i"), PARAMS)
+def test_equal_per_block_steps_give_the_papers_prox_exactly(name, i):
+    reg = INSTANCES[name][i]
+    for b in _cases(50, seed=9 + i):
+        for step in STEPS:
+            np.testing.assert_array_equal(
+                reg.prox_norms(b, np.full(b.shape, step)), reg.prox_norms(b, step)
+            )

@@ -296,3 +296,19 @@ def test_two_class_probabilities_need_exactly_two_classes():
         clf.learn_one({"a": -1.0}, y)
     assert clf.two_class_probas(np.zeros((3, 3))) is None
     assert clf.probas_from_scores(np.zeros((1, 3))) == [dict.fromkeys(clf.classes_, 1 / 3)]
+
+
+def test_a_refused_feature_name_leaves_the_learner_unchanged() -> None:
+    """A name the model cannot seed a random map for (a lone surrogate cannot be encoded)
+    raises, and the learner is exactly as before (found by fuzzing the daemon)."""
+    from streammkl.river import MKLClassifier
+
+    clf = MKLClassifier(seed=1)
+    clf.learn_one({"a": 1.0, "b": 0.5}, True)
+    clf.learn_one({"a": -1.0, "b": 0.1}, False)
+    before = clf.digest()
+    with pytest.raises(UnicodeEncodeError):
+        clf.learn_one({"a": 1.0, "\ud800": 2.0}, True)
+    assert clf.digest() == before and clf.n_features == 2
+    clf.learn_one({"a": 0.5, "b": 0.5}, True)  # and it goes on learning
+    assert clf.n_features == 2

@@ -47,7 +47,8 @@ def test_phishing_two_models_give_accuracies_and_tables(suite):
     assert sum(row.startswith("| river LogisticRegression") for row in rows) == 2
     best = [row for row in rows if row.startswith("| MKL ≥ best river learner | Phishing | ")]
     assert len(best) == 1
-    status = best[0].split(" | ")[2]
+    assert best[0].split(" | ")[2] == "development"  # the defaults were chosen on Phishing
+    status = best[0].split(" | ")[3]
     assert status == ("met" if results[0].accuracy >= results[1].accuracy else "MISSED")
 
 
@@ -80,9 +81,32 @@ def test_vw_is_compared_with_mkl_on_the_same_prefix(suite):
     runs = [(suite.DATASETS["bananas"], [None] * n, suite._vw_rows([mkl, vw]))]
     rows = {row[0]: row for row in suite.summary(runs)}
     target = rows["MKL ≥ untuned VW ksvm"]
-    assert target[2] == "MISSED"  # 0.85 on the prefix, although 0.90 on the whole stream
-    assert f"MKL 0.8500 vs VW 0.8600 (both on the first {p:,})" == target[3]
-    assert rows["throughput ≥ 20,000 examples/s"][2:] == ["MISSED", "MKL 10,000 examples/s"]
+    assert target[3] == "MISSED"  # 0.85 on the prefix, although 0.90 on the whole stream
+    assert f"MKL 0.8500 vs VW 0.8600 (both on the first {p:,})" == target[4]
+    assert rows["throughput ≥ 20,000 examples/s"][3:] == ["MISSED", "MKL 10,000 examples/s"]
+
+
+def test_regression_targets_compare_mae_with_the_best_river_regressor(suite):
+    mkl = suite.Result("friedman", "mkl", "MKLRegressor", 100, 1.0, {"MAE": 2.0, "RMSE": 3.0})
+    knn = suite.Result("friedman", "knn", "river KNNRegressor", 100, 1.0, {"MAE": 1.5})
+    lin = suite.Result("friedman", "linear", "river LinearRegression", 100, 1.0, {"MAE": 2.5})
+    rows = suite.summary([(suite.DATASETS["friedman"], [None] * 100, [mkl, knn, lin])])
+    assert rows == [[
+        "MKLRegressor MAE ≤ best river regressor", "Friedman (synthetic)", "validation",
+        "MISSED", "MKL 2 vs river KNNRegressor 1.5",
+    ]]  # fmt: skip
+
+
+def test_only_the_full_run_writes_the_committed_results(suite, tmp_path, monkeypatch, capsys):
+    written = []
+    monkeypatch.setattr(suite, "run_dataset", lambda *a, **k: [])
+    monkeypatch.setattr(suite, "stream", lambda key, n: [])
+    monkeypatch.setattr(suite, "render", lambda runs, ctx: "report")
+    monkeypatch.setattr(suite, "publish", lambda *a: written.append(a))
+    suite.main(["--datasets", "phishing"])
+    suite.main(["--quick"])
+    suite.main([])
+    assert [full for _, _, _, full, _ in written] == [False, False, True]
 
 
 def test_vw_wrapper_is_binary_and_predicts_before_learning(suite):

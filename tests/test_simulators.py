@@ -26,6 +26,7 @@ SMALL = {  # cheap parameters per scenario
     "stationary-mixture": {"n_samples": 120},
     "label-noise": {"n_samples": 120},
     "digit-strings": {"n_samples": 30},
+    "conllu": {"path": str(ROOT / "tests" / "data" / "sample.conllu"), "n_samples": 10},
 }
 
 
@@ -71,16 +72,18 @@ def test_shorter_stream_is_a_prefix(name):
 def test_jsonl_round_trip_through_wire_decode(name, tmp_path):
     sim = small(name)
     path = tmp_path / f"{name}.jsonl"
-    assert write_jsonl(sim, path, count=25) == 25
+    count = min(25, len(sim))
+    assert write_jsonl(sim, path, count=25) == count
     lines = path.read_bytes().splitlines()
-    assert len(lines) == 25
-    decoded = [decode(line) for line in lines]
+    assert len(lines) == count
+    kind = "sentence" if sim.task == "parsing" else None
+    decoded = [decode(line, kind=kind) for line in lines]
     assert not [d for d in decoded if isinstance(d, DecodeError)]
-    assert decoded == sim.take(25)  # Record equality: x, y, id, ts (types included below)
-    for got, want in zip(decoded, sim.take(25), strict=True):
+    assert decoded == sim.take(count)  # Record equality: x, y, id, ts (types included below)
+    for got, want in zip(decoded, sim.take(count), strict=True):
         assert type(got.y) is type(want.y)
         assert encode(got) == encode(want)
-    assert list(read_jsonl(path)) == decoded
+    assert list(read_jsonl(path, kind=kind)) == decoded
     json.dumps(sim.ground_truth(), allow_nan=False)  # the ground truth is plain JSON
 
 
@@ -284,4 +287,21 @@ def test_package_imports_only_wire_from_streammkl():
             stripped = line.strip()
             if stripped.startswith(("import streammkl", "from streammkl")):
                 assert stripped.startswith("from streammkl.wire import"), (path.name, line)
-    assert simulators.__all__ == ["Scenario", "get", "names"]
+    assert simulators.__all__ == ["Scenario", "get", "names", "params_of"]
+
+
+def test_a_replay_loops_when_asked_and_says_how_otherwise():
+    from simulators import get
+
+    with pytest.raises(ValueError, match="loop=true"):
+        get("phishing", n_samples=2000)
+    records = get("phishing", n_samples=3000, loop=True).take(3000)
+    assert len(records) == 3000 and len({r.id for r in records}) == 3000
+    assert [r.x for r in records[1250:2500]] == [r.x for r in records[:1250]]  # original order
+    shuffled = list(get("phishing", n_samples=2500, loop=True, shuffle=True).annotated())
+    first, second = shuffled[:1250], shuffled[1250:]
+    assert sorted(i["row"] for _, i in first) == sorted(i["row"] for _, i in second)
+    assert [i["row"] for _, i in first] != [i["row"] for _, i in second]  # a new permutation
+    assert [r.x for r in get("phishing", shuffle=True).take(10)] == [
+        r.x for r, _ in shuffled[:10]
+    ]  # the first pass is the unlooped replay's order

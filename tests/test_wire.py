@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import math
 import random
 
 import pytest
 
+from simulators.hostile import mutate
 from streammkl import wire
-from streammkl.wire import REASONS, DecodeError, Record, decode, encode
+from streammkl.wire import REASONS, DecodeError, Limits, Record, decode, encode
 
 
 def reject(data: bytes, **kw: object) -> DecodeError:
@@ -53,6 +55,9 @@ def test_valid_dict_vector_sequence_records() -> None:
         (b'{"x": {"a": NaN}}', {}, "non_finite", "feature 'a' is nan"),
         (b'{"x": [Infinity]}', {}, "non_finite", "x[0] is inf"),
         (b'{"x": [1e999]}', {}, "non_finite", "x[0] is inf"),
+        (b'{"x": [1e31]}', {}, "value_too_large", "x[0] is 1e+31, beyond +-1e+30"),
+        (b'{"x": {"a": -2.5e200}}', {}, "value_too_large", "feature 'a' is -2.5e+200"),
+        (b'{"x": {"a": 100}}', {"limits": Limits(max_abs_value=99)}, "value_too_large", "100"),
         (b'{"x": [1' + b"0" * 400 + b"]}", {}, "non_finite", "too large"),
         (b'{"x": [1, 2, 3]}', {"dim": 2}, "wrong_dim", "3 values, expected 2"),
         (b'{"x": [[1, 2], [1]]}', {"dim": 2}, "wrong_dim", "x[1] has 1 values"),
@@ -69,6 +74,81 @@ def test_valid_dict_vector_sequence_records() -> None:
         (b'{"x": [1], "id": 7}', {}, "bad_id", "a number (7)"),
         (b'{"x": [1], "ts": "now"}', {}, "bad_ts", "'now'"),
         (b'{"x": [1], "ts": true}', {}, "bad_ts", "True"),
+        (b'{"x": {"form": "a"}}', {"kind": "sentence"}, "bad_x", "array of words"),
+        (b'{"x": []}', {"kind": "sentence"}, "bad_x", "array of words"),
+        (b'{"x": ["a"]}', {"kind": "sentence"}, "bad_token", "x[0] is a string"),
+        (b'{"x": [{"form": ["a"]}]}', {"kind": "sentence"}, "bad_token", "x[0]['form']"),
+        (b'{"x": [{"feats": {"Case": 1}}]}', {"kind": "sentence"}, "bad_token", "'feats'"),
+        (b'{"x": [{"form": "a"}], "y": 0}', {"kind": "sentence"}, "bad_sequence", "an array"),
+        (b'{"x": [{"form": "a"}], "y": [0, 1]}', {"kind": "sentence"}, "bad_sequence", "2 heads"),
+        (b'{"x": [{"form": "a"}], "y": [0.5]}', {"kind": "sentence"}, "bad_label", "integer head"),
+        (b'{"x": [{"form": "a"}], "y": [true]}', {"kind": "sentence"}, "bad_label", "y[0]"),
+        (b'{"x": [{}, {}], "y": [0, 3]}', {"kind": "sentence"}, "bad_label", "y[1] = 3 is not"),
+        (b'{"x": [{}, {}], "y": [-1, 0]}', {"kind": "sentence"}, "bad_label", "y[0] = -1"),
+        (b'{"x": [{"form": "a"}], "id": 3}', {"kind": "sentence"}, "bad_id", "a number (3)"),
+        (b'{"x": {"\\ud800a": 1}}', {}, "invalid_json", "lone surrogate"),
+        (b'{"x": [1], "y": "\\udfff"}', {}, "invalid_json", "lone surrogate"),
+        # limits (wire.Limits): one hostile record is rejected before any work is spent on it
+        (
+            b'{"x": {"a": 1, "b": 2, "c": 3}}',
+            {"limits": Limits(max_features=2)},
+            "too_many_features",
+            "3 features, the limit is 2",
+        ),
+        (
+            b'{"x": [{"a": 1}, {"b": 1}, {"c": 1}]}',
+            {"limits": Limits(max_features=2)},
+            "too_many_features",
+            "more than 2 distinct feature names",
+        ),
+        (
+            b'{"x": [[1], [2], [3]]}',
+            {"limits": Limits(max_tokens=2)},
+            "too_many_tokens",
+            "3 tokens, the limit is 2",
+        ),
+        (
+            b'{"x": [1, 2, 3]}',
+            {"limits": Limits(max_vector_length=2)},
+            "vector_too_long",
+            "3 values, the limit is 2",
+        ),
+        (
+            b'{"x": [[1, 2, 3]]}',
+            {"limits": Limits(max_vector_length=2)},
+            "vector_too_long",
+            "x[0] has 3 values",
+        ),
+        (
+            b'{"x": {"abcdef": 1}}',
+            {"limits": Limits(max_name_length=5)},
+            "name_too_long",
+            "6 characters ('abcdef'...), the limit is 5",
+        ),
+        (
+            b'{"x": [1], "y": "abcdef"}',
+            {"limits": Limits(max_label_length=5)},
+            "label_too_long",
+            "y has 6 characters",
+        ),
+        (
+            b'{"x": [{"a": 1}], "y": ["abcdef"]}',
+            {"limits": Limits(max_label_length=5)},
+            "label_too_long",
+            "y[0] has 6 characters",
+        ),
+        (
+            b'{"x": [1], "y": 1' + b"0" * 400 + b"}",
+            {"limits": Limits(max_label_length=20)},
+            "label_too_long",
+            "401 digits, the limit is 20",
+        ),
+        (
+            b'{"x": [1], "id": "abcdef"}',
+            {"limits": Limits(max_id_length=5)},
+            "id_too_long",
+            "id has 6 characters",
+        ),
     ],
 )
 def test_every_rejection_has_its_reason_and_names_the_field(
@@ -84,10 +164,27 @@ def test_every_reason_is_reachable_and_documented() -> None:
     covered = {
         "too_large", "invalid_utf8", "invalid_json", "not_an_object", "unknown_field",
         "missing_x", "bad_x", "non_numeric", "non_finite", "wrong_dim", "bad_sequence",
-        "wrong_kind", "bad_label", "unknown_class", "bad_id", "bad_ts",
+        "wrong_kind", "bad_label", "unknown_class", "bad_id", "bad_ts", "bad_token",
+        "too_many_features", "too_many_tokens", "vector_too_long", "name_too_long",
+        "label_too_long", "id_too_long", "value_too_large",
     }  # fmt: skip
     assert covered == set(REASONS)
     assert all(isinstance(v, str) and v for v in REASONS.values())
+
+
+def test_a_sentence_is_words_of_conllu_columns_and_integer_heads() -> None:
+    rec = decode(
+        b'{"x": [{"form": "Ev", "upos": "NOUN", "feats": {"Case": "Loc"}, "id": 1},'
+        b' {"form": "geldi", "lemma": null}], "y": [2, 0], "id": "s1"}',
+        kind="sentence",
+    )
+    assert isinstance(rec, Record)
+    assert rec.x[0]["feats"] == {"Case": "Loc"} and rec.x[1]["lemma"] is None
+    assert rec.y == [2, 0] and rec.id == "s1"
+    unlabelled = decode(b'{"x": [{}]}', kind="sentence")  # a word may have no column at all
+    assert isinstance(unlabelled, Record) and unlabelled.y is None
+    bad_tree = decode(b'{"x": [{}, {}], "y": [2, 1]}', kind="sentence")  # a cycle: the parser's
+    assert isinstance(bad_tree, Record)  # to reject (it names the cycle)
 
 
 def test_non_strict_mode_accepts_extra_fields_and_new_classes() -> None:
@@ -112,19 +209,17 @@ def test_decode_never_raises_on_garbage() -> None:
     rng = random.Random(0)
     seeds = [b'{"x": {"a": 1}, "y": 1}', b'{"x": [[1], [2]], "y": [1, 2]}', b"[[[[" * 3000]
     for _ in range(3000):
-        base = bytearray(rng.choice(seeds))
-        for _ in range(rng.randint(1, 4)):
-            op = rng.random()
-            pos = rng.randrange(len(base) + 1)
-            if op < 0.4 and base:
-                del base[min(pos, len(base) - 1)]
-            elif op < 0.8:
-                base.insert(pos, rng.randrange(256))
-            else:
-                base[pos:pos] = rng.choice([b"NaN", b"[", b"{", b'"', b"1e999", b"null", b","])
-        out = wire.decode(bytes(base), dim=1, strict=rng.random() < 0.5)
+        out = wire.decode(mutate(rng.choice(seeds), rng, 4), dim=1, strict=rng.random() < 0.5)
         assert isinstance(out, Record | DecodeError)
         if isinstance(out, DecodeError):
             assert out.reason in REASONS
     deep = b'{"x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
     assert decode(deep, max_bytes=10**7).reason == "invalid_json"  # type: ignore[union-attr]
+
+
+def test_the_magnitude_limit_can_be_lifted_and_an_overflowing_sum_still_decodes() -> None:
+    unbounded = Limits(max_abs_value=math.inf)
+    rec = decode(b'{"x": [1e308, 1e308]}', limits=unbounded)  # the sum overflows, values do not
+    assert isinstance(rec, Record) and rec.x == [1e308, 1e308]
+    rec = decode(b'{"x": {"a": -1e308, "b": -1e308}}', limits=unbounded)
+    assert isinstance(rec, Record) and rec.x == {"a": -1e308, "b": -1e308}

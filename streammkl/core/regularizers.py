@@ -36,6 +36,7 @@ __all__ = [
     "SparseGroupLasso",
     "SquaredGroupLasso",
     "from_spec",
+    "kernel_weights",
 ]
 
 Step = tuple[int, float, float, np.ndarray]  # (code, p0, p1, boolean block mask)
@@ -67,13 +68,18 @@ class Regularizer(Spec):
         """
         raise TypeError(f"{type(self).__name__} is not a function of the block norms alone")
 
-    def prox_norms(self, b: np.ndarray, step: float) -> np.ndarray:
+    def prox_norms(self, b: np.ndarray, step: float | np.ndarray) -> np.ndarray:
+        """``argmin_z sum_m 1/(2 s_m) (z_m - b_m)^2 + value_norms(z)`` with ``s_m = step`` (the
+        paper's prox) or per-block steps ``s = step`` (an array: AdaGrad's metric)."""
         if not self.norm_only:
             raise TypeError(f"{type(self).__name__} is not a function of the block norms alone")
         z = np.array(b, dtype=np.float64)
+        steps = np.broadcast_to(np.asarray(step, dtype=np.float64), z.shape).copy()
+        if not np.all(steps >= 0):
+            raise ValueError(f"prox steps must be >= 0, got {step!r}")
         out = np.empty_like(z)
         for code, p0, p1, group in self.steps(z.shape[0]):
-            nb.prox_norm_step(code, p0, p1, group, z, float(step), out)
+            nb.prox_norm_step(code, p0, p1, group, z, steps, out)
             z, out = out, z
         return z
 
@@ -390,3 +396,14 @@ _TYPES: dict[str, type[Regularizer]] = {
 def from_spec(spec: Mapping[str, Any] | Regularizer) -> Regularizer:
     """Build a regularizer from ``{"type": "SquaredGroupLasso", "lam": 1e-3}``."""
     return build(spec, Regularizer, _TYPES, "regularizer")
+
+
+def kernel_weights(regularizers: Sequence[Regularizer], block_norms: np.ndarray) -> np.ndarray:
+    """beta_m ∝ ||theta_m||^p, p the ``weight_power`` of the first regularizer that is not a
+    ball (1 for sparse MKL, 2 - q for GroupLq, 0 for L2: every non-zero block alike); 0 where
+    the block is 0; all zeros when every block is."""
+    b = np.asarray(block_norms, dtype=np.float64)
+    p = next((r.weight_power for r in regularizers if not isinstance(r, Ball)), 1.0)
+    w = np.where(b > 0, np.abs(b) ** p if p else 1.0, 0.0)
+    total = w.sum()
+    return w / total if total > 0 else np.zeros_like(b)

@@ -105,12 +105,13 @@ def build_layout(
             ex_off[m + 1] = ex_off[m]
             continue
         if isinstance(kernel, RBF):
-            D = kernel.n_components or 0
+            sel, offsets = kernel.fourier_map([keys[j] for j in idx], seed)
+            D = sel.shape[0]
             cols = np.zeros((D, d))
             if idx.size:
-                cols[:, idx] = kernel.fourier_columns([keys[j] for j in idx], seed)
+                cols[:, idx] = sel
             rff_rows.append(cols)
-            rff_offsets.append(kernel.fourier_offsets(seed))
+            rff_offsets.append(offsets)
             ex_kind[m] = nb.MAP_RFF
             rows = np.arange(n_rff, n_rff + D, dtype=np.float64)
             phi_src.append(np.vstack([rows, -np.ones(D), np.ones(D)]))
@@ -148,9 +149,12 @@ def product_map(kernel: Kernel, idx: np.ndarray) -> np.ndarray:
 
     Linear: one entry per input. Quadratic (``(<x, y> + c)^2``): the constant ``c``, then per input
     j, in input order, ``sqrt(2c) x_j``, ``sqrt(2) x_i x_j`` for i < j and ``x_j^2`` — a new
-    input only appends entries, so maps of a growing input keep their prefix.
+    input only appends entries, so maps of a growing input keep their prefix. The quadratic map
+    reads the first ``kernel.max_inputs`` inputs only (its size stays bounded).
     """
     if isinstance(kernel, Polynomial):
+        if kernel.max_inputs is not None:
+            idx = idx[: kernel.max_inputs]
         c = kernel.coef0
         cols: list[tuple[float, float, float]] = [(-1.0, -1.0, c)] if c > 0 else []
         for pos, j in enumerate(idx):
@@ -176,11 +180,24 @@ class BlockState:
     age: np.ndarray  # (cap,) int64
     counters: np.ndarray  # [n_support, next_age]
     bias: np.ndarray  # (K,)
+    avg_w: np.ndarray  # (E, K, P) averaged iterates of the explicit weights (scaled), E >= 0
+    avg_bias: np.ndarray  # (E, K) their biases
+    avg_loss: np.ndarray  # (E + 1,) discounted prequential losses: last iterate, then averages
+    avg_count: np.ndarray  # (1,) rounds the averages have seen
+    step_acc: np.ndarray  # (M + 1,) adaptive schedules: squared gradient norms per block, bias
+    step_prev: np.ndarray  # (M,) FTRL: each block's step of the previous round (0: none yet)
+    stored_norms: np.ndarray  # (M,) FTRL: ||u_m|| of the stored blocks (theta_m = scale_m u_m)
     gram: np.ndarray  # (n_implicit, 2, cap, cap) Gram matrices G and inverses Q, or (., 2, 0, 0)
 
     @classmethod
     def empty(
-        cls, layout: Layout, n_outputs: int, capacity: int, average: bool, gram: bool = False
+        cls,
+        layout: Layout,
+        n_outputs: int,
+        capacity: int,
+        average: bool,
+        n_averages: int = 0,
+        gram: bool = False,
     ) -> BlockState:
         M = layout.kinds.shape[0]
         d = layout.masks.shape[1]
@@ -199,6 +216,13 @@ class BlockState:
             age=np.zeros(cap, dtype=np.int64),
             counters=np.zeros(2, dtype=np.int64),
             bias=np.zeros(K),
+            avg_w=np.zeros((n_averages, K, layout.width)),
+            avg_bias=np.zeros((n_averages, K)),
+            avg_loss=np.zeros(n_averages + 1),
+            avg_count=np.zeros(1),
+            step_acc=np.zeros(M + 1),
+            step_prev=np.zeros(M),
+            stored_norms=np.zeros(M),
             gram=np.zeros((layout.im_blocks.size, 2, *(2 * (cap if gram else 0,)))),
         )
 
@@ -231,11 +255,21 @@ class BlockState:
 
     @classmethod
     def from_arrays(cls, arrays: Mapping[str, np.ndarray], capacity: int) -> BlockState:
-        """A state from ``to_arrays``' output; a state saved before ``gram`` existed (format 1)
-        gets none (``sync_gram`` builds it when the policy needs it)."""
-        present = {f.name: np.array(arrays[f.name]) for f in fields(cls) if f.name in arrays}
-        present.setdefault("gram", np.zeros((0, 2, 0, 0)))
-        state = cls(**present)
+        M = np.asarray(arrays["scale"]).shape[0]
+        # arrays added after the first state format: zeros when an older file lacks them
+        default: dict[str, int | tuple[int, ...]] = {
+            "step_acc": M + 1, "step_prev": M, "stored_norms": M,
+            "avg_w": (0, 0, 0), "avg_bias": (0, 0), "avg_loss": 1, "avg_count": 1,
+            "gram": (0, 2, 0, 0),  # built by sync_gram when the policy needs it
+        }  # fmt: skip
+        state = cls(
+            **{
+                f.name: np.array(arrays[f.name])
+                if f.name in arrays or f.name not in default
+                else np.zeros(default[f.name])
+                for f in fields(cls)
+            }
+        )
         state.resize_support(max(capacity, state.n_support))
         return state
 
@@ -299,6 +333,9 @@ class BlockState:
             self.w_avg = np.vstack([self.w_avg, np.zeros((extra, self.w_avg.shape[1]))])
         self.sv = np.hstack([self.sv, np.zeros((self.sv.shape[0], extra))])
         self.bias = np.concatenate([self.bias, np.zeros(extra)])
+        E, _, P = self.avg_w.shape
+        self.avg_w = np.concatenate([self.avg_w, np.zeros((E, extra, P))], axis=1)
+        self.avg_bias = np.hstack([self.avg_bias, np.zeros((E, extra))])
 
 
 def transplant(
@@ -316,11 +353,16 @@ def transplant(
     cap = old.capacity if new_layout.im_blocks.size else 0
     if new_layout.im_blocks.size and cap == 0:
         cap = max(old.n_support, 64)
-    new = BlockState.empty(new_layout, K, cap, average=bool(old.w_avg.shape[0]))
+    E = old.avg_w.shape[0]
+    new = BlockState.empty(new_layout, K, cap, bool(old.w_avg.shape[0]), E)
+    new.avg_bias[:] = old.avg_bias
+    new.avg_loss[:] = old.avg_loss
+    new.avg_count[:] = old.avg_count
     n = min(old.n_support, cap) if new_layout.im_blocks.size else 0
     new.counters[:] = old.counters
     new.counters[0] = n
     new.bias[:] = old.bias
+    new.step_acc[-1] = old.step_acc[-1]
     width = min(old.sx.shape[1], d_new)
     new.sx[:n, :width] = old.sx[:n, :width]
     new.sv[:n] = old.sv[:n]
@@ -332,12 +374,16 @@ def transplant(
             continue
         new.scale[m] = old.scale[i]
         new.norms[m] = old.norms[i]
+        new.step_acc[m] = old.step_acc[i]
+        new.step_prev[m] = old.step_prev[i]
+        new.stored_norms[m] = old.stored_norms[i]
         if new_layout.is_explicit[m]:
             a, e = old_layout.ex_off[i], old_layout.ex_off[i + 1]
             na = new_layout.ex_off[m]
             new.w[:, na : na + (e - a)] = old.w[:, a:e]
             if old.w_avg.shape[0]:
                 new.w_avg[:, na : na + (e - a)] = old.w_avg[:, a:e]
+            new.avg_w[:, :, na : na + (e - a)] = old.avg_w[:, :, a:e]
         elif not old_layout.is_explicit[i]:
             new.coef[m, :n] = old.coef[i, :n]
     if n:  # per-view squared norms and self-kernel values under the new layout

@@ -5,7 +5,7 @@ It must be rebuilt whenever the state's arrays are reallocated (new inputs, clas
 
 Per-example calls go through numba's compiled entry point once the argument types are known:
 the dispatcher's type resolution costs ~0.2 us per argument, i.e. several microseconds for the
-45 arrays of a round (measured in ``benchmarks/core_update.py``). Every argument except ``x`` is
+50 arrays of a round (measured in ``benchmarks/core_update.py``). Every argument except ``x`` is
 owned by this object and keeps its type; ``x`` is checked (float64, C-contiguous, writeable) by
 the caller. Set ``STREAMMKL_NO_FASTCALL=1`` to always go through the dispatcher.
 """
@@ -21,6 +21,7 @@ import numpy as np
 from streammkl.core import _numba as nb
 from streammkl.core.losses import Loss
 from streammkl.core.regularizers import Regularizer
+from streammkl.core.schedules import Schedule
 from streammkl.core.state import BlockState, Layout
 
 
@@ -58,11 +59,15 @@ class RoundArgs:
         layout: Layout,
         state: BlockState,
         loss: Loss,
+        schedule: Schedule,
         steps: tuple[np.ndarray, np.ndarray, np.ndarray],
         radius: float,
         policy: int,
         capacity: int,
         bias_lr: float,
+        horizons: np.ndarray,
+        discount: float,
+        every: int,
     ):
         L, S = layout, state
         K = S.w.shape[0]
@@ -74,6 +79,11 @@ class RoundArgs:
         self.xsq = np.zeros(L.n_views)
         self.dots = np.zeros(L.n_views)
         self.newnorms = np.zeros(M)
+        self.fsq = np.zeros(M)
+        self.etas = np.zeros(M + 1)  # this round's per-block steps (then the bias step)
+        self.sched: tuple[Any, ...] = (
+            schedule.code, schedule.constants, S.step_acc, self.etas, S.step_prev, S.stored_norms,
+        )  # fmt: skip
         config: tuple[Any, ...] = (L.kinds, L.kp, L.is_explicit, L.view_of, L.masks, L.view_full)
         config += (L.ex_blocks, L.im_blocks, L.ex_off, L.ex_kind, L.ex_norm, L.phi_src)
         config += (L.rff_wt, L.rff_b, loss.code, loss.param, *steps, radius, policy, capacity)
@@ -81,22 +91,31 @@ class RoundArgs:
         arrays += (S.age, S.counters, S.gram)
         arrays += (S.bias, bias_lr)
         buffers = (self.phi, self.scores, self.fx, self.v, self.xsq, self.dots, self.newnorms)
-        self.learn = config + arrays + buffers
+        self.pred = np.zeros(K)  # the prediction (the leader among the averaged iterates)
+        averages: tuple[Any, ...] = (S.avg_w, S.avg_bias, S.avg_loss, S.avg_count, horizons)
+        averages += (float(discount), int(every))
+        work = (self.pred, np.zeros(K), np.zeros(K))
+        self.learn = config + arrays + buffers + (self.fsq,) + averages + work
         self.decide = (
             L.kinds, L.kp, L.view_of, L.masks, L.view_full, L.ex_blocks, L.im_blocks,
             L.ex_off, L.ex_kind, L.ex_norm, L.phi_src, L.rff_wt, L.rff_b,
             S.w, S.scale, S.sx, S.ssq, S.sv, S.coef,
         )  # fmt: skip
-        self.decide_tail = (S.bias, self.phi, self.scores, self.fx, self.xsq, self.dots)
+        self.decide_tail: tuple[np.ndarray, ...] = (
+            S.bias, self.phi, self.scores, self.fx, self.xsq, self.dots,
+            S.avg_w, S.avg_bias, S.avg_loss,
+        )  # fmt: skip
+        self.no_averages = (np.zeros((0, K, 0)), np.zeros((0, K)), np.zeros(1))
         self.state = S
         self._learn_fast: Callable | None = None
         self._decide_fast: Callable | None = None
 
-    def learn_round(self, x: np.ndarray, y: float, eta: float) -> float:
+    def learn_round(self, x: np.ndarray, y: float, t: int) -> float:
+        """One round at round number ``t`` since the schedule's last restart."""
         fast = self._learn_fast
         if fast is not None and x.flags.writeable:
-            return float(fast(x, float(y), float(eta), *self.learn))
-        args = (x, float(y), float(eta), *self.learn)
+            return float(fast(x, float(y), int(t), *self.sched, *self.learn))
+        args = (x, float(y), int(t), *self.sched, *self.learn)
         loss = float(nb.learn_round(*args))
         if x.flags.writeable:
             self._learn_fast = _entry_point(nb.learn_round, args)
@@ -107,7 +126,7 @@ class RoundArgs:
         args = self.decide
         if w is not None:
             args = (*args[:13], w, np.ones_like(self.state.scale), *args[15:])
-            nb.decision(x, *args, self.state.n_support, *self.decide_tail)
+            nb.decision(x, *args, self.state.n_support, *self.decide_tail[:6], *self.no_averages)
             return self.fx
         fast = self._decide_fast
         if fast is not None and x.flags.writeable:

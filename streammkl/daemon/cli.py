@@ -22,12 +22,16 @@ warnings.filterwarnings("ignore", message=".*read_text.*", category=DeprecationW
 log = logging.getLogger("streammkl")
 
 
-def setup_logging(level: str = "INFO") -> None:
-    """Log to stderr; kafka-python's per-connection errors only at DEBUG."""
+def setup_logging(level: str = "INFO", secrets: list[str] | None = None) -> None:
+    """Log to stderr, ``secrets`` masked in every line; kafka-python's per-connection errors
+    only at DEBUG."""
+    from streammkl.daemon.kafka_security import install_redaction
+
     logging.basicConfig(
         level=getattr(logging, level.upper(), logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    install_redaction(secrets or [])
     if level.upper() != "DEBUG":
         logging.getLogger("kafka").setLevel(logging.CRITICAL)
 
@@ -82,15 +86,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"streammkl run: {exc}", file=sys.stderr)
         return 2
-    setup_logging(settings.run.log_level)
+    setup_logging(settings.run.log_level, settings.kafka.secret_values())
     from streammkl.daemon.checkpoint import CheckpointError
     from streammkl.daemon.runner import Runner
+    from streammkl.daemon.webconfig import WebConfigError
 
     try:
         runner = Runner(
-            settings, reload_settings=lambda: load_settings(args.config, overrides=_overrides(args))
+            settings,
+            reload_settings=lambda: load_settings(args.config, overrides=_overrides(args)),
+            allow_factory=args.allow_learner_factory,
         )
-    except LearnerConfigError as exc:
+    except (LearnerConfigError, WebConfigError) as exc:
         print(f"streammkl run: invalid settings: {exc}", file=sys.stderr)
         return 2
     _install_signals(runner.stop)
@@ -100,13 +107,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     except CheckpointError as exc:
         log.error("%s", exc)
         return 3
+    except LearnerConfigError as exc:  # e.g. a kernel change refused at start
+        log.error("%s", exc)
+        return 2
 
 
-def inspect_checkpoint(directory: str | os.PathLike[str]) -> dict[str, Any]:
-    """Summary of the newest valid checkpoint in ``directory`` (JSON-able)."""
-    from streammkl.daemon.checkpoint import CheckpointStore
+def inspect_checkpoint(
+    directory: str | os.PathLike[str], hmac_key_file: str | None = None
+) -> dict[str, Any]:
+    """Summary of the newest valid checkpoint in ``directory`` (JSON-able); with
+    ``hmac_key_file``, of the newest one signed with that key."""
+    from streammkl.daemon.checkpoint import CheckpointStore, read_key
 
-    store = CheckpointStore(directory)
+    key = read_key(hmac_key_file) if hmac_key_file else None
+    store = CheckpointStore(directory, hmac_key=key)
     ckpt = store.load_latest()
     if ckpt is None:
         raise FileNotFoundError(f"no checkpoint in {directory}")
@@ -119,6 +133,7 @@ def inspect_checkpoint(directory: str | os.PathLike[str]) -> dict[str, Any]:
         "created": ckpt.meta["created"],
         "reason": ckpt.meta.get("reason"),
         "corrupt_skipped": store.fallbacks,
+        "skipped_by_reason": store.skipped,
         "model_class": ckpt.meta["model"]["class"],
         "model_digest": s["model_digest"],
         "examples_learned": c.get("examples_learned", 0),
@@ -158,7 +173,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     from streammkl.daemon.checkpoint import CheckpointError
 
     try:
-        info = inspect_checkpoint(args.checkpoint_dir)
+        info = inspect_checkpoint(args.checkpoint_dir, args.hmac_key_file)
     except (FileNotFoundError, CheckpointError) as exc:
         print(f"streammkl inspect: {exc}", file=sys.stderr)
         return 1
@@ -259,11 +274,17 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="any setting by dotted path, e.g. --set kafka.session_timeout_ms=2000 (repeatable)",
     )
+    run.add_argument(
+        "--allow-learner-factory",
+        action="store_true",
+        help="allow learner.factory (it imports and runs the code the settings name)",
+    )
     run.set_defaults(func=cmd_run)
 
     ins = sub.add_parser("inspect", help="summarise the newest checkpoint")
     ins.add_argument("checkpoint_dir")
     ins.add_argument("--json", action="store_true", help="machine-readable output")
+    ins.add_argument("--hmac-key-file", help="only checkpoints signed with this key count")
     ins.set_defaults(func=cmd_inspect)
 
     rep = sub.add_parser("report", help="draw the run history (β, regret, accuracy) as PNGs")

@@ -36,6 +36,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from streammkl import wire
+from streammkl.daemon.kafka_security import SECRET_FIELDS, KafkaSecurity
+
 ENV_PREFIX = "STREAMMKL_"
 
 
@@ -53,8 +56,9 @@ def _split(value: Any) -> Any:
     return value
 
 
-class KafkaSettings(_Section):
-    """Broker, topics and consumer-group settings (see KAFKA.md for the timeouts)."""
+class KafkaSettings(KafkaSecurity):
+    """Broker, topics and consumer-group settings (see KAFKA.md for the timeouts), and TLS /
+    SASL (:class:`~streammkl.daemon.kafka_security.KafkaSecurity`)."""
 
     bootstrap_servers: str = "127.0.0.1:9092"
     topics: tuple[str, ...] = ("streammkl.examples",)
@@ -67,6 +71,10 @@ class KafkaSettings(_Section):
     client_id: str = "streammkl"
     predictions_topic: str | None = "streammkl.predictions"
     dead_letter_topic: str = "streammkl.dead-letters"
+    #: A dead letter carries at most this many bytes of its record (a longer one is cut, with
+    #: headers giving the full size and sha256): an undeliverable dead letter would be retried
+    #: forever. Below Kafka's default message.max.bytes (1,048,588) with room for the headers.
+    dead_letter_max_bytes: int = Field(default=900_000, ge=1_024)
     #: Real Kafka rejects sessions under 6 s by default; tests against Tansu use ~2000/500.
     session_timeout_ms: int = Field(default=10_000, ge=500)
     heartbeat_interval_ms: int = Field(default=3_000, ge=100)
@@ -79,8 +87,10 @@ class KafkaSettings(_Section):
     #: How long to wait for a caught-up partition before merging the others without it
     #: (Kafka Streams' ``max.task.idle.ms``; 0 = never wait for data not yet produced).
     merge_idle_ms: int = Field(default=0, ge=0)
-    #: Bound on records fetched ahead of processing, per partition (the partition is paused).
+    #: Bound on records fetched ahead of processing, per partition (the partition is paused) ...
     max_buffered_per_partition: int = Field(default=10_000, ge=1)
+    #: ... and on their bytes (10,000 records of 1 MiB would be 10 GB).
+    max_buffered_bytes_per_partition: int = Field(default=64 << 20, ge=1 << 16)
     #: The input consumer: librdkafka (confluent-kafka; fetching and parsing in C threads,
     #: ~1 us of the loop's time per record) or kafka-python (pure Python, 11-17 us per record).
     consumer_client: Literal["librdkafka", "kafka-python"] = "librdkafka"
@@ -121,14 +131,67 @@ class KafkaSettings(_Section):
 
 
 class RecordSettings(_Section):
-    """How input records are validated (see :func:`streammkl.wire.decode`)."""
+    """How input records are validated (see :func:`streammkl.wire.decode`). A record beyond
+    a limit is a dead letter whose reason names the limit; the defaults fit every stream of the
+    simulators and datasets with a wide margin."""
 
     dim: int | None = Field(default=None, ge=1)
     classes: tuple[str | int | float | bool, ...] | None = None
     strict: bool = False
     max_bytes: int = Field(default=1 << 20, ge=16)
+    #: Distinct feature names of one record (all the tokens of a sequence together).
+    max_features: int = Field(default=1_000, ge=1)
+    #: Tokens of a sequence.
+    max_tokens: int = Field(default=1_000, ge=1)
+    #: Values of a dense vector (each token's, in a sequence).
+    max_vector_length: int = Field(default=4_096, ge=1)
+    #: Characters of a feature name, of a label (digits of an integer label), of an id.
+    max_name_length: int = Field(default=256, ge=1)
+    max_label_length: int = Field(default=256, ge=1)
+    max_id_length: int = Field(default=256, ge=1)
+    #: Magnitude of a feature value (beyond: ``value_too_large``; the arithmetic of the
+    #: kernels overflows around 1e77).
+    max_abs_value: float = Field(default=1e30, gt=0)
 
     _split_classes = field_validator("classes", mode="before")(_split)
+
+    def wire_limits(self) -> wire.Limits:
+        """These limits as :func:`streammkl.wire.decode` takes them."""
+        return wire.Limits(
+            max_features=self.max_features,
+            max_tokens=self.max_tokens,
+            max_vector_length=self.max_vector_length,
+            max_name_length=self.max_name_length,
+            max_label_length=self.max_label_length,
+            max_id_length=self.max_id_length,
+            max_abs_value=self.max_abs_value,
+        )
+
+
+class LimitSettings(_Section):
+    """What the model admits, and the net under it (:mod:`streammkl.daemon.admission`,
+    :mod:`streammkl.daemon.inflight`). Checked when a record would make the model grow."""
+
+    #: Inputs (distinct feature names) the model admits over its lifetime; a record that would
+    #: take it beyond is a dead letter (``too_many_features``). Each input costs every later
+    #: round (a dense vector entry, a column of every explicit map).
+    max_model_features: int = Field(default=10_000, ge=1)
+    #: Classes (labels of a sequence labeler) the model admits (``too_many_classes``): the
+    #: weights, each round and each prediction grow with them.
+    max_classes: int = Field(default=1_000, ge=2)
+    #: Cells (float64 values) the model may cost after admitting a record
+    #: (``over_work_budget``): its state (rebuilt when it grows, read by every later round), and
+    #: with the regret monitor's comparator four copies of it plus three windows of each input
+    #: (the window and the copies an epoch comparator fits on). 8 M cells = 64 MB.
+    #: A round at the budget costs up to ~4 ms with the monitor, ~15 ms without it.
+    max_record_work: int = Field(default=8_000_000, ge=1_000)
+    #: A prediction carries the probabilities of at most this many classes (the most
+    #: probable; 0 = all).
+    prediction_top_k: int = Field(default=10, ge=0)
+    #: Deaths of the process while one record was in flight (marked) after which that record
+    #: is dead-lettered (``crashed_worker``) instead of being learned again. 1: at the first;
+    #: 2 (default): a single ``kill -9`` during a marked step changes nothing.
+    crash_strikes: int = Field(default=2, ge=1, le=10)
 
 
 class CheckpointSettings(_Section):
@@ -143,14 +206,33 @@ class CheckpointSettings(_Section):
     every_records: int = Field(default=100_000, ge=1)
     every_seconds: float = Field(default=30.0, gt=0)
     keep: int = Field(default=3, ge=1)
+    #: A file holding a secret key: every checkpoint is signed (HMAC-SHA256) and only signed
+    #: checkpoints are loaded, so whoever can write the directory but not read the key cannot
+    #: plant a model.
+    hmac_key_file: Path | None = None
 
 
 class MetricsSettings(_Section):
-    """The HTTP endpoint serving ``/metrics``, ``/healthz`` and ``/readyz``."""
+    """The HTTP endpoint serving ``/metrics``, ``/healthz`` and ``/readyz``.
+
+    It exposes the model (kernel weights, block norms, regret) and topic names: it listens on
+    the loopback interface unless told otherwise, and ``web_config_file`` adds TLS and basic
+    authentication (Prometheus exporter-toolkit format, :mod:`streammkl.daemon.webconfig`).
+    """
 
     enabled: bool = True
     host: str = "127.0.0.1"
     port: int = Field(default=9108, ge=0, le=65535)  # 0 = any free port
+    #: A YAML file with ``tls_server_config`` and/or ``basic_auth_users`` (bcrypt hashes).
+    web_config_file: Path | None = None
+    #: ``/healthz`` fails when the loop has not ticked for this long.
+    stall_seconds: float = Field(default=120.0, gt=0)
+    #: ``/readyz`` fails while one piece of work (a record, a batch) has run this long.
+    slow_record_seconds: float = Field(default=30.0, gt=0)
+    #: A connection must send its request (and TLS handshake) within this time.
+    request_timeout_seconds: float = Field(default=10.0, gt=0)
+    #: Requests served at once (a bounded pool); further connections wait in the backlog.
+    max_connections: int = Field(default=8, ge=1, le=256)
 
 
 class RunSettings(_Section):
@@ -226,7 +308,7 @@ class LearnerSpec(_Section):
     any other learner honouring :class:`streammkl.daemon.learner.Learner` (called with this spec).
     """
 
-    task: Literal["classification", "regression", "sequence"] = "classification"
+    task: Literal["classification", "regression", "sequence", "parsing"] = "classification"
     factory: str | None = None
     kernels: tuple[str | dict[str, Any], ...] | None = None
     loss: str | dict[str, Any] | None = None
@@ -243,11 +325,24 @@ class LearnerSpec(_Section):
     params: dict[str, Any] = Field(default_factory=dict)  # free-form, for custom factories
 
 
+class ReloadSettings(_Section):
+    """Guards on runtime kernel changes (SIGHUP, or settings edited while stopped)."""
+
+    #: A new kernel list that would drop more than this fraction of the learned blocks (those
+    #: with a non-zero norm) is refused ...
+    max_dropped_fraction: float = Field(default=0.5, ge=0, le=1)
+    #: ... as is one with a kernel on features never seen -- unless this is true (set it for
+    #: the one reload that must go through, then back).
+    force: bool = False
+
+
 class Settings(_Section):
-    """All daemon settings (frozen)."""
+    """All daemon settings (frozen; secrets are :class:`pydantic.SecretStr`)."""
 
     kafka: KafkaSettings = Field(default_factory=KafkaSettings)
     records: RecordSettings = Field(default_factory=RecordSettings)
+    limits: LimitSettings = Field(default_factory=LimitSettings)
+    reload: ReloadSettings = Field(default_factory=ReloadSettings)
     checkpoint: CheckpointSettings = Field(default_factory=CheckpointSettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     run: RunSettings = Field(default_factory=RunSettings)
@@ -364,5 +459,7 @@ def _explain(exc: ValidationError, sources: Mapping[tuple[str, ...], str]) -> st
         value = "" if err["type"] == "missing" else f" = {err.get('input')!r}"
         if isinstance(err.get("input"), Mapping):
             value = ""
+        elif loc and loc[-1] in SECRET_FIELDS:
+            value = " = '***'"  # a secret is never echoed
         lines.append(f"  {field}{value}: {err['msg']}{origin}")
     return "\n".join(lines)

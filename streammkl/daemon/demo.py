@@ -64,9 +64,13 @@ class _Simulator(threading.Thread):
         from simulators.kafka_producer import produce
 
         try:
+            from simulators import params_of
+
             params: dict[str, Any] = {"n_samples": self.count}
             if self.args.scenario == "kernel-drift":  # three phases over the demo's duration
                 params["phase_length"] = max(50, self.count // 3)
+            if "loop" in params_of(self.args.scenario):  # a data set replayed: start over
+                params["loop"] = True
             scenario = get(self.args.scenario, seed=self.args.seed, **params)
 
             def records() -> Any:

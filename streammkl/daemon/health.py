@@ -1,8 +1,15 @@
-"""``/metrics``, ``/healthz`` and ``/readyz`` on one port (a daemon thread, stdlib HTTP server).
+"""``/metrics``, ``/healthz`` and ``/readyz`` on one port, in a background thread.
 
-- ``/healthz``: 200 while the processing loop has ticked recently (it is alive, not stuck).
-- ``/readyz``: 200 when partitions are assigned and the broker connection works, else 503.
+- ``/healthz``: 200 while the processing loop has ticked within ``stall_seconds`` (it is alive,
+  not stuck).
+- ``/readyz``: 200 when partitions are assigned, the broker connection works, and no piece of
+  work has run longer than the runner allows (``metrics.slow_record_seconds``), else 503.
   Both answer a small JSON body explaining the state.
+
+The server (:class:`~streammkl.daemon.webserver.BoundedServer`) serves a bounded number of
+connections at once, each with a deadline; with a web config
+(:mod:`streammkl.daemon.webconfig`) it speaks TLS and every path asks for basic
+authentication.
 """
 
 from __future__ import annotations
@@ -11,10 +18,13 @@ import json
 import threading
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from streammkl.daemon.webconfig import BasicAuth, WebConfig
+from streammkl.daemon.webserver import BoundedServer
 
 
 class HealthServer:
@@ -30,6 +40,12 @@ class HealthServer:
         Where to listen (port 0 = any free port; see :attr:`port` after :meth:`start`).
     stall_seconds
         ``/healthz`` fails when the loop has not ticked for this long.
+    web
+        TLS and basic authentication (``None``: plain HTTP, no authentication).
+    request_timeout
+        Seconds a connection may take for its handshake, request and response.
+    max_connections
+        Connections served at once.
     """
 
     def __init__(
@@ -39,21 +55,40 @@ class HealthServer:
         host: str = "127.0.0.1",
         port: int = 0,
         stall_seconds: float = 120.0,
+        web: WebConfig | None = None,
+        request_timeout: float = 10.0,
+        max_connections: int = 8,
     ) -> None:
         self.registry = registry
         self.status = status
         self.host = host
         self.port = port
         self.stall_seconds = stall_seconds
-        self._server: ThreadingHTTPServer | None = None
+        self.web = web
+        self.request_timeout = request_timeout
+        self.max_connections = max_connections
+        self.auth = BasicAuth(web.users) if web is not None and web.users else None
+        self._server: BoundedServer | None = None
         self._thread: threading.Thread | None = None
+
+    @property
+    def scheme(self) -> str:
+        """``https`` with TLS, else ``http``."""
+        return "https" if self.web is not None and self.web.tls is not None else "http"
 
     def start(self) -> HealthServer:
         """Bind and serve in a background thread."""
         owner = self
+        headers = dict(self.web.headers) if self.web is not None else {}
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
+                if (
+                    owner.auth is not None
+                    and owner.auth.check(self.headers["Authorization"]) is None
+                ):
+                    self._send(401, b"unauthorized\n", "text/plain", auth=True)
+                    return
                 path = self.path.split("?", 1)[0]
                 if path == "/metrics":
                     self._send(200, generate_latest(owner.registry), CONTENT_TYPE_LATEST)
@@ -71,18 +106,27 @@ class HealthServer:
                 else:
                     self._send(404, b"not found\n", "text/plain")
 
-            def _send(self, code: int, body: bytes, ctype: str) -> None:
+            def _send(self, code: int, body: bytes, ctype: str, auth: bool = False) -> None:
                 self.send_response(code)
                 self.send_header("Content-Type", ctype)
                 self.send_header("Content-Length", str(len(body)))
+                if auth:
+                    self.send_header("WWW-Authenticate", 'Basic realm="streammkl"')
+                for name, value in headers.items():
+                    self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(body)
 
             def log_message(self, *args: Any) -> None:  # silence per-request logging
                 pass
 
-        self._server = ThreadingHTTPServer((self.host, self.port), Handler)
-        self._server.daemon_threads = True
+        self._server = BoundedServer(
+            (self.host, self.port),
+            Handler,
+            tls=self.web.tls if self.web is not None else None,
+            timeout=self.request_timeout,
+            workers=self.max_connections,
+        )
         self.port = int(self._server.server_address[1])
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="streammkl-http", daemon=True

@@ -23,7 +23,13 @@ import os
 from pathlib import Path
 from typing import Any
 
+from streammkl.files import append_private, atomic_write
+
 FILENAME = "history.jsonl"
+
+
+def _lines(rows: list[dict[str, Any]]) -> bytes:
+    return "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows).encode()
 
 
 def clean(value: Any) -> Any:
@@ -115,9 +121,7 @@ class History:
                 rows = self._thinned(rows)
             self._rewrite(rows)
         else:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.path, "a") as fh:
-                fh.write("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in self.pending))
+            append_private(self.path, _lines(self.pending))
             self._rows_in_file += len(new)
         self.pending.clear()
 
@@ -135,9 +139,5 @@ class History:
         return out
 
     def _rewrite(self, rows: list[dict[str, Any]]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        with open(tmp, "w") as fh:
-            fh.write("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows))
-        os.replace(tmp, self.path)
+        atomic_write(self.path, _lines(rows))
         self._rows_in_file = sum(1 for r in rows if "event" not in r)

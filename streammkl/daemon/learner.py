@@ -1,7 +1,8 @@
 """What the daemon needs from a learner, and how one is built from the configuration.
 
 The daemon codes against :class:`Learner` (a structural Protocol), so any river-style learner
-with the persistence methods below can be plugged in with ``learner.factory = "module:callable"``.
+with the persistence methods below can be plugged in with ``learner.factory = "module:callable"``
+(code execution by configuration: allowed only with ``--allow-learner-factory``).
 The default is :class:`streammkl.river.MKLClassifier` / :class:`~streammkl.river.MKLRegressor`,
 whose kernels, loss, regularizer, schedule, radius, budget (and its policy) and seed come from the
 ``[learner]`` section (names resolved in :mod:`streammkl.core`).
@@ -152,12 +153,24 @@ def load_factory(path: str) -> Any:
         raise LearnerConfigError(f"learner.factory: cannot import {path!r}: {exc}") from exc
 
 
-def build_learner(spec: Any) -> Any:
-    """Build the configured learner from a :class:`~streammkl.daemon.config.LearnerSpec`."""
+def build_learner(spec: Any, allow_factory: bool = False) -> Any:
+    """Build the configured learner from a :class:`~streammkl.daemon.config.LearnerSpec`.
+
+    ``learner.factory`` imports and runs code named by the settings: whoever can write the
+    settings (a file, an environment variable) could run anything in the daemon. It is refused
+    unless ``allow_factory`` (the command line's ``--allow-learner-factory``, which the settings
+    cannot set)."""
     if spec.factory:
+        if not allow_factory:
+            raise LearnerConfigError(
+                "learner.factory imports and runs code named in the settings; start the "
+                "daemon with --allow-learner-factory to allow it"
+            )
         return load_factory(spec.factory)(spec)
     if spec.task == "sequence":
         return _sequence_labeler(spec)
+    if spec.task == "parsing":
+        return _dependency_parser(spec)
     from streammkl import river as mkl_river
 
     cls_name = "MKLClassifier" if spec.task == "classification" else "MKLRegressor"
@@ -206,22 +219,47 @@ def _sequence_labeler(spec: Any) -> Any:
                 f"learner.loss: a sequence labeler's loss is 'hinge' or 'crf', got {spec.loss!r}"
             )
         kwargs["loss"] = spec.loss.lower()
-    for kind in ("regularizer", "schedule"):
-        value = getattr(spec, kind)
-        if value is not None:
-            kwargs[kind] = build_component(kind, value, f"learner.{kind}")
     for name in ("radius", "budget", "budget_policy"):
         if getattr(spec, name) is not None:
             kwargs[name] = getattr(spec, name)
     if spec.fit_intercept is not None:
         raise LearnerConfigError("learner.fit_intercept: a sequence labeler has no intercept")
+    return _structured(SequenceLabeler, spec, kwargs)
+
+
+def _structured(cls: type, spec: Any, kwargs: dict[str, Any]) -> Any:
+    """A structured learner from ``kwargs`` plus the spec's regularizer and schedule; a refusal
+    is a :class:`LearnerConfigError` naming the task and ``learner.params``."""
+    for kind in ("regularizer", "schedule"):
+        value = getattr(spec, kind)
+        if value is not None:
+            kwargs[kind] = build_component(kind, value, f"learner.{kind}")
     try:
-        return SequenceLabeler(**kwargs)
+        return cls(**kwargs)
     except (TypeError, ValueError) as exc:
         raise LearnerConfigError(
-            f"learner (task sequence): SequenceLabeler(...) rejected the settings "
+            f"learner (task {spec.task}): {cls.__name__}(...) rejected the settings "
             f"(learner.params = {spec.params}): {exc}"
         ) from exc
+
+
+def _dependency_parser(spec: Any) -> Any:
+    """:class:`streammkl.structured.DependencyParser` from the spec: ``regularizer``,
+    ``schedule``, ``radius``, ``seed``; ``params`` passes its other arguments (``templates``,
+    ``average``, ``single_root``, ``max_hash_bits``). Its groups are feature templates, not
+    kernels: ``kernels``, ``loss``, ``budget`` and ``fit_intercept`` are refused."""
+    from streammkl.structured import DependencyParser
+
+    for name in ("kernels", "loss", "budget", "fit_intercept"):
+        if getattr(spec, name) is not None:
+            raise LearnerConfigError(
+                f"learner.{name}: the dependency parser has no {name} (its groups are the feature "
+                "templates, learner.params.templates; its loss the structured hinge)"
+            )
+    kwargs: dict[str, Any] = {"seed": spec.seed, **spec.params}
+    if spec.radius is not None:
+        kwargs["radius"] = spec.radius
+    return _structured(DependencyParser, spec, kwargs)
 
 
 # -- runtime kernel changes (SIGHUP) -----------------------------------------------------------
@@ -241,6 +279,47 @@ def kernel_names(learner: Any) -> list[str]:
     """Names of the learner's kernels, in bank order."""
     names = getattr(learner, "kernel_names", None)
     return list(names) if names is not None else list(getattr(learner, "kernel_weights", {}))
+
+
+def kernel_change_risks(learner: Any, wanted: tuple[Any, ...], max_dropped: float) -> list[str]:
+    """Why changing the learner's bank to ``wanted`` looks like a mistake (empty: it does not):
+    it would drop more than ``max_dropped`` of the learned blocks (non-zero norm), or a kernel
+    selects features the learner has never seen (a typo selects nothing, and its block would
+    learn nothing)."""
+    risks = []
+    norms = dict(getattr(learner, "block_norms", {}) or {})
+    learned = [n for n, b in norms.items() if b > 0]
+    names = {k.name for k in wanted}
+    dropped = [n for n in learned if n not in names]
+    if learned and len(dropped) / len(learned) > max_dropped:
+        risks.append(
+            f"it drops {len(dropped)} of the {len(learned)} learned blocks ({', '.join(dropped)}), "
+            f"more than reload.max_dropped_fraction = {max_dropped:g}"
+        )
+    for kernel in wanted:
+        missing = unseen_features(learner, kernel.features or ())
+        if missing:
+            risks.append(f"kernel {kernel.name} selects features never seen: {missing[:5]}")
+    return risks
+
+
+def unseen_features(learner: Any, features: Any) -> list[Any]:
+    """The ``features`` (names or column indices) the learner has not seen; nothing for a
+    learner that has seen no input yet or cannot tell."""
+    if not features:
+        return []
+    keys = getattr(learner, "feature_keys", None)  # SequenceLabeler
+    if keys is not None:
+        known, n = set(keys), len(keys)
+        names = [f for f in features if isinstance(f, str) and f not in known]
+    elif callable(getattr(learner, "unknown_features", None)):  # streammkl river learners
+        n = int(learner.n_features)
+        names = learner.unknown_features(dict.fromkeys(f for f in features if isinstance(f, str)))
+    else:
+        return []
+    if n == 0:
+        return []
+    return names + [f for f in features if not isinstance(f, str) and not 0 <= f < n]
 
 
 def change_kernels(learner: Any, wanted: tuple[Any, ...]) -> tuple[list[str], list[str]]:

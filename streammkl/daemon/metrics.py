@@ -21,6 +21,7 @@ from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 import streammkl
+from streammkl.daemon.checkpoint import SKIP_REASONS
 
 #: 1 µs .. 1 s, for per-record learn/predict/decode durations.
 MICRO_BUCKETS = (
@@ -260,9 +261,14 @@ class DaemonMetrics:
         self.checkpoints = Counter("streammkl_checkpoints", "Checkpoints written", registry=r)
         self.checkpoint_fallbacks = Counter(
             "streammkl_checkpoint_fallbacks",
-            "Corrupt checkpoints skipped at start (fell back to an older one)",
+            "Checkpoints skipped at start (fell back to an older one), by why: corrupt "
+            "(checksum, unreadable), malformed (valid checksums, wrong content), unsigned "
+            "(missing or wrong HMAC with a key), unloadable (the model does not load)",
+            ["reason"],
             registry=r,
         )
+        for why in SKIP_REASONS:
+            self.checkpoint_fallbacks.labels(why)
         self.reloads = Counter(
             "streammkl_config_reloads",
             "Settings re-read on SIGHUP, by result (applied: the kernel list changed; unchanged; "

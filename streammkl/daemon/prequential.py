@@ -15,19 +15,28 @@ list appends folded once per batch; counters are kept in locals and added once p
 
 from __future__ import annotations
 
+import hashlib
+import heapq
 import json
 import math
 import time
 from concurrent.futures import ThreadPoolExecutor
+from operator import itemgetter
 from typing import Any, Literal
 
 import orjson
 
 from streammkl import wire
+from streammkl.daemon.admission import REASONS as ADMISSION_REASONS
+from streammkl.daemon.admission import Refusal
+from streammkl.daemon.guarded import GuardedLearning
 from streammkl.daemon.sink import Output
 
-#: Rejection reasons: wire's decode reasons plus a learner that raised on a record.
-REASONS = (*wire.REASONS, "learner_error")
+#: Rejection reasons (a bounded set: metric labels): wire's decode reasons, the admission's
+#: (features, classes, work), a learner that raised on a record, and a record that killed the
+#: process (:mod:`streammkl.daemon.inflight`).
+REASONS = (*wire.REASONS, *(r for r in ADMISSION_REASONS if r not in wire.REASONS),
+           "learner_error", "crashed_worker")  # fmt: skip
 
 _INDEX_KEYS = tuple(str(i) for i in range(4096))  # feature names of dense vectors
 _ORJSON_OPTIONS = orjson.OPT_NON_STR_KEYS  # labels as keys: True -> "true", 1 -> "1"
@@ -57,9 +66,12 @@ def prediction_bytes(
     topic: str,
     partition: int,
     offset: int,
+    top_k: int = 0,
 ) -> bytes:
     """The prediction message: compact JSON with the keys in this order, labels as object keys
-    the way ``json.dumps`` writes them (``True`` -> ``"true"``), non-finite numbers as ``null``.
+    the way ``json.dumps`` writes them (``True`` -> ``"true"``), non-finite numbers as ``null``;
+    with ``top_k`` > 0, only the ``top_k`` most probable classes (the message stays small
+    however many classes the model knows).
 
     orjson writes it (0.5 us against 3 us for fragments joined in Python; the float text is
     the shortest that round-trips, as ``repr``); the standard library takes what orjson refuses
@@ -68,7 +80,11 @@ def prediction_bytes(
     >>> prediction_bytes("e1", True, {False: 0.25, True: 0.75}, 7, "in", 0, 41)
     b'{"id":"e1","prediction":true,"proba":{"false":0.25,"true":0.75},"model_version":7,\
 "topic":"in","partition":0,"offset":41}'
+    >>> prediction_bytes(None, "b", {"a": 0.2, "b": 0.5, "c": 0.3}, 1, "in", 0, 0, top_k=2)[:52]
+    b'{"id":null,"prediction":"b","proba":{"b":0.5,"c":0.3'
     """
+    if top_k and proba is not None and len(proba) > top_k:
+        proba = dict(heapq.nlargest(top_k, proba.items(), key=itemgetter(1)))
     message = {
         "id": rid,
         "prediction": prediction,
@@ -91,7 +107,7 @@ def prediction_bytes(
     return json.dumps(message, separators=(",", ":"), default=str).encode()
 
 
-class PrequentialStep:
+class PrequentialStep(GuardedLearning):
     """Batch processing for the runner (attributes are the runner's; see its ``__init__``)."""
 
     counters: dict[str, Any]
@@ -101,6 +117,7 @@ class PrequentialStep:
     metrics: Any
     sink: Any
     _classes: frozenset[Any] | None
+    _wire_limits: wire.Limits
     _since_checkpoint: int
     _dirty: bool
     _view_stale: bool
@@ -115,16 +132,22 @@ class PrequentialStep:
         c["dead_letters"] += 1
         self.metrics.rejected.labels(reason).inc()
         self.metrics.dead_letters.inc()
-        headers = (
+        headers: tuple[tuple[str, bytes], ...] = (
             ("reason", reason.encode()),
-            ("error", message[:1000].encode()),
+            ("error", message[:1000].encode(errors="replace")),
             ("source_topic", msg.topic.encode()),
             ("source_partition", str(msg.partition).encode()),
             ("source_offset", str(msg.offset).encode()),
         )
-        self.sink.send(
-            Output(self.settings.kafka.dead_letter_topic, msg.value or b"", msg.key, headers)
-        )
+        k = self.settings.kafka
+        value = msg.value or b""
+        if len(value) > k.dead_letter_max_bytes:  # deliverable, so that it is ever delivered
+            headers += (
+                ("value_truncated_from", str(len(value)).encode()),
+                ("value_sha256", hashlib.sha256(value).hexdigest().encode()),
+            )
+            value = value[: k.dead_letter_max_bytes]
+        self.sink.send(Output(k.dead_letter_topic, value, msg.key, headers))
 
     def _observed(self, hit: bool | None) -> None:
         """Hook called after each learned record, with whether its prequential prediction was
@@ -137,6 +160,8 @@ class PrequentialStep:
         model and same outputs; with the monitor, the runs are cut at its boundaries and each
         chunk observed); everything else :meth:`_process_records`.
         """
+        high = {(msg.topic, msg.partition): msg.offset for msg in batch}  # offsets ascend
+        self.marker.entered(high)
         if self.learner_step.batched:
             self._process_runs(batch)
         else:
@@ -146,7 +171,7 @@ class PrequentialStep:
     def _decode_all(
         self,
         batch: list[Any],
-        kind: Literal["vector", "sequence"] = "vector",
+        kind: Literal["vector", "sequence", "sentence"] = "vector",
         numeric_label: bool = False,
     ) -> list[tuple[Any, Any]]:
         """Decode a batch in order: the valid (message, record) pairs, a dense vector's
@@ -158,12 +183,23 @@ class PrequentialStep:
         named = _named
         obs_decode = self.metrics.decode_seconds.observe
         perf = time.perf_counter
+        marker = self.marker
+        watching = marker.watching
+        limits = self._wire_limits
         valid = []
         for msg in batch:
+            if watching and marker.condemned(msg.topic, msg.partition, msg.offset):
+                deaths = marker.condemned(msg.topic, msg.partition, msg.offset)
+                self._reject(
+                    msg, "crashed_worker",
+                    f"the process died {deaths} time(s) while this record was in flight; it is "
+                    "not learned again (limits.crash_strikes)",
+                )  # fmt: skip
+                continue
             t0 = perf()
             rec = decode(
                 msg.value or b"", dim=dim, classes=classes, strict=strict, max_bytes=max_bytes,
-                kind=kind, numeric_label=numeric_label,
+                kind=kind, numeric_label=numeric_label, limits=limits,
             )  # fmt: skip
             obs_decode(perf() - t0)
             if isinstance(rec, decode_error):
@@ -195,7 +231,10 @@ class PrequentialStep:
         finished = self._finish_learning()
         step = self.learner_step
         xs, ys = [rec.x for _, rec in valid], [rec.y for _, rec in valid]
-        end, X, Y = step.plan_run(xs, ys)
+        if self.marker.watching and self._any_alone(valid):
+            end, X, Y = 0, None, None  # after a crash: every record alone and marked
+        else:
+            end, X, Y = step.plan_run(xs, ys)
         future = None
         if end:
             if self._learn_pool is None:
@@ -226,20 +265,15 @@ class PrequentialStep:
             return None
         batch, valid, xs, ys, end, future = self._inflight
         self._inflight = None
-        step = self.learner_step
         probas: list[Any] = []
         per = 0.0
         if future is not None:
             probas, seconds = future.result()  # (observed by the monitor, when it is on)
             per = seconds / end
-        refused: dict[int, Exception] = {}
+        refused: dict[int, Exception | Refusal] = {}
         if end < len(xs):
-
-            def note(i: int, exc: Exception) -> None:
-                refused[end + i] = exc
-
             t0 = time.perf_counter()
-            probas += step.learn_predict_many(xs[end:], ys[end:], note)
+            probas += self._learn_tail(valid, xs, ys, end, refused)
             took = (time.perf_counter() - t0) / (len(xs) - end)
             per = took if not end else (per * end + took * (len(xs) - end)) / len(xs)
         return batch, valid, refused, probas, per
@@ -248,7 +282,7 @@ class PrequentialStep:
         self,
         batch: list[Any],
         valid: list[tuple[Any, Any]],
-        refused: dict[int, Exception],
+        refused: dict[int, Exception | Refusal],
         probas: list[Any],
         per: float,
     ) -> None:
@@ -256,6 +290,7 @@ class PrequentialStep:
         learn histogram observes the batch's mean time per record."""
         c, m = self.counters, self.metrics
         out_topic = self.settings.kafka.predictions_topic
+        top_k = self.settings.limits.prediction_top_k
         send = self.sink.send_prediction
         obs_learn = m.learn_seconds.observe
         learned = predicted = labelled = correct = 0
@@ -267,8 +302,11 @@ class PrequentialStep:
             topic = msg.topic
             proba, y = probas[i], rec.y
             error = refused.get(i)
-            if proba is None:  # predict_proba_one refused it
-                self._reject(msg, "learner_error", f"predict failed: {error!r}")
+            if proba is None:  # refused by the admission, or predict_proba_one raised
+                if isinstance(error, Refusal):
+                    self._reject(msg, error.reason, error.message)
+                else:
+                    self._reject(msg, "learner_error", f"predict failed: {error!r}")
                 continue
             prediction = max(proba, key=proba.__getitem__) if proba else None
             predicted += 1
@@ -289,7 +327,7 @@ class PrequentialStep:
                     out_topic,
                     prediction_bytes(
                         rec.id, prediction, proba, record_version, topic, msg.partition,
-                        msg.offset,
+                        msg.offset, top_k,
                     ),
                     msg.key,
                 )  # fmt: skip
@@ -316,18 +354,27 @@ class PrequentialStep:
         sequence = step.sequence
         valid = self._decode_all(
             batch,
-            kind="sequence" if sequence else "vector",
+            kind=step.record_kind,
             numeric_label=not classifier and not sequence,
         )
         learned = predicted = labelled = correct = 0
         loss = 0.0
         version = c["examples_learned"]
         events: list[float] = []
+        top_k = self.settings.limits.prediction_top_k
+        alone, admit, marker = self._alone, self.admission.admit, self.marker
         for msg, rec in valid:
             topic = msg.topic
             t1 = perf()
             x = rec.x
             y = rec.y
+            marked = alone(msg, x, y)
+            if marked:  # it makes the model grow, or a crash asks for it: admitted? marked
+                refusal = admit(x, y)
+                if refusal is not None:
+                    self._reject(msg, refusal.reason, refusal.message)
+                    continue
+                marker.begin(topic, msg.partition, msg.offset)
             record_version = version
             done = None
             ok = False  # learned
@@ -343,6 +390,8 @@ class PrequentialStep:
                 try:
                     done = predict(x)
                 except Exception as exc:  # the loop never dies on input
+                    if marked:
+                        marker.end()
                     self._reject(msg, "learner_error", f"predict failed: {exc!r}")
                     continue
                 t2 = perf()
@@ -354,6 +403,8 @@ class PrequentialStep:
                         ok = True
                     except Exception as exc:
                         self._reject(msg, "learner_error", f"learn failed: {exc!r}")
+            if marked:
+                marker.end()
             prediction, proba = done
             predicted += 1
             if ok:
@@ -388,6 +439,7 @@ class PrequentialStep:
                         topic,
                         msg.partition,
                         msg.offset,
+                        top_k,
                     ),
                     msg.key,
                 )

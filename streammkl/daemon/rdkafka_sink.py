@@ -27,13 +27,17 @@ from typing import Any
 import confluent_kafka
 
 from streammkl.daemon.config import KafkaSettings
+from streammkl.daemon.kafka_security import librdkafka_options
 from streammkl.daemon.sink import Output, Sink
 
 log = logging.getLogger(__name__)
 
 #: Sent outputs kept before :meth:`RdkafkaSink.poll` waits for acknowledgements (bounds memory
-#: between checkpoints).
+#: between checkpoints) ...
 PENDING_LIMIT = 100_000
+#: ... and their bytes: a dead letter holds its record (up to ``kafka.dead_letter_max_bytes``),
+#: so 100,000 of them behind a slow broker could hold up to ~90 GB.
+PENDING_BYTES_LIMIT = 64 << 20
 
 
 def rdkafka_config(settings: KafkaSettings) -> dict[str, Any]:
@@ -51,7 +55,11 @@ def rdkafka_config(settings: KafkaSettings) -> dict[str, Any]:
         "request.timeout.ms": 5_000,
         "reconnect.backoff.max.ms": 1_000,
         "socket.connection.setup.timeout.ms": max(1_000, settings.bootstrap_timeout_ms),
+        # librdkafka's own queue of unsent messages: bounded in bytes (default 1 GB), not only in
+        # count; a full queue makes produce() wait for deliveries (BufferError, served below)
+        "queue.buffering.max.kbytes": 65_536,
         "logger": logging.getLogger("streammkl.daemon.librdkafka"),
+        **librdkafka_options(settings),
     }
 
 
@@ -69,6 +77,7 @@ class RdkafkaSink(Sink):
     def __init__(self, settings: KafkaSettings, metrics: Any = None) -> None:
         super().__init__(settings, metrics, producer_factory=self._create)
         self.pending: list[Any] = []  # Output-shaped tuples
+        self.pending_bytes = 0  # of the dead letters among them (predictions are small)
         self._failed_outputs: list[Output] = []
         # Since pending was last emptied: failures reported, acknowledgements counted.
         self._reported_failures = 0
@@ -111,6 +120,7 @@ class RdkafkaSink(Sink):
         """Produce ``out``; it stays pending until librdkafka has nothing in flight."""
         if self._produce(out.topic, out.value, out.key, list(out.headers) or None):
             self.pending.append(out)
+            self.pending_bytes += len(out.value)
         else:
             self._failed_outputs.append(out)
 
@@ -134,6 +144,7 @@ class RdkafkaSink(Sink):
             ok, self._counted_acks = acked - self._counted_acks, acked
             if queued == 0:
                 self.pending = []
+                self.pending_bytes = 0
                 self._reported_failures = self._counted_acks = 0
         failed, self._failed_outputs = self._failed_outputs, []
         if self._last_error is not None:  # one warning per settle, not one per message
@@ -148,7 +159,8 @@ class RdkafkaSink(Sink):
 
     def poll(self) -> None:
         """Per-batch housekeeping (:meth:`Sink.poll`), with a bounded pending list."""
-        if len(self.pending) > PENDING_LIMIT and self.producer is not None:
+        big = len(self.pending) > PENDING_LIMIT or self.pending_bytes > PENDING_BYTES_LIMIT
+        if big and self.producer is not None:
             self.producer.flush(1.0)
         super().poll()
 

@@ -39,6 +39,7 @@ from confluent_kafka import TopicPartition as RdTopicPartition
 from kafka import TopicPartition
 
 from streammkl.daemon.config import KafkaSettings
+from streammkl.daemon.kafka_security import librdkafka_options
 from streammkl.daemon.source import TP, Source
 
 log = logging.getLogger(__name__)
@@ -91,7 +92,11 @@ def rdkafka_consumer_config(settings: KafkaSettings) -> dict[str, Any]:
         "reconnect.backoff.max.ms": 1_000,
         "check.crcs": settings.check_crcs,
         "statistics.interval.ms": 1_000,
+        # records fetched ahead of the loop, per partition (librdkafka's default: 64 MB): a loop
+        # that falls behind holds at most this much of the log in memory, besides its buffers
+        "queued.max.messages.kbytes": 16_384,
         "logger": logging.getLogger("streammkl.daemon.librdkafka"),
+        **librdkafka_options(settings),
     }
 
 

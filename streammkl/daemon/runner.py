@@ -18,15 +18,26 @@ from typing import Any
 
 from kafka import KafkaConsumer, KafkaProducer
 
-from streammkl.daemon.checkpoint import CheckpointError, CheckpointStore, encode_offsets
+from streammkl.daemon.admission import admission_for
+from streammkl.daemon.checkpoint import (
+    Checkpoint,
+    CheckpointError,
+    CheckpointMismatch,
+    CheckpointStore,
+    encode_offsets,
+    read_key,
+)
 from streammkl.daemon.config import ConfigError, Settings
 from streammkl.daemon.health import HealthServer
+from streammkl.daemon.inflight import InflightMarker
+from streammkl.daemon.kafka_security import kafka_python_options
 from streammkl.daemon.learner import (
     LearnerConfigError,
     build_learner,
     change_kernels,
     configured_kernels,
     introspect,
+    kernel_change_risks,
     kernel_names,
     restore,
 )
@@ -39,6 +50,7 @@ from streammkl.daemon.sink import Output, Sink
 from streammkl.daemon.source import Source
 from streammkl.daemon.steps import make_step
 from streammkl.daemon.topics import ensure_topics
+from streammkl.daemon.webconfig import load_web_config
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +85,8 @@ class Runner(PrequentialStep):
     reload_settings
         Reads the settings again (the CLI's: file < environment < flags), for
         :meth:`request_reload` (SIGHUP).
+    allow_factory
+        Whether ``learner.factory`` (code named by the settings) may be imported and run.
     """
 
     def __init__(
@@ -83,13 +97,21 @@ class Runner(PrequentialStep):
         consumer_factory: Callable[..., Any] | None = None,
         producer_factory: Callable[..., Any] | None = None,
         reload_settings: Callable[[], Settings] | None = None,
+        allow_factory: bool = False,
     ) -> None:
         self.settings = settings
         self.reload_settings = reload_settings
         self._reload = threading.Event()
         self.metrics = DaemonMetrics(registry)
-        self._set_learner(learner if learner is not None else build_learner(settings.learner))
-        self.store = CheckpointStore(settings.checkpoint.dir, settings.checkpoint.keep)
+        self._wire_limits = settings.records.wire_limits()
+        self.marker = InflightMarker(settings.checkpoint.dir, settings.limits.crash_strikes)
+        self.work_started: float | None = None  # what /readyz times (None: idle)
+        if learner is None:
+            learner = build_learner(settings.learner, allow_factory)
+        self._set_learner(learner)
+        cs = settings.checkpoint
+        key = read_key(cs.hmac_key_file) if cs.hmac_key_file is not None else None
+        self.store = CheckpointStore(cs.dir, cs.keep, hmac_key=key)
         self.offsets: dict[tuple[str, int], int] = {}
         self.counters: dict[str, Any] = dict.fromkeys(_COUNTERS, 0)
         self.counters["online_loss"] = 0.0
@@ -114,6 +136,8 @@ class Runner(PrequentialStep):
                 **source_options,
             )
         )
+        ms = settings.metrics
+        self.web = load_web_config(ms.web_config_file) if ms.web_config_file else None
         self.http: HealthServer | None = None
         self.keep_http = False  # the demo keeps serving after the loop ends
         self.started = False
@@ -140,13 +164,16 @@ class Runner(PrequentialStep):
 
     def _set_learner(self, learner: Any) -> None:
         self.learner = learner
-        self.learner_step = make_step(learner, self.settings.learner.task == "sequence")
+        sequence = self.settings.learner.task == "sequence"
+        self.learner_step = make_step(learner, sequence)
         self.monitor: StreamMonitor | None = None
         ms = self.settings.monitor
         if ms.enabled and self.learner_step.fused:  # the monitor needs a streammkl core model
             self.monitor = StreamMonitor(ms, self.settings.checkpoint.dir)
             self.learner_step.track = True
             self.learner_step.observer = self.monitor  # the compiled runs feed it by chunks
+        window = ms.window if self.monitor is not None else 0
+        self.admission = admission_for(learner, self.settings.limits, sequence, window)
 
     # -- control ------------------------------------------------------------------------------
 
@@ -163,11 +190,21 @@ class Runner(PrequentialStep):
         """
         self._reload.set()
 
-    def _apply_kernels(self, spec: Any) -> bool:
-        """Make the learner's bank the one ``spec`` configures; whether anything changed."""
+    def _apply_kernels(self, spec: Any, guard: Any) -> bool:
+        """Make the learner's bank the one ``spec`` configures; whether anything changed.
+        A change that looks like a mistake (:func:`kernel_change_risks`) is refused with a
+        :class:`LearnerConfigError` unless ``guard.force``."""
         wanted = configured_kernels(spec)
         if wanted is None or [k.name for k in wanted] == kernel_names(self.learner):
             return False
+        risks = kernel_change_risks(self.learner, wanted, guard.max_dropped_fraction)
+        if risks and not guard.force:
+            raise LearnerConfigError(
+                "learner.kernels: the change is refused: " + "; ".join(risks)
+                + " (set reload.force = true to apply it anyway)"
+            )  # fmt: skip
+        if risks:
+            log.warning("learner.kernels: forced change: %s", "; ".join(risks))
         clone = type(self.learner).from_state(*self.learner.to_state())
         change_kernels(clone, wanted)  # refused -> nothing changes on the live learner
         added, removed = change_kernels(self.learner, wanted)
@@ -184,14 +221,14 @@ class Runner(PrequentialStep):
             return False
         try:
             new = self.reload_settings()
-            changed = self._apply_kernels(new.learner)
+            changed = self._apply_kernels(new.learner, new.reload)
         except (ConfigError, LearnerConfigError) as exc:
             log.error("reload failed, settings unchanged: %s", exc)
             self.metrics.reloads.labels("failed").inc()
             return False
         old = self.settings
         ignored = [n for n in type(new).model_fields if getattr(new, n) != getattr(old, n)]
-        ignored = [n for n in ignored if n != "learner"] + [
+        ignored = [n for n in ignored if n not in ("learner", "reload")] + [
             f"learner.{n}"
             for n in type(new.learner).model_fields
             if n != "kernels" and getattr(new.learner, n) != getattr(old.learner, n)
@@ -218,34 +255,52 @@ class Runner(PrequentialStep):
 
     # -- checkpoints --------------------------------------------------------------------------
 
-    def restore(self) -> None:
-        """Load the newest valid checkpoint (if any) into the learner, offsets and counters."""
-        self.store.clean_temporaries()
-        ckpt = self.store.load_latest()
-        if self.store.fallbacks:
-            self.metrics.checkpoint_fallbacks.inc(self.store.fallbacks)
-        if ckpt is None:
-            log.info("no checkpoint in %s: starting a fresh model", self.store.directory)
-            if self.monitor is not None:
-                self.monitor.restore(None, {}, None)
-            return
-        model = ckpt.meta["model"]
-        if model["class"] != class_path(self.learner):
-            raise CheckpointError(
+    def _loadable(self, ckpt: Checkpoint) -> tuple[Any, list[Output]]:
+        """The learner and outbox a checkpoint holds, checked (:meth:`restore`'s ``accept``):
+        another learner class is fatal, a model that does not load or whose digest differs
+        is a :class:`CheckpointError` (an older checkpoint is tried)."""
+        model, summary = ckpt.meta.get("model") or {}, ckpt.meta.get("summary") or {}
+        if not isinstance(model.get("meta"), dict) or not isinstance(
+            summary.get("model_digest"), str
+        ):
+            raise CheckpointError(f"{ckpt.path}: malformed: no model state or digest")
+        if model.get("class") != class_path(self.learner):
+            raise CheckpointMismatch(
                 f"{ckpt.path} holds a {model['class']} but the configuration builds a "
                 f"{class_path(self.learner)}"
             )
         arrays = {k: v for k, v in ckpt.arrays.items() if k != INPUTS}
-        self._set_learner(restore(self.learner, model["meta"], arrays))
-        digest = self.learner.digest()
-        if digest != ckpt.meta["summary"]["model_digest"]:
-            raise CheckpointError(f"{ckpt.path}: restored model digest {digest} differs from saved")
+        try:
+            learner = restore(self.learner, model["meta"], arrays)
+            digest = learner.digest()
+            outbox = [Output.from_json(o) for o in ckpt.meta.get("outbox", [])]
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
+            raise CheckpointError(f"{ckpt.path}: the model does not load ({exc!r})") from exc
+        if digest != summary["model_digest"]:
+            raise CheckpointError(
+                f"{ckpt.path}: the model does not load as saved (digest {digest} differs)"
+            )
+        return learner, outbox
+
+    def restore(self) -> None:
+        """Load the newest usable checkpoint (if any) into the learner, offsets and counters."""
+        self.store.clean_temporaries()
+        found = self.store.load_accepted(self._loadable)
+        for why, count in self.store.skipped.items():
+            self.metrics.checkpoint_fallbacks.labels(why).inc(count)
+        if found is None:
+            log.info("no checkpoint in %s: starting a fresh model", self.store.directory)
+            if self.monitor is not None:
+                self.monitor.restore(None, {}, None)
+            return
+        ckpt, (learner, outbox) = found
+        self._set_learner(learner)
         self.offsets.update(ckpt.offsets)
         for key, value in ckpt.counters.items():
             self.counters[key] = value
         if self.monitor is not None:
             self.monitor.restore(ckpt.meta.get("monitor"), ckpt.arrays, self.learner.core)
-        self.sink.requeue([Output.from_json(o) for o in ckpt.meta.get("outbox", [])])
+        self.sink.requeue(outbox)
         self.last_checkpoint = ckpt
         self._model_view = introspect(self.learner)
         log.info(
@@ -285,6 +340,7 @@ class Runner(PrequentialStep):
             "monitor": monitor_meta,
         }
         ckpt = self.store.save(content, arrays)
+        self.marker.covered(self.offsets)  # crash verdicts behind the checkpoint are settled
         if self.monitor is not None:
             self.monitor.flush()  # the history, up to this checkpoint
         elapsed = time.perf_counter() - t0
@@ -371,6 +427,18 @@ class Runner(PrequentialStep):
             "examples_learned": c["examples_learned"],
         }
 
+    def health(self) -> dict[str, Any]:
+        """What ``/healthz`` and ``/readyz`` report (called on the HTTP thread): the published
+        status, and not ready while one piece of work has run ``metrics.slow_record_seconds``."""
+        state = dict(self.status)
+        started = self.work_started
+        busy = 0.0 if started is None else max(0.0, time.monotonic() - started)
+        state["busy_seconds"] = round(busy, 3)
+        if busy > self.settings.metrics.slow_record_seconds:
+            state["ready"] = False
+            state["slow_work"] = True
+        return state
+
     # -- the loop -----------------------------------------------------------------------------
 
     def start(self) -> None:
@@ -379,11 +447,22 @@ class Runner(PrequentialStep):
         ms = self.settings.metrics
         if ms.enabled and self.http is None:
             self.http = HealthServer(
-                self.metrics.registry, lambda: dict(self.status), ms.host, ms.port
+                self.metrics.registry,
+                self.health,
+                ms.host,
+                ms.port,
+                stall_seconds=ms.stall_seconds,
+                web=self.web,
+                request_timeout=ms.request_timeout_seconds,
+                max_connections=ms.max_connections,
             ).start()
-            log.info("metrics on http://%s:%d/metrics", ms.host, self.http.port)
+            log.info("metrics on %s://%s:%d/metrics", self.http.scheme, ms.host, self.http.port)
         self.restore()
-        if self.last_checkpoint is not None and self._apply_kernels(self.settings.learner):
+        self.marker.recover()  # what a crash of the previous process asks of this one
+        self.marker.covered(self.offsets)
+        if self.last_checkpoint is not None and self._apply_kernels(
+            self.settings.learner, self.settings.reload
+        ):
             # the settings name another bank than the checkpoint's (edited while stopped): applied
             # at the restored position, like a SIGHUP there, and checkpointed at once
             self._dirty = True
@@ -396,7 +475,10 @@ class Runner(PrequentialStep):
         if k.create_topics and outputs:
             try:
                 ensure_topics(
-                    k.bootstrap_servers, dict.fromkeys(outputs, 1), k.bootstrap_timeout_ms
+                    k.bootstrap_servers,
+                    dict.fromkeys(outputs, 1),
+                    k.bootstrap_timeout_ms,
+                    security=kafka_python_options(k),
                 )
             except Exception as exc:  # unreachable broker: sends are retried later anyway
                 log.warning("could not check/create the output topics %s: %s", outputs, exc)
@@ -444,12 +526,14 @@ class Runner(PrequentialStep):
             self.metrics.rebalances.inc(self.source.assignment_changes - self._assignments_seen)
             self._assignments_seen = self.source.assignment_changes
             self._last_arrival = now  # the idle clock starts with the partitions
+        self.work_started = now
         if batch:
             self.process(batch)
             self._last_arrival = time.monotonic()  # idle counts from the end of the work
         else:
             self._drain()  # nothing new: finish what is in flight now ...
             self._publish()  # ... and publish the model its counts describe, before any flush
+        self.work_started = None
         self._timeout_ms = 0 if len(batch) == k.max_poll_records else k.poll_timeout_ms
         self.sink.poll()
         if self._checkpoint_due():
@@ -470,16 +554,20 @@ class Runner(PrequentialStep):
 
         Always ends with the shutdown: final checkpoint, sink flushed, consumer closed.
         """
+        clean = False
         try:
             if not self.started:
                 self.start()
             while self.step():
                 pass
+            clean = True
         finally:
-            self._shutdown()
+            self._shutdown(clean)
         return 0
 
-    def _shutdown(self) -> None:
+    def _shutdown(self, clean: bool = True) -> None:
+        """Final checkpoint, sink flushed, consumer closed; ``clean=False`` when an exception
+        ends the loop (the marker then tells the next start, as for a crash)."""
         try:
             self.checkpoint("shutdown", force=bool(self.sink.pending))
             left = self.sink.close(timeout=1.0)
@@ -496,3 +584,4 @@ class Runner(PrequentialStep):
             if self.http is not None and not self.keep_http:
                 self.http.stop()
             self._untune_gc()
+            self.marker.close(clean=clean)

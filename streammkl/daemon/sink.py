@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 from kafka import KafkaProducer
 
 from streammkl.daemon.config import KafkaSettings
+from streammkl.daemon.kafka_security import kafka_python_options
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,7 @@ def producer_config(settings: KafkaSettings) -> dict[str, Any]:
         "retries": 2,
         "reconnect_backoff_max_ms": 1_000,
         "bootstrap_timeout_ms": settings.bootstrap_timeout_ms,
+        **kafka_python_options(settings),
     }
 
 

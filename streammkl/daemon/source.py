@@ -31,6 +31,7 @@ from kafka.errors import KafkaError, OffsetOutOfRangeError
 from kafka.structs import OffsetAndMetadata
 
 from streammkl.daemon.config import KafkaSettings
+from streammkl.daemon.kafka_security import kafka_python_options
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,7 @@ def consumer_config(settings: KafkaSettings) -> dict[str, Any]:
         "reconnect_backoff_max_ms": 1000,
         "bootstrap_timeout_ms": settings.bootstrap_timeout_ms,
         "check_crcs": settings.check_crcs,
+        **kafka_python_options(settings),
     }
 
 
@@ -128,6 +130,7 @@ class Source:
         self.assignment_changes = 0
         self._idle_since: dict[TopicPartition, float] = {}
         self._paused: set[TopicPartition] = set()
+        self._bytes: dict[TopicPartition, int] = {}  # bytes of the values in each buffer
         self._last_refresh = -1e18
         self._in_callback = False
         self._next_connect = 0.0
@@ -197,6 +200,7 @@ class Source:
                 self._in_callback = False
         for tp in revoked:
             self.buffers.pop(tp, None)
+            self._bytes.pop(tp, None)
             self._idle_since.pop(tp, None)
             self._paused.discard(tp)
 
@@ -206,6 +210,7 @@ class Source:
         # _start_at resolves it (the group's committed offset, else the earliest one).
         self.assignment_changes += 1
         self.buffers = {}
+        self._bytes = {}
         self._idle_since.clear()
         self._paused.clear()
         starts = {tp: self.offsets.get((tp.topic, tp.partition)) for tp in sorted(assigned)}
@@ -240,6 +245,7 @@ class Source:
         self.offsets[key] = begin
         self._seek(tp, begin)
         self.buffers[tp] = deque()
+        self._bytes[tp] = 0
         self.on_reset(tp.topic, tp.partition, old, begin)
 
     # The consumer calls that differ between clients (RdkafkaSource overrides them).
@@ -315,15 +321,21 @@ class Source:
             if buf is None:  # revoked meanwhile
                 continue
             expected = buf[-1].offset + 1 if buf else self.offsets.get((tp.topic, tp.partition))
+            size = 0
             for rec in records:
                 if expected is not None and rec.offset < expected:  # already processed
                     continue
                 buf.append(rec)
+                size += len(rec.value) if rec.value else 0
                 expected = rec.offset + 1
                 new += 1
+            size += self._bytes.get(tp, 0)
+            self._bytes[tp] = size
             if buf:
                 self._idle_since.pop(tp, None)
-            if len(buf) >= self.settings.max_buffered_per_partition and tp not in self._paused:
+            s = self.settings
+            full = len(buf) >= s.max_buffered_per_partition
+            if (full or size >= s.max_buffered_bytes_per_partition) and tp not in self._paused:
                 self._pause(tp)
                 self._paused.add(tp)
         return new
@@ -355,6 +367,10 @@ class Source:
             buf = self.buffers[parts[0]]
             while buf and len(out) < limit:
                 out.append(buf.popleft())
+            if out:
+                self._bytes[parts[0]] = self._bytes.get(parts[0], 0) - sum(
+                    len(r.value) for r in out if r.value
+                )
         else:
             silent: dict[TopicPartition, bool] = {}
             while len(out) < limit:
@@ -375,9 +391,14 @@ class Source:
                         break
                 if best_tp is None:
                     break
-                out.append(self.buffers[best_tp].popleft())
+                rec = self.buffers[best_tp].popleft()
+                if rec.value:
+                    self._bytes[best_tp] = self._bytes.get(best_tp, 0) - len(rec.value)
+                out.append(rec)
+        s = self.settings
         for tp in list(self._paused):
-            if len(self.buffers.get(tp, ())) < self.settings.max_buffered_per_partition // 2:
+            few = len(self.buffers.get(tp, ())) < s.max_buffered_per_partition // 2
+            if few and self._bytes.get(tp, 0) < s.max_buffered_bytes_per_partition // 2:
                 self._resume(tp)
                 self._paused.discard(tp)
         return out

@@ -70,6 +70,8 @@ class LearnerStep:
 
     fused = False
     sequence = False
+    #: What ``wire.decode`` reads a record as (``"vector"``, ``"sequence"``, ``"sentence"``).
+    record_kind = "vector"
     #: The monitor fed by the compiled runs (:class:`streammkl.daemon.monitoring.StreamMonitor`),
     #: set by the runner with ``track``; the per-record path feeds it through the runner.
     observer: Any = None
@@ -229,7 +231,7 @@ class MKLStep(LearnerStep):
         core = learner.core
         reg = core.regularization_value() if core is not None and core._state is not None else 0.0
         learner.learn_one(x, y)
-        self._remember(x, y, reg, learner.core._args.fx)
+        self._remember(x, y, reg, learner.core.last_scores)
 
     def _remember(self, x: dict[str, float], y: Any, reg: float, fx: np.ndarray) -> None:
         """Keep the round just learned (for the monitor), in the core's conventions."""
@@ -286,7 +288,7 @@ class MKLStep(LearnerStep):
             target = (1.0 if k == 1 else -1.0) if self._binary else float(k)
             reg = core.regularization_value() if self.track else 0.0
             loss = core.learn_prepared(vec, target)
-            fx = core._args.fx  # the round's prequential scores
+            fx = core.last_scores  # the round's prequential scores
             if self.track:
                 self.last_round = Round(vec, target, loss, reg, fx.copy())
             return self._proba(fx)
@@ -294,7 +296,7 @@ class MKLStep(LearnerStep):
         scale = learner._std()
         reg = core.regularization_value() if self.track else 0.0
         learner.learn_one(x, y)
-        fx = core._args.fx
+        fx = core.last_scores
         value = center + scale * float(fx[0])
         if self.track:
             self._remember(x, y, reg, fx)
@@ -313,6 +315,7 @@ class SequenceStep(LearnerStep):
     label sequences (no probabilities)."""
 
     sequence = True
+    record_kind = "sequence"
 
     def __init__(self, learner: Any) -> None:
         super().__init__(learner)
@@ -333,13 +336,38 @@ class SequenceStep(LearnerStep):
         clone.predict_one(xs)
 
 
+class ParserStep(SequenceStep):
+    """A dependency parser (``learn_predict_one(sentence, heads)``, ``predict_one(sentence)``),
+    e.g. :class:`streammkl.structured.DependencyParser`: records are sentences (words as CoNLL-U
+    columns), labels and predictions their heads; the per-label counters are then the UAS. The
+    prediction and the update share one scoring of the sentence's arcs (``learn_predict_one``).
+    A gold tree the parser refuses (a cycle, several root arcs) raises: a ``learner_error``."""
+
+    record_kind = "sentence"
+
+    def predict_learn(self, x: Any, y: Any) -> tuple[Any, None]:
+        return self.learner.learn_predict_one(x, y), None
+
+    def warm_up(self) -> None:
+        # a small parser of the same kind loads every compiled loop (a copy of a large one would
+        # allocate its hashed blocks for nothing)
+        tiny = type(self.learner)(templates=("h.upos+b.upos+m.upos", "dir+dist"),
+                                  average=self.learner.average)  # fmt: skip
+        words = [{"form": "a", "upos": "NOUN"}, {"form": "b", "upos": "VERB"}, {}]
+        tiny.learn_predict_one(words, [2, 0, 2])
+        tiny.predict_one(words)
+
+
 def make_step(learner: Any, sequence: bool = False) -> LearnerStep:
     """:class:`MKLStep` for the streammkl river learners, :class:`SequenceStep` for sequence
     labelling (``sequence``, or a :class:`~streammkl.structured.SequenceLabeler`),
+    :class:`ParserStep` for a :class:`~streammkl.structured.DependencyParser`,
     :class:`LearnerStep` otherwise."""
     from streammkl.river import MKLClassifier, MKLRegressor
-    from streammkl.structured import SequenceLabeler
+    from streammkl.structured import DependencyParser, SequenceLabeler
 
+    if isinstance(learner, DependencyParser):
+        return ParserStep(learner)
     if sequence or isinstance(learner, SequenceLabeler):
         return SequenceStep(learner)
     if type(learner) in (MKLClassifier, MKLRegressor):

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import KafkaError, TopicAlreadyExistsError
@@ -12,7 +13,11 @@ log = logging.getLogger(__name__)
 
 
 def ensure_topics(
-    bootstrap_servers: str, topics: Mapping[str, int], timeout_ms: int = 10_000
+    bootstrap_servers: str,
+    topics: Mapping[str, int],
+    timeout_ms: int = 10_000,
+    security: Mapping[str, Any] | None = None,
+    admin_factory: Callable[..., Any] = KafkaAdminClient,
 ) -> None:
     """Create each missing topic with the given number of partitions (replication 1).
 
@@ -24,16 +29,22 @@ def ensure_topics(
         Topic name -> partitions. Existing topics are left as they are.
     timeout_ms
         Bound on connecting and on each request.
+    security
+        kafka-python TLS / SASL options
+        (:func:`streammkl.daemon.kafka_security.kafka_python_options`).
+    admin_factory
+        Builds the admin client from keyword options (tests inject fakes).
 
     Raises
     ------
     kafka.errors.KafkaError
         If the broker is unreachable or refuses to create a topic.
     """
-    admin = KafkaAdminClient(
+    admin = admin_factory(
         bootstrap_servers=bootstrap_servers.split(","),
         request_timeout_ms=timeout_ms,
         bootstrap_timeout_ms=timeout_ms,
+        **(security or {}),
     )
     try:
         existing = set(admin.list_topics())

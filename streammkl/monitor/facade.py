@@ -175,7 +175,7 @@ class Monitor:
         self.objective.update(loss, reg)
         phi_sq = self.norms.update(model, x)
         t = model.schedule.t
-        eta = model.schedule.eta(t) if t >= 1 else NAN
+        eta = model.schedule.eta(t) if t >= 1 and not model.schedule.adaptive else NAN
         if self.regret is not None:
             self.regret.observe(x, y, loss, reg, eta, phi_sq)
         if self.shadows is not None:
@@ -217,7 +217,7 @@ class Monitor:
             )
         model = self.model
         rises = self._detect(Y, losses, scores, self.n, stop=False)[1]
-        etas = model.schedule.etas(model.schedule.t - n + 1, n)  # no restart inside a chunk
+        etas = _etas(model.schedule, n)  # no restart inside a chunk
         self._account(X, Y, losses, regs, etas, None, model.block_norms)
         if rises and self.restart_on_drift:
             self.restart_pending = True
@@ -269,7 +269,7 @@ class Monitor:
                 learn(X[i : i + kept], Y[i : i + kept], np.empty((kept, norms.shape[1])))
                 self.n_relearned += kept
             regs = model.regularization_values(norms[:kept])
-            etas = model.schedule.etas(model.schedule.t - kept + 1, kept)  # no restart inside
+            etas = _etas(model.schedule, kept)  # no restart inside
             a = 0
             while a < kept:
                 b = kept if cut is None else min(kept, a + cut - (first + a) % cut)
@@ -481,3 +481,11 @@ class Monitor:
         self.restart_pending = bool(state.get("restart_pending", False))
         if "beta_movement" in state:
             self.beta.restore(state["beta_movement"])
+
+
+def _etas(schedule: Any, n: int) -> np.ndarray:
+    """The global steps of the last ``n`` rounds (NaN for the adaptive schedules, whose steps
+    differ per block: the window bound then reads +Inf, none being derived for them)."""
+    if schedule.adaptive:
+        return np.full(n, NAN)
+    return schedule.etas(schedule.t - n + 1, n)

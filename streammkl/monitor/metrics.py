@@ -111,8 +111,11 @@ METRICS: dict[str, MetricSpec] = {
         "Prop. 3 bound for the configured schedule on the regret of the rounds since the last "
         "schedule (re)start against the best fixed hypothesis on those rounds (constant eta: "
         "eta T G^2/2 + ||theta*||^2/(2 eta); eta0/sqrt(t): (F^2/(2 eta0) + G^2 eta0) sqrt(T), "
-        "F = 2 radius; 1/(sigma t): G^2 (1 + log T)/(2 sigma) + sigma ||theta*||^2/2), G from the "
-        "largest ||phi(x)|| seen. +Inf when the configuration has no bound.",
+        "F = 2 radius; 1/(sigma t): G^2 (1 + log T)/(2 sigma) + sigma ||theta*||^2/2; AdaGrad "
+        "per block (Duchi, Hazan & Singer 2011, Thm. 5): sum_m (F^2/(2 eta0) + eta0) "
+        "sqrt(delta + sum_t ||g_m,t||^2)), G from the largest ||phi(x)|| seen. +Inf when the "
+        "configuration has no proven bound (no bounded feasible set, an intercept, or FTRL, whose "
+        "sequential prox and projection are not covered by a bound proven here).",
     ),
     "regret_bound_rounds": MetricSpec(
         "streammkl_regret_bound_rounds",

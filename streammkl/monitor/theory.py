@@ -226,6 +226,17 @@ def prop3_bound(
     if not math.isfinite(G):
         return INF
     sched = model.schedule
+    if isinstance(sched, schedules.AdaGrad):
+        # Duchi, Hazan & Singer (2011), Thm. 5 with one scalar per block: the prox and the
+        # projection run in the metric of the steps, so with ||theta_m,t - theta*_m|| <= F,
+        # Reg_T <= sum_m (F^2 / (2 eta0) + eta0) sqrt(delta + sum_t ||g_m,t||^2).
+        F = 2.0 * radius(model)
+        if not math.isfinite(F) or sched.forget != 1.0:
+            return INF  # forgetting: the sums are not the bound's sums any more
+        sums = np.sqrt(sched.delta + model.gradient_sq_sums[:-1])
+        return float((F * F / (2.0 * sched.eta0) + sched.eta0) * np.sum(sums)) + reg_start
+    if isinstance(sched, schedules.FTRL):
+        return INF  # not proven here for the sequential prox + projection: none exported
     if isinstance(sched, schedules.InvSqrt):
         F = 2.0 * radius(model)
         if not math.isfinite(F):

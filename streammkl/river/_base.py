@@ -7,7 +7,6 @@ import copy
 import io
 import json
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from streammkl.core import kernels as kernels_mod
 from streammkl.core import regularizers as regs_mod
 from streammkl.core import schedules as schedules_mod
 from streammkl.core.state import state_digest
+from streammkl.files import atomic_write
 from streammkl.river import defaults
 from streammkl.river._features import FeatureIndex, check_numeric
 
@@ -37,6 +37,7 @@ class MKLMixin:
     budget_policy: str
     seed: int
     fit_intercept: bool
+    averages: tuple | None
 
     def _init_state(self) -> None:
         self._model: OnlineMKL | None = None
@@ -50,10 +51,13 @@ class MKLMixin:
     def _make_model(self) -> OnlineMKL:
         reg = self.regularizer
         if reg is None:
-            reg = defaults.regularizer()
+            reg = self._default_regularizer()
         elif isinstance(reg, list | tuple):
             reg = tuple(regs_mod.from_spec(r) for r in reg)
-        schedule = self.schedule if self.schedule is not None else self._default_schedule()
+        else:
+            reg = regs_mod.from_spec(reg)
+        regs = reg if isinstance(reg, tuple) else (reg,)
+        schedule = self.schedule if self.schedule is not None else self._default_schedule(regs)
         return OnlineMKL(
             kernels=self._bank(),
             loss=self._core_loss(),
@@ -64,13 +68,24 @@ class MKLMixin:
             budget_policy=self.budget_policy,
             seed=self.seed,
             fit_intercept=self.fit_intercept,
+            averages=self._averages(),
         )
+
+    def _averages(self) -> tuple:
+        if self.averages is not None:
+            return tuple(self.averages)
+        if any(k.implicit for k in self._bank()):
+            return ()  # averaged iterates are kept for explicit blocks only
+        return defaults.AVERAGES
 
     def _core_loss(self) -> Any:
         raise NotImplementedError
 
-    def _default_schedule(self) -> Any:
-        return defaults.schedule()
+    def _default_schedule(self, regs: Sequence[Any] = ()) -> Any:
+        return defaults.schedule(self._bank(), regs)
+
+    def _default_regularizer(self) -> Any:
+        return defaults.regularizer()
 
     def _vector(self, x: Mapping, learn: bool, validated: bool = False) -> np.ndarray | None:
         """x as a dense vector; on ``learn`` new features get columns. None before any learning."""
@@ -81,8 +96,8 @@ class MKLMixin:
             if self._model is None:
                 self._model = self._make_model()
             if new or not self._features.names:
+                self._model.declare_features(new)  # first: if it refuses, nothing changed
                 self._features.add(new)
-                self._model.declare_features(new)
         if self._model is None or self._model._state is None:
             return None
         return self._features.vector(x, validated=True)
@@ -108,6 +123,16 @@ class MKLMixin:
     @property
     def active_kernels(self) -> list[str]:
         return [name for name, b in self.block_norms.items() if b > 0]
+
+    @property
+    def n_features(self) -> int:
+        """Inputs admitted so far (every feature name ``learn_one`` has seen)."""
+        return len(self._features)
+
+    def unknown_features(self, x: Mapping) -> list[str]:
+        """The names of ``x`` not admitted yet, sorted: what ``learn_one(x, y)`` would add
+        (``predict_one`` ignores them). Changes nothing."""
+        return self._features.new_names(x)
 
     @property
     def n_support(self) -> int:
@@ -256,18 +281,9 @@ def decode_state(
 
 
 def write_state(path: Path, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
-    blob = encode_state(meta, arrays)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(blob)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write a learner's state file: private (0600), atomically and durably
+    (:func:`streammkl.files.atomic_write`)."""
+    atomic_write(path, encode_state(meta, arrays))
 
 
 def read_state(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:

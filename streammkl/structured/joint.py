@@ -175,7 +175,7 @@ class JointBlocks:
         scale = np.append(S.scale, 1.0)
         codes, params, groups = self.steps
         cnb.apply_prox_steps(
-            eta, codes, params, groups, self.radius, self.is_explicit1, L.ex_blocks,
+            np.full(M + 1, eta), codes, params, groups, self.radius, self.is_explicit1, L.ex_blocks,
             self.ex_off1, S.w, scale, norms, S.coef, S.n_support, np.zeros(M + 1),
         )  # fmt: skip
         S.norms[:] = norms[:M]
@@ -207,10 +207,5 @@ class JointBlocks:
 
     def kernel_weights(self) -> dict[str, float]:
         """beta_m ∝ ||theta_m|| (∝ ||theta_m||^(2-q) for GroupLq) over the regularized blocks."""
-        b = self.regularized_norms()
-        p = next(
-            (r.weight_power for r in self.regularizers if not isinstance(r, regs_mod.Ball)), 1.0
-        )
-        w = np.where(b > 0, np.abs(b) ** p if p else 1.0, 0.0)
-        w = w / w.sum() if w.sum() > 0 else np.zeros_like(b)
+        w = regs_mod.kernel_weights(self.regularizers, self.regularized_norms())
         return dict(zip(self.regularized_names, w.tolist(), strict=True))

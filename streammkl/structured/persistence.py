@@ -4,8 +4,9 @@
 labels with type tags, feature keys, counters) and ``arrays`` are the core block-state arrays plus
 the bigram block ``transition``. ``save`` writes both into ONE zip file (``meta.json`` and one
 ``.npy`` member per array, i.e. an ``.npz`` readable by ``np.load(allow_pickle=False)`` with an
-extra JSON member), atomically (temp file, fsync, rename). Loading checks the format, refuses a
-newer version, and validates every array's dtype and shape against the configuration, so a
+extra JSON member), atomically and privately (:func:`streammkl.files.atomic_write`: temp file,
+fsync, rename, fsync of the directory; mode 0600). Loading checks the format, refuses a newer
+version, and validates every array's dtype and shape against the configuration, so a
 corrupt or foreign file gives a clear error rather than a wrong model.
 """
 
@@ -14,7 +15,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import tempfile
 import zipfile
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any
@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from streammkl.core.state import BlockState
+from streammkl.files import atomic_write
 from streammkl.structured.inputs import decode_label, encode_label
 
 if TYPE_CHECKING:
@@ -74,18 +75,24 @@ def _fail(msg: str) -> StateError:
     return StateError(f"SequenceLabeler state: {msg}")
 
 
-def from_state(cls: type, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> SequenceLabeler:
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        fmt = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
-        raise _fail(f"not a SequenceLabeler state (format={fmt!r})")
-    version = meta.get("version")
-    if not isinstance(version, int):
-        raise _fail(f"bad version field {version!r}")
-    if version > VERSION:
-        raise _fail(
-            f"version {version} is newer than this streammkl understands ({VERSION}); "
+def check_header(meta: Any, fmt: str, version: int, kind: str) -> None:
+    """StateError unless ``meta`` is a state of format ``fmt`` at a version <= ``version``."""
+    if not isinstance(meta, dict) or meta.get("format") != fmt:
+        found = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
+        raise StateError(f"{kind} state: not a {kind} state (format={found!r})")
+    got = meta.get("version")
+    if not isinstance(got, int):
+        raise StateError(f"{kind} state: bad version field {got!r}")
+    if got > version:
+        raise StateError(
+            f"{kind} state: version {got} is newer than this streammkl understands ({version}); "
             "upgrade streammkl"
         )
+
+
+def from_state(cls: type, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> SequenceLabeler:
+    check_header(meta, FORMAT, VERSION, "SequenceLabeler")
+    version = int(meta["version"])
     try:
         model = cls(**meta["config"])
         labels = [decode_label(item) for item in meta["labels"]]
@@ -159,28 +166,39 @@ def _checked(arrays: dict[str, np.ndarray], name: str, shape: tuple[int, ...]) -
 
 
 def save(model: SequenceLabeler, path: str | os.PathLike) -> None:
-    meta, arrays = to_state(model)
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            with zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-                zf.writestr("meta.json", json.dumps(meta, sort_keys=True, indent=1))
-                for name, arr in arrays.items():
-                    buf = io.BytesIO()
-                    np.lib.format.write_array(buf, np.ascontiguousarray(arr), allow_pickle=False)
-                    zf.writestr(f"{name}.npy", buf.getvalue())
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_state(path, *to_state(model))
 
 
 def load(cls: type, path: str | os.PathLike) -> SequenceLabeler:
+    path = os.fspath(path)
+    meta, arrays = read_state(path, "SequenceLabeler")
+    try:
+        return from_state(cls, meta, arrays)
+    except StateError as exc:
+        raise StateError(f"{path}: {exc}") from None
+
+
+def write_state(
+    path: str | os.PathLike, meta: dict[str, Any], arrays: dict[str, np.ndarray]
+) -> None:
+    """One zip file holding ``meta.json`` and one ``.npy`` per array, written privately (0600),
+    atomically and durably (:func:`streammkl.files.atomic_write`); shared by the structured
+    learners."""
+
+    def write(fh: Any) -> None:
+        with zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+            zf.writestr("meta.json", json.dumps(meta, sort_keys=True, indent=1))
+            for name, arr in arrays.items():
+                buf = io.BytesIO()
+                np.lib.format.write_array(buf, np.ascontiguousarray(arr), allow_pickle=False)
+                zf.writestr(f"{name}.npy", buf.getvalue())
+
+    atomic_write(path, write)
+
+
+def read_state(path: str | os.PathLike, kind: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """``(meta, arrays)`` of a file written by :func:`write_state` (no pickle); StateError
+    naming ``kind`` for a corrupt or foreign file."""
     path = os.fspath(path)
     try:
         with zipfile.ZipFile(path) as zf:
@@ -194,9 +212,6 @@ def load(cls: type, path: str | os.PathLike) -> SequenceLabeler:
         raise
     except (zipfile.BadZipFile, KeyError, ValueError, OSError, EOFError) as exc:
         raise StateError(
-            f"{path}: corrupt or not a SequenceLabeler file ({type(exc).__name__}: {exc})"
+            f"{path}: corrupt or not a {kind} file ({type(exc).__name__}: {exc})"
         ) from None
-    try:
-        return from_state(cls, meta, arrays)
-    except StateError as exc:
-        raise StateError(f"{path}: {exc}") from None
+    return meta, arrays

@@ -10,8 +10,13 @@ computed:
 - ``scores``: block scores (explicit dot products, kernel expansions);
 - ``budget``: support-set budget maintenance with exact norms (``merge``: merging two pairs,
   ``projection``: projecting a pair onto the others);
+- ``averages``: predictions from averaged iterates (exponential averages, follow the leader);
 - ``rounds``: one round of Alg. 1 / 3, its compiled loop, prediction;
-- ``chains`` and ``sequences``: sequence decoders and the sequence learner's position loops.
+- ``chains`` and ``sequences``: sequence decoders and the sequence learner's position loops;
+- ``sparse``: the sparse path of explicit blocks (steps, exact norms, rescaling, averaging that
+  touch only the written coordinates);
+- ``arcs`` and ``arborescence``: the dependency parser's hashed arc features and scores, and its
+  maximum spanning arborescence decoder (Chu-Liu-Edmonds).
 
 Each function is written undecorated (``_name``) and compiled once as
 ``name = njit(**JIT)(_name)``; the Python originals stay importable so
@@ -43,17 +48,18 @@ from streammkl.core._numba.codes import (
     K_B1, K_LINEAR, K_POLY, K_RBF,
     L_EPS, L_HINGE, L_HUBER, L_LOGISTIC, L_MC_HINGE, L_SOFTMAX, L_SQUARED,
     MAP_GATHER, MAP_LINEAR, MAP_RFF, P_BALL, P_BLOCKSOFT, P_ENET, P_GROUP, P_GROUPLQ, P_L1,
-    P_L1BALL, P_L2, P_SQGROUP, S_CONSTANT, S_INVSQRT, S_INVT,
+    P_L1BALL, P_L2, P_SQGROUP, S_ADAGRAD, S_CONSTANT, S_FTRL, S_INVSQRT, S_INVT,
 )  # fmt: skip
 from streammkl.core._numba.kernels import (
     EXP_FLOOR, exp_many, exp_reduced, fast_exp, gram, kernel_value, view_dot,
 )  # fmt: skip
 from streammkl.core._numba.losses import loss_grad, loss_values
 from streammkl.core._numba.prox import (
-    prox_norm_step, prox_power, prox_squared_l1, project_l1_ball, schedule_eta,
+    ball_multiplier, decreasing_root, gather, prox_norm_step, prox_power, prox_squared_l1,
+    project_l1_ball, scatter, schedule_eta, uniform, weighted_l1_ball, weighted_squared_l1,
 )  # fmt: skip
 from streammkl.core._numba.features import (
-    FAST_COS_LIMIT, axpy_sqnorm, dot4, explicit_phi, fast_cos,
+    FAST_COS_LIMIT, axpby_sqnorm, axpy_sqnorm, dot4, explicit_phi, fast_cos,
 )  # fmt: skip
 from streammkl.core._numba.scores import (
     block_scores, dots_expansion, explicit_sqnorm, support_dots, support_expansion,
@@ -70,8 +76,12 @@ from streammkl.core._numba.projection import (
 from streammkl.core._numba.budget import (
     add_pair, budget_step, make_room, merge_pairs, remove_pair, shift_scores, smallest_pair,
 )  # fmt: skip
+from streammkl.core._numba.averages import (
+    average_scores, leader, track_averages, update_averages,
+)  # fmt: skip
 from streammkl.core._numba.rounds import (
-    apply_prox_steps, average_explicit, decision, decision_many, learn_many, learn_round,
+    apply_prox_steps, average_explicit, block_steps, decision, decision_many, ftrl_explicit,
+    learn_many, learn_round, round_body,
 )  # fmt: skip
 from streammkl.core._numba.chains import (
     forward_backward, logsumexp_row, viterbi, viterbi_cost, viterbi_hamming,
@@ -79,3 +89,11 @@ from streammkl.core._numba.chains import (
 from streammkl.core._numba.sequences import (
     b1_pruned_expansion, pair_kernel, sequence_scores, sequence_step,
 )  # fmt: skip
+from streammkl.core._numba.sparse import (
+    AVERAGE_FLOOR, block_sqnorm, exact_norms, sparse_rescale, sparse_step, zero_entries,
+)  # fmt: skip
+from streammkl.core._numba.arcs import (
+    A_BETWEEN, A_DIR, A_DIST, A_HEAD, A_MOD, PAD, arc_features, arc_key, arc_scores, atom_value,
+    distance_bucket, finish, head_prefix, mix,
+)  # fmt: skip
+from streammkl.core._numba.arborescence import find_cycle, greedy_heads, max_arborescence

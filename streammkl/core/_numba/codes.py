@@ -12,7 +12,8 @@ L_HINGE, L_LOGISTIC, L_SQUARED, L_EPS, L_HUBER, L_MC_HINGE, L_SOFTMAX = 0, 1, 2,
 # prox steps
 P_L2, P_L1, P_GROUP, P_SQGROUP, P_GROUPLQ, P_BALL, P_L1BALL, P_BLOCKSOFT, P_ENET = range(9)
 # schedules
-S_CONSTANT, S_INVSQRT, S_INVT = 0, 1, 2
+S_CONSTANT, S_INVSQRT, S_INVT = 0, 1, 2  # one step for every block
+S_ADAGRAD, S_FTRL = 3, 4  # per-block steps (composite mirror descent; FTRL-proximal)
 # budget policies
 B_OLDEST, B_SMALLEST, B_MERGE, B_PROJECT = 0, 1, 2, 3
 

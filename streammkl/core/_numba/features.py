@@ -80,6 +80,8 @@ def _explicit_phi(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b
                 p[j] = b[j]
             for i in range(min(d, rff_wt.shape[0])):  # z = b + sum_i x_i W[:, i], i in order
                 xi = x[i]
+                if xi == 0.0:  # a sparse input costs its non-zeros (same z after the cosine)
+                    continue
                 col = rff_wt[i, r0 : r0 + n]
                 for j in range(p.shape[0]):
                     p[j] += col[j] * xi
@@ -154,3 +156,33 @@ def _axpy_sqnorm(w, phi, g, lo, hi):
 
 
 axpy_sqnorm = njit(**JIT_INLINE)(_axpy_sqnorm)
+
+
+def _axpby_sqnorm(w, phi, a, g, lo, hi):
+    """w[lo:hi] = a w[lo:hi] + g phi[lo:hi]; returns the new sum of squares (four accumulators)."""
+    u = w[lo:hi]
+    p = phi[lo:hi]
+    n = u.shape[0]
+    a0 = a1 = a2 = a3 = 0.0
+    for q in range(n // 4):
+        j = 4 * q
+        w0 = a * u[j] + g * p[j]
+        w1 = a * u[j + 1] + g * p[j + 1]
+        w2 = a * u[j + 2] + g * p[j + 2]
+        w3 = a * u[j + 3] + g * p[j + 3]
+        u[j] = w0
+        u[j + 1] = w1
+        u[j + 2] = w2
+        u[j + 3] = w3
+        a0 += w0 * w0
+        a1 += w1 * w1
+        a2 += w2 * w2
+        a3 += w3 * w3
+    for j in range(n - n % 4, n):
+        w0 = a * u[j] + g * p[j]
+        u[j] = w0
+        a0 += w0 * w0
+    return (a0 + a1) + (a2 + a3)
+
+
+axpby_sqnorm = njit(**JIT_INLINE)(_axpby_sqnorm)

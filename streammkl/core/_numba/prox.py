@@ -106,98 +106,164 @@ def _prox_power(b0, c, q):
 prox_power = njit(**JIT)(_prox_power)
 
 
-def _prox_norm_step(code, p0, p1, group, b, step, out):
-    """One norm-level prox step ``out = prox_{step * Omega}(b)`` on the blocks in ``group``.
+def _uniform(steps, group):
+    """The common step of the blocks in ``group`` if they all share one, else -1.0."""
+    s = -1.0
+    for m in range(steps.shape[0]):
+        if group[m]:
+            if s < 0.0:
+                s = steps[m]
+            elif steps[m] != s:
+                return -1.0
+    return s
 
-    Blocks outside ``group`` are copied unchanged. ``p0`` is lambda (or the radius), ``p1`` is q.
-    """
-    M = b.shape[0]
-    for m in range(M):
-        out[m] = b[m]
-    if code == P_L2:
-        f = 1.0 / (1.0 + step * p0)
-        for m in range(M):
-            if group[m]:
-                out[m] = b[m] * f
-    elif code == P_BLOCKSOFT:  # group lasso lam * sum_m ||theta_m||: soft-threshold each norm
-        t = step * p0
-        for m in range(M):
-            if group[m]:
-                out[m] = max(0.0, b[m] - t) if b[m] >= 0.0 else min(0.0, b[m] + t)
-    elif code == P_ENET:  # exact prox of lam (sigma/2 sum b^2 + (1-sigma)/2 (sum b)^2)
-        a = step * p0 * p1
-        n = 0
-        for m in range(M):
-            if group[m]:
-                n += 1
-        sub = np.empty(n)
-        res = np.empty(n)
-        i = 0
-        for m in range(M):
-            if group[m]:
-                sub[i] = b[m] / (1.0 + a)
-                i += 1
-        prox_squared_l1(sub, step * p0 * (1.0 - p1) / (1.0 + a), res)
-        i = 0
-        for m in range(M):
-            if group[m]:
-                out[m] = res[i]
-                i += 1
-    elif code == P_GROUP:  # lam * ||theta_G||: soft-threshold the norm of the group
-        sq = 0.0
-        for m in range(M):
-            if group[m]:
-                sq += b[m] * b[m]
-        nrm = math.sqrt(sq)
-        f = max(0.0, 1.0 - step * p0 / nrm) if nrm > 0.0 else 0.0
-        for m in range(M):
-            if group[m]:
-                out[m] = b[m] * f
-    elif (code == P_SQGROUP or code == P_L1BALL) and np.all(group):
-        if code == P_SQGROUP:
-            prox_squared_l1(b, step * p0, out)
-        else:
-            project_l1_ball(b, p0, out)
-    elif code == P_SQGROUP or code == P_L1BALL:
-        n = 0
-        for m in range(M):
-            if group[m]:
-                n += 1
-        sub = np.empty(n)
-        res = np.empty(n)
-        i = 0
-        for m in range(M):
-            if group[m]:
-                sub[i] = b[m]
-                i += 1
-        if code == P_SQGROUP:
-            prox_squared_l1(sub, step * p0, res)
-        else:
-            project_l1_ball(sub, p0, res)
-        i = 0
-        for m in range(M):
-            if group[m]:
-                out[m] = res[i]
-                i += 1
-    elif code == P_GROUPLQ:
-        for m in range(M):
-            if group[m]:
-                out[m] = math.copysign(prox_power(abs(b[m]), step * p0, p1), b[m])
-    elif code == P_BALL:
-        sq = 0.0
-        for m in range(M):
-            if group[m]:
-                sq += b[m] * b[m]
-        nrm = math.sqrt(sq)
-        if nrm > p0:
-            f = p0 / nrm
-            for m in range(M):
-                if group[m]:
-                    out[m] = b[m] * f
+
+uniform = njit(**JIT)(_uniform)
+
+
+def _gather(b, group):
+    n = 0
+    for m in range(b.shape[0]):
+        if group[m]:
+            n += 1
+    sub = np.empty(n)
+    i = 0
+    for m in range(b.shape[0]):
+        if group[m]:
+            sub[i] = b[m]
+            i += 1
+    return sub
+
+
+gather = njit(**JIT)(_gather)
+
+
+def _scatter(res, group, out):
+    i = 0
+    for m in range(out.shape[0]):
+        if group[m]:
+            out[m] = res[i]
+            i += 1
+
+
+scatter = njit(**JIT)(_scatter)
+
+
+def _weighted_squared_l1(x, s, lam, out):
+    """argmin_z sum_m 1/(2 s_m) (z_m - x_m)^2 + lam/2 (sum |z_m|)^2: the prox of the squared
+    l1 norm in the metric diag(1/s) (the weighted form of Alg. 2, cf. Alg. 4 of the paper's
+    supplement). ``z_m = sign(x_m) max(0, |x_m| - s_m lam S)`` with
+    ``S = sum_A |x| / (1 + lam sum_A s)`` over the active set A, which is the longest prefix
+    of the blocks sorted by ``|x_m| / s_m`` (decreasing) whose last block still satisfies
+    ``|x_m| / s_m > lam S``. Equal steps give Alg. 2 with parameter ``s lam``."""
+    n = x.shape[0]
+    key = np.empty(n)
+    for m in range(n):
+        key[m] = abs(x[m]) / s[m] if s[m] > 0.0 else np.inf
+    order = np.argsort(-key, kind="mergesort")
+    sx = 0.0
+    ss = 0.0
+    total = 0.0
+    for r in range(n):
+        m = order[r]
+        sx += abs(x[m])
+        ss += s[m]
+        cand = sx / (1.0 + lam * ss)
+        if key[m] > lam * cand:
+            total = cand
+    for m in range(n):
+        a = abs(x[m]) - s[m] * lam * total
+        out[m] = math.copysign(a, x[m]) if a > 0.0 else 0.0
     return out
 
 
-prox_norm_step = njit(**JIT)(_prox_norm_step)
+weighted_squared_l1 = njit(**JIT)(_weighted_squared_l1)
+
+
+def _weighted_l1_ball(x, s, radius, out):
+    """Projection onto {sum |z_m| <= radius} in the metric diag(1/s): ``z_m = sign(x_m)
+    max(0, |x_m| - tau s_m)`` with tau from the breakpoints ``|x_m| / s_m`` (closed form)."""
+    n = x.shape[0]
+    total = 0.0
+    for m in range(n):
+        total += abs(x[m])
+    if total <= radius:
+        for m in range(n):
+            out[m] = x[m]
+        return out
+    key = np.empty(n)
+    for m in range(n):
+        key[m] = abs(x[m]) / s[m]
+    order = np.argsort(-key, kind="mergesort")
+    sx = 0.0
+    ss = 0.0
+    tau = 0.0
+    for r in range(n):
+        m = order[r]
+        sx += abs(x[m])
+        ss += s[m]
+        cand = (sx - radius) / ss
+        if key[m] > cand:
+            tau = cand
+    for m in range(n):
+        a = abs(x[m]) - tau * s[m]
+        out[m] = math.copysign(a, x[m]) if a > 0.0 else 0.0
+    return out
+
+
+weighted_l1_ball = njit(**JIT)(_weighted_l1_ball)
+
+
+def _decreasing_root(b, s, lam, target):
+    """The root u > 0 of ``sum_m b_m^2 / (u + lam s_m)^2 = target`` (u = 0 when the sum at 0 is
+    already <= target), by Newton's method from the left: the function is convex and
+    decreasing, so every iterate stays left of the root and the sequence increases to it."""
+    u = 0.0
+    for _ in range(200):
+        f = -target
+        fp = 0.0
+        for m in range(b.shape[0]):
+            d = u + lam * s[m]
+            if d <= 0.0:
+                continue
+            q = b[m] * b[m] / (d * d)
+            f += q
+            fp -= 2.0 * q / d
+        if f <= 0.0 or fp == 0.0:
+            break
+        nu = u - f / fp
+        if nu <= u * (1.0 + 1e-15):
+            break
+        u = nu
+    return u
+
+
+decreasing_root = njit(**JIT)(_decreasing_root)
+
+
+def _ball_multiplier(b, s, radius):
+    """mu > 0 with ``sum_m b_m^2 / (1 + mu s_m)^2 = radius^2`` (``||b|| > radius``): Newton from
+    mu = 0, where the convex decreasing left side makes the iterates increase to the root."""
+    mu = 0.0
+    r2 = radius * radius
+    for _ in range(200):
+        f = -r2
+        fp = 0.0
+        for m in range(b.shape[0]):
+            d = 1.0 + mu * s[m]
+            q = b[m] * b[m] / (d * d)
+            f += q
+            fp -= 2.0 * q * s[m] / d
+        if f <= 0.0 or fp == 0.0:
+            break
+        nmu = mu - f / fp
+        if nmu <= mu * (1.0 + 1e-15):
+            break
+        mu = nmu
+    return mu
+
+
+ball_multiplier = njit(**JIT)(_ball_multiplier)
 
 
 def _schedule_eta(code, p0, t):
@@ -210,3 +276,101 @@ def _schedule_eta(code, p0, t):
 
 
 schedule_eta = njit(**JIT)(_schedule_eta)
+
+
+def _prox_norm_step(code, p0, p1, group, b, steps, out):
+    """One norm-level prox step on the blocks in ``group``, in the metric of the per-block
+    steps: ``out = argmin_z sum_m 1/(2 steps_m) (z_m - b_m)^2 + Omega(z)``.
+
+    With one step for every block this is ``prox_{step * Omega}(b)``, computed exactly as the
+    paper's operators (Alg. 2 and the rest); per-block steps (AdaGrad, FTRL) use the weighted
+    closed forms (L2, group soft-threshold, l_q Newton, weighted Alg. 2, weighted l1-ball) or a
+    monotone scalar root (the norm of a group, the l2 ball). Blocks outside ``group`` are copied
+    unchanged. ``p0`` is lambda (or the radius), ``p1`` is q or sigma.
+    """
+    M = b.shape[0]
+    for m in range(M):
+        out[m] = b[m]
+    step = uniform(steps, group)
+    if code == P_L2:
+        for m in range(M):
+            if group[m]:
+                out[m] = b[m] * (1.0 / (1.0 + steps[m] * p0))
+    elif code == P_BLOCKSOFT:  # group lasso lam * sum_m ||theta_m||: soft-threshold each norm
+        for m in range(M):
+            if group[m]:
+                t = steps[m] * p0
+                out[m] = max(0.0, b[m] - t) if b[m] >= 0.0 else min(0.0, b[m] + t)
+    elif code == P_GROUPLQ:
+        for m in range(M):
+            if group[m]:
+                out[m] = math.copysign(prox_power(abs(b[m]), steps[m] * p0, p1), b[m])
+    elif code == P_ENET:  # exact prox of lam (sigma/2 sum b^2 + (1-sigma)/2 (sum b)^2)
+        sub = gather(b, group)
+        res = np.empty(sub.shape[0])
+        if step >= 0.0:
+            a = step * p0 * p1
+            for i in range(sub.shape[0]):
+                sub[i] = sub[i] / (1.0 + a)
+            prox_squared_l1(sub, step * p0 * (1.0 - p1) / (1.0 + a), res)
+        else:  # the l2 part folds into the metric: x / (1 + a_m), steps s_m / (1 + a_m)
+            sw = gather(steps, group)
+            for i in range(sub.shape[0]):
+                a = sw[i] * p0 * p1
+                sub[i] = sub[i] / (1.0 + a)
+                sw[i] = sw[i] / (1.0 + a)
+            weighted_squared_l1(sub, sw, p0 * (1.0 - p1), res)
+        scatter(res, group, out)
+    elif code == P_SQGROUP or code == P_L1BALL:
+        sub = gather(b, group)
+        res = np.empty(sub.shape[0])
+        if code == P_L1BALL and step >= 0.0:
+            project_l1_ball(sub, p0, res)
+        elif code == P_L1BALL:
+            weighted_l1_ball(sub, gather(steps, group), p0, res)
+        elif step >= 0.0:
+            prox_squared_l1(sub, step * p0, res)
+        else:
+            weighted_squared_l1(sub, gather(steps, group), p0, res)
+        scatter(res, group, out)
+    elif code == P_GROUP:  # lam * ||theta_G||: shrink the norm of the group
+        sq = 0.0
+        for m in range(M):
+            if group[m]:
+                sq += b[m] * b[m]
+        nrm = math.sqrt(sq)
+        if step >= 0.0:
+            f = max(0.0, 1.0 - step * p0 / nrm) if nrm > 0.0 else 0.0
+            for m in range(M):
+                if group[m]:
+                    out[m] = b[m] * f
+        else:  # z_m = b_m / (1 + lam s_m / r) with r = ||z_G||: 0 iff ||b / s|| <= lam
+            sub = gather(b, group)
+            sw = gather(steps, group)
+            r = decreasing_root(sub, sw, p0, 1.0)
+            for m in range(M):
+                if group[m]:
+                    out[m] = b[m] * r / (r + p0 * steps[m]) if r > 0.0 else 0.0
+    elif code == P_BALL:
+        sq = 0.0
+        for m in range(M):
+            if group[m]:
+                sq += b[m] * b[m]
+        nrm = math.sqrt(sq)
+        if nrm > p0:
+            if step >= 0.0:
+                f = p0 / nrm
+                for m in range(M):
+                    if group[m]:
+                        out[m] = b[m] * f
+            else:  # z_m = b_m / (1 + mu s_m): with u = 1/mu, sum b^2 / (u + s)^2 = radius^2 / u^2
+                sub = gather(b, group)
+                sw = gather(steps, group)
+                mu = ball_multiplier(sub, sw, p0)
+                for m in range(M):
+                    if group[m]:
+                        out[m] = b[m] / (1.0 + mu * steps[m])
+    return out
+
+
+prox_norm_step = njit(**JIT)(_prox_norm_step)

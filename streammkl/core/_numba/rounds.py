@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from numba import njit
 
 from streammkl.core._jit import JIT
+from streammkl.core._numba.averages import average_scores, leader, track_averages, update_averages
 from streammkl.core._numba.budget import make_room
-from streammkl.core._numba.codes import _SCALE_FLOOR, P_L1
-from streammkl.core._numba.features import axpy_sqnorm, dot4, explicit_phi
+from streammkl.core._numba.codes import _SCALE_FLOOR, P_BALL, P_L1, S_ADAGRAD, S_FTRL
+from streammkl.core._numba.features import axpby_sqnorm, axpy_sqnorm, dot4, explicit_phi
 from streammkl.core._numba.kernels import kernel_value
 from streammkl.core._numba.losses import loss_grad
 from streammkl.core._numba.prox import prox_norm_step, schedule_eta
@@ -18,23 +20,26 @@ from streammkl.core._numba.scores import block_scores, explicit_sqnorm, zero_or_
 
 
 def _apply_prox_steps(
-    eta, step_codes, step_p, step_groups, radius, is_explicit, ex_blocks, ex_off,
+    etas, step_codes, step_p, step_groups, radius, is_explicit, ex_blocks, ex_off,
     w, scale, norms, coef, n_support, newnorms,
 ):  # fmt: skip
-    """J prox steps in order, then the optional projection onto the ball of radius ``radius``."""
+    """J prox steps in order, then the optional projection onto the ball of radius ``radius``,
+    in the metric of the per-block steps ``etas[m]`` (one value for every block: the paper's
+    Euclidean steps; per-block values: AdaGrad's composite mirror descent). Entries of
+    ``etas`` past the M blocks (the bias step) are ignored."""
     M = norms.shape[0]
     n_steps = step_codes.shape[0]
+    steps = etas[:M]
     for j in range(n_steps + 1):
         if j < n_steps:
             code = step_codes[j]
             if code == P_L1:  # coordinate soft-threshold, explicit blocks only
-                tau = eta * step_p[j, 0]
                 for m in ex_blocks:
                     if not step_groups[j, m]:
                         continue
                     a = ex_off[m]
                     e = ex_off[m + 1]
-                    t = tau / scale[m]
+                    t = steps[m] * step_p[j, 0] / scale[m]
                     for k in range(w.shape[0]):
                         for i in range(a, e):
                             wi = w[k, i]
@@ -46,18 +51,11 @@ def _apply_prox_steps(
                                 w[k, i] = 0.0
                     norms[m] = scale[m] * math.sqrt(explicit_sqnorm(w, a, e))
                 continue
-            prox_norm_step(code, step_p[j, 0], step_p[j, 1], step_groups[j], norms, eta, newnorms)
+            prox_norm_step(code, step_p[j, 0], step_p[j, 1], step_groups[j], norms, steps, newnorms)
         else:
             if radius <= 0.0:
                 break
-            sq = 0.0
-            for m in range(M):
-                sq += norms[m] * norms[m]
-            nrm = math.sqrt(sq)
-            if nrm <= radius:
-                break
-            for m in range(M):
-                newnorms[m] = norms[m] * (radius / nrm)
+            prox_norm_step(P_BALL, radius, 0.0, np.ones(M, np.bool_), norms, steps, newnorms)
         for m in range(M):
             old = norms[m]
             new = newnorms[m]
@@ -76,22 +74,130 @@ def _apply_prox_steps(
 apply_prox_steps = njit(**JIT)(_apply_prox_steps)
 
 
+def _block_steps(sched, sched_p, t, acc, fsq, vv, etas):
+    """Per-block steps of this round into ``etas`` (M blocks, then the bias).
+
+    Global schedules (Constant, InvSqrt, InvT) give every block and the bias ``eta_t``. AdaGrad
+    and FTRL first add this round's squared gradient norms ``||v||^2 ||phi_m(x)||^2`` (``fsq[m]
+    = ||phi_m(x)||^2``; ``vv = ||v||^2`` for the bias) to the accumulators ``acc``, after
+    multiplying them by ``forget`` (1: AdaGrad's sums), and give block m
+    ``eta0 / sqrt(delta + acc[m])`` (``sched_p = (eta0, delta, forget)``).
+    """
+    M = fsq.shape[0]
+    if sched == S_ADAGRAD or sched == S_FTRL:
+        f = sched_p[2]
+        for m in range(M):
+            acc[m] = f * acc[m] + vv * fsq[m]
+            etas[m] = sched_p[0] / math.sqrt(sched_p[1] + acc[m])
+        acc[M] = f * acc[M] + vv
+        etas[M] = sched_p[0] / math.sqrt(sched_p[1] + acc[M])
+    else:
+        eta = schedule_eta(sched, sched_p[0], t)
+        for m in range(M + 1):
+            etas[m] = eta
+
+
+block_steps = njit(**JIT)(_block_steps)
+
+
+def _ftrl_explicit(
+    v, phi, ex_blocks, ex_off, etas, prev, t, step_codes, step_p, step_groups, radius,
+    w, scale, norms, zn, newnorms,
+):  # fmt: skip
+    """FTRL-proximal on explicit blocks with per-block adaptive steps (McMahan 2011).
+
+    Block m stores ``u_m = -z_m`` in ``w`` (``z_m``: the gradients so far, minus the proximal
+    centering terms ``sigma_s theta_s`` with ``sigma_s = 1/eta_s - 1/eta_(s-1)``) and its norm in
+    ``zn[m]``; ``theta_(t+1) = argmin <z, theta> + t Omega(theta) + sum_m ||theta_m||^2 /
+    (2 eta_m)`` is ``theta_m = eta_m u_m b_m / c_m`` with ``c_m = eta_m ||u_m||`` and ``b`` the
+    prox of ``Omega`` on ``c`` in the metric of the steps ``t eta_m`` (the same closed forms as
+    the mirror-descent round), so the lazy scale is ``eta_m b_m / c_m`` (0 for a dropped block,
+    whose ``u_m`` is kept). ``prev[m]`` holds the previous step (0 before the first round).
+    """
+    M = norms.shape[0]
+    c = np.empty(M)
+    steps = np.empty(M)
+    for m in range(M):
+        c[m] = 0.0
+        steps[m] = t * etas[m]
+    for m in ex_blocks:
+        a = ex_off[m]
+        e = ex_off[m + 1]
+        sigma = 1.0 / etas[m] - 1.0 / prev[m] if prev[m] > 0.0 else 0.0
+        keep = 1.0 + sigma * scale[m]  # z <- z - sigma theta, i.e. u <- (1 + sigma scale) u
+        sq = 0.0
+        for k in range(w.shape[0]):
+            sq += axpby_sqnorm(w[k], phi, keep, v[k], a, e)
+        zn[m] = math.sqrt(sq)
+        c[m] = etas[m] * zn[m]
+        prev[m] = etas[m]
+    n_steps = step_codes.shape[0]
+    for j in range(n_steps):
+        code, p0, p1 = step_codes[j], step_p[j, 0], step_p[j, 1]
+        prox_norm_step(code, p0, p1, step_groups[j], c, steps, newnorms)
+        for m in range(M):
+            c[m] = newnorms[m]
+    if radius > 0.0:
+        prox_norm_step(P_BALL, radius, 0.0, np.ones(M, np.bool_), c, etas[:M], newnorms)
+        for m in range(M):
+            c[m] = newnorms[m]
+    for m in ex_blocks:
+        norms[m] = c[m]
+        scale[m] = c[m] / zn[m] if zn[m] > 0.0 and c[m] > 0.0 else 0.0
+
+
+ftrl_explicit = njit(**JIT)(_ftrl_explicit)
+
+
 def _learn_round(
-    x, y, eta,
+    x, y, t, sched, sched_p, acc, etas, prev, zn,
     kinds, kp, is_explicit, view_of, masks, view_full, ex_blocks, im_blocks,
     ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b,
     loss_code, loss_p, step_codes, step_p, step_groups, radius, policy, capacity,
     w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, gram, bias, bias_lr,
-    phi, scores, fx, v, xsq, dots, newnorms,
+    phi, scores, fx, v, xsq, dots, newnorms, fsq,
+    avg_w, avg_bias, avg_loss, avg_count, horizons, rho, every, pred, scratch, ascores,
 ):  # fmt: skip
     """One round: scores -> loss subgradient -> gradient step -> J prox steps -> projection.
 
-    ``fx`` receives the prequential scores (before the update); returns the loss at theta_t.
+    ``t`` is the round number since the last restart (1 for the first); ``sched`` and
+    ``sched_p`` the schedule (``_block_steps``); ``acc`` its per-block accumulators (M + 1);
+    ``etas`` (M + 1) receives this round's steps. ``prev`` and ``zn`` (M) are FTRL's previous
+    steps and the norms of its stored blocks (unused by the other schedules). ``fx`` receives
+    the prequential scores (before the update); returns the loss at theta_t.
     ``counters = [n_support, next_age]``. The caller guarantees room for one more support pair
     when ``capacity`` is not yet reached (``sx.shape[0] > counters[0]``); at the capacity the
     budget step of ``policy`` frees one (``make_room``; ``gram`` holds the projection policy's
-    Gram matrices and inverses, else it has no rows).
+    Gram matrices and inverses, else it has no rows). With averaged iterates (``avg_w``
+    non-empty, see ``averages``) ``pred`` receives the prediction (the leader's scores), else
+    ``fx``'s; the gradient is always the last iterate's.
     """
+    loss = round_body(
+        x, y, t, sched, sched_p, acc, etas, prev, zn,
+        kinds, kp, is_explicit, view_of, masks, view_full, ex_blocks, im_blocks,
+        ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b,
+        loss_code, loss_p, step_codes, step_p, step_groups, radius, policy, capacity,
+        w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, gram, bias, bias_lr,
+        phi, scores, fx, v, xsq, dots, newnorms, fsq,
+        avg_w, avg_bias, avg_loss, avg_count, rho, every, pred, scratch, ascores,
+    )  # fmt: skip
+    if avg_w.shape[0] > 0:
+        update_averages(
+            w, scale, bias, ex_blocks, ex_off, avg_w, avg_bias, horizons, avg_count, every
+        )
+    return loss
+
+
+def _round_body(
+    x, y, t, sched, sched_p, acc, etas, prev, zn,
+    kinds, kp, is_explicit, view_of, masks, view_full, ex_blocks, im_blocks,
+    ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b,
+    loss_code, loss_p, step_codes, step_p, step_groups, radius, policy, capacity,
+    w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, gram, bias, bias_lr,
+    phi, scores, fx, v, xsq, dots, newnorms, fsq,
+    avg_w, avg_bias, avg_loss, avg_count, rho, every, pred, scratch, ascores,
+):  # fmt: skip
+    """``learn_round`` before the averages' update (see there)."""
     M = norms.shape[0]
     K = fx.shape[0]
     explicit_phi(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b, phi)
@@ -100,19 +206,44 @@ def _learn_round(
         kinds, kp, sx, ssq, sv, coef, counters[0], xsq, dots, scores,
     )  # fmt: skip
     for k in range(K):
-        acc = bias[k]
+        total = bias[k]
         for m in range(M):
-            acc += scores[m, k]
-        fx[k] = acc
+            total += scores[m, k]
+        fx[k] = total
     loss = loss_grad(loss_code, loss_p, fx, y, v)
+    if avg_w.shape[0] > 0:
+        track_averages(
+            loss_code, loss_p, fx, loss, y, phi, ex_blocks, ex_off, avg_w, avg_bias, avg_loss,
+            rho, avg_count, every, scratch, ascores, pred,
+        )  # fmt: skip
+    else:
+        for k in range(K):
+            pred[k] = fx[k]
     vv = 0.0
     for k in range(K):
         vv += v[k] * v[k]
+    adaptive = sched == S_ADAGRAD or sched == S_FTRL
+    for m in ex_blocks:  # ||phi_m(x)||^2 (only the adaptive schedules read it)
+        fsq[m] = dot4(phi, phi, ex_off[m], ex_off[m + 1]) if adaptive else 0.0
+    for m in im_blocks:  # k_m(x, x) = ||phi_m(x)||^2
+        vw = view_of[m]
+        fsq[m] = kernel_value(
+            kinds[m], kp[m, 0], kp[m, 1], kp[m, 2] != 0.0, xsq[vw], 0.0, xsq[vw], xsq[vw],
+        )  # fmt: skip
+    block_steps(sched, sched_p, t, acc, fsq, vv, etas)
+    if sched == S_FTRL:
+        ftrl_explicit(
+            v, phi, ex_blocks, ex_off, etas, prev, t, step_codes, step_p, step_groups, radius,
+            w, scale, norms, zn, newnorms,
+        )  # fmt: skip
+        for k in range(K):
+            bias[k] += bias_lr * etas[M] * v[k]
+        return loss
     if vv > 0.0:
-        for m in ex_blocks:  # explicit: W += (eta / scale) v (x) phi, exact norm (one pass)
+        for m in ex_blocks:  # explicit: W += (eta_m / scale) v (x) phi, exact norm (one pass)
             a = ex_off[m]
             e = ex_off[m + 1]
-            g = eta / scale[m]
+            g = etas[m] / scale[m]
             sq = 0.0
             for k in range(K):
                 gk = g * v[k]
@@ -136,11 +267,8 @@ def _learn_round(
             sage[slot] = counters[1]
             counters[1] += 1
             for m in im_blocks:  # corrected block-norm update (erratum E1)
-                vw = view_of[m]
-                kxx = kernel_value(
-                    kinds[m], kp[m, 0], kp[m, 1], kp[m, 2] != 0.0,
-                    xsq[vw], 0.0, xsq[vw], xsq[vw],
-                )  # fmt: skip
+                kxx = fsq[m]
+                eta = etas[m]
                 fv = 0.0
                 for k in range(K):
                     fv += scores[m, k] * v[k]
@@ -149,14 +277,15 @@ def _learn_round(
                 kself[slot, m] = kxx
                 coef[m, slot] = eta / scale[m]
         for k in range(K):
-            bias[k] += bias_lr * eta * v[k]
+            bias[k] += bias_lr * etas[M] * v[k]
     apply_prox_steps(
-        eta, step_codes, step_p, step_groups, radius, is_explicit, ex_blocks, ex_off,
+        etas, step_codes, step_p, step_groups, radius, is_explicit, ex_blocks, ex_off,
         w, scale, norms, coef, counters[0], newnorms,
     )  # fmt: skip
     return loss
 
 
+round_body = njit(**JIT)(_round_body)
 learn_round = njit(**JIT)(_learn_round)
 
 
@@ -164,8 +293,10 @@ def _decision(
     x, kinds, kp, view_of, masks, view_full, ex_blocks, im_blocks,
     ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b,
     w, scale, sx, ssq, sv, coef, n_support, bias, phi, scores, fx, xsq, dots,
+    avg_w, avg_bias, avg_loss,
 ):  # fmt: skip
-    """Scores ``fx`` = sum of block scores + bias, without learning."""
+    """Scores ``fx`` = sum of block scores + bias, without learning; with averaged iterates,
+    the scores of the predictor ``learn_round`` would use now (the leader)."""
     explicit_phi(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b, phi)
     block_scores(
         x, phi, w, scale, ex_blocks, ex_off, im_blocks, view_of, masks, view_full,
@@ -176,6 +307,10 @@ def _decision(
         for m in range(scores.shape[0]):
             acc += scores[m, k]
         fx[k] = acc
+    if avg_w.shape[0] > 0:
+        best = leader(avg_loss)
+        if best > 0:
+            average_scores(phi, ex_blocks, ex_off, avg_w, avg_bias, best - 1, fx)
 
 
 decision = njit(**JIT)(_decision)
@@ -194,38 +329,40 @@ average_explicit = njit(**JIT)(_average_explicit)
 
 
 def _learn_many(
-    X, Y, t0, sched_code, sched_p, average, w_avg,
+    X, Y, t0, n0, sched, sched_p, acc, etas, prev, zn, average, w_avg,
     kinds, kp, is_explicit, view_of, masks, view_full, ex_blocks, im_blocks,
     ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b,
     loss_code, loss_p, step_codes, step_p, step_groups, radius, policy, capacity,
     w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, gram, bias, bias_lr,
-    phi, scores, fx, v, xsq, dots, newnorms, losses, preds, norms_before,
+    phi, scores, fx, v, xsq, dots, newnorms, fsq,
+    avg_w, avg_bias, avg_loss, avg_count, horizons, rho, every, pred, scratch, ascores,
+    losses, preds, norms_before,
 ):  # fmt: skip
     """``learn_round`` over the rows of X in order (the compiled loop behind ``learn_many``).
 
-    Rounds are numbered t0 + 1, t0 + 2, ...; prequential scores go to ``preds``, losses to
-    ``losses``. ``norms_before`` (n, M) receives the block norms before each round (what the
-    regularizer's value at theta_t needs), or is (0, M) and left alone.
+    Rounds are numbered t0 + 1, t0 + 2, ... since the schedule's last restart, and n0 + 1, ...
+    since the model began (the running average's weights); prequential scores go to ``preds``,
+    losses to ``losses``. ``norms_before`` (n, M) receives the block norms before each round
+    (what the regularizer's value at theta_t needs), or is (0, M) and left alone.
     """
     track = norms_before.shape[0] > 0
     for i in range(X.shape[0]):
-        t = t0 + i + 1
-        eta = schedule_eta(sched_code, sched_p, t)
         if track:
             for m in range(norms.shape[0]):
                 norms_before[i, m] = norms[m]
         losses[i] = learn_round(
-            X[i], Y[i], eta,
+            X[i], Y[i], t0 + i + 1, sched, sched_p, acc, etas, prev, zn,
             kinds, kp, is_explicit, view_of, masks, view_full, ex_blocks, im_blocks,
             ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b,
             loss_code, loss_p, step_codes, step_p, step_groups, radius, policy, capacity,
             w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, gram, bias, bias_lr,
-            phi, scores, fx, v, xsq, dots, newnorms,
+            phi, scores, fx, v, xsq, dots, newnorms, fsq,
+            avg_w, avg_bias, avg_loss, avg_count, horizons, rho, every, pred, scratch, ascores,
         )  # fmt: skip
         for k in range(fx.shape[0]):
-            preds[i, k] = fx[k]
+            preds[i, k] = pred[k]
         if average:
-            average_explicit(w, scale, ex_blocks, ex_off, w_avg, t)
+            average_explicit(w, scale, ex_blocks, ex_off, w_avg, n0 + i + 1)
 
 
 learn_many = njit(**JIT)(_learn_many)
@@ -234,7 +371,8 @@ learn_many = njit(**JIT)(_learn_many)
 def _decision_many(
     X, kinds, kp, view_of, masks, view_full, ex_blocks, im_blocks,
     ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b,
-    w, scale, sx, ssq, sv, coef, n_support, bias, phi, scores, fx, xsq, dots, out,
+    w, scale, sx, ssq, sv, coef, n_support, bias, phi, scores, fx, xsq, dots,
+    avg_w, avg_bias, avg_loss, out,
 ):  # fmt: skip
     """``decision`` for every row of X into ``out`` (n, K)."""
     for i in range(X.shape[0]):
@@ -242,6 +380,7 @@ def _decision_many(
             X[i], kinds, kp, view_of, masks, view_full, ex_blocks, im_blocks,
             ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b,
             w, scale, sx, ssq, sv, coef, n_support, bias, phi, scores, fx, xsq, dots,
+            avg_w, avg_bias, avg_loss,
         )  # fmt: skip
         for k in range(fx.shape[0]):
             out[i, k] = fx[k]

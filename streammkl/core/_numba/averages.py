@@ -1,0 +1,99 @@
+"""Predictions from averaged iterates: exponential moving averages of the explicit blocks at a
+few horizons, and the choice among them (and the last iterate) by discounted prequential loss.
+
+``avg_w[e]`` (K, P) holds the scaled average ``theta_bar_e`` of the explicit weights and
+``avg_bias[e]`` its bias; after each round ``theta_bar_e += r_e (theta_(t+1) - theta_bar_e)`` with
+``r_e = max(1 / n, 1 / horizon_e)`` (n rounds since the averages started: the running mean first,
+an exponential average of horizon h after h rounds). ``avg_loss[0]`` is the discounted
+prequential loss of the last iterate, ``avg_loss[e + 1]`` that of average e
+(``L <- rho L + loss``); the prediction at x_t comes from the one with the smallest loss up to
+round t - 1 (follow the leader over the predictors; ties to the last iterate).
+
+To keep their cost a fraction of a round, the averages and the losses are updated every
+``every`` rounds (``every = 1``: every round): an average then takes
+``r = max(1 / n, 1 - (1 - 1 / horizon)^every)`` (n updates so far) and a loss the discount
+``rho^every``; the leader's prediction is computed every round.
+"""
+
+from __future__ import annotations
+
+from numba import njit
+
+from streammkl.core._jit import JIT
+from streammkl.core._numba.features import dot4
+from streammkl.core._numba.losses import loss_grad
+
+
+def _leader(avg_loss):
+    """0 for the last iterate, e + 1 for average e: the smallest discounted loss so far."""
+    best = 0
+    for e in range(1, avg_loss.shape[0]):
+        if avg_loss[e] < avg_loss[best]:
+            best = e
+    return best
+
+
+leader = njit(**JIT)(_leader)
+
+
+def _average_scores(phi, ex_blocks, ex_off, avg_w, avg_bias, e, out):
+    """Scores of average e at the feature maps ``phi`` into ``out`` (K,)."""
+    for k in range(out.shape[0]):
+        acc = avg_bias[e, k]
+        for m in ex_blocks:
+            acc += dot4(avg_w[e, k], phi, ex_off[m], ex_off[m + 1])
+        out[k] = acc
+
+
+average_scores = njit(**JIT)(_average_scores)
+
+
+def _track_averages(
+    loss_code, loss_p, fx, loss, y, phi, ex_blocks, ex_off, avg_w, avg_bias, avg_loss, rho,
+    count, every, scratch, scores, pred,
+):  # fmt: skip
+    """The prediction at this round into ``pred`` (the leader's scores, chosen before this
+    example's losses count); on every ``every``-th round (``count[0]`` rounds before this one)
+    every predictor's discounted loss is updated with this example. ``fx``, ``loss``: the last
+    iterate's scores and loss; ``scratch``, ``scores``: (K,) work arrays."""
+    best = leader(avg_loss)
+    for k in range(pred.shape[0]):
+        pred[k] = fx[k]
+    if int(count[0]) % every != 0:
+        if best > 0:
+            average_scores(phi, ex_blocks, ex_off, avg_w, avg_bias, best - 1, pred)
+        return
+    discount = rho**every
+    avg_loss[0] = discount * avg_loss[0] + loss
+    for e in range(avg_w.shape[0]):
+        average_scores(phi, ex_blocks, ex_off, avg_w, avg_bias, e, scores)
+        if best == e + 1:
+            for k in range(pred.shape[0]):
+                pred[k] = scores[k]
+        value = loss_grad(loss_code, loss_p, scores, y, scratch)
+        avg_loss[e + 1] = discount * avg_loss[e + 1] + value
+
+
+track_averages = njit(**JIT)(_track_averages)
+
+
+def _update_averages(
+    w, scale, bias, ex_blocks, ex_off, avg_w, avg_bias, horizons, count, every
+):  # fmt: skip
+    """One more round (``count[0]`` rounds so far, incremented here); every ``every``-th
+    round, the new iterate enters every average."""
+    count[0] += 1
+    if int(count[0]) % every != 0:
+        return
+    n = count[0] // every
+    for e in range(avg_w.shape[0]):
+        r = max(1.0 / n, 1.0 - (1.0 - 1.0 / horizons[e]) ** every)
+        for k in range(w.shape[0]):
+            for m in ex_blocks:
+                s = scale[m]
+                for j in range(ex_off[m], ex_off[m + 1]):
+                    avg_w[e, k, j] += (s * w[k, j] - avg_w[e, k, j]) * r
+            avg_bias[e, k] += (bias[k] - avg_bias[e, k]) * r
+
+
+update_averages = njit(**JIT)(_update_averages)

@@ -1,0 +1,122 @@
+"""Gaussian bandwidths from the data (the median heuristic) for ``MedianRBF`` kernels.
+
+A ``MedianRBF(scale)`` in a bank stands for ``RBF(gamma = scale / m)`` where m is the median
+squared distance between inputs. ``OnlineMKL`` resolves it in three moments:
+
+1. at its first input (d inputs known): provisionally with ``m = 2 d``, the expected squared
+   distance of two standardised inputs with independent coordinates, so the block learns from
+   the first example;
+2. after ``WARMUP`` inputs: with the median over all pairs of those inputs (kept in a small
+   reservoir); the block is replaced (restarted at zero) only if its gamma moves by more than
+   ``TOLERANCE``, so a good provisional guess loses nothing;
+3. when the number of inputs has grown by ``TOLERANCE`` since: gamma is rescaled by
+   ``d_old / d_new`` (the median of standardised inputs grows with d) and the block restarts.
+
+Each resolved kernel records where its bandwidth came from (``RBF.median_from``) and its name
+states the bandwidth it got, so the learned kernel weights stay readable.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from streammkl.core.kernels import RBF, Kernel, MedianRBF
+
+WARMUP = 50  # inputs kept for the median
+TOLERANCE = 1.25  # a bandwidth (or the number of inputs) must move by this factor to be redone
+
+
+def has_pending(kernels: Sequence[Kernel]) -> bool:
+    """Whether a bank still waits for the warm-up's median."""
+    return any(_pending(k) for k in kernels)
+
+
+def _pending(k: Kernel) -> bool:
+    return isinstance(k, MedianRBF) or (
+        isinstance(k, RBF) and k.median_from is not None and not k.median_from["final"]
+    )
+
+
+def for_inputs(kernels: Sequence[Kernel], d: int) -> tuple[Kernel, ...]:
+    """The bank for d inputs: templates resolved provisionally (``m = 2 d``), and bandwidths
+    set at fewer inputs rescaled once d has grown by ``TOLERANCE``."""
+    out: list[Kernel] = []
+    for k in kernels:
+        if isinstance(k, MedianRBF):
+            out.append(k.resolve(2.0 * max(d, 1), d, final=False))
+        elif (
+            isinstance(k, RBF)
+            and k.median_from is not None
+            and d >= TOLERANCE * max(k.median_from["inputs"], 1)
+        ):
+            origin = {**k.median_from, "inputs": d}
+            ratio = k.median_from["inputs"] / d
+            out.append(_rbf(k, k.gamma * ratio, origin))
+        else:
+            out.append(k)
+    return tuple(out)
+
+
+def after_warmup(kernels: Sequence[Kernel], inputs: np.ndarray) -> tuple[Kernel, ...]:
+    """The bank once the warm-up inputs (n, d) are known: every provisional bandwidth becomes
+    ``scale / median`` (kept as it was when within ``TOLERANCE``), and final."""
+    median = median_sq_distance(inputs)
+    d = inputs.shape[1]
+    out: list[Kernel] = []
+    for k in kernels:
+        if isinstance(k, RBF) and k.median_from is not None and not k.median_from["final"]:
+            scale = float(k.median_from["scale"])
+            gamma = scale / median
+            if max(gamma, k.gamma) / min(gamma, k.gamma) <= TOLERANCE:
+                gamma = k.gamma  # the provisional guess was good: keep the block
+            out.append(_rbf(k, gamma, {"scale": scale, "inputs": d, "final": True}))
+        else:
+            out.append(k)
+    return tuple(out)
+
+
+def median_sq_distance(inputs: np.ndarray) -> float:
+    """Median of ``||x_i - x_j||^2`` over all pairs i < j (the mean if the median is 0, e.g.
+    mostly repeated inputs; 1 if every input is the same)."""
+    X = np.asarray(inputs, dtype=np.float64)
+    if X.shape[0] < 2:
+        return 1.0
+    sq = np.einsum("ij,ij->i", X, X)
+    D = sq[:, None] + sq[None, :] - 2.0 * (X @ X.T)
+    pairs = np.maximum(D[np.triu_indices(X.shape[0], 1)], 0.0)
+    for value in (float(np.median(pairs)), float(np.mean(pairs))):
+        if value > 0 and math.isfinite(value):
+            return value
+    return 1.0
+
+
+def _rbf(k: RBF, gamma: float, origin: dict) -> RBF:
+    return RBF(gamma, k.n_components, k.features, None, origin)  # named after its bandwidth
+
+
+class Reservoir:
+    """The first ``WARMUP`` inputs, as rows (inputs that appear later count as 0 in earlier
+    rows, the learners' convention for a missing feature)."""
+
+    def __init__(self, rows: np.ndarray | None = None):
+        self.rows = np.zeros((0, 0)) if rows is None else np.array(rows, dtype=np.float64)
+
+    def __len__(self) -> int:
+        return int(self.rows.shape[0])
+
+    @property
+    def full(self) -> bool:
+        return len(self) >= WARMUP
+
+    def add(self, X: np.ndarray) -> None:
+        X = np.atleast_2d(np.asarray(X, dtype=np.float64))[: WARMUP - len(self)]
+        if X.shape[0] == 0:
+            return
+        d = max(X.shape[1], self.rows.shape[1])
+        rows = np.zeros((len(self) + X.shape[0], d))
+        rows[: len(self), : self.rows.shape[1]] = self.rows
+        rows[len(self) :, : X.shape[1]] = X
+        self.rows = rows

@@ -1,0 +1,116 @@
+"""Data-adaptive Gaussian bandwidths (the median heuristic) and the additive Gaussian kernel."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from streammkl.core import OnlineMKL, bandwidth, kernels, schedules
+from tests.naive import gram
+
+
+def _stream(n, d=3, scale=1.0, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)) * scale
+    return X, np.where(X[:, 0] * X[:, 1] > 0, 1.0, -1.0)
+
+
+def test_median_kernel_is_provisional_then_measured_after_the_warm_up():
+    X, Y = _stream(200, scale=3.0)  # squared distances ~ 2 d 9: far from the standardised 2 d
+    model = OnlineMKL(kernels=(kernels.Linear(), kernels.MedianRBF(2.0, 32)))
+    assert model.names == ["linear", "rff(gamma=2/median,D=32)"]
+    model.learn(X[0], Y[0])
+    k = model.kernels[1]
+    assert k.gamma == pytest.approx(2.0 / 6.0) and k.median_from["final"] is False
+    model.learn_many(X[1 : bandwidth.WARMUP], Y[1 : bandwidth.WARMUP])
+    k = model.kernels[1]
+    D = ((X[:50, None, :] - X[None, :50, :]) ** 2).sum(-1)
+    median = np.median(D[np.triu_indices(50, 1)])
+    assert k.gamma == pytest.approx(2.0 / median, rel=1e-12)
+    assert k.median_from == {"scale": 2.0, "inputs": 3, "final": True}
+    assert model.names[1] == f"rff(gamma={2.0 / median:g},D=32)"  # the name states it
+    assert model.block_norms[1] == 0.0  # moved by far more than the tolerance: a fresh block
+    model.learn_many(X[50:], Y[50:])
+    assert model.block_norms[1] > 0.0
+
+
+def test_a_good_provisional_bandwidth_keeps_its_block_through_the_warm_up():
+    X, Y = _stream(120, d=6)
+    model = OnlineMKL(kernels=(kernels.MedianRBF(1.0, 16), kernels.Linear()))
+    model.learn_many(X[:49], Y[:49])
+    before = model.block_norms[0]
+    assert before > 0
+    model.learn(X[49], Y[49])  # the 50th input ends the warm-up
+    k = model.kernels[0]
+    assert k.median_from["final"] and k.gamma == pytest.approx(1.0 / 12.0)  # kept: within 25 %
+    assert model.block_norms[0] > 0
+
+
+def test_warm_up_is_the_same_learned_in_one_run_or_example_by_example_and_resumes_exactly():
+    X, Y = _stream(150, seed=3)
+    cfg = dict(kernels=(kernels.Linear(), kernels.MedianRBF(0.5, 16), kernels.MedianRBF(4.0, 16)),
+               schedule=schedules.AdaGrad(0.5))  # fmt: skip
+    a, b = OnlineMKL(**cfg), OnlineMKL(**cfg)
+    a.learn_many(X, Y)
+    c = None
+    for i, (x, y) in enumerate(zip(X, Y, strict=True)):
+        b.learn(x, y)
+        if i == 20:  # mid warm-up: the reservoir travels with the state
+            c = OnlineMKL.from_state(*b.to_state())
+    assert a.digest() == b.digest()
+    assert c is not None
+    c.learn_many(X[21:], Y[21:])
+    assert c.digest() == b.digest()
+
+
+def test_bandwidths_follow_the_number_of_inputs():
+    model = OnlineMKL(kernels=(kernels.Linear(), kernels.MedianRBF(2.0, 8)))
+    X, Y = _stream(60, d=8)
+    model.learn_many(X, Y)
+    gamma = model.kernels[1].gamma
+    model.learn(np.r_[X[0], 1.0], 1.0)  # 9 inputs: less than a quarter more, nothing changes
+    assert model.kernels[1].gamma == gamma
+    model.learn(np.r_[X[0], 1.0, 2.0, 3.0], 1.0)  # 11 inputs >= 1.25 * 8
+    assert model.kernels[1].gamma == pytest.approx(gamma * 8 / 11)
+    assert model.kernels[1].median_from["inputs"] == 11
+
+
+def test_median_of_degenerate_inputs():
+    assert bandwidth.median_sq_distance(np.zeros((10, 3))) == 1.0
+    X = np.zeros((10, 2))
+    X[0] = 1.0  # the median pair distance is 0: the mean is used
+    assert bandwidth.median_sq_distance(X) == pytest.approx(2.0 * 9 / 45)
+
+
+def test_additive_kernel_gram_and_its_random_fourier_map():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(40, 3))
+    k = kernels.AdditiveRBF(gamma=0.7, n_components=4000)
+    want = np.mean([np.exp(-0.7 * (X[:, None, j] - X[None, :, j]) ** 2) for j in range(3)], 0)
+    np.testing.assert_allclose(k.gram(X), want, rtol=1e-12)
+    model = OnlineMKL(kernels=(k,), seed=2)
+    model.learn(X[0], 1.0)
+    L = model._layout
+    assert L.width == 3 * 4000
+    W = L.rff_w
+    assert np.all((W != 0).sum(axis=1) == 1)  # each component reads one input
+    Z = np.sqrt(2.0 / L.width) * np.cos(X @ W.T + L.rff_b)
+    np.testing.assert_allclose(Z @ Z.T, want, atol=0.05)
+
+
+def test_additive_kernel_maps_of_old_inputs_survive_a_new_input():
+    k = kernels.AdditiveRBF(n_components=8)
+    cols2, off2 = k.fourier_map(["a", "b"], seed=0)
+    cols3, off3 = k.fourier_map(["a", "b", "c"], seed=0)
+    np.testing.assert_array_equal(cols3[:16, :2], cols2)
+    np.testing.assert_array_equal(off3[:16], off2)
+
+
+def test_template_specs_round_trip_and_bad_scales_are_refused():
+    k = kernels.MedianRBF(2.0, 64)
+    assert kernels.from_spec(k.to_spec()) == k
+    resolved = k.resolve(4.0, 3, final=True)
+    assert kernels.from_spec(resolved.to_spec()).median_from == resolved.median_from
+    with pytest.raises(ValueError, match="scale"):
+        kernels.MedianRBF(0.0)
+    assert gram(kernels.RBF(0.5), np.eye(2), np.eye(2))[0, 1] == pytest.approx(np.exp(-1.0))
