@@ -232,8 +232,7 @@ class RBF(Kernel):
     ):
         if not gamma > 0:
             raise ValueError(f"RBF: gamma must be > 0, got {gamma!r}")
-        if n_components is not None and (int(n_components) != n_components or n_components < 1):
-            raise ValueError(f"RBF: n_components must be a positive integer, got {n_components!r}")
+        _check_components("RBF", n_components)
         super().__init__(features, name)
         self.gamma = float(gamma)
         self._n_components = None if n_components is None else int(n_components)
@@ -363,10 +362,7 @@ class MedianRBF(Kernel):
     ):
         if not (scale > 0 and np.isfinite(scale)):
             raise ValueError(f"MedianRBF: scale must be a finite number > 0, got {scale!r}")
-        if n_components is not None and (int(n_components) != n_components or n_components < 1):
-            raise ValueError(
-                f"MedianRBF: n_components must be a positive integer or None, got {n_components!r}"
-            )
+        _check_components("MedianRBF", n_components)
         super().__init__(features, name)
         self.scale = float(scale)
         self._n_components = None if n_components is None else int(n_components)
@@ -420,6 +416,11 @@ class B1Spline(Kernel):
 
     def params(self) -> dict[str, Any]:
         return {"h": self.h, **super().params()}
+
+
+def _check_components(kind: str, n: int | None) -> None:
+    if n is not None and (int(n) != n or n < 1):
+        raise ValueError(f"{kind}: n_components must be a positive integer or None, got {n!r}")
 
 
 def _stable_seed(seed: int, name: str, key: str) -> int:

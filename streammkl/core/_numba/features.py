@@ -128,36 +128,6 @@ def _dot4(a, b, lo, hi):
 dot4 = njit(**JIT_INLINE)(_dot4)
 
 
-def _axpy_sqnorm(w, phi, g, lo, hi):
-    """w[lo:hi] += g phi[lo:hi]; returns the new sum of squares (four accumulators)."""
-    u = w[lo:hi]
-    p = phi[lo:hi]
-    n = u.shape[0]
-    a0 = a1 = a2 = a3 = 0.0
-    for q in range(n // 4):
-        j = 4 * q
-        w0 = u[j] + g * p[j]
-        w1 = u[j + 1] + g * p[j + 1]
-        w2 = u[j + 2] + g * p[j + 2]
-        w3 = u[j + 3] + g * p[j + 3]
-        u[j] = w0
-        u[j + 1] = w1
-        u[j + 2] = w2
-        u[j + 3] = w3
-        a0 += w0 * w0
-        a1 += w1 * w1
-        a2 += w2 * w2
-        a3 += w3 * w3
-    for j in range(n - n % 4, n):
-        w0 = u[j] + g * p[j]
-        u[j] = w0
-        a0 += w0 * w0
-    return (a0 + a1) + (a2 + a3)
-
-
-axpy_sqnorm = njit(**JIT_INLINE)(_axpy_sqnorm)
-
-
 def _axpby_sqnorm(w, phi, a, g, lo, hi):
     """w[lo:hi] = a w[lo:hi] + g phi[lo:hi]; returns the new sum of squares (four accumulators)."""
     u = w[lo:hi]
@@ -186,3 +156,12 @@ def _axpby_sqnorm(w, phi, a, g, lo, hi):
 
 
 axpby_sqnorm = njit(**JIT_INLINE)(_axpby_sqnorm)
+
+
+def _axpy_sqnorm(w, phi, g, lo, hi):
+    """w[lo:hi] += g phi[lo:hi]; returns the new sum of squares (``axpby_sqnorm`` with a = 1,
+    inlined: the multiplication by the constant 1 folds away)."""
+    return axpby_sqnorm(w, phi, 1.0, g, lo, hi)
+
+
+axpy_sqnorm = njit(**JIT_INLINE)(_axpy_sqnorm)
