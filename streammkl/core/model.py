@@ -29,7 +29,8 @@ from streammkl.core.schedules import Schedule
 from streammkl.core.state import BlockState, Layout, build_layout, state_digest, transplant
 from streammkl.core.update import RoundArgs, step_arrays
 
-STATE_VERSION = 2  # 2: the adaptive schedules' arrays (absent from version 1 files: zeros)
+STATE_VERSION = 3  # 2: the adaptive schedules' arrays; 3: BlockState.gram (projection budget
+# policy). Older states still load (the missing arrays: zeros, or built by sync_gram).
 
 
 class OnlineMKL:
@@ -52,7 +53,9 @@ class OnlineMKL:
     budget
         Maximum number of support pairs of the kernelized blocks (None = unbounded).
     budget_policy
-        ``"oldest"`` or ``"smallest"`` (see ``streammkl.core.budget``).
+        What a full support set does to make room (see ``streammkl.core.budget``): ``"merge"``
+        (two pairs merged into one), ``"project"`` (a pair projected onto the others),
+        ``"smallest"`` or ``"oldest"`` (a pair removed).
     seed
         Seeds the random Fourier maps (per kernel name and feature key).
     fit_intercept
@@ -82,7 +85,7 @@ class OnlineMKL:
         schedule: Schedule | None = None,
         radius: float | str | None = None,
         budget: int | None = None,
-        budget_policy: str = "oldest",
+        budget_policy: str = "merge",
         seed: int = 0,
         fit_intercept: bool = False,
         intercept_lr: float = 1.0,
@@ -228,6 +231,7 @@ class OnlineMKL:
         else:
             self._state.grow_outputs(n_outputs)
             state = transplant(self._layout, self._state, self.names, layout, names, kernels)
+        state.sync_gram(layout, budgets.keeps_gram(self.budget, self.budget_policy))
         self.kernels = tuple(kernels)
         self.feature_keys = list(keys)
         self.n_outputs = n_outputs
@@ -725,6 +729,8 @@ class OnlineMKL:
             model._layout = build_layout(model.kernels, len(keys), model.seed, index, keys)
             cap = budgets.initial_capacity(model.budget)
             model._state = BlockState.from_arrays(arrays, cap)
+            gram = budgets.keeps_gram(model.budget, model.budget_policy)
+            model._state.sync_gram(model._layout, gram)
             model._refresh_args()
         return model
 

@@ -88,7 +88,7 @@ class RoundArgs:
         config += (L.ex_blocks, L.im_blocks, L.ex_off, L.ex_kind, L.ex_norm, L.phi_src)
         config += (L.rff_wt, L.rff_b, loss.code, loss.param, *steps, radius, policy, capacity)
         arrays: tuple[Any, ...] = (S.w, S.scale, S.norms, S.sx, S.ssq, S.sv, S.coef, S.kself)
-        arrays += (S.age, S.counters)
+        arrays += (S.age, S.counters, S.gram)
         arrays += (S.bias, bias_lr)
         buffers = (self.phi, self.scores, self.fx, self.v, self.xsq, self.dots, self.newnorms)
         self.pred = np.zeros(K)  # the prediction (the leader among the averaged iterates)

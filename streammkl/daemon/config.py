@@ -317,6 +317,8 @@ class LearnerSpec(_Section):
     schedule: str | dict[str, Any] | None = None
     radius: float | None = Field(default=None, gt=0)
     budget: int | None = Field(default=None, ge=1)
+    #: What a full support set does (streammkl.core.budget; None: the learner's default, merge).
+    budget_policy: Literal["merge", "project", "smallest", "oldest"] | None = None
     #: An unregularized bias per output (None: the learner's default, True). With a bias the
     #: iterates are not confined to the radius ball, so the monitor's Prop. 3 bounds are +Inf.
     fit_intercept: bool | None = None

@@ -158,6 +158,7 @@ class Runner(PrequentialStep):
         self._last_checkpoint_at = time.monotonic()
         self._model_view: dict[str, Any] = introspect(self.learner)
         self._model_view_at = 0.0
+        self._monitor_view_at = 0.0
         self._view_stale = False
         for reason in REASONS:
             self.metrics.rejected.labels(reason)
@@ -242,11 +243,12 @@ class Runner(PrequentialStep):
                 "learner": self.settings.learner.model_copy(update={"kernels": new.learner.kernels})
             }
         )
-        self.metrics.reloads.labels("applied" if changed else "unchanged").inc()
         if changed:
             self._dirty = True
             self.checkpoint("reload")  # the new shape, at this batch boundary
             self._publish(force_model=True)
+        # counted last: a scrape that sees the reload applied also sees the new model's kernels
+        self.metrics.reloads.labels("applied" if changed else "unchanged").inc()
         return changed
 
     @property
@@ -391,6 +393,12 @@ class Runner(PrequentialStep):
             self._view_stale = False
             if self.monitor is not None:
                 monitor = self.monitor.snapshot()
+                self._monitor_view_at = now
+        elif self.monitor is not None and not busy and now - self._monitor_view_at > 0.5:
+            # idle (drained): the monitor's background fits may finish after the last batch (a
+            # windowed-regret estimate often does), so its values are re-read while idle too
+            monitor = self.monitor.snapshot()
+            self._monitor_view_at = now
         ready = (
             bool(self.source.buffers)
             and self.source.broker_connected

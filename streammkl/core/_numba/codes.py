@@ -16,7 +16,7 @@ P_L2, P_L1, P_GROUP, P_SQGROUP, P_GROUPLQ, P_BALL, P_L1BALL, P_BLOCKSOFT, P_ENET
 S_CONSTANT, S_INVSQRT, S_INVT = 0, 1, 2  # one step for every block
 S_ADAGRAD, S_FTRL = 3, 4  # per-block steps (composite mirror descent; FTRL-proximal)
 # budget policies
-B_OLDEST, B_SMALLEST = 0, 1
+B_OLDEST, B_SMALLEST, B_MERGE, B_PROJECT = 0, 1, 2, 3
 
 _SCALE_FLOOR = 1e-100  # below this a lazy scale is folded into the stored coefficients
 _PRUNE_MARGIN = 1e-9  # relative slack of the B1 projection bound, far above rounding (~1e-15)

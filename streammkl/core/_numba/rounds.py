@@ -10,7 +10,7 @@ from numba import njit
 
 from streammkl.core._jit import JIT
 from streammkl.core._numba.averages import average_scores, leader, track_averages, update_averages
-from streammkl.core._numba.budget import evict
+from streammkl.core._numba.budget import make_room
 from streammkl.core._numba.codes import _SCALE_FLOOR, P_BALL, P_L1, S_ADAGRAD, S_FTRL
 from streammkl.core._numba.features import axpby_sqnorm, axpy_sqnorm, dot4, explicit_phi
 from streammkl.core._numba.kernels import kernel_value
@@ -154,7 +154,7 @@ def _learn_round(
     kinds, kp, is_explicit, view_of, masks, view_full, ex_blocks, im_blocks,
     ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b,
     loss_code, loss_p, step_codes, step_p, step_groups, radius, policy, capacity,
-    w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, bias, bias_lr,
+    w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, gram, bias, bias_lr,
     phi, scores, fx, v, xsq, dots, newnorms, fsq,
     avg_w, avg_bias, avg_loss, avg_count, horizons, rho, every, pred, scratch, ascores,
 ):  # fmt: skip
@@ -166,16 +166,18 @@ def _learn_round(
     steps and the norms of its stored blocks (unused by the other schedules). ``fx`` receives
     the prequential scores (before the update); returns the loss at theta_t.
     ``counters = [n_support, next_age]``. The caller guarantees room for one more support pair
-    when ``capacity`` is not yet reached (``sx.shape[0] > counters[0]``). With averaged
-    iterates (``avg_w`` non-empty, see ``averages``) ``pred`` receives the prediction (the
-    leader's scores), else ``fx``'s; the gradient is always the last iterate's.
+    when ``capacity`` is not yet reached (``sx.shape[0] > counters[0]``); at the capacity the
+    budget step of ``policy`` frees one (``make_room``; ``gram`` holds the projection policy's
+    Gram matrices and inverses, else it has no rows). With averaged iterates (``avg_w``
+    non-empty, see ``averages``) ``pred`` receives the prediction (the leader's scores), else
+    ``fx``'s; the gradient is always the last iterate's.
     """
     loss = round_body(
         x, y, t, sched, sched_p, acc, etas, prev, zn,
         kinds, kp, is_explicit, view_of, masks, view_full, ex_blocks, im_blocks,
         ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b,
         loss_code, loss_p, step_codes, step_p, step_groups, radius, policy, capacity,
-        w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, bias, bias_lr,
+        w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, gram, bias, bias_lr,
         phi, scores, fx, v, xsq, dots, newnorms, fsq,
         avg_w, avg_bias, avg_loss, avg_count, rho, every, pred, scratch, ascores,
     )  # fmt: skip
@@ -191,7 +193,7 @@ def _round_body(
     kinds, kp, is_explicit, view_of, masks, view_full, ex_blocks, im_blocks,
     ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b,
     loss_code, loss_p, step_codes, step_p, step_groups, radius, policy, capacity,
-    w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, bias, bias_lr,
+    w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, gram, bias, bias_lr,
     phi, scores, fx, v, xsq, dots, newnorms, fsq,
     avg_w, avg_bias, avg_loss, avg_count, rho, every, pred, scratch, ascores,
 ):  # fmt: skip
@@ -251,15 +253,10 @@ def _round_body(
                     sq += dot4(w[k], w[k], a, e)
             norms[m] = scale[m] * math.sqrt(sq)
         if im_blocks.shape[0] > 0:
-            n = counters[0]
-            if n >= capacity:
-                slot = evict(
-                    policy, x, im_blocks, view_of, masks, view_full, kinds, kp,
-                    sx, ssq, sv, coef, kself, sage, n, scale, norms, xsq, dots, scores,
-                )  # fmt: skip
-            else:
-                slot = n
-                counters[0] = n + 1
+            slot = make_room(
+                policy, x, xsq, v, im_blocks, view_of, masks, view_full, kinds, kp,
+                sx, ssq, sv, coef, kself, sage, counters, capacity, scale, norms, gram, scores,
+            )  # fmt: skip
             d = x.shape[0]
             for j in range(d):
                 sx[slot, j] = x[j]
@@ -336,7 +333,7 @@ def _learn_many(
     kinds, kp, is_explicit, view_of, masks, view_full, ex_blocks, im_blocks,
     ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b,
     loss_code, loss_p, step_codes, step_p, step_groups, radius, policy, capacity,
-    w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, bias, bias_lr,
+    w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, gram, bias, bias_lr,
     phi, scores, fx, v, xsq, dots, newnorms, fsq,
     avg_w, avg_bias, avg_loss, avg_count, horizons, rho, every, pred, scratch, ascores,
     losses, preds, norms_before,
@@ -358,7 +355,7 @@ def _learn_many(
             kinds, kp, is_explicit, view_of, masks, view_full, ex_blocks, im_blocks,
             ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b,
             loss_code, loss_p, step_codes, step_p, step_groups, radius, policy, capacity,
-            w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, bias, bias_lr,
+            w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, gram, bias, bias_lr,
             phi, scores, fx, v, xsq, dots, newnorms, fsq,
             avg_w, avg_bias, avg_loss, avg_count, horizons, rho, every, pred, scratch, ascores,
         )  # fmt: skip
