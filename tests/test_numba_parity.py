@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ from numba.core.registry import CPUDispatcher
 from streammkl.core import OnlineMKL, kernels, losses, regularizers, schedules
 from streammkl.core import _numba as nb
 from streammkl.core._jit import JIT
+from streammkl.core._numba.pack import NAMES
 
 
 def compiled_functions():
@@ -28,7 +30,7 @@ MODEL_LOOPS = [
     "learn_many", "learn_round", "explicit_phi", "block_scores", "evict", "apply_prox_steps",
     "zero_or_fold_block", "explicit_sqnorm", "decision", "average_explicit", "decision_many",
     "support_expansion", "ftrl_explicit", "round_body", "leader", "average_scores",
-    "track_averages", "update_averages",
+    "track_averages", "update_averages", "learn_predict", "new_pack",
 ]  # fmt: skip
 # parity-tested in tests/test_structured_decoders.py, tests/test_structured_labeler.py and
 # tests/test_structured_pruning.py
@@ -173,28 +175,40 @@ def test_model_loops_match_python(monkeypatch):
     norms_fast, norms_slow = np.empty((25, 5)), np.empty((25, 5))
     fast.learn_many(X[:15], Y[:15])
     fast.learn_many(X[15:], Y[15:], block_norms=norms_fast)  # with the norms before each round
+    fast_scores = [fast.learn_predict(x, y) for x, y in zip(X[:5], Y[:5], strict=True)]
+    fast_decisions = fast.decision_many(X)  # (compiled: before the Python originals step in)
     interpret(monkeypatch, MODEL_LOOPS)
     slow.learn_many(X[:15], Y[:15])
     slow.learn_many(X[15:], Y[15:], block_norms=norms_slow)
+    slow_scores = [slow.learn_predict(x, y) for x, y in zip(X[:5], Y[:5], strict=True)]
+    np.testing.assert_allclose(fast_scores, slow_scores, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(norms_fast, norms_slow, rtol=1e-10, atol=1e-12)
     assert np.any(norms_fast[1:] != norms_fast[:-1], axis=1).all()  # each round moved them
     for key, arr in fast.to_state()[1].items():
         np.testing.assert_allclose(
             arr, slow.to_state()[1][key], rtol=1e-10, atol=1e-12, err_msg=key
         )
-    np.testing.assert_allclose(fast.decision_many(X), slow.decision_many(X), rtol=1e-10)
+    np.testing.assert_allclose(fast_decisions, slow.decision_many(X), rtol=1e-10)
     assert fast.n_support == 12
+
+
+def _namespace_pack(*fields):
+    """``new_pack`` for interpreted rounds: the same fields on a plain object (a numba
+    structref cannot be built outside compiled code)."""
+    return SimpleNamespace(**dict(zip(NAMES, fields, strict=True)))
 
 
 def interpret(monkeypatch, names):
     """Replace the compiled functions ``names`` by their Python originals wherever the compiled
-    package's modules refer to them (each module imports its helpers by name)."""
+    package's modules refer to them (each module imports its helpers by name); ``new_pack`` by
+    a plain namespace of the same fields."""
     modules = [m for key, m in sys.modules.items() if key.startswith("streammkl.core._numba")]
     for name in names:
         compiled = getattr(nb, name)
+        python = _namespace_pack if name == "new_pack" else compiled.py_func
         for module in modules:
             if getattr(module, name, None) is compiled:
-                monkeypatch.setattr(module, name, compiled.py_func)
+                monkeypatch.setattr(module, name, python)
 
 
 def test_adaptive_schedules_compiled_equal_python(monkeypatch):
