@@ -111,3 +111,49 @@ def brute_prox_norms(reg, b, step, names=()):
 
         return s * _solve(smoothed, bu)
     return s * _solve(lambda u: quad(u) + mean * reg.value_norms(s * u) / s**2, bu)
+
+
+def block_terms(model, m):
+    """Block m of a kernelized model as (inputs (n, d), scaled coefficients (n,), directions)."""
+    S = model._state
+    n = S.n_support
+    return S.sx[:n].copy(), S.scale[m] * S.coef[m, :n], S.sv[:n].copy()
+
+
+def expansion_sqdist(kernel, first, second):
+    """``||sum_s a_s phi(x_s) (x) v_s - sum_t b_t phi(y_t) (x) w_t||^2`` for two expansions
+    ``(X, a, V)`` and ``(Y, b, W)``, from exact Gram matrices."""
+    (X, a, V), (Y, b, W) = first, second
+    g11 = gram(kernel, X, X) * (V @ V.T)
+    g22 = gram(kernel, Y, Y) * (W @ W.T)
+    g12 = gram(kernel, X, Y) * (V @ W.T)
+    return float(a @ g11 @ a + b @ g22 @ b - 2.0 * a @ g12 @ b)
+
+
+def support_gram(model, m):
+    """``G[s, t] = k_m(x_s, x_t) <v_s, v_t>`` over the support pairs (block m's pair vectors)."""
+    S = model._state
+    n = S.n_support
+    return gram(model.kernels[m], S.sx[:n], S.sx[:n]) * (S.sv[:n] @ S.sv[:n].T)
+
+
+def best_merge_loss(kernel, xi, xj, ai, aj, v, starts=8, seed=0):
+    """The least ``||ai phi(xi) (x) v + aj phi(xj) (x) v - c phi(z) (x) v||^2`` over every z in
+    R^d and c (c optimal for each z), by Nelder-Mead from points on and off the segment."""
+    from scipy.optimize import minimize
+
+    vv = float(v @ v)
+    full = vv * (ai * ai + aj * aj + 2 * ai * aj * gram(kernel, xi[None], xj[None])[0, 0])
+
+    def loss(z):
+        k = gram(kernel, np.vstack([xi, xj]), z[None])[:, 0]
+        kzz = gram(kernel, z[None], z[None])[0, 0]
+        return full - vv * (ai * k[0] + aj * k[1]) ** 2 / kzz
+
+    rng = np.random.default_rng(seed)
+    best = min(loss(xi), loss(xj))
+    for h in np.linspace(0, 1, starts):
+        z0 = h * xi + (1 - h) * xj + 0.1 * rng.normal(size=xi.shape) * np.linalg.norm(xi - xj)
+        res = minimize(loss, z0, method="Nelder-Mead", options={"xatol": 1e-10, "fatol": 1e-14})
+        best = min(best, float(res.fun))
+    return best

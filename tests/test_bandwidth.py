@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from streammkl.core import OnlineMKL, bandwidth, kernels, schedules
+from streammkl.core import _numba as nb
 from tests.naive import gram
 
 
@@ -91,19 +92,27 @@ def test_additive_kernel_gram_and_its_random_fourier_map():
     model = OnlineMKL(kernels=(k,), seed=2)
     model.learn(X[0], 1.0)
     L = model._layout
-    assert L.width == 3 * 4000
-    W = L.rff_w
-    assert np.all((W != 0).sum(axis=1) == 1)  # each component reads one input
-    Z = np.sqrt(2.0 / L.width) * np.cos(X @ W.T + L.rff_b)
+    assert L.width == 3 * 4000 and L.rff_wt.size == 0  # sparse: no frequency matrix
+    Z = np.zeros((X.shape[0], L.width))
+    for i, x in enumerate(X):
+        nb.explicit_phi(x, L.ex_blocks, L.ex_off, L.ex_kind, L.ex_norm, L.phi_src, L.rff_wt,
+                        L.rff_b, Z[i])  # fmt: skip
     np.testing.assert_allclose(Z @ Z.T, want, atol=0.05)
 
 
 def test_additive_kernel_maps_of_old_inputs_survive_a_new_input():
     k = kernels.AdditiveRBF(n_components=8)
-    cols2, off2 = k.fourier_map(["a", "b"], seed=0)
-    cols3, off3 = k.fourier_map(["a", "b", "c"], seed=0)
-    np.testing.assert_array_equal(cols3[:16, :2], cols2)
+    freq2, off2 = k.components(["a", "b"], seed=0)
+    freq3, off3 = k.components(["a", "b", "c"], seed=0)
+    np.testing.assert_array_equal(freq3[:16], freq2)
     np.testing.assert_array_equal(off3[:16], off2)
+
+
+def test_the_additive_map_costs_memory_linear_in_the_inputs():
+    model = OnlineMKL(kernels=(kernels.AdditiveRBF(n_components=16),))
+    model.learn(np.zeros(2000), 1.0)
+    L = model._layout
+    assert L.phi_src.nbytes == 3 * 8 * 16 * 2000 and L.rff_wt.nbytes == 0
 
 
 def test_template_specs_round_trip_and_bad_scales_are_refused():

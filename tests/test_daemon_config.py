@@ -27,6 +27,7 @@ kernels = [{type = "Linear"}, {type = "RBF", gamma = 0.5}]
 regularizer = {type = "SquaredGroupLasso", lam = 0.001}
 schedule = {type = "InvSqrt", eta0 = 2.0}
 budget = 300
+budget_policy = "project"
 """
 
 
@@ -159,7 +160,9 @@ def test_default_learner_and_a_configured_one_from_the_file(config_file: Path) -
     s = load_settings(config_file, env={}, overrides={"learner.task": "regression"})
     model = build_learner(s.learner)
     assert isinstance(model, MKLRegressor)
-    assert model.budget == 300
+    assert model.budget == 300 and model.budget_policy == "project"
+    with pytest.raises(ConfigError, match="budget_policy"):
+        load_settings(config_file, env={}, overrides={"learner.budget_policy": "newest"})
     assert isinstance(model.regularizer, regularizers.SquaredGroupLasso)
     assert isinstance(model.schedule, schedules.InvSqrt)
     model.learn_one({"a": 1.0, "b": -1.0}, 0.5)

@@ -27,10 +27,17 @@ SCALAR_KERNELS = [
     "weighted_l1_ball", "decreasing_root", "ball_multiplier", "block_steps",
 ]  # fmt: skip
 MODEL_LOOPS = [
-    "learn_many", "learn_round", "explicit_phi", "block_scores", "evict", "apply_prox_steps",
+    "learn_many", "learn_round", "explicit_phi", "block_scores", "apply_prox_steps",
     "zero_or_fold_block", "explicit_sqnorm", "decision", "average_explicit", "decision_many",
-    "support_expansion", "ftrl_explicit", "round_body", "leader", "average_scores",
-    "track_averages", "update_averages", "learn_predict", "new_pack",
+    "support_expansion", "support_dots", "dots_expansion", "ftrl_explicit", "round_body",
+    "leader", "average_scores", "track_averages", "update_averages", "learn_predict", "new_pack",
+]  # fmt: skip
+BUDGET_LOOPS = [
+    "exp_reduced", "fast_exp", "exp_many", "table_loss", "segment_kernels", "top_direction",
+    "merge_energy", "best_merge_point", "direction_cosine", "merge_partner", "merge_plan", "loaded",
+    "refresh_inverse", "gram_insert", "cheapest_projection", "solve_projection", "project_out",
+    "smallest_pair", "remove_pair", "merge_pairs", "add_pair", "shift_scores", "gram_border",
+    "budget_step", "make_room",
 ]  # fmt: skip
 # parity-tested in tests/test_structured_decoders.py, tests/test_structured_labeler.py and
 # tests/test_structured_pruning.py
@@ -54,11 +61,15 @@ def _both(name, *args):
     a = [np.copy(x) if isinstance(x, np.ndarray) else x for x in args]
     b = [np.copy(x) if isinstance(x, np.ndarray) else x for x in args]
     ra, rb = f(*a), f.py_func(*b)
-    if ra is not None or rb is not None:
+    if isinstance(ra, tuple):  # several results, of different shapes
+        for xa, xb in zip(ra, rb, strict=True):
+            np.testing.assert_allclose(xa, xb, rtol=1e-12, atol=1e-13)
+    elif ra is not None or rb is not None:
         np.testing.assert_allclose(ra, rb, rtol=1e-12, atol=1e-13)
     for xa, xb in zip(a, b, strict=True):  # outputs written in place
         if isinstance(xa, np.ndarray):
             np.testing.assert_allclose(xa, xb, rtol=1e-12, atol=1e-13)
+    return ra
 
 
 def test_scalar_and_vector_kernels():
@@ -140,6 +151,24 @@ def test_fast_cos_is_within_two_ulp_of_the_library_cosine():
     assert np.all(np.abs(out) <= 1.0)
 
 
+def test_fast_exp_is_within_two_ulp_of_the_library_exponential():
+    """The Gaussian kernel's exponential (a vectorisable polynomial, scalar and batched alike)
+    against math.exp over every argument a kernel produces, and 0 below EXP_FLOOR."""
+    rng = np.random.default_rng(2)
+    xs = np.concatenate([
+        -rng.exponential(2.0, size=100_000), rng.uniform(nb.EXP_FLOOR, 0.0, size=100_000),
+        -np.logspace(-300, 2.8, 2000), [0.0, -0.0, nb.EXP_FLOOR, 1.0, 700.0],
+    ])  # fmt: skip
+    out = np.empty_like(xs)
+    nb.exp_many(xs, out, xs.size)
+    np.testing.assert_array_equal(out[:3000], [nb.fast_exp(v) for v in xs[:3000]])
+    ref = np.exp(xs)
+    assert np.max(np.abs(out - ref) / np.spacing(ref)) <= 2.0
+    low = np.array([-708.5, -745.2, -1e6])
+    nb.exp_many(low, out, 3)
+    assert out[:3].tolist() == [0.0, 0.0, 0.0] and nb.fast_exp(-1e6) == 0.0
+
+
 def test_fourier_features_fall_back_to_the_library_cosine_for_huge_arguments():
     from streammkl.core import OnlineMKL, kernels
 
@@ -190,6 +219,124 @@ def test_model_loops_match_python(monkeypatch):
         )
     np.testing.assert_allclose(fast_decisions, slow.decision_many(X), rtol=1e-10)
     assert fast.n_support == 12
+
+
+def _full_model(policy, bank):
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(120, 3))
+    Y = ((X[:, 0] * X[:, 1] > 0).astype(float) + (X[:, 2] > 0.5)).astype(float)
+    m = OnlineMKL(kernels=bank, loss=losses.MulticlassHinge(), budget=12, budget_policy=policy,
+                  regularizer=regularizers.SquaredGroupLasso(1e-3))  # fmt: skip
+    m.learn_many(X, Y)
+    assert m.n_support == 12 and m.n_outputs == 3
+    return m, m._layout, m._state
+
+
+MIXED_BANK = (kernels.Linear(implicit=True), kernels.RBF(0.5), kernels.RBF(1.0, features=(0, 1)),
+              kernels.Polynomial(2), kernels.B1Spline(2.5))  # fmt: skip
+# projection inverts Gram matrices: well conditioned ones (Gaussian) keep the two paths within
+# 1e-12 (a rank-deficient linear Gram would amplify their last-bit differences)
+GAUSS_BANK = (kernels.RBF(0.5), kernels.RBF(1.0, features=(0, 1)))
+
+
+def test_budget_loops_match_python():
+    _both("exp_reduced", -3.7)
+    for v in (-3.7, 0.0, -707.9, -800.0, 2.5):
+        _both("fast_exp", v)
+    a = -np.random.default_rng(3).exponential(4.0, size=37)
+    _both("exp_many", a, np.zeros(37), 37)
+    _both("table_loss", 0.3, 0.62)
+    for kind, p0, p1, norm in [(0, 0, 0, True), (1, 2, 1.0, True), (2, 0.7, 0, False),
+                               (3, 2.5, 0, False)]:  # fmt: skip
+        _both("segment_kernels", kind, p0, p1, norm, 0.3, 1.2, 0.8, 0.4)
+    _both("top_direction", 2.0, 0.5, 1.0)
+    _both("top_direction", 1.0, 0.0, 2.0)
+    x = np.array([0.3, -1.1, 0.7])
+    for policy in ("oldest", "smallest", "merge"):
+        m, L, S = _full_model(policy, MIXED_BANK)
+        dots = np.zeros((12, L.n_views))
+        _both("support_dots", x, L.masks, L.view_full, S.sx, 12, dots)
+        nb.support_dots(x, L.masks, L.view_full, S.sx, 12, dots)
+        _both("dots_expansion", L.masks @ (x * x), dots, L.im_blocks, L.view_of, L.kinds, L.kp,
+              S.ssq, S.sv, S.coef, 12, np.zeros((5, 3)), np.zeros(12))  # fmt: skip
+        geo = (L.im_blocks, L.view_of, L.masks, L.view_full, L.kinds, L.kp)
+        pairs = (S.sx, S.ssq, S.sv, S.coef, S.kself)
+        xsq = L.masks @ (x * x)
+        scores = m.block_decisions(x)
+        code = nb.B_MERGE if policy == "merge" else getattr(nb, f"B_{policy.upper()}")
+        _both("budget_step", code, x, xsq, *geo, *pairs, S.age, S.counters, S.scale, S.norms,
+              S.gram, scores)  # fmt: skip
+        _both("make_room", code, x, xsq, np.array([1.0, -1.0, 0.0]), *geo, *pairs, S.age,
+              S.counters, 12, S.scale, S.norms, S.gram, scores)  # fmt: skip
+    i, removal = _both("smallest_pair", 12, L.im_blocks, S.sv, S.coef, S.kself, S.scale)
+    _both("merge_plan", i, removal, 12, *geo, *pairs, S.scale)
+    j, _ = _both("merge_partner", i, 12, *geo, *pairs, S.scale, np.zeros(L.n_views))
+    rho, ni, nj = _both("direction_cosine", S.sv, i, j)
+    ai, aj = (
+        S.scale[L.im_blocks] * S.coef[L.im_blocks, i],
+        S.scale[L.im_blocks] * S.coef[L.im_blocks, j],
+    )
+    dij = np.array([x @ y for x, y in zip(L.masks * S.sx[i], L.masks * S.sx[j], strict=True)])
+    shape = (ai, aj, ni, nj, rho, np.sqrt(max(1 - rho * rho, 0.0)), S.ssq[i], S.ssq[j], dij,
+             L.im_blocks, L.view_of, L.kinds, L.kp)  # fmt: skip
+    _both("merge_energy", 0.4, *shape)
+    h, _, alpha, beta = _both("best_merge_point", *shape)
+    terms = (np.zeros((3, 3)), np.zeros((3, L.n_views)), np.zeros((3, 5)), np.zeros((3, 3)))
+    _both("merge_pairs", i, j, h, alpha, beta, 12, *geo, *pairs, S.scale, S.norms, *terms)
+    _both("remove_pair", i, 12, *geo, *pairs, S.scale, S.norms, np.zeros(5))
+    nb.merge_pairs(i, j, h, alpha, beta, 12, *geo, *pairs, S.scale, S.norms, *terms)
+    dots = np.array([x @ S.sx[0], x[:2] @ S.sx[0, :2]])
+    _both("add_pair", dots, xsq, S.ssq[0], S.coef[:, 0].copy(), S.sv[0], L.im_blocks, L.view_of,
+          L.kinds, L.kp, np.zeros((5, 3)))  # fmt: skip
+    _both("shift_scores", x, xsq, 3, *terms, np.zeros((5, 0)), 12, *geo, S.sx, S.ssq, S.sv,
+          np.zeros((5, 3)))  # fmt: skip
+
+    m, L, S = _full_model("project", GAUSS_BANK)
+    geo = (L.im_blocks, L.view_of, L.masks, L.view_full, L.kinds, L.kp)
+    xsq = L.masks @ (x * x)
+    G, Q = S.gram[0, 0], S.gram[0, 1]
+    _both("loaded", G, 3)
+    _both("refresh_inverse", G, np.zeros_like(Q), 12)
+    _both("solve_projection", G, Q, 4, 12, np.zeros(12), np.zeros(12))
+    r = _both("cheapest_projection", 12, L.im_blocks, S.coef, S.scale, S.gram)
+    dense, tc = np.zeros((2, 12)), np.zeros(2)
+    _both("project_out", r, 12, L.im_blocks, S.coef, S.scale, S.norms, S.gram, dense, tc)
+    nb.project_out(r, 12, L.im_blocks, S.coef, S.scale, S.norms, S.gram, dense, tc)
+    _both("shift_scores", x, xsq, 0, *terms, dense, 12, *geo, S.sx, S.ssq, S.sv, np.zeros((2, 3)))
+    col = G[:, (r + 1) % 12].copy()
+    _both("gram_insert", G, Q, r, col, 1.0, 12)
+    _both("gram_border", x, xsq, np.array([0.0, 1.0, -1.0]), r, 12, *geo, S.sx,
+          S.ssq, S.sv, S.gram)  # fmt: skip
+    assert COVERED >= set(BUDGET_LOOPS)
+
+
+@pytest.mark.parametrize(
+    ("policy", "bank"), [("merge", MIXED_BANK), ("project", GAUSS_BANK), ("oldest", MIXED_BANK)]
+)
+def test_packed_rounds_with_every_budget_policy_match_python(monkeypatch, policy, bank):
+    """The pack-based rounds (learn_many, learn_predict) past the budget, where ``make_room``
+    merges, projects or removes pairs: compiled vs the Python originals of every round and
+    budget loop, the same scores and state (the Gram matrices included)."""
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(60, 3))
+    Y = ((X[:, 0] * X[:, 1] > 0).astype(float) + (X[:, 2] > 0.5)).astype(float)
+    cfg = dict(kernels=bank, loss=losses.MulticlassHinge(), budget=12, budget_policy=policy,
+               regularizer=regularizers.SquaredGroupLasso(1e-3), fit_intercept=True)  # fmt: skip
+    fast, slow = OnlineMKL(**cfg), OnlineMKL(**cfg)
+    runs = []
+    for model, loops in ((fast, []), (slow, [*MODEL_LOOPS, *BUDGET_LOOPS])):
+        with monkeypatch.context() as patch:
+            interpret(patch, loops)
+            _, preds = model.learn_many(X[:40], Y[:40])
+            scores = [model.learn_predict(x, y).copy() for x, y in zip(X[40:], Y[40:], strict=True)]
+        runs.append((preds, np.array(scores)))
+    assert fast.n_support == 12 and fast.t == 60
+    np.testing.assert_allclose(runs[0][0], runs[1][0], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(runs[0][1], runs[1][1], rtol=1e-10, atol=1e-12)
+    slow_state = slow.to_state()[1]
+    for key, arr in fast.to_state()[1].items():
+        np.testing.assert_allclose(arr, slow_state[key], rtol=1e-9, atol=1e-11, err_msg=key)
+    assert (fast.to_state()[1]["gram"].size > 0) == (policy == "project")
 
 
 def _namespace_pack(*fields):
@@ -243,5 +390,6 @@ def test_adaptive_schedules_compiled_equal_python(monkeypatch):
 
 def test_every_compiled_function_is_covered():
     missing = set(compiled_functions()) - set(SCALAR_KERNELS) - set(MODEL_LOOPS)
+    missing -= set(BUDGET_LOOPS)
     missing -= set(SEQUENCE_LOOPS) | set(PARSER_LOOPS)
     assert missing == set(), f"no parity test for {sorted(missing)}"

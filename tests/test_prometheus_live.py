@@ -141,8 +141,9 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
 
 def monitor_overrides() -> dict[str, Any]:
     """Regret windows small enough to be fitted within the run, and fits not paced to a share
-    of a core (the run lasts seconds), if the daemon has a ``monitor`` settings section with the
-    :class:`streammkl.monitor.Monitor` parameter names."""
+    of a core nor run at a low priority (the run lasts seconds, on a machine that may be busy),
+    if the daemon has a ``monitor`` settings section with the :class:`streammkl.monitor.Monitor`
+    parameter names."""
     from streammkl.daemon.config import Settings
 
     field = Settings.model_fields.get("monitor")
@@ -251,12 +252,20 @@ def test_deploy_alert_rules_evaluate_on_the_live_series(run: Run) -> None:
 
 
 def test_regret_and_bound_series_exist_and_are_finite(run: Run) -> None:
+    # the windowed regret is NaN until the comparator's first fit (on the monitor's worker
+    # thread, off the learning path) has finished: wait for it rather than race it
+    def fitted() -> float | None:
+        now = time.time()
+        value = run.value("streammkl_window_regret", now)
+        return now if value is not None and math.isfinite(value) else None
+
+    at = max(run.end_time, dk.wait_until(fitted, 120, "a finite windowed regret", every=0.5))
     for name in (
         "streammkl_window_regret",
         "streammkl_window_regret_bound",
         "streammkl_regret_bound",
     ):
-        series = run.query(name, run.end_time)
+        series = run.query(name, at)
         assert series, (
             f"Prometheus has no {name} series: the daemon does not export it "
             "(streammkl/daemon/metrics.py)"

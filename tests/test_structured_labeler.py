@@ -121,9 +121,11 @@ def test_one_round_is_a_gradient_step_then_prox(loss):
         np.testing.assert_allclose(model.transition, shrink * (A + eta * G0), atol=1e-12)
 
 
-@pytest.mark.parametrize("policy", ["oldest", "smallest"])
+@pytest.mark.parametrize("policy", ["oldest", "smallest", "merge", "project"])
 @pytest.mark.parametrize("loss", ["hinge", "crf"])
 def test_budget_bounds_support_and_keeps_norms_exact(policy, loss):
+    """Every position's budget step corrects the scores of the later positions of its sequence
+    (``shift_scores``), which the norm updates of those positions read: exact norms prove it."""
     kern = (kernels.RBF(gamma=0.2), kernels.Polynomial(degree=2), kernels.Linear())
     model = SequenceLabeler(
         kernels=kern,

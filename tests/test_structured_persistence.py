@@ -58,9 +58,43 @@ def test_save_load_round_trip_resumes_bit_for_bit(tmp_path, loss, learn_beta0):
     _same(model, loaded, data)
     assert model.t == loaded.t == 60
     meta = json.loads(zipfile.ZipFile(path).read("meta.json"))  # plain JSON inside
-    assert meta["format"] == "streammkl.SequenceLabeler" and meta["version"] == 1
+    assert meta["format"] == "streammkl.SequenceLabeler" and meta["version"] == 2
     with np.load(path, allow_pickle=False) as npz:  # and a plain npz for the arrays
         assert npz["transition"].shape == (4, 4)
+
+
+@pytest.mark.parametrize("policy", ["oldest", "project"])
+def test_round_trip_resumes_bit_for_bit_under_each_budget_policy(tmp_path, policy):
+    """The projection policy's Gram matrices and inverses are saved (trimmed to the pairs) and
+    restored, so a loaded labeler keeps learning exactly as the original."""
+    data = _data(2, 70)
+    model = _model(budget_policy=policy)
+    for X, y in data[:45]:
+        model.learn_one(X, y)
+    assert model.n_support == 40
+    model.save(tmp_path / "m.npz")
+    loaded = SequenceLabeler.load(tmp_path / "m.npz")
+    for X, y in data[45:]:
+        model.learn_one(X, y)
+        loaded.learn_one(X, y)
+    _same(model, loaded, data)
+    assert model.to_state()[1]["gram"].shape == (
+        (1, 2, 40, 40) if policy == "project" else (1, 2, 0, 0)
+    )
+
+
+def test_version_1_states_without_gram_still_load():
+    data = _data(3, 50)
+    model = _model(budget_policy="smallest")
+    for X, y in data[:30]:
+        model.learn_one(X, y)
+    meta, arrays = model.to_state()
+    del arrays["gram"]
+    loaded = SequenceLabeler.from_state({**meta, "version": 1}, arrays)
+    for X, y in data[30:]:
+        model.learn_one(X, y)
+        loaded.learn_one(X, y)
+    _same(model, loaded, data)
 
 
 def test_state_round_trip_with_dict_inputs_and_clone():
@@ -100,8 +134,8 @@ def test_newer_version_and_foreign_states_are_refused(tmp_path):
     for X, y in _data(2, 5):
         model.learn_one(X, y)
     meta, arrays = model.to_state()
-    with pytest.raises(StateError, match="version 2 is newer"):
-        SequenceLabeler.from_state({**meta, "version": 2}, arrays)
+    with pytest.raises(StateError, match="version 3 is newer"):
+        SequenceLabeler.from_state({**meta, "version": 3}, arrays)
     with pytest.raises(StateError, match="not a SequenceLabeler state"):
         SequenceLabeler.from_state({**meta, "format": "streammkl.OnlineMKL"}, arrays)
     with pytest.raises(StateError, match="'coef' is missing"):

@@ -1,5 +1,6 @@
-"""Batch MKL solvers: SpicyMKL (DAL, super-linear) and randomized mirror descent over polynomial
-kernels; also the exact hindsight comparator for windowed regret (docs/batch.md).
+"""Batch MKL solvers: SpicyMKL (DAL, super-linear), its accelerated proximal-gradient baseline and
+randomized mirror descent over polynomial kernels; also the exact hindsight comparator for
+windowed regret (docs/batch.md).
 
 Imports only ``streammkl.core`` (never river, kafka or prometheus).
 """
@@ -9,11 +10,13 @@ from __future__ import annotations
 from streammkl.batch.comparator import fit_window_comparator
 from streammkl.batch.conversion import c_to_lambda, lambda_to_c, lambda_to_squared_c
 from streammkl.batch.explicit_poly import ExplicitPolynomialMKL
+from streammkl.batch.proxgrad import ProximalGradientMKL
 from streammkl.batch.randomized import RandomizedMKL
 from streammkl.batch.spicymkl import SpicyMKL
 
 __all__ = [
     "ExplicitPolynomialMKL",
+    "ProximalGradientMKL",
     "RandomizedMKL",
     "SpicyMKL",
     "c_to_lambda",

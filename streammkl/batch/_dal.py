@@ -24,7 +24,7 @@ from streammkl.batch._dal_inner import Inner, inner_solve
 from streammkl.batch._dal_losses import DalLoss
 from streammkl.batch._penalties import Penalty
 
-__all__ = ["DalResult", "dal_solve"]
+__all__ = ["DalResult", "dal_solve", "dual_point"]
 
 
 @dataclass
@@ -52,7 +52,7 @@ class DalResult:
     converged: bool = False
 
 
-def _dual_point(rho, y, loss: DalLoss, bias: bool) -> np.ndarray:
+def dual_point(rho, y, loss: DalLoss, bias: bool) -> np.ndarray:
     """A point satisfying the loss domain and ``sum rho = 0`` (bias), close to rho."""
     if not bias:
         return loss.project_domain(rho, y)
@@ -89,7 +89,8 @@ def dal_solve(
     M, N = K.shape[0], K.shape[1]
     t0 = time.perf_counter()
     # rigorous bounds on the largest eigenvalue: Frobenius norm and the max absolute row sum
-    lmax = np.minimum(np.sqrt(np.einsum("mij,mij->m", K, K)), np.abs(K).sum(axis=2).max(axis=1))
+    # (kernel by kernel: no temporary the size of the whole stack)
+    lmax = np.array([min(np.sqrt(np.vdot(Km, Km)), np.abs(Km).sum(axis=1).max()) for Km in K])
     lmax_sqrt = np.sqrt(lmax)
     res = DalResult(np.zeros((M, N)), 0.0, np.zeros(M), np.inf, -np.inf)
     ev = Inner(K, lmax_sqrt, y, loss, pen, fit_intercept, screening, res)
@@ -135,7 +136,7 @@ def dal_solve(
             b += gamma * float(np.sum(rho))
         state = loss.update_state(rho, y, state, gamma)
         # one pass over all kernels: K_m rho (next reference) and K_m rho_hat (duality gap)
-        rho_hat = _dual_point(rho, y, loss, fit_intercept)
+        rho_hat = dual_point(rho, y, loss, fit_intercept)
         WW = ev.full_pass(np.stack([rho, rho_hat], axis=1))
         W, W_hat = WW[:, :, 0], WW[:, :, 1]
         norms = np.sqrt(A)

@@ -13,7 +13,7 @@ vector ``rho``. Every loss contributes a separable term ``psi(rho) = sum_i psi_i
   ``min_t {eps t : t >= rho, t >= -rho}``; four constraints, four multiplier vectors; ``t`` is
   eliminated in closed form. The signs are derived here with every constraint written as
   ``c(rho, t) <= 0`` and updated as ``xi <- max(0, xi + gamma c)`` (the printed eq. 40 and Table 2
-  disagree on a sign, NOTES.md E9).
+  disagree on a sign).
 
 All losses use the primal convention of ``streammkl.core.losses``.
 """

@@ -1,4 +1,4 @@
-"""Regularisation constants across formulations (eq. 6 of Suzuki & Tomioka; NOTES.md §5.3, §6).
+"""Regularisation constants across formulations (eq. 6 of Suzuki & Tomioka, corrected).
 
 Three objectives share the same minimiser ``f*`` (for matching constants):
 

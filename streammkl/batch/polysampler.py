@@ -7,7 +7,7 @@ and ``(sum_j K_j)^{o d} = sum_{|I| = d} K_I`` gives the per-degree totals
 ``delta(d) = rho_d^-2 <M, S^{o d}>`` whose sum is ``||g||_1 / c``. Sampling d from delta and then
 the
 indices one at a time with ``pi(j) ∝ <M o K_{z_1..z_{i-1}}, S^{o (d-i)} o K_j>`` draws I with
-probability exactly ``|g_I| / ||g||_1`` (§4.1; NOTES.md H10) in O(r n^2 D).
+probability exactly ``|g_I| / ||g||_1`` (§4.1 of the paper) in O(r n^2 D).
 
 Base kernels are either a stack of Gram matrices or, for the paper's per-variable linear kernels
 ``k_j(x, x') = x_j x'_j``, the data matrix itself (rank-one Grams, never formed).

@@ -56,7 +56,8 @@ class SpicyMKL:
     max_iter
         Maximum number of outer (proximal) iterations.
     gamma0, gamma_growth
-        ``gamma_t = gamma0 * gamma_growth^t`` (default ``gamma0 = 10 / C``; the paper: ``2^t``).
+        ``gamma_t = gamma0 * gamma_growth^t``, t = 0, 1, ... (default ``gamma0 = 10 / C``, about
+        half the outer iterations; ``gamma0=2.0`` is the paper's ``2^t`` from t = 1).
     inner_tol, max_newton
         Inner Newton stops at ``||grad||_inf <= inner_tol`` or after ``max_newton`` steps.
     screening

@@ -1,20 +1,35 @@
 """Support-set budget: bounded memory for kernelized blocks.
 
 Without a budget the support set grows by one pair per update (the paper's behaviour) and its
-arrays double when full. With ``budget=B`` the arrays hold exactly B pairs; when full, a policy
-picks the pair to evict and the compiled round removes it with an O(|S|) exact update of every
-block norm (``_numba.evict``):
+arrays double when full. With ``budget=B`` the arrays hold exactly B pairs; when full, the
+policy makes room for the new pair with an exact update of every block norm
+(``_numba.budget_step``):
 
-- ``"oldest"``: the pair inserted first (FIFO, as in the Forgetron / budgeted Pegasos);
+- ``"merge"``: the pair with the smallest contribution is merged with the partner that loses
+  least into one pair on the segment between them (budgeted SGD, Wang, Crammer & Vucetic 2012);
+  O(|S|) per step;
+- ``"project"``: the pair whose projection onto the span of the others loses least is replaced by
+  that projection (Projectron, Orabona, Keshet & Caputo 2009); keeps each kernelized block's Gram
+  matrix and its inverse, so O(|S|^2) time per update and O(M |S|^2) memory;
 - ``"smallest"``: the pair whose term ``sum_m ||scale_m coef_ms phi_m(x_s) (x) v_s||^2`` is
-  smallest, i.e. the one whose removal perturbs theta least.
+  smallest is removed, i.e. the one whose removal perturbs theta least;
+- ``"oldest"``: the pair inserted first is removed (FIFO, as in the Forgetron / budgeted
+  Pegasos).
+
+Merging and projection keep what removal throws away: ``benchmarks/budget.py`` measures all four
+against the unbounded model.
 """
 
 from __future__ import annotations
 
 from streammkl.core import _numba as nb
 
-POLICIES = {"oldest": nb.B_OLDEST, "smallest": nb.B_SMALLEST}
+POLICIES = {
+    "oldest": nb.B_OLDEST,
+    "smallest": nb.B_SMALLEST,
+    "merge": nb.B_MERGE,
+    "project": nb.B_PROJECT,
+}
 INITIAL_CAPACITY = 64
 
 
@@ -25,6 +40,11 @@ def policy_code(policy: str) -> int:
         raise ValueError(
             f"unknown budget policy {policy!r}; expected one of {sorted(POLICIES)}"
         ) from None
+
+
+def keeps_gram(budget: int | None, policy: str) -> bool:
+    """Whether the state keeps Gram matrices and their inverses (projection under a budget)."""
+    return budget is not None and policy_code(policy) == nb.B_PROJECT
 
 
 def check_budget(budget: int | None) -> None:

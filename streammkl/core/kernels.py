@@ -232,8 +232,7 @@ class RBF(Kernel):
     ):
         if not gamma > 0:
             raise ValueError(f"RBF: gamma must be > 0, got {gamma!r}")
-        if n_components is not None and (int(n_components) != n_components or n_components < 1):
-            raise ValueError(f"RBF: n_components must be a positive integer, got {n_components!r}")
+        _check_components("RBF", n_components)
         super().__init__(features, name)
         self.gamma = float(gamma)
         self._n_components = None if n_components is None else int(n_components)
@@ -318,18 +317,20 @@ class AdditiveRBF(RBF):
     def _default_name(self) -> str:
         return f"additive-rff(gamma={self.gamma:g},D={self._n_components}/input)"
 
-    def fourier_map(self, keys: Sequence[str], seed: int) -> tuple[np.ndarray, np.ndarray]:
-        """Block-diagonal frequencies: the ``n_components`` rows of input j read x_j only, so a
-        new input appends rows and leaves the others' maps unchanged (up to the 1/d)."""
+    def components(self, keys: Sequence[str], seed: int) -> tuple[np.ndarray, np.ndarray]:
+        """Frequencies and offsets (each ``n_components * len(keys)``): the components of
+        input j are ``j * n_components ...``, each reading x_j alone, drawn from (seed, name,
+        key) only, so a new input appends components and leaves the others unchanged (up to
+        the 1/d). Stored sparsely in the layout: no d x D frequency matrix."""
         R = self._n_components or 0
-        cols = np.zeros((R * len(keys), len(keys)))
+        freqs = np.empty(R * len(keys))
         offsets = np.empty(R * len(keys))
         std = np.sqrt(2.0 * self.gamma)
         for j, key in enumerate(keys):
             rng = np.random.default_rng(_stable_seed(seed, self.name, key))
-            cols[j * R : (j + 1) * R, j] = rng.normal(0.0, std, size=R)
+            freqs[j * R : (j + 1) * R] = rng.normal(0.0, std, size=R)
             offsets[j * R : (j + 1) * R] = rng.uniform(0.0, 2.0 * np.pi, size=R)
-        return cols, offsets
+        return freqs, offsets
 
     def gram(
         self, X: np.ndarray, Y: np.ndarray | None = None, index: Mapping[str, int] | None = None
@@ -363,10 +364,7 @@ class MedianRBF(Kernel):
     ):
         if not (scale > 0 and np.isfinite(scale)):
             raise ValueError(f"MedianRBF: scale must be a finite number > 0, got {scale!r}")
-        if n_components is not None and (int(n_components) != n_components or n_components < 1):
-            raise ValueError(
-                f"MedianRBF: n_components must be a positive integer or None, got {n_components!r}"
-            )
+        _check_components("MedianRBF", n_components)
         super().__init__(features, name)
         self.scale = float(scale)
         self._n_components = None if n_components is None else int(n_components)
@@ -420,6 +418,11 @@ class B1Spline(Kernel):
 
     def params(self) -> dict[str, Any]:
         return {"h": self.h, **super().params()}
+
+
+def _check_components(kind: str, n: int | None) -> None:
+    if n is not None and (int(n) != n or n < 1):
+        raise ValueError(f"{kind}: n_components must be a positive integer or None, got {n!r}")
 
 
 def _stable_seed(seed: int, name: str, key: str) -> int:

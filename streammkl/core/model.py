@@ -66,7 +66,9 @@ class OnlineMKL(ModelRuns, ModelViews, ModelState):
     budget
         Maximum number of support pairs of the kernelized blocks (None = unbounded).
     budget_policy
-        ``"oldest"`` or ``"smallest"`` (see ``streammkl.core.budget``).
+        What a full support set does to make room (see ``streammkl.core.budget``): ``"merge"``
+        (two pairs merged into one), ``"project"`` (a pair projected onto the others),
+        ``"smallest"`` or ``"oldest"`` (a pair removed).
     seed
         Seeds the random Fourier maps (per kernel name and feature key).
     fit_intercept
@@ -96,7 +98,7 @@ class OnlineMKL(ModelRuns, ModelViews, ModelState):
         schedule: Schedule | None = None,
         radius: float | str | None = None,
         budget: int | None = None,
-        budget_policy: str = "oldest",
+        budget_policy: str = "merge",
         seed: int = 0,
         fit_intercept: bool = False,
         intercept_lr: float = 1.0,
@@ -177,6 +179,7 @@ class OnlineMKL(ModelRuns, ModelViews, ModelState):
         else:
             self._state.grow_outputs(n_outputs)
             state = transplant(self._layout, self._state, self.names, layout, names, kernels)
+        state.sync_gram(layout, budgets.keeps_gram(self.budget, self.budget_policy))
         self.kernels = tuple(kernels)
         self.feature_keys = list(keys)
         self.n_outputs = n_outputs

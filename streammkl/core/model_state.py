@@ -22,7 +22,8 @@ from streammkl.core.state import BlockState, Layout, build_layout, state_digest
 from streammkl.core.update import RoundArgs
 
 FORMAT = "streammkl.OnlineMKL"
-STATE_VERSION = 2  # 2: the adaptive schedules' arrays (absent from version 1 files: zeros)
+STATE_VERSION = 3  # 2: the adaptive schedules' arrays; 3: BlockState.gram (projection budget
+# policy). Older states still load (the missing arrays: zeros, or built by sync_gram).
 
 
 class ModelState:
@@ -196,6 +197,8 @@ class ModelState:
             model._layout = build_layout(model.kernels, len(keys), model.seed, index, keys)
             cap = budgets.initial_capacity(model.budget)
             model._state = BlockState.from_arrays(arrays, cap)
+            gram = budgets.keeps_gram(model.budget, model.budget_policy)
+            model._state.sync_gram(model._layout, gram)
             model._refresh_args()
         return model
 

@@ -5,7 +5,9 @@ their feature maps, and the distinct feature subsets ("views") of the implicit b
 ``BlockState`` holds what learning changes: explicit weights ``w`` (K x P), per-block lazy
 ``scale`` and exact ``norms``, the shared support set (inputs ``sx``, per-view squared norms
 ``ssq``, output directions ``sv``, per-block coefficients ``coef``, self-kernel values ``kself``,
-insertion ``age``), ``counters = [n_support, next_age]`` and the ``bias``.
+insertion ``age``), ``counters = [n_support, next_age]``, the ``bias`` and, for the projection
+budget policy only, ``gram``: per implicit block the Gram matrix of the support pairs and its
+(loaded) inverse (``core._numba.projection``).
 Both are picklable and serialise to named arrays (``to_arrays``) without pickle.
 """
 
@@ -19,7 +21,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from streammkl.core import _numba as nb
-from streammkl.core.kernels import RBF, Kernel, Polynomial
+from streammkl.core.kernels import RBF, AdditiveRBF, Kernel, Polynomial
 
 
 def state_digest(meta: Mapping, arrays: Mapping[str, np.ndarray]) -> str:
@@ -102,7 +104,14 @@ def build_layout(
             view_of[m] = view_keys.index(key)
             ex_off[m + 1] = ex_off[m]
             continue
-        if isinstance(kernel, RBF):
+        if isinstance(kernel, AdditiveRBF):  # sparse: (input, offset, frequency) per component
+            freqs, offsets = kernel.components([keys[j] for j in idx], seed)
+            R = kernel.n_components or 0
+            inputs = np.repeat(idx.astype(np.float64), R)
+            ex_kind[m] = nb.MAP_ADDITIVE
+            phi_src.append(np.vstack([inputs, offsets, freqs]).reshape(3, R * idx.size))
+            ex_off[m + 1] = ex_off[m] + R * idx.size
+        elif isinstance(kernel, RBF):
             sel, offsets = kernel.fourier_map([keys[j] for j in idx], seed)
             D = sel.shape[0]
             cols = np.zeros((D, d))
@@ -185,10 +194,17 @@ class BlockState:
     step_acc: np.ndarray  # (M + 1,) adaptive schedules: squared gradient norms per block, bias
     step_prev: np.ndarray  # (M,) FTRL: each block's step of the previous round (0: none yet)
     stored_norms: np.ndarray  # (M,) FTRL: ||u_m|| of the stored blocks (theta_m = scale_m u_m)
+    gram: np.ndarray  # (n_implicit, 2, cap, cap) Gram matrices G and inverses Q, or (., 2, 0, 0)
 
     @classmethod
     def empty(
-        cls, layout: Layout, n_outputs: int, capacity: int, average: bool, n_averages: int = 0
+        cls,
+        layout: Layout,
+        n_outputs: int,
+        capacity: int,
+        average: bool,
+        n_averages: int = 0,
+        gram: bool = False,
     ) -> BlockState:
         M = layout.kinds.shape[0]
         d = layout.masks.shape[1]
@@ -214,6 +230,7 @@ class BlockState:
             step_acc=np.zeros(M + 1),
             step_prev=np.zeros(M),
             stored_norms=np.zeros(M),
+            gram=np.zeros((layout.im_blocks.size, 2, *(2 * (cap if gram else 0,)))),
         )
 
     @property
@@ -238,6 +255,8 @@ class BlockState:
                 arr = arr[:n]
             elif f.name == "coef":
                 arr = arr[:, :n]
+            elif f.name == "gram" and arr.shape[2]:
+                arr = arr[:, :, :n, :n]
             out[f.name] = np.array(arr, copy=True, order="C")
         return out
 
@@ -248,6 +267,7 @@ class BlockState:
         default: dict[str, int | tuple[int, ...]] = {
             "step_acc": M + 1, "step_prev": M, "stored_norms": M,
             "avg_w": (0, 0, 0), "avg_bias": (0, 0), "avg_loss": 1, "avg_count": 1,
+            "gram": (0, 2, 0, 0),  # built by sync_gram when the policy needs it
         }  # fmt: skip
         state = cls(
             **{
@@ -281,6 +301,33 @@ class BlockState:
         self.kself = grow(self.kself, 0)
         self.age = grow(self.age, 0)
         self.coef = grow(self.coef, 1)
+        if self.gram.shape[2]:
+            self.gram = grow(grow(self.gram, 2), 3)
+
+    def sync_gram(self, layout: Layout, enabled: bool) -> None:
+        """Make ``gram`` what the budget policy needs: with ``enabled`` (projection), the Gram
+        matrices and inverses of the current pairs over every slot (kept when already there,
+        else computed exactly); otherwise none."""
+        n_im, cap = layout.im_blocks.size, self.capacity
+        if not enabled:
+            if self.gram.shape != (n_im, 2, 0, 0):
+                self.gram = np.zeros((n_im, 2, 0, 0))
+            return
+        if self.gram.shape == (n_im, 2, cap, cap):
+            return
+        self.gram = np.zeros((n_im, 2, cap, cap))
+        n = self.n_support
+        V = self.sv[:n] @ self.sv[:n].T
+        for b, m in enumerate(layout.im_blocks):
+            v = layout.view_of[m]
+            p0, p1, norm = layout.kp[m]
+            G = self.gram[b, 0]
+            nb.gram(
+                layout.kinds[m], p0, p1, norm != 0.0, layout.masks[v], layout.view_full[v],
+                self.sx[:n], self.sx[:n], G[:n, :n],
+            )  # fmt: skip
+            G[:n, :n] *= V
+            nb.refresh_inverse(G, self.gram[b, 1], n)
 
     def grow_outputs(self, n_outputs: int) -> None:
         """Add zero rows/columns for new outputs (new classes): theta and norms are unchanged."""

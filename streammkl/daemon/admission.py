@@ -31,7 +31,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from streammkl.core.kernels import Kernel, Polynomial, from_spec
+from streammkl.core.kernels import AdditiveRBF, Kernel, Polynomial, from_spec
 from streammkl.river import defaults
 
 #: Why the admission refuses a record (dead-letter reasons, bounded: safe as metric labels).
@@ -56,20 +56,28 @@ def model_cells(kernels: Iterable[Kernel], n_features: int, n_outputs: int, supp
     width of every feature map), random Fourier frequencies (inputs x components), feature
     masks, and a support set of ``support`` pairs for the kernelized blocks.
 
-    Two outputs over a linear map (10 weights) and the exact quadratic map (1 + 10 + 55):
+    Two outputs over a linear map (10 weights) and the exact quadratic map (1 + 10 + 55); an
+    additive map has its components per input (16 x 10 weights per output, and 3 x 160 cells
+    describing them):
 
     >>> from streammkl.core import kernels as k
     >>> model_cells([k.Linear(), k.Polynomial(explicit=True)], 10, 2, 0)
     152
+    >>> model_cells([k.AdditiveRBF(n_components=16)], 10, 2, 0)
+    800
     """
     width = rff = 0
     views: set[Any] = set()
     blocks = 0
+    sparse = 0
     for kernel in kernels:
         blocks += 1
         selected = n_features if kernel.features is None else min(len(kernel.features), n_features)
         if kernel.implicit:
             views.add(kernel.features)
+        elif isinstance(kernel, AdditiveRBF):  # R components per input, stored sparsely
+            width += (kernel.n_components or 0) * selected
+            sparse += 3 * (kernel.n_components or 0) * selected  # input, offset, frequency
         elif kernel.n_components:
             width += kernel.n_components
             rff += kernel.n_components
@@ -78,7 +86,7 @@ def model_cells(kernels: Iterable[Kernel], n_features: int, n_outputs: int, supp
             width += 1 + q + q * (q + 1) // 2
         else:
             width += selected
-    cells = n_outputs * width + n_features * (rff + len(views))
+    cells = n_outputs * width + n_features * (rff + len(views)) + sparse
     if views:
         cells += support * (n_features + n_outputs + len(views) + 2 * blocks)
     return cells

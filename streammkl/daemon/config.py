@@ -238,7 +238,8 @@ class MetricsSettings(_Section):
 class RunSettings(_Section):
     """Process behaviour."""
 
-    #: Checkpoint and exit 0 once no record arrived for this many seconds (None = run forever).
+    #: Checkpoint and exit 0 once no record arrived for this many seconds, and for the last 10
+    #: fetches in a row (a loop slow to poll has not reached the end) (None = run forever).
     exit_when_idle: float | None = Field(default=None, gt=0)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     #: Python's cyclic garbage collector, tuned for the loop (``gc.freeze`` after start-up and a
@@ -316,6 +317,8 @@ class LearnerSpec(_Section):
     schedule: str | dict[str, Any] | None = None
     radius: float | None = Field(default=None, gt=0)
     budget: int | None = Field(default=None, ge=1)
+    #: What a full support set does (streammkl.core.budget; None: the learner's default, merge).
+    budget_policy: Literal["merge", "project", "smallest", "oldest"] | None = None
     #: An unregularized bias per output (None: the learner's default, True). With a bias the
     #: iterates are not confined to the radius ball, so the monitor's Prop. 3 bounds are +Inf.
     fit_intercept: bool | None = None

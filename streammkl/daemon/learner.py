@@ -4,8 +4,8 @@ The daemon codes against :class:`Learner` (a structural Protocol), so any river-
 with the persistence methods below can be plugged in with ``learner.factory = "module:callable"``
 (code execution by configuration: allowed only with ``--allow-learner-factory``).
 The default is :class:`streammkl.river.MKLClassifier` / :class:`~streammkl.river.MKLRegressor`,
-whose kernels, loss, regularizer, schedule, radius, budget and seed come from the ``[learner]``
-section (names resolved in :mod:`streammkl.core`).
+whose kernels, loss, regularizer, schedule, radius, budget (and its policy) and seed come from the
+``[learner]`` section (names resolved in :mod:`streammkl.core`).
 """
 
 from __future__ import annotations
@@ -191,8 +191,9 @@ def build_learner(spec: Any, allow_factory: bool = False) -> Any:
             kwargs[kind] = build_component(kind, value, f"learner.{kind}")
     if spec.radius is not None:
         kwargs["radius"] = spec.radius
-    if spec.budget is not None:
-        kwargs["budget"] = spec.budget
+    for name in ("budget", "budget_policy"):
+        if getattr(spec, name) is not None:
+            kwargs[name] = getattr(spec, name)
     if spec.fit_intercept is not None:
         kwargs["fit_intercept"] = spec.fit_intercept
     try:
@@ -218,7 +219,7 @@ def _sequence_labeler(spec: Any) -> Any:
                 f"learner.loss: a sequence labeler's loss is 'hinge' or 'crf', got {spec.loss!r}"
             )
         kwargs["loss"] = spec.loss.lower()
-    for name in ("radius", "budget"):
+    for name in ("radius", "budget", "budget_policy"):
         if getattr(spec, name) is not None:
             kwargs[name] = getattr(spec, name)
     if spec.fit_intercept is not None:

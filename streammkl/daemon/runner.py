@@ -54,6 +54,9 @@ from streammkl.daemon.webconfig import load_web_config
 
 log = logging.getLogger(__name__)
 
+#: Consecutive fetches without a record before ``run.exit_when_idle`` may end the loop.
+IDLE_FETCHES = 10
+
 _COUNTERS = (
     "records_consumed", "examples_learned", "records_predicted", "records_rejected",
     "dead_letters", "labelled_predictions", "correct_predictions", "offset_resets",
@@ -155,6 +158,7 @@ class Runner(PrequentialStep):
         self._last_checkpoint_at = time.monotonic()
         self._model_view: dict[str, Any] = introspect(self.learner)
         self._model_view_at = 0.0
+        self._monitor_view_at = 0.0
         self._view_stale = False
         for reason in REASONS:
             self.metrics.rejected.labels(reason)
@@ -239,11 +243,12 @@ class Runner(PrequentialStep):
                 "learner": self.settings.learner.model_copy(update={"kernels": new.learner.kernels})
             }
         )
-        self.metrics.reloads.labels("applied" if changed else "unchanged").inc()
         if changed:
             self._dirty = True
             self.checkpoint("reload")  # the new shape, at this batch boundary
             self._publish(force_model=True)
+        # counted last: a scrape that sees the reload applied also sees the new model's kernels
+        self.metrics.reloads.labels("applied" if changed else "unchanged").inc()
         return changed
 
     @property
@@ -388,6 +393,12 @@ class Runner(PrequentialStep):
             self._view_stale = False
             if self.monitor is not None:
                 monitor = self.monitor.snapshot()
+                self._monitor_view_at = now
+        elif self.monitor is not None and not busy and now - self._monitor_view_at > 0.5:
+            # idle (drained): the monitor's background fits may finish after the last batch (a
+            # windowed-regret estimate often does), so its values are re-read while idle too
+            monitor = self.monitor.snapshot()
+            self._monitor_view_at = now
         ready = (
             bool(self.source.buffers)
             and self.source.broker_connected
@@ -478,6 +489,7 @@ class Runner(PrequentialStep):
         self.source.start()
         self._tune_gc()
         self._started = self._last_arrival = time.monotonic()
+        self._empty_fetches = 0
         self.started = True
         self._join_grace = 3.0 * k.session_timeout_ms / 1000.0
         self._timeout_ms = k.poll_timeout_ms
@@ -514,6 +526,9 @@ class Runner(PrequentialStep):
         now = time.monotonic()
         if arrived or batch:
             self._last_arrival = now
+            self._empty_fetches = 0
+        else:
+            self._empty_fetches += 1
         if self.source.assignment_changes != self._assignments_seen:
             self.metrics.rebalances.inc(self.source.assignment_changes - self._assignments_seen)
             self._assignments_seen = self.source.assignment_changes
@@ -536,7 +551,9 @@ class Runner(PrequentialStep):
             base = self._last_arrival
             if not self.source.buffers:  # never assigned yet: allow the group join
                 base = max(base, self._started + self._join_grace)
-            if now - base >= idle_limit:
+            # idle = that long *and* several fetches in a row without a record: a loop that was
+            # merely slow to poll (a loaded machine) has not seen the end of the stream
+            if now - base >= idle_limit and self._empty_fetches >= IDLE_FETCHES:
                 log.info("no record for %.1f s: exiting", idle_limit)
                 return False
         return True

@@ -48,7 +48,10 @@ class MKLClassifier(MKLMixin, ClassifierBatches, base.MiniBatchClassifier):
     budget
         Maximum number of stored support vectors of the kernelized blocks (bounded memory).
     budget_policy
-        ``"oldest"`` or ``"smallest"`` eviction.
+        What a full support set does to make room: ``"merge"`` (default; two support vectors
+        merged into one, budgeted SGD), ``"project"`` (one projected onto the others, the
+        Projectron; O(budget^2) per update), ``"smallest"`` or ``"oldest"`` (one removed). See
+        ``streammkl.core.budget``; only kernelized blocks have support vectors.
     seed
         Seeds random feature maps (deterministic per kernel and feature name).
     averages
@@ -91,7 +94,7 @@ class MKLClassifier(MKLMixin, ClassifierBatches, base.MiniBatchClassifier):
         schedule: Any = None,
         radius: float | str | None = None,
         budget: int | None = defaults.BUDGET,
-        budget_policy: str = "oldest",
+        budget_policy: str = "merge",
         seed: int = 0,
         fit_intercept: bool = True,
         averages: tuple | None = None,
@@ -421,7 +424,6 @@ class MKLClassifier(MKLMixin, ClassifierBatches, base.MiniBatchClassifier):
         yield {
             "kernels": (kernels.RBF(0.1), kernels.B1Spline(3.0)),
             "budget": 32,
-            "budget_policy": "smallest",
             "radius": "auto",
             "regularizer": regularizers.SquaredGroupLasso(1e-3),
             "loss": losses.MulticlassHinge(),  # bounded at theta = 0 for any number of classes

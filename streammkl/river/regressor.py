@@ -38,7 +38,8 @@ class MKLRegressor(MKLMixin, RegressorBatches, base.MiniBatchRegressor):
     budget
         Maximum number of support vectors of the kernelized blocks.
     budget_policy
-        ``"oldest"`` or ``"smallest"``.
+        ``"merge"`` (default), ``"project"``, ``"smallest"`` or ``"oldest"``: what a full support
+        set does to make room (see ``MKLClassifier`` and ``streammkl.core.budget``).
     seed
         Seeds random feature maps.
     averages
@@ -68,7 +69,7 @@ class MKLRegressor(MKLMixin, RegressorBatches, base.MiniBatchRegressor):
         schedule: Any = None,
         radius: float | None = None,
         budget: int | None = defaults.BUDGET,
-        budget_policy: str = "oldest",
+        budget_policy: str = "merge",
         seed: int = 0,
         fit_intercept: bool = True,
         averages: tuple | None = None,
@@ -164,4 +165,9 @@ class MKLRegressor(MKLMixin, RegressorBatches, base.MiniBatchRegressor):
             "loss": losses.Huber(1.0),
             "budget": None,
             "standardize_target": False,
+        }
+        yield {
+            "kernels": (kernels.Linear(), kernels.RBF(0.5)),
+            "budget": 16,
+            "budget_policy": "project",
         }

@@ -64,6 +64,11 @@ class JointBlocks:
         return [k.name for k in self.kernels]
 
     @property
+    def keeps_gram(self) -> bool:
+        """Whether the state keeps Gram matrices (the projection policy under a budget)."""
+        return self.budget is not None and self.policy == cnb.B_PROJECT
+
+    @property
     def regularized_names(self) -> list[str]:
         return [*self.names, TRANSITION] if self.learn_transition_weight else self.names
 
@@ -79,6 +84,7 @@ class JointBlocks:
             self.state.grow_outputs(n_labels)
             names = self.names
             state = transplant(self.layout, self.state, names, layout, names, self.kernels)
+        state.sync_gram(layout, self.keeps_gram)
         self.layout, self.state = layout, state
         self.pruning = B1Pruning(layout)  # a derived cache: refitted for the new layout
         K = self.transition.shape[0]
@@ -154,7 +160,7 @@ class JointBlocks:
                 L.ex_blocks, L.im_blocks, L.ex_off, self.policy,
                 budgets.capacity_limit(self.budget),
                 S.w, S.scale, S.norms, S.sx, S.ssq, S.sv, S.coef, S.kself, S.age, S.counters,
-                phis, scores, xsqs, np.zeros(L.n_views),
+                S.gram, phis, scores, xsqs,
             )  # fmt: skip
         self.transition += (eta * self.transition_scale) * G0
         self.prox(eta)

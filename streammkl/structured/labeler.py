@@ -60,7 +60,9 @@ class SequenceLabeler:
     budget
         Maximum number of support pairs (positions) of the kernelized blocks; None = unbounded.
     budget_policy
-        ``"oldest"`` or ``"smallest"`` (``streammkl.core.budget``); eviction keeps norms exact.
+        ``"merge"`` (default), ``"project"``, ``"smallest"`` or ``"oldest"``: what a full support
+        set does to make room for a position (``streammkl.core.budget``); every policy keeps the
+        block norms exact.
     seed
         Seeds the random Fourier maps of explicit RBF kernels.
     learn_transition_weight
@@ -105,7 +107,7 @@ class SequenceLabeler:
         schedule: Schedule | None = None,
         radius: float | None = None,
         budget: int | None = None,
-        budget_policy: str = "oldest",
+        budget_policy: str = "merge",
         seed: int = 0,
         learn_transition_weight: bool = False,
         transition_weight: float = 1.0,

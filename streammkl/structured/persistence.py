@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from streammkl.structured.labeler import SequenceLabeler
 
 FORMAT = "streammkl.SequenceLabeler"
-VERSION = 1
+VERSION = 2  # 2: the array "gram" (projection budget policy); version 1 files still load
 _INT_ARRAYS = ("age", "counters")
 
 
@@ -92,6 +92,7 @@ def check_header(meta: Any, fmt: str, version: int, kind: str) -> None:
 
 def from_state(cls: type, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> SequenceLabeler:
     check_header(meta, FORMAT, VERSION, "SequenceLabeler")
+    version = int(meta["version"])
     try:
         model = cls(**meta["config"])
         labels = [decode_label(item) for item in meta["labels"]]
@@ -120,8 +121,12 @@ def from_state(cls: type, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -
     n = _support_size(arrays)
     checked = {}
     for f in fields(BlockState):
+        if f.name == "gram" and version < 2:
+            continue  # saved before the projection policy existed: built by sync_gram
         checked[f.name] = _checked(arrays, f.name, _expected_shape(template, f.name, n))
     joint.state = BlockState.from_arrays(checked, template.capacity)
+    assert joint.layout is not None  # set by _rebuild
+    joint.state.sync_gram(joint.layout, joint.keeps_gram)
     K = len(labels)
     joint.transition = _checked(arrays, "transition", (K, K))
     return model
@@ -143,6 +148,8 @@ def _expected_shape(template: BlockState, name: str, n: int) -> tuple[int, ...]:
         shape[0] = n
     elif name == "coef":
         shape[1] = n
+    elif name == "gram" and shape[2]:
+        shape[2] = shape[3] = n
     return tuple(shape)
 
 

@@ -8,7 +8,8 @@ computed:
 - ``prox``: proximity operators on the block norms, step-size schedules;
 - ``features``: explicit feature maps and the vector loops over them;
 - ``scores``: block scores (explicit dot products, kernel expansions);
-- ``budget``: support-set budget maintenance with exact norms;
+- ``budget``: support-set budget maintenance with exact norms (``merge``: merging two pairs,
+  ``projection``: projecting a pair onto the others);
 - ``averages``: predictions from averaged iterates (exponential averages, follow the leader);
 - ``pack``: the round's arrays packed into one compiled argument (a structref built on demand);
 - ``rounds``: one round of Alg. 1 / 3 on a pack, its compiled loop, prediction;
@@ -44,12 +45,15 @@ _cache_guard(__file__)
 
 # ruff: noqa: E402, F401, I001  (re-exports, after the cache guard)
 from streammkl.core._numba.codes import (
-    _PRUNE_MARGIN, _SCALE_FLOOR, B_OLDEST, B_SMALLEST, K_B1, K_LINEAR, K_POLY, K_RBF,
+    _PRUNE_MARGIN, _SCALE_FLOOR, B_MERGE, B_OLDEST, B_PROJECT, B_SMALLEST,
+    K_B1, K_LINEAR, K_POLY, K_RBF,
     L_EPS, L_HINGE, L_HUBER, L_LOGISTIC, L_MC_HINGE, L_SOFTMAX, L_SQUARED,
-    MAP_GATHER, MAP_LINEAR, MAP_RFF, P_BALL, P_BLOCKSOFT, P_ENET, P_GROUP, P_GROUPLQ, P_L1,
-    P_L1BALL, P_L2, P_SQGROUP, S_ADAGRAD, S_CONSTANT, S_FTRL, S_INVSQRT, S_INVT,
+    MAP_ADDITIVE, MAP_GATHER, MAP_LINEAR, MAP_RFF, P_BALL, P_BLOCKSOFT, P_ENET, P_GROUP,
+    P_GROUPLQ, P_L1, P_L1BALL, P_L2, P_SQGROUP, S_ADAGRAD, S_CONSTANT, S_FTRL, S_INVSQRT, S_INVT,
 )  # fmt: skip
-from streammkl.core._numba.kernels import gram, kernel_value, view_dot
+from streammkl.core._numba.kernels import (
+    EXP_FLOOR, exp_many, exp_reduced, fast_exp, gram, kernel_value, view_dot,
+)  # fmt: skip
 from streammkl.core._numba.losses import loss_grad, loss_values
 from streammkl.core._numba.prox import (
     ball_multiplier, decreasing_root, gather, prox_norm_step, prox_power, prox_squared_l1,
@@ -59,9 +63,20 @@ from streammkl.core._numba.features import (
     FAST_COS_LIMIT, axpby_sqnorm, axpy_sqnorm, dot4, explicit_phi, fast_cos,
 )  # fmt: skip
 from streammkl.core._numba.scores import (
-    block_scores, explicit_sqnorm, support_expansion, zero_or_fold_block,
+    block_scores, dots_expansion, explicit_sqnorm, support_dots, support_expansion,
+    zero_or_fold_block,
 )  # fmt: skip
-from streammkl.core._numba.budget import evict
+from streammkl.core._numba.merge import (
+    best_merge_point, direction_cosine, merge_energy, merge_loss_table, merge_partner,
+    merge_plan, segment_kernels, table_loss, top_direction,
+)  # fmt: skip
+from streammkl.core._numba.projection import (
+    cheapest_projection, gram_border, gram_insert, loaded, project_out, refresh_inverse,
+    solve_projection,
+)  # fmt: skip
+from streammkl.core._numba.budget import (
+    add_pair, budget_step, make_room, merge_pairs, remove_pair, shift_scores, smallest_pair,
+)  # fmt: skip
 from streammkl.core._numba.averages import (
     average_scores, leader, track_averages, update_averages,
 )  # fmt: skip

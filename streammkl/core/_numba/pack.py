@@ -24,6 +24,7 @@ from streammkl.core._jit import JIT
 F1 = types.float64[::1]
 F2 = types.float64[:, ::1]
 F3 = types.float64[:, :, ::1]
+F4 = types.float64[:, :, :, ::1]
 I1 = types.int64[::1]
 B1 = types.boolean[::1]
 B2 = types.boolean[:, ::1]
@@ -43,7 +44,8 @@ FIELDS = (
     ("step_groups", B2), ("radius", FLOAT), ("policy", INT), ("capacity", INT),
     # the learned state (streammkl.core.state.BlockState)
     ("w", F2), ("scale", F1), ("norms", F1), ("sx", F2), ("ssq", F2), ("sv", F2), ("coef", F2),
-    ("kself", F2), ("sage", I1), ("counters", I1), ("bias", F1), ("bias_lr", FLOAT),
+    ("kself", F2), ("sage", I1), ("counters", I1), ("gram", F4), ("bias", F1),
+    ("bias_lr", FLOAT),
     # work buffers of a round
     ("phi", F1), ("scores", F2), ("fx", F1), ("v", F1), ("xsq", F1), ("dots", F1),
     ("newnorms", F1), ("fsq", F1),
@@ -75,7 +77,7 @@ def _new_pack(
     kinds, kp, is_explicit, view_of, masks, view_full, ex_blocks, im_blocks, ex_off, ex_kind,
     ex_norm, phi_src, rff_wt, rff_b,
     loss_code, loss_p, step_codes, step_p, step_groups, radius, policy, capacity,
-    w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, bias, bias_lr,
+    w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, gram, bias, bias_lr,
     phi, scores, fx, v, xsq, dots, newnorms, fsq,
     avg_w, avg_bias, avg_loss, avg_count, horizons, rho, every, pred, scratch, ascores,
     average, w_avg,
@@ -120,6 +122,7 @@ def _new_pack(
     p.kself = kself
     p.sage = sage
     p.counters = counters
+    p.gram = gram
     p.bias = bias
     p.bias_lr = bias_lr
     p.phi = phi

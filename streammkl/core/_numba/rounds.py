@@ -10,7 +10,7 @@ from numba import njit
 
 from streammkl.core._jit import JIT, JIT_INLINE
 from streammkl.core._numba.averages import average_scores, leader, track_averages, update_averages
-from streammkl.core._numba.budget import evict
+from streammkl.core._numba.budget import make_room
 from streammkl.core._numba.codes import (
     _SCALE_FLOOR,
     L_HINGE,
@@ -169,10 +169,11 @@ def _learn_round(p, x, y, t):
     previous steps and the norms of its stored blocks (unused by the other schedules). ``p.fx``
     receives the prequential scores (before the update); returns the loss at theta_t.
     ``p.counters = [n_support, next_age]``. The caller guarantees room for one more support
-    pair when ``p.capacity`` is not yet reached (``p.sx.shape[0] > p.counters[0]``). With
-    averaged iterates (``p.avg_w`` non-empty, see ``averages``) ``p.pred`` receives the
-    prediction (the leader's scores), else ``p.fx``'s; the gradient is always the last
-    iterate's.
+    pair when ``p.capacity`` is not yet reached (``p.sx.shape[0] > p.counters[0]``); at the
+    capacity the budget step of ``p.policy`` frees one (``make_room``; ``p.gram`` holds the
+    projection policy's Gram matrices and inverses, else it has no rows). With averaged
+    iterates (``p.avg_w`` non-empty, see ``averages``) ``p.pred`` receives the prediction (the
+    leader's scores), else ``p.fx``'s; the gradient is always the last iterate's.
     """
     loss = round_body(p, x, y, t)
     if p.avg_w.shape[0] > 0:
@@ -193,6 +194,7 @@ def _round_body(p, x, y, t):
     step_groups, radius, policy, capacity = p.step_groups, p.radius, p.policy, p.capacity
     w, scale, norms, sx, ssq, sv, coef = p.w, p.scale, p.norms, p.sx, p.ssq, p.sv, p.coef
     kself, sage, counters, bias, bias_lr = p.kself, p.sage, p.counters, p.bias, p.bias_lr
+    gram = p.gram
     phi, scores, fx, v, xsq, dots = p.phi, p.scores, p.fx, p.v, p.xsq, p.dots
     newnorms, fsq = p.newnorms, p.fsq
     avg_w, avg_bias, avg_loss, avg_count = p.avg_w, p.avg_bias, p.avg_loss, p.avg_count
@@ -252,15 +254,10 @@ def _round_body(p, x, y, t):
                     sq += dot4(w[k], w[k], a, e)
             norms[m] = scale[m] * math.sqrt(sq)
         if im_blocks.shape[0] > 0:
-            n = counters[0]
-            if n >= capacity:
-                slot = evict(
-                    policy, x, im_blocks, view_of, masks, view_full, kinds, kp,
-                    sx, ssq, sv, coef, kself, sage, n, scale, norms, xsq, dots, scores,
-                )  # fmt: skip
-            else:
-                slot = n
-                counters[0] = n + 1
+            slot = make_room(
+                policy, x, xsq, v, im_blocks, view_of, masks, view_full, kinds, kp,
+                sx, ssq, sv, coef, kself, sage, counters, capacity, scale, norms, gram, scores,
+            )  # fmt: skip
             d = x.shape[0]
             for j in range(d):
                 sx[slot, j] = x[j]

@@ -2,31 +2,42 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit
 
 from streammkl.core._jit import JIT, JIT_INLINE
+from streammkl.core._numba.codes import K_B1, K_POLY, K_RBF
 from streammkl.core._numba.features import dot4
-from streammkl.core._numba.kernels import kernel_value, view_dot
+from streammkl.core._numba.kernels import exp_many, kernel_value, view_dot
 
 
-def _support_expansion(
-    z, zsq, im_blocks, view_of, masks, view_full, kinds, kp, sx, ssq, sv, coef, n_support, out,
-):  # fmt: skip
-    """``out[m, :] = sum_s coef[m, s] k_m(x_s, z) v_s`` for the implicit blocks (unscaled).
-
-    Two passes: the inner products of z with every support input (per view), then one loop per
-    block whose kernel kind is loop-invariant (branch-free inner loop).
-    """
-    K = out.shape[1]
-    n_views = masks.shape[0]
-    dots = np.empty((n_support, n_views))
+def _support_dots(z, masks, view_full, sx, n_support, dots):
+    """``dots[s, v] = <z, x_s>`` on view v for every support input s < n_support."""
     for s in range(n_support):
-        for vw in range(n_views):
+        for vw in range(masks.shape[0]):
             if view_full[vw]:
                 dots[s, vw] = dot4(z, sx[s], 0, z.shape[0])
             else:
                 dots[s, vw] = view_dot(z, sx[s], masks[vw], False)
+
+
+support_dots = njit(**JIT)(_support_dots)
+
+
+def _dots_expansion(
+    zsq, dots, im_blocks, view_of, kinds, kp, ssq, sv, coef, n_support, out, kvals,
+):  # fmt: skip
+    """``out[m, :] = sum_s coef[m, s] k_m(x_s, z) v_s`` for the implicit blocks (unscaled), from
+    the inner products ``dots`` (n, V) of z with the support inputs and ``zsq`` (V,) = <z, z>.
+
+    One pass per block over the pairs: the kernel values first, in loops without branches that
+    vectorise (a Gaussian block's exponentials by ``exp_many``; linear and polynomial values with
+    kernel_value's own operations, so the same bits) into the scratch ``kvals`` (n,), then the
+    sum; a B1-spline block skips the pairs outside its support.
+    """
+    K = out.shape[1]
     for m in im_blocks:
         vw = view_of[m]
         kind = kinds[m]
@@ -34,6 +45,32 @@ def _support_expansion(
         p1 = kp[m, 1]
         normalize = kp[m, 2] != 0.0
         nz = zsq[vw]
+        if kind != K_B1:  # kernel values in loops without branches (they vectorise)
+            if kind == K_RBF:
+                for s in range(n_support):
+                    kvals[s] = -p0 * max(nz + ssq[s, vw] - 2.0 * dots[s, vw], 0.0)
+                exp_many(kvals, kvals, n_support)
+            else:  # linear, polynomial: the values kernel_value computes, bit for bit
+                shift = p1 if kind == K_POLY else 0.0
+                for s in range(n_support):
+                    base = dots[s, vw] + shift
+                    if normalize:
+                        den = math.sqrt((nz + shift) * (ssq[s, vw] + shift))
+                        base = base / den if den > 0.0 else 0.0
+                    kvals[s] = base
+                if kind == K_POLY and int(p0) > 1:  # base^degree by repeated products
+                    bases = kvals[:n_support].copy()
+                    for _ in range(int(p0) - 1):
+                        for s in range(n_support):
+                            kvals[s] *= bases[s]
+            for s in range(n_support):
+                kvals[s] = coef[m, s] * kvals[s]
+            for k in range(K):  # sums in registers, in the order of the pairs
+                acc = 0.0
+                for s in range(n_support):
+                    acc += kvals[s] * sv[s, k]
+                out[m, k] = acc
+            continue
         for k in range(K):
             out[m, k] = 0.0
         for s in range(n_support):
@@ -48,6 +85,25 @@ def _support_expansion(
             c *= kv
             for k in range(K):
                 out[m, k] += c * sv[s, k]
+
+
+dots_expansion = njit(**JIT)(_dots_expansion)
+
+
+def _support_expansion(
+    z, zsq, im_blocks, view_of, masks, view_full, kinds, kp, sx, ssq, sv, coef, n_support, out,
+):  # fmt: skip
+    """``out[m, :] = sum_s coef[m, s] k_m(x_s, z) v_s`` for the implicit blocks (unscaled).
+
+    Two passes: the inner products of z with every support input (per view), then the blocks'
+    kernel loops (``dots_expansion``).
+    """
+    dots = np.empty((n_support, masks.shape[0]))
+    support_dots(z, masks, view_full, sx, n_support, dots)
+    dots_expansion(
+        zsq, dots, im_blocks, view_of, kinds, kp, ssq, sv, coef, n_support, out,
+        np.empty(n_support),
+    )  # fmt: skip
 
 
 support_expansion = njit(**JIT)(_support_expansion)

@@ -8,7 +8,7 @@ import numpy as np
 from numba import njit
 
 from streammkl.core._jit import JIT
-from streammkl.core._numba.budget import evict
+from streammkl.core._numba.budget import budget_step, gram_border, shift_scores
 from streammkl.core._numba.codes import _PRUNE_MARGIN, K_B1
 from streammkl.core._numba.features import dot4, explicit_phi
 from streammkl.core._numba.kernels import kernel_value, view_dot
@@ -17,7 +17,8 @@ from streammkl.core._numba.scores import block_scores, explicit_sqnorm
 # ----------------------------------------------------------------------------- joint-kernel blocks
 # The unigram blocks reuse the core's block layout and state (``core.state``): a position x_i with
 # label-indexed direction v_i is one support pair (x_i, v_i), exactly as one example is in the
-# core, so scoring and eviction are the core's compiled functions, called once per position.
+# core, so scoring and budget maintenance are the core's compiled functions, called once per
+# position.
 
 
 def _b1_pruned_expansion(
@@ -129,7 +130,7 @@ pair_kernel = njit(**JIT)(_pair_kernel)
 def _sequence_step(
     X, V, active, eta,
     kinds, kp, view_of, masks, view_full, ex_blocks, im_blocks, ex_off, policy, capacity,
-    w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, phis, scores, xsqs, dots,
+    w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, gram, phis, scores, xsqs,
 ):  # fmt: skip
     """Gradient step ``theta_m += eta * sum_i phi_m(x_i) (x) V_i`` on every unigram block.
 
@@ -139,8 +140,10 @@ def _sequence_step(
     ``||theta + eta phi(x_i) (x) V_i||^2 = ||theta||^2 + 2 eta <f(x_i), V_i> + eta^2 K_ii |V_i|^2``
     with ``f`` updated for the later positions after each pair (``f(x_j) += eta K_ji V_i``); the
     terms add up to ``2 eta sum_i <f(x_i), V_i> + eta^2 sum_ij K_ij <V_i, V_j>``. With a budget,
-    a full support set first evicts a pair through the core's ``evict`` (exact norms), and the
-    scores of the later positions are corrected for the removed term. ``scores`` (T, M, K) must
+    a full support set first takes one of the core's budget steps (``budget_step``: removal,
+    merge or projection, exact norms), and the scores of the later positions are corrected for
+    what it changed (``shift_scores``); the projection policy's Gram matrices (``gram``) are
+    bordered with every inserted position. ``scores`` (T, M, K) must
     hold the block scores at theta_t on entry; it is scratch afterwards.
     """
     T = X.shape[0]
@@ -160,8 +163,6 @@ def _sequence_step(
         norms[m] = scale[m] * math.sqrt(explicit_sqnorm(w, a, e))
     if im_blocks.shape[0] == 0:
         return
-    M = norms.shape[0]
-    old = np.zeros(M)
     for i in range(T):
         if not active[i]:
             continue
@@ -170,28 +171,20 @@ def _sequence_step(
             vv += V[i, k] * V[i, k]
         n = counters[0]
         if n >= capacity:
-            kept = coef[:, :n].copy()  # evict zeroes the victim's coefficients: keep them
-            slot = evict(
-                policy, X[i], im_blocks, view_of, masks, view_full, kinds, kp,
-                sx, ssq, sv, coef, kself, sage, n, scale, norms, xsqs[i], dots, scores[i],
+            slot, nt, tx, tsq, tc, tv, dense = budget_step(
+                policy, X[i], xsqs[i], im_blocks, view_of, masks, view_full, kinds, kp,
+                sx, ssq, sv, coef, kself, sage, counters, scale, norms, gram, scores[i],
             )  # fmt: skip
-            for m in im_blocks:
-                old[m] = scale[m] * kept[m, slot]
             for j in range(i + 1, T):
-                if not active[j]:
-                    continue
-                for m in im_blocks:
-                    c = old[m]
-                    if c == 0.0:
-                        continue
-                    vw = view_of[m]
-                    kv = pair_kernel(m, vw, X[j], sx[slot], xsqs[j, vw], ssq[slot, vw],
-                                     kinds, kp, masks, view_full)  # fmt: skip
-                    for k in range(K):
-                        scores[j, m, k] -= c * kv * sv[slot, k]
+                if active[j]:
+                    shift_scores(X[j], xsqs[j], nt, tx, tsq, tc, tv, dense, n, im_blocks, view_of,
+                                 masks, view_full, kinds, kp, sx, ssq, sv, scores[j])  # fmt: skip
         else:
             slot = n
             counters[0] = n + 1
+        if gram.shape[2] > 0:
+            gram_border(X[i], xsqs[i], V[i], slot, counters[0], im_blocks, view_of, masks,
+                        view_full, kinds, kp, sx, ssq, sv, gram)  # fmt: skip
         for j in range(X.shape[1]):
             sx[slot, j] = X[i, j]
         for vw in range(masks.shape[0]):

@@ -1,0 +1,291 @@
+"""Iterative parameter mixing: one ``OnlineMKL`` for a group of learners.
+
+Every member starts a round from the same merged *base*, learns its own examples, and ends the
+round with its state and the number of examples it learned, n_i. :func:`merge` turns the base and
+the members' states into the next base, the same on every member (the same inputs in the same
+order give the same bits: members are sorted by name), as if one model had learned the round's
+examples:
+
+- weights of a mirror-descent schedule (``InvSqrt``, ``Constant``, ``InvT``, ``AdaGrad``):
+  ``theta = theta_base + sum_i (n_i / N) (theta_i - theta_base)`` (the example-weighted delta
+  merge of Vowpal Wabbit's spanning-tree mode), then **the regularizer's prox at the current step**
+  on the merged block norms, so that averaging does not undo the sparsity (Yuan, Zaheer & Reddi,
+  *Federated Composite Optimization*, ICML 2021, call this the curse of primal averaging);
+- ``FTRL`` keeps a dual state (accumulated gradients u): the members' increments are *added*
+  (``u = u_base + sum_i (u_i - u_base)``: every example's gradient counted once) and theta comes
+  from the prox of the merged dual with the merged round count — dual averaging, the principled
+  alternative of the same paper, which keeps the sparsity by construction;
+- AdaGrad's squared-gradient sums are added, the round counts add up (``t = t_base + N``), biases
+  and averaged iterates are merged like the weights.
+
+Members may have met different new inputs during a round: the merged model's inputs are the
+base's followed by the new ones in sorted order, and every explicit column is matched by what it
+reads (the input names of a product map, the input and component of an additive map, the
+component of a Fourier map), so members' weights add up coordinate by coordinate. Every member
+must use the same kernel bank, loss, regularizer, schedule and seed (checked: the feature maps
+are then the same). Kernelized blocks are not merged here (their support sets would have to be
+united and cut back to the budget): :func:`check_mixable` refuses them with a clear error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from streammkl.core import _numba as nb
+from streammkl.core import schedules as schedules_mod
+from streammkl.core.kernels import AdditiveRBF, Kernel
+from streammkl.core.model import OnlineMKL
+from streammkl.core.state import BlockState, Layout, build_layout
+
+__all__ = ["MemberRound", "check_mixable", "merge"]
+
+
+@dataclass(frozen=True)
+class MemberRound:
+    """One member's end of a round: its name, the examples it learned since the base, and its
+    state (``OnlineMKL.to_state()``)."""
+
+    member: str
+    examples: int
+    meta: Mapping[str, Any]
+    arrays: Mapping[str, np.ndarray]
+
+
+def check_mixable(model: OnlineMKL) -> None:
+    """Raise a clear ValueError if ``model`` cannot take part in parameter mixing."""
+    implicit = [k.name for k in model.kernels if k.implicit]
+    if implicit:
+        raise ValueError(
+            f"parameter mixing merges explicit blocks only; kernelized blocks {implicit}: use "
+            "explicit maps (e.g. RBF(gamma, n_components=D) or MedianRBF(scale, D))"
+        )
+    if model.average:
+        raise ValueError(
+            "average=True (the running mean of every iterate since the start) is not merged; "
+            "use averages=(...) (exponential averages, merged like the weights)"
+        )
+
+
+def _config_key(meta: Mapping[str, Any]) -> Any:
+    """What every member must share (the schedule without its round count)."""
+    config = dict(meta["config"])
+    return repr(sorted((k, repr(v)) for k, v in config.items()))
+
+
+def column_keys(kernels: Sequence[Kernel], keys: Sequence[str], layout: Layout) -> list[tuple]:
+    """For every explicit column: what it reads, independent of the order inputs arrived in."""
+    out: list[tuple] = [()] * layout.width
+    for m, kernel in enumerate(kernels):
+        a, e = int(layout.ex_off[m]), int(layout.ex_off[m + 1])
+        kind = int(layout.ex_kind[m])
+        if kind == nb.MAP_ADDITIVE and isinstance(kernel, AdditiveRBF):
+            R = kernel.n_components or 0
+            idx = kernel.feature_indices(len(keys))
+            for j in range(a, e):
+                out[j] = (kernel.name, keys[int(idx[(j - a) // R])], (j - a) % R)
+        elif kind == nb.MAP_RFF:
+            for j in range(a, e):
+                out[j] = (kernel.name, j - a)
+        else:
+            for j in range(a, e):
+                first, second = int(layout.phi_src[0, j]), int(layout.phi_src[1, j])
+                out[j] = (
+                    kernel.name,
+                    keys[first] if first >= 0 else None,
+                    keys[second] if second >= 0 else None,
+                )
+    return out
+
+
+class _Aligned:
+    """A member's (or the base's) state on the merged layout: theta, u, averages and the
+    per-block schedule state, with zeros where it had no such column."""
+
+    def __init__(self, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray], target: Any):
+        model = OnlineMKL.from_state(dict(meta), dict(arrays))
+        S, L = model._state, model._layout
+        K = target.n_outputs
+        P = target.layout.width
+        self.t = model.t
+        self.schedule_t = model.schedule.t
+        self.theta = np.zeros((K, P))
+        self.stored = np.zeros((K, P))
+        self.avg_w = np.zeros((target.n_averages, K, P))
+        self.bias = np.zeros(K)
+        self.avg_bias = np.zeros((target.n_averages, K))
+        self.avg_loss = np.zeros(target.n_averages + 1)
+        self.acc = np.zeros(len(target.kernels) + 1)
+        if S is None or L is None:
+            return
+        k = S.w.shape[0]
+        where = target.column_index
+        cols = column_keys(model.kernels, model.feature_keys, L)
+        src = np.array([j for j, key in enumerate(cols) if key in where], dtype=np.int64)
+        dst = np.array([where[cols[j]] for j in src], dtype=np.int64)
+        block = np.zeros(L.width)
+        for m in range(len(model.kernels)):
+            block[L.ex_off[m] : L.ex_off[m + 1]] = S.scale[m]
+        self.theta[:k, dst] = (S.w * block)[:, src]
+        self.stored[:k, dst] = S.w[:, src]
+        self.avg_w[:, :k, dst] = S.avg_w[:, :, src]
+        self.bias[:k] = S.bias
+        self.avg_bias[:, :k] = S.avg_bias
+        self.avg_loss[:] = S.avg_loss
+        names = [kk.name for kk in model.kernels]
+        for m, name in enumerate(target.names):
+            if name in names:
+                self.acc[m] = S.step_acc[names.index(name)]
+        self.acc[-1] = S.step_acc[-1]
+
+
+class _Target:
+    """The merged model's shape: the base's bank and inputs plus the members' new inputs."""
+
+    def __init__(self, base: OnlineMKL, members: Sequence[OnlineMKL]):
+        new = sorted({k for m in members for k in m.feature_keys} - set(base.feature_keys))
+        self.keys = list(base.feature_keys) + new
+        self.kernels = base.kernels
+        self.names = [k.name for k in base.kernels]
+        self.n_outputs = max([base.n_outputs, *(m.n_outputs for m in members)])
+        self.n_averages = len(base.averages)
+        index = {k: i for i, k in enumerate(self.keys)}
+        self.layout = build_layout(self.kernels, len(self.keys), base.seed, index, self.keys)
+        cols = column_keys(self.kernels, self.keys, self.layout)
+        self.column_index = {key: j for j, key in enumerate(cols)}
+
+
+def merge(
+    base_meta: Mapping[str, Any],
+    base_arrays: Mapping[str, np.ndarray],
+    rounds: Sequence[MemberRound],
+) -> OnlineMKL:
+    """The next base: the merged model of the members' rounds from this base (see the module's
+    docstring). The result does not depend on the order of ``rounds``."""
+    base = OnlineMKL.from_state(dict(base_meta), dict(base_arrays))
+    check_mixable(base)
+    rounds = sorted(rounds, key=lambda r: r.member)
+    models = [OnlineMKL.from_state(dict(r.meta), dict(r.arrays)) for r in rounds]
+    for r, model in zip(rounds, models, strict=True):
+        if _config_key(r.meta) != _config_key(base_meta) or model.names != base.names:
+            raise ValueError(
+                f"member {r.member!r} learns with another configuration or kernel bank than the "
+                "base: every member of a group must share them (same seeds, same maps)"
+            )
+        if r.examples < 0:
+            raise ValueError(f"member {r.member!r}: examples must be >= 0, got {r.examples}")
+    if base.feature_keys == [] and not any(m.feature_keys for m in models):
+        return base
+    target = _Target(base, models)
+    ref = _Aligned(base_meta, base_arrays, target)
+    aligned = [_Aligned(r.meta, r.arrays, target) for r in rounds]
+    N = sum(r.examples for r in rounds)
+    weights = [r.examples / N for r in rounds] if N > 0 else [0.0] * len(rounds)
+
+    def weighted(attr: str) -> np.ndarray:
+        out = getattr(ref, attr).copy()
+        for w, a in zip(weights, aligned, strict=True):
+            out += w * (getattr(a, attr) - getattr(ref, attr))
+        return out
+
+    def added(attr: str) -> np.ndarray:
+        out = getattr(ref, attr).copy()
+        for a in aligned:
+            out += getattr(a, attr) - getattr(ref, attr)
+        return out
+
+    state = BlockState.empty(target.layout, target.n_outputs, 0, base.average, target.n_averages)
+    state.bias[:] = weighted("bias")
+    state.avg_w[:] = weighted("avg_w")
+    state.avg_bias[:] = weighted("avg_bias")
+    state.avg_loss[:] = weighted("avg_loss")
+    state.avg_count[:] = float(base._state.avg_count[0]) + N if base._state is not None else N
+    state.step_acc[:] = added("acc")
+    schedule_t = _merged_schedule_t(ref, aligned)
+    merged = OnlineMKL(**base.config())
+    merged.feature_keys = list(target.keys)
+    merged.n_outputs = target.n_outputs
+    merged.kernels = target.kernels
+    merged.t = base.t + N
+    merged.schedule.t = schedule_t
+    merged._layout, merged._state = target.layout, state
+    if isinstance(merged.schedule, schedules_mod.FTRL):
+        _ftrl_theta(merged, added("stored"))
+    else:
+        _prox_theta(merged, weighted("theta"))
+    merged._refresh_args()
+    return merged
+
+
+def _merged_schedule_t(ref: _Aligned, aligned: Sequence[_Aligned]) -> int:
+    """Rounds since the schedule's (re)start: the base's plus every member's, or, where a
+    member restarted during the round, that member's count since its restart."""
+    restarted = [a.schedule_t for a in aligned if a.schedule_t < ref.schedule_t]
+    grown = sum(a.schedule_t - ref.schedule_t for a in aligned if a.schedule_t >= ref.schedule_t)
+    if restarted:
+        return max(restarted) + grown
+    return ref.schedule_t + grown
+
+
+def _block_norms(layout: Layout, W: np.ndarray) -> np.ndarray:
+    M = layout.kinds.shape[0]
+    return np.array(
+        [np.linalg.norm(W[:, layout.ex_off[m] : layout.ex_off[m + 1]]) for m in range(M)]
+    )
+
+
+def _steps(model: OnlineMKL) -> np.ndarray:
+    """The step of the merged model's next round for every block (and the bias)."""
+    S = model._state
+    assert S is not None
+    sched = model.schedule
+    M = len(model.kernels)
+    if sched.adaptive:
+        c = sched.constants
+        return c[0] / np.sqrt(c[1] + S.step_acc)
+    t = max(sched.t, 1)
+    return np.full(M + 1, sched.eta(t))
+
+
+def _prox_theta(model: OnlineMKL, theta: np.ndarray) -> None:
+    """theta merged, then the regularizer's prox steps (and the projection) at the step the
+    next round would take."""
+    S, L = model._state, model._layout
+    assert S is not None and L is not None
+    S.w[:] = theta
+    S.scale[:] = 1.0
+    S.norms[:] = _block_norms(L, theta)
+    from streammkl.core.update import step_arrays
+
+    codes, params, groups = step_arrays(model.regularizers, len(model.kernels), model.names)
+    nb.apply_prox_steps(
+        _steps(model), codes, params, groups, model.radius, L.is_explicit, L.ex_blocks,
+        L.ex_off, S.w, S.scale, S.norms, S.coef, 0, np.zeros(len(model.kernels)),
+    )  # fmt: skip
+
+
+def _ftrl_theta(model: OnlineMKL, stored: np.ndarray) -> None:
+    """FTRL from the merged dual: theta_m = eta_m u_m b_m / c_m with c_m = eta_m ||u_m|| and b
+    the prox of t Omega in the metric of the steps (the round's own closed form)."""
+    S, L = model._state, model._layout
+    assert S is not None and L is not None
+    etas = _steps(model)
+    M = len(model.kernels)
+    S.w[:] = stored
+    S.stored_norms[:] = _block_norms(L, stored)
+    S.step_prev[:] = etas[:M]
+    c = etas[:M] * S.stored_norms
+    t = max(model.schedule.t, 1)
+    b = c.copy()
+    for reg in model.regularizers:
+        b = reg.prox_norms(b, t * etas[:M])
+    if model.radius:
+        from streammkl.core.regularizers import Ball
+
+        b = Ball(model.radius).prox_norms(b, etas[:M])
+    S.norms[:] = b
+    S.scale[:] = np.where((S.stored_norms > 0) & (b > 0), b / np.where(c > 0, c, 1.0), 0.0)
+    S.scale[:] *= np.where(S.stored_norms > 0, etas[:M], 0.0)

@@ -1,0 +1,161 @@
+"""Iterative parameter mixing of OnlineMKL models (core.mixing)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from streammkl.core import OnlineMKL, kernels, losses, regularizers, schedules
+from streammkl.core.mixing import MemberRound, merge
+
+BANK = (
+    kernels.Linear(),
+    kernels.AdditiveRBF(1.0, 4),
+    kernels.RBF(0.5, n_components=16),
+    kernels.Polynomial(2, explicit=True),
+)
+
+
+def _stream(n, seed, d=3):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    return X, np.where(X[:, 0] + 0.5 * X[:, 1] * X[:, 2] > 0, 1.0, -1.0)
+
+
+def _rounds(base, parts):
+    """Each member: the base, then its part of the stream."""
+    out = []
+    for i, (X, Y) in enumerate(parts):
+        member = OnlineMKL.from_state(*base.to_state())
+        member.learn_many(X, Y)
+        out.append(MemberRound(f"m{i}", len(X), *member.to_state()))
+    return out
+
+
+CONFIGS = {
+    "adagrad": dict(schedule=schedules.AdaGrad(0.5), regularizer=regularizers.GroupLasso(0.01)),
+    "ftrl": dict(schedule=schedules.FTRL(0.5), regularizer=regularizers.GroupLasso(0.01)),
+    "invsqrt": dict(schedule=schedules.InvSqrt(1.0), averages=(10.0, 100.0)),
+}
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_every_member_gets_the_same_merged_model_whatever_the_order(name):
+    base = OnlineMKL(kernels=BANK, loss=losses.Logistic(), fit_intercept=True, **CONFIGS[name])
+    X, Y = _stream(300, 0)
+    base.learn_many(X[:100], Y[:100])
+    rounds = _rounds(base, [(X[100:180], Y[100:180]), (X[180:300], Y[180:300])])
+    a = merge(*base.to_state(), rounds)
+    b = merge(*base.to_state(), list(reversed(rounds)))
+    assert a.digest() == b.digest()
+    assert a.t == base.t + 200
+    assert a.schedule.t == base.schedule.t + 200
+    c = OnlineMKL.from_state(*a.to_state())  # a merged model learns on as any other
+    Xn, Yn = _stream(50, 9)
+    a.learn_many(Xn, Yn)
+    c.learn_many(Xn, Yn)
+    assert a.digest() == c.digest()
+
+
+def test_ftrl_merge_adds_the_members_increments_and_keeps_one_member_exactly():
+    cfg = dict(kernels=BANK, loss=losses.Logistic(), **CONFIGS["ftrl"])
+    base = OnlineMKL(**cfg)
+    X, Y = _stream(200, 1)
+    base.learn_many(X[:50], Y[:50])
+    (one,) = _rounds(base, [(X[50:], Y[50:])])
+    merged = merge(*base.to_state(), [one])
+    member = OnlineMKL.from_state(one.meta, one.arrays)
+    np.testing.assert_allclose(merged.decision_many(X), member.decision_many(X), rtol=1e-9)
+    np.testing.assert_array_equal(merged.block_norms > 0, member.block_norms > 0)
+    two = _rounds(base, [(X[50:120], Y[50:120]), (X[120:], Y[120:])])
+    merged = merge(*base.to_state(), two)
+    acc = [OnlineMKL.from_state(r.meta, r.arrays).gradient_sq_sums for r in two]
+    np.testing.assert_allclose(
+        merged.gradient_sq_sums, acc[0] + acc[1] - base.gradient_sq_sums, rtol=1e-12
+    )
+
+
+def test_mirror_descent_merge_is_the_weighted_delta_then_the_prox():
+    cfg = dict(kernels=(kernels.Linear(),), loss=losses.Logistic(),
+               schedule=schedules.Constant(0.1), regularizer=regularizers.L2(0.5))  # fmt: skip
+    base = OnlineMKL(**cfg)
+    X, Y = _stream(120, 2)
+    base.learn_many(X[:20], Y[:20])
+    rounds = _rounds(base, [(X[20:50], Y[20:50]), (X[50:120], Y[50:120])])
+    merged = merge(*base.to_state(), rounds)
+
+    def theta(meta, arrays):
+        m = OnlineMKL.from_state(dict(meta), dict(arrays))
+        return m._state.scale[0] * m._state.w[0]
+
+    t0 = theta(*base.to_state())
+    want = t0 + 0.3 * (theta(rounds[0].meta, rounds[0].arrays) - t0)
+    want += 0.7 * (theta(rounds[1].meta, rounds[1].arrays) - t0)
+    want /= 1.0 + 0.1 * 0.5  # L2's prox at the constant step
+    np.testing.assert_allclose(merged._state.scale[0] * merged._state.w[0], want, rtol=1e-12)
+
+
+def test_members_that_met_different_new_inputs_add_up_by_input_name():
+    quadratic = kernels.Polynomial(2, explicit=True, normalize=False)  # a linear map of theta
+    cfg = dict(kernels=(kernels.Linear(), quadratic),
+               loss=losses.Logistic(), schedule=schedules.Constant(0.1),
+               regularizer=regularizers.L2(0.0))  # fmt: skip
+    base = OnlineMKL(**cfg)
+    base.declare_features(["a", "b"])
+    base.learn(np.array([1.0, -1.0]), 1.0)
+    left = OnlineMKL.from_state(*base.to_state())
+    left.declare_features(["x"])
+    left.learn(np.array([0.5, 0.0, 2.0]), 1.0)
+    right = OnlineMKL.from_state(*base.to_state())
+    right.declare_features(["w", "y"])  # "w" sorts before "x": columns move in the merged model
+    right.learn(np.array([0.0, 1.0, 3.0, -1.0]), -1.0)
+    rounds = [MemberRound("L", 1, *left.to_state()), MemberRound("R", 1, *right.to_state())]
+    merged = merge(*base.to_state(), rounds)
+    assert merged.feature_keys == ["a", "b", "w", "x", "y"]
+    x = {"a": 0.3, "b": -0.2, "w": 1.5, "x": 0.7, "y": -2.0}
+
+    def score(model):
+        return float(model.decision(np.array([x[k] for k in model.feature_keys])))
+
+    # the merged linear function is the base's plus half of each member's change
+    base_f, left_f, right_f = score(base), score(left), score(right)
+    assert score(merged) == pytest.approx(
+        base_f + 0.5 * (left_f - base_f) + 0.5 * (right_f - base_f)
+    )
+
+
+def test_kernelized_banks_and_mismatched_members_are_refused():
+    with pytest.raises(ValueError, match="explicit blocks only"):
+        merge(*OnlineMKL(kernels=(kernels.RBF(0.5),)).to_state(), [])
+    base = OnlineMKL(kernels=(kernels.Linear(),))
+    other = OnlineMKL(kernels=(kernels.Linear(),), seed=3)
+    other.learn(np.ones(2), 1.0)
+    with pytest.raises(ValueError, match="another configuration"):
+        merge(*base.to_state(), [MemberRound("x", 1, *other.to_state())])
+
+
+def test_mixing_two_halves_comes_close_to_one_model_and_keeps_its_sparsity():
+    X, Y = _stream(6000, 4, d=4)
+    X[:, 3] = np.random.default_rng(5).normal(size=6000)  # pure noise: its blocks should drop
+    bank = (kernels.Linear(features=(0, 1, 2)), kernels.Linear(features=(3,)),
+            kernels.RBF(0.5, n_components=32, features=(0, 1, 2)))  # fmt: skip
+    cfg = dict(kernels=bank, loss=losses.Logistic(), fit_intercept=True,
+               schedule=schedules.FTRL(1.0), regularizer=regularizers.GroupLasso(0.02))  # fmt: skip
+    single = OnlineMKL(**cfg)
+    _, p_single = single.learn_many(X, Y)
+    base = OnlineMKL(**cfg)
+    hits, K = [], 500
+    for start in range(0, 6000, 2 * K):
+        parts = [(X[start : start + K], Y[start : start + K]),
+                 (X[start + K : start + 2 * K], Y[start + K : start + 2 * K])]  # fmt: skip
+        rounds = []
+        for i, (Xp, Yp) in enumerate(parts):
+            member = OnlineMKL.from_state(*base.to_state())
+            _, p = member.learn_many(Xp, Yp)
+            hits.append(np.sign(p[:, 0]) == Yp)
+            rounds.append(MemberRound(f"m{i}", len(Xp), *member.to_state()))
+        base = merge(*base.to_state(), rounds)
+    acc_single = np.mean(np.sign(p_single[:, 0]) == Y)
+    acc_mixed = np.mean(np.concatenate(hits))
+    assert acc_mixed > acc_single - 0.02
+    assert single.block_norms[1] == 0.0 and base.block_norms[1] == 0.0  # the noise block
