@@ -56,8 +56,8 @@ from _table import machine, markdown, write  # noqa: E402
 
 from simulators.hostile import ATTACKS, HOSTILE_SETTINGS, hostile_stream  # noqa: E402
 from streammkl.daemon.broker import EmbeddedBroker, free_port  # noqa: E402
-from streammkl.daemon.cli import inspect_checkpoint  # noqa: E402
 from streammkl.daemon.config import Settings  # noqa: E402
+from streammkl.daemon.inspection import inspect_checkpoint  # noqa: E402
 from streammkl.daemon.topics import ensure_topics  # noqa: E402
 
 FAST = {"kafka.session_timeout_ms": 2000, "kafka.heartbeat_interval_ms": 500}

@@ -142,12 +142,16 @@ def _decode(zf: zipfile.ZipFile) -> tuple[int, dict[str, Any], dict[str, np.ndar
         return version, {}, {}, None
     if version == 2:
         meta = json.loads(zf.read("__meta__.json"))
-        arrays = {n[2:-4]: _array(zf, n) for n in names if n.startswith("a/") and n.endswith(".npy")}
+        arrays = {
+            n[2:-4]: _array(zf, n) for n in names if n.startswith("a/") and n.endswith(".npy")
+        }
         return version, meta, arrays, zf.read("__sha256__").decode("ascii")
     if version == 1:
         meta = json.loads(_array(zf, "__meta__.npy").tobytes())
         expected = _array(zf, "__sha256__.npy").tobytes().decode("ascii")
-        arrays = {n[2:-4]: _array(zf, n) for n in names if n.startswith("a/") and n.endswith(".npy")}
+        arrays = {
+            n[2:-4]: _array(zf, n) for n in names if n.startswith("a/") and n.endswith(".npy")
+        }
         return version, meta, arrays, expected
     meta = json.loads(zf.read("meta.json"))
     arrays = {n[:-4]: _array(zf, n) for n in names if n.endswith(".npy")}

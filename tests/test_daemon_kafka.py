@@ -212,7 +212,7 @@ def test_demo_runs_bounded_and_summarises(tmp_path: Path, extra: list[str]) -> N
     import subprocess
     import sys
 
-    from streammkl.daemon.cli import inspect_checkpoint
+    from streammkl.daemon.inspection import inspect_checkpoint
     from tests.daemon_kafka import subprocess_env
 
     argv = [sys.executable, "-m", "streammkl.daemon.cli", "demo", "--duration", "6", "--rate"]

@@ -13,8 +13,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from streammkl.daemon.checkpoint import CheckpointError, CheckpointStore, encode_offsets
-from streammkl.daemon.cli import inspect_checkpoint
 from streammkl.daemon.config import load_settings
+from streammkl.daemon.inspection import inspect_checkpoint
 from streammkl.daemon.runner import Runner
 from tests.daemon_fakes import FakeCluster, FakeLearner, TopicPartition, bananas_like
 

@@ -27,6 +27,7 @@ from rich.text import Text
 
 from streammkl.daemon.broker import EmbeddedBroker
 from streammkl.daemon.config import load_settings
+from streammkl.daemon.inspection import inspect_checkpoint
 from streammkl.daemon.runner import Runner
 from streammkl.daemon.topics import ensure_topics
 
@@ -236,8 +237,6 @@ def _summary(
     console: Console, runner: Runner, sim: _Simulator, view: _View, checkpoints: Path,
     args: argparse.Namespace,
 ) -> None:  # fmt: skip
-    from streammkl.daemon.cli import inspect_checkpoint
-
     elapsed = time.monotonic() - view.start
     c = runner.counters
     table = Table(title="streammkl demo — summary", show_header=False)

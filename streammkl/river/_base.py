@@ -13,11 +13,11 @@ from typing import Any
 
 import numpy as np
 
+from streammkl import statefile
 from streammkl.core import OnlineMKL
 from streammkl.core import kernels as kernels_mod
 from streammkl.core import regularizers as regs_mod
 from streammkl.core import schedules as schedules_mod
-from streammkl import statefile
 from streammkl.river import defaults
 from streammkl.river._features import FeatureIndex, check_numeric
 

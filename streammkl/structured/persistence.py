@@ -2,10 +2,10 @@
 
 ``to_state`` gives ``(meta, arrays)``: ``meta`` is JSON (format, version, configuration as specs,
 labels with type tags, feature keys, counters) and ``arrays`` are the core block-state arrays plus
-the bigram block ``transition``. ``save`` writes both into the learners' one state file (:mod:`streammkl.statefile`: versioned, checksummed, written
-atomically and privately). Loading checks the format, refuses a newer version, and validates
-every array's dtype and shape against the configuration, so a corrupt or foreign file gives a
-clear error rather than a wrong model.
+the bigram block ``transition``. ``save`` writes both into the learners' one state file
+(:mod:`streammkl.statefile`: versioned, checksummed, written atomically and privately). Loading
+checks the format, refuses a newer version, and validates every array's dtype and shape against
+the configuration, so a corrupt or foreign file gives a clear error rather than a wrong model.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from streammkl.core.state import BlockState
 from streammkl import statefile
+from streammkl.core.state import BlockState
 from streammkl.statefile import StateError, check_header
 from streammkl.structured.inputs import decode_label, encode_label
 
