@@ -349,7 +349,7 @@ def test_closing_ends_the_pacing_and_the_fit_finishes() -> None:
 
     from streammkl.core import OnlineMKL
     from streammkl.daemon.monitoring import Throttled
-    from streammkl.monitor.comparators import EpochComparator
+    from streammkl.monitor.hindsight import EpochComparator
     from streammkl.monitor.regret import WindowedRegret
 
     model = OnlineMKL()
