@@ -205,8 +205,12 @@ def test_broker_outage_not_ready_then_resumes(tmp_path: Path, client: str) -> No
 
 @pytest.mark.parametrize(
     "extra",
-    [[], ["--scenario", "phishing", "--count", "1500", "--rate", "2000"]],
-    ids=["kernel-drift", "replay-longer-than-its-data"],
+    [
+        [],
+        ["--scenario", "phishing", "--count", "1500", "--rate", "2000"],
+        ["--scenario", "digit-strings", "--count", "200"],
+    ],
+    ids=["kernel-drift", "replay-longer-than-its-data", "sequences-pick-their-task"],
 )
 def test_demo_runs_bounded_and_summarises(tmp_path: Path, extra: list[str]) -> None:
     import subprocess
@@ -232,8 +236,11 @@ def test_demo_runs_bounded_and_summarises(tmp_path: Path, extra: list[str]) -> N
     assert info["examples_learned"] == info["records_consumed"]  # nothing rejected
     assert sum(info["kernel_weights"].values()) == pytest.approx(1.0)
     assert f"{info['examples_learned']} in" in out.stdout
-    if extra:  # 1,500 records from a data set of 1,250 rows: the replay started over
+    if "phishing" in extra:  # 1,500 records from a data set of 1,250 rows: started over
         assert info["records_consumed"] == 1500
+    if "digit-strings" in extra:  # learned as sequences (was: all dead-lettered, wrong_kind)
+        assert 'learner.task = "sequence"' in out.stdout
+        assert info["model_class"] == "SequenceLabeler" and info["records_rejected"] == 0
 
 
 @pytest.mark.parametrize(

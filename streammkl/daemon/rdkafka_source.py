@@ -17,7 +17,7 @@ merge, resets when an own offset is beyond the highwater). This class only speak
 - an own offset beyond the log: librdkafka resets the fetch to the earliest offset by itself
   (``auto.offset.reset``); the records it then delivers are below the own offset, so
   :meth:`Source._buffer` drops them and :meth:`Source._check_highwater` (highwater from the
-  fetch responses, ``cached=True``: Tansu's ListOffsets for the end is wrong, KAFKA.md) warns,
+  fetch responses, ``cached=True``: Tansu's ListOffsets for the end is wrong, docs/daemon.md) warns,
   counts and seeks back to the earliest offset: the dropped records are fetched again;
 - readiness: librdkafka reconnects by itself; the broker counts as connected while its
   statistics (every second) show a broker ``UP`` and, in group mode, the group ``up``; an
