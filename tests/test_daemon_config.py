@@ -203,3 +203,16 @@ def test_the_demo_picks_the_learner_task_its_scenario_needs(tmp_path, monkeypatc
     config.write_text("[learner]\nbudget = 64\n")  # other learner settings: task still follows
     got, _ = settings("digit-strings", str(config))
     assert (got.learner.task, got.learner.budget) == ("sequence", 64)
+
+
+def test_the_demo_says_when_its_metrics_port_is_busy():
+    import socket
+
+    from streammkl.daemon.demo import metrics_port
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        taken = busy.getsockname()[1]
+        port, note = metrics_port(taken)
+        assert port == 0 and note is not None and f"{taken} is busy" in note
+    assert metrics_port(0) == (0, None)

@@ -230,6 +230,7 @@ def test_demo_runs_bounded_and_summarises(tmp_path: Path, extra: list[str]) -> N
     )
     assert out.returncode == 0, out.stderr[-3000:]
     assert "streammkl demo — summary" in out.stdout
+    assert "metrics at http://127.0.0.1:" in out.stdout  # printed without a terminal too
     assert "Error" not in out.stdout, out.stdout[-3000:]  # e.g. the simulator's
     info = inspect_checkpoint(tmp_path / "checkpoints")
     assert info["examples_learned"] > 0

@@ -34,6 +34,14 @@ from streammkl.daemon.topics import ensure_topics
 INPUT, PREDICTIONS, DEAD = "streammkl.examples", "streammkl.predictions", "streammkl.dead-letters"
 
 
+def metrics_port(requested: int) -> tuple[int, str | None]:
+    """The port to serve metrics on: ``requested`` if free (0: any), else any free one, with a
+    note saying so (the demo never moves off a busy port silently)."""
+    if requested == 0 or _port_free(requested):
+        return requested, None
+    return 0, f"metrics port {requested} is busy: serving on a free port instead (--metrics-port)"
+
+
 def _port_free(port: int) -> bool:
     with socket.socket() as sock:
         try:
@@ -219,7 +227,9 @@ def run_demo(args: argparse.Namespace) -> int:
     shutil.rmtree(checkpoints, ignore_errors=True)  # the broker is fresh, so is the model
     workdir.mkdir(parents=True, exist_ok=True)
     count = args.count if args.count is not None else max(1, int(args.rate * args.duration))
-    port = args.metrics_port if args.metrics_port == 0 or _port_free(args.metrics_port) else 0
+    port, note = metrics_port(args.metrics_port)
+    if note:
+        console.print(f"[yellow]{note}[/yellow]")
     console.print(f"starting the embedded Tansu broker (log: {workdir / 'tansu.log'})")
     broker = EmbeddedBroker(log_path=workdir / "tansu.log").start()
     runner: Runner | None = None
@@ -234,6 +244,7 @@ def run_demo(args: argparse.Namespace) -> int:
         while runner.http is None and daemon.is_alive():
             time.sleep(0.05)
         url = f"http://127.0.0.1:{runner.http.port if runner.http else '-'}/metrics"
+        console.print(f"metrics at {url}")  # also without a terminal (no live view then)
         sim = _Simulator(args, broker.bootstrap_servers, count, runner)
         sim.start()
         view = _View(runner, sim, args, url)
