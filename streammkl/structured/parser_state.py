@@ -16,7 +16,7 @@ import numpy as np
 
 from streammkl import statefile
 from streammkl.statefile import StateError, check_header
-from streammkl.structured.persistence import load_with
+from streammkl.structured.persistence import load_with, optimizer_config
 
 if TYPE_CHECKING:
     from streammkl.structured.parser import DependencyParser
@@ -30,9 +30,7 @@ def config(model: DependencyParser) -> dict[str, Any]:
     templates carry their ``@bits``, so the hash sizes survive a change of defaults."""
     return {
         "templates": model._templates.specs,
-        "regularizer": [r.to_spec() for r in model._regularizers],
-        "schedule": model._schedule.to_spec(),
-        "radius": None if model.radius is None else float(model.radius),
+        **optimizer_config(model),
         "average": model.average,
         "single_root": model.single_root,
         "max_hash_bits": model.max_hash_bits,

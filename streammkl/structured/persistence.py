@@ -30,14 +30,21 @@ VERSION = 2  # 2: the array "gram" (projection budget policy); version 1 files s
 _INT_ARRAYS = ("age", "counters")
 
 
+def optimizer_config(model: Any) -> dict[str, Any]:
+    """The regularizers, schedule and radius of a structured learner as JSON-able specs."""
+    return {
+        "regularizer": [r.to_spec() for r in model._regularizers],
+        "schedule": model._schedule.to_spec(),
+        "radius": None if model.radius is None else float(model.radius),
+    }
+
+
 def config(model: SequenceLabeler) -> dict[str, Any]:
     """Constructor arguments as JSON-able specs (``SequenceLabeler(**config)`` rebuilds it)."""
     return {
         "kernels": [k.to_spec() for k in model.kernels],
         "loss": model.loss,
-        "regularizer": [r.to_spec() for r in model._regularizers],
-        "schedule": model._schedule.to_spec(),
-        "radius": None if model.radius is None else float(model.radius),
+        **optimizer_config(model),
         "budget": model.budget,
         "budget_policy": model.budget_policy,
         "seed": model.seed,
