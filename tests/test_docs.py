@@ -45,11 +45,11 @@ def _run(argv: list[str], cwd: Path, timeout: float, name: str) -> None:
 
 def test_every_block_is_run_or_says_why_not() -> None:
     langs = {b.lang for b in BLOCKS}
-    assert langs <= {*RUN_LANGS, "", "text"}, f"blocks in a language no test runs: {langs}"
+    assert langs <= {*RUN_LANGS, "text"}, f"blocks in a language no test runs: {langs}"
     for b in BLOCKS:
         if b.skip_reason is not None:
             assert len(b.skip_reason) > 10, f"{b.name}: a skipped block needs a reason"
-        if b.lang in ("", "text"):
+        if b.lang == "text":
             assert not b.mark, f"{b.name}: a plain-text block takes no docs-test comment"
     assert sum(b.lang in RUN_LANGS and b.skip_reason is None for b in BLOCKS) >= 25
 
