@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import datetime as _dt
 import os
 import platform
@@ -40,6 +41,26 @@ def write(name: str, title: str, body: str, path: Path | None = None) -> Path:
     return path
 
 
+def documented_run(parser: argparse.ArgumentParser, args: argparse.Namespace, **wanted) -> bool:
+    """Whether ``args`` is the full, documented run: every option at its default except those in
+    ``wanted``, which must have the given values (e.g. ``full=True``); ``out`` never counts."""
+    for action in parser._actions:
+        dest = action.dest
+        if dest in ("help", "out") or not hasattr(args, dest):
+            continue
+        expected = wanted[dest] if dest in wanted else action.default
+        if getattr(args, dest) != expected:
+            return False
+    return True
+
+
+def add_out(parser: argparse.ArgumentParser) -> None:
+    """The ``--out PATH`` option of a script that publishes through :func:`publish`."""
+    parser.add_argument(
+        "--out", default=None, help="write the report here (a partial run never into results/)"
+    )
+
+
 def publish(name: str, title: str, body: str, full: bool, out: str | None) -> Path | None:
     """Only the full, documented run of a benchmark updates ``benchmarks/results/`` (the
     README's tables come from there); a quick or partial run prints its report, or writes it
@@ -54,5 +75,5 @@ def publish(name: str, title: str, body: str, full: bool, out: str | None) -> Pa
     if full:
         return write(name, title, body)
     print(body)
-    print("\n(a quick or partial run: not written; --out PATH writes it elsewhere)")
+    print(f"\n(a quick or partial run: not written to {RESULTS}; only the full documented run is)")
     return None

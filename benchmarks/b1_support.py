@@ -29,7 +29,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _table import machine, markdown, write
+from _table import add_out, documented_run, machine, markdown, publish
 
 from simulators.digit_strings import load_split
 from streammkl.core import _numba as nb
@@ -165,7 +165,9 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--fit-n-train", type=int, default=60, help="training sequences, whole fits")
     p.add_argument("--fit-repeats", type=int, default=15, help="rounds of whole fits")
+    add_out(p)
     a = p.parse_args()
+    a.documented = documented_run(p, a)
     split = load_split(0, n_train=a.n_train, n_test=100)
     S = np.ascontiguousarray(np.vstack(split.X_train))
     Z = np.ascontiguousarray(np.vstack(split.X_test)[: a.queries])
@@ -204,7 +206,8 @@ def main() -> None:
         + markdown(headers, rows)
     )
     body += "\n\n" + fits(a.fit_n_train, h, a.fit_repeats)
-    write("b1_support", "B1-spline support-set evaluation (projection bound)", body)
+    publish("b1_support", "B1-spline support-set evaluation (projection bound)", body,
+            a.documented, a.out)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -56,7 +56,7 @@ from numba import njit
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _table import machine, markdown, write
+from _table import add_out, documented_run, machine, markdown, publish
 
 from simulators import scenarios
 from streammkl.core import OnlineMKL, kernels, losses, regularizers, schedules
@@ -219,7 +219,9 @@ def main() -> None:
     ap.add_argument("--streams", default=",".join(STREAMS))
     ap.add_argument("--no-explicit", action="store_true", help="skip the Fourier and Nystroem rows")
     ap.add_argument("--name", default="budget", help="results file name (benchmarks/results/)")
+    add_out(ap)
     args = ap.parse_args()
+    args.documented = documented_run(ap, args)
     budgets = [int(b) for b in args.budgets.split(",")]
     policies = [p for p in args.policies.split(",") if p]
     for p in policies:
@@ -293,8 +295,9 @@ def main() -> None:
         print(line)
     about = __doc__.split("\n\n", 1)[1]
     print(equal_cost)
-    write(args.name, "Budget maintenance: accuracy against the unbounded model",
-          f"{header}\n\n{about}\n{table}\n\n{equal_cost}\n\n{verdict}")  # fmt: skip
+    publish(args.name, "Budget maintenance: accuracy against the unbounded model",
+            f"{header}\n\n{about}\n{table}\n\n{equal_cost}\n\n{verdict}",
+            args.documented, args.out)  # fmt: skip
 
 
 def nystroem_vs_fourier(rows: list[list[object]]) -> str:

@@ -24,7 +24,8 @@ model digest equal to the clean run's); every attack in the dead-letter topic wi
 peak RSS (the daemon's ``VmHWM``, sampled while it runs) below ``--rss-bound``. Latency: a good
 record's prediction CreateTime minus its input CreateTime (ms; the daemon's producer lingers up
 to 20 ms).
-Writes ``benchmarks/results/hostile_input.md``.
+Writes ``benchmarks/results/hostile_input.md`` on the documented run (the defaults plus
+``--default-limits``); any other run prints its report (or writes it where ``--out`` says).
 
     python benchmarks/hostile_input.py [--bad 100000] [--good 20000] [--rate 5000]
         [--default-limits] [--quick]
@@ -52,12 +53,12 @@ import numpy as np
 warnings.filterwarnings("ignore", category=DeprecationWarning)
 
 import confluent_kafka  # noqa: E402
-from _table import machine, markdown, write  # noqa: E402
+from _table import add_out, documented_run, machine, markdown, publish  # noqa: E402
 
 from simulators.hostile import ATTACKS, HOSTILE_SETTINGS, hostile_stream  # noqa: E402
 from streammkl.daemon.broker import EmbeddedBroker, free_port  # noqa: E402
-from streammkl.daemon.cli import inspect_checkpoint  # noqa: E402
 from streammkl.daemon.config import Settings  # noqa: E402
+from streammkl.daemon.inspection import inspect_checkpoint  # noqa: E402
 from streammkl.daemon.topics import ensure_topics  # noqa: E402
 
 FAST = {"kafka.session_timeout_ms": 2000, "kafka.heartbeat_interval_ms": 500}
@@ -247,7 +248,9 @@ def main() -> int:
     ap.add_argument("--rss-bound", type=float, default=1024.0, help="MiB (the stated bound)")
     ap.add_argument("--default-limits", action="store_true", help="add the default-limits run")
     ap.add_argument("--quick", action="store_true", help="5,000 attacks, 2,000 good records")
+    add_out(ap)
     args = ap.parse_args()
+    args.documented = documented_run(ap, args, default_limits=True)
     if args.quick:
         args.bad, args.good = 5_000, 2_000
     host = machine()
@@ -337,7 +340,8 @@ def main() -> int:
             f"(p50 {attack['p50']:.0f} vs {clean['p50']:.0f} ms).",
         ]
     )
-    write("hostile_input", "Hostile input: attacks through the real daemon", body)
+    publish("hostile_input", "Hostile input: attacks through the real daemon", body,
+            args.documented, args.out)  # fmt: skip
     return 0 if all(ok for _, ok in checks) else 1
 
 

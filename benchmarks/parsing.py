@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _udpipe
-from _table import RESULTS, machine, markdown, write
+from _table import add_out, documented_run, machine, markdown, publish
 
 from streammkl.core import regularizers
 from streammkl.structured import DEFAULT_TEMPLATES, DependencyParser
@@ -319,7 +319,9 @@ def main(argv: list[str] | None = None) -> int:
         help="UDPipe transition systems to train, comma-separated (projective, swap); the best "
         "on dev is the peer (default: projective, UDPipe 1's default; each takes ~10-40 min)",
     )  # fmt: skip
+    add_out(parser)
     args = parser.parse_args(argv)
+    documented = documented_run(parser, args)  # the full run: every option at its default
     data = load()
     mkl_lams, plain_lams, fractions = [3e-5, 1e-4, 3e-4, 1e-3], [1e-6, 1e-5], [0.1, 0.2, 0.4, 1.0]
     if args.quick:
@@ -335,15 +337,16 @@ def main(argv: list[str] | None = None) -> int:
     sparse = max(mkl_grid, key=lambda r: r["lam"])  # the sparsest MKL: a second beta ranking
     args.sparse_lam = sparse["lam"]
     curve = pruning(mkl, sparse, plain, data, args.epochs, fractions)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    plot(mkl, curve, RESULTS / "parsing_pruning.png")
     body = report(data, mkl, plain, peer, mkl_grid + plain_grid, peers, curve, args)
-    name = "parsing_quick" if args.quick else "parsing"
-    write(name, "Dependency parsing with multiple kernels (SPOM §4.2)", body)
+    title = "Dependency parsing with multiple kernels (SPOM §4.2)"
+    written = publish("parsing", title, body, documented, args.out)
+    if written is None:  # a quick or partial run: the chart and the raw numbers are not kept
+        return 0
+    plot(mkl, curve, written.with_name(f"{written.stem}_pruning.png"))
     grid = [{k: v for k, v in r.items() if k != "collisions"} for r in mkl_grid + plain_grid]
     raw = {"mkl": mkl, "plain": plain, "udpipe": peers, "pruning": curve, "machine": machine(),
            "grid": grid}  # fmt: skip
-    (RESULTS / f"{name}.json").write_text(json.dumps(raw, indent=1, default=float))
+    written.with_suffix(".json").write_text(json.dumps(raw, indent=1, default=float))
     return 0
 
 

@@ -13,7 +13,7 @@ it): eta_0 of ``InvSqrt`` picked from {0.01, 0.1, 1, 10} as the one with the low
 ``C = 1/(lambda N)`` by ``--folds``-fold cross-validation over ``--C``; then ``--epochs`` epochs on
 the whole training set, timed. Run from the repository root::
 
-    .venv/bin/python benchmarks/sequence_table1.py            # default, a few minutes
+    .venv/bin/python benchmarks/sequence_table1.py            # default, a few minutes (printed)
     .venv/bin/python benchmarks/sequence_table1.py --full     # 10 splits, 5-fold CV, 6 C, 60 seqs
 """
 
@@ -28,7 +28,10 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _table import RESULTS, documented_run
 
 from simulators.digit_strings import load_split
 from streammkl.core import kernels, regularizers, schedules
@@ -228,14 +231,22 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--b1-zeros", type=float, default=0.95)
     p.add_argument("--loss", choices=("hinge", "crf"), default="hinge")
     p.add_argument("--rows", type=lambda s: [int(v) for v in s.split(",")], default=None)
-    p.add_argument("--out", default=str(Path(__file__).parent / "results" / "sequence_table1.md"))
+    p.add_argument(
+        "--out",
+        default=None,
+        help="where to write (default: benchmarks/results/ for the full run, else print only)",
+    )
     p.add_argument("--render", metavar="JSON", help="only re-render the tables from a saved run")
     args = p.parse_args(argv)
+    documented = documented_run(p, args, full=True)
     if args.render:
         saved = json.loads(Path(args.render).read_text())
+        documented = bool(saved["args"].get("full")) and args.out is None
         vars(args).update(saved["args"], out=args.out)
+        args.out = target(args.out, documented)
         rows = [r for r in ROWS if r.name in saved["results"]]
         return write(args, rows, saved["splits"], saved["results"], saved["wall"])
+    args.out = target(args.out, documented)
     if args.full:
         args.splits, args.epochs, args.select_epochs, args.cv_epochs, args.folds = 10, 20, 5, 20, 5
         args.C = [0.1, 1.0, 10.0, 100.0, 1000.0, 10000.0]
@@ -265,9 +276,20 @@ def main(argv: list[str] | None = None) -> None:
              "chars": int(sum(len(y) for y in sp.y_train))} for sp in splits]  # fmt: skip
     wall = time.time() - wall
     raw = {"args": vars(args), "splits": info, "results": results, "wall": wall}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).with_suffix(".json").write_text(json.dumps(raw, indent=1))
+    if args.out is not None:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).with_suffix(".json").write_text(json.dumps(raw, indent=1))
     write(args, rows, info, results, wall)
+
+
+def target(out: str | None, documented: bool) -> str | None:
+    """Where the report goes: ``--out``, else the results file for the full documented run
+    only; a partial run never writes into benchmarks/results/ (the README's source)."""
+    if out is not None:
+        if not documented and Path(out).resolve().parent == RESULTS.resolve():
+            raise SystemExit(f"refusing to write a partial run into {RESULTS}: another --out")
+        return out
+    return str(RESULTS / "sequence_table1.md") if documented else None
 
 
 def command(args) -> str:
@@ -334,9 +356,12 @@ def write(args, rows, info, results, wall) -> None:
             ratio = np.mean([x["time"] for x in ra]) / np.mean([y["time"] for y in rb])
             lines.append(f"| {a} − {b} | {d.mean():+.2f} ± {d.std():.2f} | {ratio:.2f} |")
     lines += claims(results)
+    print("\n".join(lines))
+    if args.out is None:
+        print("\n(a partial run: not written; --full is the documented run, --out PATH elsewhere)")
+        return
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
 
 
 NOTES = [

@@ -16,6 +16,6 @@ From streammkl this package imports only ``streammkl.wire`` (DESIGN.md).
 from __future__ import annotations
 
 from .base import Scenario
-from .scenarios import get, names, params_of
+from .scenarios import get, names, params_of, scenario_class
 
-__all__ = ["Scenario", "get", "names", "params_of"]
+__all__ = ["Scenario", "get", "names", "params_of", "scenario_class"]

@@ -88,7 +88,8 @@ ATTACKS: dict[str, tuple[float, str, Attack]] = {
                  lambda r, i: b'{"x":{"x1":1' + b"0" * r.randint(400, 1000) + b"},\"y\":0}"),
     "string_value": (4, "non_numeric", lambda r, i: _dump({"x": {"x1": "1.5"}, "y": 1})),
     "bool_value": (3, "non_numeric", lambda r, i: _dump({"x": {"x1": True}, "y": 1})),
-    "null_value": (3, "non_numeric", lambda r, i: _dump({"x": {"x1": None}, "y": 1})),
+    # null is a missing feature (as for the river learners): with every feature null, no x at all
+    "null_value": (3, "bad_x", lambda r, i: _dump({"x": {"x1": None}, "y": 1})),
     "x_string": (3, "bad_x", lambda r, i: _dump({"x": "DROP TABLE", "y": 1})),
     "x_empty": (2, "bad_x", lambda r, i: _dump({"x": {}, "y": 1})),
     "missing_x": (2, "missing_x", lambda r, i: _dump({"features": _x(r), "y": 1})),

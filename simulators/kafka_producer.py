@@ -4,9 +4,10 @@ fresh producer after a fatal error.
 Records are sent in batches; after each batch the producer is flushed and every delivery is
 checked. Records whose delivery failed (after the client's own retries), or that could not be sent
 at all, are re-sent through a *new* producer: an idempotent producer that hit, e.g.,
-``UnknownProducerIdError`` after a broker restart never recovers (``../shared/KAFKA.md``). After
-``max_failures`` consecutive rounds without progress, :class:`ProduceError` is raised. A re-sent
-record may land after records produced later (ordering is kept within a successful batch).
+``UnknownProducerIdError`` after a broker restart never recovers (docs/daemon.md: the embedded
+broker's known behaviour). After ``max_failures`` consecutive rounds without progress,
+:class:`ProduceError` is raised. A re-sent record may land after records produced later (ordering
+is kept within a successful batch).
 
 ``python -m simulators.kafka_producer FILE.jsonl --bootstrap-servers B --topic T`` replays a
 JSON Lines file (see :mod:`simulators.jsonl`).

@@ -6,8 +6,9 @@ A record is one JSON object::
      "y": label | [label, ...],  "id": "optional string",  "ts": optional number}
 
 ``x`` is a feature dict, a dense vector, or a *sequence* (a list of dicts or of vectors, one per
-token, for sequence labelling). No ``"y"`` (or ``"y": null``) means predict only. ``ts`` is the
-event time in seconds since the epoch.
+token, for sequence labelling); in a feature object ``null`` means the feature is missing (as
+for the river learners), in a vector it is an error. No ``"y"`` (or ``"y": null``) means predict
+only. ``ts`` is the event time in seconds since the epoch.
 
 With ``kind="sentence"`` (dependency parsing) ``x`` is a *sentence*: a list of words, each an
 object of CoNLL-U columns (``{"form": "Ev", "upos": "NOUN", "feats": "Case=Loc"}``: strings,
@@ -455,6 +456,11 @@ def _mapping(value: dict[str, Any], where: str, limits: Limits) -> dict[str, flo
     fast = _floats(values, bound)
     if fast is not None:
         return dict(zip(value, fast, strict=True))
+    if None in values:  # null = a missing feature, as for the river learners (one rule)
+        value = {k: v for k, v in value.items() if v is not None}
+        if not value:
+            raise _Reject("bad_x", f"{where} has no feature with a value (every one is null)")
+        return _mapping(value, where, limits)
     prefix = "" if where == "x" else f"{where} "
     try:
         return {k: _number(v, f"{prefix}feature {k!r}", bound) for k, v in value.items()}

@@ -20,7 +20,7 @@ from streammkl.daemon.topics import ensure_topics
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: Fast group membership for tests (KAFKA.md: Tansu holds a JoinGroup for session/2).
+#: Fast group membership for tests (docs/daemon.md: Tansu holds a JoinGroup for session/2).
 FAST_GROUP = {"kafka.session_timeout_ms": 2000, "kafka.heartbeat_interval_ms": 500}
 
 

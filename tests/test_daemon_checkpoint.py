@@ -248,7 +248,7 @@ def test_inspect_verifies_signatures_with_the_key(tmp_path: Path) -> None:
          "summary": {"model_digest": "d"}},
         {},
     )  # fmt: skip
-    from streammkl.daemon.cli import inspect_checkpoint
+    from streammkl.daemon.inspection import inspect_checkpoint
 
     assert inspect_checkpoint(tmp_path / "ck")["examples_learned"] == 99
     info = inspect_checkpoint(tmp_path / "ck", str(key))

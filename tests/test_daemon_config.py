@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -167,3 +168,51 @@ def test_default_learner_and_a_configured_one_from_the_file(config_file: Path) -
     assert isinstance(model.schedule, schedules.InvSqrt)
     model.learn_one({"a": 1.0, "b": -1.0}, 0.5)
     assert sorted(model.kernel_weights) == ["linear", "rbf(gamma=0.5)"]
+
+
+def test_the_demo_picks_the_learner_task_its_scenario_needs(tmp_path, monkeypatch):
+    """digit-strings is a sequence stream: with the default task (classification) every record
+    was dead-lettered as wrong_kind; the demo now sets learner.task, or says what to change."""
+    import argparse
+
+    from streammkl.daemon.demo import demo_settings
+
+    for name in [k for k in os.environ if k.startswith("STREAMMKL_")]:
+        monkeypatch.delenv(name)
+
+    def settings(scenario, config=None):
+        args = argparse.Namespace(scenario=scenario, config=config)
+        return demo_settings(args, "127.0.0.1:1", tmp_path / "ck", 0)
+
+    expected = {
+        "digit-strings": "sequence",
+        "conllu": "parsing",
+        "trump-approval": "regression",
+        "phishing": "classification",
+        "kernel-drift": "classification",
+    }
+    for scenario, task in expected.items():
+        got, note = settings(scenario)
+        assert got.learner.task == task, scenario
+        assert (note is None) == (task == "classification"), (scenario, note)
+    config = tmp_path / "c.toml"
+    config.write_text('[learner]\ntask = "classification"\n')
+    got, note = settings("digit-strings", str(config))
+    assert got.learner.task == "classification"  # an explicit choice is kept ...
+    assert note is not None and 'task = "sequence"' in note  # ... and the fix is named
+    config.write_text("[learner]\nbudget = 64\n")  # other learner settings: task still follows
+    got, _ = settings("digit-strings", str(config))
+    assert (got.learner.task, got.learner.budget) == ("sequence", 64)
+
+
+def test_the_demo_says_when_its_metrics_port_is_busy():
+    import socket
+
+    from streammkl.daemon.demo import metrics_port
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        taken = busy.getsockname()[1]
+        port, note = metrics_port(taken)
+        assert port == 0 and note is not None and f"{taken} is busy" in note
+    assert metrics_port(0) == (0, None)

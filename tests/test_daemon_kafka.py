@@ -205,14 +205,18 @@ def test_broker_outage_not_ready_then_resumes(tmp_path: Path, client: str) -> No
 
 @pytest.mark.parametrize(
     "extra",
-    [[], ["--scenario", "phishing", "--count", "1500", "--rate", "2000"]],
-    ids=["kernel-drift", "replay-longer-than-its-data"],
+    [
+        [],
+        ["--scenario", "phishing", "--count", "1500", "--rate", "2000"],
+        ["--scenario", "digit-strings", "--count", "200"],
+    ],
+    ids=["kernel-drift", "replay-longer-than-its-data", "sequences-pick-their-task"],
 )
 def test_demo_runs_bounded_and_summarises(tmp_path: Path, extra: list[str]) -> None:
     import subprocess
     import sys
 
-    from streammkl.daemon.cli import inspect_checkpoint
+    from streammkl.daemon.inspection import inspect_checkpoint
     from tests.daemon_kafka import subprocess_env
 
     argv = [sys.executable, "-m", "streammkl.daemon.cli", "demo", "--duration", "6", "--rate"]
@@ -226,14 +230,19 @@ def test_demo_runs_bounded_and_summarises(tmp_path: Path, extra: list[str]) -> N
     )
     assert out.returncode == 0, out.stderr[-3000:]
     assert "streammkl demo — summary" in out.stdout
+    assert "metrics at http://127.0.0.1:" in out.stdout  # printed without a terminal too
     assert "Error" not in out.stdout, out.stdout[-3000:]  # e.g. the simulator's
     info = inspect_checkpoint(tmp_path / "checkpoints")
     assert info["examples_learned"] > 0
     assert info["examples_learned"] == info["records_consumed"]  # nothing rejected
     assert sum(info["kernel_weights"].values()) == pytest.approx(1.0)
     assert f"{info['examples_learned']} in" in out.stdout
-    if extra:  # 1,500 records from a data set of 1,250 rows: the replay started over
+    if "phishing" in extra:  # 1,500 records from a data set of 1,250 rows: started over
         assert info["records_consumed"] == 1500
+    if "digit-strings" in extra:  # learned as sequences (was: all dead-lettered, wrong_kind)
+        assert 'learner.task = "sequence"' in out.stdout
+        assert info["model_class"].endswith(":SequenceLabeler")
+        assert info["records_rejected"] == 0
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ import pytest
 from kafka import TopicPartition
 
 from streammkl.daemon.broker import free_port
-from streammkl.daemon.cli import inspect_checkpoint
+from streammkl.daemon.inspection import inspect_checkpoint
 from tests.daemon_fakes import bananas_like
 from tests.daemon_kafka import (
     committed,

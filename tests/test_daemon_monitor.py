@@ -16,9 +16,10 @@ from prometheus_client import CollectorRegistry
 
 from streammkl import wire
 from streammkl.daemon import history
-from streammkl.daemon.cli import inspect_checkpoint, main
+from streammkl.daemon.cli import main
 from streammkl.daemon.config import load_settings
 from streammkl.daemon.history import History
+from streammkl.daemon.inspection import inspect_checkpoint
 from streammkl.daemon.monitoring import INPUTS
 from streammkl.daemon.runner import Runner
 from streammkl.daemon.steps import MKLStep
@@ -348,7 +349,7 @@ def test_closing_ends_the_pacing_and_the_fit_finishes() -> None:
 
     from streammkl.core import OnlineMKL
     from streammkl.daemon.monitoring import Throttled
-    from streammkl.monitor.comparators import EpochComparator
+    from streammkl.monitor.hindsight import EpochComparator
     from streammkl.monitor.regret import WindowedRegret
 
     model = OnlineMKL()

@@ -13,7 +13,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from streammkl.daemon.broker import free_port
-from streammkl.daemon.cli import inspect_checkpoint
+from streammkl.daemon.inspection import inspect_checkpoint
 from streammkl.daemon.runner import Runner
 from tests.daemon_fakes import FakeCluster, bananas_like
 from tests.daemon_kafka import (

@@ -13,8 +13,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from streammkl.daemon.checkpoint import CheckpointError, CheckpointStore, encode_offsets
-from streammkl.daemon.cli import inspect_checkpoint
 from streammkl.daemon.config import load_settings
+from streammkl.daemon.inspection import inspect_checkpoint
 from streammkl.daemon.runner import Runner
 from tests.daemon_fakes import FakeCluster, FakeLearner, TopicPartition, bananas_like
 
@@ -502,3 +502,13 @@ def test_unreachable_broker_at_start_is_retried_not_fatal(tmp_path: Path) -> Non
     assert r.status["ready"]
     r.stop()
     r.run()
+
+
+def test_an_idle_run_that_consumed_nothing_still_leaves_a_checkpoint(tmp_path: Path) -> None:
+    """``run --exit-when-idle`` on an empty topic used to write no checkpoint, so ``inspect``
+    then failed with "no checkpoint"."""
+    cluster = FakeCluster()
+    cluster.create("in", 1)
+    runner(tmp_path, cluster).run()
+    info = inspect_checkpoint(tmp_path / "ck")
+    assert info["records_consumed"] == 0 and info["reason"] == "shutdown"

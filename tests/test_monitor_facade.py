@@ -11,7 +11,7 @@ import pytest
 
 from streammkl.core import OnlineMKL, kernels, losses, regularizers, schedules
 from streammkl.monitor import METRICS, Monitor
-from streammkl.monitor.comparators import EpochComparator, ExactComparator, exact_available
+from streammkl.monitor.hindsight import EpochComparator, ExactComparator
 from streammkl.monitor.regret import make_comparator
 from streammkl.river import MKLClassifier
 
@@ -105,13 +105,12 @@ def test_comparator_choices_and_clear_errors():
     assert isinstance(make_comparator("epochs", model), EpochComparator)
     # random Fourier blocks: the batch solver would use the exact Gaussian -> refused / fallback
     assert isinstance(make_comparator("auto", model), EpochComparator)
-    if exact_available():
-        with pytest.raises(ValueError, match="random Fourier"):
-            make_comparator("exact", model)
-        with pytest.raises(ValueError, match="radius"):
-            ExactComparator.check(_model(kernels=(kernels.Linear(),), radius=0.5))
-        exact_ok = _model(kernels=(kernels.Linear(), kernels.RBF(0.5)))
-        assert isinstance(make_comparator("auto", exact_ok), ExactComparator)
+    with pytest.raises(ValueError, match="random Fourier"):
+        make_comparator("exact", model)
+    with pytest.raises(ValueError, match="radius"):
+        ExactComparator.check(_model(kernels=(kernels.Linear(),), radius=0.5))
+    exact_ok = _model(kernels=(kernels.Linear(), kernels.RBF(0.5)))
+    assert isinstance(make_comparator("auto", exact_ok), ExactComparator)
     with pytest.raises(ValueError, match="comparator"):
         make_comparator("simplex", model)
     with pytest.raises(ValueError, match="window"):

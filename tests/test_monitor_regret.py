@@ -11,7 +11,7 @@ import pytest
 
 from streammkl.core import OnlineMKL, kernels, losses, regularizers, schedules
 from streammkl.monitor import Monitor
-from streammkl.monitor.comparators import ComparatorResult, EpochComparator, exact_available
+from streammkl.monitor.hindsight import ComparatorResult, EpochComparator
 from streammkl.monitor.regret import WindowedRegret
 
 TIMEOUT = 120  # seconds; only to fail instead of hanging, never asserted on
@@ -116,7 +116,6 @@ def test_epoch_comparator_matches_the_closed_form_ridge_optimum():
         assert e.bound == math.inf  # squared loss, no radius: no bound, said honestly
 
 
-@pytest.mark.skipif(not exact_available(), reason="streammkl.batch has no fit_window_comparator")
 def test_exact_comparator_matches_the_closed_form_ridge_optimum():
     results = _ridge_run("exact", n=1500)
     assert len(results) == 3

@@ -15,8 +15,8 @@ from streammkl.core import OnlineMKL, kernels, regularizers, schedules
 from streammkl.core.regularizers import _TYPES as REGULARIZERS
 from streammkl.daemon.history import History
 from streammkl.monitor import Monitor
-from streammkl.monitor.comparators import EpochComparator
 from streammkl.monitor.drift import LossDriftDetector
+from streammkl.monitor.hindsight import EpochComparator
 from streammkl.monitor.objective import OnlineObjective
 from streammkl.monitor.regret import WindowedRegret
 from streammkl.monitor.theory import FeatureNorms

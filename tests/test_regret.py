@@ -8,7 +8,7 @@ import numpy as np
 
 from streammkl.core import OnlineMKL, kernels, losses, regularizers, schedules
 from streammkl.monitor.bounds import regret_bound
-from streammkl.monitor.comparator import fit_comparator
+from streammkl.monitor.epoch_fit import fit_comparator
 
 
 def _stream(n, seed=0):

@@ -136,7 +136,7 @@ def test_custom_configuration_survives_save_load_save(tmp_path):
 
 
 def test_load_rejects_corrupted_newer_and_foreign_files(tmp_path):
-    from streammkl.river._base import read_state, write_state
+    from streammkl import statefile
 
     model = _trained(50)
     path = model.save(tmp_path / "m.npz")
@@ -145,9 +145,9 @@ def test_load_rejects_corrupted_newer_and_foreign_files(tmp_path):
     (tmp_path / "bad.npz").write_bytes(bytes(blob))
     with pytest.raises(ValueError, match=r"corrupted|not a readable"):
         MKLClassifier.load(tmp_path / "bad.npz")
-    meta, arrays = read_state(path)
+    meta, arrays = statefile.read(path)
     meta["version"] = 99
-    write_state(tmp_path / "new.npz", meta, arrays)
+    statefile.write(tmp_path / "new.npz", meta, arrays)
     with pytest.raises(ValueError, match="newer"):
         MKLClassifier.load(tmp_path / "new.npz")
     with pytest.raises(ValueError, match="MKLClassifier, not a MKLRegressor"):

@@ -287,7 +287,7 @@ def test_package_imports_only_wire_from_streammkl():
             stripped = line.strip()
             if stripped.startswith(("import streammkl", "from streammkl")):
                 assert stripped.startswith("from streammkl.wire import"), (path.name, line)
-    assert simulators.__all__ == ["Scenario", "get", "names", "params_of"]
+    assert simulators.__all__ == ["Scenario", "get", "names", "params_of", "scenario_class"]
 
 
 def test_a_replay_loops_when_asked_and_says_how_otherwise():

@@ -57,10 +57,10 @@ def test_save_load_round_trip_resumes_bit_for_bit(tmp_path, loss, learn_beta0):
         loaded.learn_one(X, y)
     _same(model, loaded, data)
     assert model.t == loaded.t == 60
-    meta = json.loads(zipfile.ZipFile(path).read("meta.json"))  # plain JSON inside
+    meta = json.loads(zipfile.ZipFile(path).read("__meta__.json"))  # plain JSON inside
     assert meta["format"] == "streammkl.SequenceLabeler" and meta["version"] == 2
     with np.load(path, allow_pickle=False) as npz:  # and a plain npz for the arrays
-        assert npz["transition"].shape == (4, 4)
+        assert npz["a/transition"].shape == (4, 4)
 
 
 @pytest.mark.parametrize("policy", ["oldest", "project"])

@@ -223,3 +223,22 @@ def test_the_magnitude_limit_can_be_lifted_and_an_overflowing_sum_still_decodes(
     assert isinstance(rec, Record) and rec.x == [1e308, 1e308]
     rec = decode(b'{"x": {"a": -1e308, "b": -1e308}}', limits=unbounded)
     assert isinstance(rec, Record) and rec.x == {"a": -1e308, "b": -1e308}
+
+
+def test_null_is_a_missing_feature_as_for_the_river_learners() -> None:
+    """One rule for ``null`` in a feature object: the daemon (wire) and the river learners both
+    read it as a missing feature (it used to be a non_numeric dead letter in the daemon)."""
+    from streammkl.river import MKLClassifier
+
+    rec = decode(b'{"x": {"a": 1, "b": null}, "y": true}')
+    assert isinstance(rec, Record) and rec.x == {"a": 1.0}
+    clf = MKLClassifier(seed=0)
+    clf.learn_one({"a": 1.0, "b": 2.0}, True)
+    clf.learn_one({"a": -1.0, "b": 0.5}, False)
+    assert clf.predict_proba_one({"a": 1.0, "b": None}) == clf.predict_proba_one(rec.x)
+    bad = decode(b'{"x": {"b": null}, "y": 1}')
+    assert isinstance(bad, DecodeError) and bad.reason == "bad_x" and "null" in bad.message
+    seq = decode(b'{"x": [{"a": 1, "b": null}, {"a": 2}], "y": ["N", "V"]}')
+    assert isinstance(seq, Record) and seq.x == [{"a": 1.0}, {"a": 2.0}]
+    vec = decode(b'{"x": [1, null]}')  # a vector has no names: null there stays an error
+    assert isinstance(vec, DecodeError) and vec.reason == "non_numeric"

@@ -7,12 +7,12 @@ Imports only ``streammkl.core`` (never river, kafka or prometheus).
 
 from __future__ import annotations
 
-from streammkl.batch.comparator import fit_window_comparator
 from streammkl.batch.conversion import c_to_lambda, lambda_to_c, lambda_to_squared_c
 from streammkl.batch.explicit_poly import ExplicitPolynomialMKL
 from streammkl.batch.proxgrad import ProximalGradientMKL
 from streammkl.batch.randomized import RandomizedMKL
 from streammkl.batch.spicymkl import SpicyMKL
+from streammkl.batch.window_optimum import fit_window_comparator
 
 __all__ = [
     "ExplicitPolynomialMKL",

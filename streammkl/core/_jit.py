@@ -6,9 +6,10 @@ fastmath is limited to flags that keep NaN/Inf detectable: no ``nnan``/``ninf``/
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 from typing import Any
+
+from streammkl.files import atomic_write
 
 JIT: dict[str, Any] = {"cache": True, "nogil": True, "fastmath": {"nsz", "arcp", "contract", "afn"}}
 
@@ -46,8 +47,6 @@ def cache_guard(package_init: str) -> None:
         cache.mkdir(exist_ok=True)
         for stale in (*cache.glob("*.nbi"), *cache.glob("*.nbc")):
             stale.unlink(missing_ok=True)
-        tmp = cache / f".{stamp.name}.{os.getpid()}"
-        tmp.write_text(digest)
-        os.replace(tmp, stamp)
+        atomic_write(stamp, digest.encode())
     except OSError:
         pass

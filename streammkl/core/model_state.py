@@ -4,11 +4,14 @@ removed at run time, and its state as JSON + named arrays (no pickle)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from streammkl import statefile
 from streammkl.core import bandwidth
 from streammkl.core import budget as budgets
 from streammkl.core import kernels as kernels_mod
@@ -175,13 +178,7 @@ class ModelState:
 
     @classmethod
     def from_state(cls, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> Any:
-        if meta.get("format") != FORMAT:
-            raise ValueError(f"not an OnlineMKL state (format={meta.get('format')!r})")
-        if int(meta.get("version", -1)) > STATE_VERSION:
-            raise ValueError(
-                f"state version {meta['version']} is newer than this streammkl understands "
-                f"({STATE_VERSION}); upgrade streammkl"
-            )
+        statefile.check_header(meta, FORMAT, STATE_VERSION, "OnlineMKL")
         model = cls(**meta["config"])
         model.schedule.t = int(meta["schedule_t"])
         model.t = int(meta["t"])
@@ -201,6 +198,15 @@ class ModelState:
             model._state.sync_gram(model._layout, gram)
             model._refresh_args()
         return model
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write the model to ``path`` (:mod:`streammkl.statefile`), atomically; the path."""
+        return statefile.write(path, *self.to_state())
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> Any:
+        """The model saved at ``path``; ``StateError`` for a corrupt, foreign or newer file."""
+        return cls.from_state(*statefile.read(path, "OnlineMKL"))
 
     def __getstate__(self) -> dict[str, Any]:
         # the argument pack holds compiled entry points and a numba pack (not picklable):

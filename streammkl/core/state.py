@@ -13,8 +13,6 @@ without pickle.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 
@@ -23,19 +21,9 @@ import numpy as np
 from streammkl.core import _numba as nb
 from streammkl.core.kernels import Kernel
 from streammkl.core.layout import Layout, build_layout, product_map
+from streammkl.statefile import state_digest  # re-exported: the digest of a saved state
 
 __all__ = ["BlockState", "Layout", "build_layout", "product_map", "state_digest", "transplant"]
-
-
-def state_digest(meta: Mapping, arrays: Mapping[str, np.ndarray]) -> str:
-    """sha256 of a serialised state: the JSON meta (sorted keys), then per array (sorted by name)
-    its name, dtype, shape and bytes. Equal digests <=> identical learners."""
-    h = hashlib.sha256(json.dumps(meta, sort_keys=True).encode())
-    for name in sorted(arrays):
-        arr = np.ascontiguousarray(arrays[name])
-        h.update(f"{name}|{arr.dtype}|{arr.shape}".encode())
-        h.update(arr.tobytes())
-    return h.hexdigest()
 
 
 @dataclass

@@ -237,7 +237,7 @@ def admission_for(learner: Any, limits: Any, sequence: bool = False, window: int
     from streammkl.river import MKLClassifier, MKLRegressor
     from streammkl.structured import SequenceLabeler
 
-    # the epoch comparator (streammkl.monitor.comparator.fit_comparator) holds the window, its
+    # the epoch comparator (streammkl.monitor.epoch_fit.fit_comparator) holds the window, its
     # contiguous and shuffled copies, and three models besides the learner's own
     copies, per_input = (4, 3 * window) if window else (1, 0)
     if isinstance(learner, SequenceLabeler):

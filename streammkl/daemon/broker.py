@@ -2,7 +2,7 @@
 
 Tansu here stores everything in memory: all topics, records and committed offsets are lost when
 it stops. It is meant for ``streammkl demo``, ``streammkl broker`` and tests, not for production
-(KAFKA.md lists its known bugs and how the daemon works around them).
+(docs/daemon.md lists its known bugs and how the daemon works around them).
 """
 
 from __future__ import annotations

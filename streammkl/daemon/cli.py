@@ -112,65 +112,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 2
 
 
-def inspect_checkpoint(
-    directory: str | os.PathLike[str], hmac_key_file: str | None = None
-) -> dict[str, Any]:
-    """Summary of the newest valid checkpoint in ``directory`` (JSON-able); with
-    ``hmac_key_file``, of the newest one signed with that key."""
-    from streammkl.daemon.checkpoint import CheckpointStore, read_key
-
-    key = read_key(hmac_key_file) if hmac_key_file else None
-    store = CheckpointStore(directory, hmac_key=key)
-    ckpt = store.load_latest()
-    if ckpt is None:
-        raise FileNotFoundError(f"no checkpoint in {directory}")
-    c = ckpt.counters
-    s = ckpt.meta["summary"]
-    labelled = c.get("labelled_predictions", 0)
-    return {
-        "checkpoint": str(ckpt.path),
-        "seq": ckpt.seq,
-        "created": ckpt.meta["created"],
-        "reason": ckpt.meta.get("reason"),
-        "corrupt_skipped": store.fallbacks,
-        "skipped_by_reason": store.skipped,
-        "model_class": ckpt.meta["model"]["class"],
-        "model_digest": s["model_digest"],
-        "examples_learned": c.get("examples_learned", 0),
-        "records_consumed": c.get("records_consumed", 0),
-        "records_predicted": c.get("records_predicted", 0),
-        "records_rejected": c.get("records_rejected", 0),
-        "rejected_by_reason": c.get("rejected_by_reason", {}),
-        "dead_letters": c.get("dead_letters", 0),
-        "offset_resets": c.get("offset_resets", 0),
-        "prequential_accuracy": (c.get("correct_predictions", 0) / labelled) if labelled else None,
-        "online_loss": c.get("online_loss", 0.0),
-        "offsets": ckpt.meta["offsets"],
-        "kernel_weights": s.get("kernel_weights", {}),
-        "block_norms": s.get("block_norms", {}),
-        "active_kernels": s.get("active_kernels"),
-        "support_vectors": s.get("support_vectors"),
-        "monitor": _monitor_summary(ckpt.meta.get("monitor")),
-        "outbox": len(ckpt.meta.get("outbox", [])),
-        "size_bytes": ckpt.size_bytes,
-    }
-
-
-def _monitor_summary(meta: dict[str, Any] | None) -> dict[str, Any] | None:
-    state = (meta or {}).get("monitor")
-    if not state:
-        return None
-    objective = state.get("objective", {})
-    return {
-        "examples": state.get("n"),
-        "online_objective": objective.get("loss", 0.0) + objective.get("regularization", 0.0),
-        "drift_detections": state.get("drift_detections"),
-        "last_drift_example": state.get("last_drift_example"),
-    }
-
-
 def cmd_inspect(args: argparse.Namespace) -> int:
     from streammkl.daemon.checkpoint import CheckpointError
+    from streammkl.daemon.inspection import inspect_checkpoint
 
     try:
         info = inspect_checkpoint(args.checkpoint_dir, args.hmac_key_file)
@@ -337,4 +281,4 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
-__all__ = ["build_parser", "inspect_checkpoint", "main"]
+__all__ = ["build_parser", "main"]

@@ -57,8 +57,8 @@ def _split(value: Any) -> Any:
 
 
 class KafkaSettings(KafkaSecurity):
-    """Broker, topics and consumer-group settings (see KAFKA.md for the timeouts), and TLS /
-    SASL (:class:`~streammkl.daemon.kafka_security.KafkaSecurity`)."""
+    """Broker, topics and consumer-group settings (docs/daemon.md on the broker explains the
+    timeouts), and TLS / SASL (:class:`~streammkl.daemon.kafka_security.KafkaSecurity`)."""
 
     bootstrap_servers: str = "127.0.0.1:9092"
     topics: tuple[str, ...] = ("streammkl.examples",)

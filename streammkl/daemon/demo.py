@@ -26,11 +26,20 @@ from rich.table import Table
 from rich.text import Text
 
 from streammkl.daemon.broker import EmbeddedBroker
-from streammkl.daemon.config import load_settings
+from streammkl.daemon.config import Settings, load_settings
+from streammkl.daemon.inspection import inspect_checkpoint
 from streammkl.daemon.runner import Runner
 from streammkl.daemon.topics import ensure_topics
 
 INPUT, PREDICTIONS, DEAD = "streammkl.examples", "streammkl.predictions", "streammkl.dead-letters"
+
+
+def metrics_port(requested: int) -> tuple[int, str | None]:
+    """The port to serve metrics on: ``requested`` if free (0: any), else any free one, with a
+    note saying so (the demo never moves off a busy port silently)."""
+    if requested == 0 or _port_free(requested):
+        return requested, None
+    return 0, f"metrics port {requested} is busy: serving on a free port instead (--metrics-port)"
 
 
 def _port_free(port: int) -> bool:
@@ -162,6 +171,54 @@ class _View:
         )
 
 
+#: The learner task each kind of scenario needs (``Scenario.task`` -> ``learner.task``).
+TASKS = {
+    "binary": "classification",
+    "multiclass": "classification",
+    "regression": "regression",
+    "sequence": "sequence",
+    "parsing": "parsing",
+}
+
+
+def demo_settings(
+    args: argparse.Namespace, bootstrap: str, checkpoints: Path, port: int
+) -> tuple[Settings, str | None]:
+    """The daemon's settings for the demo, with the learner task the scenario needs.
+
+    ``learner.task`` follows the scenario (``digit-strings`` -> ``sequence``, ``conllu`` ->
+    ``parsing``, ``trump-approval`` -> ``regression``) unless the config file or the environment
+    sets it; then a differing task is kept and the returned note says which setting to change
+    (every record would otherwise be dead-lettered as ``wrong_kind`` or ``bad_label``).
+    """
+    from simulators import scenario_class
+
+    overrides: dict[str, Any] = {
+        "kafka.bootstrap_servers": bootstrap,
+        "kafka.topics": INPUT,
+        "kafka.predictions_topic": PREDICTIONS,
+        "kafka.dead_letter_topic": DEAD,
+        "kafka.group_id": "streammkl-demo",
+        "kafka.assignment": "all",  # one daemon, no group join to wait for
+        "checkpoint.dir": str(checkpoints),
+        "checkpoint.every_seconds": 2.0,
+        "metrics.port": port,
+    }
+    settings = load_settings(args.config, env=os.environ, overrides=overrides)
+    needed = TASKS.get(scenario_class(args.scenario).task)
+    if needed is None or settings.learner.task == needed:
+        return settings, None
+    if "task" in settings.learner.model_fields_set:
+        return settings, (
+            f'scenario {args.scenario} needs learner.task = "{needed}" but the settings say '
+            f'"{settings.learner.task}": its records will be rejected (set [learner] task = '
+            f'"{needed}" in the config file, or STREAMMKL_LEARNER__TASK={needed})'
+        )
+    overrides["learner.task"] = needed
+    settings = load_settings(args.config, env=os.environ, overrides=overrides)
+    return settings, f'scenario {args.scenario}: learner.task = "{needed}"'
+
+
 def run_demo(args: argparse.Namespace) -> int:
     """Run the demo; returns the exit code."""
     console = Console()
@@ -170,33 +227,24 @@ def run_demo(args: argparse.Namespace) -> int:
     shutil.rmtree(checkpoints, ignore_errors=True)  # the broker is fresh, so is the model
     workdir.mkdir(parents=True, exist_ok=True)
     count = args.count if args.count is not None else max(1, int(args.rate * args.duration))
-    port = args.metrics_port if args.metrics_port == 0 or _port_free(args.metrics_port) else 0
+    port, note = metrics_port(args.metrics_port)
+    if note:
+        console.print(f"[yellow]{note}[/yellow]")
     console.print(f"starting the embedded Tansu broker (log: {workdir / 'tansu.log'})")
     broker = EmbeddedBroker(log_path=workdir / "tansu.log").start()
     runner: Runner | None = None
     try:
         ensure_topics(broker.bootstrap_servers, {INPUT: 1, PREDICTIONS: 1, DEAD: 1})
-        settings = load_settings(
-            args.config,
-            env=os.environ,
-            overrides={
-                "kafka.bootstrap_servers": broker.bootstrap_servers,
-                "kafka.topics": INPUT,
-                "kafka.predictions_topic": PREDICTIONS,
-                "kafka.dead_letter_topic": DEAD,
-                "kafka.group_id": "streammkl-demo",
-                "kafka.assignment": "all",  # one daemon, no group join to wait for
-                "checkpoint.dir": str(checkpoints),
-                "checkpoint.every_seconds": 2.0,
-                "metrics.port": port,
-            },
-        )
+        settings, note = demo_settings(args, broker.bootstrap_servers, checkpoints, port)
+        if note:
+            console.print(f"[yellow]{note}[/yellow]")
         runner = Runner(settings)
         daemon = threading.Thread(target=runner.run, name="streammkl-demo-daemon", daemon=True)
         daemon.start()
         while runner.http is None and daemon.is_alive():
             time.sleep(0.05)
         url = f"http://127.0.0.1:{runner.http.port if runner.http else '-'}/metrics"
+        console.print(f"metrics at {url}")  # also without a terminal (no live view then)
         sim = _Simulator(args, broker.bootstrap_servers, count, runner)
         sim.start()
         view = _View(runner, sim, args, url)
@@ -236,8 +284,6 @@ def _summary(
     console: Console, runner: Runner, sim: _Simulator, view: _View, checkpoints: Path,
     args: argparse.Namespace,
 ) -> None:  # fmt: skip
-    from streammkl.daemon.cli import inspect_checkpoint
-
     elapsed = time.monotonic() - view.start
     c = runner.counters
     table = Table(title="streammkl demo — summary", show_header=False)
@@ -250,7 +296,9 @@ def _summary(
     if labelled:
         table.add_row("prequential accuracy", f"{c['correct_predictions'] / labelled:.4f}")
         table.add_row("mean online log-loss", f"{c['online_loss'] / labelled:.4f}")
-    table.add_row("rejected records", str(c["records_rejected"]))
+    reasons = ", ".join(f"{k} {v}" for k, v in sorted(c["rejected_by_reason"].items()))
+    rejected = f"{c['records_rejected']}" + (f" ({reasons})" if reasons else "")
+    table.add_row("rejected records", rejected)
     try:
         info = inspect_checkpoint(checkpoints)
         betas = ", ".join(f"{k}={v:.3f}" for k, v in sorted(info["kernel_weights"].items()))

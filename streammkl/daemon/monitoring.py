@@ -66,7 +66,7 @@ class Throttled:
     window: the worker would fit back to back, taking a whole core (and the GIL for its Python
     parts) from a 2-core machine.
 
-    - A comparator with a ``pace`` hook (:class:`~streammkl.monitor.comparators.EpochComparator`)
+    - A comparator with a ``pace`` hook (:class:`~streammkl.monitor.hindsight.EpochComparator`)
       is paced *within* a fit: after each epoch the worker sleeps ``busy (1/duty - 1)``, so the
       fit's CPU is spread over its whole duration and no interval sees more than about one
       epoch above the duty (no burst of a full core at the first window, when the daemon is

@@ -64,15 +64,8 @@ def rdkafka_config(settings: KafkaSettings) -> dict[str, Any]:
 
 
 class RdkafkaSink(Sink):
-    """:class:`Sink` on a confluent-kafka producer (same interface, aggregate tracking).
-
-    Parameters
-    ----------
-    settings
-        Kafka settings.
-    metrics
-        A :class:`~streammkl.daemon.metrics.DaemonMetrics` (or ``None``).
-    """
+    """:class:`Sink` on a confluent-kafka producer (same interface, aggregate tracking);
+    ``settings`` and ``metrics`` as :class:`Sink`."""
 
     def __init__(self, settings: KafkaSettings, metrics: Any = None) -> None:
         super().__init__(settings, metrics, producer_factory=self._create)

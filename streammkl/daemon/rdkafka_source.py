@@ -17,7 +17,7 @@ merge, resets when an own offset is beyond the highwater). This class only speak
 - an own offset beyond the log: librdkafka resets the fetch to the earliest offset by itself
   (``auto.offset.reset``); the records it then delivers are below the own offset, so
   :meth:`Source._buffer` drops them and :meth:`Source._check_highwater` (highwater from the
-  fetch responses, ``cached=True``: Tansu's ListOffsets for the end is wrong, KAFKA.md) warns,
+  fetch responses, ``cached=True``: Tansu's ListOffsets for the end is wrong, docs/daemon.md) warns,
   counts and seeks back to the earliest offset: the dropped records are fetched again;
 - readiness: librdkafka reconnects by itself; the broker counts as connected while its
   statistics (every second) show a broker ``UP`` and, in group mode, the group ``up``; an
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -40,7 +39,7 @@ from kafka import TopicPartition
 
 from streammkl.daemon.config import KafkaSettings
 from streammkl.daemon.kafka_security import librdkafka_options
-from streammkl.daemon.source import TP, Source
+from streammkl.daemon.source import Source
 
 log = logging.getLogger(__name__)
 
@@ -107,26 +106,14 @@ def _rd(tp: TopicPartition, offset: int = OFFSET_INVALID) -> RdTopicPartition:
 class RdkafkaSource(Source):
     """:class:`Source` on a confluent-kafka consumer (same interface and guarantees).
 
-    Parameters
-    ----------
-    settings, offsets, on_revoke, on_reset, group, clock
-        As :class:`Source`.
-    consumer_factory
-        Builds the consumer from a librdkafka configuration dict (default:
-        ``confluent_kafka.Consumer``).
+    Parameters as :class:`Source`; ``consumer_factory`` builds the consumer from a librdkafka
+    configuration dict (default: ``confluent_kafka.Consumer``).
     """
 
-    def __init__(
-        self,
-        settings: KafkaSettings,
-        offsets: dict[TP, int],
-        on_revoke: Callable[[], None] = lambda: None,
-        on_reset: Callable[[str, int, int, int], None] = lambda *a: None,
-        group: bool = True,
-        consumer_factory: Callable[[dict[str, Any]], Any] = confluent_kafka.Consumer,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        super().__init__(settings, offsets, on_revoke, on_reset, group, consumer_factory, clock)
+    default_factory: Callable[..., Any] = confluent_kafka.Consumer
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self._connected = False
         self._closing = False
         self._starts: dict[TopicPartition, int | None] = {}
@@ -293,16 +280,9 @@ class RdkafkaSource(Source):
             self._connected = True  # data arrived: the broker is there
         return out
 
-    def commit(self, blocking: bool = True) -> None:
-        """Commit the owned partitions' offsets (for lag visibility; failures only logged)."""
-        offsets = [
-            _rd(tp, self.offsets[(tp.topic, tp.partition)])
-            for tp in self.assignment
-            if (tp.topic, tp.partition) in self.offsets
-        ]
-        if not offsets or self.consumer is None:
-            return
+    def _commit(self, offsets: dict[TopicPartition, int], blocking: bool) -> None:
         try:
-            self.consumer.commit(offsets=offsets, asynchronous=not blocking or self._in_callback)
+            marked = [_rd(tp, at) for tp, at in offsets.items()]
+            self.consumer.commit(offsets=marked, asynchronous=not blocking)
         except KafkaException as exc:
             log.info("offset commit skipped: %s", exc)

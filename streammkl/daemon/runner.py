@@ -578,7 +578,8 @@ class Runner(PrequentialStep):
         """Final checkpoint, sink flushed, consumer closed; ``clean=False`` when an exception
         ends the loop (the marker then tells the next start, as for a crash)."""
         try:
-            self.checkpoint("shutdown", force=bool(self.sink.pending))
+            # forced too when none exists yet (an idle run), so that `inspect` has one to read
+            self.checkpoint("shutdown", force=bool(self.sink.pending) or not self.last_checkpoint)
             left = self.sink.close(timeout=1.0)
             if left:
                 log.error("%d output(s) undelivered at exit; kept in the outbox", len(left))

@@ -1,11 +1,11 @@
 """One producer for predictions and dead letters, that never loses an output silently.
 
 Every output stays in a pending list until the broker acknowledges it. A failed send is counted,
-the producer is recreated (a Tansu restart leaves kafka-python's producer permanently broken, see
-KAFKA.md) and the output is sent again. What is still unacknowledged when a checkpoint is taken
-goes into the checkpoint's *outbox* and is re-sent after a restart, so outputs are delivered at
-least once: a crash can duplicate predictions (identical ones: the replayed model is the same) but
-never drop them.
+the producer is recreated (a Tansu restart leaves kafka-python's producer permanently broken:
+docs/daemon.md) and the output is sent again. What is still unacknowledged when a checkpoint is
+taken goes into the checkpoint's *outbox* and is re-sent after a restart, so outputs are delivered
+at least once: a crash can duplicate predictions (identical ones: the replayed model is the same)
+but never drop them.
 """
 
 from __future__ import annotations

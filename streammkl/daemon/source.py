@@ -105,8 +105,15 @@ class Source:
         ``True``: consumer-group membership (``subscribe``); ``False``: this process assigns
         itself every partition of the topics (one model over the whole stream).
     consumer_factory
-        Builds the consumer from keyword options (tests inject fakes).
+        Builds the consumer (tests inject fakes); default :attr:`default_factory`.
+
+    Everything that decides *what* is learned is here; the calls that differ between client
+    libraries are the small hooks below (``_start_at`` ... ``_commit``), which
+    :class:`~streammkl.daemon.rdkafka_source.RdkafkaSource` overrides for librdkafka.
     """
+
+    #: The client library's consumer class (kafka-python's, built from keyword options).
+    default_factory: Callable[..., Any] = KafkaConsumer
 
     def __init__(
         self,
@@ -115,7 +122,7 @@ class Source:
         on_revoke: Callable[[], None] = lambda: None,
         on_reset: Callable[[str, int, int, int], None] = lambda *a: None,
         group: bool = True,
-        consumer_factory: Callable[..., Any] = KafkaConsumer,
+        consumer_factory: Callable[..., Any] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.settings = settings
@@ -123,7 +130,7 @@ class Source:
         self.on_revoke = on_revoke
         self.on_reset = on_reset
         self.group = group
-        self.consumer_factory = consumer_factory
+        self.consumer_factory = consumer_factory or self.default_factory
         self.clock = clock
         self.consumer: Any = None
         self.buffers: dict[TopicPartition, deque[Any]] = {}
@@ -427,17 +434,20 @@ class Source:
         ``blocking=False`` (inside a rebalance callback, on kafka-python's IO thread) sends the
         commit asynchronously.
         """
-        offsets = {
-            tp: OffsetAndMetadata(self.offsets[(tp.topic, tp.partition)], "", -1)
+        owned = {
+            tp: self.offsets[(tp.topic, tp.partition)]
             for tp in self.assignment
             if (tp.topic, tp.partition) in self.offsets
         }
-        if not offsets or self.consumer is None:
-            return
+        if owned and self.consumer is not None:
+            self._commit(owned, blocking and not self._in_callback)
+
+    def _commit(self, offsets: dict[TopicPartition, int], blocking: bool) -> None:
         try:
-            if blocking and not self._in_callback:
-                self.consumer.commit(offsets, timeout_ms=5000)
+            marked = {tp: OffsetAndMetadata(at, "", -1) for tp, at in offsets.items()}
+            if blocking:
+                self.consumer.commit(marked, timeout_ms=5000)
             else:
-                self.consumer.commit_async(offsets)
+                self.consumer.commit_async(marked)
         except (KafkaError, AssertionError) as exc:
             log.info("offset commit skipped: %s", exc)

@@ -4,7 +4,7 @@
   ``metrics.METRICS`` gives each snapshot value's Prometheus name and exact help text.
 - ``objective``: the cumulative prequential objective ``sum_t [lambda Omega(theta_t) + L_t]``.
 - ``regret``: windowed regret against the best fixed hypothesis on the last W examples, fitted off
-  the hot path (``comparators``: warm-started epochs of the learner's algorithm, or SpicyMKL).
+  the hot path (``hindsight``: warm-started epochs of the learner's algorithm, or SpicyMKL).
 - ``shadows``: regret against the best single kernel (one shadow learner per kernel).
 - ``theory`` / ``bounds``: Prop. 3 for the configured schedule, and its windowed form.
 - ``drift``: loss drift detection that restarts the schedule; β movement.

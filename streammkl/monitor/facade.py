@@ -73,7 +73,7 @@ class Monitor:
         (None: disabled).
     comparator
         ``"epochs"`` (default), ``"exact"``, ``"auto"`` or a comparator object
-        (:mod:`streammkl.monitor.comparators`).
+        (:mod:`streammkl.monitor.hindsight`).
     background
         Fit comparators on a worker thread (default) or inline (blocking; tests/offline).
     shadows

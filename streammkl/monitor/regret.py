@@ -6,7 +6,7 @@ For the last W examples (a *window*, cut every K examples)::
              - min_{theta in Theta} sum_{t in window} [lambda Omega(theta) + L(theta; x_t, y_t)]
 
 the first sum from the prequential terms the learner produced, the second from a comparator fitted
-on the window (:mod:`streammkl.monitor.comparators`). ``observe`` is O(1) (the window is kept in
+on the window (:mod:`streammkl.monitor.hindsight`). ``observe`` is O(1) (the window is kept in
 frozen chunks, :mod:`streammkl.monitor.window`); every K examples it hands references to the frozen
 chunks to a background thread, which fits the comparator and publishes an immutable
 :class:`RegretEstimate` by a single reference assignment. A fit never blocks ``observe``: while one
@@ -25,7 +25,7 @@ import numpy as np
 
 from streammkl.core import OnlineMKL
 from streammkl.monitor import theory
-from streammkl.monitor.comparators import EpochComparator, ExactComparator, exact_available
+from streammkl.monitor.hindsight import EpochComparator, ExactComparator
 from streammkl.monitor.window import ETA, LOSS, PHI_SQ, REG, Chunk, ExampleWindow
 
 __all__ = ["RegretEstimate", "WindowedRegret", "make_comparator"]
@@ -64,13 +64,11 @@ def make_comparator(spec: Any, model: OnlineMKL) -> Any:
         comparator.check(model)
         return comparator
     if spec == "auto":
-        if exact_available():
-            try:
-                ExactComparator.check(model)
-                return ExactComparator()
-            except ValueError:
-                pass
-        return EpochComparator()
+        try:
+            ExactComparator.check(model)
+            return ExactComparator()
+        except ValueError:
+            return EpochComparator()
     if isinstance(spec, str) or not callable(getattr(spec, "fit", None)):
         raise ValueError(
             f"comparator must be 'epochs', 'exact', 'auto' or an object with fit(); got {spec!r}"

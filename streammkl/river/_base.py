@@ -1,10 +1,10 @@
 """What MKLClassifier and MKLRegressor share: lazy core model, dict inputs, introspection,
-persistence without pickle (numpy arrays + JSON in one ``.npz``, versioned, checksummed)."""
+persistence without pickle (the one state file of :mod:`streammkl.statefile`: versioned,
+checksummed)."""
 
 from __future__ import annotations
 
 import copy
-import io
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -13,12 +13,11 @@ from typing import Any
 
 import numpy as np
 
+from streammkl import statefile
 from streammkl.core import OnlineMKL
 from streammkl.core import kernels as kernels_mod
 from streammkl.core import regularizers as regs_mod
 from streammkl.core import schedules as schedules_mod
-from streammkl.core.state import state_digest
-from streammkl.files import atomic_write
 from streammkl.river import defaults
 from streammkl.river._features import FeatureIndex, check_numeric
 
@@ -193,16 +192,9 @@ class MKLMixin:
 
     @classmethod
     def from_state(cls, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> Any:
-        if meta.get("format") != FILE_FORMAT:
-            raise ValueError(f"not a streammkl learner state (format={meta.get('format')!r})")
-        version = int(meta.get("version", -1))
-        if version > FILE_VERSION:
-            raise ValueError(
-                f"state format version {version} is newer than this streammkl reads "
-                f"({FILE_VERSION}); upgrade streammkl to load it"
-            )
+        statefile.check_header(meta, FILE_FORMAT, FILE_VERSION, "streammkl learner")
         if meta.get("class") != cls.__name__:
-            raise ValueError(f"state holds a {meta.get('class')}, not a {cls.__name__}")
+            raise statefile.StateError(f"state holds a {meta.get('class')}, not a {cls.__name__}")
         learner = cls(**_params_from_spec(meta["params"]))
         learner._features = FeatureIndex(list(meta["features"]))
         if meta["core"] is not None:
@@ -219,19 +211,18 @@ class MKLMixin:
     def digest(self) -> str:
         """sha256 of the canonical state: equal digests <=> identical learners."""
         meta, arrays = self.to_state()
-        return state_digest(meta, arrays)
+        return statefile.state_digest(meta, arrays)
 
     def save(self, path: str | os.PathLike) -> Path:
-        """Write the learner to ``path`` (.npz: arrays + JSON meta + sha256), atomically."""
-        meta, arrays = self.to_state()
-        path = Path(path)
-        write_state(path, meta, arrays)
-        return path
+        """Write the learner to ``path`` (:mod:`streammkl.statefile`: arrays + JSON meta +
+        sha256 in one zip), atomically; returns the path."""
+        return statefile.write(path, *self.to_state())
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Any:
-        meta, arrays = read_state(Path(path))
-        return cls.from_state(meta, arrays)
+        """The learner saved at ``path``; :class:`streammkl.statefile.StateError` (a
+        ``ValueError``) for a truncated, corrupt, foreign or newer file."""
+        return cls.from_state(*statefile.read(path, cls.__name__))
 
 
 def _params_from_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
@@ -251,42 +242,3 @@ def _params_from_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(params.get("schedule"), dict):
         params["schedule"] = schedules_mod.from_spec(params["schedule"])
     return params
-
-
-def encode_state(meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> bytes:
-    """One .npz blob: every array, the JSON meta and the digest of both."""
-    payload = {f"a/{k}": np.ascontiguousarray(v) for k, v in arrays.items()}
-    meta_bytes = json.dumps(meta, sort_keys=True).encode()
-    payload["__meta__"] = np.frombuffer(meta_bytes, dtype=np.uint8)
-    payload["__sha256__"] = np.frombuffer(state_digest(meta, arrays).encode(), dtype=np.uint8)
-    buf = io.BytesIO()
-    np.savez(buf, **payload)  # type: ignore[arg-type]
-    return buf.getvalue()
-
-
-def decode_state(
-    blob: bytes, source: str = "state"
-) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    try:
-        with np.load(io.BytesIO(blob), allow_pickle=False) as npz:
-            files = {k: npz[k] for k in npz.files}
-        meta = json.loads(files.pop("__meta__").tobytes().decode())
-        expected = files.pop("__sha256__").tobytes().decode()
-    except Exception as exc:  # zip/npy/json errors: all mean the same thing to a user
-        raise ValueError(f"{source} is not a readable streammkl state file: {exc}") from None
-    arrays = {k[2:]: v for k, v in files.items() if k.startswith("a/")}
-    if state_digest(meta, arrays) != expected:
-        raise ValueError(f"{source} is corrupted: its checksum does not match its contents")
-    return meta, arrays
-
-
-def write_state(path: Path, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
-    """Write a learner's state file: private (0600), atomically and durably
-    (:func:`streammkl.files.atomic_write`)."""
-    atomic_write(path, encode_state(meta, arrays))
-
-
-def read_state(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    if not path.exists():
-        raise FileNotFoundError(f"no saved learner at {path}")
-    return decode_state(path.read_bytes(), source=str(path))

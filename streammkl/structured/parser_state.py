@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from streammkl.structured.persistence import StateError, check_header, read_state, write_state
+from streammkl import statefile
+from streammkl.statefile import StateError, check_header
+from streammkl.structured.persistence import load_with, optimizer_config
 
 if TYPE_CHECKING:
     from streammkl.structured.parser import DependencyParser
@@ -28,9 +30,7 @@ def config(model: DependencyParser) -> dict[str, Any]:
     templates carry their ``@bits``, so the hash sizes survive a change of defaults."""
     return {
         "templates": model._templates.specs,
-        "regularizer": [r.to_spec() for r in model._regularizers],
-        "schedule": model._schedule.to_spec(),
-        "radius": None if model.radius is None else float(model.radius),
+        **optimizer_config(model),
         "average": model.average,
         "single_root": model.single_root,
         "max_hash_bits": model.max_hash_bits,
@@ -69,13 +69,8 @@ def from_state(cls: type, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -
 
 
 def save(model: DependencyParser, path: str | os.PathLike) -> None:
-    write_state(path, *to_state(model))
+    statefile.write(path, *to_state(model))
 
 
 def load(cls: type, path: str | os.PathLike) -> DependencyParser:
-    path = os.fspath(path)
-    meta, arrays = read_state(path, "DependencyParser")
-    try:
-        return from_state(cls, meta, arrays)
-    except StateError as exc:
-        raise StateError(f"{path}: {exc}") from None
+    return load_with(from_state, cls, path, "DependencyParser")

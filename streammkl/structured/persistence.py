@@ -2,27 +2,24 @@
 
 ``to_state`` gives ``(meta, arrays)``: ``meta`` is JSON (format, version, configuration as specs,
 labels with type tags, feature keys, counters) and ``arrays`` are the core block-state arrays plus
-the bigram block ``transition``. ``save`` writes both into ONE zip file (``meta.json`` and one
-``.npy`` member per array, i.e. an ``.npz`` readable by ``np.load(allow_pickle=False)`` with an
-extra JSON member), atomically and privately (:func:`streammkl.files.atomic_write`: temp file,
-fsync, rename, fsync of the directory; mode 0600). Loading checks the format, refuses a newer
-version, and validates every array's dtype and shape against the configuration, so a
-corrupt or foreign file gives a clear error rather than a wrong model.
+the bigram block ``transition``. ``save`` writes both into the learners' one state file
+(:mod:`streammkl.statefile`: versioned, checksummed, written atomically and privately). Loading
+checks the format, refuses a newer version, and validates every array's dtype and shape against
+the configuration, so a corrupt or foreign file gives a clear error rather than a wrong model.
 """
 
 from __future__ import annotations
 
-import io
-import json
 import os
-import zipfile
+from collections.abc import Callable
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from streammkl import statefile
 from streammkl.core.state import BlockState
-from streammkl.files import atomic_write
+from streammkl.statefile import StateError, check_header
 from streammkl.structured.inputs import decode_label, encode_label
 
 if TYPE_CHECKING:
@@ -33,8 +30,13 @@ VERSION = 2  # 2: the array "gram" (projection budget policy); version 1 files s
 _INT_ARRAYS = ("age", "counters")
 
 
-class StateError(ValueError):
-    """A saved labeler state that is corrupt, foreign or from a newer streammkl."""
+def optimizer_config(model: Any) -> dict[str, Any]:
+    """The regularizers, schedule and radius of a structured learner as JSON-able specs."""
+    return {
+        "regularizer": [r.to_spec() for r in model._regularizers],
+        "schedule": model._schedule.to_spec(),
+        "radius": None if model.radius is None else float(model.radius),
+    }
 
 
 def config(model: SequenceLabeler) -> dict[str, Any]:
@@ -42,9 +44,7 @@ def config(model: SequenceLabeler) -> dict[str, Any]:
     return {
         "kernels": [k.to_spec() for k in model.kernels],
         "loss": model.loss,
-        "regularizer": [r.to_spec() for r in model._regularizers],
-        "schedule": model._schedule.to_spec(),
-        "radius": None if model.radius is None else float(model.radius),
+        **optimizer_config(model),
         "budget": model.budget,
         "budget_policy": model.budget_policy,
         "seed": model.seed,
@@ -73,21 +73,6 @@ def to_state(model: SequenceLabeler) -> tuple[dict[str, Any], dict[str, np.ndarr
 
 def _fail(msg: str) -> StateError:
     return StateError(f"SequenceLabeler state: {msg}")
-
-
-def check_header(meta: Any, fmt: str, version: int, kind: str) -> None:
-    """StateError unless ``meta`` is a state of format ``fmt`` at a version <= ``version``."""
-    if not isinstance(meta, dict) or meta.get("format") != fmt:
-        found = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
-        raise StateError(f"{kind} state: not a {kind} state (format={found!r})")
-    got = meta.get("version")
-    if not isinstance(got, int):
-        raise StateError(f"{kind} state: bad version field {got!r}")
-    if got > version:
-        raise StateError(
-            f"{kind} state: version {got} is newer than this streammkl understands ({version}); "
-            "upgrade streammkl"
-        )
 
 
 def from_state(cls: type, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> SequenceLabeler:
@@ -166,52 +151,23 @@ def _checked(arrays: dict[str, np.ndarray], name: str, shape: tuple[int, ...]) -
 
 
 def save(model: SequenceLabeler, path: str | os.PathLike) -> None:
-    write_state(path, *to_state(model))
+    statefile.write(path, *to_state(model))
 
 
 def load(cls: type, path: str | os.PathLike) -> SequenceLabeler:
-    path = os.fspath(path)
-    meta, arrays = read_state(path, "SequenceLabeler")
+    return load_with(from_state, cls, path, "SequenceLabeler")
+
+
+def load_with(
+    from_state_fn: Callable[[type, dict[str, Any], dict[str, np.ndarray]], Any],
+    cls: type,
+    path: str | os.PathLike,
+    kind: str,
+) -> Any:
+    """Read ``path`` (:func:`streammkl.statefile.read`) and rebuild with ``from_state_fn``; a
+    rebuild error names the file. Shared by the structured learners."""
+    meta, arrays = statefile.read(path, kind)
     try:
-        return from_state(cls, meta, arrays)
+        return from_state_fn(cls, meta, arrays)
     except StateError as exc:
-        raise StateError(f"{path}: {exc}") from None
-
-
-def write_state(
-    path: str | os.PathLike, meta: dict[str, Any], arrays: dict[str, np.ndarray]
-) -> None:
-    """One zip file holding ``meta.json`` and one ``.npy`` per array, written privately (0600),
-    atomically and durably (:func:`streammkl.files.atomic_write`); shared by the structured
-    learners."""
-
-    def write(fh: Any) -> None:
-        with zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-            zf.writestr("meta.json", json.dumps(meta, sort_keys=True, indent=1))
-            for name, arr in arrays.items():
-                buf = io.BytesIO()
-                np.lib.format.write_array(buf, np.ascontiguousarray(arr), allow_pickle=False)
-                zf.writestr(f"{name}.npy", buf.getvalue())
-
-    atomic_write(path, write)
-
-
-def read_state(path: str | os.PathLike, kind: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """``(meta, arrays)`` of a file written by :func:`write_state` (no pickle); StateError
-    naming ``kind`` for a corrupt or foreign file."""
-    path = os.fspath(path)
-    try:
-        with zipfile.ZipFile(path) as zf:
-            meta = json.loads(zf.read("meta.json").decode("utf-8"))
-            arrays = {}
-            for name in zf.namelist():
-                if name.endswith(".npy"):
-                    with zf.open(name) as fh:
-                        arrays[name[:-4]] = np.lib.format.read_array(fh, allow_pickle=False)
-    except FileNotFoundError:
-        raise
-    except (zipfile.BadZipFile, KeyError, ValueError, OSError, EOFError) as exc:
-        raise StateError(
-            f"{path}: corrupt or not a {kind} file ({type(exc).__name__}: {exc})"
-        ) from None
-    return meta, arrays
+        raise StateError(f"{os.fspath(path)}: {exc}") from None

@@ -1,36 +1,35 @@
 """Hindsight comparators for the windowed regret: fit the best fixed hypothesis on a window.
 
 - :class:`EpochComparator` (default): the learner's own composite-proximal algorithm run for many
-  epochs over the window (``comparator.fit_comparator``), warm-started from the previous window's
+  epochs over the window (``epoch_fit.fit_comparator``), warm-started from the previous window's
   fit, with the learner's configuration — the same kernels, regularizer, radius and *budget*. Its
   objective is that of a real hypothesis, so it upper-bounds the window minimum and the regret
   estimated against it is a **lower bound** on the true windowed regret. With a budget, the
   comparator is also restricted to hypotheses with at most ``budget`` support pairs (bounded memory
   and time), which can only raise its objective: still a lower bound.
 - :class:`ExactComparator`: the batch optimum by SpicyMKL's DAL iteration
-  (``streammkl.batch.comparator.fit_window_comparator``, looked up at run time), within a relative
-  duality gap ``tol`` above the minimum. Only for configurations it solves exactly: one regularizer
-  it supports, a loss it supports, exact kernels (no random Fourier blocks), no feature selection
-  by name, and no radius that could cut the optimum.
+  (:func:`streammkl.batch.window_optimum.fit_window_comparator`), within a relative duality gap
+  ``tol`` above the minimum. Only for configurations it solves exactly: one regularizer it
+  supports, a loss it supports, exact kernels (no random Fourier blocks), no feature selection by
+  name, and no radius that could cut the optimum.
 
 A comparator's ``fit`` runs on the monitor's worker thread and touches only its arguments.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import math
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 
+from streammkl.batch.window_optimum import fit_window_comparator
 from streammkl.core import OnlineMKL, kernels, losses, regularizers
 from streammkl.monitor import theory
-from streammkl.monitor.comparator import fit_comparator
+from streammkl.monitor.epoch_fit import fit_comparator
 
-__all__ = ["ComparatorResult", "EpochComparator", "ExactComparator", "exact_available"]
+__all__ = ["ComparatorResult", "EpochComparator", "ExactComparator"]
 
 
 class ComparatorResult(NamedTuple):
@@ -44,7 +43,7 @@ class EpochComparator:
     Parameters
     ----------
     max_epochs, rel_tol, patience, eta0
-        Passed to :func:`streammkl.monitor.comparator.fit_comparator`.
+        Passed to :func:`streammkl.monitor.epoch_fit.fit_comparator`.
     warm_start
         Start each fit from the previous one (the windows overlap), when the bank is unchanged.
     resume_schedule
@@ -108,33 +107,17 @@ class EpochComparator:
         return ComparatorResult(result.objective, result.epochs)
 
 
-def exact_available() -> bool:
-    """Whether ``streammkl.batch.comparator.fit_window_comparator`` exists in this build."""
-    try:
-        if importlib.util.find_spec("streammkl.batch.comparator") is None:
-            return False
-        module = importlib.import_module("streammkl.batch.comparator")
-    except ImportError:
-        return False
-    return callable(getattr(module, "fit_window_comparator", None))
-
-
 class ExactComparator:
     """The batch optimum on the window by SpicyMKL (DAL), to a relative duality gap ``tol``.
 
-    Raises ``RuntimeError`` if ``streammkl.batch`` has no ``fit_window_comparator``, and
-    ``ValueError`` (naming the setting) for configurations it cannot solve exactly.
+    :meth:`check` raises ``ValueError`` (naming the setting) for configurations it cannot solve
+    exactly.
     """
 
     method = "exact"
     exact = True
 
     def __init__(self, tol: float = 1e-6, max_iter: int = 200) -> None:
-        if not exact_available():
-            raise RuntimeError(
-                "comparator='exact' needs streammkl.batch.comparator.fit_window_comparator, "
-                "which this build does not have; use comparator='epochs'"
-            )
         self.tol = float(tol)
         self.max_iter = int(max_iter)
 
@@ -168,10 +151,9 @@ class ExactComparator:
     def fit(
         self, config: dict[str, Any], feature_keys: Sequence[str], X: np.ndarray, Y: np.ndarray
     ) -> ComparatorResult:
-        module = importlib.import_module("streammkl.batch.comparator")
         model = OnlineMKL(**config)
         self.check(model)
-        value, res = module.fit_window_comparator(
+        fitted = fit_window_comparator(
             X,
             Y,
             model.kernels,
@@ -183,5 +165,6 @@ class ExactComparator:
             max_iter=self.max_iter,
             return_result=True,
         )
-        iterations = int(getattr(res, "iterations", getattr(res, "n_iter", 0)) or 0)
-        return ComparatorResult(float(value) * X.shape[0], iterations)
+        assert isinstance(fitted, tuple)  # return_result=True
+        value, res = fitted
+        return ComparatorResult(float(value) * X.shape[0], int(res.n_iter))
