@@ -129,6 +129,29 @@ class MKLMixin:
         """Inputs admitted so far (every feature name ``learn_one`` has seen)."""
         return len(self._features)
 
+    @property
+    def feature_names(self) -> list[str]:
+        """Every admitted input name, in column order (a copy)."""
+        return list(self._features.names)
+
+    def knows_features(self, x: Mapping) -> bool:
+        """Whether every name of ``x`` is admitted (``learn_one(x, y)`` would add no input)."""
+        index = self._features.index
+        for key in x:
+            if (key if type(key) is str else str(key)) not in index:
+                return False
+        return True
+
+    def input_vector(self, x: Mapping) -> np.ndarray:
+        """``x`` as the core sees it: a dense float64 vector over :attr:`feature_names`
+        (missing and unknown names count as 0; the values must be finite numbers)."""
+        return self._features.vector(x, validated=True)
+
+    @property
+    def ready(self) -> bool:
+        """Whether the core model exists (after the first ``learn_one``)."""
+        return self._model is not None and bool(self._model.feature_keys)
+
     def unknown_features(self, x: Mapping) -> list[str]:
         """The names of ``x`` not admitted yet, sorted: what ``learn_one(x, y)`` would add
         (``predict_one`` ignores them). Changes nothing."""

@@ -139,6 +139,32 @@ class MKLRegressor(MKLMixin, RegressorBatches, base.MiniBatchRegressor):
         assert vec is not None and self._model is not None
         self._model.learn_prepared(vec, self.advance_target(y))
 
+    def learn_predict_one(self, x: Mapping, y: float | None) -> float:
+        """``predict_one(x)`` *then* ``learn_one(x, y)``: the recommended prequential round.
+        Returns the prediction made *before* learning; a target of ``None`` predicts only.
+
+        When the model exists and ``x`` brings no new feature, the prediction is read from the
+        learning round's own score (one featurization, one compiled call); otherwise it is the
+        two calls. Either way the learner ends bit for bit where the two calls leave it, and
+        the prediction is the same number. A refused ``learn_one`` raises, having changed
+        nothing.
+        """
+        if y is None:
+            return self.predict_one(x)
+        model = self._model
+        if model is None or not model.feature_keys or not self.knows_features(x):
+            prediction = self.predict_one(x)
+            self.learn_one(x, y)
+            return prediction
+        check_numeric(x)
+        y = float(y)
+        if not math.isfinite(y):
+            raise ValueError(f"regression target must be finite, got {y!r}")
+        center, scale = self.target_scale()
+        vec = self._features.vector(x, validated=True)
+        model.learn_prepared(vec, self.advance_target(y))
+        return center + scale * float(model.last_scores[0])
+
     def predict_one(self, x: Mapping) -> float:
         vec = self._vector(x, learn=False)
         center = self._mean if self.standardize_target else 0.0
