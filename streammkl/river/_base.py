@@ -42,6 +42,9 @@ class MKLMixin:
     def _init_state(self) -> None:
         self._model: OnlineMKL | None = None
         self._features = FeatureIndex()
+        #: The prequential loss of the last round learned (at theta_t, before its update, in
+        #: the core's conventions); NaN before the first.
+        self.last_loss = float("nan")
 
     # --- core model -------------------------------------------------------------------------
     def _bank(self) -> tuple:
@@ -146,6 +149,13 @@ class MKLMixin:
         """``x`` as the core sees it: a dense float64 vector over :attr:`feature_names`
         (missing and unknown names count as 0; the values must be finite numbers)."""
         return self._features.vector(x, validated=True)
+
+    @property
+    def norm_only(self) -> bool:
+        """Whether every configured regularizer is a function of the block norms alone (then
+        ``lambda Omega(theta_t)`` of a compiled run's rounds follows from their block norms)."""
+        model = self._model if self._model is not None else self._make_model()
+        return model.norm_only
 
     @property
     def ready(self) -> bool:

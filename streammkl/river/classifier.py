@@ -191,7 +191,7 @@ class MKLClassifier(MKLMixin, ClassifierBatches, base.MiniBatchClassifier):
         vec = self._vector(x, learn=True, validated=True)
         assert vec is not None and self._model is not None
         target = (1.0 if k == 1 else -1.0) if self._binary_loss else k
-        self._model.learn_prepared(vec, target)
+        self.last_loss = self._model.learn_prepared(vec, target)
 
     def _scores(self, x: Mapping) -> np.ndarray | None:
         vec = self._vector(x, learn=False)
@@ -280,7 +280,8 @@ class MKLClassifier(MKLMixin, ClassifierBatches, base.MiniBatchClassifier):
         ):
             check_numeric(x)
             vec = self._features.vector(x, validated=True)
-            model.learn_prepared(vec, (1.0 if k == 1 else -1.0) if self._binary_loss else k)
+            target = (1.0 if k == 1 else -1.0) if self._binary_loss else k
+            self.last_loss = model.learn_prepared(vec, target)
             return self._proba(model.last_scores.tolist())
         proba = self.predict_proba_one(x)
         self.learn_one(x, y)

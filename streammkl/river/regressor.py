@@ -137,7 +137,7 @@ class MKLRegressor(MKLMixin, RegressorBatches, base.MiniBatchRegressor):
             raise ValueError(f"regression target must be finite, got {y!r}")
         vec = self._vector(x, learn=True, validated=True)  # if it refuses, nothing changed
         assert vec is not None and self._model is not None
-        self._model.learn_prepared(vec, self.advance_target(y))
+        self.last_loss = self._model.learn_prepared(vec, self.advance_target(y))
 
     def learn_predict_one(self, x: Mapping, y: float | None) -> float:
         """``predict_one(x)`` *then* ``learn_one(x, y)``: the recommended prequential round.
@@ -162,7 +162,7 @@ class MKLRegressor(MKLMixin, RegressorBatches, base.MiniBatchRegressor):
             raise ValueError(f"regression target must be finite, got {y!r}")
         center, scale = self.target_scale()
         vec = self._features.vector(x, validated=True)
-        model.learn_prepared(vec, self.advance_target(y))
+        self.last_loss = model.learn_prepared(vec, self.advance_target(y))
         return center + scale * float(model.last_scores[0])
 
     def predict_one(self, x: Mapping) -> float:
