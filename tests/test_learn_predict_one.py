@@ -31,14 +31,17 @@ def _stream(n, seed, labels=("neg", "pos")):
     return xs, ys
 
 
-@pytest.mark.parametrize("loss", [None, losses.MulticlassHinge(), losses.Hinge()])
-def test_classifier_learn_predict_one_is_predict_proba_one_then_learn_one(loss):
+@pytest.mark.parametrize(
+    ("loss", "standardize"),
+    [(None, False), (losses.MulticlassHinge(), False), (losses.Hinge(), False), (None, True)],
+)
+def test_classifier_learn_predict_one_is_predict_proba_one_then_learn_one(loss, standardize):
     binary = isinstance(loss, losses.Hinge)
     xs, ys = _stream(900, seed=4)
     if binary:
         ys = [None if y is None else y == "pos" for y in ys]
-    a = MKLClassifier(kernels=BANK, loss=loss, budget=64, seed=2)
-    b = MKLClassifier(kernels=BANK, loss=loss, budget=64, seed=2)
+    kw = {"kernels": BANK, "loss": loss, "budget": 64, "seed": 2, "standardize": standardize}
+    a, b = MKLClassifier(**kw), MKLClassifier(**kw)
     for x, y in zip(xs, ys, strict=True):
         expected = a.predict_proba_one(x)
         label = a.predict_one(x)
@@ -51,9 +54,9 @@ def test_classifier_learn_predict_one_is_predict_proba_one_then_learn_one(loss):
     assert a.n_features == 3
     assert len(b.classes_) == (2 if binary else 3)
     # learn_predict_many is the same round, in compiled runs
-    c = MKLClassifier(kernels=BANK, loss=loss, budget=64, seed=2)
+    c = MKLClassifier(**kw)
     probas = c.learn_predict_many(xs, ys)
-    d = MKLClassifier(kernels=BANK, loss=loss, budget=64, seed=2)
+    d = MKLClassifier(**kw)
     assert probas == [d.learn_predict_one(x, y) for x, y in zip(xs, ys, strict=True)]
     assert c.digest() == d.digest() == a.digest()
 
@@ -70,14 +73,14 @@ def test_classifier_learn_predict_one_refused_learning_changes_nothing():
     assert clf.digest() == before
 
 
-@pytest.mark.parametrize("standardize", [True, False])
-def test_regressor_learn_predict_one_is_predict_one_then_learn_one(standardize):
+@pytest.mark.parametrize(("standardize", "inputs"), [(True, False), (False, False), (True, True)])
+def test_regressor_learn_predict_one_is_predict_one_then_learn_one(standardize, inputs):
     xs, ys = _stream(700, seed=5)
     rng = np.random.default_rng(1)
     targets = [None if y is None else 3.0 * x["a"] + float(rng.normal()) + 10.0
                for x, y in zip(xs, ys, strict=True)]  # fmt: skip
-    a = MKLRegressor(kernels=BANK, budget=32, standardize_target=standardize)
-    b = MKLRegressor(kernels=BANK, budget=32, standardize_target=standardize)
+    kw = {"kernels": BANK, "budget": 32, "standardize_target": standardize, "standardize": inputs}
+    a, b = MKLRegressor(**kw), MKLRegressor(**kw)
     for x, y in zip(xs, targets, strict=True):
         expected = a.predict_one(x)
         if y is not None:
@@ -108,3 +111,27 @@ def test_sequence_labeler_learn_predict_one_is_predict_one_then_learn_one(loss, 
         assert b.learn_predict_one(xs, ys) == expected
     assert a.digest() == b.digest()
     assert a.labels == b.labels and len(b.labels) == 4
+
+
+def test_standardized_inputs_are_saved_with_the_model_and_scale_free(tmp_path):
+    """standardize=True: the running statistics are part of the state (a reloaded learner
+    continues bit for bit), and inputs a thousand times larger learn the same predictions."""
+    xs, ys = _stream(600, seed=9)
+    a = MKLClassifier(kernels=BANK, budget=64, standardize=True)
+    for x, y in zip(xs[:300], ys[:300], strict=True):
+        a.learn_predict_one(x, y)
+    b = MKLClassifier.load(a.save(tmp_path / "m.npz"))
+    assert b.digest() == a.digest()
+    assert [a.learn_predict_one(x, y) for x, y in zip(xs[300:], ys[300:], strict=True)] == [
+        b.learn_predict_one(x, y) for x, y in zip(xs[300:], ys[300:], strict=True)
+    ]
+    big = MKLClassifier(kernels=(kernels.Linear(),), standardize=True)
+    small = MKLClassifier(kernels=(kernels.Linear(),), standardize=True)
+    hits_big = hits_small = 0
+    for x, y in zip(xs, ys, strict=True):
+        pb = big.learn_predict_one({k: 1000.0 * v + 5000.0 for k, v in x.items()}, y)
+        ps = small.learn_predict_one(x, y)
+        hits_big += bool(pb) and max(pb, key=pb.get) == y
+        hits_small += bool(ps) and max(ps, key=ps.get) == y
+    assert abs(hits_big - hits_small) <= 15  # scale-free up to the rounding of the moments
+    assert hits_small > 0.7 * sum(y is not None for y in ys)

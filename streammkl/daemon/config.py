@@ -322,6 +322,11 @@ class LearnerSpec(_Section):
     #: An unregularized bias per output (None: the learner's default, True). With a bias the
     #: iterates are not confined to the radius ball, so the monitor's Prop. 3 bounds are +Inf.
     fit_intercept: bool | None = None
+    #: Standardise every input online (running mean and variance, saved in the checkpoint with
+    #: the model): the daemon's counterpart of ``StandardScaler() | MKLClassifier()``. The
+    #: default kernels are made for standardised inputs; turn it off only for inputs that are
+    #: already scaled. Classification and regression only (ignored by structured tasks).
+    standardize: bool = True
     seed: int = 0
     params: dict[str, Any] = Field(default_factory=dict)  # free-form, for custom factories
 

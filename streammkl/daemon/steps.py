@@ -226,6 +226,7 @@ class MKLStep(LearnerStep):
             return chunk, hits
 
         core = learner.core
+        X = learner.prepare_rows(X)  # (standardised and counted once, before the monitor's run)
         probas = self.observer.learn_run(core, X, Y, core.learn_many_prepared, judge)
         return probas, time.perf_counter() - t0
 
@@ -252,7 +253,7 @@ class MKLStep(LearnerStep):
         else:  # the standardised target the round learned (statistics already advanced)
             center, scale = learner.target_scale()
             target = (float(y) - center) / scale
-        vec = learner.input_vector(x)
+        vec = learner.last_input
         self.last_round = Round(vec, target, learner.last_loss, reg, scores)
 
     def warm_up(self) -> None:

@@ -60,6 +60,11 @@ class MKLClassifier(MKLMixin, ClassifierBatches, base.MiniBatchClassifier):
         ``defaults.AVERAGES``, ``()`` = the last iterate only. Explicit blocks only.
     fit_intercept
         Learn an unregularized bias per class.
+    standardize
+        Standardise every input online (running mean and variance; ``streammkl.river._scaling``)
+        before the kernels see it: what ``preprocessing.StandardScaler() | MKLClassifier()``
+        does, inside the learner (so its state is saved and restored with the model). The
+        daemon turns it on by default.
 
     Notes
     -----
@@ -98,6 +103,7 @@ class MKLClassifier(MKLMixin, ClassifierBatches, base.MiniBatchClassifier):
         seed: int = 0,
         fit_intercept: bool = True,
         averages: tuple | None = None,
+        standardize: bool = False,
     ):
         self.kernels = kernels
         self.loss = loss
@@ -109,6 +115,7 @@ class MKLClassifier(MKLMixin, ClassifierBatches, base.MiniBatchClassifier):
         self.seed = seed
         self.fit_intercept = fit_intercept
         self.averages = averages
+        self.standardize = standardize
         self._init_state()
         self.classes_: list = []
         self._class_index: dict = {}
@@ -279,7 +286,7 @@ class MKLClassifier(MKLMixin, ClassifierBatches, base.MiniBatchClassifier):
             and self.knows_features(x)
         ):
             check_numeric(x)
-            vec = self._features.vector(x, validated=True)
+            vec = self._scale(self._features.vector(x, validated=True), learn=True)
             target = (1.0 if k == 1 else -1.0) if self._binary_loss else k
             self.last_loss = model.learn_prepared(vec, target)
             return self._proba(model.last_scores.tolist())
@@ -362,7 +369,7 @@ class MKLClassifier(MKLMixin, ClassifierBatches, base.MiniBatchClassifier):
         each example before its own update. The loop releases the GIL: other threads may run
         meanwhile, but none may touch this learner."""
         assert self._model is not None
-        return self._model.learn_many_prepared(X, Y)[1]
+        return self._model.learn_many_prepared(self.prepare_rows(X), Y)[1]
 
     def probas_from_scores(self, scores: np.ndarray) -> list[dict]:
         """``predict_proba_one``'s probabilities from rows of scores (:meth:`run_rounds`)."""
@@ -461,6 +468,10 @@ class MKLClassifier(MKLMixin, ClassifierBatches, base.MiniBatchClassifier):
             "radius": "auto",
             "regularizer": regularizers.SquaredGroupLasso(1e-3),
             "loss": losses.MulticlassHinge(),  # bounded at theta = 0 for any number of classes
+        }
+        yield {
+            "kernels": (kernels.Linear(), kernels.RBF(0.5, n_components=16)),
+            "standardize": True,
         }
 
 

@@ -50,6 +50,8 @@ class MKLRegressor(MKLMixin, RegressorBatches, base.MiniBatchRegressor):
         Learn an unregularized bias.
     standardize_target
         Learn on ``(y - mean) / std`` with running statistics.
+    standardize
+        Standardise every input online (see ``MKLClassifier``); the daemon's default.
 
     Examples
     --------
@@ -74,6 +76,7 @@ class MKLRegressor(MKLMixin, RegressorBatches, base.MiniBatchRegressor):
         fit_intercept: bool = True,
         averages: tuple | None = None,
         standardize_target: bool = True,
+        standardize: bool = False,
     ):
         self.kernels = kernels
         self.loss = loss
@@ -86,6 +89,7 @@ class MKLRegressor(MKLMixin, RegressorBatches, base.MiniBatchRegressor):
         self.fit_intercept = fit_intercept
         self.averages = averages
         self.standardize_target = standardize_target
+        self.standardize = standardize
         self._init_state()
         self._n = 0
         self._mean = 0.0
@@ -161,7 +165,7 @@ class MKLRegressor(MKLMixin, RegressorBatches, base.MiniBatchRegressor):
         if not math.isfinite(y):
             raise ValueError(f"regression target must be finite, got {y!r}")
         center, scale = self.target_scale()
-        vec = self._features.vector(x, validated=True)
+        vec = self._scale(self._features.vector(x, validated=True), learn=True)
         self.last_loss = model.learn_prepared(vec, self.advance_target(y))
         return center + scale * float(model.last_scores[0])
 
@@ -196,4 +200,8 @@ class MKLRegressor(MKLMixin, RegressorBatches, base.MiniBatchRegressor):
             "kernels": (kernels.Linear(), kernels.RBF(0.5)),
             "budget": 16,
             "budget_policy": "project",
+        }
+        yield {
+            "kernels": (kernels.Linear(), kernels.RBF(0.5, n_components=16)),
+            "standardize": True,
         }
