@@ -270,6 +270,12 @@ class MonitorSettings(_Section):
     #: The comparator thread's nice value (Linux): it fits on CPU time the loop, the learner
     #: and the broker leave; 0 = the process's priority.
     comparator_nice: int = Field(default=19, ge=0, le=19)
+    #: The windowed regret's schedule: an estimate whose window ended more than this many
+    #: examples ago, or was published more than this many seconds ago, is *stale*: the
+    #: comparator's pauses are skipped until a fresh one is published (a loaded machine slows
+    #: the refreshes, never stops them); ``streammkl_window_regret_stale`` says so meanwhile.
+    refresh_examples: int = Field(default=10_000, ge=1)
+    refresh_seconds: float = Field(default=15.0, gt=0)
     #: One single-kernel shadow learner per kernel (regret against the best single kernel).
     shadows: bool = False
     #: Drift detector on the prequential loss; a detected rise restarts the learning-rate schedule.
