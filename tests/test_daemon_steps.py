@@ -253,10 +253,9 @@ def test_monitored_runs_cut_anywhere_equal_the_per_record_path(tmp_path: Path, s
     for end in sorted(ends):
         batch, i = records[i:end], end
         xs, ys = [x for x, _ in batch], [y for _, y in batch]
-        end, X, Y = step.plan_run(xs, ys)  # PrequentialStep._process_runs, then _drain
-        probas = step.run_rounds(X, Y)[0] if end else []
-        probas += step.learn_predict_many(xs[end:], ys[end:], None)
-        got += [(max(p, key=p.__getitem__) if p else None, p) for p in probas]
+        end, X, Y = step.plan_run(xs, ys)  # PrequentialStep.process, then _drain
+        outcomes = step.run_rounds(X, Y)[0] if end else []
+        got += outcomes + step.learn_predict_many(xs[end:], ys[end:], None)
         monitor = watch.monitor
         if not checkpointed and monitor is not None and monitor.restart_pending:
             checkpointed = True

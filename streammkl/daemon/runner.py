@@ -366,10 +366,6 @@ class Runner(PrequentialStep):
 
     # -- processing ---------------------------------------------------------------------------
 
-    def _observed(self, hit: bool | None) -> None:
-        if self.monitor is not None:
-            self.monitor.observe(self.learner.core, self.learner_step.last_round, hit)
-
     def _on_revoke(self) -> None:
         self.checkpoint("revocation")
 

@@ -27,6 +27,16 @@ import numpy as np
 
 from streammkl.daemon.learner import is_classifier
 
+#: What a step returns per record: ``(prediction, probabilities)`` (probabilities ``None`` for
+#: regression and sequences), or ``None`` when no prediction could be made (the error is then
+#: reported through ``on_error``). Errors are data: a step never raises on a record.
+Outcome = tuple[Any, "dict[Any, float] | None"] | None
+
+
+def _outcomes(probas: list[dict[Any, float] | None]) -> list[Outcome]:
+    """A classifier's probabilities as outcomes (the prediction: the first most probable)."""
+    return [None if p is None else ((max(p, key=p.__getitem__) if p else None), p) for p in probas]
+
 
 @dataclass(slots=True)
 class Round:
@@ -73,15 +83,46 @@ class LearnerStep:
 
     @property
     def batched(self) -> bool:
-        """Whether batches go through :meth:`learn_predict_many` (one call per batch)."""
+        """Whether the step has compiled runs (:meth:`plan_run` may return a non-empty one)."""
         return False
 
-    def learn_predict_many(
-        self, xs: list[Any], ys: list[Any], on_error: Any
-    ) -> list[dict[Any, float] | None]:
-        """Prequential probabilities of a batch, learning each labelled example after its
-        prediction (see :meth:`streammkl.river.MKLClassifier.learn_predict_many`)."""
-        raise NotImplementedError
+    def plan_run(self, xs: list[Any], ys: list[Any]) -> tuple[int, Any, Any]:
+        """The batch's leading compiled run ``(end, X, Y)``: none for a generic learner."""
+        return 0, None, None
+
+    def run_rounds(self, X: Any, Y: Any) -> tuple[list[Outcome], float]:
+        raise NotImplementedError  # plan_run planned no run
+
+    def learn_predict_many(self, xs: list[Any], ys: list[Any], on_error: Any) -> list[Outcome]:
+        """The outcome of each record, in order: predicted, then learned when labelled (the
+        monitor, if any, observing each round). A record the learner refuses is reported as
+        ``on_error(i, exc)`` (without ``on_error``: raised) and the loop goes on: a refused
+        update leaves the record predicted, not learned; a refused prediction gives ``None``."""
+        out: list[Outcome] = []
+        observer, hits = self.observer, self.classifier and not self.sequence
+        for i, (x, y) in enumerate(zip(xs, ys, strict=True)):
+            failure: Exception | None = None
+            done: Outcome = None
+            try:
+                done = self.predict(x) if y is None else self.predict_learn(x, y)
+            except Exception as exc:  # the loop never dies on input
+                failure = exc
+            if failure is not None:
+                if on_error is None:
+                    raise failure
+                if y is not None:  # learning refused: the prediction stands
+                    try:
+                        done = self.predict(x)
+                    except Exception as exc:
+                        failure = exc
+                out.append(done)
+                on_error(i, failure)
+                continue
+            out.append(done)
+            if observer is not None and y is not None:
+                assert done is not None
+                observer.observe(self.learner.core, self.last_round, done[0] == y if hits else None)
+        return out
 
     def __init__(self, learner: Any) -> None:
         self.learner = learner
@@ -153,52 +194,41 @@ class MKLStep(LearnerStep):
             return True
         return self.observer is not None and self._norm_only and self.observer.stride > 1
 
-    def learn_predict_many(
-        self, xs: list[Any], ys: list[Any], on_error: Any
-    ) -> list[dict[Any, float] | None]:
-        """``MKLClassifier.learn_predict_many`` (inputs validated); with the monitor, the same
-        rounds, the runs through :meth:`run_rounds` and the other records through
-        :meth:`predict_learn`, each observed."""
+    def learn_predict_many(self, xs: list[Any], ys: list[Any], on_error: Any) -> list[Outcome]:
+        """A classifier's batch through ``MKLClassifier.learn_predict_many`` (its compiled runs;
+        inputs validated); with the monitor, the runs through :meth:`run_rounds` and the other
+        records one by one, each observed. A regressor's: one round per record."""
         learner = self.learner
+        if not self.batched:
+            return super().learn_predict_many(xs, ys, on_error)
         if self.observer is None:
-            return learner.learn_predict_many(xs, ys, validated=True, on_error=on_error)
-        out: list[dict[Any, float] | None] = []
+            probas = learner.learn_predict_many(xs, ys, validated=True, on_error=on_error)
+            return _outcomes(probas)
+        out: list[Outcome] = []
         i, n = 0, len(xs)
         while i < n:
-            if self._norm_only:  # (else batched is False and only single records come here)
-                j, X, Y = learner.plan_run(xs, ys, i, validated=True)
-                if j > i:
-                    out.extend(self.run_rounds(X, Y)[0])
-                    i = j
-                    continue
-            x, y = xs[i], ys[i]
+            j, X, Y = learner.plan_run(xs, ys, i, validated=True)
+            if j > i:
+                out.extend(self.run_rounds(X, Y)[0])
+                i = j
+                continue
+
+            def note(k: int, exc: Exception, base: int = i) -> None:
+                on_error(base + k, exc)
+
+            out.extend(super().learn_predict_many(xs[i : i + 1], ys[i : i + 1],
+                                                  None if on_error is None else note))  # fmt: skip
             i += 1
-            if y is None:
-                try:
-                    out.append(learner.predict_proba_one(x))
-                except Exception as exc:  # as learn_predict_many's single calls
-                    out.append(None)
-                    on_error(i - 1, exc)
-                continue
-            try:
-                prediction, proba = self.predict_learn(x, y)
-            except Exception as exc:  # refused: predicted (if it can be), not learned
-                try:
-                    out.append(learner.predict_proba_one(x))
-                except Exception:
-                    out.append(None)
-                on_error(i - 1, exc)
-                continue
-            out.append(proba)
-            self.observer.observe(learner.core, self.last_round, prediction == y)
         return out
 
-    def plan_run(self, xs: list[Any], ys: list[Any]) -> tuple[int, np.ndarray, np.ndarray]:
+    def plan_run(self, xs: list[Any], ys: list[Any]) -> tuple[int, Any, Any]:
         """The batch's leading compiled run (``MKLClassifier.plan_run``, inputs validated)."""
+        if not self.batched:
+            return 0, None, None
         return self.learner.plan_run(xs, ys, 0, validated=True)
 
-    def run_rounds(self, X: np.ndarray, Y: np.ndarray) -> tuple[list[dict[Any, float]], float]:
-        """The planned run's compiled loop (GIL released): the probabilities of its records and
+    def run_rounds(self, X: np.ndarray, Y: np.ndarray) -> tuple[list[Outcome], float]:
+        """The planned run's compiled loop (GIL released): the outcomes of its records and
         its duration in seconds.
 
         With the monitor (:attr:`observer`), the monitor learns the run
@@ -209,7 +239,7 @@ class MKLStep(LearnerStep):
         learner = self.learner
         if self.observer is None:
             probas = learner.probas_from_scores(learner.run_rounds(X, Y))
-            return probas, time.perf_counter() - t0
+            return _outcomes(probas), time.perf_counter() - t0
         classes, binary = learner.classes_, self._binary
 
         def judge(scores: np.ndarray, Yc: np.ndarray) -> tuple[list[Any], list[bool]]:
@@ -228,7 +258,7 @@ class MKLStep(LearnerStep):
         core = learner.core
         X = learner.prepare_rows(X)  # (standardised and counted once, before the monitor's run)
         probas = self.observer.learn_run(core, X, Y, core.learn_many_prepared, judge)
-        return probas, time.perf_counter() - t0
+        return _outcomes(probas), time.perf_counter() - t0
 
     def learn(self, x: dict[str, float], y: Any) -> None:
         self.predict_learn(x, y)
