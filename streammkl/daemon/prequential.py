@@ -115,22 +115,49 @@ def prediction_bytes(
 
 
 class PrequentialStep(GuardedLearning):
-    """Batch processing for the runner (attributes are the runner's; see its ``__init__``)."""
+    """The pure step between the runner's I/O edges: batches in, predictions and dead letters
+    to the sink, counts to the counters and metrics, next offsets to the checkpointer.
 
-    counters: dict[str, Any]
-    offsets: dict[tuple[str, int], int]
-    learner_step: Any
-    settings: Any
-    metrics: Any
-    sink: Any
-    _classes: frozenset[Any] | None
-    _wire_limits: wire.Limits
-    _since_checkpoint: int
-    _dirty: bool
-    _view_stale: bool
+    Parameters
+    ----------
+    settings, metrics, sink
+        The runner's settings, metrics and sink.
+    marker
+        The in-flight marker (:class:`~streammkl.daemon.inflight.InflightMarker`).
+    checkpoints
+        The :class:`~streammkl.daemon.checkpointing.Checkpointer` (told each handled batch).
+    counters
+        The runner's counters (checkpointed with the model).
+    """
+
     #: The batch whose learning is under way: (batch, valid, xs, ys, run end, future).
     _inflight: tuple[Any, ...] | None = None
     _learn_pool: ThreadPoolExecutor | None = None
+
+    def __init__(
+        self, settings: Any, metrics: Any, sink: Any, marker: Any, checkpoints: Any,
+        counters: dict[str, Any],
+    ) -> None:  # fmt: skip
+        self.settings, self.metrics, self.sink = settings, metrics, sink
+        self.marker, self.checkpoints, self.counters = marker, checkpoints, counters
+        self._wire_limits = settings.records.wire_limits()
+        r = settings.records
+        self._classes = frozenset(r.classes) if r.classes is not None else None
+        self.learner_step: Any = None
+        self.admission: Any = None
+        #: A batch was accounted since the runner last read the model (its view is stale).
+        self.stale = False
+
+    def use(self, learner_step: Any, admission: Any) -> None:
+        """Learn with this step (:mod:`streammkl.daemon.steps`) under this admission from now
+        on (the runner's learner changed: built, restored)."""
+        self.learner_step, self.admission = learner_step, admission
+
+    def close(self) -> None:
+        """Stop the learner thread (after :meth:`drain`)."""
+        if self._learn_pool is not None:
+            self._learn_pool.shutdown(wait=True)
+            self._learn_pool = None
 
     def _reject(self, msg: Any, reason: str, message: str) -> None:
         c = self.counters
@@ -165,7 +192,7 @@ class PrequentialStep(GuardedLearning):
         only then are the previous batch's predictions written and its offsets taken, while the
         learner works. The rest of this batch is learned when the next batch (or
         :meth:`_drain`) comes, in order. Whatever reads the model, the monitor or the offsets
-        calls :meth:`_drain` first.
+        calls :meth:`drain` first.
         """
         high = {(msg.topic, msg.partition): msg.offset for msg in batch}  # offsets ascend
         self.marker.entered(high)
@@ -232,7 +259,7 @@ class PrequentialStep(GuardedLearning):
             valid.append((msg, rec))
         return valid
 
-    def _drain(self) -> None:
+    def drain(self) -> None:
         """Finish the batch in flight, if any: wait for its run, learn its remaining records,
         emit its predictions, take its offsets and counts. After it the learner is quiescent.
 
@@ -247,7 +274,7 @@ class PrequentialStep(GuardedLearning):
             self._emit(*finished)
 
     def _finish_learning(self) -> tuple[Any, ...] | None:
-        """The learning half of :meth:`_drain`: the in-flight batch's run waited for and its
+        """The learning half of :meth:`drain`: the in-flight batch's run waited for and its
         remaining records learned; returns what :meth:`_emit` needs (or ``None``)."""
         if self._inflight is None:
             return None
@@ -355,11 +382,10 @@ class PrequentialStep(GuardedLearning):
         """Fold a processed batch's counts into the counters and metrics, and take the next
         offset of every record of the batch (each is predicted or dead-lettered by now)."""
         c, m = self.counters, self.metrics
-        offsets = self.offsets
         topics: dict[str, int] = {}
         for msg in batch:
             topics[msg.topic] = topics.get(msg.topic, 0) + 1
-            offsets[(msg.topic, msg.partition)] = msg.offset + 1
+        self.checkpoints.handled(batch)  # the next offsets: part of the next commit
         now = time.time()
         obs_latency = m.latency_seconds.observe
         for event in events:
@@ -375,6 +401,4 @@ class PrequentialStep(GuardedLearning):
         m.learned.inc(learned)
         m.predicted.inc(predicted)
         m.flush()
-        self._since_checkpoint += len(batch)
-        self._dirty = True
-        self._view_stale = True
+        self.stale = True
