@@ -16,8 +16,12 @@ from streammkl.core import OnlineMKL, kernels, schedules
 from streammkl.daemon import history, report
 from streammkl.daemon.monitoring import Throttled
 from streammkl.monitor import Monitor
-from streammkl.monitor.comparators import EpochComparator
-from streammkl.monitor.regret import WindowedRegret
+from streammkl.monitor.regret import WindowedRegret, make_comparator
+
+
+def epochs(model: OnlineMKL, **kw: Any) -> Any:
+    """The default epoch comparator with these settings (its module is not named here)."""
+    return type(make_comparator("epochs", model))(**kw)
 
 
 def trained(n: int = 60, **kw: Any) -> tuple[OnlineMKL, np.ndarray, np.ndarray]:
@@ -126,7 +130,7 @@ def _published(regret: WindowedRegret, end: int, n: int, timeout: float = 30.0) 
 
 def test_an_overdue_estimate_hurries_the_comparator_past_its_pauses() -> None:
     model, X, Y = trained(200)
-    inner = EpochComparator(max_epochs=4, patience=4, rel_tol=-1.0)
+    inner = epochs(model, max_epochs=4, patience=4, rel_tol=-1.0)
     throttle = Throttled(inner, duty=1e-6)  # each epoch would owe days of idle time
     regret = WindowedRegret(model, window=40, every=20, comparator=throttle, refresh_examples=60)
     try:
@@ -156,7 +160,7 @@ def test_the_snapshot_says_when_the_windowed_regret_is_stale() -> None:
 
         def fit(self, config: Any, keys: Any, Xw: Any, Yw: Any) -> Any:
             gate.wait()
-            return EpochComparator(max_epochs=1).fit(config, keys, Xw, Yw)
+            return epochs(model, max_epochs=1).fit(config, keys, Xw, Yw)
 
     monitor = Monitor(model, window=40, every=20, comparator=Gated(), detector=None,
                       refresh_examples=60)  # fmt: skip
