@@ -364,7 +364,7 @@ def test_closing_ends_the_pacing_and_the_fit_finishes() -> None:
 
     def closing_pace() -> None:
         paces.append(1)
-        throttle.closed.set()  # the monitor closes during the fit: waits return at once
+        throttle.close()  # the monitor closes during the fit: waits return at once
         pace()
 
     inner.pace = closing_pace

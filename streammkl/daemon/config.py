@@ -270,6 +270,12 @@ class MonitorSettings(_Section):
     #: The comparator thread's nice value (Linux): it fits on CPU time the loop, the learner
     #: and the broker leave; 0 = the process's priority.
     comparator_nice: int = Field(default=19, ge=0, le=19)
+    #: The windowed regret's schedule: an estimate whose window ended more than this many
+    #: examples ago, or was published more than this many seconds ago, is *stale*: the
+    #: comparator's pauses are skipped until a fresh one is published (a loaded machine slows
+    #: the refreshes, never stops them); ``streammkl_window_regret_stale`` says so meanwhile.
+    refresh_examples: int = Field(default=10_000, ge=1)
+    refresh_seconds: float = Field(default=15.0, gt=0)
     #: One single-kernel shadow learner per kernel (regret against the best single kernel).
     shadows: bool = False
     #: Drift detector on the prequential loss; a detected rise restarts the learning-rate schedule.
@@ -322,6 +328,11 @@ class LearnerSpec(_Section):
     #: An unregularized bias per output (None: the learner's default, True). With a bias the
     #: iterates are not confined to the radius ball, so the monitor's Prop. 3 bounds are +Inf.
     fit_intercept: bool | None = None
+    #: Standardise every input online (running mean and variance, saved in the checkpoint with
+    #: the model): the daemon's counterpart of ``StandardScaler() | MKLClassifier()``. The
+    #: default kernels are made for standardised inputs; turn it off only for inputs that are
+    #: already scaled. Classification and regression only (ignored by structured tasks).
+    standardize: bool = True
     seed: int = 0
     params: dict[str, Any] = Field(default_factory=dict)  # free-form, for custom factories
 

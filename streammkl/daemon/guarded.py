@@ -46,9 +46,10 @@ class GuardedLearning:
         start: int,
         refused: dict[int, Exception | Refusal],
     ) -> list[Any]:
-        """The probabilities of ``xs[start:]``, learned in order: the records that bring nothing
-        new through ``learn_predict_many`` in stretches (its compiled runs), each other record
-        alone (:meth:`_learn_alone`); refusals and learner errors into ``refused``."""
+        """The outcomes of ``xs[start:]`` (:data:`streammkl.daemon.steps.Outcome`), learned in
+        order: the records that bring nothing new through the step's ``learn_predict_many`` in
+        stretches (its compiled runs, if any), each other record alone (:meth:`_learn_alone`);
+        refusals and learner errors into ``refused`` (errors are data)."""
         step = self.learner_step
         out: list[Any] = []
         n = len(xs)
@@ -72,7 +73,7 @@ class GuardedLearning:
         self, msg: Any, x: Any, y: Any, i: int, refused: dict[int, Exception | Refusal]
     ) -> Any:
         """One record that makes the model grow (or that a crash asks for): admitted or
-        refused, then learned marked in flight; its probabilities (``None``: refused)."""
+        refused, then learned marked in flight; its outcome (``None``: refused)."""
         refusal = self.admission.admit(x, y)
         if refusal is not None:
             refused[i] = refusal
@@ -82,6 +83,6 @@ class GuardedLearning:
             refused[i] = exc
 
         self.marker.begin(msg.topic, msg.partition, msg.offset)
-        proba = self.learner_step.learn_predict_many([x], [y], note)[0]
+        outcome = self.learner_step.learn_predict_many([x], [y], note)[0]
         self.marker.end()  # (not on an exception out of the loop: that is a crash too)
-        return proba
+        return outcome

@@ -4,9 +4,12 @@
 
 - a *row* every ``every × stride`` examples (or at the end of the first chunk of a compiled run
   past that multiple): ``{"t", "beta": {kernel: weight}, "objective",
-  "loss", "window_regret", "window_regret_bound", "regret_bound", "shadow_regret", "drifts",
-  "accuracy", "accuracy_recent", "loss_recent"}`` (``t`` = examples the monitor observed;
-  non-finite numbers are written as ``null``);
+  "loss", "window_regret", "window_regret_bound", "window_end", "window_regret_lag",
+  "window_regret_stale", "regret_bound", "shadow_regret", "drifts", "accuracy",
+  "accuracy_recent", "loss_recent"}`` (``t`` = examples the monitor observed; a value not known
+  (NaN) is written as ``null``, an infinite one as the string ``"+inf"`` / ``"-inf"``: a bound
+  of ``"+inf"`` means that no finite bound applies, never that it is unknown;
+  ``window_regret_stale`` is 1 while the windowed regret is older than its refresh schedule);
 - an *event* per drift detection: ``{"t", "event": "drift"}``.
 
 Rows are buffered and appended when a checkpoint is written, so the file never runs ahead of the
@@ -33,9 +36,12 @@ def _lines(rows: list[dict[str, Any]]) -> bytes:
 
 
 def clean(value: Any) -> Any:
-    """JSON-safe: non-finite floats -> None, recursively through dicts."""
+    """JSON-safe, recursively through dicts: NaN (not known) -> None, ±inf -> ``"+inf"`` /
+    ``"-inf"`` (a bound that does not exist is not a missing value)."""
     if isinstance(value, float):
-        return value if math.isfinite(value) else None
+        if math.isfinite(value):
+            return value
+        return None if math.isnan(value) else ("+inf" if value > 0 else "-inf")
     if isinstance(value, dict):
         return {k: clean(v) for k, v in value.items()}
     return value

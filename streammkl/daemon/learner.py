@@ -179,7 +179,7 @@ def build_learner(spec: Any, allow_factory: bool = False) -> Any:
         raise LearnerConfigError(
             f"learner.task: streammkl.river.{cls_name} is not available in this build"
         )
-    kwargs: dict[str, Any] = {"seed": spec.seed}
+    kwargs: dict[str, Any] = {"seed": spec.seed, "standardize": spec.standardize}
     if spec.kernels is not None:
         kwargs["kernels"] = tuple(
             build_component("kernels", k, f"learner.kernels[{i}]")

@@ -1,16 +1,23 @@
-"""The prequential step of the daemon: per record, decode -> predict -> learn -> emit.
+"""The prequential step of the daemon: per batch, decode -> learn_predict -> emit -> account.
 
 :class:`PrequentialStep` is mixed into :class:`~streammkl.daemon.runner.Runner`: it works on the
 runner's learner step, counters, offsets, sink and metrics, and never touches Kafka itself. Every
 record is either predicted (then learned when labelled) or dead-lettered with its reason; nothing
 a record contains can stop the loop.
 
-Hot-loop choices (measured, ``benchmarks/daemon_throughput.py``): a streammkl classifier's
-batches go through compiled runs of rounds on a learner thread, with the regret/drift monitor
-fed by chunks cut at its stride (:meth:`PrequentialStep._process_runs`); the other labelled
-records of the streammkl learners take one fused round (:mod:`streammkl.daemon.steps`); a
-prediction's JSON is written by orjson (:func:`prediction_bytes`); histogram observations are
-list appends folded once per batch; counters are kept in locals and added once per batch.
+**One loop for every learner.** A batch is decoded (:meth:`PrequentialStep._decode_all`); the
+learner step (:mod:`streammkl.daemon.steps`) returns one outcome per record -- ``(prediction,
+probabilities)`` or ``None`` -- and the errors as data (``refused``: index -> refusal or
+exception); :meth:`PrequentialStep._emit` writes predictions and dead letters and counts them.
+Compiled runs are an optimisation inside the step, not a second loop: a streammkl classifier's
+step plans the batch's leading run (``plan_run``), which is learned on a learner thread (GIL
+released) while the previous batch is emitted; every step learns the rest through
+``learn_predict_many``, the records that make the model grow one by one, admitted and marked
+in flight (:class:`~streammkl.daemon.guarded.GuardedLearning`).
+
+Hot-loop choices (measured, ``benchmarks/daemon_throughput.py``): a prediction's JSON is written
+by orjson (:func:`prediction_bytes`); histogram observations are list appends folded once per
+batch; counters are kept in locals and added once per batch.
 """
 
 from __future__ import annotations
@@ -108,22 +115,49 @@ def prediction_bytes(
 
 
 class PrequentialStep(GuardedLearning):
-    """Batch processing for the runner (attributes are the runner's; see its ``__init__``)."""
+    """The pure step between the runner's I/O edges: batches in, predictions and dead letters
+    to the sink, counts to the counters and metrics, next offsets to the checkpointer.
 
-    counters: dict[str, Any]
-    offsets: dict[tuple[str, int], int]
-    learner_step: Any
-    settings: Any
-    metrics: Any
-    sink: Any
-    _classes: frozenset[Any] | None
-    _wire_limits: wire.Limits
-    _since_checkpoint: int
-    _dirty: bool
-    _view_stale: bool
-    #: The batch whose run is on the learner thread: (batch, valid, xs, ys, run end, future).
+    Parameters
+    ----------
+    settings, metrics, sink
+        The runner's settings, metrics and sink.
+    marker
+        The in-flight marker (:class:`~streammkl.daemon.inflight.InflightMarker`).
+    checkpoints
+        The :class:`~streammkl.daemon.checkpointing.Checkpointer` (told each handled batch).
+    counters
+        The runner's counters (checkpointed with the model).
+    """
+
+    #: The batch whose learning is under way: (batch, valid, xs, ys, run end, future).
     _inflight: tuple[Any, ...] | None = None
     _learn_pool: ThreadPoolExecutor | None = None
+
+    def __init__(
+        self, settings: Any, metrics: Any, sink: Any, marker: Any, checkpoints: Any,
+        counters: dict[str, Any],
+    ) -> None:  # fmt: skip
+        self.settings, self.metrics, self.sink = settings, metrics, sink
+        self.marker, self.checkpoints, self.counters = marker, checkpoints, counters
+        self._wire_limits = settings.records.wire_limits()
+        r = settings.records
+        self._classes = frozenset(r.classes) if r.classes is not None else None
+        self.learner_step: Any = None
+        self.admission: Any = None
+        #: A batch was accounted since the runner last read the model (its view is stale).
+        self.stale = False
+
+    def use(self, learner_step: Any, admission: Any) -> None:
+        """Learn with this step (:mod:`streammkl.daemon.steps`) under this admission from now
+        on (the runner's learner changed: built, restored)."""
+        self.learner_step, self.admission = learner_step, admission
+
+    def close(self) -> None:
+        """Stop the learner thread (after :meth:`drain`)."""
+        if self._learn_pool is not None:
+            self._learn_pool.shutdown(wait=True)
+            self._learn_pool = None
 
     def _reject(self, msg: Any, reason: str, message: str) -> None:
         c = self.counters
@@ -149,24 +183,37 @@ class PrequentialStep(GuardedLearning):
             value = value[: k.dead_letter_max_bytes]
         self.sink.send(Output(k.dead_letter_topic, value, msg.key, headers))
 
-    def _observed(self, hit: bool | None) -> None:
-        """Hook called after each learned record, with whether its prequential prediction was
-        right (``None``: not a classification); the runner feeds its monitor here."""
-
     def process(self, batch: list[Any]) -> None:
         """Handle a batch of consumer records in order (the pure step between the I/O edges).
 
-        A classifier of streammkl takes :meth:`_process_runs` (compiled runs of rounds, same
-        model and same outputs; with the monitor, the runs are cut at its boundaries and each
-        chunk observed); everything else :meth:`_process_records`.
+        Pipelined: this batch is decoded; the previous batch's learning is finished (its run
+        waited for, its remaining records learned); this batch's leading compiled run, if the
+        step plans one, is started on the learner thread, where it runs without the GIL; and
+        only then are the previous batch's predictions written and its offsets taken, while the
+        learner works. The rest of this batch is learned when the next batch (or
+        :meth:`_drain`) comes, in order. Whatever reads the model, the monitor or the offsets
+        calls :meth:`drain` first.
         """
         high = {(msg.topic, msg.partition): msg.offset for msg in batch}  # offsets ascend
         self.marker.entered(high)
-        if self.learner_step.batched:
-            self._process_runs(batch)
+        step = self.learner_step
+        valid = self._decode_all(
+            batch, kind=step.record_kind, numeric_label=not step.classifier and not step.sequence
+        )
+        finished = self._finish_learning()
+        xs, ys = [rec.x for _, rec in valid], [rec.y for _, rec in valid]
+        if self.marker.watching and self._any_alone(valid):
+            end, X, Y = 0, None, None  # after a crash: every record alone and marked
         else:
-            self._drain()
-            self._process_records(batch)
+            end, X, Y = step.plan_run(xs, ys)
+        future = None
+        if end:
+            if self._learn_pool is None:
+                self._learn_pool = ThreadPoolExecutor(1, thread_name_prefix="streammkl-learn")
+            future = self._learn_pool.submit(step.run_rounds, X, Y)
+        self._inflight = (batch, valid, xs, ys, end, future)
+        if finished is not None:  # reads no model state the running rounds change
+            self._emit(*finished)
 
     def _decode_all(
         self,
@@ -212,39 +259,7 @@ class PrequentialStep(GuardedLearning):
             valid.append((msg, rec))
         return valid
 
-    def _process_runs(self, batch: list[Any]) -> None:
-        """:meth:`_process_records` for a streammkl classifier, through its compiled runs
-        (``MKLClassifier.plan_run`` / ``run_rounds``): the same rounds in the same order (so
-        the same model, the same predictions) as record by record.
-
-        Pipelined: this batch is decoded; the previous batch's learning is finished (its run
-        waited for, its remaining records learned); this batch's leading run is planned and its
-        compiled loop started on the learner thread, where it runs without the GIL (with the
-        monitor: a compiled loop per chunk up to the monitor's next boundary, each chunk
-        observed there, on that thread); and only then are the previous batch's predictions
-        written and its offsets taken, while the learner works. Records after the run (a new
-        class, a new feature, ...) are learned when the batch is finished, in order (with the
-        monitor: later runs observed by chunks, single records one by one). Whatever reads the
-        model, the monitor or the offsets calls :meth:`_drain` first.
-        """
-        valid = self._decode_all(batch)
-        finished = self._finish_learning()
-        step = self.learner_step
-        xs, ys = [rec.x for _, rec in valid], [rec.y for _, rec in valid]
-        if self.marker.watching and self._any_alone(valid):
-            end, X, Y = 0, None, None  # after a crash: every record alone and marked
-        else:
-            end, X, Y = step.plan_run(xs, ys)
-        future = None
-        if end:
-            if self._learn_pool is None:
-                self._learn_pool = ThreadPoolExecutor(1, thread_name_prefix="streammkl-learn")
-            future = self._learn_pool.submit(step.run_rounds, X, Y)
-        self._inflight = (batch, valid, xs, ys, end, future)
-        if finished is not None:  # reads no model state the running rounds change
-            self._emit_runs(*finished)
-
-    def _drain(self) -> None:
+    def drain(self) -> None:
         """Finish the batch in flight, if any: wait for its run, learn its remaining records,
         emit its predictions, take its offsets and counts. After it the learner is quiescent.
 
@@ -256,193 +271,98 @@ class PrequentialStep(GuardedLearning):
         never run it at the same time."""
         finished = self._finish_learning()
         if finished is not None:
-            self._emit_runs(*finished)
+            self._emit(*finished)
 
     def _finish_learning(self) -> tuple[Any, ...] | None:
-        """The learning half of :meth:`_drain`: the in-flight batch's run waited for and its
-        remaining records learned; returns what :meth:`_emit_runs` needs (or ``None``)."""
+        """The learning half of :meth:`drain`: the in-flight batch's run waited for and its
+        remaining records learned; returns what :meth:`_emit` needs (or ``None``)."""
         if self._inflight is None:
             return None
         batch, valid, xs, ys, end, future = self._inflight
         self._inflight = None
-        probas: list[Any] = []
+        outcomes: list[Any] = []
         per = 0.0
         if future is not None:
-            probas, seconds = future.result()  # (observed by the monitor, when it is on)
+            outcomes, seconds = future.result()  # (observed by the monitor, when it is on)
             per = seconds / end
         refused: dict[int, Exception | Refusal] = {}
         if end < len(xs):
             t0 = time.perf_counter()
-            probas += self._learn_tail(valid, xs, ys, end, refused)
+            outcomes += self._learn_tail(valid, xs, ys, end, refused)
             took = (time.perf_counter() - t0) / (len(xs) - end)
             per = took if not end else (per * end + took * (len(xs) - end)) / len(xs)
-        return batch, valid, refused, probas, per
+        return batch, valid, refused, outcomes, per
 
-    def _emit_runs(
+    def _emit(
         self,
         batch: list[Any],
         valid: list[tuple[Any, Any]],
         refused: dict[int, Exception | Refusal],
-        probas: list[Any],
+        outcomes: list[Any],
         per: float,
     ) -> None:
         """Predictions, dead letters and accounting of a batch whose rounds are done; the
-        learn histogram observes the batch's mean time per record."""
-        c, m = self.counters, self.metrics
+        learn (predict) histogram observes the batch's mean time per learned (predict-only)
+        record. The prequential loss: log-loss of the probabilities (classification), wrong
+        labels (sequences: per label, as the per-character accuracy), squared error
+        (regression)."""
         out_topic = self.settings.kafka.predictions_topic
         top_k = self.settings.limits.prediction_top_k
         send = self.sink.send_prediction
-        obs_learn = m.learn_seconds.observe
+        m = self.metrics
+        obs_learn, obs_predict = m.learn_seconds.observe, m.predict_seconds.observe
+        step = self.learner_step
+        sequence, classifier = step.sequence, step.classifier and not step.sequence
         learned = predicted = labelled = correct = 0
         loss = 0.0
-        version = c["examples_learned"]
+        version = self.counters["examples_learned"]
         events: list[float] = []
-        log = math.log
+        log, isfinite = math.log, math.isfinite
         for i, (msg, rec) in enumerate(valid):
-            topic = msg.topic
-            proba, y = probas[i], rec.y
+            outcome, y = outcomes[i], rec.y
             error = refused.get(i)
-            if proba is None:  # refused by the admission, or predict_proba_one raised
+            if outcome is None:  # refused by the admission, or the prediction failed
                 if isinstance(error, Refusal):
                     self._reject(msg, error.reason, error.message)
                 else:
                     self._reject(msg, "learner_error", f"predict failed: {error!r}")
                 continue
-            prediction = max(proba, key=proba.__getitem__) if proba else None
+            prediction, proba = outcome
             predicted += 1
             record_version = version
-            if y is not None:
+            if y is None:
+                obs_predict(per)
+            else:
                 if error is None:
                     learned += 1
                     version += 1
                     obs_learn(per)
                 else:
                     self._reject(msg, "learner_error", f"learn failed: {error!r}")
-                labelled += 1
-                p = proba.get(y, 0.0)
-                loss -= log(p if p > 1e-15 else 1e-15)
-                correct += prediction == y
-            if out_topic:
-                send(
-                    out_topic,
-                    prediction_bytes(
-                        rec.id, prediction, proba, record_version, topic, msg.partition,
-                        msg.offset, top_k,
-                    ),
-                    msg.key,
-                )  # fmt: skip
-            ts = msg.timestamp
-            events.append(ts / 1000.0 if ts is not None and ts >= 0 else (rec.ts or time.time()))
-        self._account(batch, events, predicted, learned, labelled, correct, loss)
-
-    def _process_records(self, batch: list[Any]) -> None:
-        """Handle a batch record by record (any learner).
-
-        Per record: decode, predict (prequential: before learning), learn if labelled, emit the
-        prediction; a record that cannot be decoded or that the learner refuses is dead-lettered.
-        Hot loop: attribute lookups are hoisted and counters kept in locals until the end.
-        """
-        c = self.counters
-        m = self.metrics
-        out_topic = self.settings.kafka.predictions_topic
-        perf = time.perf_counter
-        obs_predict, obs_learn = m.predict_seconds.observe, m.learn_seconds.observe
-        step = self.learner_step
-        predict, learn, fused = step.predict, step.learn, step.predict_learn
-        observed = self._observed
-        send, classifier = self.sink.send_prediction, step.classifier
-        sequence = step.sequence
-        valid = self._decode_all(
-            batch,
-            kind=step.record_kind,
-            numeric_label=not classifier and not sequence,
-        )
-        learned = predicted = labelled = correct = 0
-        loss = 0.0
-        version = c["examples_learned"]
-        events: list[float] = []
-        top_k = self.settings.limits.prediction_top_k
-        alone, admit, marker = self._alone, self.admission.admit, self.marker
-        for msg, rec in valid:
-            topic = msg.topic
-            t1 = perf()
-            x = rec.x
-            y = rec.y
-            marked = alone(msg, x, y)
-            if marked:  # it makes the model grow, or a crash asks for it: admitted? marked
-                refusal = admit(x, y)
-                if refusal is not None:
-                    self._reject(msg, refusal.reason, refusal.message)
-                    continue
-                marker.begin(topic, msg.partition, msg.offset)
-            record_version = version
-            done = None
-            ok = False  # learned
-            if y is not None:
-                try:
-                    done = fused(x, y)
-                except Exception:  # refused by learn_one: predict, then report the learn error
-                    done = None
-                if done is not None:
-                    obs_learn(perf() - t1)
-                    ok = True
-            if done is None:
-                try:
-                    done = predict(x)
-                except Exception as exc:  # the loop never dies on input
-                    if marked:
-                        marker.end()
-                    self._reject(msg, "learner_error", f"predict failed: {exc!r}")
-                    continue
-                t2 = perf()
-                obs_predict(t2 - t1)
-                if y is not None:
-                    try:
-                        learn(x, y)
-                        obs_learn(perf() - t2)
-                        ok = True
-                    except Exception as exc:
-                        self._reject(msg, "learner_error", f"learn failed: {exc!r}")
-            if marked:
-                marker.end()
-            prediction, proba = done
-            predicted += 1
-            if ok:
-                learned += 1
-                version += 1
-                observed(prediction == y if classifier and not sequence else None)
-            if y is not None:
-                if sequence:  # per label, as the per-character accuracy of sequence labelling
-                    labelled += len(y)
-                    pairs = zip(prediction or (), y, strict=False)
-                    hits = sum(1 for p, t in pairs if p == t)
-                    correct += hits
-                    loss += len(y) - hits
-                elif classifier:
+                if classifier:
                     labelled += 1
                     p = proba.get(y, 0.0) if proba else 0.0
-                    loss -= math.log(p if p > 1e-15 else 1e-15)
+                    loss -= log(p if p > 1e-15 else 1e-15)
                     correct += prediction == y
+                elif sequence:
+                    labelled += len(y)
+                    hits = sum(1 for p, t in zip(prediction or (), y, strict=False) if p == t)
+                    correct += hits
+                    loss += len(y) - hits
                 else:
                     labelled += 1
                     err = prediction - float(y) if prediction is not None else math.inf
-                    if math.isfinite(err * err):  # a diverged model must not poison the total
+                    if isfinite(err * err):  # a diverged model must not poison the total
                         loss += err * err
             if out_topic:
                 send(
                     out_topic,
                     prediction_bytes(
-                        rec.id,
-                        prediction,
-                        proba,
-                        record_version,
-                        topic,
-                        msg.partition,
-                        msg.offset,
-                        top_k,
+                        rec.id, prediction, proba, record_version, msg.topic, msg.partition,
+                        msg.offset, top_k,
                     ),
                     msg.key,
-                )
+                )  # fmt: skip
             # Kafka timestamp (produce time); the record's own ts (event time, possibly a replay's
             # historical time) only when the broker gave none.
             ts = msg.timestamp
@@ -462,11 +382,10 @@ class PrequentialStep(GuardedLearning):
         """Fold a processed batch's counts into the counters and metrics, and take the next
         offset of every record of the batch (each is predicted or dead-lettered by now)."""
         c, m = self.counters, self.metrics
-        offsets = self.offsets
         topics: dict[str, int] = {}
         for msg in batch:
             topics[msg.topic] = topics.get(msg.topic, 0) + 1
-            offsets[(msg.topic, msg.partition)] = msg.offset + 1
+        self.checkpoints.handled(batch)  # the next offsets: part of the next commit
         now = time.time()
         obs_latency = m.latency_seconds.observe
         for event in events:
@@ -482,6 +401,4 @@ class PrequentialStep(GuardedLearning):
         m.learned.inc(learned)
         m.predicted.inc(predicted)
         m.flush()
-        self._since_checkpoint += len(batch)
-        self._dirty = True
-        self._view_stale = True
+        self.stale = True

@@ -10,6 +10,11 @@ backend (no display needed):
   quantities;
 - ``accuracy.png``: prequential accuracy, over the run and over each history interval (regression:
   the mean prequential loss per interval), with the drift detections.
+
+A chart never shows a value that is not true: a value the history does not know (``null``) is a
+gap in its line, never a point at 0 or a segment bridging it; a bound of ``"+inf"`` is drawn as
+a shaded span labelled "no finite bound"; a windowed-regret estimate older than its refresh
+schedule is labelled stale, with its lag in examples.
 """
 
 from __future__ import annotations
@@ -29,8 +34,57 @@ def _finite(v: Any) -> bool:
 
 
 def _series(rows: list[dict[str, Any]], key: str) -> tuple[list[float], list[float]]:
-    pairs = [(float(r["t"]), float(r[key])) for r in rows if _finite(r.get(key))]
-    return [p[0] for p in pairs], [p[1] for p in pairs]
+    """(t, value) per row; a value that is not a finite number is NaN, a gap in the line.
+    Empty when no row has a finite value."""
+    if not any(_finite(r.get(key)) for r in rows):
+        return [], []
+    t = [float(r["t"]) for r in rows]
+    return t, [float(r[key]) if _finite(r.get(key)) else math.nan for r in rows]
+
+
+def infinite_spans(rows: list[dict[str, Any]], key: str) -> list[tuple[float, float]]:
+    """The stretches of ``t`` (first row, last row) where ``key`` is ``"+inf"``: no finite
+    bound applies there."""
+    spans: list[tuple[float, float]] = []
+    start = last = None
+    for r in rows:
+        t = float(r["t"])
+        if r.get(key) == "+inf" or r.get(key) == math.inf:
+            start = t if start is None else start
+            last = t
+        elif start is not None:
+            spans.append((start, t))  # up to the next row, which has a value
+            start = None
+    if start is not None and last is not None:
+        spans.append((start, last))
+    return spans
+
+
+def _bound_panel(ax: Any, rows: list[dict[str, Any]]) -> None:
+    """The Prop. 3 bound: its finite values (gaps where unknown), shaded where it is +inf."""
+    bx, by = _series(rows, "regret_bound")
+    finite = [v for v in by if math.isfinite(v)]
+    if finite:
+        ax.plot(bx, by, color="tab:green", label="Prop. 3 bound since the last restart")
+        ax.set_yscale("log" if min(finite) > 0 else "linear")
+    for i, (a, b) in enumerate(infinite_spans(rows, "regret_bound")):
+        label = "no finite bound (+∞) for this configuration" if i == 0 else None
+        ax.axvspan(a, b if b > a else a + 1, color="0.85", label=label)
+    if not finite:
+        ax.set_yticks([])
+
+
+def _stale_note(ax: Any, rows: list[dict[str, Any]]) -> None:
+    """Say how old the windowed-regret estimate is at the end of the history."""
+    last = rows[-1]
+    if not last.get("window_end"):
+        ax.text(0.5, 0.5, "no windowed-regret estimate yet", transform=ax.transAxes,
+                ha="center", va="center", color="0.4")  # fmt: skip
+    elif last.get("window_regret_stale"):
+        lag = last.get("window_regret_lag")
+        ax.text(0.99, 0.95, f"stale: the last estimate is {lag:.0f} examples old"
+                if _finite(lag) else "stale", transform=ax.transAxes, ha="right", va="top",
+                color="crimson")  # fmt: skip
 
 
 def _drifts(ax: Any, events: list[float], label: bool = True) -> None:
@@ -74,7 +128,8 @@ def write_report(directory: str | os.PathLike[str], out: str | os.PathLike[str])
     names = sorted({k for r in rows for k in (r.get("beta") or {})})
     fig, ax = plt.subplots(figsize=(9, 4.5))
     stacks = [[float((r.get("beta") or {}).get(k) or 0.0) for r in rows] for k in names]
-    ax.stackplot(t, stacks, labels=names, alpha=0.85)
+    if names:
+        ax.stackplot(t, stacks, labels=names, alpha=0.85)
     _drifts(ax, events)
     ax.set(xlabel="examples", ylabel="kernel weight β", ylim=(0, 1), xlim=(t[0], t[-1]))
     ax.set_title("Kernel weights over the stream (stacked; sum to 1)")
@@ -93,10 +148,8 @@ def write_report(directory: str | os.PathLike[str], out: str | os.PathLike[str])
         label = "windowed regret (estimate)" if key == "window_regret" else "its upper bound"
         axes[1].plot(xs, ys, ls=style, marker=".", label=label)
     axes[1].set(ylabel="regret on the window (at its end)")
-    bx, by = _series(rows, "regret_bound")
-    if by:
-        axes[2].plot(bx, by, color="tab:green", label="Prop. 3 bound since the last restart")
-        axes[2].set_yscale("log" if min(by) > 0 else "linear")
+    _stale_note(axes[1], rows)
+    _bound_panel(axes[2], rows)
     sx, sy = _series(rows, "shadow_regret")
     if sy:
         twin = axes[2].twinx()

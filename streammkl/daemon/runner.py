@@ -19,14 +19,8 @@ from typing import Any
 from kafka import KafkaConsumer, KafkaProducer
 
 from streammkl.daemon.admission import admission_for
-from streammkl.daemon.checkpoint import (
-    Checkpoint,
-    CheckpointError,
-    CheckpointMismatch,
-    CheckpointStore,
-    encode_offsets,
-    read_key,
-)
+from streammkl.daemon.checkpoint import CheckpointStore, encode_offsets, read_key
+from streammkl.daemon.checkpointing import Checkpointer, class_path
 from streammkl.daemon.config import ConfigError, Settings
 from streammkl.daemon.health import HealthServer
 from streammkl.daemon.inflight import InflightMarker
@@ -39,14 +33,13 @@ from streammkl.daemon.learner import (
     introspect,
     kernel_change_risks,
     kernel_names,
-    restore,
 )
 from streammkl.daemon.metrics import DaemonMetrics, Snapshot
-from streammkl.daemon.monitoring import INPUTS, StreamMonitor
+from streammkl.daemon.monitoring import StreamMonitor
 from streammkl.daemon.prequential import REASONS, PrequentialStep
 from streammkl.daemon.rdkafka_sink import RdkafkaSink
 from streammkl.daemon.rdkafka_source import RdkafkaSource
-from streammkl.daemon.sink import Output, Sink
+from streammkl.daemon.sink import Sink
 from streammkl.daemon.source import Source
 from streammkl.daemon.steps import make_step
 from streammkl.daemon.topics import ensure_topics
@@ -63,13 +56,10 @@ _COUNTERS = (
 )  # fmt: skip
 
 
-def class_path(obj: Any) -> str:
-    """``module:QualName`` of an object's class."""
-    cls = type(obj)
-    return f"{cls.__module__}:{cls.__qualname__}"
+__all__ = ["Runner", "class_path"]
 
 
-class Runner(PrequentialStep):
+class Runner:
     """Consume, predict, learn, emit, checkpoint — until stopped or idle.
 
     Parameters
@@ -106,16 +96,21 @@ class Runner(PrequentialStep):
         self.reload_settings = reload_settings
         self._reload = threading.Event()
         self.metrics = DaemonMetrics(registry)
-        self._wire_limits = settings.records.wire_limits()
         self.marker = InflightMarker(settings.checkpoint.dir, settings.limits.crash_strikes)
         self.work_started: float | None = None  # what /readyz times (None: idle)
         if learner is None:
             learner = build_learner(settings.learner, allow_factory)
-        self._set_learner(learner)
         cs = settings.checkpoint
         key = read_key(cs.hmac_key_file) if cs.hmac_key_file is not None else None
-        self.store = CheckpointStore(cs.dir, cs.keep, hmac_key=key)
-        self.offsets: dict[tuple[str, int], int] = {}
+        self.checkpoints = Checkpointer(
+            CheckpointStore(cs.dir, cs.keep, hmac_key=key), cs.every_records, cs.every_seconds
+        )
+        self.store = self.checkpoints.store
+        self.offsets = self.checkpoints.offsets  # the source seeks there; the loop advances it
+        #: Loop observers (e.g. parameter mixing): objects with ``before_checkpoint(runner)``
+        #: and/or ``after_checkpoint(runner, checkpoint)`` (see
+        #: :mod:`streammkl.daemon.checkpointing`); add with :meth:`add_observer`.
+        self.observers: list[Any] = []
         self.counters: dict[str, Any] = dict.fromkeys(_COUNTERS, 0)
         self.counters["online_loss"] = 0.0
         self.counters["rejected_by_reason"] = {}
@@ -139,13 +134,17 @@ class Runner(PrequentialStep):
                 **source_options,
             )
         )
+        #: The one loop's step: decode, learn_predict, emit, account (I/O stays here).
+        self.prequential = PrequentialStep(
+            settings, self.metrics, self.sink, self.marker, self.checkpoints, self.counters
+        )
+        self._set_learner(learner)
         ms = settings.metrics
         self.web = load_web_config(ms.web_config_file) if ms.web_config_file else None
         self.http: HealthServer | None = None
         self.keep_http = False  # the demo keeps serving after the loop ends
         self.started = False
         self._assignments_seen = 0
-        self.last_checkpoint: Any = None
         self.status: dict[str, Any] = {
             "ready": False,
             "last_tick": time.monotonic(),
@@ -153,17 +152,19 @@ class Runner(PrequentialStep):
         }
         self._stop = threading.Event()
         self._gc_defaults: tuple[int, ...] | None = None
-        self._since_checkpoint = 0
-        self._dirty = False
-        self._last_checkpoint_at = time.monotonic()
         self._model_view: dict[str, Any] = introspect(self.learner)
         self._model_view_at = 0.0
         self._monitor_view_at = 0.0
-        self._view_stale = False
         for reason in REASONS:
             self.metrics.rejected.labels(reason)
-        r = settings.records
-        self._classes = frozenset(r.classes) if r.classes is not None else None
+
+    def _drain(self) -> None:
+        """Finish the batch in flight (the learner is quiescent after it)."""
+        self.prequential.drain()
+
+    def process(self, batch: list[Any]) -> None:
+        """Handle one batch of consumer records (:meth:`PrequentialStep.process`)."""
+        self.prequential.process(batch)
 
     def _set_learner(self, learner: Any) -> None:
         self.learner = learner
@@ -177,6 +178,7 @@ class Runner(PrequentialStep):
             self.learner_step.observer = self.monitor  # the compiled runs feed it by chunks
         window = ms.window if self.monitor is not None else 0
         self.admission = admission_for(learner, self.settings.limits, sequence, window)
+        self.prequential.use(self.learner_step, self.admission)
 
     # -- control ------------------------------------------------------------------------------
 
@@ -243,8 +245,9 @@ class Runner(PrequentialStep):
                 "learner": self.settings.learner.model_copy(update={"kernels": new.learner.kernels})
             }
         )
+        self.prequential.settings = self.settings
         if changed:
-            self._dirty = True
+            self.checkpoints.touch()
             self.checkpoint("reload")  # the new shape, at this batch boundary
             self._publish(force_model=True)
         # counted last: a scrape that sees the reload applied also sees the new model's kernels
@@ -258,37 +261,26 @@ class Runner(PrequentialStep):
 
     # -- checkpoints --------------------------------------------------------------------------
 
-    def _loadable(self, ckpt: Checkpoint) -> tuple[Any, list[Output]]:
-        """The learner and outbox a checkpoint holds, checked (:meth:`restore`'s ``accept``):
-        another learner class is fatal, a model that does not load or whose digest differs
-        is a :class:`CheckpointError` (an older checkpoint is tried)."""
-        model, summary = ckpt.meta.get("model") or {}, ckpt.meta.get("summary") or {}
-        if not isinstance(model.get("meta"), dict) or not isinstance(
-            summary.get("model_digest"), str
-        ):
-            raise CheckpointError(f"{ckpt.path}: malformed: no model state or digest")
-        if model.get("class") != class_path(self.learner):
-            raise CheckpointMismatch(
-                f"{ckpt.path} holds a {model['class']} but the configuration builds a "
-                f"{class_path(self.learner)}"
-            )
-        arrays = {k: v for k, v in ckpt.arrays.items() if k != INPUTS}
-        try:
-            learner = restore(self.learner, model["meta"], arrays)
-            digest = learner.digest()
-            outbox = [Output.from_json(o) for o in ckpt.meta.get("outbox", [])]
-        except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
-            raise CheckpointError(f"{ckpt.path}: the model does not load ({exc!r})") from exc
-        if digest != summary["model_digest"]:
-            raise CheckpointError(
-                f"{ckpt.path}: the model does not load as saved (digest {digest} differs)"
-            )
-        return learner, outbox
+    @property
+    def last_checkpoint(self) -> Any:
+        """The newest checkpoint written or restored (None before any)."""
+        return self.checkpoints.last
+
+    def add_observer(self, observer: Any) -> None:
+        """Call ``observer.before_checkpoint(runner)`` / ``after_checkpoint(runner, ckpt)``
+        (either may be missing) around every checkpoint, on the loop thread, the learner
+        quiescent: the hook point of features that act on the model between batches."""
+        self.observers.append(observer)
+
+    def _notify(self, hook: str, *args: Any) -> None:
+        for observer in self.observers:
+            method = getattr(observer, hook, None)
+            if method is not None:
+                method(self, *args)
 
     def restore(self) -> None:
         """Load the newest usable checkpoint (if any) into the learner, offsets and counters."""
-        self.store.clean_temporaries()
-        found = self.store.load_accepted(self._loadable)
+        found = self.checkpoints.restore(self.learner)
         for why, count in self.store.skipped.items():
             self.metrics.checkpoint_fallbacks.labels(why).inc(count)
         if found is None:
@@ -296,15 +288,13 @@ class Runner(PrequentialStep):
             if self.monitor is not None:
                 self.monitor.restore(None, {}, None)
             return
-        ckpt, (learner, outbox) = found
+        ckpt, learner, outbox = found
         self._set_learner(learner)
-        self.offsets.update(ckpt.offsets)
         for key, value in ckpt.counters.items():
             self.counters[key] = value
         if self.monitor is not None:
             self.monitor.restore(ckpt.meta.get("monitor"), ckpt.arrays, self.learner.core)
         self.sink.requeue(outbox)
-        self.last_checkpoint = ckpt
         self._model_view = introspect(self.learner)
         log.info(
             "restored %s: %d examples learned, offsets %s",
@@ -318,57 +308,32 @@ class Runner(PrequentialStep):
         checkpoint was written.
         """
         self._drain()  # the batch in flight is part of this checkpoint
-        if not (self._dirty or force):
+        if self.observers:
+            self._notify("before_checkpoint")  # may change the model: then it is checkpointed
+        if not (self.checkpoints.changed or force):
             return False
         t0 = time.perf_counter()
         outbox = self.sink.flush(timeout=5.0)
         if outbox:
             log.warning("%d output(s) unacknowledged; kept in the checkpoint outbox", len(outbox))
-        meta, arrays = self.learner.to_state()
-        monitor_meta = None
-        if self.monitor is not None:
-            monitor_meta, monitor_arrays = self.monitor.to_state()
-            arrays = {**arrays, **monitor_arrays}
+        ckpt = self.checkpoints.commit(reason, self.learner, self.counters, outbox, self.monitor)
         self._model_view = introspect(self.learner)
         self._model_view_at = time.monotonic()
-        self._view_stale = False
-        summary = {"model_digest": self.learner.digest(), **self._model_view}
-        content = {
-            "reason": reason,
-            "offsets": encode_offsets(self.offsets),
-            "counters": self.counters,
-            "model": {"class": class_path(self.learner), "meta": meta},
-            "summary": summary,
-            "outbox": [o.to_json() for o in outbox],
-            "monitor": monitor_meta,
-        }
-        ckpt = self.store.save(content, arrays)
+        self.prequential.stale = False
         self.marker.covered(self.offsets)  # crash verdicts behind the checkpoint are settled
         if self.monitor is not None:
             self.monitor.flush()  # the history, up to this checkpoint
         elapsed = time.perf_counter() - t0
         self.metrics.checkpoints.inc()
         self.metrics.checkpoint_seconds.observe(elapsed)
-        self.last_checkpoint = ckpt
-        self._since_checkpoint = 0
-        self._dirty = False
-        self._last_checkpoint_at = time.monotonic()
         log.debug("checkpoint %d (%s) in %.1f ms", ckpt.seq, reason, elapsed * 1e3)
         self.source.commit()
+        if self.observers:
+            self._notify("after_checkpoint", ckpt)
         self._publish(force_model=False)
         return True
 
-    def _checkpoint_due(self) -> bool:
-        c = self.settings.checkpoint
-        if self._since_checkpoint >= c.every_records:
-            return True
-        return self._dirty and time.monotonic() - self._last_checkpoint_at >= c.every_seconds
-
     # -- processing ---------------------------------------------------------------------------
-
-    def _observed(self, hit: bool | None) -> None:
-        if self.monitor is not None:
-            self.monitor.observe(self.learner.core, self.learner_step.last_round, hit)
 
     def _on_revoke(self) -> None:
         self.checkpoint("revocation")
@@ -376,7 +341,7 @@ class Runner(PrequentialStep):
     def _on_reset(self, topic: str, partition: int, old: int, new: int) -> None:
         self.counters["offset_resets"] += 1
         self.metrics.offset_resets.labels(topic, str(partition)).inc()
-        self._dirty = True
+        self.checkpoints.touch()
 
     # -- publishing ---------------------------------------------------------------------------
 
@@ -384,13 +349,13 @@ class Runner(PrequentialStep):
         # Model internals are re-read at most every 0.5 s while batches flow, and as soon as the
         # loop is idle, so a scrape after the stream ends sees the final model.
         now = time.monotonic()
-        stale = self._view_stale and (not busy or now - self._model_view_at > 0.5)
+        stale = self.prequential.stale and (not busy or now - self._model_view_at > 0.5)
         monitor = None
         if force_model or stale:
             self._drain()  # a quiescent learner to read
             self._model_view = introspect(self.learner)
             self._model_view_at = now
-            self._view_stale = False
+            self.prequential.stale = False
             if self.monitor is not None:
                 monitor = self.monitor.snapshot()
                 self._monitor_view_at = now
@@ -468,7 +433,7 @@ class Runner(PrequentialStep):
         ):
             # the settings name another bank than the checkpoint's (edited while stopped): applied
             # at the restored position, like a SIGHUP there, and checkpointed at once
-            self._dirty = True
+            self.checkpoints.touch()
             self.checkpoint("reload")
         try:
             self.learner_step.warm_up()
@@ -543,7 +508,7 @@ class Runner(PrequentialStep):
         self.work_started = None
         self._timeout_ms = 0 if len(batch) == k.max_poll_records else k.poll_timeout_ms
         self.sink.poll()
-        if self._checkpoint_due():
+        if self.checkpoints.due():
             self.checkpoint("periodic")
         self._publish(busy=bool(batch))
         idle_limit = self.settings.run.exit_when_idle
@@ -584,9 +549,7 @@ class Runner(PrequentialStep):
             if left:
                 log.error("%d output(s) undelivered at exit; kept in the outbox", len(left))
         finally:
-            if self._learn_pool is not None:
-                self._learn_pool.shutdown(wait=True)
-                self._learn_pool = None
+            self.prequential.close()
             self.source.close()
             self._publish(force_model=True)
             if self.monitor is not None:

@@ -1,25 +1,19 @@
 """How the daemon asks a learner for a prequential prediction and an update, one record at a time.
 
-:class:`LearnerStep` works with any river-style learner: ``predict_proba_one`` (or
-``predict_one``) first, then ``learn_one``. For the streammkl river learners
-(:class:`~streammkl.river.MKLClassifier`, :class:`~streammkl.river.MKLRegressor`)
-:class:`MKLStep` fuses the two: one learning round computes the scores of the model *before* its
-update (the prequential scores) on the way, so the daemon reads the prediction from that round
-instead of computing the same scores a second time (measured: predict + learn 60-80 µs -> one
-round 25-45 µs per Bananas record with the default bank). The learner's state evolves exactly as
-with ``learn_one`` (it *is* ``learn_one``); only the records where the round's scores would not be
-the prediction (a new class, a new feature, an empty model) take the generic path.
+A step is composed around a learner and uses its public API only. :class:`LearnerStep` works
+with any river-style learner: its ``learn_predict_one(x, y)`` (the prediction made before
+learning, then the update) when it has one, else ``predict_proba_one`` (or ``predict_one``)
+then ``learn_one``. The streammkl learners have ``learn_predict_one``: one round, whose scores
+before the update are the prediction (measured: predict + learn 60-80 µs -> one round 25-45 µs
+per Bananas record with the default bank).
 
-A fused round also hands out what :class:`streammkl.monitor.Monitor` needs per example (the
-core's input vector, target, loss and ``lambda Omega(theta_t)``). With the monitor on, a
-classifier's batches still go through compiled runs: :meth:`MKLStep.run_rounds` hands the run to
-the monitor (:meth:`streammkl.monitor.Monitor.learn_runs`), which learns it in one compiled loop
-(recording the block norms before each round, for ``lambda Omega(theta_t)`` and β), feeds its
-losses to the drift detector, and learns the rounds up to a restart again in the rare run where
-a detected drift restarts the schedule inside it (at a multiple of the stride).
-
-This leans on two internals of the river learners (``_class_index``/``_features`` and the core's
-last-round scores); ``tests/test_daemon_steps.py`` pins the equivalence with the generic path.
+:class:`MKLStep` adds what the regret/drift monitor needs for the streammkl river learners
+(:class:`~streammkl.river.MKLClassifier`, :class:`~streammkl.river.MKLRegressor`): each round as
+a :class:`Round` (the core's input vector and target, the prequential loss and scores, and
+``lambda Omega(theta_t)``), read through public methods (``input_vector``, ``core_target`` /
+``target_scale``, ``core.last_scores``), and the classifier's compiled runs
+(``plan_run`` / ``run_rounds``: ``learn_predict_many`` in phases), fed to the monitor by chunks.
+``tests/test_daemon_steps.py`` pins the equivalence with the generic path.
 """
 
 from __future__ import annotations
@@ -32,6 +26,16 @@ from typing import Any
 import numpy as np
 
 from streammkl.daemon.learner import is_classifier
+
+#: What a step returns per record: ``(prediction, probabilities)`` (probabilities ``None`` for
+#: regression and sequences), or ``None`` when no prediction could be made (the error is then
+#: reported through ``on_error``). Errors are data: a step never raises on a record.
+Outcome = tuple[Any, "dict[Any, float] | None"] | None
+
+
+def _outcomes(probas: list[dict[Any, float] | None]) -> list[Outcome]:
+    """A classifier's probabilities as outcomes (the prediction: the first most probable)."""
+    return [None if p is None else ((max(p, key=p.__getitem__) if p else None), p) for p in probas]
 
 
 @dataclass(slots=True)
@@ -60,12 +64,13 @@ class Round:
 
 
 class LearnerStep:
-    """Prequential predict-then-learn for any river-style learner.
+    """Prequential predict-then-learn around any river-style learner.
 
     Parameters
     ----------
     learner
-        The learner (``predict_proba_one`` for classifiers, ``predict_one``, ``learn_one``).
+        The learner: ``learn_predict_one`` if it has one, else ``predict_proba_one`` (for
+        classifiers) or ``predict_one``, and ``learn_one``.
     """
 
     fused = False
@@ -78,42 +83,83 @@ class LearnerStep:
 
     @property
     def batched(self) -> bool:
-        """Whether batches go through :meth:`learn_predict_many` (one call per batch)."""
+        """Whether the step has compiled runs (:meth:`plan_run` may return a non-empty one)."""
         return False
 
-    def learn_predict_many(
-        self, xs: list[Any], ys: list[Any], on_error: Any
-    ) -> list[dict[Any, float] | None]:
-        """Prequential probabilities of a batch, learning each labelled example after its
-        prediction (see :meth:`streammkl.river.MKLClassifier.learn_predict_many`)."""
-        raise NotImplementedError
+    def plan_run(self, xs: list[Any], ys: list[Any]) -> tuple[int, Any, Any]:
+        """The batch's leading compiled run ``(end, X, Y)``: none for a generic learner."""
+        return 0, None, None
+
+    def run_rounds(self, X: Any, Y: Any) -> tuple[list[Outcome], float]:
+        raise NotImplementedError  # plan_run planned no run
+
+    def learn_predict_many(self, xs: list[Any], ys: list[Any], on_error: Any) -> list[Outcome]:
+        """The outcome of each record, in order: predicted, then learned when labelled (the
+        monitor, if any, observing each round). A record the learner refuses is reported as
+        ``on_error(i, exc)`` (without ``on_error``: raised) and the loop goes on: a refused
+        update leaves the record predicted, not learned; a refused prediction gives ``None``."""
+        out: list[Outcome] = []
+        observer, hits = self.observer, self.classifier and not self.sequence
+        for i, (x, y) in enumerate(zip(xs, ys, strict=True)):
+            failure: Exception | None = None
+            done: Outcome = None
+            try:
+                done = self.predict(x) if y is None else self.predict_learn(x, y)
+            except Exception as exc:  # the loop never dies on input
+                failure = exc
+            if failure is not None:
+                if on_error is None:
+                    raise failure
+                if y is not None:  # learning refused: the prediction stands
+                    try:
+                        done = self.predict(x)
+                    except Exception as exc:
+                        failure = exc
+                out.append(done)
+                on_error(i, failure)
+                continue
+            out.append(done)
+            if observer is not None and y is not None:
+                assert done is not None
+                observer.observe(self.learner.core, self.last_round, done[0] == y if hits else None)
+        return out
 
     def __init__(self, learner: Any) -> None:
         self.learner = learner
         self.classifier = is_classifier(learner)
         self.last_round: Round | None = None  # set by each round when ``track`` is on
         self.track = False
+        self._learn_predict = getattr(learner, "learn_predict_one", None)
+
+    def _result(self, out: Any) -> tuple[Any, dict[Any, float] | None]:
+        """(prediction, probabilities) from ``predict_proba_one``'s or ``predict_one``'s value."""
+        if not self.classifier:
+            value = float(out)
+            return (value if math.isfinite(value) else None), None
+        if not out:
+            return None, {}
+        return max(out, key=out.__getitem__), out  # first maximum in class order
 
     def predict(self, x: dict[str, float]) -> tuple[Any, dict[Any, float] | None]:
         """The prediction and, for a classifier, the probability of every known class."""
         if not self.classifier:
-            value = float(self.learner.predict_one(x))
-            return (value if math.isfinite(value) else None), None
-        proba = self.learner.predict_proba_one(x)
-        if not proba:
-            return None, {}
-        return max(proba, key=proba.__getitem__), proba  # first maximum in class order
+            return self._result(self.learner.predict_one(x))
+        return self._result(self.learner.predict_proba_one(x))
 
     def learn(self, x: dict[str, float], y: Any) -> None:
         """Learn one labelled example."""
         self.learner.learn_one(x, y)
 
-    def predict_learn(
-        self, x: dict[str, float], y: Any
-    ) -> tuple[Any, dict[Any, float] | None] | None:
-        """Fused prediction + update; ``None`` when this record needs :meth:`predict` then
-        :meth:`learn` (always, for a generic learner)."""
-        return None
+    def predict_learn(self, x: dict[str, float], y: Any) -> tuple[Any, dict[Any, float] | None]:
+        """The prediction made before learning, then the update: the learner's
+        ``learn_predict_one`` (or :meth:`predict` then :meth:`learn`). Raises when the learner
+        refuses the example (a learner that follows the river contract then changed nothing;
+        the caller predicts and reports the refusal)."""
+        if self._learn_predict is None:
+            done = self.predict(x)
+            self.learn(x, y)
+            return done
+        return self._result(self._learn_predict(x, y))
 
     def warm_up(self) -> None:
         """Run the learner's compiled code once on a throwaway copy (numba loads its cache on the
@@ -121,8 +167,8 @@ class LearnerStep:
 
 
 class MKLStep(LearnerStep):
-    """Fused prequential rounds for :class:`~streammkl.river.MKLClassifier` /
-    :class:`~streammkl.river.MKLRegressor`."""
+    """Prequential rounds of :class:`~streammkl.river.MKLClassifier` /
+    :class:`~streammkl.river.MKLRegressor`, each reported to the monitor as a :class:`Round`."""
 
     fused = True
 
@@ -134,7 +180,7 @@ class MKLStep(LearnerStep):
             loss = None if learner.loss is None else losses.from_spec(learner.loss)
             self._binary = loss is not None and loss.task == "binary"
         # lambda Omega(theta_t) of a compiled run's rounds comes from the block norms alone
-        self._norm_only = learner._make_model().norm_only
+        self._norm_only = learner.norm_only
 
     @property
     def batched(self) -> bool:
@@ -148,50 +194,41 @@ class MKLStep(LearnerStep):
             return True
         return self.observer is not None and self._norm_only and self.observer.stride > 1
 
-    def learn_predict_many(
-        self, xs: list[Any], ys: list[Any], on_error: Any
-    ) -> list[dict[Any, float] | None]:
-        """``MKLClassifier.learn_predict_many`` (inputs validated); with the monitor, the same
-        rounds, the runs through :meth:`run_rounds` and the other records through the fused
-        step's ``learn``, each observed."""
+    def learn_predict_many(self, xs: list[Any], ys: list[Any], on_error: Any) -> list[Outcome]:
+        """A classifier's batch through ``MKLClassifier.learn_predict_many`` (its compiled runs;
+        inputs validated); with the monitor, the runs through :meth:`run_rounds` and the other
+        records one by one, each observed. A regressor's: one round per record."""
         learner = self.learner
+        if not self.batched:
+            return super().learn_predict_many(xs, ys, on_error)
         if self.observer is None:
-            return learner.learn_predict_many(xs, ys, validated=True, on_error=on_error)
-        out: list[dict[Any, float] | None] = []
+            probas = learner.learn_predict_many(xs, ys, validated=True, on_error=on_error)
+            return _outcomes(probas)
+        out: list[Outcome] = []
         i, n = 0, len(xs)
         while i < n:
-            if self._norm_only:  # (else batched is False and only single records come here)
-                j, X, Y = learner.plan_run(xs, ys, i, validated=True)
-                if j > i:
-                    out.extend(self.run_rounds(X, Y)[0])
-                    i = j
-                    continue
-            x, y = xs[i], ys[i]
+            j, X, Y = learner.plan_run(xs, ys, i, validated=True)
+            if j > i:
+                out.extend(self.run_rounds(X, Y)[0])
+                i = j
+                continue
+
+            def note(k: int, exc: Exception, base: int = i) -> None:
+                on_error(base + k, exc)
+
+            out.extend(super().learn_predict_many(xs[i : i + 1], ys[i : i + 1],
+                                                  None if on_error is None else note))  # fmt: skip
             i += 1
-            try:
-                proba = learner.predict_proba_one(x)
-            except Exception as exc:  # as learn_predict_many's single calls
-                out.append(None)
-                on_error(i - 1, exc)
-                continue
-            out.append(proba)
-            if y is None:
-                continue
-            try:
-                self.learn(x, y)
-            except Exception as exc:
-                on_error(i - 1, exc)
-                continue
-            prediction = max(proba, key=proba.__getitem__) if proba else None
-            self.observer.observe(learner.core, self.last_round, prediction == y)
         return out
 
-    def plan_run(self, xs: list[Any], ys: list[Any]) -> tuple[int, np.ndarray, np.ndarray]:
+    def plan_run(self, xs: list[Any], ys: list[Any]) -> tuple[int, Any, Any]:
         """The batch's leading compiled run (``MKLClassifier.plan_run``, inputs validated)."""
+        if not self.batched:
+            return 0, None, None
         return self.learner.plan_run(xs, ys, 0, validated=True)
 
-    def run_rounds(self, X: np.ndarray, Y: np.ndarray) -> tuple[list[dict[Any, float]], float]:
-        """The planned run's compiled loop (GIL released): the probabilities of its records and
+    def run_rounds(self, X: np.ndarray, Y: np.ndarray) -> tuple[list[Outcome], float]:
+        """The planned run's compiled loop (GIL released): the outcomes of its records and
         its duration in seconds.
 
         With the monitor (:attr:`observer`), the monitor learns the run
@@ -202,7 +239,7 @@ class MKLStep(LearnerStep):
         learner = self.learner
         if self.observer is None:
             probas = learner.probas_from_scores(learner.run_rounds(X, Y))
-            return probas, time.perf_counter() - t0
+            return _outcomes(probas), time.perf_counter() - t0
         classes, binary = learner.classes_, self._binary
 
         def judge(scores: np.ndarray, Yc: np.ndarray) -> tuple[list[Any], list[bool]]:
@@ -219,94 +256,47 @@ class MKLStep(LearnerStep):
             return chunk, hits
 
         core = learner.core
+        X = learner.prepare_rows(X)  # (standardised and counted once, before the monitor's run)
         probas = self.observer.learn_run(core, X, Y, core.learn_many_prepared, judge)
-        return probas, time.perf_counter() - t0
+        return _outcomes(probas), time.perf_counter() - t0
 
     def learn(self, x: dict[str, float], y: Any) -> None:
+        self.predict_learn(x, y)
+
+    def predict_learn(self, x: dict[str, float], y: Any) -> tuple[Any, dict[Any, float] | None]:
         learner = self.learner
         if not self.track:
-            learner.learn_one(x, y)
-            return
+            return self._result(learner.learn_predict_one(x, y))
         self.last_round = None
-        core = learner.core
-        reg = core.regularization_value() if core is not None and core._state is not None else 0.0
-        learner.learn_one(x, y)
-        self._remember(x, y, reg, learner.core.last_scores)
+        reg = learner.core.regularization_value() if learner.ready else 0.0
+        done = self._result(learner.learn_predict_one(x, y))
+        self._remember(x, y, reg)
+        return done
 
-    def _remember(self, x: dict[str, float], y: Any, reg: float, fx: np.ndarray) -> None:
+    def _remember(self, x: dict[str, float], y: Any, reg: float) -> None:
         """Keep the round just learned (for the monitor), in the core's conventions."""
         learner = self.learner
         core = learner.core
-        scores = fx.copy()  # the round's prequential scores
+        scores = core.last_scores.copy()  # the round's prequential scores
         if self.classifier:
-            k = learner._class_index[y]
-            target = (1.0 if k == 1 else -1.0) if self._binary else float(k)
-        else:
-            center = learner._mean if learner.standardize_target else 0.0
-            target = (float(y) - center) / learner._std()
-        vec = learner._features.vector(x, validated=True)
-        self.last_round = Round(vec, target, float(core.loss.value(scores, target)), reg, scores)
+            target = learner.core_target(y)
+        else:  # the standardised target the round learned (statistics already advanced)
+            center, scale = learner.target_scale()
+            target = (float(y) - center) / scale
+        vec = learner.last_input
+        self.last_round = Round(vec, target, learner.last_loss, reg, scores)
 
     def warm_up(self) -> None:
         learner = self.learner
         clone = type(learner).from_state(*learner.to_state())
-        x = dict.fromkeys(clone._features.names or ["warm-up"], 0.0)
+        x = dict.fromkeys(clone.feature_names or ["warm-up"], 0.0)
         if self.classifier:
             y: Any = clone.classes_[0] if clone.classes_ else True
             clone.predict_proba_one(x)
         else:
             y = 0.0
-        clone.learn_one(x, y)
+        clone.learn_predict_one(x, y)
         clone.predict_one(x)
-
-    def _ready(self, x: dict[str, float]) -> Any:
-        """The core model if a round on ``x`` yields the prediction ``x`` would get (the model
-        exists and knows every feature of ``x``), else ``None``."""
-        core = self.learner.core
-        if core is None or core._state is None:
-            return None
-        index = self.learner._features.index
-        for key in x:
-            if key not in index:  # a new feature widens the model first
-                return None
-        return core
-
-    def predict_learn(
-        self, x: dict[str, float], y: Any
-    ) -> tuple[Any, dict[Any, float] | None] | None:
-        core = self._ready(x)
-        if core is None:
-            return None
-        learner = self.learner
-        if self.classifier:
-            k = learner._class_index.get(y)
-            if k is None or (not self._binary and k >= core.n_outputs):
-                return None  # a class the model has not seen: the prediction's shape changes
-            # MKLClassifier.learn_one for a known class and known features (the input is
-            # validated by wire.decode): the same round, with its loss and scores at hand.
-            vec = learner._features.vector(x, validated=True)
-            target = (1.0 if k == 1 else -1.0) if self._binary else float(k)
-            reg = core.regularization_value() if self.track else 0.0
-            loss = core.learn_prepared(vec, target)
-            fx = core.last_scores  # the round's prequential scores
-            if self.track:
-                self.last_round = Round(vec, target, loss, reg, fx.copy())
-            return self._proba(fx)
-        center = learner._mean if learner.standardize_target else 0.0
-        scale = learner._std()
-        reg = core.regularization_value() if self.track else 0.0
-        learner.learn_one(x, y)
-        fx = core.last_scores
-        value = center + scale * float(fx[0])
-        if self.track:
-            self._remember(x, y, reg, fx)
-        return (value if math.isfinite(value) else None), None
-
-    def _proba(self, fx: np.ndarray) -> tuple[Any, dict[Any, float]]:
-        # MKLClassifier.predict_proba_one from the round's scores (the classifier's own formula,
-        # so the numbers are those of predict_proba_one and of its compiled runs).
-        proba = self.learner._proba(fx.tolist())
-        return max(proba, key=proba.__getitem__), proba
 
 
 class SequenceStep(LearnerStep):
@@ -320,6 +310,9 @@ class SequenceStep(LearnerStep):
     def __init__(self, learner: Any) -> None:
         super().__init__(learner)
         self.classifier = True  # labels are classes (not numbers to regress)
+
+    def _result(self, out: Any) -> tuple[Any, None]:
+        return out, None
 
     def predict(self, x: Any) -> tuple[Any, None]:
         return self.learner.predict_one(x), None

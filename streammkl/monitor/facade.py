@@ -97,6 +97,10 @@ class Monitor:
     detector_memory
         The detector keeps its inputs since its last detection, at most this many (see
         :class:`~streammkl.monitor.drift.LossDriftDetector`; None: no log).
+    refresh_examples, refresh_seconds
+        The windowed regret's refresh schedule (see
+        :class:`~streammkl.monitor.regret.WindowedRegret`): past it the estimate is stale
+        (``window_regret_stale``) and the comparator is hurried.
     """
 
     def __init__(
@@ -116,6 +120,8 @@ class Monitor:
         beta_stride: int | None = None,
         stride: int = 1,
         detector_memory: int | None = None,
+        refresh_examples: int | None = None,
+        refresh_seconds: float | None = None,
     ) -> None:
         if not isinstance(model, OnlineMKL):
             raise TypeError(
@@ -140,7 +146,15 @@ class Monitor:
         self.regret = (
             None
             if window is None
-            else WindowedRegret(model, window, every, comparator, background=background)
+            else WindowedRegret(
+                model,
+                window,
+                every,
+                comparator,
+                background=background,
+                refresh_examples=refresh_examples,
+                refresh_seconds=refresh_seconds,
+            )
         )
         self.shadows = ShadowLearners(model, shadow_batch) if shadows else None
         self.detector = (
@@ -408,7 +422,9 @@ class Monitor:
         """Every monitored value as a float (keys and meanings: ``metrics.METRICS``)."""
         if self.shadows is not None:
             self.shadows.flush()
-        est = self.regret.latest if self.regret is not None else None
+        regret = self.regret
+        est = regret.latest if regret is not None else None
+        stale = NAN if regret is None or est is None else float(regret.check(self.n))
         det = self.detector
         out = {
             "examples": float(self.n),
@@ -419,6 +435,8 @@ class Monitor:
             "window_regret_per_example": est.regret_per_example if est else NAN,
             "window_size": float(est.window) if est else 0.0,
             "window_end": float(est.end) if est else 0.0,
+            "window_regret_lag": regret.lag(self.n) if regret is not None else NAN,
+            "window_regret_stale": stale,
             "window_online_objective": est.online_objective if est else NAN,
             "window_comparator_objective": est.comparator_objective if est else NAN,
             "window_comparator_exact": float(est.exact) if est else NAN,

@@ -67,6 +67,20 @@ METRICS: dict[str, MetricSpec] = {
         "gauge",
         "Example count at which the latest regret window was cut (it covers [end - size, end)).",
     ),
+    "window_regret_lag": MetricSpec(
+        "streammkl_window_regret_lag",
+        "gauge",
+        "Examples observed since the window of the latest regret estimate ended "
+        "(streammkl_monitor_examples - streammkl_window_end); NaN before the first estimate.",
+    ),
+    "window_regret_stale": MetricSpec(
+        "streammkl_window_regret_stale",
+        "gauge",
+        "1 when the latest windowed-regret estimate is older than the refresh schedule allows "
+        "(monitor.refresh_examples examples behind, or a window waiting monitor.refresh_seconds "
+        "for its fit: a loaded machine; the comparator then skips its pauses until it catches "
+        "up), else 0; NaN before the first estimate or without a windowed regret.",
+    ),
     "window_online_objective": MetricSpec(
         "streammkl_window_online_objective",
         "gauge",

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,6 +106,11 @@ class WindowedRegret:
         (blocking; for tests and offline analysis).
     history
         How many past estimates the ``history`` tuple keeps (oldest first).
+    refresh_examples, refresh_seconds
+        The refresh schedule: the estimate is *overdue* (:meth:`overdue`) when its window ended
+        ``refresh_examples`` or more examples ago, or when a requested window has waited
+        ``refresh_seconds`` or more; a comparator with a ``hurry()`` method (a throttled one) is
+        then told to skip its pauses until it publishes. None: no schedule.
     """
 
     def __init__(
@@ -115,8 +121,13 @@ class WindowedRegret:
         comparator: Any = "epochs",
         background: bool = True,
         history: int = 256,
+        refresh_examples: int | None = None,
+        refresh_seconds: float | None = None,
     ) -> None:
         self.model = model
+        self.refresh_examples = refresh_examples
+        self.refresh_seconds = refresh_seconds
+        self._waiting_since: float | None = None  # when the oldest unanswered window was cut
         self.store = ExampleWindow(window, every)
         self.comparator = make_comparator(comparator, model)
         self.background = bool(background)
@@ -179,6 +190,9 @@ class WindowedRegret:
         if not self.background:
             self._run(job, self.n_requested - 1)
             return
+        if self._waiting_since is None:
+            self._waiting_since = time.monotonic()
+        self.check(end)
         with self._cond:
             if self._pending is not None:
                 self.n_skipped += 1
@@ -239,6 +253,40 @@ class WindowedRegret:
         # one reference assignment each: a reader on another thread sees the old or the new
         self.history = (*self.history, estimate)[-self._history_len :]
         self.latest = estimate
+        if self._pending is None:
+            self._waiting_since = None
+
+    # --- the refresh schedule -----------------------------------------------------------------
+    def lag(self, n: int) -> float:
+        """Examples observed since the latest estimate's window ended (NaN: no estimate yet)."""
+        latest = self.latest
+        return math.nan if latest is None else float(n - latest.end)
+
+    def overdue(self, n: int) -> bool:
+        """Whether the estimate is older than the schedule allows, ``n`` examples observed: a
+        window ended ``refresh_examples`` or more examples after the latest estimate's (or
+        after the start, before any estimate), or one requested window has waited
+        ``refresh_seconds`` or more."""
+        if self.n_requested == 0:
+            return False
+        latest = self.latest
+        since = latest.end if latest is not None else 0
+        if self.refresh_examples is not None and n - since >= self.refresh_examples:
+            return True
+        waiting = self._waiting_since
+        return (
+            self.refresh_seconds is not None
+            and waiting is not None
+            and time.monotonic() - waiting >= self.refresh_seconds
+        )
+
+    def check(self, n: int) -> bool:
+        """:meth:`overdue`, and if so the comparator told to hurry; returns it."""
+        late = self.overdue(n)
+        hurry = getattr(self.comparator, "hurry", None)
+        if late and hurry is not None:
+            hurry()
+        return late
 
     # --- control ------------------------------------------------------------------------------
     @property

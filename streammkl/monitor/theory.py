@@ -220,8 +220,9 @@ def prop3_bound(
     becomes ``(||theta*|| + ||theta_1||)`` and ``lambda Omega(theta_1)`` is added.
     """
     T = int(model.schedule.t if rounds is None else rounds)
-    if T <= 0:
-        return 0.0
+    if T <= 0:  # no round since the (re)start: 0 if a bound applies, +inf ("none") otherwise
+        one = prop3_bound(model, max_phi_sq, theta_start_norm=theta_start_norm, rounds=1)
+        return 0.0 if math.isfinite(one) else INF
     G = lipschitz(model) * math.sqrt(max_phi_sq)
     if not math.isfinite(G):
         return INF

@@ -20,9 +20,11 @@ from streammkl.core import regularizers as regs_mod
 from streammkl.core import schedules as schedules_mod
 from streammkl.river import defaults
 from streammkl.river._features import FeatureIndex, check_numeric
+from streammkl.river._scaling import InputScaler
 
 FILE_FORMAT = "streammkl.river"
 FILE_VERSION = 1
+_SCALER = "inputs."  # state arrays of the input standardisation
 
 
 class MKLMixin:
@@ -37,10 +39,18 @@ class MKLMixin:
     seed: int
     fit_intercept: bool
     averages: tuple | None
+    standardize: bool
 
     def _init_state(self) -> None:
         self._model: OnlineMKL | None = None
         self._features = FeatureIndex()
+        self._scaler = InputScaler()
+        #: The core's input vector of the last round learned (standardised when
+        #: ``standardize``); None before the first.
+        self.last_input: np.ndarray | None = None
+        #: The prequential loss of the last round learned (at theta_t, before its update, in
+        #: the core's conventions); NaN before the first.
+        self.last_loss = float("nan")
 
     # --- core model -------------------------------------------------------------------------
     def _bank(self) -> tuple:
@@ -97,9 +107,30 @@ class MKLMixin:
             if new or not self._features.names:
                 self._model.declare_features(new)  # first: if it refuses, nothing changed
                 self._features.add(new)
-        if self._model is None or self._model._state is None:
+        if self._model is None or not self._model.feature_keys:
             return None
-        return self._features.vector(x, validated=True)
+        return self._scale(self._features.vector(x, validated=True), learn)
+
+    def _scale(self, vec: np.ndarray, learn: bool) -> np.ndarray:
+        """The core's vector for a raw one: standardised when ``standardize`` (and counted when
+        ``learn``); kept as :attr:`last_input` when learned."""
+        if self.standardize:
+            scaler = self._scaler
+            vec = scaler.learn_transform(vec) if learn else scaler.transform(vec)
+        if learn:
+            self.last_input = vec
+        return vec
+
+    def prepare_rows(self, X: np.ndarray) -> np.ndarray:
+        """Raw dense rows (over :attr:`feature_names`) as the core learns them, in order:
+        standardised and counted when ``standardize`` (call once per run, just before learning
+        it), else ``X`` itself."""
+        return self._scaler.rows(X, learn=True) if self.standardize else X
+
+    def scale_rows(self, X: np.ndarray) -> np.ndarray:
+        """Raw dense rows as the core predicts them (each standardised as ``predict_one`` does
+        when ``standardize``; nothing counted)."""
+        return self._scaler.rows(X, learn=False) if self.standardize else X
 
     # --- introspection ----------------------------------------------------------------------
     @property
@@ -127,6 +158,36 @@ class MKLMixin:
     def n_features(self) -> int:
         """Inputs admitted so far (every feature name ``learn_one`` has seen)."""
         return len(self._features)
+
+    @property
+    def feature_names(self) -> list[str]:
+        """Every admitted input name, in column order (a copy)."""
+        return list(self._features.names)
+
+    def knows_features(self, x: Mapping) -> bool:
+        """Whether every name of ``x`` is admitted (``learn_one(x, y)`` would add no input)."""
+        index = self._features.index
+        for key in x:
+            if (key if type(key) is str else str(key)) not in index:
+                return False
+        return True
+
+    def input_vector(self, x: Mapping) -> np.ndarray:
+        """``x`` as a raw dense float64 vector over :attr:`feature_names` (missing and unknown
+        names count as 0; the values must be finite numbers), before any standardisation."""
+        return self._features.vector(x, validated=True)
+
+    @property
+    def norm_only(self) -> bool:
+        """Whether every configured regularizer is a function of the block norms alone (then
+        ``lambda Omega(theta_t)`` of a compiled run's rounds follows from their block norms)."""
+        model = self._model if self._model is not None else self._make_model()
+        return model.norm_only
+
+    @property
+    def ready(self) -> bool:
+        """Whether the core model exists (after the first ``learn_one``)."""
+        return self._model is not None and bool(self._model.feature_keys)
 
     def unknown_features(self, x: Mapping) -> list[str]:
         """The names of ``x`` not admitted yet, sorted: what ``learn_one(x, y)`` would add
@@ -187,6 +248,8 @@ class MKLMixin:
         arrays: dict[str, np.ndarray] = {}
         if self._model is not None:
             meta["core"], arrays = self._model.to_state()
+        if self.standardize:
+            arrays = {**arrays, **self._scaler.to_arrays(_SCALER)}
         json.dumps(meta)  # fail here, clearly, if a label is not JSON-serialisable
         return meta, arrays
 
@@ -197,8 +260,12 @@ class MKLMixin:
             raise statefile.StateError(f"state holds a {meta.get('class')}, not a {cls.__name__}")
         learner = cls(**_params_from_spec(meta["params"]))
         learner._features = FeatureIndex(list(meta["features"]))
+        arrays = dict(arrays)
+        if f"{_SCALER}count" in arrays:
+            learner._scaler = InputScaler.from_arrays(arrays, _SCALER)
+            arrays = {k: v for k, v in arrays.items() if not k.startswith(_SCALER)}
         if meta["core"] is not None:
-            learner._model = OnlineMKL.from_state(meta["core"], dict(arrays))
+            learner._model = OnlineMKL.from_state(meta["core"], arrays)
         learner._restore_extra(meta["extra"])
         return learner
 

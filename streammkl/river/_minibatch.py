@@ -101,7 +101,7 @@ class ClassifierBatches:
             core = learner.core
             rows = frame_rows(X.iloc[i:j], names, learner._features.index, len(learner._features))
             targets = np.array([learner.core_target(v) for v in ys[i:j]], dtype=np.float64)
-            core.learn_many_prepared(rows, targets)
+            core.learn_many_prepared(learner.prepare_rows(rows), targets)
             i = j
 
     def _frame_scores(self, X: Any) -> np.ndarray | None:
@@ -111,7 +111,7 @@ class ClassifierBatches:
         if core is None or len(learner._features) == 0 or not learner.classes_ or not len(X):
             return None
         rows = frame_rows(X, names, learner._features.index, len(learner._features))
-        return core.decision_many(rows)
+        return core.decision_many(learner.scale_rows(rows))
 
     def predict_proba_many(self, X: Any) -> Any:
         import pandas as pd
@@ -160,7 +160,7 @@ class RegressorBatches:
             return
         rows = frame_rows(X.iloc[start:], names, learner._features.index, len(learner._features))
         targets = np.array([learner.advance_target(v) for v in ys[start:]], dtype=np.float64)
-        learner.core.learn_many_prepared(rows, targets)
+        learner.core.learn_many_prepared(learner.prepare_rows(rows), targets)
 
     def predict_many(self, X: Any) -> Any:
         import pandas as pd
@@ -172,4 +172,5 @@ class RegressorBatches:
         if core is None or len(learner._features) == 0 or not len(X):
             return pd.Series(center, index=X.index, dtype=float)
         rows = frame_rows(X, names, learner._features.index, len(learner._features))
-        return pd.Series(center + scale * core.decision_many(rows)[:, 0], index=X.index)
+        scores = core.decision_many(learner.scale_rows(rows))
+        return pd.Series(center + scale * scores[:, 0], index=X.index)

@@ -60,6 +60,11 @@ class MKLClassifier(MKLMixin, ClassifierBatches, base.MiniBatchClassifier):
         ``defaults.AVERAGES``, ``()`` = the last iterate only. Explicit blocks only.
     fit_intercept
         Learn an unregularized bias per class.
+    standardize
+        Standardise every input online (running mean and variance; ``streammkl.river._scaling``)
+        before the kernels see it: what ``preprocessing.StandardScaler() | MKLClassifier()``
+        does, inside the learner (so its state is saved and restored with the model). The
+        daemon turns it on by default.
 
     Notes
     -----
@@ -98,6 +103,7 @@ class MKLClassifier(MKLMixin, ClassifierBatches, base.MiniBatchClassifier):
         seed: int = 0,
         fit_intercept: bool = True,
         averages: tuple | None = None,
+        standardize: bool = False,
     ):
         self.kernels = kernels
         self.loss = loss
@@ -109,6 +115,7 @@ class MKLClassifier(MKLMixin, ClassifierBatches, base.MiniBatchClassifier):
         self.seed = seed
         self.fit_intercept = fit_intercept
         self.averages = averages
+        self.standardize = standardize
         self._init_state()
         self.classes_: list = []
         self._class_index: dict = {}
@@ -191,7 +198,7 @@ class MKLClassifier(MKLMixin, ClassifierBatches, base.MiniBatchClassifier):
         vec = self._vector(x, learn=True, validated=True)
         assert vec is not None and self._model is not None
         target = (1.0 if k == 1 else -1.0) if self._binary_loss else k
-        self._model.learn_prepared(vec, target)
+        self.last_loss = self._model.learn_prepared(vec, target)
 
     def _scores(self, x: Mapping) -> np.ndarray | None:
         vec = self._vector(x, learn=False)
@@ -253,6 +260,40 @@ class MKLClassifier(MKLMixin, ClassifierBatches, base.MiniBatchClassifier):
             out.append({c: v / total for c, v in zip(classes, e, strict=True)})
         return out
 
+    def learn_predict_one(self, x: Mapping, y: Any) -> dict:
+        """``predict_proba_one(x)`` *then* ``learn_one(x, y)``: the recommended prequential
+        round. Returns the probabilities the model gave *before* learning (``max(p,
+        key=p.get)`` is ``predict_one``'s label); a label of ``None`` predicts only.
+
+        When the model exists, the class is known and ``x`` brings no new feature, the
+        prediction is read from the learning round's own scores (one featurization, one
+        compiled call); otherwise it is the two calls. Either way the learner ends bit for bit
+        where ``predict_proba_one`` + ``learn_one`` leave it, with the same numbers. A refused
+        ``learn_one`` raises, having changed nothing.
+        """
+        if y is None:
+            return self.predict_proba_one(x)
+        model = self._model
+        try:
+            k = self._class_index.get(_plain(y))
+        except TypeError:  # unhashable: learn_one raises its own error
+            k = None
+        if (
+            k is not None
+            and model is not None
+            and model.feature_keys
+            and (k < 2 if self._binary_loss else k < model.n_outputs)
+            and self.knows_features(x)
+        ):
+            check_numeric(x)
+            vec = self._scale(self._features.vector(x, validated=True), learn=True)
+            target = (1.0 if k == 1 else -1.0) if self._binary_loss else k
+            self.last_loss = model.learn_prepared(vec, target)
+            return self._proba(model.last_scores.tolist())
+        proba = self.predict_proba_one(x)
+        self.learn_one(x, y)
+        return proba
+
     def learn_predict_many(
         self,
         xs: Sequence[Mapping],
@@ -260,8 +301,8 @@ class MKLClassifier(MKLMixin, ClassifierBatches, base.MiniBatchClassifier):
         validated: bool = False,
         on_error: Callable[[int, Exception], None] | None = None,
     ) -> list[dict | None]:
-        """Prequential rounds in order: for each example, ``predict_proba_one(x)`` *then*
-        ``learn_one(x, y)`` (a label of ``None``: predict only); returns the probabilities.
+        """Prequential rounds in order: :meth:`learn_predict_one` of each example (a label of
+        ``None``: predict only); returns the probabilities.
 
         The learner ends bit-for-bit where the loop of single calls ends, and the probabilities
         are the same numbers. Runs of labelled examples whose class and features are already
@@ -295,13 +336,13 @@ class MKLClassifier(MKLMixin, ClassifierBatches, base.MiniBatchClassifier):
                 continue
             x, y = xs[i], ys[i]
             try:
-                out.append(self.predict_proba_one(x))
-                if y is not None:
-                    self.learn_one(x, y)
+                out.append(self.learn_predict_one(x, y))
             except Exception as exc:  # learn_one changes nothing when it raises
                 if on_error is None:
                     raise
-                if len(out) == i:
+                try:  # the prediction stands; only the learning was refused
+                    out.append(self.predict_proba_one(x))
+                except Exception:
                     out.append(None)
                 on_error(i, exc)
             i += 1
@@ -328,7 +369,7 @@ class MKLClassifier(MKLMixin, ClassifierBatches, base.MiniBatchClassifier):
         each example before its own update. The loop releases the GIL: other threads may run
         meanwhile, but none may touch this learner."""
         assert self._model is not None
-        return self._model.learn_many_prepared(X, Y)[1]
+        return self._model.learn_many_prepared(self.prepare_rows(X), Y)[1]
 
     def probas_from_scores(self, scores: np.ndarray) -> list[dict]:
         """``predict_proba_one``'s probabilities from rows of scores (:meth:`run_rounds`)."""
@@ -427,6 +468,10 @@ class MKLClassifier(MKLMixin, ClassifierBatches, base.MiniBatchClassifier):
             "radius": "auto",
             "regularizer": regularizers.SquaredGroupLasso(1e-3),
             "loss": losses.MulticlassHinge(),  # bounded at theta = 0 for any number of classes
+        }
+        yield {
+            "kernels": (kernels.Linear(), kernels.RBF(0.5, n_components=16)),
+            "standardize": True,
         }
 
 

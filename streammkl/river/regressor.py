@@ -50,6 +50,8 @@ class MKLRegressor(MKLMixin, RegressorBatches, base.MiniBatchRegressor):
         Learn an unregularized bias.
     standardize_target
         Learn on ``(y - mean) / std`` with running statistics.
+    standardize
+        Standardise every input online (see ``MKLClassifier``); the daemon's default.
 
     Examples
     --------
@@ -74,6 +76,7 @@ class MKLRegressor(MKLMixin, RegressorBatches, base.MiniBatchRegressor):
         fit_intercept: bool = True,
         averages: tuple | None = None,
         standardize_target: bool = True,
+        standardize: bool = False,
     ):
         self.kernels = kernels
         self.loss = loss
@@ -86,6 +89,7 @@ class MKLRegressor(MKLMixin, RegressorBatches, base.MiniBatchRegressor):
         self.fit_intercept = fit_intercept
         self.averages = averages
         self.standardize_target = standardize_target
+        self.standardize = standardize
         self._init_state()
         self._n = 0
         self._mean = 0.0
@@ -137,7 +141,33 @@ class MKLRegressor(MKLMixin, RegressorBatches, base.MiniBatchRegressor):
             raise ValueError(f"regression target must be finite, got {y!r}")
         vec = self._vector(x, learn=True, validated=True)  # if it refuses, nothing changed
         assert vec is not None and self._model is not None
-        self._model.learn_prepared(vec, self.advance_target(y))
+        self.last_loss = self._model.learn_prepared(vec, self.advance_target(y))
+
+    def learn_predict_one(self, x: Mapping, y: float | None) -> float:
+        """``predict_one(x)`` *then* ``learn_one(x, y)``: the recommended prequential round.
+        Returns the prediction made *before* learning; a target of ``None`` predicts only.
+
+        When the model exists and ``x`` brings no new feature, the prediction is read from the
+        learning round's own score (one featurization, one compiled call); otherwise it is the
+        two calls. Either way the learner ends bit for bit where the two calls leave it, and
+        the prediction is the same number. A refused ``learn_one`` raises, having changed
+        nothing.
+        """
+        if y is None:
+            return self.predict_one(x)
+        model = self._model
+        if model is None or not model.feature_keys or not self.knows_features(x):
+            prediction = self.predict_one(x)
+            self.learn_one(x, y)
+            return prediction
+        check_numeric(x)
+        y = float(y)
+        if not math.isfinite(y):
+            raise ValueError(f"regression target must be finite, got {y!r}")
+        center, scale = self.target_scale()
+        vec = self._scale(self._features.vector(x, validated=True), learn=True)
+        self.last_loss = model.learn_prepared(vec, self.advance_target(y))
+        return center + scale * float(model.last_scores[0])
 
     def predict_one(self, x: Mapping) -> float:
         vec = self._vector(x, learn=False)
@@ -170,4 +200,8 @@ class MKLRegressor(MKLMixin, RegressorBatches, base.MiniBatchRegressor):
             "kernels": (kernels.Linear(), kernels.RBF(0.5)),
             "budget": 16,
             "budget_policy": "project",
+        }
+        yield {
+            "kernels": (kernels.Linear(), kernels.RBF(0.5, n_components=16)),
+            "standardize": True,
         }

@@ -100,7 +100,8 @@ class JointBlocks:
         self.ex_off1 = np.append(layout.ex_off, layout.ex_off[-1])
         self.is_explicit1 = np.append(layout.is_explicit, True)
 
-    def ensure_room(self, incoming: int) -> None:
+    def ensure_room(self, incoming: int) -> bool:
+        """Grow the support arrays for ``incoming`` more pairs if needed; whether they grew."""
         assert self.state is not None and self.layout is not None
         if self.layout.im_blocks.size:
             cap = budgets.needs_growth(
@@ -108,6 +109,8 @@ class JointBlocks:
             )
             if cap:
                 self.state.resize_support(cap)
+                return True
+        return False
 
     def _width(self, X: np.ndarray) -> np.ndarray:
         assert self.state is not None

@@ -295,6 +295,38 @@ class SequenceLabeler:
         self._joint.step(X, V, G0, self._schedule.step(), cache)
         self.t += 1
 
+    def learn_predict_one(self, xs: Any, ys: Any) -> list[Hashable] | None:
+        """``predict_one(xs)`` *then* ``learn_one(xs, ys)``: the recommended prequential round.
+        Returns the label sequence predicted *before* learning (``None`` before any label is
+        known); ``ys`` of ``None`` predicts only.
+
+        When every label of ``ys`` is known, the prediction's potentials are the learning
+        round's own (one scoring of the sequence); otherwise it is the two calls. Either way
+        the learner ends bit for bit where the two calls leave it.
+        """
+        if ys is None:
+            return self.predict_one(xs)
+        if not self.labels:
+            prediction = self.predict_one(xs)
+            self.learn_one(xs, ys)
+            return prediction
+        X, labels = self._prepare(xs, ys, learning=False)  # validates; widens as predict_one
+        assert labels is not None
+        if any(label not in self._label_index for label in labels):
+            prediction = self.predict_one(xs)
+            self.learn_one(xs, ys)
+            return prediction
+        y = self._label_indices(labels, grow=False)
+        unary, trans, cache = self._potentials(X, len(self.labels))
+        path, _ = snb.viterbi(unary, trans)
+        prediction = [self.labels[k] for k in path]
+        if self._joint.ensure_room(X.shape[0]):  # room made: score again, as learn_one does
+            unary, trans, cache = self._potentials(X, len(self.labels))
+        self.last_loss, V, G0 = self._loss_direction(unary, trans, y)
+        self._joint.step(X, V, G0, self._schedule.step(), cache)
+        self.t += 1
+        return prediction
+
     # --- prediction -------------------------------------------------------------------------
     def predict_one(self, xs: Any) -> list[Hashable] | None:
         """The highest-scoring label sequence (Viterbi); None before any label is known."""

@@ -1,0 +1,92 @@
+"""Online standardisation of a learner's inputs: ``(x - mean) / std`` per input, with running
+statistics (Welford), applied before the core sees a vector.
+
+A vector is transformed with the statistics *including* it (as river's
+``StandardScaler`` in a pipeline: counted, then transformed); ``predict_one(x)`` computes the same
+statistics without storing them, so the prediction and the learning round on ``x`` see the same
+transformed vector (the prequential prediction is the round's own), and a run of rows is
+transformed exactly as the same rows one by one. A missing input is read as 0, as the learner
+does anyway; an input first seen late starts its statistics then. A constant input (variance
+zero, e.g. its first value) becomes ``x - mean`` = 0; the variance is the population one.
+
+The hot loop is compiled without fastmath (``JIT_EXACT``), the same code for one row and for a
+run, so both give the same numbers bit for bit.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from streammkl.core._jit import JIT_EXACT
+
+#: Below this variance an input counts as constant (scale 1).
+_TINY_VAR = 1e-24
+
+
+@njit(**JIT_EXACT)
+def _standardize_rows(
+    X: np.ndarray, count: np.ndarray, mean: np.ndarray, m2: np.ndarray, out: np.ndarray, learn: bool
+) -> None:
+    d = X.shape[1]
+    for i in range(X.shape[0]):
+        for j in range(d):
+            v = X[i, j]
+            n = count[j] + 1.0  # the statistics with v counted (stored only when learning)
+            delta = v - mean[j]
+            mu = mean[j] + delta / n
+            s2 = m2[j] + delta * (v - mu)
+            var = s2 / n
+            out[i, j] = (v - mu) / math.sqrt(var) if var > _TINY_VAR else v - mu
+            if learn:
+                count[j] = n
+                mean[j] = mu
+                m2[j] = s2
+
+
+class InputScaler:
+    """Running per-input mean and variance; grows with the learner's inputs."""
+
+    def __init__(self, width: int = 0) -> None:
+        self.count = np.zeros(width)
+        self.mean = np.zeros(width)
+        self.m2 = np.zeros(width)
+
+    def _fit_width(self, width: int) -> None:
+        extra = width - self.count.shape[0]
+        if extra > 0:
+            self.count, self.mean, self.m2 = (
+                np.concatenate([a, np.zeros(extra)]) for a in (self.count, self.mean, self.m2)
+            )
+
+    def transform(self, x: np.ndarray) -> np.ndarray:
+        """One vector, standardised as if it were counted (nothing is stored)."""
+        return self.rows(x[None, :], learn=False)[0]
+
+    def learn_transform(self, x: np.ndarray) -> np.ndarray:
+        """One vector, counted and standardised."""
+        return self.rows(x[None, :], learn=True)[0]
+
+    def rows(self, X: np.ndarray, learn: bool) -> np.ndarray:
+        """Rows (n, d), each standardised with the statistics of everything counted before and
+        of itself; with ``learn`` every row is counted (so row i sees rows < i), else each row
+        is standardised alone against the stored statistics."""
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        self._fit_width(X.shape[1])
+        out = np.empty_like(X)
+        if X.shape[0]:
+            _standardize_rows(X, self.count, self.mean, self.m2, out, learn)
+        return out
+
+    def to_arrays(self, prefix: str) -> dict[str, np.ndarray]:
+        return {f"{prefix}count": self.count, f"{prefix}mean": self.mean, f"{prefix}m2": self.m2}
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray], prefix: str) -> InputScaler:
+        scaler = cls()
+        scaler.count = np.array(arrays[f"{prefix}count"], dtype=np.float64)
+        scaler.mean = np.array(arrays[f"{prefix}mean"], dtype=np.float64)
+        scaler.m2 = np.array(arrays[f"{prefix}m2"], dtype=np.float64)
+        return scaler

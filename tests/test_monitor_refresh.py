@@ -1,0 +1,184 @@
+"""The windowed regret refreshes on a schedule in examples and seconds (a loaded machine slows
+it, never stops it), says when it is stale, and the history and report tell the truth about
+missing values and infinite bounds (issue 17 items 2-3)."""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from streammkl.core import OnlineMKL, kernels, schedules
+from streammkl.daemon import history, report
+from streammkl.daemon.monitoring import Throttled
+from streammkl.monitor import Monitor
+from streammkl.monitor.regret import WindowedRegret, make_comparator
+
+
+def epochs(model: OnlineMKL, **kw: Any) -> Any:
+    """The default epoch comparator with these settings (its module is not named here)."""
+    return type(make_comparator("epochs", model))(**kw)
+
+
+def trained(n: int = 60, **kw: Any) -> tuple[OnlineMKL, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(n, 2))
+    Y = np.where(X[:, 0] > 0, 1.0, -1.0)
+    model = OnlineMKL(**kw)
+    model.learn_many(X, Y)
+    return model, X, Y
+
+
+def test_the_prop3_bound_after_a_restart_is_never_a_made_up_zero() -> None:
+    # FTRL (the default) has no proven bound: +inf before and right after a restart, not 0.0
+    model, X, Y = trained()
+    monitor = Monitor(model, window=None, detector=None)
+    monitor.observe(X[0], Y[0], 0.5, 0.0)
+    assert monitor.snapshot()["regret_bound"] == math.inf
+    model.restart_schedule()
+    assert monitor.snapshot()["regret_bound"] == math.inf
+    # a schedule with a bound: 0 over zero rounds is then the truth
+    bounded, X, Y = trained(
+        kernels=(kernels.Linear(),), schedule=schedules.InvSqrt(0.5), radius=2.0,
+        fit_intercept=False,
+    )  # fmt: skip
+    watch = Monitor(bounded, window=None, detector=None)
+    watch.observe(X[0], Y[0], 0.5, 0.0)
+    assert 0 < watch.snapshot()["regret_bound"] < math.inf
+    bounded.restart_schedule()
+    assert watch.snapshot()["regret_bound"] == 0.0
+
+
+def test_history_keeps_infinite_apart_from_unknown() -> None:
+    row = {"regret_bound": math.inf, "window_regret": math.nan, "beta": {"a": -math.inf}, "t": 3}
+    assert history.clean(row) == {
+        "regret_bound": "+inf", "window_regret": None, "beta": {"a": "-inf"}, "t": 3
+    }  # fmt: skip
+
+
+def test_the_report_draws_missing_as_gaps_and_infinite_bounds_as_no_finite_bound(
+    tmp_path: Path,
+) -> None:
+    rows: list[dict[str, Any]] = [
+        {"t": 100, "regret_bound": "+inf", "objective": 1.0, "beta": {"linear": 1.0}},
+        {"t": 200, "regret_bound": "+inf", "objective": None},  # not known then
+        {"t": 300, "regret_bound": 4.0, "objective": 3.0},
+        {"t": 400, "regret_bound": None, "objective": 4.0},
+        {"t": 500, "regret_bound": 6.0, "objective": 5.0,
+         "window_end": 100, "window_regret": 2.0, "window_regret_lag": 400,
+         "window_regret_stale": 1},
+    ]  # fmt: skip
+    t, values = report._series(rows, "regret_bound")
+    assert t == [100.0, 200.0, 300.0, 400.0, 500.0]  # every row: gaps stay gaps
+    assert [v for v in values if not math.isnan(v)] == [4.0, 6.0]  # never a 0.0 for +inf
+    assert report.infinite_spans(rows, "regret_bound") == [(100.0, 300.0)]
+    assert math.isnan(report._series(rows, "objective")[1][1])
+    directory = tmp_path / "ck"
+    directory.mkdir()
+    (directory / history.FILENAME).write_text("".join(__import__("json").dumps(r) + "\n"
+                                                      for r in rows))  # fmt: skip
+    paths = report.write_report(directory, tmp_path / "out")
+    assert [p.name for p in paths] == list(report.FIGURES) and all(p.stat().st_size for p in paths)
+
+
+class Clocks:
+    """A wall clock and a CPU clock for :class:`Throttled`; ``wait`` advances the wall."""
+
+    def __init__(self) -> None:
+        self.wall = self.cpu = 0.0
+        self.waits: list[float] = []
+
+    def wait(self, seconds: float) -> bool:
+        self.waits.append(seconds)
+        self.wall += seconds
+        return False
+
+
+def test_a_starved_fit_owes_idle_time_for_its_cpu_not_its_wall_time() -> None:
+    clocks = Clocks()
+
+    class Starved:  # 10 s of wall clock for 1 s of CPU: a loaded machine
+        method, exact = "starved", False
+
+        def fit(self, *args: Any) -> str:
+            clocks.wall += 10.0
+            clocks.cpu += 1.0
+            return "fitted"
+
+    t = Throttled(Starved(), duty=0.25, clock=lambda: clocks.wall, cpu=lambda: clocks.cpu)
+    t.wait = clocks.wait
+    t.fit()
+    t.fit()
+    assert clocks.waits == [3.0]  # 1 s of CPU owes 3 s at 25 % (its 10 s of wall clock: 30 s)
+
+
+def _published(regret: WindowedRegret, end: int, n: int, timeout: float = 30.0) -> bool:
+    """Whether an estimate up to ``end`` is published within ``timeout``, the schedule checked
+    meanwhile as the daemon's snapshots do (every 0.5 s)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if regret.latest is not None and regret.latest.end >= end:
+            return True
+        regret.check(n)
+        time.sleep(0.01)
+    return False
+
+
+def test_an_overdue_estimate_hurries_the_comparator_past_its_pauses() -> None:
+    model, X, Y = trained(200)
+    inner = epochs(model, max_epochs=4, patience=4, rel_tol=-1.0)
+    throttle = Throttled(inner, duty=1e-6)  # each epoch would owe days of idle time
+    regret = WindowedRegret(model, window=40, every=20, comparator=throttle, refresh_examples=60)
+    try:
+        for x, y in zip(X[:40], Y[:40], strict=True):  # two windows: fits paced for days
+            regret.observe(x, y, 0.5, 0.0, 0.1, 1.0)
+        assert not _published(regret, 20, 40, timeout=0.5) and not regret.overdue(40)
+        for x, y in zip(X[40:60], Y[40:60], strict=True):  # 60 examples without an estimate
+            regret.observe(x, y, 0.5, 0.0, 0.1, 1.0)
+        assert _published(regret, 20, 60)  # hurried: the pauses are skipped
+        assert throttle.n_hurried == 1
+        for x, y in zip(X[60:200], Y[60:200], strict=True):  # and so on, however slow
+            regret.observe(x, y, 0.5, 0.0, 0.1, 1.0)
+        assert _published(regret, 200 - 60, 200)  # at most refresh_examples behind
+        assert throttle.n_hurried >= 2
+    finally:
+        throttle.close()
+        regret.close(timeout=5)
+
+
+def test_the_snapshot_says_when_the_windowed_regret_is_stale() -> None:
+    model, X, Y = trained(200)
+    gate = threading.Event()
+    gate.set()
+
+    class Gated:  # fits wait for the gate: a worker that gets no CPU
+        method, exact = "gated", False
+
+        def fit(self, config: Any, keys: Any, Xw: Any, Yw: Any) -> Any:
+            gate.wait()
+            return epochs(model, max_epochs=1).fit(config, keys, Xw, Yw)
+
+    monitor = Monitor(model, window=40, every=20, comparator=Gated(), detector=None,
+                      refresh_examples=60)  # fmt: skip
+    try:
+        snap = monitor.snapshot()
+        assert math.isnan(snap["window_regret_stale"]) and math.isnan(snap["window_regret_lag"])
+        for x, y in zip(X[:20], Y[:20], strict=True):
+            monitor.observe(x, y, 0.5, 0.0)
+        assert monitor.wait(timeout=30)
+        gate.clear()
+        for x, y in zip(X[20:100], Y[20:100], strict=True):
+            monitor.observe(x, y, 0.5, 0.0)
+        snap = monitor.snapshot()
+        assert snap["window_regret_stale"] == 1.0 and snap["window_regret_lag"] == 80.0
+        gate.set()
+        assert monitor.wait(timeout=30)
+        snap = monitor.snapshot()
+        assert snap["window_regret_stale"] == 0.0 and snap["window_regret_lag"] == 0.0
+    finally:
+        gate.set()
+        monitor.close(timeout=5)
