@@ -109,14 +109,21 @@ def test_poison_stream_dead_letters_and_scraped_metrics(
     thread.start()
     try:
         port = wait_until(lambda: runner.http and runner.http.port, 30, "metrics server")
+        # the counters move with each batch, the model's gauges with the next published
+        # snapshot: wait for both (a scrape between them saw model_version one batch behind)
         m = wait_until(
             lambda: (
                 (s := metrics(port)).get(("streammkl_records_consumed_total", (("topic", topic),)))
                 == len(stream)
+                and s.get(("streammkl_model_version", ())) == len(good)
+                and s.get(
+                    ("streammkl_consumer_lag_records", (("partition", "0"), ("topic", topic)))
+                )
+                == 0
                 and s
             ),
             60,
-            "all records consumed",
+            "all records consumed and the model's snapshot published",
         )
         assert http_get(port, "/readyz")[0] == 200
         assert m[("streammkl_records_learned_total", ())] == len(good)
