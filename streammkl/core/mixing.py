@@ -47,12 +47,18 @@ __all__ = ["MemberRound", "check_mixable", "merge"]
 @dataclass(frozen=True)
 class MemberRound:
     """One member's end of a round: its name, the examples it learned since the base, and its
-    state (``OnlineMKL.to_state()``)."""
+    state (``OnlineMKL.to_state()``).
+
+    ``since`` is the (meta, arrays) of the older base the member learned from when its round is
+    *stale* (it was late: the group merged that base's round without it); its delta
+    ``state - since`` is then added to the current base like the others' (bounded staleness).
+    ``None``: the member learned from the merge's base."""
 
     member: str
     examples: int
     meta: Mapping[str, Any]
     arrays: Mapping[str, np.ndarray]
+    since: tuple[Mapping[str, Any], Mapping[str, np.ndarray]] | None = None
 
 
 def check_mixable(model: OnlineMKL) -> None:
@@ -167,8 +173,9 @@ def merge(
     docstring). The result does not depend on the order of ``rounds``."""
     base = OnlineMKL.from_state(dict(base_meta), dict(base_arrays))
     check_mixable(base)
-    rounds = sorted(rounds, key=lambda r: r.member)
+    rounds = sorted(rounds, key=lambda r: (r.member, r.since is None))
     models = [OnlineMKL.from_state(dict(r.meta), dict(r.arrays)) for r in rounds]
+    olds = [OnlineMKL.from_state(dict(r.since[0]), dict(r.since[1])) for r in rounds if r.since]
     for r, model in zip(rounds, models, strict=True):
         if _config_key(r.meta) != _config_key(base_meta) or model.names != base.names:
             raise ValueError(
@@ -179,22 +186,23 @@ def merge(
             raise ValueError(f"member {r.member!r}: examples must be >= 0, got {r.examples}")
     if base.feature_keys == [] and not any(m.feature_keys for m in models):
         return base
-    target = _Target(base, models)
+    target = _Target(base, models + olds)
     ref = _Aligned(base_meta, base_arrays, target)
     aligned = [_Aligned(r.meta, r.arrays, target) for r in rounds]
+    refs = [ref if r.since is None else _Aligned(*r.since, target) for r in rounds]
     N = sum(r.examples for r in rounds)
     weights = [r.examples / N for r in rounds] if N > 0 else [0.0] * len(rounds)
 
     def weighted(attr: str) -> np.ndarray:
         out = getattr(ref, attr).copy()
-        for w, a in zip(weights, aligned, strict=True):
-            out += w * (getattr(a, attr) - getattr(ref, attr))
+        for w, a, r in zip(weights, aligned, refs, strict=True):
+            out += w * (getattr(a, attr) - getattr(r, attr))
         return out
 
     def added(attr: str) -> np.ndarray:
         out = getattr(ref, attr).copy()
-        for a in aligned:
-            out += getattr(a, attr) - getattr(ref, attr)
+        for a, r in zip(aligned, refs, strict=True):
+            out += getattr(a, attr) - getattr(r, attr)
         return out
 
     state = BlockState.empty(target.layout, target.n_outputs, 0, base.average, target.n_averages)
@@ -204,7 +212,7 @@ def merge(
     state.avg_loss[:] = weighted("avg_loss")
     state.avg_count[:] = float(base._state.avg_count[0]) + N if base._state is not None else N
     state.step_acc[:] = added("acc")
-    schedule_t = _merged_schedule_t(ref, aligned)
+    schedule_t = _merged_schedule_t(ref, aligned, refs)
     merged = OnlineMKL(**base.config())
     merged.feature_keys = list(target.keys)
     merged.n_outputs = target.n_outputs
@@ -220,11 +228,15 @@ def merge(
     return merged
 
 
-def _merged_schedule_t(ref: _Aligned, aligned: Sequence[_Aligned]) -> int:
-    """Rounds since the schedule's (re)start: the base's plus every member's, or, where a
-    member restarted during the round, that member's count since its restart."""
-    restarted = [a.schedule_t for a in aligned if a.schedule_t < ref.schedule_t]
-    grown = sum(a.schedule_t - ref.schedule_t for a in aligned if a.schedule_t >= ref.schedule_t)
+def _merged_schedule_t(
+    ref: _Aligned, aligned: Sequence[_Aligned], refs: Sequence[_Aligned]
+) -> int:
+    """Rounds since the schedule's (re)start: the base's plus every member's (counted from the
+    base it learned from), or, where a member restarted during the round, that member's count
+    since its restart."""
+    pairs = list(zip(aligned, refs, strict=True))
+    restarted = [a.schedule_t for a, r in pairs if a.schedule_t < r.schedule_t]
+    grown = sum(a.schedule_t - r.schedule_t for a, r in pairs if a.schedule_t >= r.schedule_t)
     if restarted:
         return max(restarted) + grown
     return ref.schedule_t + grown
