@@ -168,9 +168,14 @@ def merge(
     base_meta: Mapping[str, Any],
     base_arrays: Mapping[str, np.ndarray],
     rounds: Sequence[MemberRound],
+    stats: dict[str, float] | None = None,
 ) -> OnlineMKL:
     """The next base: the merged model of the members' rounds from this base (see the module's
-    docstring). The result does not depend on the order of ``rounds``."""
+    docstring). The result does not depend on the order of ``rounds``.
+
+    ``stats``, if given, receives ``delta_norm`` (the norm of the example-weighted mean change of
+    theta, before the prox), ``active_before`` and ``active_after`` (blocks with a non-zero
+    norm before and after the prox)."""
     base = OnlineMKL.from_state(dict(base_meta), dict(base_arrays))
     check_mixable(base)
     rounds = sorted(rounds, key=lambda r: (r.member, r.since is None))
@@ -220,11 +225,19 @@ def merge(
     merged.t = base.t + N
     merged.schedule.t = schedule_t
     merged._layout, merged._state = target.layout, state
+    theta = weighted("theta")
+    before = _block_norms(target.layout, theta) > 0
     if isinstance(merged.schedule, schedules_mod.FTRL):
-        _ftrl_theta(merged, added("stored"))
+        stored = added("stored")
+        before = _block_norms(target.layout, stored) > 0
+        _ftrl_theta(merged, stored)
     else:
-        _prox_theta(merged, weighted("theta"))
+        _prox_theta(merged, theta)
     merged._refresh_args()
+    if stats is not None:
+        stats["delta_norm"] = float(np.linalg.norm(theta - ref.theta))
+        stats["active_before"] = int(before.sum())
+        stats["active_after"] = int((np.asarray(merged.block_norms) > 0).sum())
     return merged
 
 

@@ -337,6 +337,25 @@ class ReloadSettings(_Section):
     force: bool = False
 
 
+class MixingSettings(_Section):
+    """Scale-out (docs/scale-out.md): the members of a consumer group train ONE model by
+    iterative parameter mixing through a compacted ``topic``. Off: each member learns its own
+    model from its partitions."""
+
+    enabled: bool = False
+    topic: str = "streammkl.mix"
+    #: K: a member ends a round after learning this many examples (and at every rebalance and
+    #: clean shutdown); the others end theirs when they see it. Small K: fresher models, more
+    #: merges (each costs a publish, a wait and a prox); large K: staler members.
+    every_records: int = Field(default=20_000, ge=1)
+    #: This member's name in the group, stable across restarts (default: ``kafka.client_id``
+    #: and the host name).
+    member: str | None = Field(default=None, min_length=1, max_length=200)
+    #: How long a member that ended its round waits for the others before the round is closed
+    #: without them (they are named in the log and the metrics, and join the next round).
+    round_timeout_seconds: float = Field(default=30.0, gt=0)
+
+
 class Settings(_Section):
     """All daemon settings (frozen; secrets are :class:`pydantic.SecretStr`)."""
 
@@ -349,6 +368,7 @@ class Settings(_Section):
     run: RunSettings = Field(default_factory=RunSettings)
     learner: LearnerSpec = Field(default_factory=LearnerSpec)
     monitor: MonitorSettings = Field(default_factory=MonitorSettings)
+    mixing: MixingSettings = Field(default_factory=MixingSettings)
 
 
 # -- layering ---------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from streammkl.daemon.checkpoint import (
     read_key,
 )
 from streammkl.daemon.config import ConfigError, Settings
+from streammkl.daemon.group import GroupMember
 from streammkl.daemon.health import HealthServer
 from streammkl.daemon.inflight import InflightMarker
 from streammkl.daemon.kafka_security import kafka_python_options
@@ -164,6 +165,12 @@ class Runner(PrequentialStep):
             self.metrics.rejected.labels(reason)
         r = settings.records
         self._classes = frozenset(r.classes) if r.classes is not None else None
+        # -- mixing group (streammkl.daemon.group) ---------------------------------------------
+        self.group: GroupMember | None = None
+        if settings.mixing.enabled:
+            self.group = GroupMember(settings, self.metrics.registry)
+            self.source.on_assign = lambda assigned: self.group.catch_up(assigned, self.offsets)  # type: ignore[union-attr]
+        # -- end mixing group ----------------------------------------------------------------------
 
     def _set_learner(self, learner: Any) -> None:
         self.learner = learner
@@ -372,6 +379,17 @@ class Runner(PrequentialStep):
 
     def _on_revoke(self) -> None:
         self.checkpoint("revocation")
+        self._group_hook("on_revoke")
+
+    def _group_hook(self, hook: str) -> None:
+        """Run a mixing-group hook (:class:`GroupMember`) on the drained learner."""
+        if self.group is None:
+            return
+        self._drain()
+        before = self.group.round
+        getattr(self.group, hook)(self.learner, self.offsets)
+        if self.group.round != before:  # a merged model was adopted
+            self._dirty = self._view_stale = True
 
     def _on_reset(self, topic: str, partition: int, old: int, new: int) -> None:
         self.counters["offset_resets"] += 1
@@ -485,6 +503,7 @@ class Runner(PrequentialStep):
                 )
             except Exception as exc:  # unreachable broker: sends are retried later anyway
                 log.warning("could not check/create the output topics %s: %s", outputs, exc)
+        self._group_hook("join")
         self.sink.start()
         self.source.start()
         self._tune_gc()
@@ -534,12 +553,16 @@ class Runner(PrequentialStep):
             self._assignments_seen = self.source.assignment_changes
             self._last_arrival = now  # the idle clock starts with the partitions
         self.work_started = now
+        if self.group is not None:
+            self._group_hook("before_batch")
         if batch:
             self.process(batch)
             self._last_arrival = time.monotonic()  # idle counts from the end of the work
         else:
             self._drain()  # nothing new: finish what is in flight now ...
             self._publish()  # ... and publish the model its counts describe, before any flush
+        if self.group is not None:
+            self._group_hook("after_batch")
         self.work_started = None
         self._timeout_ms = 0 if len(batch) == k.max_poll_records else k.poll_timeout_ms
         self.sink.poll()
@@ -578,6 +601,8 @@ class Runner(PrequentialStep):
         """Final checkpoint, sink flushed, consumer closed; ``clean=False`` when an exception
         ends the loop (the marker then tells the next start, as for a crash)."""
         try:
+            if clean and self.group is not None:
+                self._group_hook("leave")
             self.checkpoint("shutdown", force=bool(self.sink.pending))
             left = self.sink.close(timeout=1.0)
             if left:

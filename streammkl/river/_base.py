@@ -210,6 +210,15 @@ class MKLMixin:
         learner._restore_extra(meta["extra"])
         return learner
 
+    def declare_features(self, names: Sequence[str]) -> None:
+        """Give inputs their columns before they are met (creating the core model if there is
+        none yet), so that learners that must agree on them (a group's base) do."""
+        new = self._features.new_names(dict.fromkeys(names, 0.0))
+        if self._model is None:
+            self._model = self._make_model()
+        self._model.declare_features(new)
+        self._features.add(new)
+
     def load_state(self, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
         """Replace this learner's model by a saved state, in place (code holding the learner
         sees the new model). The state must be of this class and hold the same parameters

@@ -1,0 +1,289 @@
+"""Group mode: the members of a consumer group train ONE model by iterative parameter mixing.
+
+Each member learns locally from its partitions. A round ends (:meth:`GroupMember.after_batch`)
+when the member has learned ``mixing.every_records`` examples since the round's base, when it
+sees another member's delta for its round, at a rebalance (:meth:`GroupMember.on_revoke`) and at
+a clean shutdown (:meth:`GroupMember.leave`): it publishes its state and count to the mix topic
+(:mod:`streammkl.daemon.group_topic`), waits until every expected member has published or
+``mixing.round_timeout_seconds`` passed (then it closes the round without the late ones, who join
+the next round), and adopts the merged model that every member computes alike from the log
+(:mod:`streammkl.daemon.group_log`), together with the group's offsets.
+
+Exactly once, without Kafka transactions: the log is the group's checkpoint. A member's learned
+records count once they are in a published delta (keyed by (round, member), deduplicated by
+readers); a partition's next owner starts where the last published delta ended; a member that
+restarts adopts the log's model and offsets and drops what it had not published, which the
+partition's owner learns again. So Σ examples in the merged model = records learned, whatever
+was killed when.
+
+The daemon loop calls five hooks (``join``, ``before_batch``, ``after_batch``, ``on_revoke``,
+``catch_up``, ``leave``); the single-member path runs none of this code.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+from collections.abc import Callable
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from streammkl.daemon.config import ConfigError, Settings
+from streammkl.daemon.group_log import GroupLog, RoundResult, check_group_learner
+from streammkl.daemon.group_topic import MixRecord, MixTopic, create_mix_topic
+
+log = logging.getLogger(__name__)
+
+TP = tuple[str, int]
+#: Seconds between reads of the mix topic while learning (a trigger is seen that late at most).
+READ_EVERY = 0.1
+
+
+class GroupMetrics:
+    """The group's Prometheus metrics, declared once on the daemon's registry."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        r = registry
+        self.round = Gauge("streammkl_mix_round", "The open mixing round", registry=r)
+        self.members = Gauge(
+            "streammkl_mix_members", "Members the open round waits for", registry=r
+        )
+        self.rounds = Counter("streammkl_mix_rounds", "Mixing rounds merged", registry=r)
+        self.late = Counter(
+            "streammkl_mix_late_members", "Members a round closed without (timeout)", registry=r
+        )
+        self.staleness = Gauge(
+            "streammkl_mix_staleness_rounds",
+            "Largest staleness (rounds) of a delta in the last merge",
+            registry=r,
+        )
+        self.delta_norm = Gauge(
+            "streammkl_mix_delta_norm",
+            "Norm of the example-weighted mean change of the last merge (before the prox)",
+            registry=r,
+        )
+        self.merge_seconds = Histogram(
+            "streammkl_mix_merge_seconds", "Time to merge one round",
+            buckets=(1e-3, 5e-3, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0), registry=r,
+        )  # fmt: skip
+        self.wait_seconds = Histogram(
+            "streammkl_mix_wait_seconds", "Time from a member's publish to its round's close",
+            buckets=(0.01, 0.05, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0), registry=r,
+        )  # fmt: skip
+        self.active = Gauge(
+            "streammkl_mix_active_blocks",
+            "Blocks with a non-zero norm in the last merge, before and after the prox",
+            ["stage"],
+            registry=r,
+        )
+        self.examples = Gauge(
+            "streammkl_mix_examples", "Examples in the merged model (all members)", registry=r
+        )
+
+    def merged(self, res: RoundResult, members: int) -> None:
+        self.rounds.inc()
+        self.round.set(res.round + 1)
+        self.members.set(members)
+        self.late.inc(len(res.late))
+        self.staleness.set(max((s for _, s in res.stale), default=0))
+        self.delta_norm.set(res.delta_norm)
+        self.merge_seconds.observe(res.seconds)
+        self.active.labels("before_prox").set(res.active_before)
+        self.active.labels("after_prox").set(res.active_after)
+
+
+def member_name(settings: Settings) -> str:
+    return settings.mixing.member or f"{settings.kafka.client_id}@{socket.gethostname()}"
+
+
+class GroupMember:
+    """One member's side of the protocol (see the module docstring)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        registry: CollectorRegistry,
+        topic_factory: Callable[..., MixTopic] = MixTopic,
+    ) -> None:
+        if settings.kafka.assignment != "group":
+            raise ConfigError(
+                "mixing.enabled needs kafka.assignment = 'group' (members split the partitions)"
+            )
+        if settings.learner.task != "classification":
+            raise ConfigError("mixing groups learn classification models only (for now)")
+        if not settings.records.classes:
+            raise ConfigError(
+                "mixing groups need records.classes (every member must map labels to the same "
+                "outputs, in the same order)"
+            )
+        self.settings = settings
+        self.name = member_name(settings)
+        self.K = settings.mixing.every_records
+        self.timeout = settings.mixing.round_timeout_seconds
+        self.metrics = GroupMetrics(registry)
+        self._topic_factory = topic_factory
+        self.topic: MixTopic | None = None
+        self.log = GroupLog()
+        self.round = -1  # the round of the base the learner derives from
+        self.base_examples = 0  # the learner's core count at that base
+        self.published = False
+        self.published_at = 0.0
+        self.digests: dict[int, str] = {}  # round -> digest of the base adopted
+        self._read_at = 0.0
+
+    # -- the log --------------------------------------------------------------------------------
+
+    def _apply(self, records: list[MixRecord]) -> None:
+        for rec in records:
+            res = self.log.apply(rec)
+            if res is not None:
+                self.metrics.merged(res, len(self.log.members))
+                if res.late:
+                    log.warning("round %d closed without %s (late)", res.round, list(res.late))
+                log.info(
+                    "round %d merged: %d examples from %s%s, digest %s, %.1f ms", res.round,
+                    res.examples, list(res.members),
+                    f" + stale {list(res.stale)}" if res.stale else "", res.digest[:12],
+                    res.seconds * 1e3,
+                )  # fmt: skip
+
+    def _read(self, timeout_ms: int = 0) -> None:
+        assert self.topic is not None
+        self._apply(self.topic.read(timeout_ms))
+        self._read_at = time.monotonic()
+
+    def _publish(self, rec: MixRecord) -> None:
+        assert self.topic is not None
+        self.topic.publish(rec)
+
+    # -- the learner ----------------------------------------------------------------------------
+
+    def _learned(self, learner: Any) -> int:
+        return int(learner.n_learned) - self.base_examples
+
+    def _adopt(self, learner: Any, offsets: dict[TP, int]) -> None:
+        """Make the learner the group's latest base and the offsets the group's frontier."""
+        assert self.log.base is not None
+        learner.load_state(*self.log.base)
+        self.round = self.log.round
+        self.base_examples = int(learner.n_learned)
+        self.published = False
+        for key, offset in self.log.frontier.items():
+            topic, _, part = key.rpartition("/")
+            offsets[(topic, int(part))] = offset
+        digest = learner.digest()
+        if digest != self.log.digest:  # the learner must hold exactly the merged model
+            raise RuntimeError(f"adopted round {self.round} but digest {digest} differs")
+        self.digests[self.round] = digest
+        self.metrics.round.set(self.round)
+        self.metrics.examples.set(self.log.examples)
+
+    def _delta(self, learner: Any, offsets: dict[TP, int]) -> MixRecord:
+        return MixRecord(
+            "delta", self.round, self.name, examples=self._learned(learner),
+            offsets={f"{t}/{p}": o for (t, p), o in offsets.items()},
+            state=learner.to_state(), sent=time.time(), base_digest=self.digests[self.round],
+        )  # fmt: skip
+
+    # -- hooks ----------------------------------------------------------------------------------
+
+    def join(self, learner: Any, offsets: dict[TP, int]) -> None:
+        """Connect, read the log, found round 0 if the log is empty, adopt the group's model and
+        offsets (a restarted member drops what it had not published) and say hello."""
+        k = self.settings.kafka
+        topic = self.settings.mixing.topic
+        if k.create_topics:
+            create_mix_topic(k, topic)
+        self.topic = self._topic_factory(k, topic)
+        self._apply(self.topic.read_to_end())
+        if self.log.base is None:  # a new group starts from an empty model
+            fresh = learner.clone()
+            fresh.declare_classes(list(self.settings.records.classes or ()))
+            fresh.declare_features([])  # the core model exists: every member shares it
+            state = fresh.to_state()
+            check_group_learner(state)
+            self._publish(MixRecord("base", 0, self.name, state=state, sent=time.time()))
+            while self.log.base is None:
+                self._apply(self.topic.read_to_end())
+        check_group_learner(self.log.base)  # type: ignore[arg-type]
+        offsets.clear()  # the group's frontier, not this member's unpublished progress
+        self._adopt(learner, offsets)
+        self.published = self.log.has_delta(self.round, self.name)  # published before a crash
+        self.published_at = time.monotonic()
+        self._publish(MixRecord("hello", self.round, self.name, sent=time.time()))
+        log.info("joined the mixing group as %s at round %d", self.name, self.round)
+
+    def catch_up(self, assigned: list[Any], offsets: dict[TP, int]) -> None:
+        """Before an assignment: read the log, so that every assigned partition starts at the
+        frontier (its previous owner published its delta when the partition was revoked), or
+        at its first offset if the group never learned from it (never at a committed offset:
+        a member may have committed progress it never published)."""
+        assert self.topic is not None
+        self._apply(self.topic.read_to_end())
+        for tp in assigned:
+            offsets[(tp.topic, tp.partition)] = self.log.frontier.get(
+                f"{tp.topic}/{tp.partition}", 0
+            )
+
+    def on_revoke(self, learner: Any, offsets: dict[TP, int]) -> None:
+        """Partitions are taken away: end the round now (publish; the wait comes later)."""
+        if not self.published:
+            self._publish(self._delta(learner, offsets))
+            self.published, self.published_at = True, time.monotonic()
+
+    def before_batch(self, learner: Any, offsets: dict[TP, int]) -> None:
+        """Before learning: finish a round this member published, or adopt a newer base (after
+        publishing, late, what it learned since its own)."""
+        if time.monotonic() - self._read_at >= READ_EVERY or self.published:
+            self._read()
+        if self.published:
+            self._wait_close(learner, offsets)
+        elif self.log.round > self.round:
+            if self._learned(learner) > 0:
+                self._publish(self._delta(learner, offsets))  # stale: merged next round
+            self._adopt(learner, offsets)
+
+    def after_batch(self, learner: Any, offsets: dict[TP, int]) -> None:
+        """After learning: end the round after K examples or when another member did."""
+        if self.published:
+            return
+        triggered = self.log.fresh() - {self.name}
+        if self._learned(learner) >= self.K or triggered:
+            self._publish(self._delta(learner, offsets))
+            self.published, self.published_at = True, time.monotonic()
+            self._wait_close(learner, offsets)
+
+    def _wait_close(self, learner: Any, offsets: dict[TP, int]) -> None:
+        """Wait until the round closes (closing it when complete or on timeout); adopt."""
+        assert self.topic is not None
+        r = self.round
+        closed_by_me = False
+        while self.log.round <= r:
+            if not closed_by_me and (
+                self.log.complete() or time.monotonic() - self.published_at > self.timeout
+            ):
+                late = tuple(sorted(self.log.members - self.log.fresh()))
+                self._publish(MixRecord("close", r, self.name, late=late, sent=time.time()))
+                closed_by_me = True
+            self._read(timeout_ms=50)
+        self.metrics.wait_seconds.observe(time.monotonic() - self.published_at)
+        self._adopt(learner, offsets)
+
+    def leave(self, learner: Any, offsets: dict[TP, int]) -> None:
+        """Clean shutdown: end the round (so nothing learned is lost), then say bye."""
+        if self.topic is None:
+            return
+        try:
+            self._read()
+            if self.log.round > self.round:
+                self.before_batch(learner, offsets)
+            if not self.published:
+                self._publish(self._delta(learner, offsets))
+                self.published, self.published_at = True, time.monotonic()
+            self._wait_close(learner, offsets)
+            self._publish(MixRecord("bye", self.round, self.name, sent=time.time()))
+        finally:
+            self.topic.close()
+            self.topic = None
