@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import _table  # noqa: E402
+import _table
 
 
 def _consume_all(bootstrap: str, topic: str, isolation: str, timeout: float = 8.0) -> list:

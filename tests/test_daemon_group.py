@@ -15,12 +15,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from prometheus_client import CollectorRegistry
 
 from streammkl.core import kernels
 from streammkl.daemon.config import ConfigError, load_settings
 from streammkl.daemon.group import GroupMember
 from streammkl.daemon.group_log import GroupLog, check_group_learner, learner_digest
 from streammkl.daemon.group_topic import MixRecord, MixTopic, decode, encode
+from streammkl.daemon.metrics import GroupMetrics
 from streammkl.river import MKLClassifier
 from tests.daemon_kafka import create_topic, daemon_argv, inspect, produce, start_daemon, unique
 
@@ -131,10 +133,12 @@ def test_group_mode_refuses_what_it_cannot_merge():
         ({"mixing.enabled": True, "kafka.assignment": "all"}, "assignment"),
     ]:
         with pytest.raises(ConfigError, match=match):
-            GroupMember(load_settings(env={}, overrides=overrides), registry=None)  # type: ignore[arg-type]
+            settings = load_settings(env={}, overrides=overrides)
+            GroupMember(settings, GroupMetrics(CollectorRegistry()))
 
 
 # -- end to end, real broker ---------------------------------------------------------------------
+
 
 def _produce(bootstrap: str, topic: str, n: int, seed: int, partitions: int) -> None:
     create_topic(bootstrap, topic, partitions)

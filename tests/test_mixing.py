@@ -183,3 +183,18 @@ def test_a_stale_round_adds_its_delta_from_its_own_base():
     want = theta(base1) + 0.5 * (theta(state(fresh)) - theta(base1))
     want += 0.5 * (theta(state(late)) - theta(base0))
     np.testing.assert_allclose(theta(merged), want, rtol=1e-12)
+
+
+def test_dual_mean_averages_the_increments_instead_of_adding_them():
+    cfg = dict(kernels=BANK, loss=losses.Logistic(), **CONFIGS["ftrl"])
+    base = OnlineMKL(**cfg)
+    X, Y = _stream(200, 7)
+    base.learn_many(X[:50], Y[:50])
+    two = _rounds(base, [(X[50:110], Y[50:110]), (X[110:], Y[110:])])
+    merged = merge(*base.to_state(), two, dual="mean")
+    acc = [OnlineMKL.from_state(r.meta, r.arrays).gradient_sq_sums for r in two]
+    g0 = base.gradient_sq_sums
+    want = g0 + 0.4 * (acc[0] - g0) + 0.6 * (acc[1] - g0)
+    np.testing.assert_allclose(merged.gradient_sq_sums, want, rtol=1e-12)
+    assert merged.t == base.t + 150  # examples still count once each
+    assert merged.schedule.t == base.schedule.t + 78  # 0.4 * 60 + 0.6 * 90

@@ -169,13 +169,23 @@ def merge(
     base_arrays: Mapping[str, np.ndarray],
     rounds: Sequence[MemberRound],
     stats: dict[str, float] | None = None,
+    dual: str = "sum",
 ) -> OnlineMKL:
     """The next base: the merged model of the members' rounds from this base (see the module's
     docstring). The result does not depend on the order of ``rounds``.
 
     ``stats``, if given, receives ``delta_norm`` (the norm of the example-weighted mean change of
     theta, before the prox), ``active_before`` and ``active_after`` (blocks with a non-zero
-    norm before and after the prox)."""
+    norm before and after the prox).
+
+    ``dual="mean"`` averages (example-weighted) the FTRL dual increments, the squared-gradient
+    sums and the schedule's round counts instead of adding them: the members then count as one
+    learner that took their mean steps (mini-batch-like). Adding ("sum", the default) makes the
+    merged model the learner that took all the examples' gradients, which is best while rounds
+    are short; averaging is steadier when rounds are long (members' gradients, taken from the
+    same stale base, repeat each other) — measured in benchmarks/results/scale_out.md."""
+    if dual not in ("sum", "mean"):
+        raise ValueError(f"dual must be 'sum' or 'mean', got {dual!r}")
     base = OnlineMKL.from_state(dict(base_meta), dict(base_arrays))
     check_mixable(base)
     rounds = sorted(rounds, key=lambda r: (r.member, r.since is None))
@@ -216,8 +226,9 @@ def merge(
     state.avg_bias[:] = weighted("avg_bias")
     state.avg_loss[:] = weighted("avg_loss")
     state.avg_count[:] = float(base._state.avg_count[0]) + N if base._state is not None else N
-    state.step_acc[:] = added("acc")
-    schedule_t = _merged_schedule_t(ref, aligned, refs)
+    mean = dual == "mean"
+    state.step_acc[:] = weighted("acc") if mean else added("acc")
+    schedule_t = _merged_schedule_t(ref, aligned, refs, weights if mean else None)
     merged = OnlineMKL(**base.config())
     merged.feature_keys = list(target.keys)
     merged.n_outputs = target.n_outputs
@@ -228,7 +239,7 @@ def merge(
     theta = weighted("theta")
     before = _block_norms(target.layout, theta) > 0
     if isinstance(merged.schedule, schedules_mod.FTRL):
-        stored = added("stored")
+        stored = weighted("stored") if mean else added("stored")
         before = _block_norms(target.layout, stored) > 0
         _ftrl_theta(merged, stored)
     else:
@@ -242,14 +253,21 @@ def merge(
 
 
 def _merged_schedule_t(
-    ref: _Aligned, aligned: Sequence[_Aligned], refs: Sequence[_Aligned]
+    ref: _Aligned,
+    aligned: Sequence[_Aligned],
+    refs: Sequence[_Aligned],
+    weights: Sequence[float] | None = None,
 ) -> int:
     """Rounds since the schedule's (re)start: the base's plus every member's (counted from the
     base it learned from), or, where a member restarted during the round, that member's count
     since its restart."""
     pairs = list(zip(aligned, refs, strict=True))
+    ws = [1.0] * len(pairs) if weights is None else list(weights)
     restarted = [a.schedule_t for a, r in pairs if a.schedule_t < r.schedule_t]
-    grown = sum(a.schedule_t - r.schedule_t for a, r in pairs if a.schedule_t >= r.schedule_t)
+    grown = round(
+        sum(w * (a.schedule_t - r.schedule_t)
+            for w, (a, r) in zip(ws, pairs, strict=True) if a.schedule_t >= r.schedule_t)
+    )  # fmt: skip
     if restarted:
         return max(restarted) + grown
     return ref.schedule_t + grown

@@ -354,6 +354,9 @@ class MixingSettings(_Section):
     #: How long a member that ended its round waits for the others before the round is closed
     #: without them (they are named in the log and the metrics, and join the next round).
     round_timeout_seconds: float = Field(default=30.0, gt=0)
+    #: How FTRL's dual increments (and AdaGrad's sums) merge: added ("sum": the merged model took
+    #: every example's gradient) or example-weighted averaged ("mean": steadier for long rounds).
+    dual: Literal["sum", "mean"] = "sum"
 
 
 class Settings(_Section):

@@ -28,70 +28,16 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-
 from streammkl.daemon.config import ConfigError, Settings
-from streammkl.daemon.group_log import GroupLog, RoundResult, check_group_learner
+from streammkl.daemon.group_log import GroupLog, check_group_learner
 from streammkl.daemon.group_topic import MixRecord, MixTopic, create_mix_topic
+from streammkl.daemon.metrics import GroupMetrics
 
 log = logging.getLogger(__name__)
 
 TP = tuple[str, int]
 #: Seconds between reads of the mix topic while learning (a trigger is seen that late at most).
 READ_EVERY = 0.1
-
-
-class GroupMetrics:
-    """The group's Prometheus metrics, declared once on the daemon's registry."""
-
-    def __init__(self, registry: CollectorRegistry) -> None:
-        r = registry
-        self.round = Gauge("streammkl_mix_round", "The open mixing round", registry=r)
-        self.members = Gauge(
-            "streammkl_mix_members", "Members the open round waits for", registry=r
-        )
-        self.rounds = Counter("streammkl_mix_rounds", "Mixing rounds merged", registry=r)
-        self.late = Counter(
-            "streammkl_mix_late_members", "Members a round closed without (timeout)", registry=r
-        )
-        self.staleness = Gauge(
-            "streammkl_mix_staleness_rounds",
-            "Largest staleness (rounds) of a delta in the last merge",
-            registry=r,
-        )
-        self.delta_norm = Gauge(
-            "streammkl_mix_delta_norm",
-            "Norm of the example-weighted mean change of the last merge (before the prox)",
-            registry=r,
-        )
-        self.merge_seconds = Histogram(
-            "streammkl_mix_merge_seconds", "Time to merge one round",
-            buckets=(1e-3, 5e-3, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0), registry=r,
-        )  # fmt: skip
-        self.wait_seconds = Histogram(
-            "streammkl_mix_wait_seconds", "Time from a member's publish to its round's close",
-            buckets=(0.01, 0.05, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0), registry=r,
-        )  # fmt: skip
-        self.active = Gauge(
-            "streammkl_mix_active_blocks",
-            "Blocks with a non-zero norm in the last merge, before and after the prox",
-            ["stage"],
-            registry=r,
-        )
-        self.examples = Gauge(
-            "streammkl_mix_examples", "Examples in the merged model (all members)", registry=r
-        )
-
-    def merged(self, res: RoundResult, members: int) -> None:
-        self.rounds.inc()
-        self.round.set(res.round + 1)
-        self.members.set(members)
-        self.late.inc(len(res.late))
-        self.staleness.set(max((s for _, s in res.stale), default=0))
-        self.delta_norm.set(res.delta_norm)
-        self.merge_seconds.observe(res.seconds)
-        self.active.labels("before_prox").set(res.active_before)
-        self.active.labels("after_prox").set(res.active_after)
 
 
 def member_name(settings: Settings) -> str:
@@ -104,7 +50,7 @@ class GroupMember:
     def __init__(
         self,
         settings: Settings,
-        registry: CollectorRegistry,
+        metrics: GroupMetrics,
         topic_factory: Callable[..., MixTopic] = MixTopic,
     ) -> None:
         if settings.kafka.assignment != "group":
@@ -122,10 +68,10 @@ class GroupMember:
         self.name = member_name(settings)
         self.K = settings.mixing.every_records
         self.timeout = settings.mixing.round_timeout_seconds
-        self.metrics = GroupMetrics(registry)
+        self.metrics = metrics
         self._topic_factory = topic_factory
         self.topic: MixTopic | None = None
-        self.log = GroupLog()
+        self.log = GroupLog(dual=settings.mixing.dual)
         self.round = -1  # the round of the base the learner derives from
         self.base_examples = 0  # the learner's core count at that base
         self.published = False
@@ -207,7 +153,7 @@ class GroupMember:
             self._publish(MixRecord("base", 0, self.name, state=state, sent=time.time()))
             while self.log.base is None:
                 self._apply(self.topic.read_to_end())
-        check_group_learner(self.log.base)  # type: ignore[arg-type]
+        check_group_learner(self.log.base)
         offsets.clear()  # the group's frontier, not this member's unpublished progress
         self._adopt(learner, offsets)
         self.published = self.log.has_delta(self.round, self.name)  # published before a crash

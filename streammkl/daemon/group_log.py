@@ -66,7 +66,7 @@ def core_state(state: State) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
 
 def check_group_learner(state: State) -> None:
     """Raise a clear ValueError if a learner state cannot be the base of a group."""
-    meta, arrays = state
+    meta = state[0]
     if meta.get("format") is None or "core" not in meta:
         raise ValueError("mixing groups need a streammkl river learner (MKLClassifier)")
     if meta["core"] is not None:
@@ -83,6 +83,7 @@ def check_group_learner(state: State) -> None:
 class GroupLog:
     """The fold of a mix topic (see the module docstring)."""
 
+    dual: str = "sum"  # how FTRL's dual increments merge (core.mixing.merge)
     round: int = -1  # the open round (-1: no base yet)
     base: State | None = None
     digest: str = ""
@@ -180,7 +181,7 @@ class GroupLog:
     def _merged(self, rounds: list[MemberRound], stats: dict[str, float]) -> State:
         """The merged learner state: the base learner's with the merged core."""
         assert self.base is not None
-        merged = merge(*core_state(self.base), rounds, stats)
+        merged = merge(*core_state(self.base), rounds, stats, dual=self.dual)
         core_meta, arrays = merged.to_state()
         out = dict(self.base[0])
         out["core"] = core_meta

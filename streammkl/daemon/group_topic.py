@@ -70,7 +70,8 @@ def encode(rec: MixRecord) -> tuple[bytes, bytes]:
     """(key, value) of a record."""
     head = {
         "kind": rec.kind, "round": rec.round, "member": rec.member, "examples": rec.examples,
-        "offsets": dict(rec.offsets), "late": list(rec.late), "sent": rec.sent, "base_digest": rec.base_digest,
+        "offsets": dict(rec.offsets), "late": list(rec.late), "sent": rec.sent,
+        "base_digest": rec.base_digest,
         "meta": None if rec.state is None else rec.state[0],
     }  # fmt: skip
     payload = {"__head__": np.frombuffer(json.dumps(head).encode(), dtype=np.uint8)}

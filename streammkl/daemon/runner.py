@@ -168,7 +168,7 @@ class Runner(PrequentialStep):
         # -- mixing group (streammkl.daemon.group) ---------------------------------------------
         self.group: GroupMember | None = None
         if settings.mixing.enabled:
-            self.group = GroupMember(settings, self.metrics.registry)
+            self.group = GroupMember(settings, self.metrics.mix)
             self.source.on_assign = lambda assigned: self.group.catch_up(assigned, self.offsets)  # type: ignore[union-attr]
         # -- end mixing group ----------------------------------------------------------------------
 
