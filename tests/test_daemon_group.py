@@ -89,6 +89,7 @@ def test_replays_change_nothing_and_every_reader_gets_the_same_model():
     assert first.round == second.round == 1
     assert first.digest == second.digest and first.examples == second.examples == 250
     assert second.duplicates == 3 and second.mismatches == []
+    assert len(first.results) == 1  # closed by b's delta (all published); the close is a no-op
     assert first.frontier == {"t/0": 100, "t/1": 150}
     res = first.results[0]
     assert res.members == ("a", "b") and res.late == () and res.active_after <= res.active_before
@@ -110,8 +111,7 @@ def test_a_late_member_is_merged_next_round_and_nothing_is_counted_twice():
     log.apply(_delta(base1, 1, "a", X[200:300], Y[200:300]))
     assert log.members == {"a", "b"}  # b is back: its stale delta waits for the next close
     assert log.fresh() == {"a"} and not log.complete()  # ... and round 1 waits for b
-    log.apply(_delta(base1, 1, "b", X[300:400], Y[300:400]))
-    res1 = log.apply(MixRecord("close", 1, "b"))
+    res1 = log.apply(_delta(base1, 1, "b", X[300:400], Y[300:400]))  # complete: closes
     assert res1 is not None and res1.stale == (("b", 1),) and set(res1.members) == {"a", "b"}
     assert log.examples == 400 and log.mismatches == []
     stranger = _delta(_base(), 2, "c", X[:10], Y[:10])

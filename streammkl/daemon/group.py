@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 
 TP = tuple[str, int]
 #: Seconds between reads of the mix topic while learning (a trigger is seen that late at most).
-READ_EVERY = 0.1
+READ_EVERY = 0.05
 
 
 def member_name(settings: Settings) -> str:
@@ -191,6 +191,10 @@ class GroupMember:
                 self._publish(self._delta(learner, offsets))  # stale: merged next round
             self._adopt(learner, offsets)
 
+    def room(self, learner: Any, limit: int) -> int:
+        """How many records the next batch may take so that the round ends at K examples."""
+        return max(1, min(limit, self.K - self._learned(learner)))
+
     def after_batch(self, learner: Any, offsets: dict[TP, int]) -> None:
         """After learning: end the round after K examples or when another member did."""
         if self.published:
@@ -202,14 +206,13 @@ class GroupMember:
             self._wait_close(learner, offsets)
 
     def _wait_close(self, learner: Any, offsets: dict[TP, int]) -> None:
-        """Wait until the round closes (closing it when complete or on timeout); adopt."""
+        """Wait until the round closes (all expected members published, or this member closes
+        it after the timeout); adopt the merged model."""
         assert self.topic is not None
         r = self.round
         closed_by_me = False
         while self.log.round <= r:
-            if not closed_by_me and (
-                self.log.complete() or time.monotonic() - self.published_at > self.timeout
-            ):
+            if not closed_by_me and time.monotonic() - self.published_at > self.timeout:
                 late = tuple(sorted(self.log.members - self.log.fresh()))
                 self._publish(MixRecord("close", r, self.name, late=late, sent=time.time()))
                 closed_by_me = True

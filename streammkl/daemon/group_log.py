@@ -9,7 +9,9 @@ offsets:
   next ``close``; it moves the *frontier* (the next offset of every input partition the group
   has learned up to, its maximum over all deltas), so the next owner of a partition starts
   where its previous owner's last published delta ended, and nothing is learned twice;
-- the first ``close`` of the open round r merges every kept delta: those of round r (fresh) and
+- the open round r closes as soon as every expected member has a delta for it, or at its first
+  ``close`` record (written by a member that waited ``round_timeout_seconds``); closing merges
+  every kept delta: those of round r (fresh) and
   those of earlier rounds that came after their round's close (stale, merged from their own
   base: bounded staleness) — :func:`streammkl.core.mixing.merge`, the example-weighted delta
   merge followed by the prox — and opens round r + 1;
@@ -126,6 +128,8 @@ class GroupLog:
             self.members.add(rec.member)
         elif rec.kind == "bye":
             self.members.discard(rec.member)
+            if self.fresh() and self.complete():
+                return self._close()
         elif rec.kind == "delta":
             self.members.add(rec.member)
             want = self.digests.get(rec.round)
@@ -134,6 +138,8 @@ class GroupLog:
             for tp, offset in rec.offsets.items():
                 self.frontier[tp] = max(self.frontier.get(tp, 0), offset)
             self.pending[(rec.round, rec.member)] = rec
+            if rec.round == self.round and self.complete():
+                return self._close()
         elif rec.kind == "close" and rec.round == self.round and self.base is not None:
             return self._close()
         return None

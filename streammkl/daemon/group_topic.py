@@ -10,8 +10,9 @@ is a function of that log alone (:mod:`streammkl.daemon.group_log`). Records are
 - ``delta``: a member's end of a round: its state (learned from the round's base, so
   Δ = state - base), the examples it learned since that base and the next offset of every
   input partition it has learned up to;
-- ``close``: a round is merged with the deltas that precede it in the log (whoever writes it
-  first; it names the members it did not wait for).
+- ``close``: a round that timed out is merged with the deltas that precede it in the log
+  (whoever writes it first; it names the members it did not wait for). A round whose expected
+  members have all published closes without one.
 
 Publishes are idempotent by key: a member that publishes the same (round, member) twice (a
 replay after a crash) changes nothing, because readers keep the first record of every key.
@@ -157,6 +158,7 @@ class MixTopic:
         self.consumer = consumer_factory(
             enable_auto_commit=False, auto_offset_reset="earliest",
             fetch_max_bytes=MAX_RECORD_BYTES, max_partition_fetch_bytes=MAX_RECORD_BYTES,
+            fetch_max_wait_ms=10,  # a round waits on this topic: no long polls
             **common,
         )  # fmt: skip
         self.consumer.assign([self.tp])

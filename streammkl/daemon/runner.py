@@ -541,7 +541,11 @@ class Runner(PrequentialStep):
             self.reload()
         k = self.settings.kafka
         arrived = self.source.fetch(self._timeout_ms)
-        batch = self.source.take(k.max_poll_records)
+        limit = k.max_poll_records
+        if self.group is not None:  # adopt a merged model first; a round ends at K exactly
+            self._group_hook("before_batch")
+            limit = self.group.room(self.learner, limit)
+        batch = self.source.take(limit)
         now = time.monotonic()
         if arrived or batch:
             self._last_arrival = now
@@ -553,8 +557,6 @@ class Runner(PrequentialStep):
             self._assignments_seen = self.source.assignment_changes
             self._last_arrival = now  # the idle clock starts with the partitions
         self.work_started = now
-        if self.group is not None:
-            self._group_hook("before_batch")
         if batch:
             self.process(batch)
             self._last_arrival = time.monotonic()  # idle counts from the end of the work
@@ -564,7 +566,7 @@ class Runner(PrequentialStep):
         if self.group is not None:
             self._group_hook("after_batch")
         self.work_started = None
-        self._timeout_ms = 0 if len(batch) == k.max_poll_records else k.poll_timeout_ms
+        self._timeout_ms = 0 if len(batch) == limit else k.poll_timeout_ms
         self.sink.poll()
         if self._checkpoint_due():
             self.checkpoint("periodic")
