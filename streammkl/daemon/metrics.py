@@ -375,6 +375,8 @@ class GroupMetrics:
             ["stage"],
             registry=r,
         )
+        for stage in ("before_prox", "after_prox"):
+            self.active.labels(stage)
         self.examples = Gauge(
             "streammkl_mix_examples", "Examples in the merged model (all members)", registry=r
         )
