@@ -112,7 +112,7 @@ def predictions_span(bootstrap: str, topic: str, expect: int) -> float:
 
 
 def run(bootstrap: str, topic: str, n: int, members: int, mixing: bool, every: int,
-        classes: list, work: Path) -> dict[str, Any]:  # fmt: skip
+        classes: list, work: Path, dual: str = DUAL) -> dict[str, Any]:  # fmt: skip
     from streammkl.daemon.checkpoint import CheckpointStore
 
     tag = uuid.uuid4().hex[:6]
@@ -122,7 +122,7 @@ def run(bootstrap: str, topic: str, n: int, members: int, mixing: bool, every: i
         "kafka.predictions_topic": preds, "kafka.dead_letter_topic": f"dead-{tag}",
         "kafka.session_timeout_ms": 2000, "kafka.heartbeat_interval_ms": 500,
         "mixing.enabled": mixing, "mixing.every_records": every, "mixing.topic": mix,
-        "mixing.round_timeout_seconds": 30.0, "mixing.dual": DUAL,
+        "mixing.round_timeout_seconds": 30.0, "mixing.dual": dual,
     }  # fmt: skip
     names = [f"{'mix' if mixing else 'own'}{members}-{tag}-{i}" for i in range(members)]
     t0 = time.monotonic()
@@ -171,6 +171,7 @@ def fold(bootstrap: str, mix: str, summaries: list[dict], dual: str) -> dict[str
         "late_members": sum(len(r.late) for r in res),
         "stale_deltas": sum(len(r.stale) for r in res),
         "merge_ms_mean": 1e3 * sum(r.seconds for r in res) / max(len(res), 1),
+        "wait_ms_mean": 1e3 * sum(r.spread for r in res) / max(len(res), 1),
         "active_before_prox_mean": sum(r.active_before for r in res) / max(len(res), 1),
         "active_after_prox_mean": sum(r.active_after for r in res) / max(len(res), 1),
     }
@@ -194,8 +195,17 @@ def scenario_runs(bootstrap: str, scenario: str, n: int, counts: list[int], ever
     return out
 
 
-def verdicts(n: int, single: dict, indep: dict, merged: dict) -> list[str]:
+def verdicts(n: int, single: dict, indep: dict, merged: dict, members: int) -> list[str]:
     miss = []
+    cores = min(members, os.cpu_count() or 1)
+    want = 0.8 * cores * single["records_per_s"]
+    if merged["records_per_s"] < want:
+        miss.append(
+            f"MISSED: throughput {merged['records_per_s']:,.0f}/s < 0.8 x {cores} core(s) x "
+            f"single {single['records_per_s']:,.0f}/s = {want:,.0f}/s (the broker shares the "
+            f"{os.cpu_count()} cores; per round: {merged['wait_ms_mean']:.0f} ms waiting for the "
+            f"last member, {merged['merge_ms_mean']:.0f} ms merging)"
+        )
     if merged["accuracy"] < single["accuracy"] - 0.005:
         miss.append("MISSED: merged accuracy more than 0.5 pt below single")
     if merged["accuracy"] <= indep["accuracy"]:
@@ -223,6 +233,9 @@ def main(argv: list[str] | None = None) -> int:
         help="1, 2, 3 members, both scenarios; writes benchmarks/results/scale_out.md",
     )
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--sweep", action="store_true",
+                    help="K and the dual merge against accuracy and overhead (--members, "
+                    "--records, --scenario); writes benchmarks/results/scale_out_k.md")  # fmt: skip
     ap.add_argument("--out", help="write the table here (a partial run: not into results/)")
     args = ap.parse_args(argv)
     from streammkl.daemon.broker import EmbeddedBroker
@@ -232,6 +245,8 @@ def main(argv: list[str] | None = None) -> int:
     machine = _table.machine()
     work = Path(tempfile.mkdtemp(prefix="scale-out-"))
     try:
+        if args.sweep:
+            return sweep(broker.bootstrap_servers, args, work, machine)
         if not args.full:
             r = scenario_runs(broker.bootstrap_servers, args.scenario, args.records,
                               [args.members], args.every, args.seed, work)  # fmt: skip
@@ -251,7 +266,8 @@ def main(argv: list[str] | None = None) -> int:
                 "late_members": merged["late_members"],
                 "active_before_prox_mean": merged["active_before_prox_mean"],
                 "active_after_prox_mean": merged["active_after_prox_mean"],
-                "missed": verdicts(args.records, single, indep, merged),
+                "wait_ms_mean": merged["wait_ms_mean"],
+                "missed": verdicts(args.records, single, indep, merged, args.members),
                 "cores": os.cpu_count(), "machine": machine,
             }  # fmt: skip
             if args.json:
@@ -265,28 +281,62 @@ def main(argv: list[str] | None = None) -> int:
         broker.stop(kill=True)
 
 
+SWEEP = [(250, "sum"), (500, "sum"), (2000, "sum"), (2000, "mean"), (8000, "mean")]
+
+
+def sweep(bootstrap: str, args: Any, work: Path, machine: str) -> int:
+    values, classes = stream(args.scenario, args.records, args.seed)
+    topic = f"{args.scenario}-{uuid.uuid4().hex[:6]}"
+    produce(bootstrap, topic, values)
+    m, n = args.members, args.records
+    say("[sweep] single, independent")
+    single = run(bootstrap, topic, n, 1, False, 1, classes, work)
+    indep = run(bootstrap, topic, n, m, False, 1, classes, work)
+    rows = [["single (1 member)", "", f"{100 * single['accuracy']:.2f}",
+             single["records_per_s"], "", "", ""],
+            [f"independent ({m})", "", f"{100 * indep['accuracy']:.2f}", indep["records_per_s"],
+             "", "", ""]]  # fmt: skip
+    for every, dual in SWEEP:
+        say(f"[sweep] K = {every}, dual = {dual}")
+        r = run(bootstrap, topic, n, m, True, every, classes, work, dual)
+        rows.append([f"merged ({m}), K = {every}", dual, f"{100 * r['accuracy']:.2f}",
+                     r["records_per_s"], r["rounds"], f"{r['wait_ms_mean']:.0f}",
+                     f"{r['merge_ms_mean']:.1f}"])  # fmt: skip
+    body = (
+        f"{machine}. {args.scenario}, {n:,} records in {PARTITIONS} partitions, {m} members. "
+        "K = examples per member per round; wait = spread of the members' publishes in a round "
+        "(how long the first waited for the last); merge = time to merge one round.\n\n"
+        + _table.markdown(["models", "dual", "prequential acc. %", "records/s", "rounds",
+                           "wait ms", "merge ms"], rows)
+    )  # fmt: skip
+    _table.publish("scale_out_k", "Scale-out: what K trades off", body, n >= 60_000, args.out)
+    return 0
+
+
 def full(bootstrap: str, args: Any, work: Path, machine: str) -> int:
     rows, notes = [], []
     for scenario in ("kernel-drift", "stationary-mixture"):
         r = scenario_runs(bootstrap, scenario, args.records, [2, 3], args.every, args.seed, work)
         s = r["single"]
         rows.append([scenario, 1, "single", f"{100 * s['accuracy']:.2f}", s["records_per_s"],
-                     f"{s['density']:.2f}", "", "", ""])  # fmt: skip
+                     f"{s['density']:.2f}", "", "", "", ""])  # fmt: skip
         for m, g in r["groups"].items():
             i, mg = g["independent"], g["merged"]
             rows.append([scenario, m, "independent", f"{100 * i['accuracy']:.2f}",
-                         i["records_per_s"], f"{i['density']:.2f}", "", "", ""])  # fmt: skip
+                         i["records_per_s"], f"{i['density']:.2f}", "", "", "", ""])  # fmt: skip
             rows.append([scenario, m, "merged", f"{100 * mg['accuracy']:.2f}", mg["records_per_s"],
                          f"{mg['density']:.2f}", f"{mg['learned_total']}/{args.records}",
-                         mg["rounds"], f"{mg['merge_ms_mean']:.1f}"])  # fmt: skip
-            for v in verdicts(args.records, s, i, mg):
+                         mg["rounds"], f"{mg['merge_ms_mean']:.1f}",
+                         f"{mg['wait_ms_mean']:.0f}"])  # fmt: skip
+            for v in verdicts(args.records, s, i, mg, m):
                 notes.append(f"- {scenario}, {m} members: {v}")
     body = (
         f"{machine}. {args.records:,} records per scenario in {PARTITIONS} partitions; "
         f"K = {args.every} examples per member per round; the broker runs on the same cores as "
         "the members.\n\n"
         + _table.markdown(["scenario", "members", "models", "prequential acc. %", "records/s",
-                           "density", "learned / produced", "rounds", "merge ms"], rows)
+                           "density", "learned / produced", "rounds", "merge ms",
+                           "wait ms"], rows)
         + "\n\n" + ("\n".join(notes) if notes else "All targets met.")
     )  # fmt: skip
     full_run = args.records >= 300_000

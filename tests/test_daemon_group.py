@@ -195,16 +195,13 @@ def _run_group(kafka_bootstrap: str, tmp_path: Path, n: int, kills: int, seed: i
 
 @pytest.mark.kafka
 @pytest.mark.xdist_group("kafka")
-def test_two_members_learn_one_model_exactly_once(kafka_bootstrap: str, tmp_path: Path) -> None:
-    _run_group(kafka_bootstrap, tmp_path, n=4000, kills=0, seed=3)
-
-
-@pytest.mark.kafka
-@pytest.mark.xdist_group("kafka")
-def test_kill9_of_a_member_loses_nothing_and_counts_nothing_twice(
-    kafka_bootstrap: str, tmp_path: Path
+@pytest.mark.parametrize(("n", "kills", "seed"), [(4000, 0, 3), (8000, 1, 4)],
+                         ids=["no-fault", "kill9-once"])  # fmt: skip
+def test_two_members_learn_one_model_exactly_once(
+    kafka_bootstrap: str, tmp_path: Path, n: int, kills: int, seed: int
 ) -> None:
-    _run_group(kafka_bootstrap, tmp_path, n=8000, kills=1, seed=4)
+    """kill9-once: SIGKILL of a member at a random moment, then a restart."""
+    _run_group(kafka_bootstrap, tmp_path, n=n, kills=kills, seed=seed)
 
 
 @pytest.mark.slow

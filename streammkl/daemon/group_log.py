@@ -51,6 +51,9 @@ class RoundResult:
     active_before: int
     active_after: int
     seconds: float
+    #: Wall-clock spread of the fresh deltas' publishes (writers' clocks): how long the first
+    #: member to end the round waited for the last one.
+    spread: float = 0.0
 
 
 def learner_digest(state: State) -> str:
@@ -158,6 +161,7 @@ class GroupLog:
         r = self.round
         taken = sorted(k for k in self.pending if k[0] <= r)
         rounds: list[MemberRound] = []
+        sent = [self.pending[k].sent for k in taken if k[0] == r]
         for key in taken:
             rec = self.pending.pop(key)
             since = self._bases.get(rec.round)
@@ -179,7 +183,7 @@ class GroupLog:
         result = RoundResult(
             r, fresh, stale, late, n, self.digest, stats.get("delta_norm", 0.0),
             int(stats.get("active_before", 0)), int(stats.get("active_after", 0)),
-            time.perf_counter() - t0,
+            time.perf_counter() - t0, max(sent, default=0.0) - min(sent, default=0.0),
         )  # fmt: skip
         self.results.append(result)
         return result
