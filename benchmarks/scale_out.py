@@ -81,14 +81,15 @@ def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
     p.close(timeout=5)
 
 
-def daemon(bootstrap: str, topic: str, group: str, work: Path, name: str, settings: dict) -> Any:
+def daemon(bootstrap: str, topic: str, group: str, work: Path, name: str, settings: dict,
+           root: Path = ROOT) -> Any:  # fmt: skip
     argv = [sys.executable, "-m", "streammkl.daemon.cli", "run", "--bootstrap-servers", bootstrap,
             "--topic", topic, "--group-id", group, "--checkpoint-dir", str(work / name),
             "--metrics-port", "0", "--exit-when-idle", "6"]  # fmt: skip
     for key, value in settings.items():
         argv += ["--set", f"{key}={value if isinstance(value, str) else json.dumps(value)}"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMMKL_")}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join([str(root), env.get("PYTHONPATH", "")])
     env["PYTHONWARNINGS"] = "ignore::DeprecationWarning"
     log = open(work / f"{name}.log", "ab")
     return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
@@ -112,7 +113,8 @@ def predictions_span(bootstrap: str, topic: str, expect: int) -> float:
 
 
 def run(bootstrap: str, topic: str, n: int, members: int, mixing: bool, every: int,
-        classes: list, work: Path, dual: str = DUAL) -> dict[str, Any]:  # fmt: skip
+        classes: list, work: Path, dual: str = DUAL,
+        root: Path = ROOT) -> dict[str, Any]:  # fmt: skip
     from streammkl.daemon.checkpoint import CheckpointStore
 
     tag = uuid.uuid4().hex[:6]
@@ -121,12 +123,15 @@ def run(bootstrap: str, topic: str, n: int, members: int, mixing: bool, every: i
         "records.classes": classes, "learner.kernels": KERNELS, "monitor.enabled": False,
         "kafka.predictions_topic": preds, "kafka.dead_letter_topic": f"dead-{tag}",
         "kafka.session_timeout_ms": 2000, "kafka.heartbeat_interval_ms": 500,
-        "mixing.enabled": mixing, "mixing.every_records": every, "mixing.topic": mix,
-        "mixing.round_timeout_seconds": 30.0, "mixing.dual": dual,
     }  # fmt: skip
+    if mixing:  # (no mixing keys otherwise: --single-vs runs versions that have none)
+        settings.update({"mixing.enabled": True, "mixing.every_records": every,
+                         "mixing.topic": mix, "mixing.round_timeout_seconds": 30.0,
+                         "mixing.dual": dual})  # fmt: skip
     names = [f"{'mix' if mixing else 'own'}{members}-{tag}-{i}" for i in range(members)]
     t0 = time.monotonic()
-    procs = [daemon(bootstrap, topic, f"g-{tag}", work, nm, {**settings, "mixing.member": nm})
+    member = (lambda nm: {"mixing.member": nm}) if mixing else (lambda nm: {})
+    procs = [daemon(bootstrap, topic, f"g-{tag}", work, nm, {**settings, **member(nm)}, root)
              for nm in names]  # fmt: skip
     codes = [p.wait(timeout=3600) for p in procs]
     wall = time.monotonic() - t0
@@ -144,7 +149,7 @@ def run(bootstrap: str, topic: str, n: int, members: int, mixing: bool, every: i
         summaries
     )
     if mixing:
-        out.update(fold(bootstrap, mix, summaries, settings["mixing.dual"]))
+        out.update(fold(bootstrap, mix, summaries, dual))
     return out
 
 
@@ -233,6 +238,10 @@ def main(argv: list[str] | None = None) -> int:
         help="1, 2, 3 members, both scenarios; writes benchmarks/results/scale_out.md",
     )
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--single-vs", metavar="CHECKOUT",
+                    help="one member (no mixing) from this tree vs another checkout (e.g. main), "
+                    "--reps times alternating: the single-member path's speed")  # fmt: skip
+    ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--sweep", action="store_true",
                     help="K and the dual merge against accuracy and overhead (--members, "
                     "--records, --scenario); writes benchmarks/results/scale_out_k.md")  # fmt: skip
@@ -247,6 +256,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.sweep:
             return sweep(broker.bootstrap_servers, args, work, machine)
+        if args.single_vs:
+            return single_vs(broker.bootstrap_servers, args, work, machine)
         if not args.full:
             r = scenario_runs(broker.bootstrap_servers, args.scenario, args.records,
                               [args.members], args.every, args.seed, work)  # fmt: skip
@@ -279,6 +290,31 @@ def main(argv: list[str] | None = None) -> int:
         return full(broker.bootstrap_servers, args, work, machine)
     finally:
         broker.stop(kill=True)
+
+
+def single_vs(bootstrap: str, args: Any, work: Path, machine: str) -> int:
+    import statistics
+
+    values, classes = stream(args.scenario, args.records, args.seed)
+    topic = f"{args.scenario}-{uuid.uuid4().hex[:6]}"
+    produce(bootstrap, topic, values)
+    other = Path(args.single_vs).resolve()
+    rates: dict[str, list[float]] = {"this tree": [], str(other): []}
+    for rep in range(args.reps):
+        for label, root in (("this tree", ROOT), (str(other), other)):
+            say(f"[single-vs] rep {rep + 1}: {label}")
+            r = run(bootstrap, topic, args.records, 1, False, 1, classes, work, root=root)
+            rates[label].append(r["records_per_s"])
+    rows = [[label, f"{statistics.median(v):,.0f}", f"{min(v):,.0f}-{max(v):,.0f}"]
+            for label, v in rates.items()]  # fmt: skip
+    body = (
+        f"{machine}. One member, no mixing, {args.scenario}, {args.records:,} records, "
+        f"{args.reps} alternating repetitions (records/s from the span of the predictions' "
+        "timestamps).\n\n" + _table.markdown(["daemon", "records/s (median)", "range"], rows)
+    )
+    _table.publish("scale_out_single_path", "Single-member path: this tree vs another", body,
+                   args.records >= 60_000, args.out)  # fmt: skip
+    return 0
 
 
 SWEEP = [(250, "sum"), (500, "sum"), (2000, "sum"), (2000, "mean"), (8000, "mean")]

@@ -211,3 +211,44 @@ def test_repeated_kill9_loses_nothing_and_counts_nothing_twice(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
     _run_group(kafka_bootstrap, tmp_path, n=30000, kills=4, seed=5)
+
+
+def test_a_failed_publish_is_retried_on_a_new_producer(monkeypatch):
+    from kafka.errors import KafkaTimeoutError
+
+    import streammkl.daemon.group_topic as gt
+
+    monkeypatch.setattr(gt.time, "sleep", lambda s: None)
+    sent, producers = [], []
+
+    class Producer:
+        def __init__(self, **options):
+            producers.append(self)
+
+        def send(self, topic, key, value, partition):
+            if len(producers) == 1:  # the first producer is broken (e.g. after a broker restart)
+                raise KafkaTimeoutError("broken")
+            sent.append(key)
+            return type("F", (), {"get": lambda self, timeout: None})()
+
+        def close(self, timeout):
+            pass
+
+    class Consumer:
+        def __init__(self, **options):
+            pass
+
+        def assign(self, tps):
+            pass
+
+        def seek_to_beginning(self, tp):
+            pass
+
+    kafka = load_settings(env={}).kafka
+    topic = MixTopic(kafka, "mix", producer_factory=Producer, consumer_factory=Consumer)
+    topic.publish(MixRecord("hello", 0, "a"))
+    assert sent == [b"hello/0000000000/a"] and len(producers) == 2
+    with pytest.raises(KafkaTimeoutError):  # bounded at shutdown
+        broken = MixTopic(kafka, "mix", producer_factory=Producer, consumer_factory=Consumer)
+        producers[:] = [broken.producer]
+        broken.publish(MixRecord("bye", 0, "a"), attempts=1)

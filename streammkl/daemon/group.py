@@ -78,6 +78,7 @@ class GroupMember:
         self.published_at = 0.0
         self.digests: dict[int, str] = {}  # round -> digest of the base adopted
         self._read_at = 0.0
+        self._attempts = 0  # publishes retry until they succeed (bounded at shutdown)
 
     # -- the log --------------------------------------------------------------------------------
 
@@ -102,7 +103,7 @@ class GroupMember:
 
     def _publish(self, rec: MixRecord) -> None:
         assert self.topic is not None
-        self.topic.publish(rec)
+        self.topic.publish(rec, attempts=self._attempts)
 
     # -- the learner ----------------------------------------------------------------------------
 
@@ -224,6 +225,7 @@ class GroupMember:
         """Clean shutdown: end the round (so nothing learned is lost), then say bye."""
         if self.topic is None:
             return
+        self._attempts = 3
         try:
             self._read()
             if self.log.round > self.round:

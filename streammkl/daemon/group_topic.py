@@ -146,15 +146,14 @@ class MixTopic:
         self.topic = topic
         self.tp = TopicPartition(topic, 0)
         self.bad_records = 0
+        self._producer_factory = producer_factory
         common = {
             "bootstrap_servers": settings.bootstrap_servers.split(","),
             "request_timeout_ms": settings.request_timeout_ms,
             **kafka_python_options(settings),
         }
-        self.producer = producer_factory(
-            acks="all", enable_idempotence=True, linger_ms=0,
-            max_request_size=MAX_RECORD_BYTES, **common,
-        )  # fmt: skip
+        self._common = common
+        self.producer = self._new_producer()
         self.consumer = consumer_factory(
             enable_auto_commit=False, auto_offset_reset="earliest",
             fetch_max_bytes=MAX_RECORD_BYTES, max_partition_fetch_bytes=MAX_RECORD_BYTES,
@@ -164,10 +163,36 @@ class MixTopic:
         self.consumer.assign([self.tp])
         self.consumer.seek_to_beginning(self.tp)
 
-    def publish(self, rec: MixRecord, timeout: float = 30.0) -> None:
-        """Send one record and wait for the broker's acknowledgement (raises on failure)."""
+    def _new_producer(self) -> Any:
+        return self._producer_factory(
+            acks="all", enable_idempotence=True, linger_ms=0,
+            max_request_size=MAX_RECORD_BYTES, **self._common,
+        )  # fmt: skip
+
+    def publish(self, rec: MixRecord, timeout: float = 30.0, attempts: int = 0) -> None:
+        """Send one record and wait for the broker's acknowledgement. A failure is retried
+        (``attempts`` times, 0: until it succeeds) with a new producer each time (an idempotent
+        producer stays broken after a broker restart, KAFKA.md); a replay is harmless: readers
+        keep the first record of every key."""
         key, value = encode(rec)
-        self.producer.send(self.topic, key=key, value=value, partition=0).get(timeout=timeout)
+        tried = 0
+        while True:
+            try:
+                self.producer.send(self.topic, key=key, value=value, partition=0).get(
+                    timeout=timeout
+                )
+                return
+            except KafkaError as exc:
+                tried += 1
+                if attempts and tried >= attempts:
+                    raise
+                log.warning("mix topic: publishing %s failed (%s); retrying", rec.key, exc)
+                time.sleep(min(1.0 * tried, 5.0))
+                try:
+                    self.producer.close(timeout=1)
+                except Exception:  # a broken producer may not close cleanly
+                    pass
+                self.producer = self._new_producer()
 
     def read(self, timeout_ms: int = 0) -> list[MixRecord]:
         """The records that arrived since the last read (bad ones logged and skipped)."""

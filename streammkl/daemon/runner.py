@@ -604,7 +604,10 @@ class Runner(PrequentialStep):
         ends the loop (the marker then tells the next start, as for a crash)."""
         try:
             if clean and self.group is not None:
-                self._group_hook("leave")
+                try:  # ends the round so that nothing learned is lost; never blocks the exit
+                    self._group_hook("leave")
+                except Exception as exc:
+                    log.error("could not end the mixing round at shutdown: %r", exc)
             self.checkpoint("shutdown", force=bool(self.sink.pending))
             left = self.sink.close(timeout=1.0)
             if left:
