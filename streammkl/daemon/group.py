@@ -36,6 +36,14 @@ from streammkl.daemon.metrics import GroupMetrics
 log = logging.getLogger(__name__)
 
 TP = tuple[str, int]
+#: Finishes the learning in flight (the daemon's pipelined batch) before the model is read.
+Drain = Callable[[], None]
+
+
+def _nothing() -> None:
+    pass
+
+
 #: Seconds between reads of the mix topic while learning (a trigger is seen that late at most).
 READ_EVERY = 0.05
 
@@ -79,6 +87,7 @@ class GroupMember:
         self.digests: dict[int, str] = {}  # round -> digest of the base adopted
         self._read_at = 0.0
         self._attempts = 0  # publishes retry until they succeed (bounded at shutdown)
+        self.taken = 0  # records taken for learning since the base (rounds end at K of them)
 
     # -- the log --------------------------------------------------------------------------------
 
@@ -117,6 +126,7 @@ class GroupMember:
         self.round = self.log.round
         self.base_examples = int(learner.n_learned)
         self.published = False
+        self.taken = 0
         for key, offset in self.log.frontier.items():
             topic, _, part = key.rpartition("/")
             offsets[(topic, int(part))] = offset
@@ -136,7 +146,7 @@ class GroupMember:
 
     # -- hooks ----------------------------------------------------------------------------------
 
-    def join(self, learner: Any, offsets: dict[TP, int]) -> None:
+    def join(self, learner: Any, offsets: dict[TP, int], drain: Drain = _nothing) -> None:
         """Connect, read the log, found round 0 if the log is empty, adopt the group's model and
         offsets (a restarted member drops what it had not published) and say hello."""
         k = self.settings.kafka
@@ -174,17 +184,20 @@ class GroupMember:
                 f"{tp.topic}/{tp.partition}", 0
             )
 
-    def on_revoke(self, learner: Any, offsets: dict[TP, int]) -> None:
+    def on_revoke(self, learner: Any, offsets: dict[TP, int], drain: Drain = _nothing) -> None:
         """Partitions are taken away: end the round now (publish; the wait comes later)."""
         if not self.published:
+            drain()
             self._publish(self._delta(learner, offsets))
             self.published, self.published_at = True, time.monotonic()
 
-    def before_batch(self, learner: Any, offsets: dict[TP, int]) -> None:
+    def before_batch(self, learner: Any, offsets: dict[TP, int], drain: Drain = _nothing) -> None:
         """Before learning: finish a round this member published, or adopt a newer base (after
         publishing, late, what it learned since its own)."""
         if time.monotonic() - self._read_at >= READ_EVERY or self.published:
             self._read()
+        if self.published or self.log.round > self.round:
+            drain()
         if self.published:
             self._wait_close(learner, offsets)
         elif self.log.round > self.round:
@@ -192,16 +205,20 @@ class GroupMember:
                 self._publish(self._delta(learner, offsets))  # stale: merged next round
             self._adopt(learner, offsets)
 
-    def room(self, learner: Any, limit: int) -> int:
-        """How many records the next batch may take so that the round ends at K examples."""
-        return max(1, min(limit, self.K - self._learned(learner)))
+    def room(self, limit: int) -> int:
+        """How many records the next batch may take so that the round ends at K of them."""
+        return max(1, min(limit, self.K - self.taken))
 
-    def after_batch(self, learner: Any, offsets: dict[TP, int]) -> None:
-        """After learning: end the round after K examples or when another member did."""
+    def took(self, records: int) -> None:
+        self.taken += records
+
+    def after_batch(self, learner: Any, offsets: dict[TP, int], drain: Drain = _nothing) -> None:
+        """After learning: end the round after K records or when another member did."""
         if self.published:
             return
         triggered = self.log.fresh() - {self.name}
-        if self._learned(learner) >= self.K or triggered:
+        if self.taken >= self.K or triggered:
+            drain()
             self._publish(self._delta(learner, offsets))
             self.published, self.published_at = True, time.monotonic()
             self._wait_close(learner, offsets)
@@ -221,10 +238,11 @@ class GroupMember:
         self.metrics.wait_seconds.observe(time.monotonic() - self.published_at)
         self._adopt(learner, offsets)
 
-    def leave(self, learner: Any, offsets: dict[TP, int]) -> None:
+    def leave(self, learner: Any, offsets: dict[TP, int], drain: Drain = _nothing) -> None:
         """Clean shutdown: end the round (so nothing learned is lost), then say bye."""
         if self.topic is None:
             return
+        drain()
         self._attempts = 3
         try:
             self._read()

@@ -382,12 +382,12 @@ class Runner(PrequentialStep):
         self._group_hook("on_revoke")
 
     def _group_hook(self, hook: str) -> None:
-        """Run a mixing-group hook (:class:`GroupMember`) on the drained learner."""
+        """Run a mixing-group hook (:class:`GroupMember`); it drains the learner (finishes the
+        batch in flight) only when it reads or replaces the model."""
         if self.group is None:
             return
-        self._drain()
         before = self.group.round
-        getattr(self.group, hook)(self.learner, self.offsets)
+        getattr(self.group, hook)(self.learner, self.offsets, self._drain)
         if self.group.round != before:  # a merged model was adopted
             self._dirty = self._view_stale = True
 
@@ -544,8 +544,10 @@ class Runner(PrequentialStep):
         limit = k.max_poll_records
         if self.group is not None:  # adopt a merged model first; a round ends at K exactly
             self._group_hook("before_batch")
-            limit = self.group.room(self.learner, limit)
+            limit = self.group.room(limit)
         batch = self.source.take(limit)
+        if self.group is not None:
+            self.group.took(len(batch))
         now = time.monotonic()
         if arrived or batch:
             self._last_arrival = now
