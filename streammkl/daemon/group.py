@@ -149,6 +149,10 @@ class GroupMember:
     def join(self, learner: Any, offsets: dict[TP, int], drain: Drain = _nothing) -> None:
         """Connect, read the log, found round 0 if the log is empty, adopt the group's model and
         offsets (a restarted member drops what it had not published) and say hello."""
+        if not all(hasattr(learner, a) for a in ("load_state", "declare_classes", "clone")):
+            raise ConfigError(
+                f"mixing groups need streammkl's MKLClassifier, not a {type(learner).__name__}"
+            )
         k = self.settings.kafka
         topic = self.settings.mixing.topic
         if k.create_topics:
