@@ -347,7 +347,7 @@ class MixingSettings(_Section):
     #: K: a member ends a round after learning this many examples (and at every rebalance and
     #: clean shutdown); the others end theirs when they see it. Small K: fresher models, more
     #: merges (each costs a publish, a wait and a prox); large K: staler members.
-    every_records: int = Field(default=20_000, ge=1)
+    every_records: int = Field(default=500, ge=1)
     #: This member's name in the group, stable across restarts (default: ``kafka.client_id``
     #: and the host name).
     member: str | None = Field(default=None, min_length=1, max_length=200)
