@@ -33,15 +33,21 @@ def section(path: Path, heading: str) -> str:
     return "\n".join(table)
 
 
-def first_table(path: Path) -> str:
-    lines = path.read_text().splitlines()
-    out: list[str] = []
-    for line in lines:
+def tables(path: Path) -> list[str]:
+    """Every markdown table in ``path``, in order."""
+    out: list[list[str]] = []
+    inside = False
+    for line in path.read_text().splitlines():
         if line.startswith("|"):
-            out.append(line)
-        elif out:
-            break
-    return "\n".join(out)
+            if not inside:
+                out.append([])
+            out[-1].append(line)
+        inside = line.startswith("|")
+    return ["\n".join(t) for t in out]
+
+
+def first_table(path: Path) -> str:
+    return tables(path)[0]
 
 
 def replace(readme: str, name: str, body: str, source: str) -> str:
@@ -60,7 +66,7 @@ def render(readme: str) -> str:
         "benchmarks/results/river_suite.md",
     )  # fmt: skip
     readme = replace(
-        readme, "core_update", first_table(RESULTS / "core_update.md"),
+        readme, "core_update", "\n\n".join(tables(RESULTS / "core_update.md")[:2]),
         "benchmarks/results/core_update.md",
     )  # fmt: skip
     readme = replace(

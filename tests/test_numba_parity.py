@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ from numba.core.registry import CPUDispatcher
 from streammkl.core import OnlineMKL, kernels, losses, regularizers, schedules
 from streammkl.core import _numba as nb
 from streammkl.core._jit import JIT
+from streammkl.core._numba.pack import NAMES
 
 
 def compiled_functions():
@@ -28,7 +30,7 @@ MODEL_LOOPS = [
     "learn_many", "learn_round", "explicit_phi", "block_scores", "apply_prox_steps",
     "zero_or_fold_block", "explicit_sqnorm", "decision", "average_explicit", "decision_many",
     "support_expansion", "support_dots", "dots_expansion", "ftrl_explicit", "round_body",
-    "leader", "average_scores", "track_averages", "update_averages",
+    "leader", "average_scores", "track_averages", "update_averages", "learn_predict", "new_pack",
 ]  # fmt: skip
 BUDGET_LOOPS = [
     "exp_reduced", "fast_exp", "exp_many", "table_loss", "segment_kernels", "top_direction",
@@ -202,16 +204,20 @@ def test_model_loops_match_python(monkeypatch):
     norms_fast, norms_slow = np.empty((25, 5)), np.empty((25, 5))
     fast.learn_many(X[:15], Y[:15])
     fast.learn_many(X[15:], Y[15:], block_norms=norms_fast)  # with the norms before each round
+    fast_scores = [fast.learn_predict(x, y) for x, y in zip(X[:5], Y[:5], strict=True)]
+    fast_decisions = fast.decision_many(X)  # (compiled: before the Python originals step in)
     interpret(monkeypatch, MODEL_LOOPS)
     slow.learn_many(X[:15], Y[:15])
     slow.learn_many(X[15:], Y[15:], block_norms=norms_slow)
+    slow_scores = [slow.learn_predict(x, y) for x, y in zip(X[:5], Y[:5], strict=True)]
+    np.testing.assert_allclose(fast_scores, slow_scores, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(norms_fast, norms_slow, rtol=1e-10, atol=1e-12)
     assert np.any(norms_fast[1:] != norms_fast[:-1], axis=1).all()  # each round moved them
     for key, arr in fast.to_state()[1].items():
         np.testing.assert_allclose(
             arr, slow.to_state()[1][key], rtol=1e-10, atol=1e-12, err_msg=key
         )
-    np.testing.assert_allclose(fast.decision_many(X), slow.decision_many(X), rtol=1e-10)
+    np.testing.assert_allclose(fast_decisions, slow.decision_many(X), rtol=1e-10)
     assert fast.n_support == 12
 
 
@@ -304,15 +310,52 @@ def test_budget_loops_match_python():
     assert COVERED >= set(BUDGET_LOOPS)
 
 
+@pytest.mark.parametrize(
+    ("policy", "bank"), [("merge", MIXED_BANK), ("project", GAUSS_BANK), ("oldest", MIXED_BANK)]
+)
+def test_packed_rounds_with_every_budget_policy_match_python(monkeypatch, policy, bank):
+    """The pack-based rounds (learn_many, learn_predict) past the budget, where ``make_room``
+    merges, projects or removes pairs: compiled vs the Python originals of every round and
+    budget loop, the same scores and state (the Gram matrices included)."""
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(60, 3))
+    Y = ((X[:, 0] * X[:, 1] > 0).astype(float) + (X[:, 2] > 0.5)).astype(float)
+    cfg = dict(kernels=bank, loss=losses.MulticlassHinge(), budget=12, budget_policy=policy,
+               regularizer=regularizers.SquaredGroupLasso(1e-3), fit_intercept=True)  # fmt: skip
+    fast, slow = OnlineMKL(**cfg), OnlineMKL(**cfg)
+    runs = []
+    for model, loops in ((fast, []), (slow, [*MODEL_LOOPS, *BUDGET_LOOPS])):
+        with monkeypatch.context() as patch:
+            interpret(patch, loops)
+            _, preds = model.learn_many(X[:40], Y[:40])
+            scores = [model.learn_predict(x, y).copy() for x, y in zip(X[40:], Y[40:], strict=True)]
+        runs.append((preds, np.array(scores)))
+    assert fast.n_support == 12 and fast.t == 60
+    np.testing.assert_allclose(runs[0][0], runs[1][0], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(runs[0][1], runs[1][1], rtol=1e-10, atol=1e-12)
+    slow_state = slow.to_state()[1]
+    for key, arr in fast.to_state()[1].items():
+        np.testing.assert_allclose(arr, slow_state[key], rtol=1e-9, atol=1e-11, err_msg=key)
+    assert (fast.to_state()[1]["gram"].size > 0) == (policy == "project")
+
+
+def _namespace_pack(*fields):
+    """``new_pack`` for interpreted rounds: the same fields on a plain object (a numba
+    structref cannot be built outside compiled code)."""
+    return SimpleNamespace(**dict(zip(NAMES, fields, strict=True)))
+
+
 def interpret(monkeypatch, names):
     """Replace the compiled functions ``names`` by their Python originals wherever the compiled
-    package's modules refer to them (each module imports its helpers by name)."""
+    package's modules refer to them (each module imports its helpers by name); ``new_pack`` by
+    a plain namespace of the same fields."""
     modules = [m for key, m in sys.modules.items() if key.startswith("streammkl.core._numba")]
     for name in names:
         compiled = getattr(nb, name)
+        python = _namespace_pack if name == "new_pack" else compiled.py_func
         for module in modules:
             if getattr(module, name, None) is compiled:
-                monkeypatch.setattr(module, name, compiled.py_func)
+                monkeypatch.setattr(module, name, python)
 
 
 def test_adaptive_schedules_compiled_equal_python(monkeypatch):

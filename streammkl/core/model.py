@@ -3,7 +3,13 @@
 Each ``learn(x, y)`` is one round: score every block, take a subgradient of the loss, a gradient
 step with ``eta_t``, the J prox steps of the regularizer(s), the optional projection onto the
 ball of radius gamma, with kernel weights ``beta_m ∝ ||theta_m||`` (``∝ ||theta_m||^(2-q)``
-for GroupLq).
+for GroupLq). ``learn_predict(x, y)`` is the same round returning the prediction it made before
+its update: one compiled call, the way to run a prequential (test-then-train) evaluation.
+
+Compiled runs of rounds (``learn_many``) live in :mod:`streammkl.core.model_runs`; predictions
+and read-only views in :mod:`streammkl.core.model_views`; restarts, save points, bank changes
+and persistence in :mod:`streammkl.core.model_state`; what the constructor refuses in
+:mod:`streammkl.core.model_checks`.
 """
 
 from __future__ import annotations
@@ -24,16 +30,23 @@ from streammkl.core import regularizers as regs_mod
 from streammkl.core import schedules as schedules_mod
 from streammkl.core.kernels import Kernel
 from streammkl.core.losses import Loss
+from streammkl.core.model_checks import check_compatible, resolve_radius
+from streammkl.core.model_runs import ModelRuns
+from streammkl.core.model_state import STATE_VERSION, ModelState
+from streammkl.core.model_views import ModelViews
 from streammkl.core.regularizers import Regularizer
 from streammkl.core.schedules import Schedule
-from streammkl.core.state import BlockState, Layout, build_layout, state_digest, transplant
+from streammkl.core.state import BlockState, Layout, build_layout, transplant
 from streammkl.core.update import RoundArgs, step_arrays
 
-STATE_VERSION = 3  # 2: the adaptive schedules' arrays; 3: BlockState.gram (projection budget
-# policy). Older states still load (the missing arrays: zeros, or built by sync_gram).
+__all__ = ["STATE_VERSION", "OnlineMKL"]
+
+_F64 = np.dtype(np.float64)
+#: Target types the compiled round takes as they are (it checks their values itself).
+_NUMBERS = frozenset({float, int, np.float64, np.int64})
 
 
-class OnlineMKL:
+class OnlineMKL(ModelRuns, ModelViews, ModelState):
     """Online proximal multiple kernel learning over arrays.
 
     Parameters
@@ -129,8 +142,9 @@ class OnlineMKL:
         if int(average_every) != average_every or average_every < 1:
             raise ValueError(f"average_every must be an integer >= 1, got {average_every!r}")
         self.average_every = int(average_every)
-        self.radius = self._resolve_radius(radius)
-        self._check_compatible()
+        self.radius = resolve_radius(radius, self.regularizers, self.loss)
+        averaged = self.average or bool(self.averages)
+        check_compatible(self.kernels, self.regularizers, self.schedule, averaged)
         self.feature_keys: list[str] = []
         self.n_outputs = 2 if self.loss.multiclass else 1
         self.t = 0  # rounds learned
@@ -138,77 +152,11 @@ class OnlineMKL:
         self._layout: Layout | None = None
         self._state: BlockState | None = None
         self._args: RoundArgs | None = None
+        self._kernelized = False
         # MedianRBF kernels: the first inputs, until their bandwidths are measured
         self._warmup: bandwidth.Reservoir | None = (
             bandwidth.Reservoir() if bandwidth.has_pending(self.kernels) else None
         )
-
-    # --- configuration ----------------------------------------------------------------------
-    def _resolve_radius(self, radius: float | str | None) -> float:
-        if radius is None:
-            return 0.0
-        if radius == "auto":
-            lam_c = sum(r.strong_convexity() * getattr(r, "lam", 0.0) for r in self.regularizers)
-            if lam_c <= 0:
-                raise ValueError(
-                    "radius='auto' (gamma = sqrt(2 Lambda/lambda)) needs a regularizer with "
-                    "Omega >= 1/2 ||theta||^2, e.g. SquaredGroupLasso, L2 or ElasticNetMKL"
-                )
-            big_lambda = {
-                nb.L_HINGE: 1.0,
-                nb.L_MC_HINGE: 1.0,
-                nb.L_LOGISTIC: math.log(2.0),
-            }.get(self.loss.code)
-            if big_lambda is None:
-                raise ValueError(
-                    f"radius='auto' needs a loss bounded at theta = 0 (Hinge, Logistic, "
-                    f"MulticlassHinge); give a number for {self.loss!r}"
-                )
-            return math.sqrt(2.0 * big_lambda / lam_c)
-        radius = float(radius)
-        if not radius > 0:
-            raise ValueError(f"radius must be > 0, 'auto' or None, got {radius!r}")
-        return radius
-
-    def _check_compatible(self, kernels: Sequence[Kernel] | None = None) -> None:
-        implicit = [k.name for k in (kernels or self.kernels) if k.implicit]
-        for reg in self.regularizers:
-            if reg.explicit_only and implicit:
-                raise ValueError(
-                    f"{reg!r} acts on coordinates and needs explicit blocks; kernelized blocks: "
-                    f"{implicit}"
-                )
-        if (self.average or self.averages) and implicit:
-            raise ValueError(
-                f"average / averages are supported for explicit blocks only; got {implicit}"
-            )
-        if isinstance(self.schedule, schedules_mod.FTRL):
-            if implicit:
-                raise ValueError(
-                    f"FTRL keeps the accumulated gradient of every block: explicit blocks only "
-                    f"(e.g. RBF(gamma, n_components=D)); kernelized blocks: {implicit}"
-                )
-            coordinate = [r for r in self.regularizers if not r.norm_only]
-            if coordinate:
-                raise ValueError(
-                    f"FTRL needs regularizers of the block norms (theta_m stays a multiple of its "
-                    f"accumulated gradient); {coordinate} act on coordinates: use AdaGrad or a "
-                    "global schedule with them"
-                )
-
-    @property
-    def names(self) -> list[str]:
-        cached = getattr(self, "_names", None)  # (absent from states pickled before it)
-        if cached is None or cached[0] is not self.kernels:  # built once per bank
-            cached = self._names = (self.kernels, [k.name for k in self.kernels])
-        return list(cached[1])
-
-    @property
-    def weight_power(self) -> float:
-        for reg in self.regularizers:
-            if not isinstance(reg, regs_mod.Ball):
-                return float(reg.weight_power)
-        return 1.0
 
     # --- lazy state -------------------------------------------------------------------------
     def declare_features(self, keys: Iterable[str]) -> None:
@@ -254,7 +202,9 @@ class OnlineMKL:
             np.array(self.averages, dtype=np.float64),
             self.average_discount,
             self.average_every,
+            self.average,
         )
+        self._kernelized = bool(self._layout.im_blocks.size)  # rounds may need support room
 
     def _prepare(self, x: Any) -> np.ndarray:
         x = np.ascontiguousarray(x, dtype=np.float64)
@@ -319,37 +269,63 @@ class OnlineMKL:
     # --- learning ---------------------------------------------------------------------------
     def learn(self, x: Any, y: Any) -> float:
         """One round on (x, y); returns the loss of the model *before* the update (prequential)."""
-        return self._round(self._prepare(x), y)
-
-    def learn_prepared(self, x: np.ndarray, y: float) -> float:
-        """``learn`` for callers that already hold a finite float64 vector of the model's width
-        (the river adapters): skips the per-call validation, not the label checks."""
-        if self._state is None or x.shape[0] != len(self.feature_keys):
-            return self.learn(x, y)
-        return self._round(x, y)
-
-    def _round(self, x: np.ndarray, y: Any) -> float:
-        y = self._prepare_y(y)
-        self._ensure_room()
-        self.schedule.t += 1
-        assert self._args is not None
-        loss = self._args.learn_round(x, y, self.schedule.t)
-        self.t += 1
-        if self._warmup is not None:
-            self._warm(x[None, :])
-        if self.average:
-            assert self._layout is not None and self._state is not None
-            nb.average_explicit(
-                self._state.w, self._state.scale, self._layout.ex_blocks,
-                self._layout.ex_off, self._state.w_avg, self.t,
-            )  # fmt: skip
-        return loss
+        return self._learn_checked(x, y)
 
     def learn_predict(self, x: Any, y: Any) -> np.ndarray:
         """One round on (x, y); returns the scores predicted for x *before* the update (what
-        :meth:`decision` gave just before; the averaged predictor's with ``averages``)."""
-        self.learn(x, y)
-        return self.last_scores.copy()
+        :meth:`decision` gave just before; the averaged predictor's with ``averages``): a
+        prequential round in one compiled call."""
+        self._learn_checked(x, y)
+        assert self._args is not None
+        return self._args.pred.copy()
+
+    def learn_prepared(self, x: np.ndarray, y: float) -> float:
+        """``learn`` (the river adapters call it with finite float64 vectors of the model's
+        width; kept for them: ``learn`` checks as fast)."""
+        return self._learn_checked(x, y)
+
+    def _learn_checked(self, x: Any, y: Any) -> float:
+        """One round; x and y are checked by the compiled call itself when x is a float64
+        C-contiguous vector of the model's width (else :meth:`_prepare` first)."""
+        args = self._args
+        if (
+            args is None
+            or type(x) is not np.ndarray
+            or x.dtype is not _F64
+            or x.ndim != 1
+            or x.shape[0] != len(self.feature_keys)
+            or not x.flags.carray
+        ):
+            x = self._prepare(x)
+            args = self._args
+            assert args is not None
+        if type(y) not in _NUMBERS:
+            y = self._prepare_y(y)  # the loss's own error for a target it does not take
+        if self._kernelized:
+            self._ensure_room()
+            args = self._args
+            assert args is not None
+        s = self.schedule
+        t = self.t + 1
+        loss = args.learn_predict(x, y, s.t + 1, t)
+        if loss < 0.0:
+            return self._refused(x, y, loss)
+        s.t += 1
+        self.t = t
+        if self._warmup is not None:
+            self._warm(x[None, :])
+        return loss
+
+    def _refused(self, x: np.ndarray, y: Any, code: float) -> float:
+        """The compiled round refused (x, y) (nothing changed): raise what the checks in
+        Python raise, or widen the model for a new class index and learn again."""
+        if code == nb.BAD_X:
+            bad = int(np.flatnonzero(~np.isfinite(x))[0])
+            raise ValueError(f"x[{bad}] = {x[bad]} is not finite")
+        self._prepare_y(y)  # raises for a bad target; widens the model for a new class
+        if code == nb.NEW_CLASS:
+            return self._learn_checked(x, y)
+        raise AssertionError(f"the compiled round refused y = {y!r} but the check accepts it")
 
     @property
     def last_scores(self) -> np.ndarray:
@@ -357,397 +333,6 @@ class OnlineMKL:
         if self._args is None:
             raise RuntimeError("no round learned yet")
         return self._args.pred
-
-    def decision_prepared(self, x: np.ndarray) -> np.ndarray:
-        """Scores (K,) for a finite float64 vector of the model's width; a view, copy to keep."""
-        if self._state is None or x.shape[0] != len(self.feature_keys):
-            return np.atleast_1d(self.decision(x))
-        assert self._args is not None
-        return self._args.decision(x)
-
-    def learn_many(
-        self, X: Any, Y: Any, block_norms: np.ndarray | None = None
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Rounds over the rows of X in order, in one compiled loop.
-
-        Returns the prequential losses (n,) and scores (n, K), each before its own update.
-        ``block_norms``, if given, is a C-contiguous float64 (n, M) array that receives the
-        block norms before each round (``regularization_values`` turns them into
-        ``lambda Omega(theta_t)``, the monitor's objective terms).
-        """
-        X = np.ascontiguousarray(X, dtype=np.float64)
-        if X.ndim != 2:
-            raise ValueError(f"X must be 2-D, got shape {X.shape}")
-        self._check_norms_out(block_norms, X.shape[0])
-        if X.shape[0] == 0:
-            return np.zeros(0), np.zeros((0, self.n_outputs))
-        self._prepare(X[0])
-        if not np.all(np.isfinite(X)):
-            raise ValueError("X contains NaN or Inf")
-        if X.shape[1] != len(self.feature_keys):
-            raise ValueError(f"X has {X.shape[1]} columns; the model has {len(self.feature_keys)}")
-        return self._rounds(X, self._prepare_targets(Y), block_norms)
-
-    def _check_norms_out(self, block_norms: np.ndarray | None, n: int) -> None:
-        if block_norms is None:
-            return
-        shape = (n, len(self.kernels))
-        if (
-            block_norms.shape != shape
-            or block_norms.dtype != np.float64
-            or not block_norms.flags.c_contiguous
-            or not block_norms.flags.writeable
-        ):
-            raise ValueError(f"block_norms must be a writeable C-contiguous float64 {shape} array")
-
-    def learn_many_prepared(
-        self, X: np.ndarray, Y: np.ndarray, block_norms: np.ndarray | None = None
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """``learn_many`` for callers that hold finite float64 rows of the model's width and
-        targets the loss accepts (the river adapters): skips the per-row checks.
-
-        Falls back to :meth:`learn_many` when the model is not built yet or the width differs,
-        so a wrong call is still caught there.
-        """
-        if (
-            self._state is None
-            or X.ndim != 2
-            or X.shape[1] != len(self.feature_keys)
-            or Y.shape != (X.shape[0],)
-        ):
-            return self.learn_many(X, Y, block_norms)
-        task = self.loss.task
-        if task == "multiclass" and Y.size and Y.max() >= self.n_outputs:
-            return self.learn_many(X, Y, block_norms)  # widens the model for the new class
-        self._check_norms_out(block_norms, X.shape[0])
-        X = np.ascontiguousarray(X, dtype=np.float64)
-        return self._rounds(X, np.ascontiguousarray(Y, dtype=np.float64), block_norms)
-
-    def _warm(self, X: np.ndarray) -> None:
-        """Keep warm-up inputs; once there are enough, measure the Gaussian bandwidths."""
-        assert self._warmup is not None
-        self._warmup.add(X)
-        if self._warmup.full:
-            kernels = bandwidth.after_warmup(self.kernels, self._warmup.rows)
-            self._warmup = None
-            last = None if self._args is None else self._args.pred.copy()
-            self._swap_kernels(kernels)
-            if last is not None and self._args is not None:
-                self._args.pred[:] = last  # the last round's prediction survives the new bank
-
-    def _rounds(
-        self, X: np.ndarray, Y: np.ndarray, block_norms: np.ndarray | None = None
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """The compiled loop over validated rows (see :meth:`learn_many`); a run that crosses
-        the end of the bandwidth warm-up is cut there (the bank changes)."""
-        if self._warmup is not None:
-            cut = bandwidth.WARMUP - len(self._warmup)
-            if cut < X.shape[0]:
-                head = None if block_norms is None else block_norms[:cut]
-                tail = None if block_norms is None else block_norms[cut:]
-                losses, preds = self._rounds(X[:cut], Y[:cut], head)
-                more, more_preds = self._rounds(X[cut:], Y[cut:], tail)
-                return np.concatenate([losses, more]), np.concatenate([preds, more_preds])
-            out = self._compiled_rounds(X, Y, block_norms)
-            self._warm(X)
-            return out
-        return self._compiled_rounds(X, Y, block_norms)
-
-    def _compiled_rounds(
-        self, X: np.ndarray, Y: np.ndarray, block_norms: np.ndarray | None = None
-    ) -> tuple[np.ndarray, np.ndarray]:
-        self._ensure_room(X.shape[0])
-        a = self._args
-        assert a is not None and self._state is not None
-        losses = np.empty(X.shape[0])
-        preds = np.empty((X.shape[0], self.n_outputs))
-        s = self.schedule
-        w_avg = self._state.w_avg
-        before = np.empty((0, len(self.kernels))) if block_norms is None else block_norms
-        nb.learn_many(
-            X, Y, s.t, self.t, *a.sched, self.average, w_avg, *a.learn, losses, preds, before
-        )
-        s.t += X.shape[0]
-        self.t += X.shape[0]
-        return losses, preds
-
-    # --- prediction -------------------------------------------------------------------------
-    def decision(self, x: Any, averaged: bool = False) -> float | np.ndarray:
-        """Scores at x: a float (binary/regression) or one score per class (multiclass)."""
-        x = self._prepare(x)
-        assert self._args is not None and self._state is not None
-        if averaged and not self.average:
-            raise ValueError("averaged=True needs OnlineMKL(average=True)")
-        fx = self._args.decision(x, self._state.w_avg if averaged else None)
-        return fx.copy() if self.loss.multiclass else float(fx[0])
-
-    def decision_many(self, X: Any) -> np.ndarray:
-        """Scores for every row of X, shape (n, K), in one compiled loop."""
-        X = np.ascontiguousarray(X, dtype=np.float64)
-        if X.ndim != 2:
-            raise ValueError(f"X must be 2-D, got shape {X.shape}")
-        if X.shape[0] == 0:
-            return np.zeros((0, self.n_outputs))
-        self._prepare(X[0])
-        if X.shape[1] != len(self.feature_keys) or not np.all(np.isfinite(X)):
-            raise ValueError(f"X must be finite with {len(self.feature_keys)} columns")
-        assert self._args is not None
-        return self._args.decision_many(X)
-
-    def losses_many(self, X: Any, Y: Any) -> np.ndarray:
-        """Loss of the current model on every (x, y), without learning (one compiled loop)."""
-        scores = self.decision_many(X)
-        if len(Y) != scores.shape[0]:
-            raise ValueError(f"{scores.shape[0]} rows but {len(Y)} targets")
-        targets = self._prepare_targets(Y)
-        out = np.empty(scores.shape[0])
-        scratch = np.empty(scores.shape[1])
-        nb.loss_values(self.loss.code, self.loss.param, scores, targets, scratch, out)
-        return out
-
-    def block_decisions(self, x: Any) -> np.ndarray:
-        """Per-block scores f_m(x), shape (M, K)."""
-        self.decision(x)
-        assert self._args is not None
-        return self._args.block_scores().copy()
-
-    # --- model introspection ----------------------------------------------------------------
-    @property
-    def block_norms(self) -> np.ndarray:
-        if self._state is None:
-            return np.zeros(len(self.kernels))
-        return self._state.norms.copy()
-
-    @property
-    def kernel_weights(self) -> np.ndarray:
-        return self.kernel_weights_of(self.block_norms)
-
-    def kernel_weights_of(self, block_norms: np.ndarray) -> np.ndarray:
-        """β for the block norms ``block_norms`` (M,) (e.g. a row ``learn_many`` recorded):
-        what :attr:`kernel_weights` was when the model had those norms."""
-        return regs_mod.kernel_weights(self.regularizers, block_norms)
-
-    @property
-    def n_support(self) -> int:
-        return 0 if self._state is None else self._state.n_support
-
-    @property
-    def active_kernels(self) -> list[str]:
-        return [n for n, b in zip(self.names, self.block_norms, strict=True) if b > 0]
-
-    def l1_norm(self) -> float:
-        """||theta||_1 over the explicit blocks."""
-        if self._state is None or self._layout is None:
-            return 0.0
-        total = 0.0
-        for m in self._layout.ex_blocks:
-            a, e = self._layout.ex_off[m], self._layout.ex_off[m + 1]
-            total += self._state.scale[m] * float(np.abs(self._state.w[:, a:e]).sum())
-        return total
-
-    @property
-    def norm_only(self) -> bool:
-        """Whether every regularizer is a function of the block norms alone (then
-        :meth:`regularization_values` applies)."""
-        return all(r.norm_only for r in self.regularizers)
-
-    def regularization_value(self) -> float:
-        """lambda * Omega(theta) at the current theta."""
-        b = self.block_norms
-        if self.norm_only:  # the same numbers as regularization_values on a run's rows
-            return float(self.regularization_values(b[None, :])[0])
-        l1 = self.l1_norm()
-        return float(sum(r.value(b, l1) for r in self.regularizers))
-
-    def regularization_values(self, block_norms: np.ndarray) -> np.ndarray:
-        """``lambda * Omega`` for each row of block norms (n, M), e.g. those ``learn_many``
-        recorded before each round. Row i's value does not depend on the other rows. Only for
-        regularizers of the block norms alone (:attr:`norm_only`)."""
-        if not self.norm_only:
-            raise TypeError(
-                "regularization_values needs regularizers of the block norms alone; "
-                f"{[r for r in self.regularizers if not r.norm_only]} also need ||theta||_1"
-            )
-        B = np.asarray(block_norms, dtype=np.float64)
-        if B.ndim != 2 or B.shape[1] != len(self.kernels):
-            raise ValueError(f"block_norms must be (n, {len(self.kernels)}), got {B.shape}")
-        regs = self.regularizers
-        total = regs[0].values_norms(B, self.names)
-        for r in regs[1:]:
-            total = total + r.values_norms(B, self.names)
-        return total
-
-    def objective_terms(self, x: Any, y: Any) -> tuple[float, float]:
-        """(loss, lambda * Omega) at the current theta, for regret accounting."""
-        y = self._prepare_y(y)
-        scores = np.atleast_1d(self.decision(x))
-        return self.loss.value(scores, y), self.regularization_value()
-
-    def restart_schedule(self) -> None:
-        """Start the schedule again (a detected drift): the next round is t = 1. AdaGrad's
-        accumulators are cleared too (large steps again); FTRL keeps its steps, re-centres its
-        accumulated gradients on the current theta (theta does not move) and restarts the
-        regularizer's weight t."""
-        self.schedule.restart()
-        if self._state is None:
-            return
-        S = self._state
-        S.avg_count[:] = 0.0  # the averages restart from the next iterate ...
-        S.avg_loss[:] = 0.0  # ... and the last iterate predicts until one does better
-        if not self.schedule.adaptive:
-            return
-        if isinstance(self.schedule, schedules_mod.FTRL):
-            assert self._layout is not None
-            consts = self.schedule.constants
-            etas = consts[0] / np.sqrt(consts[1] + S.step_acc[:-1])
-            for m in self._layout.ex_blocks:
-                a, e = self._layout.ex_off[m], self._layout.ex_off[m + 1]
-                S.w[:, a:e] *= S.scale[m] / etas[m]  # u_m = theta_m / eta_m
-                S.scale[m] = etas[m] if S.scale[m] != 0.0 else 0.0
-                S.stored_norms[m] = S.norms[m] / etas[m]
-        else:
-            S.step_acc[:] = 0.0
-
-    @property
-    def gradient_sq_sums(self) -> np.ndarray:
-        """AdaGrad's and FTRL's accumulators: per block the sum of squared gradient norms
-        ``sum_t ||g_m,t||^2`` since the last restart, then the bias's (zeros otherwise)."""
-        if self._state is None:
-            return np.zeros(len(self.kernels) + 1)
-        return self._state.step_acc.copy()
-
-    @property
-    def block_steps(self) -> np.ndarray:
-        """The step each block took in the last round (then the bias step): ``eta_t`` for every
-        block with a global schedule, AdaGrad's per-block steps otherwise (zeros before)."""
-        if self._args is None:
-            return np.zeros(len(self.kernels) + 1)
-        return self._args.etas.copy()
-
-    def save_point(self) -> tuple[Any, ...]:
-        """Everything learning changes, copied (a few µs for a bank of explicit blocks): a run
-        learned after it can be taken back by :meth:`restore_point`."""
-        state = None if self._state is None else self._state.copy()
-        warmup = None if self._warmup is None else bandwidth.Reservoir(self._warmup.rows)
-        return (
-            self.kernels, list(self.feature_keys), self.n_outputs, self._layout, state,
-            self.schedule.t, self.t, warmup,
-        )  # fmt: skip
-
-    def restore_point(self, point: tuple[Any, ...]) -> None:
-        """Back to :meth:`save_point`'s model, in place (the same object, bit for bit)."""
-        kernels, keys, n_outputs, layout, state, schedule_t, t, warmup = point
-        self.kernels, self.feature_keys, self.n_outputs = kernels, list(keys), n_outputs
-        self._warmup = None if warmup is None else bandwidth.Reservoir(warmup.rows)
-        self._layout = layout
-        self._state = None if state is None else state.copy()
-        self.schedule.t, self.t = schedule_t, t
-        if self._state is not None:
-            self._refresh_args()
-        else:
-            self._args = None
-
-    # --- runtime kernel changes -------------------------------------------------------------
-    def add_kernel(self, kernel: Kernel) -> None:
-        """Add a block (starting at theta_m = 0); every other block keeps its state."""
-        kernel = kernels_mod.from_spec(kernel)
-        if kernel.name in self.names:
-            raise ValueError(f"a kernel named {kernel.name!r} is already in the bank")
-        self._swap_kernels((*self.kernels, kernel))
-
-    def remove_kernel(self, name: str) -> None:
-        """Drop a block; every other block keeps its state."""
-        if name not in self.names:
-            raise KeyError(f"no kernel named {name!r}; have {self.names}")
-        if len(self.kernels) == 1:
-            raise ValueError("cannot remove the last kernel")
-        self._swap_kernels(tuple(k for k in self.kernels if k.name != name))
-
-    def _swap_kernels(self, kernels: tuple[Kernel, ...]) -> None:
-        self._check_compatible(kernels)
-        if self._state is None:
-            self.kernels = kernels
-        else:
-            self._rebuild(kernels, self.feature_keys, self.n_outputs)
-
-    # --- persistence (no pickle) ------------------------------------------------------------
-    def config(self) -> dict[str, Any]:
-        return {
-            "kernels": [k.to_spec() for k in self.kernels],
-            "loss": self.loss.to_spec(),
-            "regularizer": [r.to_spec() for r in self.regularizers],
-            "schedule": self.schedule.to_spec(),
-            "radius": self.radius or None,
-            "budget": self.budget,
-            "budget_policy": self.budget_policy,
-            "seed": self.seed,
-            "fit_intercept": self.fit_intercept,
-            "intercept_lr": self.intercept_lr,
-            "average": self.average,
-            "averages": list(self.averages),
-            "average_discount": self.average_discount,
-            "average_every": self.average_every,
-        }
-
-    def to_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-        """(JSON-able meta, named arrays): everything needed to resume bit-for-bit."""
-        meta = {
-            "format": "streammkl.OnlineMKL",
-            "version": STATE_VERSION,
-            "config": self.config(),
-            "feature_keys": list(self.feature_keys),
-            "n_outputs": self.n_outputs,
-            "t": self.t,
-            "schedule_t": self.schedule.t,
-        }
-        arrays = self._state.to_arrays() if self._state is not None else {}
-        if self._warmup is not None and len(self._warmup):
-            arrays["warmup_inputs"] = self._warmup.rows.copy()
-        return meta, arrays
-
-    @classmethod
-    def from_state(cls, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> OnlineMKL:
-        if meta.get("format") != "streammkl.OnlineMKL":
-            raise ValueError(f"not an OnlineMKL state (format={meta.get('format')!r})")
-        if int(meta.get("version", -1)) > STATE_VERSION:
-            raise ValueError(
-                f"state version {meta['version']} is newer than this streammkl understands "
-                f"({STATE_VERSION}); upgrade streammkl"
-            )
-        model = cls(**meta["config"])
-        model.schedule.t = int(meta["schedule_t"])
-        model.t = int(meta["t"])
-        model.n_outputs = int(meta["n_outputs"])
-        model.feature_keys = list(meta["feature_keys"])
-        arrays = dict(arrays)
-        warm = arrays.pop("warmup_inputs", None)
-        if warm is not None and model._warmup is not None:
-            model._warmup = bandwidth.Reservoir(warm)
-        if arrays:
-            index = {k: i for i, k in enumerate(model.feature_keys)}
-            keys = model.feature_keys
-            model._layout = build_layout(model.kernels, len(keys), model.seed, index, keys)
-            cap = budgets.initial_capacity(model.budget)
-            model._state = BlockState.from_arrays(arrays, cap)
-            gram = budgets.keeps_gram(model.budget, model.budget_policy)
-            model._state.sync_gram(model._layout, gram)
-            model._refresh_args()
-        return model
-
-    def __getstate__(self) -> dict[str, Any]:
-        # the argument pack holds compiled entry points (not picklable): rebuilt on load
-        state = self.__dict__.copy()
-        state["_args"] = None
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        if self._state is not None:
-            self._refresh_args()
-
-    def digest(self) -> str:
-        """sha256 of the canonical state (config, counters and every array's bytes)."""
-        return state_digest(*self.to_state())
 
     def __repr__(self) -> str:
         return (

@@ -21,7 +21,15 @@ from typing import Any
 import numpy as np
 
 from streammkl.core import _numba as nb
-from streammkl.core._spec import Spec, build
+from streammkl.core._spec import build
+from streammkl.core.regularizer_base import (
+    Regularizer,
+    Step,
+    all_blocks,
+    check_fraction,
+    check_nonneg,
+    row_sums,
+)
 
 __all__ = [
     "L1",
@@ -39,87 +47,10 @@ __all__ = [
     "kernel_weights",
 ]
 
-Step = tuple[int, float, float, np.ndarray]  # (code, p0, p1, boolean block mask)
-
-
-class Regularizer(Spec):
-    """Base class. ``norm_only`` regularizers depend on theta only through its block norms."""
-
-    norm_only = True
-    weight_power = 1.0  # kernel weights beta_m ∝ ||theta_m||^weight_power
-    explicit_only = False  # acts on coordinates: explicit blocks only
-
-    def steps(self, n_blocks: int, names: Sequence[str] = ()) -> list[Step]:
-        raise NotImplementedError
-
-    def value(self, block_norms: np.ndarray, l1_norm: float = 0.0) -> float:
-        """``lambda * Omega(theta)`` from the block norms (and ||theta||_1 where needed)."""
-        return self.value_norms(block_norms)
-
-    def value_norms(self, b: np.ndarray) -> float:
-        raise NotImplementedError
-
-    def values_norms(self, B: np.ndarray, names: Sequence[str] = ()) -> np.ndarray:
-        """:meth:`value_norms` of each row of ``B`` (n, M), vectorised over the rows.
-
-        Sums over the blocks run column by column (:func:`_row_sums`), so a row's value does
-        not depend on the other rows (nor on their number); it agrees with ``value_norms`` to
-        rounding. ``names`` (the kernel names) is for groups given by name.
-        """
-        raise TypeError(f"{type(self).__name__} is not a function of the block norms alone")
-
-    def prox_norms(self, b: np.ndarray, step: float | np.ndarray) -> np.ndarray:
-        """``argmin_z sum_m 1/(2 s_m) (z_m - b_m)^2 + value_norms(z)`` with ``s_m = step`` (the
-        paper's prox) or per-block steps ``s = step`` (an array: AdaGrad's metric)."""
-        if not self.norm_only:
-            raise TypeError(f"{type(self).__name__} is not a function of the block norms alone")
-        z = np.array(b, dtype=np.float64)
-        steps = np.broadcast_to(np.asarray(step, dtype=np.float64), z.shape).copy()
-        if not np.all(steps >= 0):
-            raise ValueError(f"prox steps must be >= 0, got {step!r}")
-        out = np.empty_like(z)
-        for code, p0, p1, group in self.steps(z.shape[0]):
-            nb.prox_norm_step(code, p0, p1, group, z, steps, out)
-            z, out = out, z
-        return z
-
-    def strong_convexity(self) -> float:
-        """c with Omega(theta) >= c/2 ||theta||^2 (0 if none) — used for radius='auto'."""
-        return 0.0
-
-    def params(self) -> dict[str, Any]:
-        raise NotImplementedError
-
-
-def _all(n: int) -> np.ndarray:
-    return np.ones(n, dtype=np.bool_)
-
-
-def _row_sums(A: np.ndarray) -> np.ndarray:
-    """Sum of each row of A (n, M), adding the columns in order: the same operations for
-    every row, whatever n (numpy's own row sums may pair terms differently)."""
-    if A.shape[1] == 0:
-        return np.zeros(A.shape[0])
-    out = A[:, 0].copy()
-    for m in range(1, A.shape[1]):
-        out += A[:, m]
-    return out
-
-
-def _check_nonneg(name: str, **values: float) -> None:
-    for key, val in values.items():
-        if not (val >= 0 and np.isfinite(val)):
-            raise ValueError(f"{name}: {key} must be a finite number >= 0, got {val!r}")
-
-
-def _check_fraction(name: str, sigma: float) -> None:
-    if not 0.0 <= sigma <= 1.0:
-        raise ValueError(f"{name}: sigma must be in [0, 1], got {sigma!r}")
-
 
 class _Lam(Regularizer):
     def __init__(self, lam: float = 1e-3):
-        _check_nonneg(type(self).__name__, lam=lam)
+        check_nonneg(type(self).__name__, lam=lam)
         self.lam = float(lam)
 
     def params(self) -> dict[str, Any]:
@@ -132,13 +63,13 @@ class L2(_Lam):
     weight_power = 0.0  # q = 2: the plain sum of kernels, every active kernel weighs the same
 
     def steps(self, n_blocks: int, names: Sequence[str] = ()) -> list[Step]:
-        return [(nb.P_L2, self.lam, 0.0, _all(n_blocks))]
+        return [(nb.P_L2, self.lam, 0.0, all_blocks(n_blocks))]
 
     def value_norms(self, b: np.ndarray) -> float:
         return 0.5 * self.lam * float(np.sum(np.square(b)))
 
     def values_norms(self, B: np.ndarray, names: Sequence[str] = ()) -> np.ndarray:
-        return 0.5 * self.lam * _row_sums(np.square(B))
+        return 0.5 * self.lam * row_sums(np.square(B))
 
     def strong_convexity(self) -> float:
         return 1.0
@@ -151,7 +82,7 @@ class L1(_Lam):
     explicit_only = True
 
     def steps(self, n_blocks: int, names: Sequence[str] = ()) -> list[Step]:
-        return [(nb.P_L1, self.lam, 0.0, _all(n_blocks))]
+        return [(nb.P_L1, self.lam, 0.0, all_blocks(n_blocks))]
 
     def value(self, block_norms: np.ndarray, l1_norm: float = 0.0) -> float:
         return self.lam * l1_norm
@@ -161,26 +92,26 @@ class GroupLasso(_Lam):
     """``lam sum_m ||theta_m||``: soft-threshold each block norm."""
 
     def steps(self, n_blocks: int, names: Sequence[str] = ()) -> list[Step]:
-        return [(nb.P_BLOCKSOFT, self.lam, 0.0, _all(n_blocks))]
+        return [(nb.P_BLOCKSOFT, self.lam, 0.0, all_blocks(n_blocks))]
 
     def value_norms(self, b: np.ndarray) -> float:
         return self.lam * float(np.sum(np.abs(b)))
 
     def values_norms(self, B: np.ndarray, names: Sequence[str] = ()) -> np.ndarray:
-        return self.lam * _row_sums(np.abs(B))
+        return self.lam * row_sums(np.abs(B))
 
 
 class SquaredGroupLasso(_Lam):
     """Sparse MKL, the default: ``lam/2 (sum_m ||theta_m||)^2``; prox = Alg. 2 on the norms."""
 
     def steps(self, n_blocks: int, names: Sequence[str] = ()) -> list[Step]:
-        return [(nb.P_SQGROUP, self.lam, 0.0, _all(n_blocks))]
+        return [(nb.P_SQGROUP, self.lam, 0.0, all_blocks(n_blocks))]
 
     def value_norms(self, b: np.ndarray) -> float:
         return 0.5 * self.lam * float(np.sum(np.abs(b))) ** 2
 
     def values_norms(self, B: np.ndarray, names: Sequence[str] = ()) -> np.ndarray:
-        s = _row_sums(np.abs(B))
+        s = row_sums(np.abs(B))
         return 0.5 * self.lam * (s * s)
 
     def strong_convexity(self) -> float:
@@ -191,7 +122,7 @@ class GroupLq(Regularizer):
     """Non-sparse MKL: ``lam/2 sum_m ||theta_m||^q`` (q >= 1); beta_m ∝ ||theta_m||^(2-q)."""
 
     def __init__(self, lam: float = 1e-3, q: float = 1.5):
-        _check_nonneg("GroupLq", lam=lam)
+        check_nonneg("GroupLq", lam=lam)
         if not q >= 1.0:
             raise ValueError(f"GroupLq: q must be >= 1 (convexity), got {q!r}")
         self.lam = float(lam)
@@ -202,14 +133,14 @@ class GroupLq(Regularizer):
         return 2.0 - self.q
 
     def steps(self, n_blocks: int, names: Sequence[str] = ()) -> list[Step]:
-        return [(nb.P_GROUPLQ, self.lam, self.q, _all(n_blocks))]
+        return [(nb.P_GROUPLQ, self.lam, self.q, all_blocks(n_blocks))]
 
     def value_norms(self, b: np.ndarray) -> float:
         return 0.5 * self.lam * float(np.sum(np.abs(b) ** self.q))
 
     def values_norms(self, B: np.ndarray, names: Sequence[str] = ()) -> np.ndarray:
         # np.power elementwise: row i's terms are those of row i alone
-        return 0.5 * self.lam * _row_sums(np.power(np.abs(B), self.q))
+        return 0.5 * self.lam * row_sums(np.power(np.abs(B), self.q))
 
     def strong_convexity(self) -> float:
         return 1.0 if self.q == 2.0 else 0.0
@@ -226,13 +157,13 @@ class ElasticNetMKL(Regularizer):
     """
 
     def __init__(self, lam: float = 1e-3, sigma: float = 0.5):
-        _check_nonneg("ElasticNetMKL", lam=lam)
-        _check_fraction("ElasticNetMKL", sigma)
+        check_nonneg("ElasticNetMKL", lam=lam)
+        check_fraction("ElasticNetMKL", sigma)
         self.lam = float(lam)
         self.sigma = float(sigma)
 
     def steps(self, n_blocks: int, names: Sequence[str] = ()) -> list[Step]:
-        return [(nb.P_ENET, self.lam, self.sigma, _all(n_blocks))]
+        return [(nb.P_ENET, self.lam, self.sigma, all_blocks(n_blocks))]
 
     def value_norms(self, b: np.ndarray) -> float:
         b = np.abs(b)
@@ -242,8 +173,8 @@ class ElasticNetMKL(Regularizer):
     def values_norms(self, B: np.ndarray, names: Sequence[str] = ()) -> np.ndarray:
         B = np.abs(B)
         s = self.sigma
-        total = _row_sums(B)
-        return self.lam * (0.5 * s * _row_sums(B * B) + 0.5 * (1 - s) * (total * total))
+        total = row_sums(B)
+        return self.lam * (0.5 * s * row_sums(B * B) + 0.5 * (1 - s) * (total * total))
 
     def strong_convexity(self) -> float:
         return 1.0
@@ -263,15 +194,15 @@ class SparseGroupLasso(Regularizer):
     explicit_only = True
 
     def __init__(self, lam: float = 1e-3, sigma: float = 0.5):
-        _check_nonneg("SparseGroupLasso", lam=lam)
-        _check_fraction("SparseGroupLasso", sigma)
+        check_nonneg("SparseGroupLasso", lam=lam)
+        check_fraction("SparseGroupLasso", sigma)
         self.lam = float(lam)
         self.sigma = float(sigma)
 
     def steps(self, n_blocks: int, names: Sequence[str] = ()) -> list[Step]:
         return [
-            (nb.P_L1, self.lam * (1 - self.sigma), 0.0, _all(n_blocks)),
-            (nb.P_BLOCKSOFT, self.lam * self.sigma, 0.0, _all(n_blocks)),
+            (nb.P_L1, self.lam * (1 - self.sigma), 0.0, all_blocks(n_blocks)),
+            (nb.P_BLOCKSOFT, self.lam * self.sigma, 0.0, all_blocks(n_blocks)),
         ]
 
     def value(self, block_norms: np.ndarray, l1_norm: float = 0.0) -> float:
@@ -298,7 +229,7 @@ class OverlappingGroupLasso(Regularizer):
         if len(lams) != len(self.groups):
             raise ValueError("OverlappingGroupLasso: one lam per group, or a single lam")
         for value in lams:
-            _check_nonneg("OverlappingGroupLasso", lam=float(value))
+            check_nonneg("OverlappingGroupLasso", lam=float(value))
         self.lam = tuple(float(v) for v in lams)
 
     def masks(self, n_blocks: int, names: Sequence[str] = ()) -> list[np.ndarray]:
@@ -328,7 +259,7 @@ class OverlappingGroupLasso(Regularizer):
         masks = self.masks(B.shape[1], names)
         out = np.zeros(B.shape[0])
         for lam, m in zip(self.lam, masks, strict=True):
-            out += lam * np.sqrt(_row_sums(np.square(B[:, m])))
+            out += lam * np.sqrt(row_sums(np.square(B[:, m])))
         return out
 
     def value(self, block_norms: np.ndarray, l1_norm: float = 0.0) -> float:
@@ -349,13 +280,13 @@ class Ball(Regularizer):
         self.radius = float(radius)
 
     def steps(self, n_blocks: int, names: Sequence[str] = ()) -> list[Step]:
-        return [(nb.P_BALL, self.radius, 0.0, _all(n_blocks))]
+        return [(nb.P_BALL, self.radius, 0.0, all_blocks(n_blocks))]
 
     def value_norms(self, b: np.ndarray) -> float:
         return 0.0 if float(np.linalg.norm(b)) <= self.radius * (1 + 1e-9) else float("inf")
 
     def values_norms(self, B: np.ndarray, names: Sequence[str] = ()) -> np.ndarray:
-        inside = np.sqrt(_row_sums(np.square(B))) <= self.radius * (1 + 1e-9)
+        inside = np.sqrt(row_sums(np.square(B))) <= self.radius * (1 + 1e-9)
         return np.where(inside, 0.0, np.inf)
 
     def params(self) -> dict[str, Any]:
@@ -366,13 +297,13 @@ class GroupL1Ball(Ball):
     """Indicator of ``sum_m ||theta_m|| <= radius``: l1-ball projection of the block norms."""
 
     def steps(self, n_blocks: int, names: Sequence[str] = ()) -> list[Step]:
-        return [(nb.P_L1BALL, self.radius, 0.0, _all(n_blocks))]
+        return [(nb.P_L1BALL, self.radius, 0.0, all_blocks(n_blocks))]
 
     def value_norms(self, b: np.ndarray) -> float:
         return 0.0 if float(np.sum(np.abs(b))) <= self.radius * (1 + 1e-9) else float("inf")
 
     def values_norms(self, B: np.ndarray, names: Sequence[str] = ()) -> np.ndarray:
-        inside = _row_sums(np.abs(B)) <= self.radius * (1 + 1e-9)
+        inside = row_sums(np.abs(B)) <= self.radius * (1 + 1e-9)
         return np.where(inside, 0.0, np.inf)
 
 

@@ -1,18 +1,19 @@
 """ONE round of Alg. 1 / Alg. 3 on a (Layout, BlockState): the Python edge of the compiled loop.
 
-``RoundArgs`` packs every array the compiled round needs, once, so a call costs one dispatch.
-It must be rebuilt whenever the state's arrays are reallocated (new inputs, classes or capacity).
+``RoundArgs`` packs every array the compiled round needs into one compiled argument (a
+``RoundPack``, :mod:`streammkl.core._numba.pack`), once, so a call unboxes a handful of
+arguments instead of ~60. It must be rebuilt whenever the state's arrays are reallocated (new
+inputs, classes or capacity).
 
-Per-example calls go through numba's compiled entry point once the argument types are known:
-the dispatcher's type resolution costs ~0.2 us per argument, i.e. several microseconds for the
-50 arrays of a round (measured in ``benchmarks/core_update.py``). Every argument except ``x`` is
-owned by this object and keeps its type; ``x`` is checked (float64, C-contiguous, writeable) by
-the caller. Set ``STREAMMKL_NO_FASTCALL=1`` to always go through the dispatcher.
+Per-example calls go through numba's compiled entry point for the pack's signature, skipping
+the dispatcher's type resolution (~3 µs for a pack, whose type numba resolves in Python);
+numba's internals for it are read once, guarded: if they change, calls go through the
+dispatcher (slower, the same results). ``x`` must be a float64, C-contiguous, writeable
+vector (checked by the caller).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -36,23 +37,21 @@ def step_arrays(
     return codes, params, groups
 
 
-_FASTCALL = os.environ.get("STREAMMKL_NO_FASTCALL", "") in ("", "0")
-
-
-def _entry_point(dispatcher: Any, args: tuple) -> Callable | None:
-    """The compiled entry point for exactly these argument types (None if unavailable)."""
-    if not _FASTCALL:
-        return None
+def entry_point(dispatcher: Any, args: tuple[Any, ...]) -> Callable[..., Any]:
+    """The compiled entry point of ``dispatcher`` for exactly these argument types (compiled
+    on the first call if needed); the dispatcher itself when numba's internals differ, or
+    when the function is not compiled (a test runs the Python original)."""
     try:
         sig = tuple(dispatcher.typeof_pyval(a) for a in args)
-        result = dispatcher.overloads.get(sig)
-        return None if result is None else result.entry_point
-    except Exception:  # pragma: no cover - numba internals changed: stay on the dispatcher
-        return None
+        if sig not in dispatcher.overloads:
+            dispatcher.compile(sig)
+        return dispatcher.overloads[sig].entry_point
+    except Exception:  # a Python function, or numba internals changed: the slower route
+        return dispatcher
 
 
 class RoundArgs:
-    """The argument tuples of ``learn_round`` / ``decision`` for one layout and state."""
+    """The pack of one layout and state, and the compiled calls that take it."""
 
     def __init__(
         self,
@@ -68,6 +67,7 @@ class RoundArgs:
         horizons: np.ndarray,
         discount: float,
         every: int,
+        average: bool = False,
     ):
         L, S = layout, state
         K = S.w.shape[0]
@@ -75,72 +75,67 @@ class RoundArgs:
         self.phi = np.zeros(L.width)
         self.scores = np.zeros((M, K))
         self.fx = np.zeros(K)
-        self.v = np.zeros(K)
-        self.xsq = np.zeros(L.n_views)
-        self.dots = np.zeros(L.n_views)
-        self.newnorms = np.zeros(M)
-        self.fsq = np.zeros(M)
         self.etas = np.zeros(M + 1)  # this round's per-block steps (then the bias step)
-        self.sched: tuple[Any, ...] = (
-            schedule.code, schedule.constants, S.step_acc, self.etas, S.step_prev, S.stored_norms,
-        )  # fmt: skip
-        config: tuple[Any, ...] = (L.kinds, L.kp, L.is_explicit, L.view_of, L.masks, L.view_full)
-        config += (L.ex_blocks, L.im_blocks, L.ex_off, L.ex_kind, L.ex_norm, L.phi_src)
-        config += (L.rff_wt, L.rff_b, loss.code, loss.param, *steps, radius, policy, capacity)
-        arrays: tuple[Any, ...] = (S.w, S.scale, S.norms, S.sx, S.ssq, S.sv, S.coef, S.kself)
-        arrays += (S.age, S.counters, S.gram)
-        arrays += (S.bias, bias_lr)
-        buffers = (self.phi, self.scores, self.fx, self.v, self.xsq, self.dots, self.newnorms)
         self.pred = np.zeros(K)  # the prediction (the leader among the averaged iterates)
-        averages: tuple[Any, ...] = (S.avg_w, S.avg_bias, S.avg_loss, S.avg_count, horizons)
-        averages += (float(discount), int(every))
-        work = (self.pred, np.zeros(K), np.zeros(K))
-        self.learn = config + arrays + buffers + (self.fsq,) + averages + work
-        self.decide = (
-            L.kinds, L.kp, L.view_of, L.masks, L.view_full, L.ex_blocks, L.im_blocks,
-            L.ex_off, L.ex_kind, L.ex_norm, L.phi_src, L.rff_wt, L.rff_b,
-            S.w, S.scale, S.sx, S.ssq, S.sv, S.coef,
-        )  # fmt: skip
-        self.decide_tail: tuple[np.ndarray, ...] = (
-            S.bias, self.phi, self.scores, self.fx, self.xsq, self.dots,
-            S.avg_w, S.avg_bias, S.avg_loss,
-        )  # fmt: skip
-        self.no_averages = (np.zeros((0, K, 0)), np.zeros((0, K)), np.zeros(1))
         self.state = S
-        self._learn_fast: Callable | None = None
-        self._decide_fast: Callable | None = None
+        w_avg = S.w_avg if average else np.zeros((0, 0))
+        self.pack = nb.new_pack(
+            int(schedule.code), np.ascontiguousarray(schedule.constants, dtype=np.float64),
+            S.step_acc, self.etas, S.step_prev, S.stored_norms,
+            L.kinds, L.kp, L.is_explicit, L.view_of, L.masks, L.view_full, L.ex_blocks,
+            L.im_blocks, L.ex_off, L.ex_kind, L.ex_norm, L.phi_src, L.rff_wt, L.rff_b,
+            int(loss.code), float(loss.param), *steps, float(radius), int(policy), int(capacity),
+            S.w, S.scale, S.norms, S.sx, S.ssq, S.sv, S.coef, S.kself, S.age, S.counters, S.gram,
+            S.bias, float(bias_lr),
+            self.phi, self.scores, self.fx, np.zeros(K), np.zeros(L.n_views),
+            np.zeros(L.n_views), np.zeros(M), np.zeros(M),
+            S.avg_w, S.avg_bias, S.avg_loss, S.avg_count, horizons, float(discount), int(every),
+            self.pred, np.zeros(K), np.zeros(K),
+            bool(average), w_avg,
+        )  # fmt: skip
+        self._unit_scales = np.ones(M)
+        self._learn: Callable[..., float] | None = None
+        self._decide: Callable[..., Any] | None = None
+
+    def learn_predict(self, x: np.ndarray, y: float, t: int, n: int) -> float:
+        """One checked round (``nb.learn_predict``) at round ``t`` since the schedule's restart,
+        the model's ``n``-th: the loss, or a negative refusal code (``nb.BAD_X``, ...)."""
+        fast = self._learn
+        if fast is None:
+            fast = self._learn = entry_point(nb.learn_predict, (self.pack, x, 0.0, t, n))
+        return fast(self.pack, x, float(y), t, n)
 
     def learn_round(self, x: np.ndarray, y: float, t: int) -> float:
-        """One round at round number ``t`` since the schedule's last restart."""
-        fast = self._learn_fast
-        if fast is not None and x.flags.writeable:
-            return float(fast(x, float(y), int(t), *self.sched, *self.learn))
-        args = (x, float(y), int(t), *self.sched, *self.learn)
-        loss = float(nb.learn_round(*args))
-        if x.flags.writeable:
-            self._learn_fast = _entry_point(nb.learn_round, args)
-        return loss
+        """One round at round number ``t`` since the schedule's last restart (unchecked)."""
+        return float(nb.learn_round(self.pack, x, float(y), int(t)))
+
+    def learn_many(
+        self, X: np.ndarray, Y: np.ndarray, t0: int, n0: int, norms_before: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Rounds over the rows of X (``nb.learn_many``): the losses and prequential scores."""
+        losses = np.empty(X.shape[0])
+        preds = np.empty((X.shape[0], self.fx.shape[0]))
+        if norms_before is None:
+            norms_before = np.empty((0, self.scores.shape[0]))
+        nb.learn_many(self.pack, X, Y, int(t0), int(n0), losses, preds, norms_before)
+        return losses, preds
 
     def decision(self, x: np.ndarray, w: np.ndarray | None = None) -> np.ndarray:
-        """Scores at ``x`` into ``self.fx``; ``w`` replaces the explicit weights (averaging)."""
-        args = self.decide
+        """Scores at ``x`` into ``self.fx``; ``w`` replaces the explicit weights (the running
+        average, with unit scales), else the leader among the averaged iterates predicts."""
         if w is not None:
-            args = (*args[:13], w, np.ones_like(self.state.scale), *args[15:])
-            nb.decision(x, *args, self.state.n_support, *self.decide_tail[:6], *self.no_averages)
+            nb.decision(self.pack, x, w, self._unit_scales, False)
             return self.fx
-        fast = self._decide_fast
-        if fast is not None and x.flags.writeable:
-            fast(x, *args, self.state.n_support, *self.decide_tail)
-            return self.fx
-        full = (x, *args, self.state.n_support, *self.decide_tail)
-        nb.decision(*full)
-        if x.flags.writeable:
-            self._decide_fast = _entry_point(nb.decision, full)
+        fast = self._decide
+        if fast is None:
+            args = (self.pack, x, self.state.w, self.state.scale, True)
+            fast = self._decide = entry_point(nb.decision, args)
+        fast(self.pack, x, self.state.w, self.state.scale, True)
         return self.fx
 
     def decision_many(self, X: np.ndarray) -> np.ndarray:
         out = np.empty((X.shape[0], self.fx.shape[0]))
-        nb.decision_many(X, *self.decide, self.state.n_support, *self.decide_tail, out)
+        nb.decision_many(self.pack, X, out)
         return out
 
     def block_scores(self) -> np.ndarray:

@@ -11,7 +11,8 @@ computed:
 - ``budget``: support-set budget maintenance with exact norms (``merge``: merging two pairs,
   ``projection``: projecting a pair onto the others);
 - ``averages``: predictions from averaged iterates (exponential averages, follow the leader);
-- ``rounds``: one round of Alg. 1 / 3, its compiled loop, prediction;
+- ``pack``: the round's arrays packed into one compiled argument (a structref built on demand);
+- ``rounds``: one round of Alg. 1 / 3 on a pack, its compiled loop, prediction;
 - ``chains`` and ``sequences``: sequence decoders and the sequence learner's position loops;
 - ``sparse``: the sparse path of explicit blocks (steps, exact norms, rescaling, averaging that
   touch only the written coordinates);
@@ -80,9 +81,10 @@ from streammkl.core._numba.averages import (
     average_scores, leader, track_averages, update_averages,
 )  # fmt: skip
 from streammkl.core._numba.rounds import (
-    apply_prox_steps, average_explicit, block_steps, decision, decision_many, ftrl_explicit,
-    learn_many, learn_round, round_body,
+    BAD_X, BAD_Y, NEW_CLASS, apply_prox_steps, average_explicit, block_steps, decision,
+    decision_many, ftrl_explicit, learn_many, learn_predict, learn_round, round_body,
 )  # fmt: skip
+from streammkl.core._numba.pack import RoundPack, new_pack
 from streammkl.core._numba.chains import (
     forward_backward, logsumexp_row, viterbi, viterbi_cost, viterbi_hamming,
 )  # fmt: skip

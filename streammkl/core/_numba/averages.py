@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from numba import njit
 
-from streammkl.core._jit import JIT
+from streammkl.core._jit import JIT, JIT_INLINE
 from streammkl.core._numba.features import dot4
 from streammkl.core._numba.losses import loss_grad
 
@@ -74,7 +74,7 @@ def _track_averages(
         avg_loss[e + 1] = discount * avg_loss[e + 1] + value
 
 
-track_averages = njit(**JIT)(_track_averages)
+track_averages = njit(**JIT_INLINE)(_track_averages)
 
 
 def _update_averages(
@@ -96,4 +96,4 @@ def _update_averages(
             avg_bias[e, k] += (bias[k] - avg_bias[e, k]) * r
 
 
-update_averages = njit(**JIT)(_update_averages)
+update_averages = njit(**JIT_INLINE)(_update_averages)

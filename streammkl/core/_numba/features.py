@@ -7,7 +7,7 @@ import math
 import numpy as np
 from numba import njit
 
-from streammkl.core._jit import JIT, JIT_INLINE
+from streammkl.core._jit import JIT_INLINE
 from streammkl.core._numba.codes import MAP_ADDITIVE, MAP_GATHER, MAP_LINEAR
 
 FAST_COS_LIMIT = 1.0e5  # |x| below this: Cody-Waite reduction by pi/2 is exact enough
@@ -125,7 +125,7 @@ def _explicit_phi(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b
                     phi[j] *= inv
 
 
-explicit_phi = njit(**JIT)(_explicit_phi)
+explicit_phi = njit(**JIT_INLINE)(_explicit_phi)
 
 
 def _dot4(a, b, lo, hi):

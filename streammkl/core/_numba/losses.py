@@ -7,7 +7,7 @@ import math
 import numpy as np
 from numba import njit
 
-from streammkl.core._jit import JIT
+from streammkl.core._jit import JIT, JIT_INLINE
 from streammkl.core._numba.codes import L_EPS, L_HINGE, L_HUBER, L_LOGISTIC, L_MC_HINGE, L_SQUARED
 
 
@@ -82,7 +82,7 @@ def _loss_grad(code, p0, scores, y, v):
     return lse - scores[yi]
 
 
-loss_grad = njit(**JIT)(_loss_grad)
+loss_grad = njit(**JIT_INLINE)(_loss_grad)
 
 
 def _loss_values(code, p0, S, Y, v, out):

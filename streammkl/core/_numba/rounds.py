@@ -8,10 +8,20 @@ import math
 import numpy as np
 from numba import njit
 
-from streammkl.core._jit import JIT
+from streammkl.core._jit import JIT, JIT_INLINE
 from streammkl.core._numba.averages import average_scores, leader, track_averages, update_averages
 from streammkl.core._numba.budget import make_room
-from streammkl.core._numba.codes import _SCALE_FLOOR, P_BALL, P_L1, S_ADAGRAD, S_FTRL
+from streammkl.core._numba.codes import (
+    _SCALE_FLOOR,
+    L_HINGE,
+    L_LOGISTIC,
+    L_MC_HINGE,
+    L_SOFTMAX,
+    P_BALL,
+    P_L1,
+    S_ADAGRAD,
+    S_FTRL,
+)  # fmt: skip
 from streammkl.core._numba.features import axpby_sqnorm, axpy_sqnorm, dot4, explicit_phi
 from streammkl.core._numba.kernels import kernel_value
 from streammkl.core._numba.losses import loss_grad
@@ -71,7 +81,7 @@ def _apply_prox_steps(
                     zero_or_fold_block(m, is_explicit[m], w, ex_off, coef, n_support, scale, False)
 
 
-apply_prox_steps = njit(**JIT)(_apply_prox_steps)
+apply_prox_steps = njit(**JIT_INLINE)(_apply_prox_steps)
 
 
 def _block_steps(sched, sched_p, t, acc, fsq, vv, etas):
@@ -97,7 +107,7 @@ def _block_steps(sched, sched_p, t, acc, fsq, vv, etas):
             etas[m] = eta
 
 
-block_steps = njit(**JIT)(_block_steps)
+block_steps = njit(**JIT_INLINE)(_block_steps)
 
 
 def _ftrl_explicit(
@@ -149,55 +159,46 @@ def _ftrl_explicit(
 ftrl_explicit = njit(**JIT)(_ftrl_explicit)
 
 
-def _learn_round(
-    x, y, t, sched, sched_p, acc, etas, prev, zn,
-    kinds, kp, is_explicit, view_of, masks, view_full, ex_blocks, im_blocks,
-    ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b,
-    loss_code, loss_p, step_codes, step_p, step_groups, radius, policy, capacity,
-    w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, gram, bias, bias_lr,
-    phi, scores, fx, v, xsq, dots, newnorms, fsq,
-    avg_w, avg_bias, avg_loss, avg_count, horizons, rho, every, pred, scratch, ascores,
-):  # fmt: skip
-    """One round: scores -> loss subgradient -> gradient step -> J prox steps -> projection.
+def _learn_round(p, x, y, t):
+    """One round: scores -> loss subgradient -> gradient step -> J prox steps -> projection, on
+    the pack ``p`` (``streammkl.core._numba.pack``).
 
-    ``t`` is the round number since the last restart (1 for the first); ``sched`` and
-    ``sched_p`` the schedule (``_block_steps``); ``acc`` its per-block accumulators (M + 1);
-    ``etas`` (M + 1) receives this round's steps. ``prev`` and ``zn`` (M) are FTRL's previous
-    steps and the norms of its stored blocks (unused by the other schedules). ``fx`` receives
-    the prequential scores (before the update); returns the loss at theta_t.
-    ``counters = [n_support, next_age]``. The caller guarantees room for one more support pair
-    when ``capacity`` is not yet reached (``sx.shape[0] > counters[0]``); at the capacity the
-    budget step of ``policy`` frees one (``make_room``; ``gram`` holds the projection policy's
-    Gram matrices and inverses, else it has no rows). With averaged iterates (``avg_w``
-    non-empty, see ``averages``) ``pred`` receives the prediction (the leader's scores), else
-    ``fx``'s; the gradient is always the last iterate's.
+    ``t`` is the round number since the last restart (1 for the first); the schedule is
+    ``p.sched`` / ``p.sched_p`` (``_block_steps``), ``p.acc`` its per-block accumulators (M + 1)
+    and ``p.etas`` (M + 1) receives this round's steps; ``p.prev`` and ``p.zn`` (M) are FTRL's
+    previous steps and the norms of its stored blocks (unused by the other schedules). ``p.fx``
+    receives the prequential scores (before the update); returns the loss at theta_t.
+    ``p.counters = [n_support, next_age]``. The caller guarantees room for one more support
+    pair when ``p.capacity`` is not yet reached (``p.sx.shape[0] > p.counters[0]``); at the
+    capacity the budget step of ``p.policy`` frees one (``make_room``; ``p.gram`` holds the
+    projection policy's Gram matrices and inverses, else it has no rows). With averaged
+    iterates (``p.avg_w`` non-empty, see ``averages``) ``p.pred`` receives the prediction (the
+    leader's scores), else ``p.fx``'s; the gradient is always the last iterate's.
     """
-    loss = round_body(
-        x, y, t, sched, sched_p, acc, etas, prev, zn,
-        kinds, kp, is_explicit, view_of, masks, view_full, ex_blocks, im_blocks,
-        ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b,
-        loss_code, loss_p, step_codes, step_p, step_groups, radius, policy, capacity,
-        w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, gram, bias, bias_lr,
-        phi, scores, fx, v, xsq, dots, newnorms, fsq,
-        avg_w, avg_bias, avg_loss, avg_count, rho, every, pred, scratch, ascores,
-    )  # fmt: skip
-    if avg_w.shape[0] > 0:
+    loss = round_body(p, x, y, t)
+    if p.avg_w.shape[0] > 0:
         update_averages(
-            w, scale, bias, ex_blocks, ex_off, avg_w, avg_bias, horizons, avg_count, every
-        )
+            p.w, p.scale, p.bias, p.ex_blocks, p.ex_off, p.avg_w, p.avg_bias, p.horizons,
+            p.avg_count, p.every,
+        )  # fmt: skip
     return loss
 
 
-def _round_body(
-    x, y, t, sched, sched_p, acc, etas, prev, zn,
-    kinds, kp, is_explicit, view_of, masks, view_full, ex_blocks, im_blocks,
-    ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b,
-    loss_code, loss_p, step_codes, step_p, step_groups, radius, policy, capacity,
-    w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, gram, bias, bias_lr,
-    phi, scores, fx, v, xsq, dots, newnorms, fsq,
-    avg_w, avg_bias, avg_loss, avg_count, rho, every, pred, scratch, ascores,
-):  # fmt: skip
+def _round_body(p, x, y, t):
     """``learn_round`` before the averages' update (see there)."""
+    sched, sched_p, acc, etas, prev, zn = p.sched, p.sched_p, p.acc, p.etas, p.prev, p.zn
+    kinds, kp, is_explicit, view_of, masks = p.kinds, p.kp, p.is_explicit, p.view_of, p.masks
+    view_full, ex_blocks, im_blocks, ex_off = p.view_full, p.ex_blocks, p.im_blocks, p.ex_off
+    ex_kind, ex_norm, phi_src, rff_wt, rff_b = p.ex_kind, p.ex_norm, p.phi_src, p.rff_wt, p.rff_b
+    loss_code, loss_p, step_codes, step_p = p.loss_code, p.loss_p, p.step_codes, p.step_p
+    step_groups, radius, policy, capacity = p.step_groups, p.radius, p.policy, p.capacity
+    w, scale, norms, sx, ssq, sv, coef = p.w, p.scale, p.norms, p.sx, p.ssq, p.sv, p.coef
+    kself, sage, counters, bias, bias_lr = p.kself, p.sage, p.counters, p.bias, p.bias_lr
+    gram = p.gram
+    phi, scores, fx, v, xsq, dots = p.phi, p.scores, p.fx, p.v, p.xsq, p.dots
+    newnorms, fsq = p.newnorms, p.fsq
+    avg_w, avg_bias, avg_loss, avg_count = p.avg_w, p.avg_bias, p.avg_loss, p.avg_count
+    rho, every, pred, scratch, ascores = p.rho, p.every, p.pred, p.scratch, p.ascores
     M = norms.shape[0]
     K = fx.shape[0]
     explicit_phi(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b, phi)
@@ -289,31 +290,63 @@ round_body = njit(**JIT)(_round_body)
 learn_round = njit(**JIT)(_learn_round)
 
 
-def _decision(
-    x, kinds, kp, view_of, masks, view_full, ex_blocks, im_blocks,
-    ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b,
-    w, scale, sx, ssq, sv, coef, n_support, bias, phi, scores, fx, xsq, dots,
-    avg_w, avg_bias, avg_loss,
-):  # fmt: skip
-    """Scores ``fx`` = sum of block scores + bias, without learning; with averaged iterates,
-    the scores of the predictor ``learn_round`` would use now (the leader)."""
-    explicit_phi(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b, phi)
+def _decision(p, x, w, scale, leader_scores):
+    """Scores ``p.fx`` = sum of block scores + bias at ``x``, without learning, with the explicit
+    weights ``w`` and lazy scales ``scale`` (the pack's own, or an average of Prop. 4's with unit
+    scales); with ``leader_scores`` and averaged iterates, the scores of the predictor
+    ``learn_round`` would use now (the leader)."""
+    explicit_phi(x, p.ex_blocks, p.ex_off, p.ex_kind, p.ex_norm, p.phi_src, p.rff_wt, p.rff_b,
+                 p.phi)  # fmt: skip
     block_scores(
-        x, phi, w, scale, ex_blocks, ex_off, im_blocks, view_of, masks, view_full,
-        kinds, kp, sx, ssq, sv, coef, n_support, xsq, dots, scores,
+        x, p.phi, w, scale, p.ex_blocks, p.ex_off, p.im_blocks, p.view_of, p.masks, p.view_full,
+        p.kinds, p.kp, p.sx, p.ssq, p.sv, p.coef, p.counters[0], p.xsq, p.dots, p.scores,
     )  # fmt: skip
+    fx, scores, bias = p.fx, p.scores, p.bias
     for k in range(fx.shape[0]):
         acc = bias[k]
         for m in range(scores.shape[0]):
             acc += scores[m, k]
         fx[k] = acc
-    if avg_w.shape[0] > 0:
-        best = leader(avg_loss)
+    if leader_scores and p.avg_w.shape[0] > 0:
+        best = leader(p.avg_loss)
         if best > 0:
-            average_scores(phi, ex_blocks, ex_off, avg_w, avg_bias, best - 1, fx)
+            average_scores(p.phi, p.ex_blocks, p.ex_off, p.avg_w, p.avg_bias, best - 1, fx)
 
 
 decision = njit(**JIT)(_decision)
+
+
+#: What ``learn_predict`` returns instead of a loss (losses are >= 0) when it refuses an
+#: example: a non-finite input, a target the loss does not take, a class index the model does
+#: not have yet (the caller widens the model and calls again).
+BAD_X, BAD_Y, NEW_CLASS = -1.0, -2.0, -3.0
+
+
+def _learn_predict(p, x, y, t, n):
+    """One checked round on the pack ``p``: ``x`` must be finite and ``y`` a target of the loss
+    (+-1 for a binary loss, a class index < K for a multiclass one, a finite number for
+    regression), else nothing changes and ``BAD_X`` / ``BAD_Y`` / ``NEW_CLASS`` is returned.
+    Then ``learn_round`` at round ``t`` since the schedule's restart and, with the running
+    average of Prop. 4 (``p.average``), its update as the ``n``-th iterate. Returns the loss;
+    the prediction made before the update is in ``p.pred``."""
+    for j in range(x.shape[0]):
+        if not math.isfinite(x[j]):
+            return BAD_X
+    code = p.loss_code
+    if code == L_HINGE or code == L_LOGISTIC:
+        if y != 1.0 and y != -1.0:
+            return BAD_Y
+    elif code == L_MC_HINGE or code == L_SOFTMAX:
+        if not y >= 0.0 or y != math.floor(y):
+            return BAD_Y
+        if y >= p.fx.shape[0]:
+            return NEW_CLASS
+    elif not math.isfinite(y):
+        return BAD_Y
+    loss = learn_round(p, x, y, t)
+    if p.average:
+        average_explicit(p.w, p.scale, p.ex_blocks, p.ex_off, p.w_avg, n)
+    return loss
 
 
 def _average_explicit(w, scale, ex_blocks, ex_off, w_avg, t):
@@ -326,18 +359,10 @@ def _average_explicit(w, scale, ex_blocks, ex_off, w_avg, t):
 
 
 average_explicit = njit(**JIT)(_average_explicit)
+learn_predict = njit(**JIT)(_learn_predict)
 
 
-def _learn_many(
-    X, Y, t0, n0, sched, sched_p, acc, etas, prev, zn, average, w_avg,
-    kinds, kp, is_explicit, view_of, masks, view_full, ex_blocks, im_blocks,
-    ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b,
-    loss_code, loss_p, step_codes, step_p, step_groups, radius, policy, capacity,
-    w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, gram, bias, bias_lr,
-    phi, scores, fx, v, xsq, dots, newnorms, fsq,
-    avg_w, avg_bias, avg_loss, avg_count, horizons, rho, every, pred, scratch, ascores,
-    losses, preds, norms_before,
-):  # fmt: skip
+def _learn_many(p, X, Y, t0, n0, losses, preds, norms_before):
     """``learn_round`` over the rows of X in order (the compiled loop behind ``learn_many``).
 
     Rounds are numbered t0 + 1, t0 + 2, ... since the schedule's last restart, and n0 + 1, ...
@@ -346,42 +371,26 @@ def _learn_many(
     (what the regularizer's value at theta_t needs), or is (0, M) and left alone.
     """
     track = norms_before.shape[0] > 0
+    norms, pred = p.norms, p.pred
     for i in range(X.shape[0]):
         if track:
             for m in range(norms.shape[0]):
                 norms_before[i, m] = norms[m]
-        losses[i] = learn_round(
-            X[i], Y[i], t0 + i + 1, sched, sched_p, acc, etas, prev, zn,
-            kinds, kp, is_explicit, view_of, masks, view_full, ex_blocks, im_blocks,
-            ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b,
-            loss_code, loss_p, step_codes, step_p, step_groups, radius, policy, capacity,
-            w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, gram, bias, bias_lr,
-            phi, scores, fx, v, xsq, dots, newnorms, fsq,
-            avg_w, avg_bias, avg_loss, avg_count, horizons, rho, every, pred, scratch, ascores,
-        )  # fmt: skip
-        for k in range(fx.shape[0]):
+        losses[i] = learn_round(p, X[i], Y[i], t0 + i + 1)
+        for k in range(pred.shape[0]):
             preds[i, k] = pred[k]
-        if average:
-            average_explicit(w, scale, ex_blocks, ex_off, w_avg, n0 + i + 1)
+        if p.average:
+            average_explicit(p.w, p.scale, p.ex_blocks, p.ex_off, p.w_avg, n0 + i + 1)
 
 
 learn_many = njit(**JIT)(_learn_many)
 
 
-def _decision_many(
-    X, kinds, kp, view_of, masks, view_full, ex_blocks, im_blocks,
-    ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b,
-    w, scale, sx, ssq, sv, coef, n_support, bias, phi, scores, fx, xsq, dots,
-    avg_w, avg_bias, avg_loss, out,
-):  # fmt: skip
-    """``decision`` for every row of X into ``out`` (n, K)."""
+def _decision_many(p, X, out):
+    """``decision`` for every row of X into ``out`` (n, K) (the leader's scores)."""
+    fx = p.fx
     for i in range(X.shape[0]):
-        decision(
-            X[i], kinds, kp, view_of, masks, view_full, ex_blocks, im_blocks,
-            ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b,
-            w, scale, sx, ssq, sv, coef, n_support, bias, phi, scores, fx, xsq, dots,
-            avg_w, avg_bias, avg_loss,
-        )  # fmt: skip
+        decision(p, X[i], p.w, p.scale, True)
         for k in range(fx.shape[0]):
             out[i, k] = fx[k]
 

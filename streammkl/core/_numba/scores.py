@@ -7,7 +7,7 @@ import math
 import numpy as np
 from numba import njit
 
-from streammkl.core._jit import JIT
+from streammkl.core._jit import JIT, JIT_INLINE
 from streammkl.core._numba.codes import K_B1, K_POLY, K_RBF
 from streammkl.core._numba.features import dot4
 from streammkl.core._numba.kernels import exp_many, kernel_value, view_dot
@@ -134,7 +134,7 @@ def _block_scores(
             scores[m, k] *= scale[m]
 
 
-block_scores = njit(**JIT)(_block_scores)
+block_scores = njit(**JIT_INLINE)(_block_scores)
 
 
 def _zero_or_fold_block(m, is_explicit, w, ex_off, coef, n_support, scale, zero):

@@ -1,0 +1,151 @@
+"""The round's arrays packed into ONE compiled argument (a numba structref), built on demand.
+
+A round reads ~60 arrays and scalars. Passed one by one, each call pays for them twice: the
+Python-to-compiled boundary unboxes every argument (~50 ns each: ~3 µs a call), and every
+compiled callee takes a reference to each array it receives (an atomic increment and decrement
+per array per call: measured at 40 % of a round's time on an 8 x 8 explicit bank). A pack is
+unboxed once, and numba removes the reference counts of the fields a function reads in one
+stretch: the round's functions take the pack and read their arrays from it.
+
+A pack holds references to the model's arrays (never copies): it is rebuilt whenever they are
+reallocated (new inputs, classes or support capacity: ``streammkl.core.update.RoundArgs``). It
+is never pickled or checkpointed: the learner's state stays plain numpy arrays (STYLE.md: no
+compiled class in learner state). The field types are fixed here, so every compiled function
+that takes a pack has one signature and is cached on disk.
+"""
+
+from __future__ import annotations
+
+from numba import njit, types
+from numba.experimental import structref
+
+from streammkl.core._jit import JIT
+
+F1 = types.float64[::1]
+F2 = types.float64[:, ::1]
+F3 = types.float64[:, :, ::1]
+F4 = types.float64[:, :, :, ::1]
+I1 = types.int64[::1]
+B1 = types.boolean[::1]
+B2 = types.boolean[:, ::1]
+INT = types.int64
+FLOAT = types.float64
+
+#: (name, numba type) of every field, in the constructor's order.
+FIELDS = (
+    # the schedule: code, constants, per-block accumulators, this round's steps, FTRL's state
+    ("sched", INT), ("sched_p", F1), ("acc", F1), ("etas", F1), ("prev", F1), ("zn", F1),
+    # the layout of the bank (streammkl.core.state.Layout)
+    ("kinds", I1), ("kp", F2), ("is_explicit", B1), ("view_of", I1), ("masks", F2),
+    ("view_full", B1), ("ex_blocks", I1), ("im_blocks", I1), ("ex_off", I1), ("ex_kind", I1),
+    ("ex_norm", B1), ("phi_src", F2), ("rff_wt", F2), ("rff_b", F1),
+    # the loss, the prox steps, the projection and the budget
+    ("loss_code", INT), ("loss_p", FLOAT), ("step_codes", I1), ("step_p", F2),
+    ("step_groups", B2), ("radius", FLOAT), ("policy", INT), ("capacity", INT),
+    # the learned state (streammkl.core.state.BlockState)
+    ("w", F2), ("scale", F1), ("norms", F1), ("sx", F2), ("ssq", F2), ("sv", F2), ("coef", F2),
+    ("kself", F2), ("sage", I1), ("counters", I1), ("gram", F4), ("bias", F1),
+    ("bias_lr", FLOAT),
+    # work buffers of a round
+    ("phi", F1), ("scores", F2), ("fx", F1), ("v", F1), ("xsq", F1), ("dots", F1),
+    ("newnorms", F1), ("fsq", F1),
+    # averaged iterates (exponential averages, the leader's prediction) ...
+    ("avg_w", F3), ("avg_bias", F2), ("avg_loss", F1), ("avg_count", F1), ("horizons", F1),
+    ("rho", FLOAT), ("every", INT), ("pred", F1), ("scratch", F1), ("ascores", F1),
+    # ... and the running average of Prop. 4 (average=True)
+    ("average", types.boolean), ("w_avg", F2),
+)  # fmt: skip
+
+NAMES = tuple(name for name, _ in FIELDS)
+
+
+@structref.register
+class RoundPackType(types.StructRef):
+    """The numba type of a :class:`RoundPack` (one concrete field layout: :data:`FIELDS`)."""
+
+
+class RoundPack(structref.StructRefProxy):
+    """A round's arrays, one compiled argument (build with :func:`new_pack`)."""
+
+
+structref.define_boxing(RoundPackType, RoundPack)
+PACK = RoundPackType(list(FIELDS))
+
+
+def _new_pack(
+    sched, sched_p, acc, etas, prev, zn,
+    kinds, kp, is_explicit, view_of, masks, view_full, ex_blocks, im_blocks, ex_off, ex_kind,
+    ex_norm, phi_src, rff_wt, rff_b,
+    loss_code, loss_p, step_codes, step_p, step_groups, radius, policy, capacity,
+    w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, gram, bias, bias_lr,
+    phi, scores, fx, v, xsq, dots, newnorms, fsq,
+    avg_w, avg_bias, avg_loss, avg_count, horizons, rho, every, pred, scratch, ascores,
+    average, w_avg,
+):  # fmt: skip
+    """A pack of these fields (the arrays are referenced, not copied)."""
+    p = structref.new(PACK)  # type: ignore[call-arg,var-annotated]
+    p.sched = sched
+    p.sched_p = sched_p
+    p.acc = acc
+    p.etas = etas
+    p.prev = prev
+    p.zn = zn
+    p.kinds = kinds
+    p.kp = kp
+    p.is_explicit = is_explicit
+    p.view_of = view_of
+    p.masks = masks
+    p.view_full = view_full
+    p.ex_blocks = ex_blocks
+    p.im_blocks = im_blocks
+    p.ex_off = ex_off
+    p.ex_kind = ex_kind
+    p.ex_norm = ex_norm
+    p.phi_src = phi_src
+    p.rff_wt = rff_wt
+    p.rff_b = rff_b
+    p.loss_code = loss_code
+    p.loss_p = loss_p
+    p.step_codes = step_codes
+    p.step_p = step_p
+    p.step_groups = step_groups
+    p.radius = radius
+    p.policy = policy
+    p.capacity = capacity
+    p.w = w
+    p.scale = scale
+    p.norms = norms
+    p.sx = sx
+    p.ssq = ssq
+    p.sv = sv
+    p.coef = coef
+    p.kself = kself
+    p.sage = sage
+    p.counters = counters
+    p.gram = gram
+    p.bias = bias
+    p.bias_lr = bias_lr
+    p.phi = phi
+    p.scores = scores
+    p.fx = fx
+    p.v = v
+    p.xsq = xsq
+    p.dots = dots
+    p.newnorms = newnorms
+    p.fsq = fsq
+    p.avg_w = avg_w
+    p.avg_bias = avg_bias
+    p.avg_loss = avg_loss
+    p.avg_count = avg_count
+    p.horizons = horizons
+    p.rho = rho
+    p.every = every
+    p.pred = pred
+    p.scratch = scratch
+    p.ascores = ascores
+    p.average = average
+    p.w_avg = w_avg
+    return p
+
+
+new_pack = njit(**JIT)(_new_pack)

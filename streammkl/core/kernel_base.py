@@ -1,0 +1,123 @@
+"""What every kernel shares (``Kernel``): a stable ``name``, the inputs it reads
+(``features``), its compiled code and parameters, and the exact kernel matrix (``gram``).
+
+The kernels themselves are in ``streammkl.core.kernels`` (which re-exports ``Kernel``).
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from streammkl.core import _numba as nb
+from streammkl.core._spec import Spec
+
+__all__ = ["Kernel", "check_components", "stable_seed"]
+
+
+class Kernel(Spec):
+    """Base class: subclasses set ``kind`` and implement ``_default_name`` and ``_code_params``."""
+
+    kind: int = -1
+
+    def __init__(self, features: Sequence[int | str] | None = None, name: str | None = None):
+        self.features = tuple(features) if features is not None else None
+        self._name = name
+
+    # --- identity -------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        if self._name is not None:
+            return self._name
+        base = self._default_name()
+        if self.features is None:
+            return base
+        keys = [str(f) for f in self.features]
+        if len(keys) <= 4:
+            return f"{base}[{','.join(keys)}]"
+        digest = zlib.crc32(",".join(keys).encode()) & 0xFFFFFFFF
+        return f"{base}[{len(keys)} features:{digest:08x}]"
+
+    @property
+    def implicit(self) -> bool:
+        return True
+
+    @property
+    def n_components(self) -> int | None:
+        """Width of the explicit feature map (None for implicit kernels or the identity map)."""
+        return None
+
+    def _default_name(self) -> str:
+        raise NotImplementedError
+
+    def _code_params(self) -> tuple[float, float, bool]:
+        raise NotImplementedError
+
+    def params(self) -> dict[str, Any]:
+        """Constructor arguments, JSON-serialisable (``from_spec`` inverts ``to_spec``)."""
+        out: dict[str, Any] = {"features": list(self.features) if self.features else None}
+        if self._name is not None:
+            out["name"] = self._name
+        return out
+
+    # --- feature selection ----------------------------------------------------------------
+    def feature_indices(self, d: int, index: Mapping[str, int] | None = None) -> np.ndarray:
+        """Column indices (< d) this kernel reads; names are looked up in ``index``."""
+        if self.features is None:
+            return np.arange(d, dtype=np.int64)
+        out = []
+        for f in self.features:
+            if isinstance(f, str):
+                if index is None:
+                    raise ValueError(
+                        f"kernel {self.name!r} selects feature {f!r} by name, but the inputs are "
+                        "unnamed arrays; pass integer indices or use a dict-input learner"
+                    )
+                if f in index and index[f] < d:
+                    out.append(index[f])
+            elif isinstance(f, int | np.integer) and not isinstance(f, bool):
+                if f < 0:
+                    raise ValueError(f"kernel {self.name!r}: negative feature index {f}")
+                if f < d:
+                    out.append(int(f))
+            else:
+                raise TypeError(
+                    f"kernel {self.name!r}: feature {f!r} is neither an index nor a name"
+                )
+        return np.array(sorted(set(out)), dtype=np.int64)
+
+    def feature_mask(self, d: int, index: Mapping[str, int] | None = None) -> np.ndarray:
+        mask = np.zeros(d)
+        mask[self.feature_indices(d, index)] = 1.0
+        return mask
+
+    # --- numpy reference ------------------------------------------------------------------
+    def gram(
+        self, X: np.ndarray, Y: np.ndarray | None = None, index: Mapping[str, int] | None = None
+    ) -> np.ndarray:
+        """Exact kernel matrix ``k(X_i, Y_j)`` (for random-feature kernels: the exact kernel)."""
+        X = np.ascontiguousarray(np.atleast_2d(X), dtype=np.float64)
+        Y = X if Y is None else np.ascontiguousarray(np.atleast_2d(Y), dtype=np.float64)
+        if X.shape[1] != Y.shape[1]:
+            raise ValueError(f"gram: X has {X.shape[1]} columns, Y has {Y.shape[1]}")
+        mask = self.feature_mask(X.shape[1], index)
+        p0, p1, normalize = self._code_params()
+        out = np.empty((X.shape[0], Y.shape[0]))
+        full = self.features is None
+        return nb.gram(self.kind, p0, p1, normalize, mask, full, X, Y, out)
+
+    def diag(self, X: np.ndarray, index: Mapping[str, int] | None = None) -> np.ndarray:
+        X = np.atleast_2d(np.asarray(X, dtype=np.float64))
+        return np.array([self.gram(row[None, :], index=index)[0, 0] for row in X])
+
+
+def check_components(kind: str, n: int | None) -> None:
+    if n is not None and (int(n) != n or n < 1):
+        raise ValueError(f"{kind}: n_components must be a positive integer or None, got {n!r}")
+
+
+def stable_seed(seed: int, name: str, key: str) -> int:
+    return (int(seed) * 0x9E3779B1 + zlib.crc32(f"{name}\x1f{key}".encode())) & 0xFFFFFFFFFFFF

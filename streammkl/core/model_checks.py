@@ -1,0 +1,80 @@
+"""What ``OnlineMKL`` refuses at construction (and when its bank changes): the projection
+radius it resolves, and the combinations of kernels, regularizers and schedules it cannot learn.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from streammkl.core import _numba as nb
+from streammkl.core import schedules as schedules_mod
+from streammkl.core.kernels import Kernel
+from streammkl.core.losses import Loss
+from streammkl.core.regularizers import Regularizer
+from streammkl.core.schedules import Schedule
+
+
+def resolve_radius(
+    radius: float | str | None, regularizers: Sequence[Regularizer], loss: Loss
+) -> float:
+    """The projection radius (0.0: none): a number > 0, or ``"auto"`` for the paper's
+    ``gamma = sqrt(2 Lambda / lambda)`` (Prop. 9)."""
+    if radius is None:
+        return 0.0
+    if radius == "auto":
+        lam_c = sum(r.strong_convexity() * getattr(r, "lam", 0.0) for r in regularizers)
+        if lam_c <= 0:
+            raise ValueError(
+                "radius='auto' (gamma = sqrt(2 Lambda/lambda)) needs a regularizer with "
+                "Omega >= 1/2 ||theta||^2, e.g. SquaredGroupLasso, L2 or ElasticNetMKL"
+            )
+        big_lambda = {
+            nb.L_HINGE: 1.0,
+            nb.L_MC_HINGE: 1.0,
+            nb.L_LOGISTIC: math.log(2.0),
+        }.get(loss.code)
+        if big_lambda is None:
+            raise ValueError(
+                f"radius='auto' needs a loss bounded at theta = 0 (Hinge, Logistic, "
+                f"MulticlassHinge); give a number for {loss!r}"
+            )
+        return math.sqrt(2.0 * big_lambda / lam_c)
+    radius = float(radius)
+    if not radius > 0:
+        raise ValueError(f"radius must be > 0, 'auto' or None, got {radius!r}")
+    return radius
+
+
+def check_compatible(
+    kernels: Sequence[Kernel],
+    regularizers: Sequence[Regularizer],
+    schedule: Schedule,
+    averaged: bool,
+) -> None:
+    """ValueError for a bank the regularizers, the schedule or the averaging (``averaged``:
+    ``average`` or ``averages``) cannot serve."""
+    implicit = [k.name for k in kernels if k.implicit]
+    for reg in regularizers:
+        if reg.explicit_only and implicit:
+            raise ValueError(
+                f"{reg!r} acts on coordinates and needs explicit blocks; kernelized blocks: "
+                f"{implicit}"
+            )
+    if averaged and implicit:
+        raise ValueError(
+            f"average / averages are supported for explicit blocks only; got {implicit}"
+        )
+    if isinstance(schedule, schedules_mod.FTRL):
+        if implicit:
+            raise ValueError(
+                f"FTRL keeps the accumulated gradient of every block: explicit blocks only "
+                f"(e.g. RBF(gamma, n_components=D)); kernelized blocks: {implicit}"
+            )
+        coordinate = [r for r in regularizers if not r.norm_only]
+        if coordinate:
+            raise ValueError(
+                f"FTRL needs regularizers of the block norms (theta_m stays a multiple of its "
+                f"accumulated gradient); {coordinate} act on coordinates: use AdaGrad or a "
+                "global schedule with them"
+            )
