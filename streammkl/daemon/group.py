@@ -88,6 +88,7 @@ class GroupMember:
         self._read_at = 0.0
         self._attempts = 0  # publishes retry until they succeed (bounded at shutdown)
         self.taken = 0  # records taken for learning since the base (rounds end at K of them)
+        self._last_took = 0
 
     # -- the log --------------------------------------------------------------------------------
 
@@ -215,13 +216,16 @@ class GroupMember:
 
     def took(self, records: int) -> None:
         self.taken += records
+        self._last_took = records
 
     def after_batch(self, learner: Any, offsets: dict[TP, int], drain: Drain = _nothing) -> None:
-        """After learning: end the round after K records or when another member did."""
+        """After learning: end the round after K records, or, when another member ended it, as
+        soon as this one has no record at hand (so members that have data all contribute K and
+        move through the stream at the same pace)."""
         if self.published:
             return
         triggered = self.log.fresh() - {self.name}
-        if self.taken >= self.K or triggered:
+        if self.taken >= self.K or (triggered and self._last_took == 0):
             drain()
             self._publish(self._delta(learner, offsets))
             self.published, self.published_at = True, time.monotonic()
