@@ -73,6 +73,12 @@ def render(readme: str) -> str:
         readme, "sequence_table1", first_table(RESULTS / "sequence_table1.md"),
         "benchmarks/results/sequence_table1.md",
     )  # fmt: skip
+    scale = RESULTS / "scale_out.md"
+    if scale.exists():  # written by benchmarks/scale_out.py --full
+        lines = scale.read_text().splitlines()
+        after = [ln for ln in lines[lines.index(first_table(scale).splitlines()[-1]) + 1 :] if ln]
+        table = first_table(scale) + "\n\n" + "\n".join(after)
+        readme = replace(readme, "scale_out", table, "benchmarks/results/scale_out.md")
     parsing = RESULTS / "parsing.md"
     if parsing.exists():  # written by benchmarks/parsing.py (needs the parsing extra)
         table = first_table(parsing) + "\n\n" + targets(parsing)

@@ -714,3 +714,74 @@ def test_install_script_is_idempotent(promtool: str) -> None:
         ["bash", str(script)], capture_output=True, text=True, timeout=30, check=False
     )
     assert out.returncode == 0 and out.stdout == "" and out.stderr == ""  # both present: no-op
+
+
+# -- scale-out: N replicas training one model (docs/scale-out.md) ---------------------------------
+
+
+def _group_learner_accepted(settings: Any) -> None:
+    """The settings start a mixing group: GroupMember accepts them, the learner is mergeable."""
+    from prometheus_client import CollectorRegistry
+
+    from streammkl.daemon.group import GroupMember
+    from streammkl.daemon.group_log import check_group_learner
+    from streammkl.daemon.learner import build_learner
+    from streammkl.daemon.metrics import GroupMetrics
+
+    assert settings.mixing.enabled
+    GroupMember(settings, GroupMetrics(CollectorRegistry()))
+    learner = build_learner(settings.learner)
+    learner.declare_classes(list(settings.records.classes))
+    learner.declare_features([])
+    check_group_learner(learner.to_state())
+
+
+def test_compose_group_runs_replicas_of_one_model_with_a_compacted_mix_topic() -> None:
+    from streammkl.daemon.config import load_settings
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_constructor("!override", lambda loader, node: loader.construct_sequence(node))
+    group = yaml.load((DEPLOY / "compose.group.yaml").read_text(), Loader=Loader)
+    daemon = group["services"]["streammkl"]
+    env = {**compose()["services"]["streammkl"]["environment"], **daemon["environment"]}
+    env.pop("STREAMMKL_CONFIG")
+    settings = load_settings(CONFIG, env=env)
+    _group_learner_accepted(settings)
+    assert settings.checkpoint.dir == PurePosixPath("/tmp/streammkl")  # per replica (tmpfs)
+    assert "/tmp" in compose()["services"]["streammkl"]["tmpfs"]
+    (ports,) = daemon["ports"]
+    assert re.fullmatch(r"127\.0\.0\.1:9108-91\d\d:9108", ports)  # one host port per replica
+    script = group["services"]["kafka-init"]["command"][0]
+    assert re.search(r"--topic streammkl\.examples \\\s*--partitions 6", script)
+    assert re.search(
+        rf"--topic {re.escape(settings.mixing.topic)} \\\s*--partitions 1 .*"
+        r"--config cleanup\.policy=compact",
+        script,
+    )
+
+
+def test_k8s_group_overlay_runs_replicas_without_the_shared_claim() -> None:
+    from streammkl.daemon.config import load_settings
+
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl (kustomize) not installed")
+    out = subprocess.run(
+        [kubectl, "kustomize", str(DEPLOY / "k8s-group")], capture_output=True, text=True,
+        check=True, timeout=60,
+    ).stdout  # fmt: skip
+    docs = {d["kind"]: d for d in yaml.safe_load_all(out)}
+    assert "PersistentVolumeClaim" not in docs
+    spec = docs["Deployment"]["spec"]
+    assert spec["replicas"] >= 2 and spec["strategy"] == {"type": "RollingUpdate"}
+    pod = spec["template"]["spec"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["checkpoints"] == {"name": "checkpoints", "emptyDir": {}}
+    (container,) = pod["containers"]
+    env = {e["name"]: e.get("value", "pod-name") for e in container["env"]}
+    member = next(e for e in container["env"] if e["name"] == "STREAMMKL_MIXING__MEMBER")
+    assert member["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    settings = load_settings(CONFIG, env=env)
+    _group_learner_accepted(settings)

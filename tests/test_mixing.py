@@ -159,3 +159,42 @@ def test_mixing_two_halves_comes_close_to_one_model_and_keeps_its_sparsity():
     acc_mixed = np.mean(np.concatenate(hits))
     assert acc_mixed > acc_single - 0.02
     assert single.block_norms[1] == 0.0 and base.block_norms[1] == 0.0  # the noise block
+
+
+def test_a_stale_round_adds_its_delta_from_its_own_base():
+    cfg = dict(kernels=(kernels.Linear(),), loss=losses.Logistic(),
+               schedule=schedules.Constant(0.1), regularizer=regularizers.L2(0.0))  # fmt: skip
+    base0 = OnlineMKL(**cfg)
+    X, Y = _stream(200, 6)
+    base0.learn_many(X[:20], Y[:20])
+    late, on_time = _rounds(base0, [(X[20:60], Y[20:60]), (X[60:100], Y[60:100])])
+    base1 = merge(*base0.to_state(), [on_time])  # round 0 closed without the late member
+    (fresh,) = _rounds(base1, [(X[100:140], Y[100:140])])
+    stale = MemberRound("late", late.examples, late.meta, late.arrays, since=base0.to_state())
+    merged = merge(*base1.to_state(), [fresh, stale])
+    assert merged.t == base0.t + 120  # every example counted once
+
+    def theta(model):
+        return model._state.scale[0] * model._state.w[0]
+
+    def state(r):
+        return OnlineMKL.from_state(dict(r.meta), dict(r.arrays))
+
+    want = theta(base1) + 0.5 * (theta(state(fresh)) - theta(base1))
+    want += 0.5 * (theta(state(late)) - theta(base0))
+    np.testing.assert_allclose(theta(merged), want, rtol=1e-12)
+
+
+def test_dual_mean_averages_the_increments_instead_of_adding_them():
+    cfg = dict(kernels=BANK, loss=losses.Logistic(), **CONFIGS["ftrl"])
+    base = OnlineMKL(**cfg)
+    X, Y = _stream(200, 7)
+    base.learn_many(X[:50], Y[:50])
+    two = _rounds(base, [(X[50:110], Y[50:110]), (X[110:], Y[110:])])
+    merged = merge(*base.to_state(), two, dual="mean")
+    acc = [OnlineMKL.from_state(r.meta, r.arrays).gradient_sq_sums for r in two]
+    g0 = base.gradient_sq_sums
+    want = g0 + 0.4 * (acc[0] - g0) + 0.6 * (acc[1] - g0)
+    np.testing.assert_allclose(merged.gradient_sq_sums, want, rtol=1e-12)
+    assert merged.t == base.t + 150  # examples still count once each
+    assert merged.schedule.t == base.schedule.t + 78  # 0.4 * 60 + 0.6 * 90

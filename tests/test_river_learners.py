@@ -312,3 +312,24 @@ def test_a_refused_feature_name_leaves_the_learner_unchanged() -> None:
     assert clf.digest() == before and clf.n_features == 2
     clf.learn_one({"a": 0.5, "b": 0.5}, True)  # and it goes on learning
     assert clf.n_features == 2
+
+
+def test_load_state_replaces_the_model_in_place_and_declared_classes_fix_the_order():
+    from streammkl.core import kernels as K
+    from streammkl.river import MKLClassifier
+
+    params = dict(kernels=(K.Linear(), K.RBF(0.5, n_components=8)))
+    a, b = MKLClassifier(**params), MKLClassifier(**params)
+    a.declare_classes(["no", "yes"])
+    b.declare_classes(["no", "yes"])
+    b.learn_one({"x": 1.0}, "yes")  # b met "yes" first, yet its class order is the declared one
+    assert b.classes_ == ["no", "yes"]
+    for i in range(20):
+        a.learn_one({"x": float(i % 3), "z": 1.0}, "yes" if i % 2 else "no")
+    held = b  # code holding b sees the new model
+    b.load_state(*a.to_state())
+    assert held.digest() == a.digest()
+    assert held.predict_proba_one({"x": 2.0}) == a.predict_proba_one({"x": 2.0})
+    other = MKLClassifier(kernels=(K.Linear(),))
+    with pytest.raises(ValueError, match="other parameters"):
+        other.load_state(*a.to_state())

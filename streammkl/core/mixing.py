@@ -47,12 +47,18 @@ __all__ = ["MemberRound", "check_mixable", "merge"]
 @dataclass(frozen=True)
 class MemberRound:
     """One member's end of a round: its name, the examples it learned since the base, and its
-    state (``OnlineMKL.to_state()``)."""
+    state (``OnlineMKL.to_state()``).
+
+    ``since`` is the (meta, arrays) of the older base the member learned from when its round is
+    *stale* (it was late: the group merged that base's round without it); its delta
+    ``state - since`` is then added to the current base like the others' (bounded staleness).
+    ``None``: the member learned from the merge's base."""
 
     member: str
     examples: int
     meta: Mapping[str, Any]
     arrays: Mapping[str, np.ndarray]
+    since: tuple[Mapping[str, Any], Mapping[str, np.ndarray]] | None = None
 
 
 def check_mixable(model: OnlineMKL) -> None:
@@ -162,13 +168,29 @@ def merge(
     base_meta: Mapping[str, Any],
     base_arrays: Mapping[str, np.ndarray],
     rounds: Sequence[MemberRound],
+    stats: dict[str, float] | None = None,
+    dual: str = "sum",
 ) -> OnlineMKL:
     """The next base: the merged model of the members' rounds from this base (see the module's
-    docstring). The result does not depend on the order of ``rounds``."""
+    docstring). The result does not depend on the order of ``rounds``.
+
+    ``stats``, if given, receives ``delta_norm`` (the norm of the example-weighted mean change of
+    theta, before the prox), ``active_before`` and ``active_after`` (blocks with a non-zero
+    norm before and after the prox).
+
+    ``dual="mean"`` averages (example-weighted) the FTRL dual increments, the squared-gradient
+    sums and the schedule's round counts instead of adding them: the members then count as one
+    learner that took their mean steps (mini-batch-like). Adding ("sum", the default) makes the
+    merged model the learner that took all the examples' gradients, which is best while rounds
+    are short; averaging is steadier when rounds are long (members' gradients, taken from the
+    same stale base, repeat each other) — measured in benchmarks/results/scale_out.md."""
+    if dual not in ("sum", "mean"):
+        raise ValueError(f"dual must be 'sum' or 'mean', got {dual!r}")
     base = OnlineMKL.from_state(dict(base_meta), dict(base_arrays))
     check_mixable(base)
-    rounds = sorted(rounds, key=lambda r: r.member)
+    rounds = sorted(rounds, key=lambda r: (r.member, r.since is None))
     models = [OnlineMKL.from_state(dict(r.meta), dict(r.arrays)) for r in rounds]
+    olds = [OnlineMKL.from_state(dict(r.since[0]), dict(r.since[1])) for r in rounds if r.since]
     for r, model in zip(rounds, models, strict=True):
         if _config_key(r.meta) != _config_key(base_meta) or model.names != base.names:
             raise ValueError(
@@ -179,22 +201,23 @@ def merge(
             raise ValueError(f"member {r.member!r}: examples must be >= 0, got {r.examples}")
     if base.feature_keys == [] and not any(m.feature_keys for m in models):
         return base
-    target = _Target(base, models)
+    target = _Target(base, models + olds)
     ref = _Aligned(base_meta, base_arrays, target)
     aligned = [_Aligned(r.meta, r.arrays, target) for r in rounds]
+    refs = [ref if r.since is None else _Aligned(*r.since, target) for r in rounds]
     N = sum(r.examples for r in rounds)
     weights = [r.examples / N for r in rounds] if N > 0 else [0.0] * len(rounds)
 
     def weighted(attr: str) -> np.ndarray:
         out = getattr(ref, attr).copy()
-        for w, a in zip(weights, aligned, strict=True):
-            out += w * (getattr(a, attr) - getattr(ref, attr))
+        for w, a, r in zip(weights, aligned, refs, strict=True):
+            out += w * (getattr(a, attr) - getattr(r, attr))
         return out
 
     def added(attr: str) -> np.ndarray:
         out = getattr(ref, attr).copy()
-        for a in aligned:
-            out += getattr(a, attr) - getattr(ref, attr)
+        for a, r in zip(aligned, refs, strict=True):
+            out += getattr(a, attr) - getattr(r, attr)
         return out
 
     state = BlockState.empty(target.layout, target.n_outputs, 0, base.average, target.n_averages)
@@ -203,8 +226,9 @@ def merge(
     state.avg_bias[:] = weighted("avg_bias")
     state.avg_loss[:] = weighted("avg_loss")
     state.avg_count[:] = float(base._state.avg_count[0]) + N if base._state is not None else N
-    state.step_acc[:] = added("acc")
-    schedule_t = _merged_schedule_t(ref, aligned)
+    mean = dual == "mean"
+    state.step_acc[:] = weighted("acc") if mean else added("acc")
+    schedule_t = _merged_schedule_t(ref, aligned, refs, weights if mean else None)
     merged = OnlineMKL(**base.config())
     merged.feature_keys = list(target.keys)
     merged.n_outputs = target.n_outputs
@@ -212,19 +236,38 @@ def merge(
     merged.t = base.t + N
     merged.schedule.t = schedule_t
     merged._layout, merged._state = target.layout, state
+    theta = weighted("theta")
+    before = _block_norms(target.layout, theta) > 0
     if isinstance(merged.schedule, schedules_mod.FTRL):
-        _ftrl_theta(merged, added("stored"))
+        stored = weighted("stored") if mean else added("stored")
+        before = _block_norms(target.layout, stored) > 0
+        _ftrl_theta(merged, stored)
     else:
-        _prox_theta(merged, weighted("theta"))
+        _prox_theta(merged, theta)
     merged._refresh_args()
+    if stats is not None:
+        stats["delta_norm"] = float(np.linalg.norm(theta - ref.theta))
+        stats["active_before"] = int(before.sum())
+        stats["active_after"] = int((np.asarray(merged.block_norms) > 0).sum())
     return merged
 
 
-def _merged_schedule_t(ref: _Aligned, aligned: Sequence[_Aligned]) -> int:
-    """Rounds since the schedule's (re)start: the base's plus every member's, or, where a
-    member restarted during the round, that member's count since its restart."""
-    restarted = [a.schedule_t for a in aligned if a.schedule_t < ref.schedule_t]
-    grown = sum(a.schedule_t - ref.schedule_t for a in aligned if a.schedule_t >= ref.schedule_t)
+def _merged_schedule_t(
+    ref: _Aligned,
+    aligned: Sequence[_Aligned],
+    refs: Sequence[_Aligned],
+    weights: Sequence[float] | None = None,
+) -> int:
+    """Rounds since the schedule's (re)start: the base's plus every member's (counted from the
+    base it learned from), or, where a member restarted during the round, that member's count
+    since its restart."""
+    pairs = list(zip(aligned, refs, strict=True))
+    ws = [1.0] * len(pairs) if weights is None else list(weights)
+    restarted = [a.schedule_t for a, r in pairs if a.schedule_t < r.schedule_t]
+    grown = round(
+        sum(w * (a.schedule_t - r.schedule_t)
+            for w, (a, r) in zip(ws, pairs, strict=True) if a.schedule_t >= r.schedule_t)
+    )  # fmt: skip
     if restarted:
         return max(restarted) + grown
     return ref.schedule_t + grown

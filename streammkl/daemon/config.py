@@ -332,7 +332,9 @@ class LearnerSpec(_Section):
     #: the model): the daemon's counterpart of ``StandardScaler() | MKLClassifier()``. The
     #: default kernels are made for standardised inputs; turn it off only for inputs that are
     #: already scaled. Classification and regression only (ignored by structured tasks).
-    standardize: bool = True
+    #: None (the default): on, except in a mixing group, where each member's running statistics
+    #: would differ and the merged weights need one input scale (scale the inputs upstream).
+    standardize: bool | None = None
     seed: int = 0
     params: dict[str, Any] = Field(default_factory=dict)  # free-form, for custom factories
 
@@ -348,6 +350,28 @@ class ReloadSettings(_Section):
     force: bool = False
 
 
+class MixingSettings(_Section):
+    """Scale-out (docs/scale-out.md): the members of a consumer group train ONE model by
+    iterative parameter mixing through a compacted ``topic``. Off: each member learns its own
+    model from its partitions."""
+
+    enabled: bool = False
+    topic: str = "streammkl.mix"
+    #: K: a member ends a round after learning this many examples (and at every rebalance and
+    #: clean shutdown); the others end theirs when they see it. Small K: fresher models, more
+    #: merges (each costs a publish, a wait and a prox); large K: staler members.
+    every_records: int = Field(default=500, ge=1)
+    #: This member's name in the group, stable across restarts (default: ``kafka.client_id``
+    #: and the host name).
+    member: str | None = Field(default=None, min_length=1, max_length=200)
+    #: How long a member that ended its round waits for the others before the round is closed
+    #: without them (they are named in the log and the metrics, and join the next round).
+    round_timeout_seconds: float = Field(default=30.0, gt=0)
+    #: How FTRL's dual increments (and AdaGrad's sums) merge: added ("sum": the merged model took
+    #: every example's gradient) or example-weighted averaged ("mean": steadier for long rounds).
+    dual: Literal["sum", "mean"] = "sum"
+
+
 class Settings(_Section):
     """All daemon settings (frozen; secrets are :class:`pydantic.SecretStr`)."""
 
@@ -360,6 +384,18 @@ class Settings(_Section):
     run: RunSettings = Field(default_factory=RunSettings)
     learner: LearnerSpec = Field(default_factory=LearnerSpec)
     monitor: MonitorSettings = Field(default_factory=MonitorSettings)
+    mixing: MixingSettings = Field(default_factory=MixingSettings)
+
+    @model_validator(mode="after")
+    def _one_input_scale_in_a_group(self) -> Settings:
+        if self.mixing.enabled and self.learner.standardize:
+            raise ValueError(
+                "learner.standardize = true cannot be combined with mixing.enabled: each member "
+                "would standardise with its own running statistics, and the merged weights need "
+                "one input scale; leave learner.standardize unset (off in a group) and scale the "
+                "inputs upstream"
+            )
+        return self
 
 
 # -- layering ---------------------------------------------------------------------------------

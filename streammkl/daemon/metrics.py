@@ -281,6 +281,7 @@ class DaemonMetrics:
         self.rebalances = Counter(
             "streammkl_rebalances", "Partition assignments received", registry=r
         )
+        self.mix = GroupMetrics(r)
         self.learn_seconds = BatchHistogram(
             "streammkl_learn_duration_seconds",
             "Duration of learning one example (for streammkl learners one fused round, which also "
@@ -334,3 +335,60 @@ class DaemonMetrics:
         self.snapshots.snapshot = snapshot
         if monitor is not None:
             self.monitor.values = dict(monitor)
+
+
+class GroupMetrics:
+    """A mixing group's metrics (:mod:`streammkl.daemon.group`); declared by every daemon (zero
+    outside a group), so dashboards and alerts can rely on them."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        r = registry
+        self.round = Gauge("streammkl_mix_round", "The open mixing round", registry=r)
+        self.members = Gauge(
+            "streammkl_mix_members", "Members the open round waits for", registry=r
+        )
+        self.rounds = Counter("streammkl_mix_rounds", "Mixing rounds merged", registry=r)
+        self.late = Counter(
+            "streammkl_mix_late_members", "Members a round closed without (timeout)", registry=r
+        )
+        self.staleness = Gauge(
+            "streammkl_mix_staleness_rounds",
+            "Largest staleness (rounds) of a delta in the last merge",
+            registry=r,
+        )
+        self.delta_norm = Gauge(
+            "streammkl_mix_delta_norm",
+            "Norm of the example-weighted mean change of the last merge (before the prox)",
+            registry=r,
+        )
+        self.merge_seconds = Histogram(
+            "streammkl_mix_merge_seconds", "Time to merge one round",
+            buckets=(1e-3, 5e-3, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0), registry=r,
+        )  # fmt: skip
+        self.wait_seconds = Histogram(
+            "streammkl_mix_wait_seconds", "Time from a member's publish to its round's close",
+            buckets=(0.01, 0.05, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0), registry=r,
+        )  # fmt: skip
+        self.active = Gauge(
+            "streammkl_mix_active_blocks",
+            "Blocks with a non-zero norm in the last merge, before and after the prox",
+            ["stage"],
+            registry=r,
+        )
+        for stage in ("before_prox", "after_prox"):
+            self.active.labels(stage)
+        self.examples = Gauge(
+            "streammkl_mix_examples", "Examples in the merged model (all members)", registry=r
+        )
+
+    def merged(self, res: Any, members: int) -> None:
+        """A round closed (``res``: a :class:`streammkl.daemon.group_log.RoundResult`)."""
+        self.rounds.inc()
+        self.round.set(res.round + 1)
+        self.members.set(members)
+        self.late.inc(len(res.late))
+        self.staleness.set(max((s for _, s in res.stale), default=0))
+        self.delta_norm.set(res.delta_norm)
+        self.merge_seconds.observe(res.seconds)
+        self.active.labels("before_prox").set(res.active_before)
+        self.active.labels("after_prox").set(res.active_after)

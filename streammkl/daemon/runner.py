@@ -22,6 +22,7 @@ from streammkl.daemon.admission import admission_for
 from streammkl.daemon.checkpoint import CheckpointStore, encode_offsets, read_key
 from streammkl.daemon.checkpointing import Checkpointer, class_path
 from streammkl.daemon.config import ConfigError, Settings
+from streammkl.daemon.group import GroupMember
 from streammkl.daemon.health import HealthServer
 from streammkl.daemon.inflight import InflightMarker
 from streammkl.daemon.kafka_security import kafka_python_options
@@ -99,7 +100,10 @@ class Runner:
         self.marker = InflightMarker(settings.checkpoint.dir, settings.limits.crash_strikes)
         self.work_started: float | None = None  # what /readyz times (None: idle)
         if learner is None:
-            learner = build_learner(settings.learner, allow_factory)
+            spec = settings.learner
+            if settings.mixing.enabled and spec.standardize is None:  # one input scale
+                spec = spec.model_copy(update={"standardize": False})
+            learner = build_learner(spec, allow_factory)
         cs = settings.checkpoint
         key = read_key(cs.hmac_key_file) if cs.hmac_key_file is not None else None
         self.checkpoints = Checkpointer(
@@ -126,7 +130,12 @@ class Runner:
         }
         self.source = (
             RdkafkaSource(settings.kafka, self.offsets, **source_options)
-            if consumer_factory is None and settings.kafka.consumer_client == "librdkafka"
+            if consumer_factory is None
+            and settings.kafka.consumer_client == "librdkafka"
+            # a mixing group blocks in its rounds and reads the mix topic inside rebalance
+            # callbacks: measured, librdkafka then left reassigned partitions unconsumed after
+            # repeated kill -9 of a member (35k of 60k learned); kafka-python's consumer did not
+            and not settings.mixing.enabled
             else Source(
                 settings.kafka,
                 self.offsets,
@@ -157,6 +166,12 @@ class Runner:
         self._monitor_view_at = 0.0
         for reason in REASONS:
             self.metrics.rejected.labels(reason)
+        # -- mixing group (streammkl.daemon.group) ---------------------------------------------
+        self.group: GroupMember | None = None
+        if settings.mixing.enabled:
+            self.group = GroupMember(settings, self.metrics.mix)
+            self.source.on_assign = lambda assigned: self.group.catch_up(assigned, self.offsets)  # type: ignore[union-attr]
+        # -- end mixing group ----------------------------------------------------------------------
 
     def _drain(self) -> None:
         """Finish the batch in flight (the learner is quiescent after it)."""
@@ -337,6 +352,18 @@ class Runner:
 
     def _on_revoke(self) -> None:
         self.checkpoint("revocation")
+        self._group_hook("on_revoke")
+
+    def _group_hook(self, hook: str) -> None:
+        """Run a mixing-group hook (:class:`GroupMember`); it drains the learner (finishes the
+        batch in flight) only when it reads or replaces the model."""
+        if self.group is None:
+            return
+        before = self.group.round
+        getattr(self.group, hook)(self.learner, self.offsets, self._drain)
+        if self.group.round != before:  # a merged model was adopted: commit it, show it
+            self.checkpoints.touch()
+            self.prequential.stale = True
 
     def _on_reset(self, topic: str, partition: int, old: int, new: int) -> None:
         self.counters["offset_resets"] += 1
@@ -450,6 +477,7 @@ class Runner:
                 )
             except Exception as exc:  # unreachable broker: sends are retried later anyway
                 log.warning("could not check/create the output topics %s: %s", outputs, exc)
+        self._group_hook("join")
         self.sink.start()
         self.source.start()
         self._tune_gc()
@@ -487,7 +515,13 @@ class Runner:
             self.reload()
         k = self.settings.kafka
         arrived = self.source.fetch(self._timeout_ms)
-        batch = self.source.take(k.max_poll_records)
+        limit = k.max_poll_records
+        if self.group is not None:  # adopt a merged model first; a round ends at K exactly
+            self._group_hook("before_batch")
+            limit = self.group.room(limit)
+        batch = self.source.take(limit)
+        if self.group is not None:
+            self.group.took(len(batch))
         now = time.monotonic()
         if arrived or batch:
             self._last_arrival = now
@@ -505,8 +539,10 @@ class Runner:
         else:
             self._drain()  # nothing new: finish what is in flight now ...
             self._publish()  # ... and publish the model its counts describe, before any flush
+        if self.group is not None:
+            self._group_hook("after_batch")
         self.work_started = None
-        self._timeout_ms = 0 if len(batch) == k.max_poll_records else k.poll_timeout_ms
+        self._timeout_ms = 0 if len(batch) == limit else k.poll_timeout_ms
         self.sink.poll()
         if self.checkpoints.due():
             self.checkpoint("periodic")
@@ -543,6 +579,11 @@ class Runner:
         """Final checkpoint, sink flushed, consumer closed; ``clean=False`` when an exception
         ends the loop (the marker then tells the next start, as for a crash)."""
         try:
+            if clean and self.group is not None:
+                try:  # ends the round so that nothing learned is lost; never blocks the exit
+                    self._group_hook("leave")
+                except Exception as exc:
+                    log.error("could not end the mixing round at shutdown: %r", exc)
             # forced too when none exists yet (an idle run), so that `inspect` has one to read
             self.checkpoint("shutdown", force=bool(self.sink.pending) or not self.last_checkpoint)
             left = self.sink.close(timeout=1.0)

@@ -129,6 +129,8 @@ class Source:
         self.offsets = offsets
         self.on_revoke = on_revoke
         self.on_reset = on_reset
+        #: Called at the start of every assignment, before positions are read (mixing groups).
+        self.on_assign: Callable[[list[TopicPartition]], None] | None = None
         self.group = group
         self.consumer_factory = consumer_factory or self.default_factory
         self.clock = clock
@@ -215,6 +217,9 @@ class Source:
         # Inside the client's poll (kafka-python: on its IO thread, where no blocking consumer
         # call is allowed). A partition with an own offset starts there; any other where
         # _start_at resolves it (the group's committed offset, else the earliest one).
+        if self.on_assign is not None:  # a mixing group sets the offsets first
+            assigned = list(assigned)
+            self.on_assign(assigned)
         self.assignment_changes += 1
         self.buffers = {}
         self._bytes = {}

@@ -269,6 +269,26 @@ class MKLMixin:
         learner._restore_extra(meta["extra"])
         return learner
 
+    def declare_features(self, names: Sequence[str]) -> None:
+        """Give inputs their columns before they are met (creating the core model if there is
+        none yet), so that learners that must agree on them (a group's base) do."""
+        new = self._features.new_names(dict.fromkeys(names, 0.0))
+        if self._model is None:
+            self._model = self._make_model()
+        self._model.declare_features(new)
+        self._features.add(new)
+
+    def load_state(self, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
+        """Replace this learner's model by a saved state, in place (code holding the learner
+        sees the new model). The state must be of this class and hold the same parameters
+        (a learner of a group adopting the group's merged model)."""
+        other = type(self).from_state(meta, arrays)
+        if other._params_spec() != self._params_spec():
+            raise ValueError("the state was saved by a learner with other parameters")
+        self._model = other._model
+        self._features = other._features
+        self._restore_extra(meta["extra"])
+
     def _extra_meta(self) -> dict[str, Any]:
         return {}
 

@@ -172,6 +172,12 @@ class MKLClassifier(MKLMixin, ClassifierBatches, base.MiniBatchClassifier):
                     self.classes_.append(label)
         return self._class_index[y]
 
+    def declare_classes(self, labels: Sequence[Any]) -> None:
+        """Register labels (in this order) before they are met, so that learners that must
+        agree on the class order (the members of a group) do."""
+        for label in labels:
+            self._register(label)
+
     def core_target(self, label: Any) -> float:
         """The core's target for a known class (+-1 for a binary loss, else its index)."""
         k = self._class_index[label]

