@@ -252,3 +252,19 @@ def test_a_failed_publish_is_retried_on_a_new_producer(monkeypatch):
         broken = MixTopic(kafka, "mix", producer_factory=Producer, consumer_factory=Consumer)
         producers[:] = [broken.producer]
         broken.publish(MixRecord("bye", 0, "a"), attempts=1)
+
+
+def test_group_members_standardize_only_when_asked_and_never_in_a_group(tmp_path: Path) -> None:
+    """Unset, learner.standardize is on for one daemon and off for a group member (each member's
+    running statistics would differ, and the merged weights need one input scale); asking for
+    it explicitly in a group is refused with a message naming both settings."""
+    from streammkl.daemon.runner import Runner
+
+    base = {"records.classes": [0, 1], "records.dim": 2, "checkpoint.dir": str(tmp_path / "a")}
+    alone = Runner(load_settings(env={}, overrides=base), registry=CollectorRegistry())
+    assert alone.learner.standardize is True
+    group = {**base, "mixing.enabled": True, "checkpoint.dir": str(tmp_path / "b")}
+    member = Runner(load_settings(env={}, overrides=group), registry=CollectorRegistry())
+    assert member.learner.standardize is False
+    with pytest.raises(ConfigError, match="learner.standardize = true cannot be combined"):
+        load_settings(env={}, overrides={**group, "learner.standardize": True})
