@@ -266,5 +266,5 @@ def test_group_members_standardize_only_when_asked_and_never_in_a_group(tmp_path
     group = {**base, "mixing.enabled": True, "checkpoint.dir": str(tmp_path / "b")}
     member = Runner(load_settings(env={}, overrides=group), registry=CollectorRegistry())
     assert member.learner.standardize is False
-    with pytest.raises(ConfigError, match="learner.standardize = true cannot be combined"):
+    with pytest.raises(ConfigError, match=r"learner\.standardize = true cannot be combined"):
         load_settings(env={}, overrides={**group, "learner.standardize": True})
