@@ -13,7 +13,7 @@ import math
 import numpy as np
 from numba import njit
 
-from streammkl.core._jit import JIT_EXACT
+from streammkl.core.jit import JIT_EXACT
 
 
 @njit(**JIT_EXACT)

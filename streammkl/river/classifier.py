@@ -397,7 +397,7 @@ class MKLClassifier(MKLMixin, ClassifierBatches, base.MiniBatchClassifier):
         model = self._model
         names = self._features.names
         d = len(names)
-        if model is None or model._state is None or d == 0 or not self.classes_:
+        if model is None or not model.built or d == 0 or not self.classes_:
             return i, [], []
         get = itemgetter(*names) if d > 1 else (lambda x, k=names[0]: (x[k],))
         columns = self._features.index
