@@ -83,20 +83,22 @@ class KafkaSecurity(BaseModel):
                 raise ValueError(f"{name}: no such file {path}")
         return self
 
-    def _secret(self, value: SecretStr | None, path: Path | None) -> str | None:
-        if value is not None:
-            return value.get_secret_value()
-        if path is not None:
-            return Path(path).read_text().strip()
-        return None
-
     def secret_values(self) -> list[str]:
         """The secrets in force (for :class:`RedactSecrets`)."""
         found = (
-            self._secret(self.sasl_password, self.sasl_password_file),
-            self._secret(self.ssl_key_password, self.ssl_key_password_file),
+            _secret(self.sasl_password, self.sasl_password_file),
+            _secret(self.ssl_key_password, self.ssl_key_password_file),
         )
         return [s for s in found if s]
+
+
+def _secret(value: SecretStr | None, path: Path | None) -> str | None:
+    """A secret's value: given in the settings, or read from its file (None: neither)."""
+    if value is not None:
+        return value.get_secret_value()
+    if path is not None:
+        return Path(path).read_text().strip()
+    return None
 
 
 #: Each client library's option names for the settings (canonical name -> option).
@@ -124,14 +126,14 @@ def _options(s: KafkaSecurity, names: dict[str, str], hostname: Any) -> dict[str
     if s.security_protocol.startswith("SASL_"):
         out[names["mechanism"]] = s.sasl_mechanism
         out[names["username"]] = s.sasl_username
-        out[names["password"]] = s._secret(s.sasl_password, s.sasl_password_file)
+        out[names["password"]] = _secret(s.sasl_password, s.sasl_password_file)
     if s.security_protocol.endswith("SSL"):
         out[names["hostname"]] = hostname
         for key, path in (("cafile", s.ssl_cafile), ("certfile", s.ssl_certfile),
                           ("keyfile", s.ssl_keyfile)):  # fmt: skip
             if path is not None:
                 out[names[key]] = str(path)
-        password = s._secret(s.ssl_key_password, s.ssl_key_password_file)
+        password = _secret(s.ssl_key_password, s.ssl_key_password_file)
         if password is not None:
             out[names["key_password"]] = password
     return out

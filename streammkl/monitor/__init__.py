@@ -1,7 +1,9 @@
 """Regret, bounds and kernel drift of an online learner — pure computation, no I/O.
 
 - :class:`Monitor` (``facade``): everything below behind ``observe`` / ``snapshot`` for the daemon;
-  ``metrics.METRICS`` gives each snapshot value's Prometheus name and exact help text.
+  ``metrics.METRICS`` gives each snapshot value's Prometheus name and exact help text;
+  ``runs`` learns and observes compiled runs for it, ``readout`` builds its snapshot and
+  checkpointed counters.
 - ``objective``: the cumulative prequential objective ``sum_t [lambda Omega(theta_t) + L_t]``.
 - ``regret``: windowed regret against the best fixed hypothesis on the last W examples, fitted off
   the hot path (``hindsight``: warm-started epochs of the learner's algorithm, or SpicyMKL).

@@ -26,7 +26,7 @@ import numpy as np
 from numba import njit
 from river.base import DriftDetector
 
-from streammkl.core._jit import JIT_EXACT
+from streammkl.core.jit import JIT_EXACT
 
 __all__ = ["ADWIN", "feed"]
 

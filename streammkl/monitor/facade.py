@@ -23,31 +23,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
 from streammkl.core import OnlineMKL
-from streammkl.monitor import theory
+from streammkl.monitor import readout, runs, theory
 from streammkl.monitor.drift import BetaMovement, LossDriftDetector
-from streammkl.monitor.metrics import METRICS
 from streammkl.monitor.objective import OnlineObjective
 from streammkl.monitor.regret import WindowedRegret
+from streammkl.monitor.runs import Segment, etas_of
 from streammkl.monitor.shadows import ShadowLearners
 
 __all__ = ["Monitor", "Segment"]
 
 NAN = math.nan
-
-
-class Segment(NamedTuple):
-    """Rows ``[start, stop)`` of a :meth:`Monitor.learn_runs` call, learned and observed."""
-
-    start: int
-    stop: int
-    losses: np.ndarray  # prequential, one per row
-    scores: np.ndarray  # prequential, (rows, outputs)
-    rises: list[int]  # example indices of the rises detected in these rows
 
 
 def _rows(X: Any, Y: Any, losses: Any, regs: Any) -> tuple[np.ndarray, ...]:
@@ -231,7 +221,7 @@ class Monitor:
             )
         model = self.model
         rises = self._detect(Y, losses, scores, self.n, stop=False)[1]
-        etas = _etas(model.schedule, n)  # no restart inside a chunk
+        etas = etas_of(model.schedule, n)  # no restart inside a chunk
         self._account(X, Y, losses, regs, etas, None, model.block_norms)
         if rises and self.restart_on_drift:
             self.restart_pending = True
@@ -258,50 +248,7 @@ class Monitor:
         multiples of ``cut`` (counted in examples; None: one per run), each already observed
         when yielded; :meth:`kernel_weights` is β as of the segment's end.
         """
-        model = self.model
-        X = np.ascontiguousarray(X, dtype=np.float64)
-        Y = np.asarray(Y, dtype=np.float64)
-        if learn is None:
-
-            def learn(Xr: np.ndarray, Yr: np.ndarray, norms: np.ndarray) -> tuple[Any, Any]:
-                return model.learn_many(Xr, Yr, block_norms=norms)
-
-        speculate = self.detector is not None and self.restart_on_drift
-        i, n = 0, X.shape[0]
-        while i < n:
-            to_boundary = self.rows_to_boundary()
-            j = min(n, i + to_boundary) if self.restart_pending else n
-            point = model.save_point() if speculate and j - i > to_boundary else None
-            norms = np.empty((j - i, len(model.kernels)))
-            losses, scores = learn(X[i:j], Y[i:j], norms)
-            losses, scores = np.asarray(losses, dtype=np.float64), np.asarray(scores)
-            first = self.n
-            kept, rises = self._detect(Y[i:j], losses, scores, first, stop=point is not None)
-            if kept < j - i:  # a restart falls inside the run: learn up to it again
-                assert point is not None
-                model.restore_point(point)
-                learn(X[i : i + kept], Y[i : i + kept], np.empty((kept, norms.shape[1])))
-                self.n_relearned += kept
-            regs = model.regularization_values(norms[:kept])
-            etas = _etas(model.schedule, kept)  # no restart inside
-            a = 0
-            while a < kept:
-                b = kept if cut is None else min(kept, a + cut - (first + a) % cut)
-                rows, part = slice(i + a, i + b), slice(a, b)
-                after = norms[b] if b < norms.shape[0] else model.block_norms
-                self._account(
-                    X[rows], Y[rows], losses[part], regs[part], etas[part], norms[part], after
-                )
-                if b == kept:
-                    if rises and self.restart_on_drift:
-                        self.restart_pending = True
-                    self._boundary()
-                ends = [r for r in rises if first + a <= r < first + b]
-                self._ahead, self._now = kept - b, after
-                yield Segment(i + a, i + b, losses[part], scores[part], ends)
-                a = b
-            i += kept
-        self._ahead = 0
+        return runs.learn_runs(self, X, Y, learn, cut)
 
     def _detect(
         self, Y: np.ndarray, losses: np.ndarray, scores: Any, first: int, stop: bool
@@ -420,41 +367,7 @@ class Monitor:
 
     def snapshot(self) -> dict[str, float]:
         """Every monitored value as a float (keys and meanings: ``metrics.METRICS``)."""
-        if self.shadows is not None:
-            self.shadows.flush()
-        regret = self.regret
-        est = regret.latest if regret is not None else None
-        stale = NAN if regret is None or est is None else float(regret.check(self.n))
-        det = self.detector
-        out = {
-            "examples": float(self.n),
-            "online_objective": self.objective.total,
-            "online_loss": self.objective.loss,
-            "nonfinite_terms": float(self.objective.n_nonfinite),
-            "window_regret": est.regret if est else NAN,
-            "window_regret_per_example": est.regret_per_example if est else NAN,
-            "window_size": float(est.window) if est else 0.0,
-            "window_end": float(est.end) if est else 0.0,
-            "window_regret_lag": regret.lag(self.n) if regret is not None else NAN,
-            "window_regret_stale": stale,
-            "window_online_objective": est.online_objective if est else NAN,
-            "window_comparator_objective": est.comparator_objective if est else NAN,
-            "window_comparator_exact": float(est.exact) if est else NAN,
-            "window_regret_bound": est.bound if est else NAN,
-            "comparator_fits_skipped": float(self.regret.n_skipped) if self.regret else 0.0,
-            "comparator_errors": float(self.regret.n_errors) if self.regret else 0.0,
-            "shadow_regret": self.shadows.regret if self.shadows is not None else NAN,
-            "regret_bound": self.prop3_bound(),
-            "regret_bound_rounds": float(self.model.schedule.t - self._ahead),
-            "feature_norm_max": math.sqrt(self.norms.max_sq),
-            "drift_detections": float(det.n_restarts) if det else 0.0,
-            "drift_ignored": float(det.n_ignored) if det else 0.0,
-            "last_drift_example": float(det.last_restart) if det else -1.0,
-            "beta_movement": self.beta.value,
-            "beta_movement_span": float(self.beta.span),
-        }
-        assert out.keys() == METRICS.keys()
-        return out
+        return readout.snapshot(self)
 
     # --- control ------------------------------------------------------------------------------
     def wait(self, timeout: float | None = None) -> bool:
@@ -471,39 +384,8 @@ class Monitor:
     def to_state(self) -> dict[str, Any]:
         """JSON-able counters, the pending restart and the β samples, to checkpoint beside the
         model (windows, shadows and the detector are rebuilt)."""
-        det = self.detector
-        return {
-            "n": self.n,
-            "objective": self.objective.to_state(),
-            "feature_norm_max_sq": self.norms.max_sq,
-            "drift_detections": det.n_restarts if det else 0,
-            "drift_ignored": det.n_ignored if det else 0,
-            "last_drift_example": det.last_restart if det else -1,
-            "theta_start_norm": self._theta_start_norm,
-            "reg_start": self._reg_start,
-            "restart_pending": self.restart_pending,
-            "beta_movement": self.beta.to_state(),
-        }
+        return readout.to_state(self)
 
     def restore(self, state: dict[str, Any]) -> None:
         """Continue the counters of :meth:`to_state` (call on a fresh monitor)."""
-        self.n = int(state["n"])
-        self.objective = OnlineObjective.from_state(state["objective"])
-        self.norms.max_sq = float(state["feature_norm_max_sq"])
-        if self.detector is not None:
-            self.detector.n_restarts = int(state["drift_detections"])
-            self.detector.n_ignored = int(state["drift_ignored"])
-            self.detector.last_restart = int(state["last_drift_example"])
-        self._theta_start_norm = float(state["theta_start_norm"])
-        self._reg_start = float(state["reg_start"])
-        self.restart_pending = bool(state.get("restart_pending", False))
-        if "beta_movement" in state:
-            self.beta.restore(state["beta_movement"])
-
-
-def _etas(schedule: Any, n: int) -> np.ndarray:
-    """The global steps of the last ``n`` rounds (NaN for the adaptive schedules, whose steps
-    differ per block: the window bound then reads +Inf, none being derived for them)."""
-    if schedule.adaptive:
-        return np.full(n, NAN)
-    return schedule.etas(schedule.t - n + 1, n)
+        readout.restore(self, state)

@@ -20,7 +20,7 @@ import math
 import numpy as np
 from numba import njit
 
-from streammkl.core._jit import JIT_EXACT
+from streammkl.core.jit import JIT_EXACT
 
 #: Below this variance an input counts as constant (scale 1).
 _TINY_VAR = 1e-24

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
-from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -15,7 +13,8 @@ from streammkl.river import defaults
 from streammkl.river._base import MKLMixin
 from streammkl.river._features import check_numeric
 from streammkl.river._minibatch import ClassifierBatches
-from streammkl.river._probas import two_class_probas
+from streammkl.river._probas import probas_of_rows, two_class_probas
+from streammkl.river._runs import known_run
 
 
 class MKLClassifier(MKLMixin, ClassifierBatches, base.MiniBatchClassifier):
@@ -230,41 +229,9 @@ class MKLClassifier(MKLMixin, ClassifierBatches, base.MiniBatchClassifier):
         return self._probas([fx])[0]
 
     def _probas(self, rows: list[list[float]]) -> list[dict]:
-        """:meth:`_proba` of every row: the one formula for all of the classifier's
-        probabilities, with loops specialised for two classes (the same numbers: ``sum`` of two
-        floats is their ``+``), since the daemon runs it once per record."""
-        classes = self.classes_
-        n = len(classes)
+        """:meth:`_proba` of every row (the one formula: :func:`probas_of_rows`)."""
         binary, scale = self._loss_shape()
-        exp = math.exp
-        if binary:
-            if n != 2:
-                return [{classes[0]: 1.0} for _ in rows]
-            c0, c1 = classes
-            out = []
-            for fx in rows:
-                f = fx[0] * scale
-                p1 = 1.0 / (1.0 + exp(-f)) if f > -700 else 0.0
-                out.append({c0: 1.0 - p1, c1: p1})
-            return out
-        if n == 2:
-            c0, c1 = classes
-            out = []
-            for fx in rows:
-                a, b = fx[0], fx[1]
-                top = a if a >= b else b
-                ea, eb = exp(a - top), exp(b - top)
-                total = ea + eb
-                out.append({c0: ea / total, c1: eb / total})
-            return out
-        out = []
-        for fx in rows:
-            scores = fx[:n]
-            top = max(scores)
-            e = [exp(v - top) for v in scores]
-            total = sum(e)
-            out.append({c: v / total for c, v in zip(classes, e, strict=True)})
-        return out
+        return probas_of_rows(self.classes_, binary, scale, rows)
 
     def learn_predict_one(self, x: Mapping, y: Any) -> dict:
         """``predict_proba_one(x)`` *then* ``learn_one(x, y)``: the recommended prequential
@@ -365,7 +332,7 @@ class MKLClassifier(MKLMixin, ClassifierBatches, base.MiniBatchClassifier):
 
         Reads the learner only; valid until the learner changes.
         """
-        j, rows, targets = self._known_run(xs, ys, start, validated)
+        j, rows, targets = known_run(self, xs, ys, start, validated)
         if j == start:
             return start, np.zeros((0, 0)), np.zeros(0)
         return j, np.array(rows, dtype=np.float64), np.array(targets)
@@ -396,49 +363,6 @@ class MKLClassifier(MKLMixin, ClassifierBatches, base.MiniBatchClassifier):
         if len(self.classes_) != 2 or scores.ndim != 2 or scores.shape[1] < (1 if binary else 2):
             return None
         return two_class_probas(scores, binary, scale)
-
-    def _known_run(
-        self, xs: Sequence[Mapping], ys: Sequence[Any], i: int, validated: bool
-    ) -> tuple[int, list[Any], list[float]]:
-        model = self._model
-        names = self._features.names
-        d = len(names)
-        if model is None or model._state is None or d == 0 or not self.classes_:
-            return i, [], []
-        get = itemgetter(*names) if d > 1 else (lambda x, k=names[0]: (x[k],))
-        columns = self._features.index
-        index = self._class_index
-        binary = self._binary_loss
-        limit = 2 if binary else model.n_outputs
-        rows: list[Any] = []
-        targets: list[float] = []
-        # a run holds at most _RUN_CELLS inputs (its rows are dense over every known feature):
-        # a wide model's runs are shorter, never a batch-sized block of memory
-        n = min(len(xs), i + max(1, _RUN_CELLS // d))
-        j = i
-        while j < n:
-            x, y = xs[j], ys[j]
-            k = index.get(y) if type(y) in _PLAIN else None
-            if k is None or k >= limit:
-                break
-            if len(x) == d:
-                try:
-                    row = get(x)
-                except KeyError:  # a new feature: the single calls widen the model
-                    break
-            elif len(x) < d and x.keys() <= columns.keys():  # missing features count as 0
-                row = tuple([x.get(name, 0.0) for name in names])
-            else:
-                break
-            if not validated:
-                try:
-                    check_numeric(x)
-                except (TypeError, ValueError):
-                    break  # learn_one raises the error, naming the feature
-            rows.append(row)
-            targets.append((1.0 if k == 1 else -1.0) if binary else float(k))
-            j += 1
-        return j, rows, targets
 
     def predict_one(self, x: Mapping, **kwargs: Any) -> Any:
         scores = self._scores(x)
@@ -479,13 +403,6 @@ class MKLClassifier(MKLMixin, ClassifierBatches, base.MiniBatchClassifier):
             "kernels": (kernels.Linear(), kernels.RBF(0.5, n_components=16)),
             "standardize": True,
         }
-
-
-_PLAIN = frozenset({str, bool, int, float})  # label types that hash as themselves
-#: Cells (rows x known features) of one compiled run: 1 M = 8 MB as an array. With 10,000
-#: features, planning a 2,000-record run took 305 MiB (16 MiB with the cap; measured with
-#: tracemalloc), twice over while the daemon pipelines two batches.
-_RUN_CELLS = 1 << 20
 
 
 def _plain(y: Any) -> Any:

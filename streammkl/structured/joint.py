@@ -19,8 +19,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from streammkl.core import _numba as cnb
 from streammkl.core import budget as budgets
+from streammkl.core import compiled as cnb
 from streammkl.core import regularizers as regs_mod
 from streammkl.core.kernels import Kernel
 from streammkl.core.regularizers import Regularizer

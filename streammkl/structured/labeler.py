@@ -22,9 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from streammkl.core import budget as budgets
 from streammkl.core import kernels as kernels_mod
-from streammkl.core import regularizers as regs_mod
 from streammkl.core import schedules as schedules_mod
 from streammkl.core.kernels import Kernel
 from streammkl.core.regularizers import Regularizer
@@ -34,10 +32,11 @@ from streammkl.structured import _numba as snb
 from streammkl.structured import persistence
 from streammkl.structured.inputs import check_labels, sequence_matrix
 from streammkl.structured.joint import TRANSITION, JointBlocks
+from streammkl.structured.labeler_options import check_options
+from streammkl.structured.sequence_loss import LOSSES as LOSSES  # re-exported
+from streammkl.structured.sequence_loss import loss_direction
 
 __all__ = ["TRANSITION", "SequenceLabeler"]
-
-LOSSES = ("hinge", "crf")
 
 
 class SequenceLabeler:
@@ -139,35 +138,10 @@ class SequenceLabeler:
 
     # --- configuration ----------------------------------------------------------------------
     def _check_config(self) -> None:
-        if not self.kernels:
-            raise ValueError("kernels: give at least one base kernel")
-        names = [k.name for k in self.kernels]
-        dupes = sorted({n for n in names if names.count(n) > 1 or n == TRANSITION})
-        if dupes:
-            raise ValueError(f"kernels: names must be distinct and not {TRANSITION!r}: {dupes}")
-        if self.loss not in LOSSES:
-            raise ValueError(f"loss must be one of {LOSSES}, got {self.loss!r}")
-        reg = self.regularizer
-        if reg is None:
-            reg = regs_mod.SquaredGroupLasso(1e-3)
-        if isinstance(reg, Regularizer | dict):
-            reg = (reg,)
-        self._regularizers = tuple(regs_mod.from_spec(r) for r in reg)
-        if not self._regularizers:
-            raise ValueError("regularizer: give at least one (e.g. SquaredGroupLasso(1e-3))")
-        implicit = [k.name for k in self.kernels if k.implicit]
-        for r in self._regularizers:
-            if r.explicit_only and implicit:
-                raise ValueError(
-                    f"regularizer {r!r} acts on coordinates and needs explicit blocks; "
-                    f"kernelized blocks: {implicit}"
-                )
-        if not (self.transition_weight > 0 and np.isfinite(self.transition_weight)):
-            raise ValueError(f"transition_weight must be > 0, got {self.transition_weight!r}")
-        if self.radius is not None and not float(self.radius) > 0:
-            raise ValueError(f"radius must be > 0 or None, got {self.radius!r}")
-        budgets.check_budget(self.budget)
-        self._policy = budgets.policy_code(self.budget_policy)
+        self._regularizers, self._policy = check_options(
+            self.kernels, self.loss, self.regularizer, self.transition_weight, self.radius,
+            self.budget, self.budget_policy,
+        )  # fmt: skip
 
     @property
     def names(self) -> list[str]:
@@ -265,22 +239,7 @@ class SequenceLabeler:
         self, unary: np.ndarray, trans: np.ndarray, y: np.ndarray
     ) -> tuple[float, np.ndarray, np.ndarray]:
         """Loss at theta, unigram directions V (T, K) and bigram direction G0 (K, K) (= -grad)."""
-        T, K = unary.shape
-        rows = np.arange(T)
-        gold = unary[rows, y].sum() + trans[y[:-1], y[1:]].sum()
-        V = np.zeros((T, K))
-        V[rows, y] = 1.0
-        G0 = np.zeros((K, K))
-        np.add.at(G0, (y[:-1], y[1:]), 1.0)
-        if self.loss == "hinge":
-            path, aug = snb.viterbi_hamming(unary, trans, y)
-            V[rows, path] -= 1.0
-            np.add.at(G0, (path[:-1], path[1:]), -1.0)
-            return max(float(aug - gold), 0.0), V, G0
-        log_z, node, edge = snb.forward_backward(unary, trans)
-        V -= node
-        G0 -= edge.sum(axis=0)
-        return max(float(log_z - gold), 0.0), V, G0
+        return loss_direction(self.loss, unary, trans, y)
 
     # --- learning ---------------------------------------------------------------------------
     def learn_one(self, xs: Any, ys: Any) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from streammkl.core import _numba as cnb
+from streammkl.core import compiled as cnb
 from streammkl.core import regularizers as regs_mod
 from streammkl.core import schedules as schedules_mod
 from streammkl.core.hashed import HashedBlocks

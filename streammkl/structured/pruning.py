@@ -13,16 +13,17 @@ coordinate-wise distance once it passes h^2 read ~16 of 64 coordinates per pair 
 faster than the plain inner product (gathers and unpredictable branches).
 
 The basis and the projections are a derived cache, never saved: the compiled scorer
-(``core._numba.b1_pruned_expansion``) evaluates every pair it does not skip exactly as the plain
-path does, so the scores are the same bit for bit whatever the basis (tested in
-tests/test_structured_pruning.py), and a model resumed from its state refits the basis.
+(``b1_pruned_expansion``, in the core's compiled package) evaluates every pair it does not skip
+exactly as the plain path does, so the scores are the same bit for bit whatever the basis
+(tested in tests/test_structured_pruning.py), and a model resumed from its state refits the
+basis.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from streammkl.core import _numba as cnb
+from streammkl.core import compiled as cnb
 from streammkl.core.state import BlockState, Layout
 
 RANK = 16  # projected coordinates per B1 view

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from streammkl.core import _numba as cnb
+from streammkl.core import compiled as cnb
 
 __all__ = ["DEFAULT_TEMPLATES", "Template", "TemplateSet", "parse_template"]
 
@@ -140,7 +140,8 @@ def _stable_hash(text: str) -> int:
 
 
 class TemplateSet:
-    """Templates compiled to the arrays of ``core._numba.arcs`` (one hashed block each)."""
+    """Templates compiled to the arrays of ``streammkl.core.compiled.arc_features`` (one hashed
+    block each)."""
 
     def __init__(self, specs: Sequence[str], seed: int = 0, max_bits: int = MAX_BITS):
         if isinstance(specs, str) or not specs:
