@@ -395,6 +395,9 @@ class Settings(_Section):
                 "one input scale; leave learner.standardize unset (off in a group) and scale the "
                 "inputs upstream"
             )
+        if self.mixing.enabled and self.learner.standardize is None:  # resolved here, once
+            learner = self.learner.model_copy(update={"standardize": False})
+            object.__setattr__(self, "learner", learner)  # frozen: set while validating
         return self
 
 

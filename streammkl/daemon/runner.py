@@ -100,10 +100,7 @@ class Runner:
         self.marker = InflightMarker(settings.checkpoint.dir, settings.limits.crash_strikes)
         self.work_started: float | None = None  # what /readyz times (None: idle)
         if learner is None:
-            spec = settings.learner
-            if settings.mixing.enabled and spec.standardize is None:  # one input scale
-                spec = spec.model_copy(update={"standardize": False})
-            learner = build_learner(spec, allow_factory)
+            learner = build_learner(settings.learner, allow_factory)
         cs = settings.checkpoint
         key = read_key(cs.hmac_key_file) if cs.hmac_key_file is not None else None
         self.checkpoints = Checkpointer(
