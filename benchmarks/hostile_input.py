@@ -186,6 +186,8 @@ def run(
     peak.stop()
     code = os.waitstatus_to_exitcode(status)
     proc.returncode = code
+    if code != 0:  # say why in the run's output (the work directory is temporary)
+        print("DAEMON LOG TAIL:\n" + (workdir / f"{topic}.log").read_text()[-6000:], flush=True)
     info = inspect_checkpoint(ck)
     good_offsets = [i for i, (_, _, r) in enumerate(stream) if r is None]
     n_bad = len(stream) - len(good_offsets)
