@@ -119,7 +119,31 @@ class Polynomial(Kernel):
         }
 
 
-class RBF(Kernel):
+class _Gaussian(Kernel):
+    """What RBF and MedianRBF share: an exact (kernelized) block, or a random Fourier map of
+    ``n_components`` features when it is given."""
+
+    def __init__(
+        self,
+        kind_name: str,
+        n_components: int | None,
+        features: Sequence[int | str] | None,
+        name: str | None,
+    ):
+        check_components(kind_name, n_components)
+        super().__init__(features, name)
+        self._n_components = None if n_components is None else int(n_components)
+
+    @property
+    def implicit(self) -> bool:
+        return self._n_components is None
+
+    @property
+    def n_components(self) -> int | None:
+        return self._n_components
+
+
+class RBF(_Gaussian):
     """Gaussian ``k(x, y) = exp(-gamma ||x - y||^2)``; ``n_components=D`` -> random Fourier map
     ``sqrt(2/D) cos(w_j . x + b_j)``, its cosines computed by a vectorised polynomial within 2 ulp
     of the C library's (``core._numba.fast_cos``; the library's beyond ``|w . x + b| = 1e5``)."""
@@ -136,21 +160,11 @@ class RBF(Kernel):
     ):
         if not gamma > 0:
             raise ValueError(f"RBF: gamma must be > 0, got {gamma!r}")
-        check_components("RBF", n_components)
-        super().__init__(features, name)
+        super().__init__("RBF", n_components, features, name)
         self.gamma = float(gamma)
-        self._n_components = None if n_components is None else int(n_components)
         # set when the bandwidth came from the median heuristic (``MedianRBF``, see
         # ``core.bandwidth``): {"scale", "inputs" (d when set), "final" (after the warm-up)}
         self.median_from = None if median_from is None else dict(median_from)
-
-    @property
-    def implicit(self) -> bool:
-        return self._n_components is None
-
-    @property
-    def n_components(self) -> int | None:
-        return self._n_components
 
     def _default_name(self) -> str:
         if self._n_components is None:
@@ -248,7 +262,7 @@ class AdditiveRBF(RBF):
         return np.exp(-self.gamma * diff * diff).mean(axis=2)
 
 
-class MedianRBF(Kernel):
+class MedianRBF(_Gaussian):
     """A Gaussian kernel whose bandwidth comes from the data, not from the unit cube: the median
     heuristic. ``OnlineMKL`` keeps its first ``warmup`` inputs, then replaces this kernel by
     ``RBF(gamma = scale / median ||x_i - x_j||^2, n_components)`` over those pairs (a block that
@@ -268,18 +282,8 @@ class MedianRBF(Kernel):
     ):
         if not (scale > 0 and np.isfinite(scale)):
             raise ValueError(f"MedianRBF: scale must be a finite number > 0, got {scale!r}")
-        check_components("MedianRBF", n_components)
-        super().__init__(features, name)
+        super().__init__("MedianRBF", n_components, features, name)
         self.scale = float(scale)
-        self._n_components = None if n_components is None else int(n_components)
-
-    @property
-    def implicit(self) -> bool:
-        return self._n_components is None
-
-    @property
-    def n_components(self) -> int | None:
-        return self._n_components
 
     def _default_name(self) -> str:
         if self._n_components is None:
