@@ -61,7 +61,7 @@ def build_layout(
     keys = [str(j) for j in range(d)] if keys is None else list(keys)
     M = len(kernels)
     kinds = np.array([k.kind for k in kernels], dtype=np.int64)
-    kp = np.array([[*k._code_params()[:2], float(k._code_params()[2])] for k in kernels])
+    kp = np.array([k._code_params() for k in kernels], dtype=np.float64)  # (p0, p1, normalize)
     kp = kp.reshape(M, 3)
     is_explicit = np.array([not k.implicit for k in kernels], dtype=np.bool_)
     view_keys: list[tuple] = []
