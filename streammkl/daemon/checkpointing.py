@@ -17,7 +17,6 @@ the state transactions and commits them together); the name ``Checkpoint`` is th
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Any
 
 from streammkl.daemon.checkpoint import (
@@ -154,11 +153,3 @@ class Checkpointer:
                 f"{ckpt.path}: the model does not load as saved (digest {digest} differs)"
             )
         return learner, outbox
-
-
-#: A loop observer (issue 18's parameter mixing hooks here): any object with some of these
-#: methods, called on the loop thread with the runner, the learner quiescent (no round in
-#: flight). ``before_checkpoint(runner)`` may change the learner: what it changes is in the
-#: checkpoint written right after, with the offsets. ``after_checkpoint(runner, checkpoint)``
-#: runs once that checkpoint is durable (publish what it holds, idempotently).
-ObserverHook = Callable[..., Any]

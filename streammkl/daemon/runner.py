@@ -108,10 +108,6 @@ class Runner:
         )
         self.store = self.checkpoints.store
         self.offsets = self.checkpoints.offsets  # the source seeks there; the loop advances it
-        #: Loop observers (e.g. parameter mixing): objects with ``before_checkpoint(runner)``
-        #: and/or ``after_checkpoint(runner, checkpoint)`` (see
-        #: :mod:`streammkl.daemon.checkpointing`); add with :meth:`add_observer`.
-        self.observers: list[Any] = []
         self.counters: dict[str, Any] = dict.fromkeys(_COUNTERS, 0)
         self.counters["online_loss"] = 0.0
         self.counters["rejected_by_reason"] = {}
@@ -278,18 +274,6 @@ class Runner:
         """The newest checkpoint written or restored (None before any)."""
         return self.checkpoints.last
 
-    def add_observer(self, observer: Any) -> None:
-        """Call ``observer.before_checkpoint(runner)`` / ``after_checkpoint(runner, ckpt)``
-        (either may be missing) around every checkpoint, on the loop thread, the learner
-        quiescent: the hook point of features that act on the model between batches."""
-        self.observers.append(observer)
-
-    def _notify(self, hook: str, *args: Any) -> None:
-        for observer in self.observers:
-            method = getattr(observer, hook, None)
-            if method is not None:
-                method(self, *args)
-
     def restore(self) -> None:
         """Load the newest usable checkpoint (if any) into the learner, offsets and counters."""
         found = self.checkpoints.restore(self.learner)
@@ -320,8 +304,6 @@ class Runner:
         checkpoint was written.
         """
         self._drain()  # the batch in flight is part of this checkpoint
-        if self.observers:
-            self._notify("before_checkpoint")  # may change the model: then it is checkpointed
         if not (self.checkpoints.changed or force):
             return False
         t0 = time.perf_counter()
@@ -340,8 +322,6 @@ class Runner:
         self.metrics.checkpoint_seconds.observe(elapsed)
         log.debug("checkpoint %d (%s) in %.1f ms", ckpt.seq, reason, elapsed * 1e3)
         self.source.commit()
-        if self.observers:
-            self._notify("after_checkpoint", ckpt)
         self._publish(force_model=False)
         return True
 
