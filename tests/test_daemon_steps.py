@@ -16,7 +16,7 @@ from streammkl.core import kernels, losses, regularizers
 from streammkl.daemon import history
 from streammkl.daemon.config import load_settings
 from streammkl.daemon.monitoring import INPUTS, StreamMonitor
-from streammkl.daemon.prequential import prediction_bytes
+from streammkl.daemon.predictions import prediction_bytes
 from streammkl.daemon.steps import LearnerStep, MKLStep, make_step
 from streammkl.river import MKLClassifier, MKLRegressor
 
