@@ -1,0 +1,133 @@
+"""The ``[learner]``, ``[reload]``, ``[monitor]`` and ``[mixing]`` sections: what learns, how
+its kernels may change at run time, what watches it, and how a group trains one model."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from streammkl.daemon.config.section import Section
+
+
+class LearnerSpec(Section):
+    """The learner: task and every component, by name (resolved in :mod:`streammkl.core`).
+
+    A component is a name (``"Hinge"``) or a table ``{type = "RBF", gamma = 0.5}``;
+    ``kernels = None`` keeps the learner's default bank. ``factory = "module:callable"`` builds
+    any other learner honouring :class:`streammkl.daemon.learner.Learner` (called with this spec).
+    """
+
+    task: Literal["classification", "regression", "sequence", "parsing"] = "classification"
+    factory: str | None = None
+    kernels: tuple[str | dict[str, Any], ...] | None = None
+    loss: str | dict[str, Any] | None = None
+    regularizer: str | dict[str, Any] | None = None
+    schedule: str | dict[str, Any] | None = None
+    radius: float | None = Field(default=None, gt=0)
+    budget: int | None = Field(default=None, ge=1)
+    #: What a full support set does (streammkl.core.budget; None: the learner's default, merge).
+    budget_policy: Literal["merge", "project", "smallest", "oldest"] | None = None
+    #: An unregularized bias per output (None: the learner's default, True). With a bias the
+    #: iterates are not confined to the radius ball, so the monitor's Prop. 3 bounds are +Inf.
+    fit_intercept: bool | None = None
+    #: Standardise every input online (running mean and variance, saved in the checkpoint with
+    #: the model): the daemon's counterpart of ``StandardScaler() | MKLClassifier()``. The
+    #: default kernels are made for standardised inputs; turn it off only for inputs that are
+    #: already scaled. Classification and regression only (ignored by structured tasks).
+    #: None (the default): on, except in a mixing group, where each member's running statistics
+    #: would differ and the merged weights need one input scale (scale the inputs upstream).
+    standardize: bool | None = None
+    seed: int = 0
+    params: dict[str, Any] = Field(default_factory=dict)  # free-form, for custom factories
+
+
+class ReloadSettings(Section):
+    """Guards on runtime kernel changes (SIGHUP, or settings edited while stopped)."""
+
+    #: A new kernel list that would drop more than this fraction of the learned blocks (those
+    #: with a non-zero norm) is refused ...
+    max_dropped_fraction: float = Field(default=0.5, ge=0, le=1)
+    #: ... as is one with a kernel on features never seen -- unless this is true (set it for
+    #: the one reload that must go through, then back).
+    force: bool = False
+
+
+class MixingSettings(Section):
+    """Scale-out (docs/scale-out.md): the members of a consumer group train ONE model by
+    iterative parameter mixing through a compacted ``topic``. Off: each member learns its own
+    model from its partitions."""
+
+    enabled: bool = False
+    topic: str = "streammkl.mix"
+    #: K: a member ends a round after learning this many examples (and at every rebalance and
+    #: clean shutdown); the others end theirs when they see it. Small K: fresher models, more
+    #: merges (each costs a publish, a wait and a prox); large K: staler members.
+    every_records: int = Field(default=500, ge=1)
+    #: This member's name in the group, stable across restarts (default: ``kafka.client_id``
+    #: and the host name).
+    member: str | None = Field(default=None, min_length=1, max_length=200)
+    #: How long a member that ended its round waits for the others before the round is closed
+    #: without them (they are named in the log and the metrics, and join the next round).
+    round_timeout_seconds: float = Field(default=30.0, gt=0)
+    #: How FTRL's dual increments (and AdaGrad's sums) merge: added ("sum": the merged model took
+    #: every example's gradient) or example-weighted averaged ("mean": steadier for long rounds).
+    dual: Literal["sum", "mean"] = "sum"
+
+
+class MonitorSettings(Section):
+    """Regret, bound, drift detection and history (:class:`streammkl.monitor.Monitor`).
+
+    Only for the streammkl learners (the monitor needs their core model); off for others.
+    """
+
+    enabled: bool = True
+    #: W: windowed regret on the last W examples (0: no windowed regret).
+    window: int = Field(default=2000, ge=0)
+    #: K: the windowed regret is re-estimated every K examples, on a background thread.
+    every: int = Field(default=500, ge=1)
+    comparator: Literal["epochs", "exact", "auto"] = "epochs"
+    #: At most this fraction of the time fitting comparators (one fit of W = 2000 examples takes
+    #: ~0.15-0.4 s of a core with the default bank: unthrottled, the worker would take a whole
+    #: core); an epoch comparator's fit is paced epoch by epoch, windows arriving meanwhile are
+    #: skipped. At 0.05, the windowed regret is refreshed every ~3-8 s, about as often as
+    #: Prometheus scrapes it.
+    comparator_duty: float = Field(default=0.05, gt=0, le=1)
+    #: The comparator thread's nice value (Linux): it fits on CPU time the loop, the learner
+    #: and the broker leave; 0 = the process's priority.
+    comparator_nice: int = Field(default=19, ge=0, le=19)
+    #: The windowed regret's schedule: an estimate whose window ended more than this many
+    #: examples ago, or was published more than this many seconds ago, is *stale*: the
+    #: comparator's pauses are skipped until a fresh one is published (a loaded machine slows
+    #: the refreshes, never stops them); ``streammkl_window_regret_stale`` says so meanwhile.
+    refresh_examples: int = Field(default=10_000, ge=1)
+    refresh_seconds: float = Field(default=15.0, gt=0)
+    #: One single-kernel shadow learner per kernel (regret against the best single kernel).
+    shadows: bool = False
+    #: Drift detector on the prequential loss; a detected rise restarts the learning-rate schedule.
+    detector: Literal["adwin", "page-hinkley", "none"] = "adwin"
+    restart_on_drift: bool = True
+    #: B: a detected rise restarts the schedule at the next multiple of B examples (not right
+    #: after the detecting example), so runs of up to B rounds go through one compiled loop and
+    #: the model does not depend on how the stream is cut into batches; β is sampled at
+    #: multiples of B too. 1: restart right after the detection (then one round per record).
+    stride: int = Field(default=50, ge=1, le=10_000)
+    #: β movement over the last this-many examples (at least ``stride``).
+    beta_lag: int = Field(default=1000, ge=1)
+    #: The detector's inputs since its last detection are checkpointed (so a restart continues
+    #: with exactly its state); after this many without a detection it starts afresh.
+    detector_memory: int = Field(default=50_000, ge=100)
+    #: One history row (``history.jsonl`` beside the checkpoints) every this-many examples ...
+    history_every: int = Field(default=100, ge=1)
+    #: ... and at most this many rows: beyond, every other row is dropped (the stride doubles).
+    history_rows: int = Field(default=5_000, ge=10)
+
+    @model_validator(mode="after")
+    def _every_within_window(self) -> MonitorSettings:
+        if self.window == 1:
+            raise ValueError("window must be 0 (off) or at least 2")
+        if self.window and self.every > self.window:
+            raise ValueError(f"every ({self.every}) must not exceed window ({self.window})")
+        if self.stride > self.beta_lag:
+            raise ValueError(f"stride ({self.stride}) must not exceed beta_lag ({self.beta_lag})")
+        return self

@@ -1,0 +1,45 @@
+"""The whole settings object: one frozen :class:`Settings` of every section."""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+
+from streammkl.daemon.config.kafka import KafkaSettings
+from streammkl.daemon.config.learning import (
+    LearnerSpec,
+    MixingSettings,
+    MonitorSettings,
+    ReloadSettings,
+)
+from streammkl.daemon.config.records import LimitSettings, RecordSettings
+from streammkl.daemon.config.section import Section
+from streammkl.daemon.config.service import CheckpointSettings, MetricsSettings, RunSettings
+
+
+class Settings(Section):
+    """All daemon settings (frozen; secrets are :class:`pydantic.SecretStr`)."""
+
+    kafka: KafkaSettings = Field(default_factory=KafkaSettings)
+    records: RecordSettings = Field(default_factory=RecordSettings)
+    limits: LimitSettings = Field(default_factory=LimitSettings)
+    reload: ReloadSettings = Field(default_factory=ReloadSettings)
+    checkpoint: CheckpointSettings = Field(default_factory=CheckpointSettings)
+    metrics: MetricsSettings = Field(default_factory=MetricsSettings)
+    run: RunSettings = Field(default_factory=RunSettings)
+    learner: LearnerSpec = Field(default_factory=LearnerSpec)
+    monitor: MonitorSettings = Field(default_factory=MonitorSettings)
+    mixing: MixingSettings = Field(default_factory=MixingSettings)
+
+    @model_validator(mode="after")
+    def _one_input_scale_in_a_group(self) -> Settings:
+        if self.mixing.enabled and self.learner.standardize:
+            raise ValueError(
+                "learner.standardize = true cannot be combined with mixing.enabled: each member "
+                "would standardise with its own running statistics, and the merged weights need "
+                "one input scale; leave learner.standardize unset (off in a group) and scale the "
+                "inputs upstream"
+            )
+        if self.mixing.enabled and self.learner.standardize is None:  # resolved here, once
+            learner = self.learner.model_copy(update={"standardize": False})
+            object.__setattr__(self, "learner", learner)  # frozen: set while validating
+        return self
