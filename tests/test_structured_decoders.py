@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from streammkl.structured import _numba as nb
+from streammkl.core import compiled as nb
 
 
 def _score(unary, trans, y):

@@ -11,9 +11,9 @@ import pytest
 
 from simulators.digit_strings import load_split
 from streammkl.core import _numba as nb
+from streammkl.core import compiled as cnb
 from streammkl.core import kernels, regularizers, schedules
 from streammkl.structured import SequenceLabeler, pruning
-from streammkl.structured import _numba as snb
 
 H = 2.1  # about 95% zeros among pairs of digit-strings characters (d = 64)
 
@@ -43,7 +43,7 @@ def _plain_scores(model, X):
     J, L, S = model._joint, model._joint.layout, model._state
     T, M, K = X.shape[0], len(model.kernels), S.w.shape[0]
     scores, xsqs = np.zeros((T, M, K)), np.zeros((T, L.n_views))
-    snb.sequence_scores(
+    cnb.sequence_scores(
         X, L.kinds, L.kp, L.view_of, L.masks, L.view_full, L.ex_blocks, L.im_blocks,
         L.ex_off, L.ex_kind, L.ex_norm, L.phi_src, L.rff_wt, L.rff_b,
         S.w, S.scale, S.sx, S.ssq, S.sv, S.coef, S.n_support, np.zeros((T, L.width)), scores,
@@ -174,7 +174,7 @@ def test_sequence_scores_with_pruned_blocks_match_py_func(digits):
     X = X_test[0]
     T, M, K = X.shape[0], 2, S.w.shape[0]
     outs = []
-    for f in (snb.sequence_scores, snb.sequence_scores.py_func):
+    for f in (cnb.sequence_scores, cnb.sequence_scores.py_func):
         scores, phis, xsqs = np.zeros((T, M, K)), np.zeros((T, L.width)), np.zeros((T, 1))
         f(
             X, L.kinds, L.kp, L.view_of, L.masks, L.view_full, L.ex_blocks, im_blocks,

@@ -26,7 +26,6 @@ from streammkl.core.kernels import Kernel
 from streammkl.core.regularizers import Regularizer
 from streammkl.core.state import BlockState, Layout, build_layout, transplant
 from streammkl.core.update import step_arrays
-from streammkl.structured import _numba as snb
 from streammkl.structured.pruning import B1Pruning
 
 TRANSITION = "transition"  # name of the bigram block in block_norms / kernel_weights
@@ -130,7 +129,7 @@ class JointBlocks:
         scores = np.zeros((T, M, K))
         xsqs = np.zeros((T, L.n_views))
         im_blocks, im_pruned, basis, sproj = pruning.arrays(S)
-        snb.sequence_scores(
+        cnb.sequence_scores(
             X, L.kinds, L.kp, L.view_of, L.masks, L.view_full, L.ex_blocks, im_blocks,
             L.ex_off, L.ex_kind, L.ex_norm, L.phi_src, L.rff_wt, L.rff_b,
             S.w, S.scale, S.sx, S.ssq, S.sv, S.coef, S.n_support, phis, scores, xsqs,
@@ -158,7 +157,7 @@ class JointBlocks:
         scores, phis, xsqs = cache
         active = np.any(V != 0.0, axis=1)
         if active.any():
-            snb.sequence_step(
+            cnb.sequence_step(
                 self._width(X), V, active, eta, L.kinds, L.kp, L.view_of, L.masks, L.view_full,
                 L.ex_blocks, L.im_blocks, L.ex_off, self.policy,
                 budgets.capacity_limit(self.budget),

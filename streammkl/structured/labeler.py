@@ -22,13 +22,13 @@ from typing import Any
 
 import numpy as np
 
+from streammkl.core import compiled as cnb
 from streammkl.core import kernels as kernels_mod
 from streammkl.core import schedules as schedules_mod
 from streammkl.core.kernels import Kernel
 from streammkl.core.regularizers import Regularizer
 from streammkl.core.schedules import Schedule
 from streammkl.core.state import BlockState, state_digest
-from streammkl.structured import _numba as snb
 from streammkl.structured import persistence
 from streammkl.structured.inputs import check_labels, sequence_matrix
 from streammkl.structured.joint import TRANSITION, JointBlocks
@@ -277,7 +277,7 @@ class SequenceLabeler:
             return prediction
         y = self._label_indices(labels, grow=False)
         unary, trans, cache = self._potentials(X, len(self.labels))
-        path, _ = snb.viterbi(unary, trans)
+        path, _ = cnb.viterbi(unary, trans)
         prediction = [self.labels[k] for k in path]
         if self._joint.ensure_room(X.shape[0]):  # room made: score again, as learn_one does
             unary, trans, cache = self._potentials(X, len(self.labels))
@@ -293,7 +293,7 @@ class SequenceLabeler:
         if not self.labels:
             return None
         unary, trans, _ = self._potentials(X, len(self.labels))
-        path, _ = snb.viterbi(unary, trans)
+        path, _ = cnb.viterbi(unary, trans)
         return [self.labels[k] for k in path]
 
     def predict_marginals_one(self, xs: Any) -> list[dict[Hashable, float]]:
@@ -307,7 +307,7 @@ class SequenceLabeler:
         if not self.labels:
             return [{} for _ in range(X.shape[0])]
         unary, trans, _ = self._potentials(X, len(self.labels))
-        _, node, _ = snb.forward_backward(unary, trans)
+        _, node, _ = cnb.forward_backward(unary, trans)
         return [dict(zip(self.labels, row.tolist(), strict=True)) for row in node]
 
     # --- objective --------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from streammkl.structured import _numba as snb
+from streammkl.core import compiled as cnb
 
 #: The losses :class:`~streammkl.structured.SequenceLabeler` takes.
 LOSSES = ("hinge", "crf")
@@ -24,11 +24,11 @@ def loss_direction(
     G0 = np.zeros((K, K))
     np.add.at(G0, (y[:-1], y[1:]), 1.0)
     if loss == "hinge":
-        path, aug = snb.viterbi_hamming(unary, trans, y)
+        path, aug = cnb.viterbi_hamming(unary, trans, y)
         V[rows, path] -= 1.0
         np.add.at(G0, (path[:-1], path[1:]), -1.0)
         return max(float(aug - gold), 0.0), V, G0
-    log_z, node, edge = snb.forward_backward(unary, trans)
+    log_z, node, edge = cnb.forward_backward(unary, trans)
     V -= node
     G0 -= edge.sum(axis=0)
     return max(float(log_z - gold), 0.0), V, G0
