@@ -46,6 +46,18 @@ def resolve_radius(
     return radius
 
 
+def check_regularizers(kernels: Sequence[Kernel], regularizers: Sequence[Regularizer]) -> None:
+    """ValueError for a regularizer that acts on coordinates beside kernelized blocks (they
+    have no coordinates); every learner over the core's blocks checks this."""
+    implicit = [k.name for k in kernels if k.implicit]
+    for reg in regularizers:
+        if reg.explicit_only and implicit:
+            raise ValueError(
+                f"regularizer {reg!r} acts on coordinates and needs explicit blocks; "
+                f"kernelized blocks: {implicit}"
+            )
+
+
 def check_compatible(
     kernels: Sequence[Kernel],
     regularizers: Sequence[Regularizer],
@@ -54,13 +66,8 @@ def check_compatible(
 ) -> None:
     """ValueError for a bank the regularizers, the schedule or the averaging (``averaged``:
     ``average`` or ``averages``) cannot serve."""
+    check_regularizers(kernels, regularizers)
     implicit = [k.name for k in kernels if k.implicit]
-    for reg in regularizers:
-        if reg.explicit_only and implicit:
-            raise ValueError(
-                f"{reg!r} acts on coordinates and needs explicit blocks; kernelized blocks: "
-                f"{implicit}"
-            )
     if averaged and implicit:
         raise ValueError(
             f"average / averages are supported for explicit blocks only; got {implicit}"

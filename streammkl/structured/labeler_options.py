@@ -11,6 +11,7 @@ import numpy as np
 from streammkl.core import budget as budgets
 from streammkl.core import regularizers as regs_mod
 from streammkl.core.kernels import Kernel
+from streammkl.core.model_checks import check_regularizers
 from streammkl.core.regularizers import Regularizer
 from streammkl.structured.joint import TRANSITION
 from streammkl.structured.sequence_loss import LOSSES
@@ -43,13 +44,7 @@ def check_options(
     regularizers = tuple(regs_mod.from_spec(r) for r in reg)
     if not regularizers:
         raise ValueError("regularizer: give at least one (e.g. SquaredGroupLasso(1e-3))")
-    implicit = [k.name for k in kernels if k.implicit]
-    for r in regularizers:
-        if r.explicit_only and implicit:
-            raise ValueError(
-                f"regularizer {r!r} acts on coordinates and needs explicit blocks; "
-                f"kernelized blocks: {implicit}"
-            )
+    check_regularizers(kernels, regularizers)
     if not (transition_weight > 0 and np.isfinite(transition_weight)):
         raise ValueError(f"transition_weight must be > 0, got {transition_weight!r}")
     if radius is not None and not float(radius) > 0:
