@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from streammkl import wire
 from streammkl.daemon.config import ConfigError, Settings, load_settings
 from streammkl.daemon.learner import LearnerConfigError, build_component, build_learner
 
@@ -111,6 +112,14 @@ def test_bad_file_errors(tmp_path: Path) -> None:
         load_settings(typo, env={})
     with pytest.raises(ConfigError, match="No such file"):
         load_settings(tmp_path / "missing.toml", env={})
+
+
+def test_record_settings_give_every_wire_limit_with_the_same_defaults() -> None:
+    assert load_settings(env={}).records.wire_limits() == wire.Limits()
+    limits = load_settings(env={"STREAMMKL_RECORDS__MAX_TOKENS": "7"}).records.wire_limits()
+    assert limits.max_tokens == 7
+    assert limits == wire.Limits(max_tokens=7)
+    assert limits.short_record == wire.Limits(max_tokens=7).short_record
 
 
 def test_learner_components_are_built_from_core_by_name() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from pydantic import Field, field_validator
 
 from streammkl import wire
@@ -34,16 +36,10 @@ class RecordSettings(Section):
     _split_classes = field_validator("classes", mode="before")(comma_list)
 
     def wire_limits(self) -> wire.Limits:
-        """These limits as :func:`streammkl.wire.decode` takes them."""
-        return wire.Limits(
-            max_features=self.max_features,
-            max_tokens=self.max_tokens,
-            max_vector_length=self.max_vector_length,
-            max_name_length=self.max_name_length,
-            max_label_length=self.max_label_length,
-            max_id_length=self.max_id_length,
-            max_abs_value=self.max_abs_value,
-        )
+        """These limits as :func:`streammkl.wire.decode` takes them: every field of
+        :class:`streammkl.wire.Limits` is the setting of the same name."""
+        names = [f.name for f in dataclasses.fields(wire.Limits) if f.init]
+        return wire.Limits(**{name: getattr(self, name) for name in names})
 
 
 class LimitSettings(Section):
