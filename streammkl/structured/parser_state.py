@@ -16,7 +16,7 @@ import numpy as np
 
 from streammkl import statefile
 from streammkl.statefile import StateError, check_header
-from streammkl.structured.persistence import load_with, optimizer_config
+from streammkl.structured.persistence import load_with, optimizer_config, state_meta
 
 if TYPE_CHECKING:
     from streammkl.structured.parser import DependencyParser
@@ -39,14 +39,7 @@ def config(model: DependencyParser) -> dict[str, Any]:
 
 
 def to_state(model: DependencyParser) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    meta = {
-        "format": FORMAT,
-        "version": VERSION,
-        "config": config(model),
-        "t": model.t,
-        "schedule_t": model._schedule.t,
-    }
-    return meta, model._blocks.to_arrays()
+    return state_meta(model, FORMAT, VERSION, config(model)), model._blocks.to_arrays()
 
 
 def _fail(msg: str) -> StateError:

@@ -39,6 +39,21 @@ def optimizer_config(model: Any) -> dict[str, Any]:
     }
 
 
+def state_meta(
+    model: Any, fmt: str, version: int, config: dict[str, Any], **extra: Any
+) -> dict[str, Any]:
+    """The JSON part of a structured learner's state: format, version, configuration, the
+    learner's own ``extra`` entries, then its round and schedule counters."""
+    return {
+        "format": fmt,
+        "version": version,
+        "config": config,
+        **extra,
+        "t": model.t,
+        "schedule_t": model._schedule.t,
+    }
+
+
 def config(model: SequenceLabeler) -> dict[str, Any]:
     """Constructor arguments as JSON-able specs (``SequenceLabeler(**config)`` rebuilds it)."""
     return {
@@ -54,16 +69,15 @@ def config(model: SequenceLabeler) -> dict[str, Any]:
 
 
 def to_state(model: SequenceLabeler) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    meta = {
-        "format": FORMAT,
-        "version": VERSION,
-        "config": config(model),
-        "labels": [encode_label(y) for y in model.labels],
-        "feature_keys": list(model.feature_keys),
-        "input_mode": model.input_mode,
-        "t": model.t,
-        "schedule_t": model._schedule.t,
-    }
+    meta = state_meta(
+        model,
+        FORMAT,
+        VERSION,
+        config(model),
+        labels=[encode_label(y) for y in model.labels],
+        feature_keys=list(model.feature_keys),
+        input_mode=model.input_mode,
+    )
     arrays: dict[str, np.ndarray] = {}
     if model._state is not None:
         arrays = model._state.to_arrays()
