@@ -120,10 +120,9 @@ def test_a_late_member_is_merged_next_round_and_nothing_is_counted_twice():
 
 
 def test_group_mode_refuses_what_it_cannot_merge():
-    with pytest.raises(ValueError, match="explicit blocks only"):
-        learner = MKLClassifier(kernels=(kernels.RBF(0.5),))
-        learner.declare_features([])
-        check_group_learner(learner.to_state())
+    learner = MKLClassifier(kernels=(kernels.RBF(0.5),), budget=64)  # kernelized: merged
+    learner.declare_features([])
+    check_group_learner(learner.to_state())
     with pytest.raises(ValueError, match="MedianRBF"):
         learner = MKLClassifier(kernels=(kernels.MedianRBF(1.0, 16),))
         learner.declare_features([])
