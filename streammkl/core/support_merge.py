@@ -182,12 +182,12 @@ def merge_support(
                   layout.kinds, layout.kp, state.sx, state.ssq, state.kself)  # fmt: skip
     state.counters[:] = (n, next_age)
     state.scale[layout.im_blocks] = 1.0
-    state.norms[layout.im_blocks] = support_norms(layout, state.sx, state.sv, state.coef)[
-        layout.im_blocks
-    ]
     state.gram = np.zeros((layout.im_blocks.size, 2, 0, 0))
     state.sync_gram(layout, budgets.keeps_gram(base.budget, base.budget_policy))
     steps = 0
+    # the budget steps choose their pairs without the norms (they only update them): the exact
+    # norms are computed once, on the set that stays
+    state.norms[layout.im_blocks] = 0.0
     if base.budget is not None and n > base.budget:
         steps = int(
             nb.shrink_support(
@@ -197,9 +197,9 @@ def merge_support(
                 state.gram,
             )
         )  # fmt: skip
-        kept = state.n_support
-        exact = support_norms(layout, state.sx[:kept], state.sv[:kept], state.coef[:, :kept])
-        state.norms[layout.im_blocks] = exact[layout.im_blocks]
+    kept = state.n_support
+    exact = support_norms(layout, state.sx[:kept], state.sv[:kept], state.coef[:, :kept])
+    state.norms[layout.im_blocks] = exact[layout.im_blocks]
     state.resize_support(
         budgets.initial_capacity(base.budget)
         if base.budget is not None
