@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry
 from streammkl.core import kernels
 from streammkl.daemon.config import ConfigError, load_settings
 from streammkl.daemon.group import GroupMember
-from streammkl.daemon.group_log import GroupLog, check_group_learner, learner_digest
+from streammkl.daemon.group_log import GroupLog, check_group_learner, core_state, learner_digest
 from streammkl.daemon.group_topic import MixRecord, MixTopic, decode, encode
 from streammkl.daemon.metrics import GroupMetrics
 from streammkl.river import MKLClassifier
@@ -120,10 +120,9 @@ def test_a_late_member_is_merged_next_round_and_nothing_is_counted_twice():
 
 
 def test_group_mode_refuses_what_it_cannot_merge():
-    with pytest.raises(ValueError, match="explicit blocks only"):
-        learner = MKLClassifier(kernels=(kernels.RBF(0.5),))
-        learner.declare_features([])
-        check_group_learner(learner.to_state())
+    learner = MKLClassifier(kernels=(kernels.RBF(0.5),), budget=64)  # kernelized: merged
+    learner.declare_features([])
+    check_group_learner(learner.to_state())
     with pytest.raises(ValueError, match="MedianRBF"):
         learner = MKLClassifier(kernels=(kernels.MedianRBF(1.0, 16),))
         learner.declare_features([])
@@ -147,13 +146,13 @@ def _produce(bootstrap: str, topic: str, n: int, seed: int, partitions: int) -> 
     produce(bootstrap, topic, values, partition_of=lambda i: i % partitions)
 
 
-def _argv(bootstrap, topic, group, ckpt, member, mix, every=500, idle=6.0):
+def _argv(bootstrap, topic, group, ckpt, member, mix, every=500, idle=6.0, learner=None):
     return daemon_argv(bootstrap, topic, group, ckpt, idle=idle, settings={
         "mixing.enabled": True, "mixing.every_records": every, "mixing.member": member,
         "mixing.topic": mix, "mixing.round_timeout_seconds": 4.0, "records.classes": [0, 1],
         "learner.kernels": KERNELS, "monitor.enabled": False, "kafka.max_poll_records": 200,
         "checkpoint.every_records": 300, "kafka.session_timeout_ms": 1000,
-        "kafka.heartbeat_interval_ms": 250,
+        "kafka.heartbeat_interval_ms": 250, **(learner or {}),
     })  # fmt: skip
 
 
@@ -169,12 +168,14 @@ def _fold(bootstrap: str, mix: str) -> GroupLog:
     return log
 
 
-def _run_group(kafka_bootstrap: str, tmp_path: Path, n: int, kills: int, seed: int) -> None:
+def _run_group(
+    kafka_bootstrap: str, tmp_path: Path, n: int, kills: int, seed: int, learner=None
+) -> GroupLog:
     topic, mix, group = unique("grp"), unique("mix"), unique("g")
     _produce(kafka_bootstrap, topic, n, seed, partitions=6)
     rng = random.Random(seed)
-    argvs = [_argv(kafka_bootstrap, topic, group, tmp_path / f"m{i}", f"m{i}", mix)
-             for i in range(2)]  # fmt: skip
+    argvs = [_argv(kafka_bootstrap, topic, group, tmp_path / f"m{i}", f"m{i}", mix,
+                   learner=learner) for i in range(2)]  # fmt: skip
     procs = [start_daemon(a, tmp_path / f"m{i}.log") for i, a in enumerate(argvs)]
     for _ in range(kills):  # kill -9 member 1 at a random moment, restart it
         time.sleep(rng.uniform(1.5, 5.0))
@@ -191,6 +192,7 @@ def _run_group(kafka_bootstrap: str, tmp_path: Path, n: int, kills: int, seed: i
     final = {inspect(tmp_path / f"m{i}")["model_digest"] for i in range(2)}
     assert final <= set(log.digests.values())  # each member holds exactly a merged model
     assert log.digest in final  # the last one out holds the group's final model
+    return log
 
 
 @pytest.mark.kafka
@@ -202,6 +204,25 @@ def test_two_members_learn_one_model_exactly_once(
 ) -> None:
     """kill9-once: SIGKILL of a member at a random moment, then a restart."""
     _run_group(kafka_bootstrap, tmp_path, n=n, kills=kills, seed=seed)
+
+
+@pytest.mark.kafka
+@pytest.mark.xdist_group("kafka")
+def test_a_kernelized_bank_merges_its_support_sets_exactly_once(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """Kernelized blocks (support sets under a budget) next to an explicit one: two members,
+    every record learned once in the merged model, equal digests, the budget held."""
+    learner = {
+        "learner.kernels": ["linear", {"type": "RBF", "gamma": 0.5},
+                            {"type": "Polynomial", "degree": 2}],
+        "learner.budget": 64,
+    }  # fmt: skip
+    log = _run_group(kafka_bootstrap, tmp_path, n=3000, kills=0, seed=6, learner=learner)
+    assert len(log.results) >= 3  # several merges of support sets
+    assert log.base is not None
+    _, arrays = core_state(log.base)
+    assert 0 < arrays["coef"].shape[1] <= 64  # the merged support set within the budget
 
 
 @pytest.mark.slow

@@ -124,9 +124,7 @@ def test_members_that_met_different_new_inputs_add_up_by_input_name():
     )
 
 
-def test_kernelized_banks_and_mismatched_members_are_refused():
-    with pytest.raises(ValueError, match="explicit blocks only"):
-        merge(*OnlineMKL(kernels=(kernels.RBF(0.5),)).to_state(), [])
+def test_mismatched_members_are_refused():
     base = OnlineMKL(kernels=(kernels.Linear(),))
     other = OnlineMKL(kernels=(kernels.Linear(),), seed=3)
     other.learn(np.ones(2), 1.0)

@@ -52,6 +52,8 @@ PARSER_LOOPS = [
     "head_prefix", "atom_value", "distance_bucket", "mix", "finish", "sparse_step",
     "sparse_rescale", "exact_norms", "block_sqnorm", "zero_entries",
 ]  # fmt: skip
+# parity-tested in tests/test_support_merge.py
+SUPPORT_LOOPS = ["pair_views", "support_sqnorms", "move_pair", "shrink_support"]
 COVERED = set()
 
 
@@ -391,5 +393,5 @@ def test_adaptive_schedules_compiled_equal_python(monkeypatch):
 def test_every_compiled_function_is_covered():
     missing = set(compiled_functions()) - set(SCALAR_KERNELS) - set(MODEL_LOOPS)
     missing -= set(BUDGET_LOOPS)
-    missing -= set(SEQUENCE_LOOPS) | set(PARSER_LOOPS)
+    missing -= set(SEQUENCE_LOOPS) | set(PARSER_LOOPS) | set(SUPPORT_LOOPS)
     assert missing == set(), f"no parity test for {sorted(missing)}"

@@ -23,8 +23,10 @@ base's followed by the new ones in sorted order, and every explicit column is ma
 reads (the input names of a product map, the input and component of an additive map, the
 component of a Fourier map), so members' weights add up coordinate by coordinate. Every member
 must use the same kernel bank, loss, regularizer, schedule and seed (checked: the feature maps
-are then the same). Kernelized blocks are not merged here (their support sets would have to be
-united and cut back to the budget): :func:`check_mixable` refuses them with a clear error.
+are then the same). Kernelized blocks merge their support sets: the union of the members' pairs
+(matched by identity), each coefficient the same example-weighted delta, cut back to the budget
+by the model's budget policy, with exact block norms, before the prox
+(:mod:`streammkl.core.support_merge`).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from streammkl.core import schedules as schedules_mod
 from streammkl.core.kernels import AdditiveRBF, Kernel
 from streammkl.core.model import OnlineMKL
 from streammkl.core.state import BlockState, Layout, build_layout
+from streammkl.core.support_merge import merge_support
 
 __all__ = ["MemberRound", "check_mixable", "merge"]
 
@@ -63,12 +66,6 @@ class MemberRound:
 
 def check_mixable(model: OnlineMKL) -> None:
     """Raise a clear ValueError if ``model`` cannot take part in parameter mixing."""
-    implicit = [k.name for k in model.kernels if k.implicit]
-    if implicit:
-        raise ValueError(
-            f"parameter mixing merges explicit blocks only; kernelized blocks {implicit}: use "
-            "explicit maps (e.g. RBF(gamma, n_components=D) or MedianRBF(scale, D))"
-        )
     if model.average:
         raise ValueError(
             "average=True (the running mean of every iterate since the start) is not merged; "
@@ -175,8 +172,10 @@ def merge(
     docstring). The result does not depend on the order of ``rounds``.
 
     ``stats``, if given, receives ``delta_norm`` (the norm of the example-weighted mean change of
-    theta, before the prox), ``active_before`` and ``active_after`` (blocks with a non-zero
-    norm before and after the prox).
+    theta, before the prox; kernelized blocks included), ``active_before`` and ``active_after``
+    (blocks with a non-zero norm before and after the prox) and, with kernelized blocks,
+    ``support_union``, ``support_pairs``, ``budget_steps`` and ``support_seconds``
+    (:func:`streammkl.core.support_merge.merge_support`).
 
     ``dual="mean"`` averages (example-weighted) the FTRL dual increments, the squared-gradient
     sums and the schedule's round counts instead of adding them: the members then count as one
@@ -190,7 +189,9 @@ def merge(
     check_mixable(base)
     rounds = sorted(rounds, key=lambda r: (r.member, r.since is None))
     models = [OnlineMKL.from_state(dict(r.meta), dict(r.arrays)) for r in rounds]
-    olds = [OnlineMKL.from_state(dict(r.since[0]), dict(r.since[1])) for r in rounds if r.since]
+    sinces = [OnlineMKL.from_state(dict(r.since[0]), dict(r.since[1])) if r.since else None
+              for r in rounds]  # fmt: skip
+    olds = [old for old in sinces if old is not None]
     for r, model in zip(rounds, models, strict=True):
         if _config_key(r.meta) != _config_key(base_meta) or model.names != base.names:
             raise ValueError(
@@ -237,7 +238,10 @@ def merge(
     merged.schedule.t = schedule_t
     merged._layout, merged._state = target.layout, state
     theta = weighted("theta")
-    before = _block_norms(target.layout, theta) > 0
+    if target.layout.im_blocks.size:
+        members = [(r.examples, m, old) for r, m, old in zip(rounds, models, sinces, strict=True)]
+        merge_support(state, target.layout, target.keys, base, members, stats)
+    before = (_block_norms(target.layout, theta) > 0) | (state.norms > 0)
     if isinstance(merged.schedule, schedules_mod.FTRL):
         stored = weighted("stored") if mean else added("stored")
         before = _block_norms(target.layout, stored) > 0
@@ -246,7 +250,8 @@ def merge(
         _prox_theta(merged, theta)
     merged._refresh_args()
     if stats is not None:
-        stats["delta_norm"] = float(np.linalg.norm(theta - ref.theta))
+        kernelized = stats.pop("delta_sqnorm", 0.0)
+        stats["delta_norm"] = float(np.sqrt(np.linalg.norm(theta - ref.theta) ** 2 + kernelized))
         stats["active_before"] = int(before.sum())
         stats["active_after"] = int((np.asarray(merged.block_norms) > 0).sum())
     return merged
@@ -299,14 +304,14 @@ def _prox_theta(model: OnlineMKL, theta: np.ndarray) -> None:
     S, L = model._state, model._layout
     assert S is not None and L is not None
     S.w[:] = theta
-    S.scale[:] = 1.0
-    S.norms[:] = _block_norms(L, theta)
+    S.scale[:] = 1.0  # kernelized blocks: their merged coefficients are already scaled
+    S.norms[L.ex_blocks] = _block_norms(L, theta)[L.ex_blocks]
     from streammkl.core.update import step_arrays
 
     codes, params, groups = step_arrays(model.regularizers, len(model.kernels), model.names)
     nb.apply_prox_steps(
         _steps(model), codes, params, groups, model.radius, L.is_explicit, L.ex_blocks,
-        L.ex_off, S.w, S.scale, S.norms, S.coef, 0, np.zeros(len(model.kernels)),
+        L.ex_off, S.w, S.scale, S.norms, S.coef, S.n_support, np.zeros(len(model.kernels)),
     )  # fmt: skip
 
 

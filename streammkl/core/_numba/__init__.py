@@ -9,7 +9,8 @@ computed:
 - ``features``: explicit feature maps and the vector loops over them;
 - ``scores``: block scores (explicit dot products, kernel expansions);
 - ``budget``: support-set budget maintenance with exact norms (``merge``: merging two pairs,
-  ``projection``: projecting a pair onto the others);
+  ``projection``: projecting a pair onto the others); ``support``: a whole support set at
+  once (exact norms from the Gram form, the budget applied until it fits: merged support sets);
 - ``averages``: predictions from averaged iterates (exponential averages, follow the leader);
 - ``pack``: the round's arrays packed into one compiled argument (a structref built on demand);
 - ``rounds``: one round of Alg. 1 / 3 on a pack, its compiled loop, prediction;
@@ -77,6 +78,7 @@ from streammkl.core._numba.projection import (
 from streammkl.core._numba.budget import (
     add_pair, budget_step, make_room, merge_pairs, remove_pair, shift_scores, smallest_pair,
 )  # fmt: skip
+from streammkl.core._numba.support import move_pair, pair_views, shrink_support, support_sqnorms
 from streammkl.core._numba.averages import (
     average_scores, leader, track_averages, update_averages,
 )  # fmt: skip
