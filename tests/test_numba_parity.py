@@ -25,6 +25,7 @@ SCALAR_KERNELS = [
     "loss_grad", "loss_values", "prox_squared_l1", "project_l1_ball", "prox_power",
     "prox_norm_step", "schedule_eta", "fast_cos", "uniform", "gather", "scatter",
     "weighted_squared_l1", "weighted_l1_ball", "decreasing_root", "ball_multiplier", "block_steps",
+    "secular_root",
 ]  # fmt: skip
 MODEL_LOOPS = [
     "learn_many", "learn_round", "explicit_phi", "block_scores", "apply_prox_steps",
@@ -116,6 +117,8 @@ def test_scalar_and_vector_kernels():
     _both("weighted_l1_ball", b, s, 1.0, np.zeros(6))
     _both("decreasing_root", b, s, 0.3, 1.0)
     _both("ball_multiplier", b, s, 0.5)
+    assert nb.decreasing_root(b, s, 0.3, 1.0) == _both("secular_root", b, s, 0.3, 1.0, False)
+    assert nb.ball_multiplier(b, s, 0.5) == _both("secular_root", b, s, 0.0, 0.25, True)
     for code in range(3):
         _both("schedule_eta", code, 0.5, 7)
     for code in range(5):
@@ -248,6 +251,10 @@ def test_budget_loops_match_python():
         _both("fast_exp", v)
     a = -np.random.default_rng(3).exponential(4.0, size=37)
     _both("exp_many", a, np.zeros(37), 37)
+    separate, in_place = np.zeros(37), a.copy()
+    nb.exp_many(a, separate, 37)
+    nb.exp_many(in_place, in_place, 37)  # out is a: the same bits as into another array
+    np.testing.assert_array_equal(in_place, separate)
     _both("table_loss", 0.3, 0.62)
     for kind, p0, p1, norm in [(0, 0, 0, True), (1, 2, 1.0, True), (2, 0.7, 0, False),
                                (3, 2.5, 0, False)]:  # fmt: skip
@@ -262,6 +269,11 @@ def test_budget_loops_match_python():
         dots = np.zeros((12, L.n_views))
         _both("support_dots", x, L.masks, L.view_full, S.sx, 12, dots)
         nb.support_dots(x, L.masks, L.view_full, S.sx, 12, dots)
+        full = int(np.flatnonzero(L.view_full)[0])  # two rows per pass: dot4's bits, row by row
+        np.testing.assert_array_equal(dots[:, full], [nb.dot4(x, S.sx[s], 0, 3) for s in range(12)])
+        odd = np.zeros((11, L.n_views))
+        nb.support_dots(x, L.masks, L.view_full, S.sx, 11, odd)
+        np.testing.assert_array_equal(odd, dots[:11])
         _both("dots_expansion", L.masks @ (x * x), dots, L.im_blocks, L.view_of, L.kinds, L.kp,
               S.ssq, S.sv, S.coef, 12, np.zeros((5, 3)), np.zeros(12))  # fmt: skip
         xsq = L.masks @ (x * x)
@@ -300,6 +312,9 @@ def test_budget_loops_match_python():
     h, _, alpha, beta = _both("best_merge_point", *shape)
     terms = (np.zeros((3, 3)), np.zeros((3, L.n_views)), np.zeros((3, 5)), np.zeros((3, 3)))
     nb.support_dots(S.sx[i], L.masks, L.view_full, S.sx, 12, drow)
+    left = np.zeros_like(drow)  # what merge_pairs reuses: the partner search's inner products
+    nb.merge_partner(i, 12, *geo, *pairs, S.scale, left)
+    np.testing.assert_array_equal(left, drow)
     _both("merge_pairs", i, j, h, alpha, beta, 12, *geo, *pairs, S.scale, S.norms, *terms, drow)
     _both("remove_pair", i, 12, *geo, *pairs, S.scale, S.norms, np.zeros(5))
     nb.merge_pairs(i, j, h, alpha, beta, 12, *geo, *pairs, S.scale, S.norms, *terms, drow)

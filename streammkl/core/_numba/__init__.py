@@ -57,7 +57,8 @@ from streammkl.core._numba.kernels import (
 from streammkl.core._numba.losses import loss_grad, loss_values
 from streammkl.core._numba.prox import (
     ball_multiplier, decreasing_root, gather, prox_norm_step, prox_power, prox_squared_l1,
-    project_l1_ball, scatter, schedule_eta, uniform, weighted_l1_ball, weighted_squared_l1,
+    project_l1_ball, scatter, schedule_eta, secular_root, uniform, weighted_l1_ball,
+    weighted_squared_l1,
 )  # fmt: skip
 from streammkl.core._numba.features import (
     FAST_COS_LIMIT, axpby_sqnorm, axpy_sqnorm, dot4, dot4_pair, explicit_phi, fast_cos,
