@@ -21,10 +21,11 @@ def compiled_functions():
 
 
 SCALAR_KERNELS = [
-    "kernel_value", "gram", "view_dot", "dot4", "axpy_sqnorm", "axpby_sqnorm", "loss_grad",
-    "loss_values", "prox_squared_l1", "project_l1_ball", "prox_power", "prox_norm_step",
-    "schedule_eta", "fast_cos", "uniform", "gather", "scatter", "weighted_squared_l1",
-    "weighted_l1_ball", "decreasing_root", "ball_multiplier", "block_steps",
+    "kernel_value", "gram", "view_dot", "dot4", "dot4_pair", "axpy_sqnorm", "axpby_sqnorm",
+    "loss_grad", "loss_values", "prox_squared_l1", "project_l1_ball", "prox_power",
+    "prox_norm_step", "schedule_eta", "fast_cos", "uniform", "gather", "scatter",
+    "weighted_squared_l1", "weighted_l1_ball", "decreasing_root", "ball_multiplier", "block_steps",
+    "secular_root",
 ]  # fmt: skip
 MODEL_LOOPS = [
     "learn_many", "learn_round", "explicit_phi", "block_scores", "apply_prox_steps",
@@ -37,7 +38,7 @@ BUDGET_LOOPS = [
     "merge_energy", "best_merge_point", "direction_cosine", "merge_partner", "merge_plan", "loaded",
     "refresh_inverse", "gram_insert", "cheapest_projection", "solve_projection", "project_out",
     "smallest_pair", "remove_pair", "merge_pairs", "add_pair", "shift_scores", "gram_border",
-    "budget_step", "make_room",
+    "budget_step", "make_room", "kernel_row", "weighted_sum",
 ]  # fmt: skip
 # parity-tested in tests/test_structured_decoders.py, tests/test_structured_labeler.py and
 # tests/test_structured_pruning.py
@@ -88,6 +89,9 @@ def test_scalar_and_vector_kernels():
         _both("gram", kind, p0, p1, norm, mask, False, X, Y, np.zeros((4, 5)))
     _both("view_dot", rng.normal(size=4), rng.normal(size=4), np.ones(4), True)
     _both("dot4", rng.normal(size=11), rng.normal(size=11), 1, 10)
+    z, X = rng.normal(size=11), rng.normal(size=(3, 11))
+    pair = _both("dot4_pair", z, X, 1, 11)
+    assert pair == (nb.dot4(z, X[1], 0, 11), nb.dot4(z, X[2], 0, 11))  # bit for bit
     _both("axpy_sqnorm", rng.normal(size=11), rng.normal(size=11), 0.3, 1, 10)
     _both("axpby_sqnorm", rng.normal(size=11), rng.normal(size=11), 0.8, 0.3, 1, 10)
     for code in range(7):
@@ -115,6 +119,8 @@ def test_scalar_and_vector_kernels():
     _both("weighted_l1_ball", b, s, 1.0, np.zeros(6))
     _both("decreasing_root", b, s, 0.3, 1.0)
     _both("ball_multiplier", b, s, 0.5)
+    assert nb.decreasing_root(b, s, 0.3, 1.0) == _both("secular_root", b, s, 0.3, 1.0, False)
+    assert nb.ball_multiplier(b, s, 0.5) == _both("secular_root", b, s, 0.0, 0.25, True)
     for code in range(3):
         _both("schedule_eta", code, 0.5, 7)
     for code in range(5):
@@ -247,20 +253,42 @@ def test_budget_loops_match_python():
         _both("fast_exp", v)
     a = -np.random.default_rng(3).exponential(4.0, size=37)
     _both("exp_many", a, np.zeros(37), 37)
+    separate, in_place = np.zeros(37), a.copy()
+    nb.exp_many(a, separate, 37)
+    nb.exp_many(in_place, in_place, 37)  # out is a: the same bits as into another array
+    np.testing.assert_array_equal(in_place, separate)
     _both("table_loss", 0.3, 0.62)
     for kind, p0, p1, norm in [(0, 0, 0, True), (1, 2, 1.0, True), (2, 0.7, 0, False),
                                (3, 2.5, 0, False)]:  # fmt: skip
         _both("segment_kernels", kind, p0, p1, norm, 0.3, 1.2, 0.8, 0.4)
     _both("top_direction", 2.0, 0.5, 1.0)
     _both("top_direction", 1.0, 0.0, 2.0)
+    abc = np.random.default_rng(4).normal(size=(3, 11))
+    assert _both("weighted_sum", *abc, 11) == pytest.approx(float(np.sum(abc[0] * abc[1] * abc[2])))
     x = np.array([0.3, -1.1, 0.7])
     for policy in ("oldest", "smallest", "merge"):
         m, L, S = _full_model(policy, MIXED_BANK)
         dots = np.zeros((12, L.n_views))
         _both("support_dots", x, L.masks, L.view_full, S.sx, 12, dots)
         nb.support_dots(x, L.masks, L.view_full, S.sx, 12, dots)
+        full = int(np.flatnonzero(L.view_full)[0])  # two rows per pass: dot4's bits, row by row
+        np.testing.assert_array_equal(dots[:, full], [nb.dot4(x, S.sx[s], 0, 3) for s in range(12)])
+        odd = np.zeros((11, L.n_views))
+        nb.support_dots(x, L.masks, L.view_full, S.sx, 11, odd)
+        np.testing.assert_array_equal(odd, dots[:11])
         _both("dots_expansion", L.masks @ (x * x), dots, L.im_blocks, L.view_of, L.kinds, L.kp,
               S.ssq, S.sv, S.coef, 12, np.zeros((5, 3)), np.zeros(12))  # fmt: skip
+        xsq = L.masks @ (x * x)
+        for blk in L.im_blocks:  # every kind of MIXED_BANK: the values kernel_value computes
+            kind, vw, (p0, p1, norm) = L.kinds[blk], L.view_of[blk], L.kp[blk]
+            args = (kind, p0, p1, norm != 0.0, xsq[vw], dots, vw, S.ssq, 12)
+            _both("kernel_row", *args, np.zeros(12))
+            row = np.zeros(12)
+            nb.kernel_row(*args, row)
+            sq = xsq[vw] + S.ssq[:12, vw] - 2 * dots[:, vw]
+            kv = [nb.kernel_value(kind, p0, p1, norm != 0.0, dots[s, vw], sq[s], xsq[vw],
+                                  S.ssq[s, vw]) for s in range(12)]  # fmt: skip
+            np.testing.assert_allclose(row, kv, rtol=1e-13, atol=1e-15)
         geo = (L.im_blocks, L.view_of, L.masks, L.view_full, L.kinds, L.kp)
         pairs = (S.sx, S.ssq, S.sv, S.coef, S.kself)
         xsq = L.masks @ (x * x)
@@ -271,8 +299,9 @@ def test_budget_loops_match_python():
         _both("make_room", code, x, xsq, np.array([1.0, -1.0, 0.0]), *geo, *pairs, S.age,
               S.counters, 12, S.scale, S.norms, S.gram, scores)  # fmt: skip
     i, removal = _both("smallest_pair", 12, L.im_blocks, S.sv, S.coef, S.kself, S.scale)
-    _both("merge_plan", i, removal, 12, *geo, *pairs, S.scale)
-    j, _ = _both("merge_partner", i, 12, *geo, *pairs, S.scale, np.zeros(L.n_views))
+    drow = np.zeros((12, L.n_views))
+    _both("merge_plan", i, removal, 12, *geo, *pairs, S.scale, drow)
+    j, _ = _both("merge_partner", i, 12, *geo, *pairs, S.scale, drow)
     rho, ni, nj = _both("direction_cosine", S.sv, i, j)
     ai, aj = (
         S.scale[L.im_blocks] * S.coef[L.im_blocks, i],
@@ -284,9 +313,13 @@ def test_budget_loops_match_python():
     _both("merge_energy", 0.4, *shape)
     h, _, alpha, beta = _both("best_merge_point", *shape)
     terms = (np.zeros((3, 3)), np.zeros((3, L.n_views)), np.zeros((3, 5)), np.zeros((3, 3)))
-    _both("merge_pairs", i, j, h, alpha, beta, 12, *geo, *pairs, S.scale, S.norms, *terms)
+    nb.support_dots(S.sx[i], L.masks, L.view_full, S.sx, 12, drow)
+    left = np.zeros_like(drow)  # what merge_pairs reuses: the partner search's inner products
+    nb.merge_partner(i, 12, *geo, *pairs, S.scale, left)
+    np.testing.assert_array_equal(left, drow)
+    _both("merge_pairs", i, j, h, alpha, beta, 12, *geo, *pairs, S.scale, S.norms, *terms, drow)
     _both("remove_pair", i, 12, *geo, *pairs, S.scale, S.norms, np.zeros(5))
-    nb.merge_pairs(i, j, h, alpha, beta, 12, *geo, *pairs, S.scale, S.norms, *terms)
+    nb.merge_pairs(i, j, h, alpha, beta, 12, *geo, *pairs, S.scale, S.norms, *terms, drow)
     dots = np.array([x @ S.sx[0], x[:2] @ S.sx[0, :2]])
     _both("add_pair", dots, xsq, S.ssq[0], S.coef[:, 0].copy(), S.sv[0], L.im_blocks, L.view_of,
           L.kinds, L.kp, np.zeros((5, 3)))  # fmt: skip
@@ -325,6 +358,12 @@ def test_packed_rounds_with_every_budget_policy_match_python(monkeypatch, policy
     cfg = dict(kernels=bank, loss=losses.MulticlassHinge(), budget=12, budget_policy=policy,
                regularizer=regularizers.SquaredGroupLasso(1e-3), fit_intercept=True)  # fmt: skip
     fast, slow = OnlineMKL(**cfg), OnlineMKL(**cfg)
+    # The interpreted rounds call compiled scalar kernels (kernel_value; gram via sync_gram) from
+    # Python: compile them here, not inside the patch, where the helpers they inline (fast_exp)
+    # are Python functions (with a fresh numba cache the first compile would fail there).
+    OnlineMKL(**cfg).learn_many(X[:20], Y[:20])
+    nb.kernel_value(np.int64(2), np.float64(0.5), np.float64(0.0), np.bool_(False),
+                    np.float64(1.0), np.float64(0.0), np.float64(1.0), np.float64(1.0))  # fmt: skip
     runs = []
     for model, loops in ((fast, []), (slow, [*MODEL_LOOPS, *BUDGET_LOOPS])):
         with monkeypatch.context() as patch:

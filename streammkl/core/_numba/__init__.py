@@ -58,13 +58,14 @@ from streammkl.core._numba.kernels import (
 from streammkl.core._numba.losses import loss_grad, loss_values
 from streammkl.core._numba.prox import (
     ball_multiplier, decreasing_root, gather, prox_norm_step, prox_power, prox_squared_l1,
-    project_l1_ball, scatter, schedule_eta, uniform, weighted_l1_ball, weighted_squared_l1,
+    project_l1_ball, scatter, schedule_eta, secular_root, uniform, weighted_l1_ball,
+    weighted_squared_l1,
 )  # fmt: skip
 from streammkl.core._numba.features import (
-    FAST_COS_LIMIT, axpby_sqnorm, axpy_sqnorm, dot4, explicit_phi, fast_cos,
+    FAST_COS_LIMIT, axpby_sqnorm, axpy_sqnorm, dot4, dot4_pair, explicit_phi, fast_cos,
 )  # fmt: skip
 from streammkl.core._numba.scores import (
-    block_scores, dots_expansion, explicit_sqnorm, support_dots, support_expansion,
+    block_scores, dots_expansion, explicit_sqnorm, kernel_row, support_dots, support_expansion,
     zero_or_fold_block,
 )  # fmt: skip
 from streammkl.core._numba.merge import (
@@ -77,6 +78,7 @@ from streammkl.core._numba.projection import (
 )  # fmt: skip
 from streammkl.core._numba.budget import (
     add_pair, budget_step, make_room, merge_pairs, remove_pair, shift_scores, smallest_pair,
+    weighted_sum,
 )  # fmt: skip
 from streammkl.core._numba.support import move_pair, pair_views, shrink_support, support_sqnorms
 from streammkl.core._numba.averages import (

@@ -23,13 +23,13 @@ import math
 import numpy as np
 from numba import njit
 
-from streammkl.core._jit import JIT
+from streammkl.core._jit import JIT, JIT_INLINE
 from streammkl.core._numba.codes import B_MERGE, B_OLDEST, B_PROJECT
 from streammkl.core._numba.features import dot4
 from streammkl.core._numba.kernels import kernel_value, view_dot
 from streammkl.core._numba.merge import direction_cosine, merge_plan
 from streammkl.core._numba.projection import cheapest_projection, gram_border, project_out
-from streammkl.core._numba.scores import dots_expansion, support_dots, support_expansion
+from streammkl.core._numba.scores import kernel_row, support_dots, support_expansion
 
 
 def _smallest_pair(n, im_blocks, sv, coef, kself, scale):
@@ -83,12 +83,31 @@ def _remove_pair(victim, n, im_blocks, view_of, masks, view_full, kinds, kp,
 remove_pair = njit(**JIT)(_remove_pair)
 
 
+def _weighted_sum(a, b, c, n):
+    """``sum_{s < n} (a[s] b[s]) c[s]`` with four accumulators (a latency chain a quarter as
+    long as one running sum)."""
+    a0 = a1 = a2 = a3 = 0.0
+    for q in range(n // 4):
+        s = 4 * q
+        a0 += a[s] * b[s] * c[s]
+        a1 += a[s + 1] * b[s + 1] * c[s + 1]
+        a2 += a[s + 2] * b[s + 2] * c[s + 2]
+        a3 += a[s + 3] * b[s + 3] * c[s + 3]
+    for s in range(n - n % 4, n):
+        a0 += a[s] * b[s] * c[s]
+    return (a0 + a1) + (a2 + a3)
+
+
+weighted_sum = njit(**JIT_INLINE)(_weighted_sum)
+
+
 def _merge_pairs(i, j, h, alpha, beta, n, im_blocks, view_of, masks, view_full, kinds, kp,
-                 sx, ssq, sv, coef, kself, scale, norms, tx, tsq, tc, tv):  # fmt: skip
+                 sx, ssq, sv, coef, kself, scale, norms, tx, tsq, tc, tv, drow):  # fmt: skip
     """Merge pair j into pair i at ``z = h x_i + (1 - h) x_j`` with the shared direction
     (alpha, beta) of ``merge_energy``: slot i holds the merged pair, slot j is freed; exact block
     norms (O(|S|)). Terms 0 and 1 of (tx, tsq, tc, tv) receive the removed pairs, term 2 the new
-    one."""
+    one. ``drow`` (>= n, V) holds x_i's inner products with the support inputs
+    (``support_dots``, as ``merge_partner`` leaves them)."""
     K = sv.shape[1]
     M = coef.shape[0]
     n_views = masks.shape[0]
@@ -111,19 +130,35 @@ def _merge_pairs(i, j, h, alpha, beta, n, im_blocks, view_of, masks, view_full, 
         tsq[0, vw] = ssq[i, vw]
         tsq[1, vw] = ssq[j, vw]
         tsq[2, vw] = view_dot(tx[2], tx[2], masks[vw], view_full[vw])
-    # f_m at x_i, x_j and z over the support set (unscaled), with z's inner products combined
-    # from the two others' (the segment): one pass of inner products for three expansions
+    # <f_m(p), u> over the support set (unscaled) for (p, u) = (x_i, v_i), (x_j, v_j), (z, v_z):
+    # all the exact norm update needs; z's inner products combined from the two others' (the
+    # segment), x_i's the partner search's (drow): one pass of inner products for three rows
     dots = np.empty((3, n, n_views))
-    support_dots(tx[0], masks, view_full, sx, n, dots[0])
+    dots[0] = drow[:n]
     support_dots(tx[1], masks, view_full, sx, n, dots[1])
     for s in range(n):
         for vw in range(n_views):
             dots[2, s, vw] = h * dots[0, s, vw] + (1.0 - h) * dots[1, s, vw]
-    f = np.zeros((3, M, K))
+    vdir = np.empty((3, n))  # <v_s, u> for the three directions
+    for s in range(n):
+        a0 = 0.0
+        a1 = 0.0
+        a2 = 0.0
+        for k in range(K):
+            a0 += sv[s, k] * tv[0, k]
+            a1 += sv[s, k] * tv[1, k]
+            a2 += sv[s, k] * tv[2, k]
+        vdir[0, s] = a0
+        vdir[1, s] = a1
+        vdir[2, s] = a2
+    fu = np.zeros((3, M))
     kvals = np.empty(n)
-    for t in range(3):
-        dots_expansion(tsq[t], dots[t], im_blocks, view_of, kinds, kp, ssq, sv, coef, n, f[t],
-                       kvals)  # fmt: skip
+    for m in im_blocks:
+        vw = view_of[m]
+        for t in range(3):
+            kernel_row(kinds[m], kp[m, 0], kp[m, 1], kp[m, 2] != 0.0, tsq[t, vw], dots[t], vw,
+                       ssq, n, kvals)  # fmt: skip
+            fu[t, m] = weighted_sum(coef[m], kvals, vdir[t], n)
     vzz = 0.0
     vzi = 0.0
     vzj = 0.0
@@ -153,10 +188,7 @@ def _merge_pairs(i, j, h, alpha, beta, n, im_blocks, view_of, masks, view_full, 
         c = 0.0
         if kzz > 0.0 and vzz > 0.0:
             c = (ai * kzi * vzi + aj * kzj * vzj) / (kzz * vzz)  # <u_m, v_z> / (k_zz |v_z|^2)
-        cross = 0.0  # <theta_m, new term - old terms>
-        for k in range(K):
-            cross += s * (c * f[2, m, k] * tv[2, k] - ai * f[0, m, k] * sv[i, k]
-                          - aj * f[1, m, k] * sv[j, k])  # fmt: skip
+        cross = s * (c * fu[2, m] - ai * fu[0, m] - aj * fu[1, m])  # <theta_m, new - old>
         delta2 = (
             c * c * kzz * vzz + ai * ai * kself[i, m] * ni_v * ni_v
             + aj * aj * kself[j, m] * nj_v * nj_v - 2.0 * c * ai * kzi * vzi
@@ -251,11 +283,12 @@ def _budget_step(
         project_out(slot, n, im_blocks, coef, scale, norms, gram, dense, tc[0])
     elif policy == B_MERGE:
         i, removal = smallest_pair(n, im_blocks, sv, coef, kself, scale)
+        drow = np.empty((n, n_views))  # x_i's inner products: the partner search's, reused
         j, h, alpha, beta = merge_plan(i, removal, n, im_blocks, view_of, masks, view_full, kinds,
-                                       kp, sx, ssq, sv, coef, kself, scale)  # fmt: skip
+                                       kp, sx, ssq, sv, coef, kself, scale, drow)  # fmt: skip
         if j >= 0:
             merge_pairs(i, j, h, alpha, beta, n, im_blocks, view_of, masks, view_full, kinds, kp,
-                        sx, ssq, sv, coef, kself, scale, norms, tx, tsq, tc, tv)  # fmt: skip
+                        sx, ssq, sv, coef, kself, scale, norms, tx, tsq, tc, tv, drow)  # fmt: skip
             sage[i] = counters[1]  # a new pair: a new insertion stamp
             counters[1] += 1
             slot = j

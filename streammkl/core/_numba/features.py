@@ -149,6 +149,30 @@ def _dot4(a, b, lo, hi):
 dot4 = njit(**JIT_INLINE)(_dot4)
 
 
+def _dot4_pair(z, X, s, d):
+    """``(dot4(z, X[s], 0, d), dot4(z, X[s + 1], 0, d))`` bit for bit (the same four
+    accumulators per row) in one pass: two rows' chains interleave, and z is loaded once."""
+    a0 = a1 = a2 = a3 = 0.0
+    b0 = b1 = b2 = b3 = 0.0
+    for q in range(d // 4):
+        j = 4 * q
+        a0 += z[j] * X[s, j]
+        a1 += z[j + 1] * X[s, j + 1]
+        a2 += z[j + 2] * X[s, j + 2]
+        a3 += z[j + 3] * X[s, j + 3]
+        b0 += z[j] * X[s + 1, j]
+        b1 += z[j + 1] * X[s + 1, j + 1]
+        b2 += z[j + 2] * X[s + 1, j + 2]
+        b3 += z[j + 3] * X[s + 1, j + 3]
+    for j in range(d - d % 4, d):
+        a0 += z[j] * X[s, j]
+        b0 += z[j] * X[s + 1, j]
+    return (a0 + a1) + (a2 + a3), (b0 + b1) + (b2 + b3)
+
+
+dot4_pair = njit(**JIT_INLINE)(_dot4_pair)
+
+
 def _axpby_sqnorm(w, phi, a, g, lo, hi):
     """w[lo:hi] = a w[lo:hi] + g phi[lo:hi]; returns the new sum of squares (four accumulators)."""
     u = w[lo:hi]

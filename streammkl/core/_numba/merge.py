@@ -33,8 +33,8 @@ from numba import njit
 
 from streammkl.core._jit import JIT
 from streammkl.core._numba.codes import K_RBF
-from streammkl.core._numba.features import dot4
 from streammkl.core._numba.kernels import kernel_value, view_dot
+from streammkl.core._numba.scores import support_dots
 
 N_WEIGHT = 129  # table rows: weight m = i / 128
 N_DIST = 161  # table columns: gamma ||x_i - x_j||^2 = j / 8, up to 20 (kappa = e^-20 ~ 2e-9)
@@ -222,10 +222,11 @@ direction_cosine = njit(**JIT)(_direction_cosine)
 
 
 def _merge_partner(i, n, im_blocks, view_of, masks, view_full, kinds, kp, sx, ssq, sv, coef,
-                   kself, scale, dij):  # fmt: skip
+                   kself, scale, drow):  # fmt: skip
     """The partner j of pair i with the smallest estimated merge loss (-1 if none has an acute
-    direction) and that estimate. ``dij`` (V,) is scratch."""
-    n_views = masks.shape[0]
+    direction) and that estimate. ``drow`` (>= n, V) receives the inner products of x_i with
+    every support input (``support_dots``: ``merge_pairs`` reuses them)."""
+    support_dots(sx[i], masks, view_full, sx, n, drow)
     best = np.inf
     partner = -1
     for j in range(n):
@@ -234,15 +235,11 @@ def _merge_partner(i, n, im_blocks, view_of, masks, view_full, kinds, kp, sx, ss
         rho, ni_v, nj_v = direction_cosine(sv, i, j)
         if rho <= 0.0:
             continue
-        for vw in range(n_views):
-            if view_full[vw]:
-                dij[vw] = dot4(sx[i], sx[j], 0, sx.shape[1])
-            else:
-                dij[vw] = view_dot(sx[i], sx[j], masks[vw], False)
         ortho2 = 1.0 - rho * rho
         loss = 0.0
         for m in im_blocks:
             vw = view_of[m]
+            dij = drow[j, vw]
             ai = scale[m] * coef[m, i] * ni_v  # weights along v_i / |v_i|
             aj_full = scale[m] * coef[m, j] * nj_v
             aj = aj_full * rho
@@ -251,18 +248,17 @@ def _merge_partner(i, n, im_blocks, view_of, masks, view_full, kinds, kp, sx, ss
                 tot = ai + aj
                 if tot == 0.0:
                     continue
-                dist = max(ssq[i, vw] + ssq[j, vw] - 2.0 * dij[vw], 0.0)
+                dist = max(ssq[i, vw] + ssq[j, vw] - 2.0 * dij, 0.0)
                 loss += tot * tot * table_loss(ai / tot, kp[m, 0] * dist)
             else:
                 tot = ai + aj
                 h = ai / tot if tot != 0.0 else 0.5
                 kiz, kjz, kzz = segment_kernels(
-                    kinds[m], kp[m, 0], kp[m, 1], kp[m, 2] != 0.0, h, ssq[i, vw], ssq[j, vw],
-                    dij[vw],
-                )  # fmt: skip
+                    kinds[m], kp[m, 0], kp[m, 1], kp[m, 2] != 0.0, h, ssq[i, vw], ssq[j, vw], dij
+                )
                 kij = kernel_value(
-                    kinds[m], kp[m, 0], kp[m, 1], kp[m, 2] != 0.0, dij[vw],
-                    ssq[i, vw] + ssq[j, vw] - 2.0 * dij[vw], ssq[i, vw], ssq[j, vw],
+                    kinds[m], kp[m, 0], kp[m, 1], kp[m, 2] != 0.0, dij,
+                    ssq[i, vw] + ssq[j, vw] - 2.0 * dij, ssq[i, vw], ssq[j, vw],
                 )  # fmt: skip
                 full = ai * ai * kself[i, m] + aj * aj * kself[j, m] + 2.0 * ai * aj * kij
                 kept = (ai * kiz + aj * kjz) ** 2 / kzz if kzz > 0.0 else 0.0
@@ -279,14 +275,15 @@ merge_partner = njit(**JIT)(_merge_partner)
 
 
 def _merge_plan(i, removal, n, im_blocks, view_of, masks, view_full, kinds, kp, sx, ssq, sv,
-                coef, kself, scale):  # fmt: skip
-    """The merge of pair i: ``(j, h, alpha, beta)`` for its best partner j (``merge_partner``),
-    the merge point and the shared direction (``best_merge_point``), or j = -1 when no merge
-    loses less than ``removal``, the loss of removing pair i."""
+                coef, kself, scale, drow):  # fmt: skip
+    """The merge of pair i: ``(j, h, alpha, beta)`` for its best partner j (``merge_partner``,
+    which leaves x_i's inner products in ``drow``), the merge point and the shared direction
+    (``best_merge_point``), or j = -1 when no merge loses less than ``removal``, the loss of
+    removing pair i."""
     n_views = masks.shape[0]
     dij = np.empty(n_views)
     j, estimate = merge_partner(i, n, im_blocks, view_of, masks, view_full, kinds, kp,
-                                sx, ssq, sv, coef, kself, scale, dij)  # fmt: skip
+                                sx, ssq, sv, coef, kself, scale, drow)  # fmt: skip
     if j < 0 or estimate >= removal:
         return -1, 0.0, 0.0, 0.0
     rho, ni_v, nj_v = direction_cosine(sv, i, j)

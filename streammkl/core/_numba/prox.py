@@ -7,7 +7,7 @@ import math
 import numpy as np
 from numba import njit
 
-from streammkl.core._jit import JIT
+from streammkl.core._jit import JIT, JIT_INLINE
 from streammkl.core._numba.codes import (
     P_BALL,
     P_BLOCKSOFT,
@@ -214,21 +214,27 @@ def _weighted_l1_ball(x, s, radius, out):
 weighted_l1_ball = njit(**JIT)(_weighted_l1_ball)
 
 
-def _decreasing_root(b, s, lam, target):
-    """The root u > 0 of ``sum_m b_m^2 / (u + lam s_m)^2 = target`` (u = 0 when the sum at 0 is
-    already <= target), by Newton's method from the left: the function is convex and
-    decreasing, so every iterate stays left of the root and the sequence increases to it."""
+def _secular_root(b, s, lam, target, ball):
+    """The root u > 0 of ``sum_m b_m^2 / d_m(u)^2 = target`` with ``d_m = u + lam s_m``, or with
+    ``ball`` ``d_m = 1 + u s_m`` (u = 0 when the sum at 0 is already <= target), by Newton's
+    method from the left: either function is convex and decreasing, so every iterate stays left
+    of the root and the sequence increases to it."""
     u = 0.0
     for _ in range(200):
         f = -target
         fp = 0.0
         for m in range(b.shape[0]):
-            d = u + lam * s[m]
+            if ball:
+                d = 1.0 + u * s[m]
+                slope = s[m]  # d'(u)
+            else:
+                d = u + lam * s[m]
+                slope = 1.0
             if d <= 0.0:
                 continue
             q = b[m] * b[m] / (d * d)
             f += q
-            fp -= 2.0 * q / d
+            fp -= 2.0 * q * slope / d
         if f <= 0.0 or fp == 0.0:
             break
         nu = u - f / fp
@@ -238,29 +244,21 @@ def _decreasing_root(b, s, lam, target):
     return u
 
 
+secular_root = njit(**JIT_INLINE)(_secular_root)
+
+
+def _decreasing_root(b, s, lam, target):
+    """The root u > 0 of ``sum_m b_m^2 / (u + lam s_m)^2 = target`` (``secular_root``)."""
+    return secular_root(b, s, lam, target, False)
+
+
 decreasing_root = njit(**JIT)(_decreasing_root)
 
 
 def _ball_multiplier(b, s, radius):
-    """mu > 0 with ``sum_m b_m^2 / (1 + mu s_m)^2 = radius^2`` (``||b|| > radius``): Newton from
-    mu = 0, where the convex decreasing left side makes the iterates increase to the root."""
-    mu = 0.0
-    r2 = radius * radius
-    for _ in range(200):
-        f = -r2
-        fp = 0.0
-        for m in range(b.shape[0]):
-            d = 1.0 + mu * s[m]
-            q = b[m] * b[m] / (d * d)
-            f += q
-            fp -= 2.0 * q * s[m] / d
-        if f <= 0.0 or fp == 0.0:
-            break
-        nmu = mu - f / fp
-        if nmu <= mu * (1.0 + 1e-15):
-            break
-        mu = nmu
-    return mu
+    """mu > 0 with ``sum_m b_m^2 / (1 + mu s_m)^2 = radius^2`` (``||b|| > radius``;
+    ``secular_root``)."""
+    return secular_root(b, s, 0.0, radius * radius, True)
 
 
 ball_multiplier = njit(**JIT)(_ball_multiplier)

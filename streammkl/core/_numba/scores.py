@@ -9,21 +9,60 @@ from numba import njit
 
 from streammkl.core._jit import JIT, JIT_INLINE
 from streammkl.core._numba.codes import K_B1, K_POLY, K_RBF
-from streammkl.core._numba.features import dot4
+from streammkl.core._numba.features import dot4, dot4_pair
 from streammkl.core._numba.kernels import exp_many, kernel_value, view_dot
 
 
 def _support_dots(z, masks, view_full, sx, n_support, dots):
-    """``dots[s, v] = <z, x_s>`` on view v for every support input s < n_support."""
-    for s in range(n_support):
-        for vw in range(masks.shape[0]):
-            if view_full[vw]:
-                dots[s, vw] = dot4(z, sx[s], 0, z.shape[0])
-            else:
+    """``dots[s, v] = <z, x_s>`` on view v for every support input s < n_support (a full view:
+    ``dot4``'s value, two rows per pass)."""
+    d = z.shape[0]
+    for vw in range(masks.shape[0]):
+        if view_full[vw]:
+            s = 0
+            while s + 2 <= n_support:
+                dots[s, vw], dots[s + 1, vw] = dot4_pair(z, sx, s, d)
+                s += 2
+            if s < n_support:
+                dots[s, vw] = dot4(z, sx[s], 0, d)
+        else:
+            for s in range(n_support):
                 dots[s, vw] = view_dot(z, sx[s], masks[vw], False)
 
 
 support_dots = njit(**JIT)(_support_dots)
+
+
+def _kernel_row(kind, p0, p1, normalize, nz, dots, vw, ssq, n_support, kvals):
+    """``kvals[s] = k(x_s, z)`` for s < n_support from z's inner products ``dots[s, vw]`` with
+    the support inputs and ``nz`` = <z, z> on view vw: the values ``kernel_value`` computes, in
+    loops without branches that vectorise (a Gaussian block's exponentials by ``exp_many``; a
+    linear or polynomial block with kernel_value's own operations, so the same bits)."""
+    if kind == K_RBF:
+        for s in range(n_support):
+            kvals[s] = -p0 * max(nz + ssq[s, vw] - 2.0 * dots[s, vw], 0.0)
+        exp_many(kvals, kvals, n_support)
+    elif kind == K_B1:
+        for s in range(n_support):
+            d = dots[s, vw]
+            ns = ssq[s, vw]
+            kvals[s] = kernel_value(kind, p0, p1, normalize, d, nz + ns - 2.0 * d, nz, ns)
+    else:  # linear, polynomial
+        shift = p1 if kind == K_POLY else 0.0
+        for s in range(n_support):
+            base = dots[s, vw] + shift
+            if normalize:
+                den = math.sqrt((nz + shift) * (ssq[s, vw] + shift))
+                base = base / den if den > 0.0 else 0.0
+            kvals[s] = base
+        if kind == K_POLY and int(p0) > 1:  # base^degree by repeated products
+            bases = kvals[:n_support].copy()
+            for _ in range(int(p0) - 1):
+                for s in range(n_support):
+                    kvals[s] *= bases[s]
+
+
+kernel_row = njit(**JIT)(_kernel_row)
 
 
 def _dots_expansion(
@@ -32,10 +71,8 @@ def _dots_expansion(
     """``out[m, :] = sum_s coef[m, s] k_m(x_s, z) v_s`` for the implicit blocks (unscaled), from
     the inner products ``dots`` (n, V) of z with the support inputs and ``zsq`` (V,) = <z, z>.
 
-    One pass per block over the pairs: the kernel values first, in loops without branches that
-    vectorise (a Gaussian block's exponentials by ``exp_many``; linear and polynomial values with
-    kernel_value's own operations, so the same bits) into the scratch ``kvals`` (n,), then the
-    sum; a B1-spline block skips the pairs outside its support.
+    One pass per block over the pairs: the kernel values first (``kernel_row``) into the scratch
+    ``kvals`` (n,), then the sum; a B1-spline block skips the pairs outside its support.
     """
     K = out.shape[1]
     for m in im_blocks:
@@ -45,24 +82,8 @@ def _dots_expansion(
         p1 = kp[m, 1]
         normalize = kp[m, 2] != 0.0
         nz = zsq[vw]
-        if kind != K_B1:  # kernel values in loops without branches (they vectorise)
-            if kind == K_RBF:
-                for s in range(n_support):
-                    kvals[s] = -p0 * max(nz + ssq[s, vw] - 2.0 * dots[s, vw], 0.0)
-                exp_many(kvals, kvals, n_support)
-            else:  # linear, polynomial: the values kernel_value computes, bit for bit
-                shift = p1 if kind == K_POLY else 0.0
-                for s in range(n_support):
-                    base = dots[s, vw] + shift
-                    if normalize:
-                        den = math.sqrt((nz + shift) * (ssq[s, vw] + shift))
-                        base = base / den if den > 0.0 else 0.0
-                    kvals[s] = base
-                if kind == K_POLY and int(p0) > 1:  # base^degree by repeated products
-                    bases = kvals[:n_support].copy()
-                    for _ in range(int(p0) - 1):
-                        for s in range(n_support):
-                            kvals[s] *= bases[s]
+        if kind != K_B1:
+            kernel_row(kind, p0, p1, normalize, nz, dots, vw, ssq, n_support, kvals)
             for s in range(n_support):
                 kvals[s] = coef[m, s] * kvals[s]
             for k in range(K):  # sums in registers, in the order of the pairs
