@@ -124,10 +124,13 @@ def test_group_mode_refuses_what_it_cannot_merge():
         learner = MKLClassifier(kernels=(kernels.RBF(0.5),))
         learner.declare_features([])
         check_group_learner(learner.to_state())
-    with pytest.raises(ValueError, match="MedianRBF"):
-        learner = MKLClassifier(kernels=(kernels.MedianRBF(1.0, 16),))
+    with pytest.raises(ValueError, match="explicit blocks only"):  # a kernelized MedianRBF
+        learner = MKLClassifier(kernels=(kernels.MedianRBF(1.0, None),))
         learner.declare_features([])
         check_group_learner(learner.to_state())
+    default = MKLClassifier()  # the default bank (MedianRBF Fourier maps) is accepted
+    default.declare_features([])
+    check_group_learner(default.to_state())
     for overrides, match in [
         ({"mixing.enabled": True}, "records.classes"),
         ({"mixing.enabled": True, "kafka.assignment": "all"}, "assignment"),
@@ -147,14 +150,17 @@ def _produce(bootstrap: str, topic: str, n: int, seed: int, partitions: int) -> 
     produce(bootstrap, topic, values, partition_of=lambda i: i % partitions)
 
 
-def _argv(bootstrap, topic, group, ckpt, member, mix, every=500, idle=6.0):
-    return daemon_argv(bootstrap, topic, group, ckpt, idle=idle, settings={
+def _argv(bootstrap, topic, group, ckpt, member, mix, every=500, idle=6.0, bank=KERNELS):
+    settings = {
         "mixing.enabled": True, "mixing.every_records": every, "mixing.member": member,
         "mixing.topic": mix, "mixing.round_timeout_seconds": 4.0, "records.classes": [0, 1],
-        "learner.kernels": KERNELS, "monitor.enabled": False, "kafka.max_poll_records": 200,
+        "monitor.enabled": False, "kafka.max_poll_records": 200,
         "checkpoint.every_records": 300, "kafka.session_timeout_ms": 1000,
         "kafka.heartbeat_interval_ms": 250,
-    })  # fmt: skip
+    }  # fmt: skip
+    if bank is not None:  # None: the default bank (MedianRBF) and standardised inputs
+        settings["learner.kernels"] = bank
+    return daemon_argv(bootstrap, topic, group, ckpt, idle=idle, settings=settings)
 
 
 def _fold(bootstrap: str, mix: str) -> GroupLog:
@@ -169,11 +175,13 @@ def _fold(bootstrap: str, mix: str) -> GroupLog:
     return log
 
 
-def _run_group(kafka_bootstrap: str, tmp_path: Path, n: int, kills: int, seed: int) -> None:
+def _run_group(
+    kafka_bootstrap: str, tmp_path: Path, n: int, kills: int, seed: int, bank=KERNELS
+) -> GroupLog:
     topic, mix, group = unique("grp"), unique("mix"), unique("g")
     _produce(kafka_bootstrap, topic, n, seed, partitions=6)
     rng = random.Random(seed)
-    argvs = [_argv(kafka_bootstrap, topic, group, tmp_path / f"m{i}", f"m{i}", mix)
+    argvs = [_argv(kafka_bootstrap, topic, group, tmp_path / f"m{i}", f"m{i}", mix, bank=bank)
              for i in range(2)]  # fmt: skip
     procs = [start_daemon(a, tmp_path / f"m{i}.log") for i, a in enumerate(argvs)]
     for _ in range(kills):  # kill -9 member 1 at a random moment, restart it
@@ -191,6 +199,7 @@ def _run_group(kafka_bootstrap: str, tmp_path: Path, n: int, kills: int, seed: i
     final = {inspect(tmp_path / f"m{i}")["model_digest"] for i in range(2)}
     assert final <= set(log.digests.values())  # each member holds exactly a merged model
     assert log.digest in final  # the last one out holds the group's final model
+    return log
 
 
 @pytest.mark.kafka
@@ -202,6 +211,25 @@ def test_two_members_learn_one_model_exactly_once(
 ) -> None:
     """kill9-once: SIGKILL of a member at a random moment, then a restart."""
     _run_group(kafka_bootstrap, tmp_path, n=n, kills=kills, seed=seed)
+
+
+@pytest.mark.kafka
+@pytest.mark.xdist_group("kafka")
+def test_two_members_learn_one_model_with_the_default_bank(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """The default bank (MedianRBF bandwidths, standardised inputs): the group agrees on one
+    bandwidth per kernel (decided by the merge from the members' pooled warm-up inputs), every
+    record is learned once, and every member holds the merged models."""
+    log = _run_group(kafka_bootstrap, tmp_path, n=4000, kills=0, seed=6, bank=None)
+    final = learner_digest(log.base)  # type: ignore[arg-type]
+    assert final == log.digest
+    learner = MKLClassifier.from_state(*log.base)  # type: ignore[misc]
+    medians = [k for k in learner.core.kernels if getattr(k, "median_from", None)]
+    assert len(medians) == 3 and all(k.median_from["final"] for k in medians)
+    assert learner.core.warmup_left == 0 and log.results[0].examples <= 2 * 50  # warm-up round
+    count = learner.to_state()[1]["inputs.count"]
+    assert count.tolist() == [4000.0] * 3  # the pooled input statistics count every record once
 
 
 @pytest.mark.slow
@@ -254,10 +282,9 @@ def test_a_failed_publish_is_retried_on_a_new_producer(monkeypatch):
         broken.publish(MixRecord("bye", 0, "a"), attempts=1)
 
 
-def test_group_members_standardize_only_when_asked_and_never_in_a_group(tmp_path: Path) -> None:
-    """Unset, learner.standardize is on for one daemon and off for a group member (each member's
-    running statistics would differ, and the merged weights need one input scale); asking for
-    it explicitly in a group is refused with a message naming both settings."""
+def test_group_members_standardize_like_one_daemon(tmp_path: Path) -> None:
+    """learner.standardize is on by default for a group member as for one daemon (the merge
+    pools the members' statistics: streammkl.river.pooling), and can be turned off."""
     from streammkl.daemon.runner import Runner
 
     base = {"records.classes": [0, 1], "records.dim": 2, "checkpoint.dir": str(tmp_path / "a")}
@@ -265,6 +292,11 @@ def test_group_members_standardize_only_when_asked_and_never_in_a_group(tmp_path
     assert alone.learner.standardize is True
     group = {**base, "mixing.enabled": True, "checkpoint.dir": str(tmp_path / "b")}
     member = Runner(load_settings(env={}, overrides=group), registry=CollectorRegistry())
-    assert member.learner.standardize is False
-    with pytest.raises(ConfigError, match=r"learner\.standardize = true cannot be combined"):
-        load_settings(env={}, overrides={**group, "learner.standardize": True})
+    assert member.learner.standardize is True
+    off = {**group, "learner.standardize": False, "checkpoint.dir": str(tmp_path / "c")}
+    assert (
+        Runner(
+            load_settings(env={}, overrides=off), registry=CollectorRegistry()
+        ).learner.standardize
+        is False
+    )

@@ -332,8 +332,8 @@ class LearnerSpec(_Section):
     #: the model): the daemon's counterpart of ``StandardScaler() | MKLClassifier()``. The
     #: default kernels are made for standardised inputs; turn it off only for inputs that are
     #: already scaled. Classification and regression only (ignored by structured tasks).
-    #: None (the default): on, except in a mixing group, where each member's running statistics
-    #: would differ and the merged weights need one input scale (scale the inputs upstream).
+    #: None (the default): on. In a mixing group the members' statistics are pooled at every
+    #: merge (streammkl.river.pooling), so the group keeps one input scale.
     standardize: bool | None = None
     seed: int = 0
     params: dict[str, Any] = Field(default_factory=dict)  # free-form, for custom factories
@@ -385,20 +385,6 @@ class Settings(_Section):
     learner: LearnerSpec = Field(default_factory=LearnerSpec)
     monitor: MonitorSettings = Field(default_factory=MonitorSettings)
     mixing: MixingSettings = Field(default_factory=MixingSettings)
-
-    @model_validator(mode="after")
-    def _one_input_scale_in_a_group(self) -> Settings:
-        if self.mixing.enabled and self.learner.standardize:
-            raise ValueError(
-                "learner.standardize = true cannot be combined with mixing.enabled: each member "
-                "would standardise with its own running statistics, and the merged weights need "
-                "one input scale; leave learner.standardize unset (off in a group) and scale the "
-                "inputs upstream"
-            )
-        if self.mixing.enabled and self.learner.standardize is None:  # resolved here, once
-            learner = self.learner.model_copy(update={"standardize": False})
-            object.__setattr__(self, "learner", learner)  # frozen: set while validating
-        return self
 
 
 # -- layering ---------------------------------------------------------------------------------

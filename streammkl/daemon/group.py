@@ -75,6 +75,7 @@ class GroupMember:
         self.settings = settings
         self.name = member_name(settings)
         self.K = settings.mixing.every_records
+        self.K_round = self.K  # this round's K (shorter while the group measures bandwidths)
         self.timeout = settings.mixing.round_timeout_seconds
         self.metrics = metrics
         self._topic_factory = topic_factory
@@ -124,6 +125,14 @@ class GroupMember:
         """Make the learner the group's latest base and the offsets the group's frontier."""
         assert self.log.base is not None
         learner.load_state(*self.log.base)
+        core = learner.core
+        if core is not None:  # the group decides the bandwidths (core.mixing_bandwidth)
+            core.hold_bandwidths = True
+        # While a bandwidth waits for the group's warm-up inputs, a round ends as soon as this
+        # member alone could fill the group's reservoir: the blocks then restart at most once,
+        # early, instead of learning K records per member over a provisional bandwidth.
+        left = 0 if core is None else core.warmup_left
+        self.K_round = min(self.K, left) if left else self.K
         self.round = self.log.round
         self.base_examples = int(learner.n_learned)
         self.published = False
@@ -212,7 +221,7 @@ class GroupMember:
 
     def room(self, limit: int) -> int:
         """How many records the next batch may take so that the round ends at K of them."""
-        return max(1, min(limit, self.K - self.taken))
+        return max(1, min(limit, self.K_round - self.taken))
 
     def took(self, records: int) -> None:
         self.taken += records
@@ -225,7 +234,7 @@ class GroupMember:
         if self.published:
             return
         triggered = self.log.fresh() - {self.name}
-        if self.taken >= self.K or (triggered and self._last_took == 0):
+        if self.taken >= self.K_round or (triggered and self._last_took == 0):
             drain()
             self._publish(self._delta(learner, offsets))
             self.published, self.published_at = True, time.monotonic()

@@ -27,11 +27,12 @@ from typing import Any
 
 import numpy as np
 
-from streammkl.core.bandwidth import has_pending
+from streammkl.core import mixing_bandwidth
 from streammkl.core.mixing import MemberRound, check_mixable, merge
 from streammkl.core.model import OnlineMKL
 from streammkl.core.state import state_digest
 from streammkl.daemon.group_topic import MixRecord, State
+from streammkl.river.pooling import pool_scalers, split_scaler
 
 #: Bases kept for stale deltas; a delta staler than this cannot be merged (it is reported).
 KEEP_BASES = 32
@@ -62,11 +63,12 @@ def learner_digest(state: State) -> str:
 
 
 def core_state(state: State) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """The core model's (meta, arrays) inside a river learner's state."""
+    """The core model's (meta, arrays) inside a river learner's state (without the arrays of
+    its input standardisation)."""
     meta, arrays = state
     if meta.get("core") is None:
         raise ValueError("the learner has no core model yet")
-    return dict(meta["core"]), dict(arrays)
+    return dict(meta["core"]), split_scaler(arrays)[0]
 
 
 def check_group_learner(state: State) -> None:
@@ -75,13 +77,7 @@ def check_group_learner(state: State) -> None:
     if meta.get("format") is None or "core" not in meta:
         raise ValueError("mixing groups need a streammkl river learner (MKLClassifier)")
     if meta["core"] is not None:
-        model = OnlineMKL.from_state(*core_state(state))
-        check_mixable(model)
-        if has_pending(model.kernels):
-            raise ValueError(
-                "mixing groups need bandwidths fixed in advance: MedianRBF fits its bandwidth to "
-                "each member's own data; use RBF(gamma, n_components=D)"
-            )
+        check_mixable(OnlineMKL.from_state(*core_state(state)))
 
 
 @dataclass
@@ -160,7 +156,7 @@ class GroupLog:
         assert self.base is not None
         r = self.round
         taken = sorted(k for k in self.pending if k[0] <= r)
-        rounds: list[MemberRound] = []
+        rounds: list[tuple[MixRecord, State | None]] = []
         sent = [self.pending[k].sent for k in taken if k[0] == r]
         for key in taken:
             rec = self.pending.pop(key)
@@ -170,14 +166,13 @@ class GroupLog:
                 continue
             if rec.state[0].get("core") is None:  # learned nothing, ever
                 continue
-            old = None if rec.round == r else core_state(since)
-            rounds.append(MemberRound(rec.member, rec.examples, *core_state(rec.state), old))
+            rounds.append((rec, None if rec.round == r else since))
         fresh = tuple(m for (q, m) in taken if q == r)
         stale = tuple((m, r - q) for (q, m) in taken if q < r)
         late = tuple(sorted(self.members - set(fresh)))
         self.members -= set(late)
         stats: dict[str, float] = {}
-        n = sum(rec.examples for rec in rounds)
+        n = sum(rec.examples for rec, _ in rounds)
         state = self.base if not rounds else self._merged(rounds, stats)
         self._adopt(r + 1, state, self.examples + n)
         result = RoundResult(
@@ -188,12 +183,39 @@ class GroupLog:
         self.results.append(result)
         return result
 
-    def _merged(self, rounds: list[MemberRound], stats: dict[str, float]) -> State:
-        """The merged learner state: the base learner's with the merged core."""
+    def _merged(
+        self, rounds: list[tuple[MixRecord, State | None]], stats: dict[str, float]
+    ) -> State:
+        """The merged learner state: the base learner's with the merged core (on the group's
+        bandwidths, :mod:`streammkl.core.mixing_bandwidth`) and pooled input statistics."""
         assert self.base is not None
-        merged = merge(*core_state(self.base), rounds, stats, dual=self.dual)
+        rounds = sorted(rounds, key=lambda p: (p[0].member, p[1] is None))
+        parts = [
+            (rec.member, rec.examples, core_state(rec.state), old and core_state(old))
+            for rec, old in rounds
+            if rec.state is not None
+        ]
+        base, states, olds, rows, keys = mixing_bandwidth.align(core_state(self.base), parts)
+        members = [
+            MemberRound(name, n, *state, old)
+            for (name, n, _, _), state, old in zip(parts, states, olds, strict=True)
+        ]
+        merged = merge(*base, members, stats, dual=self.dual)
+        mixing_bandwidth.decide(merged, rows, keys)
         core_meta, arrays = merged.to_state()
         out = dict(self.base[0])
         out["core"] = core_meta
         out["features"] = list(merged.feature_keys)
+        if split_scaler(self.base[1])[1]:  # standardize: one input scale for the group
+            learners = [
+                (_stats(rec.state), old and _stats(old))
+                for rec, old in rounds
+                if rec.state is not None
+            ]
+            arrays.update(pool_scalers(_stats(self.base), learners, merged.feature_keys))
         return out, arrays
+
+
+def _stats(state: State) -> tuple[list[str], dict[str, np.ndarray]]:
+    """(input names, arrays) of a learner state, for :func:`pool_scalers`."""
+    return list(state[0].get("features") or []), dict(state[1])
