@@ -382,8 +382,8 @@ def full(bootstrap: str, args: Any, work: Path, machine: str) -> int:
                 notes.append(f"- {scenario}, {m} members: {v}")
     body = (
         f"{machine}. {args.records:,} records per scenario in {PARTITIONS} partitions; "
-        f"K = {args.every} examples per member per round; kernel bank: {args.bank}; the broker runs on the same cores as "
-        "the members.\n\n"
+        f"K = {args.every} examples per member per round; kernel bank: {args.bank}; the broker "
+        "runs on the same cores as the members.\n\n"
         + _table.markdown(["scenario", "members", "models", "prequential acc. %", "records/s",
                            "density", "learned / produced", "rounds", "merge ms",
                            "wait ms"], rows)
