@@ -119,6 +119,45 @@ def test_a_late_member_is_merged_next_round_and_nothing_is_counted_twice():
     assert log.mismatches == [(2, "c")]  # learned from another model than the group's base
 
 
+def test_the_merged_models_prequential_and_hindsight_views_fold_once():
+    """Deltas carry their examples' prequential sums; a member's hindsight report (online vs
+    the merged model on the same examples) counts once per (round, member), replays or not."""
+    from streammkl.daemon.group import hindsight, prequential
+
+    X, Y = _stream(200, 7)
+    base = _base()
+    log = GroupLog()
+    for rec in [MixRecord("base", 0, "a", state=base), MixRecord("hello", 0, "a")]:
+        log.apply(rec)
+    learner = MKLClassifier(kernels=BANK)
+    learner.load_state(*base)
+    kept = []
+    for x, y in zip(X[:100], Y[:100], strict=True):
+        proba = learner.predict_proba_one(x)
+        kept.append((x, y, (max(proba, key=proba.__getitem__) if proba else None, proba)))
+        learner.learn_one(x, y)
+    view = prequential(kept)
+    assert view["labelled"] == 100 and 0 < view["mistakes"] < 60
+    delta = MixRecord("delta", 0, "a", examples=100, state=learner.to_state(),
+                      base_digest=learner_digest(base), stats=view)  # fmt: skip
+    log.apply(_roundtrip(delta))
+    log.apply(_roundtrip(delta))  # a replay
+    assert (log.loss, log.mistakes, log.labelled) == (view["loss"], view["mistakes"], 100)
+    learner.load_state(*log.base)
+    report = hindsight(learner, kept, 0)
+    again = sum(-np.log(max(learner.predict_proba_one(x).get(y, 0.0), 1e-15))
+                for x, y, _ in kept)  # fmt: skip
+    assert report["h_loss"] == view["loss"] and report["h_merged_loss"] == pytest.approx(again)
+    assert report["h_merged_loss"] < report["h_loss"]  # the merged model has seen them
+    bye = MixRecord("bye", 1, "a", stats=report)
+    for rec in (bye, bye):  # a replayed bye counts once
+        log.apply(_roundtrip(rec))
+    assert log.regret == pytest.approx(report["h_loss"] - report["h_merged_loss"])
+    assert log.regret_examples == 100 and log.regret_mistakes == int(
+        report["h_mistakes"] - report["h_merged_mistakes"]
+    )
+
+
 def test_group_mode_refuses_what_it_cannot_merge():
     with pytest.raises(ValueError, match="explicit blocks only"):
         learner = MKLClassifier(kernels=(kernels.RBF(0.5),))
@@ -196,9 +235,18 @@ def _run_group(
     assert log.examples == n  # every record learned exactly once in the merged model
     assert log.mismatches == [] and log.dropped == []
     assert log.pending == {}  # the last member's shutdown closed the last round
-    final = {inspect(tmp_path / f"m{i}")["model_digest"] for i in range(2)}
+    views = [inspect(tmp_path / f"m{i}") for i in range(2)]
+    final = {v["model_digest"] for v in views}
     assert final <= set(log.digests.values())  # each member holds exactly a merged model
     assert log.digest in final  # the last one out holds the group's final model
+    # the merged model's prequential view counts every example once; its hindsight view
+    # covers the rounds the members reported (all of them but a killed member's last)
+    assert log.labelled == n and 0 < log.mistakes < n / 2 and log.loss > 0
+    assert 0 < log.regret_examples <= n
+    if not kills:  # nothing unpublished was thrown away: the members' counters agree
+        assert log.regret_examples == n
+        assert sum(v["examples_learned"] for v in views) == n
+        assert sum(v["online_loss"] for v in views) == pytest.approx(log.loss, rel=1e-9)
     return log
 
 

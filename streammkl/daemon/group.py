@@ -23,6 +23,7 @@ The daemon loop calls five hooks (``join``, ``before_batch``, ``after_batch``, `
 from __future__ import annotations
 
 import logging
+import math
 import socket
 import time
 from collections.abc import Callable
@@ -90,10 +91,19 @@ class GroupMember:
         self._attempts = 0  # publishes retry until they succeed (bounded at shutdown)
         self.taken = 0  # records taken for learning since the base (rounds end at K of them)
         self._last_took = 0
+        #: The examples learned since the base, with their predictions: (x, y, (pred, probas)),
+        #: appended by the daemon's prequential step (the round's stats and hindsight).
+        self.kept: list[tuple[Any, Any, Any]] = []
+        self.hindsight: dict[str, float] = {}  # of the last round merged with this delta
 
     # -- the log --------------------------------------------------------------------------------
 
     def _apply(self, records: list[MixRecord]) -> None:
+        if records:
+            self._fold(records)
+            self.metrics.totals(self.log)
+
+    def _fold(self, records: list[MixRecord]) -> None:
         for rec in records:
             res = self.log.apply(rec)
             if res is not None:
@@ -125,6 +135,9 @@ class GroupMember:
         """Make the learner the group's latest base and the offsets the group's frontier."""
         assert self.log.base is not None
         learner.load_state(*self.log.base)
+        if self.published and self.kept and self._merged_mine():
+            self.hindsight = hindsight(learner, self.kept, self.round)
+        self.kept.clear()
         core = learner.core
         if core is not None:  # the group decides the bandwidths (core.mixing_bandwidth)
             core.hold_bandwidths = True
@@ -147,12 +160,24 @@ class GroupMember:
         self.metrics.round.set(self.round)
         self.metrics.examples.set(self.log.examples)
 
+    def _merged_mine(self) -> bool:
+        """Whether the latest merge holds this member's delta of its round (not late)."""
+        for res in reversed(self.log.results):
+            if res.round == self.round:
+                return self.name in res.members
+        return False
+
     def _delta(self, learner: Any, offsets: dict[TP, int]) -> MixRecord:
         return MixRecord(
             "delta", self.round, self.name, examples=self._learned(learner),
             offsets={f"{t}/{p}": o for (t, p), o in offsets.items()},
             state=learner.to_state(), sent=time.time(), base_digest=self.digests[self.round],
+            stats={**prequential(self.kept), **self._take_hindsight()},
         )  # fmt: skip
+
+    def _take_hindsight(self) -> dict[str, float]:
+        out, self.hindsight = self.hindsight, {}
+        return out
 
     # -- hooks ----------------------------------------------------------------------------------
 
@@ -269,7 +294,43 @@ class GroupMember:
                 self._publish(self._delta(learner, offsets))
                 self.published, self.published_at = True, time.monotonic()
             self._wait_close(learner, offsets)
-            self._publish(MixRecord("bye", self.round, self.name, sent=time.time()))
+            self._publish(MixRecord("bye", self.round, self.name, sent=time.time(),
+                                    stats=self._take_hindsight()))  # fmt: skip
         finally:
             self.topic.close()
             self.topic = None
+
+
+def _loss(y: Any, outcome: Any) -> tuple[float, bool]:
+    """Log-loss and mistake of one prediction ``(prediction, probabilities)`` of label y (the
+    daemon's prequential conventions: probabilities floored at 1e-15)."""
+    prediction, proba = outcome
+    p = proba.get(y, 0.0) if proba else 0.0
+    return -math.log(p if p > 1e-15 else 1e-15), prediction != y
+
+
+def prequential(kept: list[tuple[Any, Any, Any]]) -> dict[str, float]:
+    """The prequential view of a round's examples: the sums the group log folds."""
+    loss = mistakes = 0.0
+    for _, y, outcome in kept:
+        lo, miss = _loss(y, outcome)
+        loss += lo
+        mistakes += miss
+    return {"loss": loss, "mistakes": mistakes, "labelled": float(len(kept))}
+
+
+def hindsight(learner: Any, kept: list[tuple[Any, Any, Any]], round_: int) -> dict[str, float]:
+    """The round's examples scored again by the merged model that holds them (the learner,
+    just adopted), next to their online scores: the group log's regret view."""
+    online = prequential(kept)
+    merged = [(x, y, _outcome(learner.predict_proba_one(x))) for x, y, _ in kept]
+    again = prequential(merged)
+    return {
+        "h_round": float(round_), "h_loss": online["loss"], "h_mistakes": online["mistakes"],
+        "h_labelled": online["labelled"], "h_merged_loss": again["loss"],
+        "h_merged_mistakes": again["mistakes"],
+    }  # fmt: skip
+
+
+def _outcome(proba: dict) -> tuple[Any, dict]:
+    return (max(proba, key=proba.__getitem__) if proba else None), proba

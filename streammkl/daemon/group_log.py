@@ -16,7 +16,14 @@ offsets:
   base: bounded staleness) — :func:`streammkl.core.mixing.merge`, the example-weighted delta
   merge followed by the prox — and opens round r + 1;
 - the members a round waits for are those that said ``hello`` or published a delta, minus those
-  that said ``bye`` or missed a close (a late member is back as soon as it publishes).
+  that said ``bye`` or missed a close (a late member is back as soon as it publishes);
+- the group's prequential view: every merged delta's ``stats`` (the log-loss, mistakes and
+  labels of the predictions its member made on the delta's examples) add up, exactly once like
+  the examples, to ``loss`` / ``mistakes`` / ``labelled``; and the **hindsight** view: after
+  adopting a merged model that holds its delta, a member scores that round's examples again
+  with it and publishes both sums with its next delta (or its ``bye``): ``regret`` is
+  Σ (online loss − merged model's loss) over the rounds reported so (each (round, member) once),
+  on ``regret_examples`` examples (docs/scale-out.md, "The theory").
 """
 
 from __future__ import annotations
@@ -52,6 +59,9 @@ class RoundResult:
     active_before: int
     active_after: int
     seconds: float
+    loss: float = 0.0  # the prequential view of the merged deltas' examples
+    mistakes: int = 0
+    labelled: int = 0
     #: Wall-clock spread of the fresh deltas' publishes (writers' clocks): how long the first
     #: member to end the round waited for the last one.
     spread: float = 0.0
@@ -99,6 +109,13 @@ class GroupLog:
     mismatches: list[tuple[int, str]] = field(default_factory=list)
     digests: dict[int, str] = field(default_factory=dict)  # round -> digest of its base
     dropped: list[tuple[int, str]] = field(default_factory=list)
+    loss: float = 0.0  # the group's prequential log-loss (merged deltas' examples)
+    mistakes: int = 0
+    labelled: int = 0
+    regret: float = 0.0  # Σ (online loss − loss of the merged model in hindsight)
+    regret_mistakes: int = 0  # Σ (online mistakes − the merged model's mistakes in hindsight)
+    regret_examples: int = 0  # the examples those sums are over
+    _hindsight: set[tuple[int, str]] = field(default_factory=set)
     _bases: dict[int, State] = field(default_factory=dict)
     _seen: set[str] = field(default_factory=set)
 
@@ -120,6 +137,8 @@ class GroupLog:
             return None
         if rec.kind in ("delta", "base"):
             self._seen.add(rec.key)
+        if "h_round" in rec.stats:
+            self._hindsight_of(rec)
         if rec.kind == "base":
             if self.base is None and rec.state is not None:
                 self._adopt(0, rec.state, examples=rec.examples)
@@ -142,6 +161,17 @@ class GroupLog:
         elif rec.kind == "close" and rec.round == self.round and self.base is not None:
             return self._close()
         return None
+
+    def _hindsight_of(self, rec: MixRecord) -> None:
+        """Fold a member's hindsight report of one of its merged rounds (once per round)."""
+        st = rec.stats
+        key = (int(st["h_round"]), rec.member)
+        if key in self._hindsight:
+            return
+        self._hindsight.add(key)
+        self.regret += st.get("h_loss", 0.0) - st.get("h_merged_loss", 0.0)
+        self.regret_mistakes += int(st.get("h_mistakes", 0) - st.get("h_merged_mistakes", 0))
+        self.regret_examples += int(st.get("h_labelled", 0))
 
     def _adopt(self, round_: int, state: State, examples: int) -> None:
         self.round, self.base, self.examples = round_, state, examples
@@ -175,10 +205,17 @@ class GroupLog:
         n = sum(rec.examples for rec, _ in rounds)
         state = self.base if not rounds else self._merged(rounds, stats)
         self._adopt(r + 1, state, self.examples + n)
+        loss = sum(rec.stats.get("loss", 0.0) for rec, _ in rounds)
+        mistakes = int(sum(rec.stats.get("mistakes", 0) for rec, _ in rounds))
+        labelled = int(sum(rec.stats.get("labelled", 0) for rec, _ in rounds))
+        self.loss += loss
+        self.mistakes += mistakes
+        self.labelled += labelled
         result = RoundResult(
             r, fresh, stale, late, n, self.digest, stats.get("delta_norm", 0.0),
             int(stats.get("active_before", 0)), int(stats.get("active_after", 0)),
-            time.perf_counter() - t0, max(sent, default=0.0) - min(sent, default=0.0),
+            time.perf_counter() - t0, loss, mistakes, labelled,
+            max(sent, default=0.0) - min(sent, default=0.0),
         )  # fmt: skip
         self.results.append(result)
         return result
