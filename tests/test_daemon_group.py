@@ -252,13 +252,15 @@ def _run_group(
 
 @pytest.mark.kafka
 @pytest.mark.xdist_group("kafka")
-@pytest.mark.parametrize(("n", "kills", "seed"), [(4000, 0, 3), (8000, 1, 4)],
-                         ids=["no-fault", "kill9-once"])  # fmt: skip
+@pytest.mark.parametrize(("n", "kills", "seed", "bank"),
+                         [(4000, 0, 3, KERNELS), (8000, 1, 4, KERNELS), (8000, 1, 8, None)],
+                         ids=["no-fault", "kill9-once", "kill9-once-default-bank"])  # fmt: skip
 def test_two_members_learn_one_model_exactly_once(
-    kafka_bootstrap: str, tmp_path: Path, n: int, kills: int, seed: int
+    kafka_bootstrap: str, tmp_path: Path, n: int, kills: int, seed: int, bank
 ) -> None:
-    """kill9-once: SIGKILL of a member at a random moment, then a restart."""
-    _run_group(kafka_bootstrap, tmp_path, n=n, kills=kills, seed=seed)
+    """kill9-once: SIGKILL of a member at a random moment, then a restart (with the fixed
+    bank, and with the default one: held bandwidths, pooled input statistics)."""
+    _run_group(kafka_bootstrap, tmp_path, n=n, kills=kills, seed=seed, bank=bank)
 
 
 @pytest.mark.kafka
