@@ -156,6 +156,14 @@ def test_the_merged_models_prequential_and_hindsight_views_fold_once():
     assert log.regret_examples == 100 and log.regret_mistakes == int(
         report["h_mistakes"] - report["h_merged_mistakes"]
     )
+    registry = CollectorRegistry()
+    GroupMetrics(registry).totals(log)  # exported as the streammkl_mix_* gauges
+    sample = registry.get_sample_value
+    assert sample("streammkl_mix_regret") == log.regret
+    assert sample("streammkl_mix_loss_sum") == log.loss
+    assert (
+        sample("streammkl_mix_labelled") == 100 and sample("streammkl_mix_regret_examples") == 100
+    )
 
 
 def test_group_mode_refuses_what_it_cannot_merge():
