@@ -16,9 +16,9 @@ from streammkl.river import MKLClassifier
 from streammkl.river.pooling import pool_scalers
 
 
-def _stream(n: int, seed: int, d: int = 3) -> tuple[list[dict], list[int]]:
+def _stream(n: int, seed: int, d: int = 3, spread: float = 100.0) -> tuple[list[dict], list[int]]:
     rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, d)) * np.geomspace(1.0, 100.0, d)  # inputs of very different scales
+    X = rng.normal(size=(n, d)) * np.geomspace(1.0, spread, d)  # inputs of different scales
     Y = (X[:, 0] * X[:, 1] / 10 + 0.003 * X[:, -1] > 0).astype(int)
     return [{f"x{j}": float(v) for j, v in enumerate(row)} for row in X], [int(y) for y in Y]
 
@@ -221,3 +221,27 @@ def test_pooling_handles_inputs_met_by_one_member_only():
     assert out["inputs.count"].tolist() == [2.0, 2.0, 3.0]
     assert out["inputs.mean"].tolist() == [2.0, 3.0, 20.0]
     assert out["inputs.m2"].tolist() == [2.0, 2.0, 200.0]
+
+
+@pytest.mark.parametrize("spread", [100.0, 1.0], ids=["bandwidths-changed", "guesses-kept"])
+def test_a_late_delta_learned_before_the_group_fixed_its_bandwidths_still_merges(spread):
+    """b is late in round 0 (over the provisional bandwidths); the group fixed them without it
+    (changed, or kept the provisional guesses: same names, now final). Its stale delta merges
+    next round: blocks whose bandwidth changed are dropped, the others (and its examples'
+    count) are kept; never an error."""
+    xs, ys = _stream(400, 9, spread=spread)
+    base = _base()
+    log = _log(base)
+    log.apply(_delta(base, 0, "a", xs[:60], ys[:60]))
+    late = _delta(base, 0, "b", xs[60:120], ys[60:120])  # learned over the provisional maps
+    log.apply(MixRecord("close", 0, "a", late=("b",)))
+    fixed = _medians(MKLClassifier.from_state(*log.base))
+    assert all(k.median_from["final"] for k in fixed)
+    before = _medians(MKLClassifier.from_state(*late.state))
+    kept = [k.name for k in fixed] == [k.name for k in before]
+    assert kept == (spread == 1.0)
+    log.apply(late)  # stale: merged with round 1
+    log.apply(_delta(log.base, 1, "a", xs[120:300], ys[120:300]))
+    log.apply(MixRecord("close", 1, "a"))
+    assert log.round == 2 and log.examples == 300 and log.results[-1].stale == (("b", 1),)
+    assert log.dropped == [] and log.mismatches == []

@@ -64,11 +64,12 @@ def align(
 
     ``members``: (name, examples, state, since) of every delta (``since``: the older base of a
     stale one). Returns the base's and the members' states (and their ``since``) on the bank
-    the merge uses, the group's reservoir rows (at most ``WARMUP``) and the input names of
-    their columns. Only round 0 changes a bank: its base holds ``MedianRBF`` templates, which
-    become the provisional kernel of the member that learned the most examples (ties: the
-    first name); a member that resolved a template otherwise (it met another number of inputs
-    first) restarts that block at zero, i.e. its delta for that block is dropped."""
+    the merge uses (the base's), the group's reservoir rows (at most ``WARMUP``) and the input
+    names of their columns. Round 0's base holds ``MedianRBF`` templates, which become the
+    provisional kernel of the member that learned the most examples (ties: the first name); a
+    member that resolved a template otherwise (it met another number of inputs first), or a
+    late member whose delta was learned on a bandwidth the group has changed since, restarts
+    that block at zero: its delta for that block is dropped."""
     b = _model(base)
     if not median_bank(b.kernels):  # fixed bandwidths: nothing to agree on
         states = [s for _, _, s, _ in members]
@@ -84,11 +85,13 @@ def align(
                 if not isinstance(cand, MedianRBF):
                     bank[m] = cand
                     break
-    names = [k.name for k in bank]
+    specs = [k.to_spec() for k in bank]
     changed = False
     for model in [b, *models, *(o for o in olds if o is not None)]:
-        if model.names != names and len(model.kernels) == len(bank):
-            model._swap_kernels(tuple(bank))  # round 0: another provisional resolution
+        if len(model.kernels) == len(bank) and [k.to_spec() for k in model.kernels] != specs:
+            # round 0's templates, or a late delta learned before the group's warm-up ended:
+            # blocks of another bandwidth restart (dropped), the others keep their weights
+            model._swap_kernels(tuple(bank))
             changed = True
     keys = list(b.feature_keys)
     keys += sorted({k for m in models + olds if m is not None for k in m.feature_keys} - set(keys))
