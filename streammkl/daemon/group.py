@@ -16,6 +16,14 @@ restarts adopts the log's model and offsets and drops what it had not published,
 partition's owner learns again. So Σ examples in the merged model = records learned, whatever
 was killed when.
 
+Bandwidths fitted to the data (``MedianRBF``) and the input standardisation are part of the
+merged base: members hold their bandwidths and the merge decides them from the group's pooled
+warm-up inputs (:mod:`streammkl.core.mixing_bandwidth`; a round ends after the warm-up's 50
+records while one waits), and pools the members' input statistics
+(:mod:`streammkl.river.pooling`). Every delta carries its examples' prequential sums, and the
+next one the member's hindsight report (its merged round's examples, or a sample of them,
+scored again by the merged model): the group log folds the merged model's regret from them.
+
 The daemon loop calls five hooks (``join``, ``before_batch``, ``after_batch``, ``on_revoke``,
 ``catch_up``, ``leave``); the single-member path runs none of this code.
 """
