@@ -81,6 +81,8 @@ def case(recs: list, classes: list, bank: str, std: bool, warm: bool) -> tuple[f
     base.declare_features([])
     log = GroupLog()
     log.apply(MixRecord("base", 0, "a", state=base.to_state()))
+    for m in "ab":  # a round waits for both
+        log.apply(MixRecord("hello", 0, m))
     parts = {m: [r for i, r in enumerate(recs) if (i % 6 < 3) == (m == "a")] for m in "ab"}
     pos, hits = {"a": 0, "b": 0}, 0
     while any(pos[m] < len(parts[m]) for m in "ab"):
@@ -98,8 +100,8 @@ def case(recs: list, classes: list, bank: str, std: bool, warm: bool) -> tuple[f
             n = model.n_learned - start
             digest = learner_digest(state)
             log.apply(MixRecord("delta", r0, m, n, state=model.to_state(), base_digest=digest))
-        log.apply(MixRecord("close", r0, "a"))
-    assert log.examples == len(recs)
+        log.apply(MixRecord("close", r0, "a"))  # (a partition ran out: b did not publish)
+    assert log.examples == len(recs) and not any(res.stale for res in log.results)
     return hits / len(recs), single
 
 
