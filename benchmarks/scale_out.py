@@ -40,6 +40,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _table  # noqa: E402
 
+#: ``--bank fixed``: Gaussian bandwidths fixed in advance (what groups needed before the merge
+#: could decide MedianRBF bandwidths); ``--bank default``: the daemon's default bank
+#: (MedianRBF bandwidths from the data) on standardised inputs.
 KERNELS = [
     "linear",
     {"type": "AdditiveRBF", "gamma": 1.0, "n_components": 8},
@@ -112,6 +115,9 @@ def predictions_span(bootstrap: str, topic: str, expect: int) -> float:
     return max(hi - lo, 1.0) / 1000.0
 
 
+BANK = "fixed"  # set by --bank
+
+
 def run(bootstrap: str, topic: str, n: int, members: int, mixing: bool, every: int,
         classes: list, work: Path, dual: str = DUAL,
         root: Path = ROOT) -> dict[str, Any]:  # fmt: skip
@@ -120,10 +126,12 @@ def run(bootstrap: str, topic: str, n: int, members: int, mixing: bool, every: i
     tag = uuid.uuid4().hex[:6]
     mix, preds = f"mix-{tag}", f"pred-{tag}"
     settings = {
-        "records.classes": classes, "learner.kernels": KERNELS, "monitor.enabled": False,
+        "records.classes": classes, "monitor.enabled": False,
         "kafka.predictions_topic": preds, "kafka.dead_letter_topic": f"dead-{tag}",
         "kafka.session_timeout_ms": 2000, "kafka.heartbeat_interval_ms": 500,
     }  # fmt: skip
+    if BANK == "fixed":
+        settings["learner.kernels"] = KERNELS
     if mixing:  # (no mixing keys otherwise: --single-vs runs versions that have none)
         settings.update({"mixing.enabled": True, "mixing.every_records": every,
                          "mixing.topic": mix, "mixing.round_timeout_seconds": 30.0,
@@ -238,6 +246,9 @@ def main(argv: list[str] | None = None) -> int:
         help="1, 2, 3 members, both scenarios; writes benchmarks/results/scale_out.md",
     )
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--bank", choices=["default", "fixed"], default="default",
+                    help="default: the daemon's default bank (MedianRBF, standardised inputs); "
+                    "fixed: Gaussian bandwidths fixed in advance")  # fmt: skip
     ap.add_argument("--single-vs", metavar="CHECKOUT",
                     help="one member (no mixing) from this tree vs another checkout (e.g. main), "
                     "--reps times alternating: the single-member path's speed")  # fmt: skip
@@ -247,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
                     "--records, --scenario); writes benchmarks/results/scale_out_k.md")  # fmt: skip
     ap.add_argument("--out", help="write the table here (a partial run: not into results/)")
     args = ap.parse_args(argv)
+    global BANK
+    BANK = args.bank
     from streammkl.daemon.broker import EmbeddedBroker
 
     broker = EmbeddedBroker()
@@ -265,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
             merged, indep = g["merged"], g["independent"]
             result = {
                 "members": args.members, "scenario": args.scenario, "every": args.every,
+                "bank": args.bank,
                 "records_produced": args.records, "learned_total": merged["learned_total"],
                 "digests_equal": merged["digests_equal"],
                 "accuracy_merged": merged["accuracy"], "accuracy_single": single["accuracy"],
@@ -368,8 +382,8 @@ def full(bootstrap: str, args: Any, work: Path, machine: str) -> int:
                 notes.append(f"- {scenario}, {m} members: {v}")
     body = (
         f"{machine}. {args.records:,} records per scenario in {PARTITIONS} partitions; "
-        f"K = {args.every} examples per member per round; the broker runs on the same cores as "
-        "the members.\n\n"
+        f"K = {args.every} examples per member per round; kernel bank: {args.bank}; the broker "
+        "runs on the same cores as the members.\n\n"
         + _table.markdown(["scenario", "members", "models", "prequential acc. %", "records/s",
                            "density", "learned / produced", "rounds", "merge ms",
                            "wait ms"], rows)

@@ -119,14 +119,64 @@ def test_a_late_member_is_merged_next_round_and_nothing_is_counted_twice():
     assert log.mismatches == [(2, "c")]  # learned from another model than the group's base
 
 
+def test_the_merged_models_prequential_and_hindsight_views_fold_once():
+    """Deltas carry their examples' prequential sums; a member's hindsight report (online vs
+    the merged model on the same examples) counts once per (round, member), replays or not."""
+    from streammkl.daemon.group import hindsight, prequential
+
+    X, Y = _stream(200, 7)
+    base = _base()
+    log = GroupLog()
+    for rec in [MixRecord("base", 0, "a", state=base), MixRecord("hello", 0, "a")]:
+        log.apply(rec)
+    learner = MKLClassifier(kernels=BANK)
+    learner.load_state(*base)
+    kept = []
+    for x, y in zip(X[:100], Y[:100], strict=True):
+        proba = learner.predict_proba_one(x)
+        kept.append((x, y, (max(proba, key=proba.__getitem__) if proba else None, proba)))
+        learner.learn_one(x, y)
+    view = prequential(kept)
+    assert view["labelled"] == 100 and 0 < view["mistakes"] < 60
+    delta = MixRecord("delta", 0, "a", examples=100, state=learner.to_state(),
+                      base_digest=learner_digest(base), stats=view)  # fmt: skip
+    log.apply(_roundtrip(delta))
+    log.apply(_roundtrip(delta))  # a replay
+    assert (log.loss, log.mistakes, log.labelled) == (view["loss"], view["mistakes"], 100)
+    learner.load_state(*log.base)
+    report = hindsight(learner, kept, 0)
+    again = sum(-np.log(max(learner.predict_proba_one(x).get(y, 0.0), 1e-15))
+                for x, y, _ in kept)  # fmt: skip
+    assert report["h_loss"] == view["loss"] and report["h_merged_loss"] == pytest.approx(again)
+    assert report["h_merged_loss"] < report["h_loss"]  # the merged model has seen them
+    bye = MixRecord("bye", 1, "a", stats=report)
+    for rec in (bye, bye):  # a replayed bye counts once
+        log.apply(_roundtrip(rec))
+    assert log.regret == pytest.approx(report["h_loss"] - report["h_merged_loss"])
+    assert log.regret_examples == 100 and log.regret_mistakes == int(
+        report["h_mistakes"] - report["h_merged_mistakes"]
+    )
+    registry = CollectorRegistry()
+    GroupMetrics(registry).totals(log)  # exported as the streammkl_mix_* gauges
+    sample = registry.get_sample_value
+    assert sample("streammkl_mix_regret") == log.regret
+    assert sample("streammkl_mix_loss_sum") == log.loss
+    assert (
+        sample("streammkl_mix_labelled") == 100 and sample("streammkl_mix_regret_examples") == 100
+    )
+
+
 def test_group_mode_refuses_what_it_cannot_merge():
     learner = MKLClassifier(kernels=(kernels.RBF(0.5),), budget=64)  # kernelized: merged
     learner.declare_features([])
     check_group_learner(learner.to_state())
-    with pytest.raises(ValueError, match="MedianRBF"):
-        learner = MKLClassifier(kernels=(kernels.MedianRBF(1.0, 16),))
+    with pytest.raises(ValueError, match="kernelized MedianRBF"):
+        learner = MKLClassifier(kernels=(kernels.MedianRBF(1.0, None),), budget=64)
         learner.declare_features([])
         check_group_learner(learner.to_state())
+    default = MKLClassifier()  # the default bank (MedianRBF Fourier maps) is accepted
+    default.declare_features([])
+    check_group_learner(default.to_state())
     for overrides, match in [
         ({"mixing.enabled": True}, "records.classes"),
         ({"mixing.enabled": True, "kafka.assignment": "all"}, "assignment"),
@@ -146,14 +196,20 @@ def _produce(bootstrap: str, topic: str, n: int, seed: int, partitions: int) -> 
     produce(bootstrap, topic, values, partition_of=lambda i: i % partitions)
 
 
-def _argv(bootstrap, topic, group, ckpt, member, mix, every=500, idle=6.0, learner=None):
-    return daemon_argv(bootstrap, topic, group, ckpt, idle=idle, settings={
+def _argv(
+    bootstrap, topic, group, ckpt, member, mix, every=500, idle=6.0, bank=KERNELS, learner=None
+):
+    settings = {
         "mixing.enabled": True, "mixing.every_records": every, "mixing.member": member,
         "mixing.topic": mix, "mixing.round_timeout_seconds": 4.0, "records.classes": [0, 1],
-        "learner.kernels": KERNELS, "monitor.enabled": False, "kafka.max_poll_records": 200,
+        "monitor.enabled": False, "kafka.max_poll_records": 200,
         "checkpoint.every_records": 300, "kafka.session_timeout_ms": 1000,
-        "kafka.heartbeat_interval_ms": 250, **(learner or {}),
-    })  # fmt: skip
+        "kafka.heartbeat_interval_ms": 250,
+    }  # fmt: skip
+    if bank is not None:  # None: the default bank (MedianRBF) and standardised inputs
+        settings["learner.kernels"] = bank
+    settings.update(learner or {})  # more learner settings (and another bank)
+    return daemon_argv(bootstrap, topic, group, ckpt, idle=idle, settings=settings)
 
 
 def _fold(bootstrap: str, mix: str) -> GroupLog:
@@ -169,12 +225,18 @@ def _fold(bootstrap: str, mix: str) -> GroupLog:
 
 
 def _run_group(
-    kafka_bootstrap: str, tmp_path: Path, n: int, kills: int, seed: int, learner=None
+    kafka_bootstrap: str,
+    tmp_path: Path,
+    n: int,
+    kills: int,
+    seed: int,
+    bank=KERNELS,
+    learner=None,
 ) -> GroupLog:
     topic, mix, group = unique("grp"), unique("mix"), unique("g")
     _produce(kafka_bootstrap, topic, n, seed, partitions=6)
     rng = random.Random(seed)
-    argvs = [_argv(kafka_bootstrap, topic, group, tmp_path / f"m{i}", f"m{i}", mix,
+    argvs = [_argv(kafka_bootstrap, topic, group, tmp_path / f"m{i}", f"m{i}", mix, bank=bank,
                    learner=learner) for i in range(2)]  # fmt: skip
     procs = [start_daemon(a, tmp_path / f"m{i}.log") for i, a in enumerate(argvs)]
     for _ in range(kills):  # kill -9 member 1 at a random moment, restart it
@@ -189,21 +251,51 @@ def _run_group(
     assert log.examples == n  # every record learned exactly once in the merged model
     assert log.mismatches == [] and log.dropped == []
     assert log.pending == {}  # the last member's shutdown closed the last round
-    final = {inspect(tmp_path / f"m{i}")["model_digest"] for i in range(2)}
+    views = [inspect(tmp_path / f"m{i}") for i in range(2)]
+    final = {v["model_digest"] for v in views}
     assert final <= set(log.digests.values())  # each member holds exactly a merged model
     assert log.digest in final  # the last one out holds the group's final model
+    # the merged model's prequential view counts every example once; its hindsight view
+    # covers the rounds the members reported (all of them but a killed member's last)
+    assert log.labelled == n and 0 < log.mistakes < n / 2 and log.loss > 0
+    assert 0 < log.regret_examples <= n
+    if not kills:  # nothing unpublished was thrown away: the members' counters agree
+        assert log.regret_examples >= n // 5  # every k-th example of every round (<= 128)
+        assert sum(v["examples_learned"] for v in views) == n
+        assert sum(v["online_loss"] for v in views) == pytest.approx(log.loss, rel=1e-9)
     return log
 
 
 @pytest.mark.kafka
 @pytest.mark.xdist_group("kafka")
-@pytest.mark.parametrize(("n", "kills", "seed"), [(4000, 0, 3), (8000, 1, 4)],
-                         ids=["no-fault", "kill9-once"])  # fmt: skip
+@pytest.mark.parametrize(("n", "kills", "seed", "bank"),
+                         [(4000, 0, 3, KERNELS), (8000, 1, 4, KERNELS), (8000, 1, 8, None)],
+                         ids=["no-fault", "kill9-once", "kill9-once-default-bank"])  # fmt: skip
 def test_two_members_learn_one_model_exactly_once(
-    kafka_bootstrap: str, tmp_path: Path, n: int, kills: int, seed: int
+    kafka_bootstrap: str, tmp_path: Path, n: int, kills: int, seed: int, bank
 ) -> None:
-    """kill9-once: SIGKILL of a member at a random moment, then a restart."""
-    _run_group(kafka_bootstrap, tmp_path, n=n, kills=kills, seed=seed)
+    """kill9-once: SIGKILL of a member at a random moment, then a restart (with the fixed
+    bank, and with the default one: held bandwidths, pooled input statistics)."""
+    _run_group(kafka_bootstrap, tmp_path, n=n, kills=kills, seed=seed, bank=bank)
+
+
+@pytest.mark.kafka
+@pytest.mark.xdist_group("kafka")
+def test_two_members_learn_one_model_with_the_default_bank(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """The default bank (MedianRBF bandwidths, standardised inputs): the group agrees on one
+    bandwidth per kernel (decided by the merge from the members' pooled warm-up inputs), every
+    record is learned once, and every member holds the merged models."""
+    log = _run_group(kafka_bootstrap, tmp_path, n=4000, kills=0, seed=6, bank=None)
+    final = learner_digest(log.base)  # type: ignore[arg-type]
+    assert final == log.digest
+    learner = MKLClassifier.from_state(*log.base)  # type: ignore[misc]
+    medians = [k for k in learner.core.kernels if getattr(k, "median_from", None)]
+    assert len(medians) == 3 and all(k.median_from["final"] for k in medians)
+    assert learner.core.warmup_left == 0 and log.results[0].examples <= 2 * 50  # warm-up round
+    count = learner.to_state()[1]["inputs.count"]
+    assert count.tolist() == [4000.0] * 3  # the pooled input statistics count every record once
 
 
 @pytest.mark.kafka
@@ -275,10 +367,9 @@ def test_a_failed_publish_is_retried_on_a_new_producer(monkeypatch):
         broken.publish(MixRecord("bye", 0, "a"), attempts=1)
 
 
-def test_group_members_standardize_only_when_asked_and_never_in_a_group(tmp_path: Path) -> None:
-    """Unset, learner.standardize is on for one daemon and off for a group member (each member's
-    running statistics would differ, and the merged weights need one input scale); asking for
-    it explicitly in a group is refused with a message naming both settings."""
+def test_group_members_standardize_like_one_daemon(tmp_path: Path) -> None:
+    """learner.standardize is on by default for a group member as for one daemon (the merge
+    pools the members' statistics: streammkl.river.pooling), and can be turned off."""
     from streammkl.daemon.runner import Runner
 
     base = {"records.classes": [0, 1], "records.dim": 2, "checkpoint.dir": str(tmp_path / "a")}
@@ -286,6 +377,11 @@ def test_group_members_standardize_only_when_asked_and_never_in_a_group(tmp_path
     assert alone.learner.standardize is True
     group = {**base, "mixing.enabled": True, "checkpoint.dir": str(tmp_path / "b")}
     member = Runner(load_settings(env={}, overrides=group), registry=CollectorRegistry())
-    assert member.learner.standardize is False
-    with pytest.raises(ConfigError, match=r"learner\.standardize = true cannot be combined"):
-        load_settings(env={}, overrides={**group, "learner.standardize": True})
+    assert member.learner.standardize is True
+    off = {**group, "learner.standardize": False, "checkpoint.dir": str(tmp_path / "c")}
+    assert (
+        Runner(
+            load_settings(env={}, overrides=off), registry=CollectorRegistry()
+        ).learner.standardize
+        is False
+    )

@@ -40,15 +40,17 @@ def _pending(k: Kernel) -> bool:
     )
 
 
-def for_inputs(kernels: Sequence[Kernel], d: int) -> tuple[Kernel, ...]:
+def for_inputs(kernels: Sequence[Kernel], d: int, rescale: bool = True) -> tuple[Kernel, ...]:
     """The bank for d inputs: templates resolved provisionally (``m = 2 d``), and bandwidths
-    set at fewer inputs rescaled once d has grown by ``TOLERANCE``."""
+    set at fewer inputs rescaled once d has grown by ``TOLERANCE`` (unless ``rescale`` is
+    False: a member of a mixing group, whose bandwidths the group decides)."""
     out: list[Kernel] = []
     for k in kernels:
         if isinstance(k, MedianRBF):
             out.append(k.resolve(2.0 * max(d, 1), d, final=False))
         elif (
-            isinstance(k, RBF)
+            rescale
+            and isinstance(k, RBF)
             and k.median_from is not None
             and d >= TOLERANCE * max(k.median_from["inputs"], 1)
         ):

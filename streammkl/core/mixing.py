@@ -39,7 +39,7 @@ import numpy as np
 
 from streammkl.core import _numba as nb
 from streammkl.core import schedules as schedules_mod
-from streammkl.core.kernels import AdditiveRBF, Kernel
+from streammkl.core.kernels import AdditiveRBF, Kernel, MedianRBF
 from streammkl.core.model import OnlineMKL
 from streammkl.core.state import BlockState, Layout, build_layout
 from streammkl.core.support_merge import merge_support
@@ -70,6 +70,14 @@ def check_mixable(model: OnlineMKL) -> None:
         raise ValueError(
             "average=True (the running mean of every iterate since the start) is not merged; "
             "use averages=(...) (exponential averages, merged like the weights)"
+        )
+    fitted = [k.name for k in model.kernels if k.implicit and isinstance(k, MedianRBF)]
+    if fitted:
+        raise ValueError(
+            f"a kernelized MedianRBF ({', '.join(fitted)}: n_components unset) is not merged: "
+            "its support vectors would be weighted under bandwidths the group changes; use "
+            "MedianRBF(scale, n_components=D) (the default bank's Fourier maps, whose bandwidth "
+            "the group agrees on) or a kernelized RBF(gamma)"
         )
 
 

@@ -157,6 +157,10 @@ class OnlineMKL(ModelRuns, ModelViews, ModelState):
         self._warmup: bandwidth.Reservoir | None = (
             bandwidth.Reservoir() if bandwidth.has_pending(self.kernels) else None
         )
+        #: Bandwidths decided elsewhere (a mixing group's merge, ``core.mixing_bandwidth``):
+        #: the model keeps its warm-up inputs but never changes a bandwidth by itself. Not
+        #: saved with the state (a member sets it on every model it adopts).
+        self.hold_bandwidths = False
 
     # --- lazy state -------------------------------------------------------------------------
     def declare_features(self, keys: Iterable[str]) -> None:
@@ -169,7 +173,7 @@ class OnlineMKL(ModelRuns, ModelViews, ModelState):
         return set(self.feature_keys)
 
     def _rebuild(self, kernels: Sequence[Kernel], keys: list[str], n_outputs: int) -> None:
-        kernels = bandwidth.for_inputs(kernels, len(keys))
+        kernels = bandwidth.for_inputs(kernels, len(keys), rescale=not self.hold_bandwidths)
         index = {k: i for i, k in enumerate(keys)}
         layout = build_layout(kernels, len(keys), self.seed, index, keys)
         names = [k.name for k in kernels]
@@ -326,6 +330,12 @@ class OnlineMKL(ModelRuns, ModelViews, ModelState):
         if code == nb.NEW_CLASS:
             return self._learn_checked(x, y)
         raise AssertionError(f"the compiled round refused y = {y!r} but the check accepts it")
+
+    @property
+    def warmup_left(self) -> int:
+        """Inputs the bandwidth warm-up still needs (0 when no bandwidth waits for one, or the
+        warm-up inputs are all kept for a group that decides the bandwidths)."""
+        return 0 if self._warmup is None else max(bandwidth.WARMUP - len(self._warmup), 0)
 
     @property
     def last_scores(self) -> np.ndarray:

@@ -29,6 +29,7 @@ class ModelRuns:
     _state: BlockState | None
     _args: RoundArgs | None
     _warmup: bandwidth.Reservoir | None
+    hold_bandwidths: bool
 
     if TYPE_CHECKING:  # provided by OnlineMKL or another of its mixins
 
@@ -106,7 +107,7 @@ class ModelRuns:
         """Keep warm-up inputs; once there are enough, measure the Gaussian bandwidths."""
         assert self._warmup is not None
         self._warmup.add(X)
-        if self._warmup.full:
+        if self._warmup.full and not self.hold_bandwidths:
             kernels = bandwidth.after_warmup(self.kernels, self._warmup.rows)
             self._warmup = None
             last = None if self._args is None else self._args.pred.copy()
@@ -121,7 +122,7 @@ class ModelRuns:
         the end of the bandwidth warm-up is cut there (the bank changes)."""
         if self._warmup is not None:
             cut = bandwidth.WARMUP - len(self._warmup)
-            if cut < X.shape[0]:
+            if 0 < cut < X.shape[0]:  # (0: full, kept for a group that decides)
                 head = None if block_norms is None else block_norms[:cut]
                 tail = None if block_norms is None else block_norms[cut:]
                 losses, preds = self._rounds(X[:cut], Y[:cut], head)

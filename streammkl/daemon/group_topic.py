@@ -61,6 +61,10 @@ class MixRecord:
     state: State | None = None
     sent: float = 0.0  # wall clock of the writer, for reports only
     base_digest: str = ""  # a delta's: the digest of the base its member learned from
+    #: A delta's: the prequential view of its examples (``loss``: the sum of their log-losses,
+    #: ``mistakes``, ``labelled``); a delta's or a bye's: the hindsight view of the member's
+    #: last merged round (``h_round`` and the ``h_``-prefixed sums, daemon.group_log).
+    stats: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
@@ -72,7 +76,7 @@ def encode(rec: MixRecord) -> tuple[bytes, bytes]:
     head = {
         "kind": rec.kind, "round": rec.round, "member": rec.member, "examples": rec.examples,
         "offsets": dict(rec.offsets), "late": list(rec.late), "sent": rec.sent,
-        "base_digest": rec.base_digest,
+        "base_digest": rec.base_digest, "stats": dict(rec.stats),
         "meta": None if rec.state is None else rec.state[0],
     }  # fmt: skip
     payload = {"__head__": np.frombuffer(json.dumps(head).encode(), dtype=np.uint8)}
@@ -104,6 +108,7 @@ def decode(value: bytes) -> MixRecord:
             state=None if meta is None else (dict(meta), arrays),
             sent=float(head.get("sent", 0.0)),
             base_digest=str(head.get("base_digest", "")),
+            stats={str(k): float(v) for k, v in (head.get("stats") or {}).items()},
         )
     except Exception as exc:  # zip / json / key errors all mean the same thing
         raise ValueError(f"not a mix record: {exc!r}") from None

@@ -179,7 +179,7 @@ def build_learner(spec: Any, allow_factory: bool = False) -> Any:
         raise LearnerConfigError(
             f"learner.task: streammkl.river.{cls_name} is not available in this build"
         )
-    # standardize None: on (the settings resolve it to False in a mixing group)
+    # standardize None: on (in a mixing group too: the merge pools the statistics)
     kwargs: dict[str, Any] = {"seed": spec.seed, "standardize": spec.standardize is not False}
     if spec.kernels is not None:
         kwargs["kernels"] = tuple(

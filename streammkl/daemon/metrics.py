@@ -337,6 +337,28 @@ class DaemonMetrics:
             self.monitor.values = dict(monitor)
 
 
+#: The merged model's prequential and hindsight views, folded from the mix log (the same on
+#: every member): GroupLog attribute -> (metric, help).
+GROUP_VIEWS = {
+    "loss": (
+        "streammkl_mix_loss_sum",
+        "Sum of the log-losses of the group's predictions on the merged examples",
+    ),
+    "mistakes": ("streammkl_mix_mistakes", "Wrong predictions of the group on the merged examples"),
+    "labelled": ("streammkl_mix_labelled", "Labelled examples in the merged rounds"),
+    "regret": (
+        "streammkl_mix_regret",
+        "Sum over the reported rounds of (online log-loss - log-loss of the round's merged model "
+        "on the same examples)",
+    ),
+    "regret_mistakes": (
+        "streammkl_mix_regret_mistakes",
+        "Sum over the reported rounds of (online mistakes - the round's merged model's)",
+    ),
+    "regret_examples": ("streammkl_mix_regret_examples", "Examples the regret sums are over"),
+}
+
+
 class GroupMetrics:
     """A mixing group's metrics (:mod:`streammkl.daemon.group`); declared by every daemon (zero
     outside a group), so dashboards and alerts can rely on them."""
@@ -380,6 +402,15 @@ class GroupMetrics:
         self.examples = Gauge(
             "streammkl_mix_examples", "Examples in the merged model (all members)", registry=r
         )
+        self.views = {
+            attr: Gauge(name, doc, registry=r) for attr, (name, doc) in GROUP_VIEWS.items()
+        }
+
+    def totals(self, log: Any) -> None:
+        """The group's prequential and hindsight sums (``log``: a
+        :class:`streammkl.daemon.group_log.GroupLog`)."""
+        for attr, gauge in self.views.items():
+            gauge.set(getattr(log, attr))
 
     def merged(self, res: Any, members: int) -> None:
         """A round closed (``res``: a :class:`streammkl.daemon.group_log.RoundResult`)."""

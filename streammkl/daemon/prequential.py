@@ -84,6 +84,9 @@ class PrequentialStep(GuardedLearning):
         self.admission: Any = None
         #: A batch was accounted since the runner last read the model (its view is stale).
         self.stale = False
+        #: When set (a mixing group member), every example learned is appended to it as
+        #: ``(x, y, (prediction, probabilities))`` (the group's hindsight view, daemon.group).
+        self.learned_sink: list[tuple[Any, Any, Any]] | None = None
 
     def use(self, learner_step: Any, admission: Any) -> None:
         """Learn with this step (:mod:`streammkl.daemon.steps`) under this admission from now
@@ -304,6 +307,12 @@ class PrequentialStep(GuardedLearning):
             # historical time) only when the broker gave none.
             ts = msg.timestamp
             events.append(ts / 1000.0 if ts is not None and ts >= 0 else (rec.ts or time.time()))
+        if self.learned_sink is not None:  # a mixing group keeps its round's examples
+            self.learned_sink.extend(
+                (rec.x, rec.y, outcomes[i])
+                for i, (_, rec) in enumerate(valid)
+                if rec.y is not None and outcomes[i] is not None and i not in refused
+            )
         self._account(batch, events, predicted, learned, labelled, correct, loss)
 
     def _account(

@@ -146,6 +146,7 @@ class Runner:
         self.group: GroupMember | None = None
         if settings.mixing.enabled:
             self.group = GroupMember(settings, self.metrics.mix)
+            self.prequential.learned_sink = self.group.kept
             self.source.on_assign = lambda assigned: self.group.catch_up(assigned, self.offsets)  # type: ignore[union-attr]
         # -- end mixing group ----------------------------------------------------------------------
 

@@ -21,10 +21,11 @@ from streammkl.core import schedules as schedules_mod
 from streammkl.river import defaults
 from streammkl.river._features import FeatureIndex, check_numeric
 from streammkl.river._scaling import InputScaler
+from streammkl.river.pooling import SCALER_PREFIX
 
 FILE_FORMAT = "streammkl.river"
 FILE_VERSION = 1
-_SCALER = "inputs."  # state arrays of the input standardisation
+_SCALER = SCALER_PREFIX  # state arrays of the input standardisation
 
 
 class MKLMixin:
@@ -287,6 +288,7 @@ class MKLMixin:
             raise ValueError("the state was saved by a learner with other parameters")
         self._model = other._model
         self._features = other._features
+        self._scaler = other._scaler
         self._restore_extra(meta["extra"])
 
     def _extra_meta(self) -> dict[str, Any]:

@@ -35,8 +35,8 @@ class LearnerSpec(Section):
     #: the model): the daemon's counterpart of ``StandardScaler() | MKLClassifier()``. The
     #: default kernels are made for standardised inputs; turn it off only for inputs that are
     #: already scaled. Classification and regression only (ignored by structured tasks).
-    #: None (the default): on, except in a mixing group, where each member's running statistics
-    #: would differ and the merged weights need one input scale (scale the inputs upstream).
+    #: None (the default): on. In a mixing group the members' statistics are pooled at every
+    #: merge (streammkl.river.pooling), so the group keeps one input scale.
     standardize: bool | None = None
     seed: int = 0
     params: dict[str, Any] = Field(default_factory=dict)  # free-form, for custom factories

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from streammkl.daemon.config.kafka import KafkaSettings
 from streammkl.daemon.config.learning import (
@@ -29,17 +29,3 @@ class Settings(Section):
     learner: LearnerSpec = Field(default_factory=LearnerSpec)
     monitor: MonitorSettings = Field(default_factory=MonitorSettings)
     mixing: MixingSettings = Field(default_factory=MixingSettings)
-
-    @model_validator(mode="after")
-    def _one_input_scale_in_a_group(self) -> Settings:
-        if self.mixing.enabled and self.learner.standardize:
-            raise ValueError(
-                "learner.standardize = true cannot be combined with mixing.enabled: each member "
-                "would standardise with its own running statistics, and the merged weights need "
-                "one input scale; leave learner.standardize unset (off in a group) and scale the "
-                "inputs upstream"
-            )
-        if self.mixing.enabled and self.learner.standardize is None:  # resolved here, once
-            learner = self.learner.model_copy(update={"standardize": False})
-            object.__setattr__(self, "learner", learner)  # frozen: set while validating
-        return self

@@ -1,0 +1,153 @@
+"""One Gaussian bandwidth for a mixing group: the median heuristic over the group's inputs.
+
+A ``MedianRBF`` fits its bandwidth to the inputs its learner saw (``core.bandwidth``); the
+members of a group see different inputs, and a random Fourier block's frequencies depend on its
+bandwidth (through its name), so members that fitted their own bandwidths would hold weights
+over different feature maps that cannot be averaged. In a group the bandwidths are therefore
+part of the merged base, decided by the merge alone:
+
+- every member learns with ``OnlineMKL.hold_bandwidths`` set: it keeps its warm-up inputs (the
+  base's reservoir followed by its own first inputs) but never changes a bandwidth itself, so
+  every delta of a round is learned over the base's feature maps and merges coordinate by
+  coordinate (:func:`align` only has to settle round 0, whose base holds the unresolved
+  templates: the members resolved them provisionally at their first input);
+- after the merge, :func:`decide` makes the single learner's decision on the group's data: the
+  provisional bandwidths are rescaled when the number of inputs has grown by a quarter, and once
+  the group's reservoir (the base's rows, then the members' new rows taken in turn, member by
+  member in name order) holds ``WARMUP`` inputs, every provisional bandwidth becomes
+  ``scale / median`` over it. A block whose bandwidth changes restarts at zero, exactly as the
+  single learner's block does (its weights were over other random features); the others keep
+  their merged weights.
+
+The result depends only on the base and the members' states (every reader computes the same).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from streammkl.core import bandwidth
+from streammkl.core.kernels import RBF, Kernel, MedianRBF
+from streammkl.core.model import OnlineMKL
+
+__all__ = ["align", "decide", "median_bank"]
+
+StateT = tuple[Mapping[str, Any], Mapping[str, np.ndarray]]
+
+
+def median_bank(kernels: Sequence[Kernel]) -> bool:
+    """Whether a bank has a bandwidth from the median heuristic (a template or one it fixed)."""
+    return any(
+        isinstance(k, MedianRBF) or (isinstance(k, RBF) and k.median_from is not None)
+        for k in kernels
+    )
+
+
+def _model(state: StateT) -> OnlineMKL:
+    model = OnlineMKL.from_state(dict(state[0]), dict(state[1]))
+    model.hold_bandwidths = True
+    return model
+
+
+def _rows(model: OnlineMKL) -> np.ndarray:
+    warm = model._warmup
+    return np.zeros((0, len(model.feature_keys))) if warm is None else warm.rows
+
+
+def align(
+    base: StateT, members: Sequence[tuple[str, int, StateT, StateT | None]]
+) -> tuple[StateT, list[StateT], list[StateT | None], np.ndarray, list[str]]:
+    """Put the base and every member on one bank before the merge, and pool the reservoirs.
+
+    ``members``: (name, examples, state, since) of every delta (``since``: the older base of a
+    stale one). Returns the base's and the members' states (and their ``since``) on the bank
+    the merge uses (the base's), the group's reservoir rows (at most ``WARMUP``) and the input
+    names of their columns. Round 0's base holds ``MedianRBF`` templates, which become the
+    provisional kernel of the member that learned the most examples (ties: the first name); a
+    member that resolved a template otherwise (it met another number of inputs first), or a
+    late member whose delta was learned on a bandwidth the group has changed since, restarts
+    that block at zero: its delta for that block is dropped."""
+    b = _model(base)
+    if not median_bank(b.kernels):  # fixed bandwidths: nothing to agree on
+        states = [s for _, _, s, _ in members]
+        return base, states, [s for *_, s in members], np.zeros((0, 0)), []
+    models = [_model(s) for _, _, s, _ in members]
+    olds = [None if since is None else _model(since) for _, _, _, since in members]
+    bank = list(b.kernels)
+    order = sorted(range(len(members)), key=lambda i: (-members[i][1], members[i][0]))
+    for m, k in enumerate(bank):
+        if isinstance(k, MedianRBF):
+            for i in order:
+                cand = models[i].kernels[m] if len(models[i].kernels) == len(bank) else k
+                if not isinstance(cand, MedianRBF):
+                    bank[m] = cand
+                    break
+    specs = [k.to_spec() for k in bank]
+    changed = False
+    for model in [b, *models, *(o for o in olds if o is not None)]:
+        if len(model.kernels) == len(bank) and [k.to_spec() for k in model.kernels] != specs:
+            # round 0's templates, or a late delta learned before the group's warm-up ended:
+            # blocks of another bandwidth restart (dropped), the others keep their weights
+            model._swap_kernels(tuple(bank))
+            changed = True
+    keys = list(b.feature_keys)
+    keys += sorted({k for m in models + olds if m is not None for k in m.feature_keys} - set(keys))
+    rows = _pool(b, models, olds, [name for name, *_ in members], keys)
+    if not changed:
+        return base, [s for _, _, s, _ in members], [s for *_, s in members], rows, keys
+    states = [m.to_state() for m in models]
+    return b.to_state(), states, [None if o is None else o.to_state() for o in olds], rows, keys
+
+
+def _on(model: OnlineMKL, rows: np.ndarray, keys: list[str]) -> np.ndarray:
+    """Rows over ``model``'s inputs as rows over ``keys`` (absent inputs: 0)."""
+    out = np.zeros((rows.shape[0], len(keys)))
+    where = {k: j for j, k in enumerate(keys)}
+    for j, key in enumerate(model.feature_keys[: rows.shape[1]]):
+        out[:, where[key]] = rows[:, j]
+    return out
+
+
+def _pool(
+    base: OnlineMKL,
+    models: Sequence[OnlineMKL],
+    olds: Sequence[OnlineMKL | None],
+    names: Sequence[str],
+    keys: list[str],
+) -> np.ndarray:
+    """The group's reservoir: the base's rows, then every member's rows beyond its own base's,
+    one member at a time in name order, at most ``WARMUP`` in all."""
+    pooled = [_on(base, _rows(base), keys)]
+    own: list[np.ndarray] = []
+    for i in sorted(range(len(models)), key=lambda i: names[i]):
+        start = _rows(olds[i] if olds[i] is not None else base).shape[0]  # type: ignore[arg-type]
+        own.append(_on(models[i], _rows(models[i])[start:], keys))
+    turn = 0
+    while sum(p.shape[0] for p in pooled) < bandwidth.WARMUP and any(
+        o.shape[0] > turn for o in own
+    ):
+        pooled += [o[turn : turn + 1] for o in own if o.shape[0] > turn]
+        turn += 1
+    return np.concatenate(pooled)[: bandwidth.WARMUP]
+
+
+def decide(merged: OnlineMKL, rows: np.ndarray, keys: Sequence[str]) -> None:
+    """The group's bandwidths for the merged model, in place (see the module docstring): the
+    single learner's rescale for the number of inputs, then, with ``WARMUP`` pooled rows, the
+    median heuristic; the reservoir (``rows`` over the inputs ``keys``) kept while a bandwidth
+    is still provisional."""
+    if not median_bank(merged.kernels) or not merged.feature_keys:
+        return
+    if list(keys) != merged.feature_keys:  # the merge's inputs, in its order
+        where = {k: j for j, k in enumerate(keys)}
+        rows = rows[:, [where[k] for k in merged.feature_keys]]
+    bank = bandwidth.for_inputs(merged.kernels, len(merged.feature_keys))
+    if bandwidth.has_pending(bank) and rows.shape[0] >= bandwidth.WARMUP:
+        bank = bandwidth.after_warmup(bank, rows)
+    if [k.to_spec() for k in bank] != [k.to_spec() for k in merged.kernels]:
+        merged.hold_bandwidths = True
+        merged._swap_kernels(tuple(bank))
+    merged._warmup = bandwidth.Reservoir(rows) if bandwidth.has_pending(merged.kernels) else None
