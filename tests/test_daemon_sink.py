@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from streammkl.daemon.broker import EmbeddedBroker, free_port
+from streammkl.daemon.broker import EmbeddedBroker
 from streammkl.daemon.config import load_settings
 from streammkl.daemon.kafka_clients import PRODUCERS
 from streammkl.daemon.sink import Output, Sink
@@ -47,11 +47,10 @@ def test_every_output_is_delivered_with_key_and_headers(kafka_bootstrap: str, cl
 def test_outputs_sent_while_the_broker_is_down_come_back_in_the_outbox(
     tmp_path: Path, client: str
 ) -> None:
-    port = free_port()
-    broker = EmbeddedBroker(port=port, log_path=tmp_path / "tansu.log").start()
-    try:
-        create_topic(broker.bootstrap_servers, "out", 1)
-        first = sink(broker.bootstrap_servers, client)
+    with EmbeddedBroker(log_path=tmp_path / "tansu.log") as broker:  # the test's own, to kill
+        bootstrap = broker.bootstrap_servers
+        create_topic(bootstrap, "out", 1)
+        first = sink(bootstrap, client)
         first.send_prediction("out", b"before", b"k")
         assert first.flush(timeout=30) == []
         broker.stop(kill=True)
@@ -61,12 +60,10 @@ def test_outputs_sent_while_the_broker_is_down_come_back_in_the_outbox(
         outbox = first.flush(timeout=1.0)  # the broker is away: nothing acknowledged
         assert set(sent) <= set(outbox)  # at least these go into the checkpoint's outbox
         first.close(timeout=0.5)
-        broker = EmbeddedBroker(port=port, log_path=tmp_path / "tansu.log").start()
-        create_topic(broker.bootstrap_servers, "out", 1)  # memory-only broker: a new log
-        fresh = sink(broker.bootstrap_servers, client)
+        broker.start()  # on the same port
+        create_topic(bootstrap, "out", 1)  # memory-only broker: a new log
+        fresh = sink(bootstrap, client)
         fresh.requeue(outbox)  # what a restarted daemon does with the checkpoint's outbox
         assert fresh.flush(timeout=30) == []
-        values = [r.value for r in read_topic(broker.bootstrap_servers, "out", 20)]
+        values = [r.value for r in read_topic(bootstrap, "out", 20)]
         assert sorted(set(values)) == sorted(o.value for o in sent)
-    finally:
-        broker.stop(kill=True)

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from kafka import TopicPartition
 
-from streammkl.daemon.broker import EmbeddedBroker, free_port
+from streammkl.daemon.broker import EmbeddedBroker
 from streammkl.daemon.config import load_settings
 from streammkl.daemon.kafka_clients import (
     CONSUMERS,
@@ -168,9 +168,7 @@ def test_producer_accounts_for_every_message(kafka_bootstrap: str, client: str) 
 def test_an_abandoned_producer_hands_back_every_unacknowledged_message(
     tmp_path: Path, client: str
 ) -> None:
-    port = free_port()
-    broker = EmbeddedBroker(port=port, log_path=tmp_path / "tansu.log").start()
-    try:
+    with EmbeddedBroker(log_path=tmp_path / "tansu.log") as broker:  # the test's own, to kill
         create_topic(broker.bootstrap_servers, "out", 1)
         producer = PRODUCERS[client](settings(broker.bootstrap_servers))
         producer.produce("out", b"before", None)
@@ -185,5 +183,3 @@ def test_an_abandoned_producer_hands_back_every_unacknowledged_message(
         failed, _ = producer.failures()
         assert sorted(o.value for o in failed) == sorted(sent)
         assert all(o.topic == "out" and o.key == b"k" for o in failed)
-    finally:
-        broker.stop(kill=True)
