@@ -377,7 +377,7 @@ def phases(values: list[bytes], batch: int = 2000) -> dict[str, float]:
     ``checkpoint.every_records``). Consuming and producing are the raw rows' CPU."""
     from streammkl.daemon.checkpoint import CheckpointStore
     from streammkl.daemon.checkpointing import Checkpointer
-    from streammkl.daemon.prequential import prediction_bytes
+    from streammkl.daemon.predictions import prediction_bytes
 
     settings = load_settings(env={})
     limits = settings.records.wire_limits()

@@ -36,7 +36,7 @@ from _table import machine, markdown, publish
 
 from simulators import scenarios
 from streammkl.core import OnlineMKL, kernels, losses, regularizers, schedules
-from streammkl.monitor import Monitor
+from streammkl.monitor import Monitor, MonitoredLoop
 
 VARIANTS = {
     "InvSqrt(1), no detector": (lambda: schedules.InvSqrt(1.0), None),
@@ -68,7 +68,7 @@ def _model(truth, schedule, policy="oldest"):
 def run(X, Y, truth, schedule, detector, phase):
     model = _model(truth, schedule)
     bank = model.kernels
-    mon = Monitor(model, window=None, detector=detector)
+    mon = MonitoredLoop(model, Monitor(model, window=None, detector=detector))
     beta = np.empty((len(X), len(bank)))
     loss = np.empty(len(X))
     restarts = []
@@ -106,7 +106,7 @@ def recovery(X, Y, truth, schedule, policy):
     seg = truth["segments"][1]
     start, stop = seg["start"], seg["stop"]
     model = _model(truth, schedule(), policy)
-    mon = Monitor(model, window=None, detector="adwin")
+    mon = MonitoredLoop(model, Monitor(model, window=None, detector="adwin"))
     k = model.names.index(seg["kernel"])
     hits = np.zeros(stop, dtype=bool)
     top = np.zeros(stop, dtype=np.int64)
@@ -120,7 +120,7 @@ def recovery(X, Y, truth, schedule, policy):
     wrong = np.flatnonzero(top[start:stop] != k)
     delay = 0 if wrong.size == 0 else int(wrong[-1]) + 1
     alone = _model(truth, schedule(), policy)
-    mon = Monitor(alone, window=None, detector="adwin")
+    mon = MonitoredLoop(alone, Monitor(alone, window=None, detector="adwin"))
     fresh = np.zeros(stop - start, dtype=bool)
     for i, t in enumerate(range(start, stop)):
         reg = alone.regularization_value()

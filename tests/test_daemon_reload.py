@@ -57,7 +57,7 @@ def test_reload_adds_and_removes_kernels_keeping_the_other_blocks(tmp_path: Path
     r.start()
     while r.counters["examples_learned"] < 100:
         r.step()
-    r._drain()  # the batch in flight on the learner thread: what reads the model drains first
+    r.drain()  # the batch in flight on the learner thread: what reads the model drains first
     before = kernels_of(r)
     assert set(before) == {"linear", "rbf(gamma=2)"} and all(v > 0 for v in before.values())
     learned, seq = r.counters["examples_learned"], r.last_checkpoint.seq

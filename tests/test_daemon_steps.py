@@ -16,7 +16,7 @@ from streammkl.core import kernels, losses, regularizers
 from streammkl.daemon import history
 from streammkl.daemon.config import load_settings
 from streammkl.daemon.monitoring import INPUTS, StreamMonitor
-from streammkl.daemon.prequential import prediction_bytes
+from streammkl.daemon.predictions import prediction_bytes
 from streammkl.daemon.steps import LearnerStep, MKLStep, make_step
 from streammkl.river import MKLClassifier, MKLRegressor
 
@@ -220,7 +220,7 @@ def test_monitored_runs_cut_anywhere_equal_the_per_record_path(tmp_path: Path, s
     learner and monitor between a detection and its boundary."""
     records = drifting(1200, seed=3)
     ref, ref_watch = monitored(tmp_path / "ref")
-    assert not ref.batched  # no observer: the per-record path
+    ref.observer = ref_watch  # its rounds one at a time (predict_learn, then observe_round)
     want = []
     first_rise = None  # a record soon after the first detection, before its boundary
     for i, (x, y) in enumerate(records):  # _process_records with the runner's _observed
@@ -232,7 +232,7 @@ def test_monitored_runs_cut_anywhere_equal_the_per_record_path(tmp_path: Path, s
                 ref.learn(x, y)
                 learned = True
         if learned:
-            ref_watch.observe(ref.learner.core, ref.last_round, done[0] == y)
+            ref.observe_round(done[0] == y)
             if first_rise is None and ref_watch.monitor.restart_pending:
                 first_rise = i + 1 + seed
         want.append(done)
@@ -286,12 +286,13 @@ def test_monitored_runs_cut_anywhere_equal_the_per_record_path(tmp_path: Path, s
 def test_monitored_runs_feed_the_shadow_learners_as_the_per_record_path(tmp_path: Path) -> None:
     records = [(x, y) for x, y in drifting(600, seed=4) if y is not None]
     ref, ref_watch = monitored(tmp_path / "ref", **{"monitor.shadows": True})
+    ref.observer = ref_watch
     for x, y in records:
         done = ref.predict_learn(x, y)
         if done is None:
             done = ref.predict(x)
             ref.learn(x, y)
-        ref_watch.observe(ref.learner.core, ref.last_round, done[0] == y)
+        ref.observe_round(done[0] == y)
     step, watch = monitored(tmp_path / "run", **{"monitor.shadows": True})
     step.observer = watch
     for lo, hi in [(0, 7), (7, 8), (8, 300), (300, 333), (333, len(records))]:
@@ -300,7 +301,7 @@ def test_monitored_runs_feed_the_shadow_learners_as_the_per_record_path(tmp_path
     assert step.learner.digest() == ref.learner.digest()
     a, b = watch.snapshot(), ref_watch.snapshot()
     assert a["shadow_regret"] == b["shadow_regret"] and np.isfinite(a["shadow_regret"])
-    shadows, ref_shadows = watch.monitor.shadows, ref_watch.monitor.shadows
+    shadows, ref_shadows = watch.loop.shadows, ref_watch.loop.shadows
     assert shadows.shadow_loss == ref_shadows.shadow_loss and shadows.n_fed == len(records)
 
 

@@ -9,7 +9,7 @@ import pytest
 from scipy.optimize import minimize
 
 from streammkl.core import OnlineMKL, kernels, losses, regularizers, schedules
-from streammkl.monitor import Monitor, theory
+from streammkl.monitor import Monitor, MonitoredLoop, theory
 from streammkl.monitor.bounds import regret_bound
 
 
@@ -131,8 +131,9 @@ def test_invt_composite_bound_holds_against_the_exact_hindsight_optimum():
         schedule=schedules.InvT(lam),
     )  # fmt: skip
     mon = Monitor(model, window=None, detector=None)
+    loop = MonitoredLoop(model, mon)
     for x, y in zip(X, Y, strict=True):
-        mon.learn_one(x, y)
+        loop.learn_one(x, y)
 
     def objective(w):
         z = Y * (X @ w)
@@ -143,7 +144,7 @@ def test_invt_composite_bound_holds_against_the_exact_hindsight_optimum():
         return X.T @ s + n * lam * w
 
     best = minimize(objective, np.zeros(3), jac=gradient, method="L-BFGS-B", tol=1e-12).fun
-    snap = mon.snapshot()
+    snap = loop.snapshot()
     regret = snap["online_objective"] - best
     assert 0 < regret < snap["regret_bound"] < math.inf
 
@@ -161,8 +162,9 @@ def test_adagrad_bound_holds_against_the_exact_hindsight_optimum_and_ftrl_has_no
         schedule=schedules.AdaGrad(0.5), radius=radius,
     )  # fmt: skip
     mon = Monitor(model, window=None, detector=None)
+    loop = MonitoredLoop(model, mon)
     for x, y in zip(X, Y, strict=True):
-        mon.learn_one(x, y)
+        loop.learn_one(x, y)
 
     def objective(w):
         z = Y * (X @ w)
@@ -174,7 +176,7 @@ def test_adagrad_bound_holds_against_the_exact_hindsight_optimum_and_ftrl_has_no
         minimize(objective, w0, method="SLSQP", constraints=[ball], tol=1e-12).fun
         for w0 in (np.zeros(4), np.array([0.5, -1.0, 0.2, 0.1]))
     )
-    snap = mon.snapshot()
+    snap = loop.snapshot()
     regret = snap["online_objective"] - best
     sums = model.gradient_sq_sums[:-1]
     bound = (2 * radius) ** 2 / (2 * 0.5) + 0.5
@@ -183,6 +185,7 @@ def test_adagrad_bound_holds_against_the_exact_hindsight_optimum_and_ftrl_has_no
 
     ftrl = OnlineMKL(kernels=bank, loss=losses.Logistic(), schedule=schedules.FTRL(), radius=2.0)
     mon = Monitor(ftrl, window=None, detector=None)
+    loop = MonitoredLoop(ftrl, mon)
     for x, y in zip(X[:50], Y[:50], strict=True):
-        mon.learn_one(x, y)
-    assert mon.snapshot()["regret_bound"] == math.inf
+        loop.learn_one(x, y)
+    assert loop.snapshot()["regret_bound"] == math.inf

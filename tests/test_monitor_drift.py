@@ -83,7 +83,11 @@ def test_monitor_restarts_the_learners_schedule_and_counts():
 
 def _step(mon, x, y):
     reg = mon.model.regularization_value()
-    return mon.observe(x, y, mon.model.learn(x, y), reg)
+    if mon.observe(x, y, mon.model.learn(x, y), reg):  # the monitor asks; the caller restarts
+        mon.model.restart_schedule()
+        mon.restarted()
+        return True
+    return False
 
 
 def test_detection_without_restart_and_on_the_error_rate():

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from streammkl.core import OnlineMKL, kernels, losses, regularizers, schedules
-from streammkl.monitor import METRICS, Monitor
+from streammkl.monitor import METRICS, Monitor, MonitoredLoop
 from streammkl.monitor.hindsight import EpochComparator, ExactComparator
 from streammkl.monitor.regret import make_comparator
 from streammkl.river import MKLClassifier
@@ -44,16 +44,17 @@ def test_metric_names_follow_prometheus_conventions():
 
 def test_snapshot_before_and_after_fits():
     model = _model()
-    mon = Monitor(model, window=400, every=200, background=False, shadows=True)
-    snap = mon.snapshot()
+    mon = Monitor(model, window=400, every=200, background=False)
+    loop = MonitoredLoop(model, mon, shadows=True)
+    snap = loop.snapshot()
     assert snap.keys() == METRICS.keys()
     assert all(type(v) is float for v in snap.values())
     assert math.isnan(snap["window_regret"]) and snap["window_size"] == 0
     assert math.isnan(snap["shadow_regret"]) and snap["last_drift_example"] == -1
     X, Y = _stream(1000)
     for x, y in zip(X, Y, strict=True):
-        mon.learn_one(x, y)
-    snap = mon.snapshot()
+        loop.learn_one(x, y)
+    snap = loop.snapshot()
     assert all(type(v) is float for v in snap.values())
     assert snap["examples"] == 1000 and snap["window_end"] == 1000 and snap["window_size"] == 400
     assert snap["window_comparator_exact"] == 0.0
@@ -70,8 +71,9 @@ def test_state_round_trip_continues_the_counters():
     X, Y = _stream(600, seed=1)
     model = _model()
     mon = Monitor(model, window=None)
+    loop = MonitoredLoop(model, mon)
     for x, y in zip(X[:300], Y[:300], strict=True):
-        mon.learn_one(x, y)
+        loop.learn_one(x, y)
     state = mon.to_state()
     restored = Monitor(model, window=None)
     restored.restore(state)
@@ -80,7 +82,7 @@ def test_state_round_trip_continues_the_counters():
         loss = model.learn(x, y)
         mon.observe(x, y, loss, reg)
         restored.observe(x, y, loss, reg)
-    a, b = mon.snapshot(), restored.snapshot()
+    a, b = loop.snapshot(), restored.snapshot()
     for key in ("examples", "online_objective", "online_loss", "regret_bound", "feature_norm_max"):
         assert a[key] == pytest.approx(b[key], rel=1e-12), key
 
@@ -90,10 +92,11 @@ def test_river_classifier_core_and_intercept_means_no_bound():
     clf.learn_one({"a": 1.0, "b": 0.0}, True)
     core = clf.core
     mon = Monitor(core, window=None, detector=None)
+    loop = MonitoredLoop(core, mon)
     X, Y = _stream(300, seed=2)
     for x, y in zip(X[:, :2], Y, strict=True):
-        mon.learn_one(x, y)
-    snap = mon.snapshot()
+        loop.learn_one(x, y)
+    snap = loop.snapshot()
     assert snap["examples"] == 300
     assert snap["regret_bound"] == math.inf  # fit_intercept=True (river default): no bound
     with pytest.raises(TypeError, match="core"):
@@ -125,21 +128,22 @@ def test_comparator_choices_and_clear_errors():
 
 def test_new_inputs_and_runtime_kernel_changes_keep_the_monitor_consistent():
     model = _model(kernels=(kernels.Linear(),))
-    mon = Monitor(model, window=200, every=100, background=False, shadows=True)
+    mon = Monitor(model, window=200, every=100, background=False)
+    loop = MonitoredLoop(model, mon, shadows=True)
     X, Y = _stream(600, seed=3)
     for x, y in zip(X[:200, :2], Y[:200], strict=True):  # two inputs at first
-        mon.learn_one(x, y)
+        loop.learn_one(x, y)
     model.add_kernel(kernels.RBF(0.5, n_components=16))
     for x, y in zip(X[200:400], Y[200:400], strict=True):  # a third input appears
-        mon.learn_one(x, y)
+        loop.learn_one(x, y)
     model.remove_kernel("linear")
     for x, y in zip(X[400:], Y[400:], strict=True):
-        mon.learn_one(x, y)
-    snap = mon.snapshot()
+        loop.learn_one(x, y)
+    snap = loop.snapshot()
     assert mon.regret.n_errors == 0, mon.regret.last_error
     assert [e.end for e in mon.regret.history] == [100, 200, 300, 400, 500, 600]
-    assert sorted(mon.shadows.shadows) == ["rff(gamma=0.5,D=16)"]
-    assert mon.shadows.main_loss["rff(gamma=0.5,D=16)"] < snap["online_loss"]  # since its addition
+    assert sorted(loop.shadows.shadows) == ["rff(gamma=0.5,D=16)"]
+    assert loop.shadows.main_loss["rff(gamma=0.5,D=16)"] < snap["online_loss"]  # since its addition
     # ||phi||^2: linear ||x||^2 (+2 for the RFF block while both are in the bank)
     expected = max(
         max(float(x[:2] @ x[:2]) for x in X[:200]),

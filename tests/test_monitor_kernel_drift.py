@@ -29,7 +29,7 @@ import pytest
 
 from simulators import scenarios
 from streammkl.core import OnlineMKL, kernels, losses, regularizers, schedules
-from streammkl.monitor import Monitor
+from streammkl.monitor import Monitor, MonitoredLoop
 
 SEEDS = (0, 1, 2)
 PHASE = 2000
@@ -52,13 +52,14 @@ def kernel_drift_run(seed, variant, phase=PHASE):
         budget_policy="oldest",
     )
     monitor = Monitor(model, window=None, detector="adwin" if variant == "adwin" else None)
+    loop = MonitoredLoop(model, monitor)  # applies the restarts the monitor asks for
     beta = np.empty((len(X), len(bank)))
     loss = np.empty(len(X))
     restarts = []
     for t, (x, y) in enumerate(zip(X, Y, strict=True)):
         reg = model.regularization_value()
         loss[t] = model.learn(x, y)
-        if monitor.observe(x, y, loss[t], reg):
+        if loop.observe(x, y, loss[t], reg):
             restarts.append(t)
         beta[t] = model.kernel_weights
     delays = []

@@ -40,6 +40,7 @@ def test_the_prop3_bound_after_a_restart_is_never_a_made_up_zero() -> None:
     monitor.observe(X[0], Y[0], 0.5, 0.0)
     assert monitor.snapshot()["regret_bound"] == math.inf
     model.restart_schedule()
+    monitor.restarted()
     assert monitor.snapshot()["regret_bound"] == math.inf
     # a schedule with a bound: 0 over zero rounds is then the truth
     bounded, X, Y = trained(
@@ -50,6 +51,7 @@ def test_the_prop3_bound_after_a_restart_is_never_a_made_up_zero() -> None:
     watch.observe(X[0], Y[0], 0.5, 0.0)
     assert 0 < watch.snapshot()["regret_bound"] < math.inf
     bounded.restart_schedule()
+    watch.restarted()  # the caller restarted the schedule: the monitor's bound starts again
     assert watch.snapshot()["regret_bound"] == 0.0
 
 

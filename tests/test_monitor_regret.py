@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from streammkl.core import OnlineMKL, kernels, losses, regularizers, schedules
-from streammkl.monitor import Monitor
+from streammkl.monitor import Monitor, MonitoredLoop
 from streammkl.monitor.hindsight import ComparatorResult, EpochComparator
 from streammkl.monitor.regret import WindowedRegret
 
@@ -35,12 +35,13 @@ def test_stationary_windowed_regret_per_example_decays_and_stays_below_the_bound
     )
     replay = OnlineMKL(**model.config())  # an independent copy to recompute the online terms
     mon = Monitor(model, window=1000, every=500, background=False, detector=None)
+    loop = MonitoredLoop(model, mon)
     X, Y = _classification_stream(6000)
     terms = []
     for x, y in zip(X, Y, strict=True):
         reg = replay.regularization_value()
         terms.append(replay.learn(x, y) + reg)
-        mon.learn_one(x, y)
+        loop.learn_one(x, y)
     history = list(mon.regret.history)
     assert [e.end for e in history] == list(range(500, 6001, 500))
     assert [e.window for e in history] == [500] + [1000] * 11
@@ -54,7 +55,7 @@ def test_stationary_windowed_regret_per_example_decays_and_stays_below_the_bound
     assert per[-1] < 0.25 * per[0]
     assert per[6:].mean() < 0.5 * per[:6].mean()
     assert per[6:].max() < 0.015
-    snap = mon.snapshot()
+    snap = loop.snapshot()
     assert snap["window_regret"] == history[-1].regret
     assert snap["window_regret_per_example"] == history[-1].regret_per_example
     assert snap["window_size"] == 1000 and snap["window_end"] == 6000
@@ -191,8 +192,9 @@ def test_warm_started_comparator_follows_the_windows():
     )
     comparator = EpochComparator(max_epochs=60)
     mon = Monitor(model, window=1000, every=500, comparator=comparator, detector=None)
+    loop = MonitoredLoop(model, mon)
     for x, y in zip(X, Y, strict=True):
-        mon.learn_one(x, y)
+        loop.learn_one(x, y)
     assert mon.wait(TIMEOUT)
     est = mon.regret.latest
     assert est.end == 3000 and est.window == 1000 and mon.regret.n_errors == 0

@@ -14,7 +14,7 @@ import pytest
 from streammkl.core import OnlineMKL, kernels, regularizers, schedules
 from streammkl.core.regularizers import _TYPES as REGULARIZERS
 from streammkl.daemon.history import History
-from streammkl.monitor import Monitor
+from streammkl.monitor import Monitor, MonitoredLoop
 from streammkl.monitor.drift import LossDriftDetector
 from streammkl.monitor.hindsight import EpochComparator
 from streammkl.monitor.objective import OnlineObjective
@@ -226,25 +226,30 @@ def test_detector_update_many_is_update_of_each_value() -> None:
     assert (many.detector.width, many.detector.total) == (one.detector.width, one.detector.total)
 
 
-def _monitor(model: OnlineMKL, **over) -> Monitor:
+def _loop(model: OnlineMKL, shadows: bool = True, **over) -> MonitoredLoop:
     settings = dict(
         window=300, every=100, comparator=EpochComparator(max_epochs=3), background=False,
-        shadows=True, stride=50, detector_memory=500,
+        stride=50, detector_memory=500,
     )  # fmt: skip
-    return Monitor(model, **{**settings, **over})
+    return MonitoredLoop(model, Monitor(model, **{**settings, **over}), shadows=shadows)
 
 
-def _same(a: Monitor, b: Monitor) -> None:
+def _monitor(model: OnlineMKL, **over) -> Monitor:
+    return _loop(model, shadows=False, **over).monitor
+
+
+def _same(a: MonitoredLoop, b: MonitoredLoop) -> None:
     assert a.model.digest() == b.model.digest()
-    assert a.to_state() == b.to_state()
+    ma, mb = a.monitor, b.monitor
+    assert ma.to_state() == mb.to_state()
     sa, sb = a.snapshot(), b.snapshot()
     for key in sa:
         assert sa[key] == sb[key] or (math.isnan(sa[key]) and math.isnan(sb[key])), key
-    assert a.detector.inputs == b.detector.inputs
-    assert (a.detector.detector.width, a.detector.detector.total) == (
-        b.detector.detector.width, b.detector.detector.total
+    assert ma.detector.inputs == mb.detector.inputs
+    assert (ma.detector.detector.width, ma.detector.detector.total) == (
+        mb.detector.detector.width, mb.detector.detector.total
     )  # fmt: skip
-    assert [e.end for e in a.regret.history] == [e.end for e in b.regret.history]
+    assert [e.end for e in ma.regret.history] == [e.end for e in mb.regret.history]
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -255,12 +260,12 @@ def test_chunks_cut_anywhere_give_the_row_by_row_model_and_monitor(seed: int) ->
     and its boundary) end identical."""
     X, Y = _drifting()
     model = _model()
-    ref = _monitor(model)
+    ref = _loop(model)
     events: list[tuple[int, int]] = []  # (detection index, schedule restart after example)
     for i, (x, y) in enumerate(zip(X, Y, strict=True)):
-        before = ref.detector.n_restarts
+        before = ref.monitor.detector.n_restarts
         ref.learn_one(x, y)
-        if ref.detector.n_restarts != before:
+        if ref.monitor.detector.n_restarts != before:
             events.append((i, -1))
         if model.schedule.t == 0:
             events.append((-1, i))
@@ -275,53 +280,77 @@ def test_chunks_cut_anywhere_give_the_row_by_row_model_and_monitor(seed: int) ->
     ends = set(np.cumsum(rng.choice([1, 1, 2, 49, 50, 51, 97, 150, 333], size=100)).tolist())
     ends |= {detections[0] + 1 + seed, len(X)}  # a batch ends before the first restart
     live = _model()
-    mon = _monitor(live)
+    loop = _loop(live)
     checkpointed = False
     i = 0
     for end in sorted(e for e in ends if e <= len(X)):
-        mon.learn_many(X[i:end], Y[i:end])
+        loop.learn_many(X[i:end], Y[i:end])
         i = end
+        mon = loop.monitor
         if not checkpointed and mon.restart_pending:  # between a detection and its boundary
             checkpointed = True
             state, inputs = mon.to_state(), list(mon.detector.inputs)
             assert state["restart_pending"] and mon.n % 50
             live = OnlineMKL.from_state(*live.to_state())
-            restored = _monitor(live)
-            restored.restore(state)
+            restored = _loop(live)
+            restored.monitor.restore(state)
             for j, v in enumerate(inputs):  # the daemon's replay of the detector's log
-                restored.detector.update(v, mon.n - len(inputs) + j)
-            restored.shadows, restored.regret = mon.shadows, mon.regret  # metrics only
-            restored.shadows.model = restored.regret.model = live
-            mon = restored
+                restored.monitor.detector.update(v, mon.n - len(inputs) + j)
+            restored.shadows, restored.monitor.regret = loop.shadows, mon.regret  # metrics only
+            restored.shadows.model = restored.monitor.regret.model = live  # type: ignore[union-attr]
+            loop = restored
     assert checkpointed
-    _same(ref, mon)
+    _same(ref, loop)
 
 
-def test_a_chunk_may_not_cross_a_boundary() -> None:
+def test_a_run_observed_without_its_block_norms_may_not_cross_a_beta_sample() -> None:
     model = _model()
-    mon = _monitor(model, window=None, shadows=False)
+    loop = _loop(model, shadows=False, window=None, beta_stride=50)
+    mon = loop.monitor
     X, Y = _drifting(100)
-    mon.learn_many(X[:30], Y[:30])
+    loop.learn_many(X[:30], Y[:30])
     assert mon.rows_to_boundary() == 20
     norms = np.empty((21, 3))
     losses, scores = model.learn_many(X[30:51], Y[30:51], block_norms=norms)
-    with pytest.raises(ValueError, match="crosses a multiple of the stride"):
-        mon.observe_many(X[30:51], Y[30:51], losses, model.regularization_values(norms), scores)
+    with pytest.raises(ValueError, match="block norms are needed"):
+        mon.observe_run(X[30:51], Y[30:51], losses, model.regularization_values(norms), scores)
+    with pytest.raises(ValueError, match="22 rows"):
+        mon.observe_run(X[30:51], Y[30:51], losses, model.regularization_values(norms), scores,
+                        norms=norms)  # fmt: skip
+
+
+def test_the_monitor_never_changes_the_model() -> None:
+    """It asks for restarts (observe returns True, observe_run's ``restart``); the model's
+    schedule restarts only when the caller restarts it."""
+    X, Y = _drifting()
+    model = _model()
+    mon = _monitor(model, stride=1, window=None)
+    asked = []
+    for i, (x, y) in enumerate(zip(X, Y, strict=True)):
+        digest = model.digest()
+        reg = model.regularization_value()
+        loss = model.learn(x, y)
+        learned = model.digest()
+        if mon.observe(x, y, loss, reg):
+            asked.append(i)
+        assert model.digest() == learned != digest  # observing changed nothing
+    assert len(asked) == 2 and model.schedule.t == len(X)  # asked twice, never restarted
 
 
 def test_stride_one_restarts_right_after_the_detection_and_validation() -> None:
     X, Y = _drifting()
     model = _model()
-    mon = _monitor(model, stride=1, window=None, shadows=False)
+    loop = _loop(model, shadows=False, stride=1, window=None)
     restarted, detected = [], []
     for i, (x, y) in enumerate(zip(X, Y, strict=True)):
-        before = mon.detector.n_restarts
-        if _learn(mon, x, y):
+        before = loop.monitor.detector.n_restarts
+        reg = model.regularization_value()
+        if loop.observe(x, y, model.learn(x, y), reg):
             restarted.append(i)
-        if mon.detector.n_restarts != before:
+        if loop.monitor.detector.n_restarts != before:
             detected.append(i)
     assert restarted == detected and len(restarted) == 2  # right after the detecting example
-    assert mon.beta.stride == 20  # lag 1000 / 50
+    assert loop.monitor.beta.stride == 20  # lag 1000 / 50
     assert _monitor(_model(), stride=30).beta.stride == 30
     assert _monitor(_model(), stride=7, beta_lag=1000).beta.stride == 21
     with pytest.raises(ValueError, match="multiple of stride"):
@@ -330,11 +359,8 @@ def test_stride_one_restarts_right_after_the_detection_and_validation() -> None:
         _monitor(_model(), stride=50, beta_lag=40)
     with pytest.raises(ValueError, match="stride"):
         _monitor(_model(), stride=0)
-
-
-def _learn(mon: Monitor, x: np.ndarray, y: float) -> bool:
-    reg = mon.model.regularization_value()
-    return mon.observe(x, y, mon.model.learn(x, y), reg)
+    with pytest.raises(ValueError, match="another model"):
+        MonitoredLoop(_model(), loop.monitor)
 
 
 def test_save_point_takes_a_run_back_bit_for_bit() -> None:
@@ -356,46 +382,46 @@ def test_save_point_takes_a_run_back_bit_for_bit() -> None:
 
 @pytest.mark.parametrize("detector_input", ["loss", "error"])
 def test_one_run_over_the_whole_stream_is_row_by_row(detector_input: str) -> None:
-    """learn_runs learns the stream in one compiled loop per run; a rise whose restart falls
+    """runs() learns the stream in one compiled loop per run; a rise whose restart falls
     inside the run takes the model back and learns the rounds up to the restart again: the
     model, monitor and drift events are row by row's, and segments end on the multiples of
     ``cut`` with β (and the bound's round count) as of their end."""
     X, Y = _drifting()
-    ref = _monitor(_model(), detector_input=detector_input)
+    ref = _loop(_model(), detector_input=detector_input)
     beta_at, rounds_at, rises_ref = {}, {}, []
     for i, (x, y) in enumerate(zip(X, Y, strict=True)):
         reg = ref.model.regularization_value()
         scores = np.atleast_1d(ref.model.decision(x))
-        before = ref.detector.n_restarts
+        before = ref.monitor.detector.n_restarts
         ref.observe(x, y, ref.model.learn(x, y), reg, scores)
-        if ref.detector.n_restarts != before:
+        if ref.monitor.detector.n_restarts != before:
             rises_ref.append(i)
         if (i + 1) % 100 == 0:
             beta_at[i + 1] = ref.model.kernel_weights.tolist()
             rounds_at[i + 1] = ref.snapshot()["regret_bound_rounds"]
     assert len(rises_ref) == 2
 
-    mon = _monitor(_model(), detector_input=detector_input)
+    loop = _loop(_model(), detector_input=detector_input)
     ends, rises = [], []
-    for seg in mon.learn_runs(X, Y, cut=100):
+    for seg in loop.runs(X, Y, cut=100):
         ends.append(seg.stop)
         rises += seg.rises
         assert all(seg.start <= r < seg.stop for r in seg.rises)
         if seg.stop % 100 == 0:
-            assert mon.kernel_weights().tolist() == beta_at[seg.stop], seg.stop
-            assert mon.snapshot()["regret_bound_rounds"] == rounds_at[seg.stop], seg.stop
+            assert loop.monitor.kernel_weights().tolist() == beta_at[seg.stop], seg.stop
+            assert loop.snapshot()["regret_bound_rounds"] == rounds_at[seg.stop], seg.stop
     assert rises == rises_ref
     # segments end on every multiple of cut, and runs on the restarts (multiples of the stride)
     assert set(range(100, len(X) + 1, 100)) <= set(ends) and ends[-1] == len(X)
     assert all(e % 50 == 0 for e in ends) and len(ends) > len(X) // 100
-    assert 0 < mon.n_relearned < len(X)  # two restarts fell inside runs: rounds learned again
-    _same(ref, mon)
+    assert 0 < loop.n_relearned < len(X)  # two restarts fell inside runs: rounds learned again
+    _same(ref, loop)
 
 
 def test_without_restarts_nothing_is_learned_twice() -> None:
     X, Y = _drifting()
     for over in ({"restart_on_drift": False}, {"detector": None}):
-        mon = _monitor(_model(), **over)
-        segments = list(mon.learn_runs(X, Y))
+        loop = _loop(_model(), **over)
+        segments = list(loop.runs(X, Y))
         assert [(s.start, s.stop) for s in segments] == [(0, len(X))]
-        assert mon.n_relearned == 0 and mon.model.t == len(X)
+        assert loop.n_relearned == 0 and loop.model.t == len(X)

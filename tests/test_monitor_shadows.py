@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from streammkl.core import OnlineMKL, kernels, regularizers, schedules
-from streammkl.monitor import Monitor
+from streammkl.monitor import Monitor, MonitoredLoop
 from streammkl.monitor.shadows import ShadowLearners
 
 
@@ -37,17 +37,18 @@ def _alone(kernel, X, Y):
 def run():
     X, Y = _linear_stream()
     model = OnlineMKL(**_config())
-    mon = Monitor(model, window=None, detector=None, shadows=True, shadow_batch=50)
+    mon = Monitor(model, window=None, detector=None)
+    loop = MonitoredLoop(model, mon, shadows=True, shadow_batch=50)
     main = 0.0
     for x, y in zip(X, Y, strict=True):
-        main += mon.learn_one(x, y)
-    return X, Y, mon, main
+        main += loop.learn_one(x, y)
+    return X, Y, loop, main
 
 
 def test_shadow_losses_are_the_single_kernel_learners_losses(run):
-    X, Y, mon, main = run
-    snap = mon.snapshot()  # flushes the last partial batch
-    sh = mon.shadows
+    X, Y, loop, main = run
+    snap = loop.snapshot()  # flushes the last partial batch
+    sh = loop.shadows
     assert sh.n_fed == len(X)
     for k in _config()["kernels"]:
         assert sh.shadow_loss[k.name] == pytest.approx(_alone(k, X, Y), rel=1e-12)
@@ -57,8 +58,8 @@ def test_shadow_losses_are_the_single_kernel_learners_losses(run):
 
 
 def test_the_clearly_best_kernel_is_the_best_shadow(run):
-    mon = run[2]
-    sh = mon.shadows
+    loop = run[2]
+    sh = loop.shadows
     linear, rbf = sh.shadow_loss["linear"], sh.shadow_loss["rbf(gamma=5)"]
     assert linear < 0.2 * rbf  # linear labels: the linear kernel alone is far better
     assert sh.best == "linear"

@@ -15,6 +15,7 @@ authentication.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -25,6 +26,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from streammkl.daemon.webconfig import BasicAuth, WebConfig
 from streammkl.daemon.webserver import BoundedServer
+
+log = logging.getLogger(__name__)
 
 
 class HealthServer:
@@ -47,6 +50,22 @@ class HealthServer:
     max_connections
         Connections served at once.
     """
+
+    @classmethod
+    def serve(
+        cls,
+        ms: Any,
+        registry: CollectorRegistry,
+        status: Callable[[], dict[str, Any]],
+        web: WebConfig | None = None,
+    ) -> HealthServer:
+        """Start a server as the ``[metrics]`` settings ``ms`` say (and log where it listens)."""
+        server = cls(
+            registry, status, ms.host, ms.port, stall_seconds=ms.stall_seconds, web=web,
+            request_timeout=ms.request_timeout_seconds, max_connections=ms.max_connections,
+        ).start()  # fmt: skip
+        log.info("metrics on %s://%s:%d/metrics", server.scheme, ms.host, server.port)
+        return server
 
     def __init__(
         self,

@@ -1,11 +1,12 @@
 """The regret/drift monitor on the daemon's prequential stream, checkpointed with the model.
 
-:class:`StreamMonitor` runs :class:`streammkl.monitor.Monitor` on the core model of a streammkl
-learner: every learned record's round (input vector, target, prequential loss, λΩ(θ_t), scores)
-is observed, one at a time (:meth:`StreamMonitor.observe`, a
-:class:`streammkl.daemon.steps.Round`) or as runs of compiled rounds
-(:meth:`StreamMonitor.learn_run`, on the learner thread); comparator fits run on the monitor's
-worker thread. It also writes the run history (:mod:`streammkl.daemon.history`).
+:class:`StreamMonitor` keeps a :class:`streammkl.monitor.Monitor` on the core model of a streammkl
+learner, with the loop that learns under it (:class:`streammkl.monitor.MonitoredLoop`: the step
+learns through it, the shadow learners run in it beside the model, and it applies the schedule
+restarts the monitor asks for). The step reports each observed round or run segment back
+(:meth:`StreamMonitor.observed`, :meth:`StreamMonitor.observed_segment`) for the prequential
+accuracy and the run history (:mod:`streammkl.daemon.history`); comparator fits run on the
+monitor's worker thread.
 
 **Batch-independent restarts.** A detected drift restarts the schedule only when the example
 count reaches the next multiple of ``stride`` (B): the runs are cut there, so the model is the
@@ -30,7 +31,6 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -170,10 +170,12 @@ class StreamMonitor:
         self.settings = settings
         self.history = History(directory, settings.history_every, settings.history_rows)
         self.monitor: Any = None
+        self.loop: Any = None  # the MonitoredLoop learning under ``monitor``
         self.values: dict[str, float] = {}  # the latest snapshot (published to metrics)
         self._saved_inputs: list[float] = []  # detector inputs to replay (before the build)
         self._restored: dict[str, Any] | None = None
         self._hits = self._labelled = 0  # prequential accuracy over the observed examples
+        self._rises = 0  # the detector's rises already in the history
         self._last: dict[str, float] = {"t": 0.0, "hits": 0.0, "labelled": 0.0, "loss": 0.0}
 
     @property
@@ -184,7 +186,7 @@ class StreamMonitor:
     # -- building -----------------------------------------------------------------------------
 
     def _build(self, core: Any) -> None:
-        from streammkl.monitor import Monitor
+        from streammkl.monitor import Monitor, MonitoredLoop
         from streammkl.monitor.regret import make_comparator
 
         s = self.settings
@@ -198,7 +200,6 @@ class StreamMonitor:
             window=s.window or None,
             every=s.every,
             comparator=comparator,
-            shadows=s.shadows,
             detector=None if s.detector == "none" else s.detector,
             restart_on_drift=s.restart_on_drift,
             beta_lag=s.beta_lag,
@@ -207,10 +208,13 @@ class StreamMonitor:
             refresh_examples=s.refresh_examples,
             refresh_seconds=s.refresh_seconds,
         )
+        self.loop = MonitoredLoop(core, self.monitor, shadows=s.shadows)
         if self._restored is not None:
             self.monitor.restore(self._restored)
             self._restored = None
         self._replay()
+        det = self.monitor.detector
+        self._rises = det.n_restarts if det is not None else 0
 
     def _replay(self) -> None:
         det = self.monitor.detector
@@ -232,19 +236,25 @@ class StreamMonitor:
 
     # -- the hot path -------------------------------------------------------------------------
 
-    def _monitor(self, core: Any) -> Any:
+    def loop_for(self, core: Any) -> Any:
+        """The :class:`~streammkl.monitor.MonitoredLoop` on ``core`` (built, or rebuilt for a
+        new core, with the monitor)."""
         if self.monitor is None or self.monitor.model is not core:
             self._build(core)
-        return self.monitor
+        return self.loop
 
-    def observe(self, core: Any, rnd: Any, hit: bool | None) -> None:
-        """Account one learned record (``rnd``: its round; ``hit``: predicted correctly, or
-        ``None`` for regression)."""
-        monitor = self._monitor(core)
+    @property
+    def history_every(self) -> int:
+        """The history interval in examples (the step cuts its run segments there)."""
+        return int(self.history.every)
+
+    def observed(self, hit: bool | None) -> None:
+        """The step's loop has just observed one learned record (``hit``: predicted correctly,
+        or ``None`` for regression)."""
+        monitor = self.monitor
         det = monitor.detector
-        rises = det.n_restarts if det is not None else 0
-        monitor.observe(rnd.x, rnd.y, rnd.loss, rnd.reg, rnd.scores)
-        if det is not None and det.n_restarts != rises:
+        if det is not None and det.n_restarts != self._rises:
+            self._rises = det.n_restarts
             self.history.add({"t": monitor.n, "event": "drift"})
         if hit is not None:
             self._labelled += 1
@@ -252,35 +262,20 @@ class StreamMonitor:
         if self.history.due(monitor.n):
             self._row()
 
-    def learn_run(
-        self,
-        core: Any,
-        X: np.ndarray,
-        Y: np.ndarray,
-        learn: Callable[[np.ndarray, np.ndarray, np.ndarray], tuple[Any, Any]],
-        judge: Callable[[np.ndarray, np.ndarray], tuple[list[Any], list[bool] | None]],
-    ) -> list[Any]:
-        """Learn a run of records in compiled loops and observe each round
-        (:meth:`streammkl.monitor.Monitor.learn_runs`; ``learn(X, Y, block_norms)``: one
-        compiled loop): the monitor, detector log and drift events of :meth:`observe` record by
-        record. ``judge(scores, Y)`` gives a segment's results (returned, in order) and whether
-        each was predicted correctly (None for regression). History rows land on the
-        multiples of the history interval, as record by record."""
-        monitor = self._monitor(core)
-        out: list[Any] = []
-        before = monitor.n
-        for segment in monitor.learn_runs(X, Y, learn, cut=self.history.every):
-            results, hits = judge(segment.scores, Y[segment.start : segment.stop])
-            out += results
-            for index in segment.rises:
-                self.history.add({"t": index + 1, "event": "drift"})
-            if hits is not None:
-                self._labelled += len(hits)
-                self._hits += sum(hits)
-            if self.history.due(monitor.n, before):
-                self._row()
-            before = monitor.n
-        return out
+    def observed_segment(self, segment: Any, hits: list[bool] | None) -> None:
+        """The step's loop has just learned and observed a run segment
+        (:class:`streammkl.monitor.Segment`; ``hits`` per record, None for regression):
+        history rows land on the multiples of the history interval, as record by record."""
+        monitor = self.monitor
+        for index in segment.rises:
+            self.history.add({"t": index + 1, "event": "drift"})
+        det = monitor.detector
+        self._rises = det.n_restarts if det is not None else 0
+        if hits is not None:
+            self._labelled += len(hits)
+            self._hits += sum(hits)
+        if self.history.due(monitor.n, monitor.n - (segment.stop - segment.start)):
+            self._row()
 
     def _row(self) -> None:
         values = self.snapshot()
@@ -320,8 +315,8 @@ class StreamMonitor:
     def snapshot(self) -> dict[str, float]:
         """Every monitored value (``streammkl.monitor.METRICS`` keys); empty before the first
         learned record."""
-        if self.monitor is not None:
-            self.values = self.monitor.snapshot()
+        if self.loop is not None:
+            self.values = self.loop.snapshot()
         return self.values
 
     def to_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
@@ -357,6 +352,6 @@ class StreamMonitor:
 
     def close(self, timeout: float = 1.0) -> None:
         """Stop the comparator worker."""
-        if self.monitor is not None:
+        if self.loop is not None:
             self._throttle.close()
-            self.monitor.close(timeout=timeout)
+            self.loop.close(timeout=timeout)

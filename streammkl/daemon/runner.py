@@ -9,7 +9,6 @@ next batch boundary with a final checkpoint.
 
 from __future__ import annotations
 
-import gc
 import logging
 import threading
 import time
@@ -22,6 +21,7 @@ from streammkl.daemon.checkpointing import Checkpointer, class_path
 from streammkl.daemon.config import ConfigError, Settings
 from streammkl.daemon.group import GroupMember
 from streammkl.daemon.health import HealthServer
+from streammkl.daemon.idle import GcTuning, IdleClock
 from streammkl.daemon.inflight import InflightMarker
 from streammkl.daemon.kafka_clients import (
     CONSUMERS,
@@ -30,29 +30,19 @@ from streammkl.daemon.kafka_clients import (
     KafkaPythonConsumer,
     ProducerFactory,
 )
-from streammkl.daemon.kafka_security import kafka_python_options
-from streammkl.daemon.learner import (
-    LearnerConfigError,
-    build_learner,
-    change_kernels,
-    configured_kernels,
-    introspect,
-    kernel_change_risks,
-    kernel_names,
-)
-from streammkl.daemon.metrics import DaemonMetrics, Snapshot
+from streammkl.daemon.learner import LearnerConfigError, build_learner
+from streammkl.daemon.metrics import DaemonMetrics
 from streammkl.daemon.monitoring import StreamMonitor
 from streammkl.daemon.prequential import REASONS, PrequentialStep
+from streammkl.daemon.publishing import Publisher
+from streammkl.daemon.reloading import apply_kernels, reloaded_settings
 from streammkl.daemon.sink import Sink
 from streammkl.daemon.source import Source
 from streammkl.daemon.steps import make_step
-from streammkl.daemon.topics import ensure_topics
+from streammkl.daemon.topics import ensure_output_topics
 from streammkl.daemon.webconfig import load_web_config
 
 log = logging.getLogger(__name__)
-
-#: Consecutive fetches without a record before ``run.exit_when_idle`` may end the loop.
-IDLE_FETCHES = 10
 
 _COUNTERS = (
     "records_consumed", "examples_learned", "records_predicted", "records_rejected",
@@ -139,16 +129,9 @@ class Runner:
         self.keep_http = False  # the demo keeps serving after the loop ends
         self.started = False
         self._assignments_seen = 0
-        self.status: dict[str, Any] = {
-            "ready": False,
-            "last_tick": time.monotonic(),
-            "assigned": [],
-        }
         self._stop = threading.Event()
-        self._gc_defaults: tuple[int, ...] | None = None
-        self._model_view: dict[str, Any] = introspect(self.learner)
-        self._model_view_at = 0.0
-        self._monitor_view_at = 0.0
+        self.gc = GcTuning(settings.run.gc_threshold)
+        self.publisher = Publisher(self)
         for reason in REASONS:
             self.metrics.rejected.labels(reason)
         # -- mixing group (streammkl.daemon.group) ---------------------------------------------
@@ -158,7 +141,7 @@ class Runner:
             self.source.on_assign = lambda assigned: self.group.catch_up(assigned, self.offsets)  # type: ignore[union-attr]
         # -- end mixing group ----------------------------------------------------------------------
 
-    def _drain(self) -> None:
+    def drain(self) -> None:
         """Finish the batch in flight (the learner is quiescent after it)."""
         self.prequential.drain()
 
@@ -195,56 +178,24 @@ class Runner:
         """
         self._reload.set()
 
-    def _apply_kernels(self, spec: Any, guard: Any) -> bool:
-        """Make the learner's bank the one ``spec`` configures; whether anything changed.
-        A change that looks like a mistake (:func:`kernel_change_risks`) is refused with a
-        :class:`LearnerConfigError` unless ``guard.force``."""
-        wanted = configured_kernels(spec)
-        if wanted is None or [k.name for k in wanted] == kernel_names(self.learner):
-            return False
-        risks = kernel_change_risks(self.learner, wanted, guard.max_dropped_fraction)
-        if risks and not guard.force:
-            raise LearnerConfigError(
-                "learner.kernels: the change is refused: " + "; ".join(risks)
-                + " (set reload.force = true to apply it anyway)"
-            )  # fmt: skip
-        if risks:
-            log.warning("learner.kernels: forced change: %s", "; ".join(risks))
-        clone = type(self.learner).from_state(*self.learner.to_state())
-        change_kernels(clone, wanted)  # refused -> nothing changes on the live learner
-        added, removed = change_kernels(self.learner, wanted)
-        log.info("kernels added %s, removed %s", added, removed)
-        return bool(added or removed)
-
     def reload(self) -> bool:
         """Apply the settings :attr:`reload_settings` reads now; returns whether the kernels
         changed. Failures are logged and counted, never fatal: the old settings stay."""
         self._reload.clear()
-        self._drain()
+        self.drain()
         if self.reload_settings is None:
             log.warning("reload requested but the daemon has no settings source to re-read")
             return False
         try:
             new = self.reload_settings()
-            changed = self._apply_kernels(new.learner, new.reload)
+            changed = apply_kernels(self.learner, new.learner, new.reload)
         except (ConfigError, LearnerConfigError) as exc:
             log.error("reload failed, settings unchanged: %s", exc)
             self.metrics.reloads.labels("failed").inc()
             return False
-        old = self.settings
-        ignored = [n for n in type(new).model_fields if getattr(new, n) != getattr(old, n)]
-        ignored = [n for n in ignored if n not in ("learner", "reload")] + [
-            f"learner.{n}"
-            for n in type(new.learner).model_fields
-            if n != "kernels" and getattr(new.learner, n) != getattr(old.learner, n)
-        ]
+        self.settings, ignored = reloaded_settings(self.settings, new)
         if ignored:
             log.warning("reload: changes to %s take effect after a restart", ", ".join(ignored))
-        self.settings = self.settings.model_copy(
-            update={
-                "learner": self.settings.learner.model_copy(update={"kernels": new.learner.kernels})
-            }
-        )
         self.prequential.settings = self.settings
         if changed:
             self.checkpoints.touch()
@@ -283,7 +234,7 @@ class Runner:
         if self.monitor is not None:
             self.monitor.restore(ckpt.meta.get("monitor"), ckpt.arrays, self.learner.core)
         self.sink.requeue(outbox)
-        self._model_view = introspect(self.learner)
+        self.publisher.viewed()
         log.info(
             "restored %s: %d examples learned, offsets %s",
             ckpt.path.name, self.counters["examples_learned"], encode_offsets(self.offsets),
@@ -295,7 +246,7 @@ class Runner:
         Skipped when nothing changed since the last one (unless ``force``). Returns whether a
         checkpoint was written.
         """
-        self._drain()  # the batch in flight is part of this checkpoint
+        self.drain()  # the batch in flight is part of this checkpoint
         if not (self.checkpoints.changed or force):
             return False
         t0 = time.perf_counter()
@@ -303,8 +254,7 @@ class Runner:
         if outbox:
             log.warning("%d output(s) unacknowledged; kept in the checkpoint outbox", len(outbox))
         ckpt = self.checkpoints.commit(reason, self.learner, self.counters, outbox, self.monitor)
-        self._model_view = introspect(self.learner)
-        self._model_view_at = time.monotonic()
+        self.publisher.viewed()
         self.prequential.stale = False
         self.marker.covered(self.offsets)  # crash verdicts behind the checkpoint are settled
         if self.monitor is not None:
@@ -329,7 +279,7 @@ class Runner:
         if self.group is None:
             return
         before = self.group.round
-        getattr(self.group, hook)(self.learner, self.offsets, self._drain)
+        getattr(self.group, hook)(self.learner, self.offsets, self.drain)
         if self.group.round != before:  # a merged model was adopted: commit it, show it
             self.checkpoints.touch()
             self.prequential.stale = True
@@ -342,66 +292,20 @@ class Runner:
     # -- publishing ---------------------------------------------------------------------------
 
     def _publish(self, force_model: bool = False, busy: bool = False) -> None:
-        # Model internals are re-read at most every 0.5 s while batches flow, and as soon as the
-        # loop is idle, so a scrape after the stream ends sees the final model.
-        now = time.monotonic()
-        stale = self.prequential.stale and (not busy or now - self._model_view_at > 0.5)
-        monitor = None
-        if force_model or stale:
-            self._drain()  # a quiescent learner to read
-            self._model_view = introspect(self.learner)
-            self._model_view_at = now
-            self.prequential.stale = False
-            if self.monitor is not None:
-                monitor = self.monitor.snapshot()
-                self._monitor_view_at = now
-        elif self.monitor is not None and not busy and now - self._monitor_view_at > 0.5:
-            # idle (drained): the monitor's background fits may finish after the last batch (a
-            # windowed-regret estimate often does), so its values are re-read while idle too
-            monitor = self.monitor.snapshot()
-            self._monitor_view_at = now
-        ready = (
-            bool(self.source.buffers)
-            and self.source.broker_connected
-            and self.sink.healthy
-            and not self.stopping
-        )
-        c = self.counters
-        ckpt = self.last_checkpoint
-        self.metrics.publish(
-            Snapshot(
-                examples_learned=c["examples_learned"],
-                labelled_predictions=c["labelled_predictions"],
-                correct_predictions=c["correct_predictions"],
-                online_loss=c["online_loss"],
-                lag=self.source.lag() if self.source.consumer is not None else {},
-                checkpoint_time=None if ckpt is None else ckpt.meta["created"],
-                checkpoint_size_bytes=0 if ckpt is None else ckpt.size_bytes,
-                ready=ready,
-                **self._model_view,
-            ),
-            monitor,
-        )
-        self.status = {
-            "ready": ready,
-            "last_tick": now,
-            "assigned": [f"{t.topic}/{t.partition}" for t in self.source.assignment],
-            "broker_connected": self.source.broker_connected,
-            "sink_healthy": self.sink.healthy,
-            "examples_learned": c["examples_learned"],
-        }
+        self.publisher.publish(force_model, busy)
+
+    @property
+    def status(self) -> dict[str, Any]:
+        """The last published status (:class:`~streammkl.daemon.publishing.Publisher`)."""
+        return self.publisher.status
+
+    @status.setter
+    def status(self, value: dict[str, Any]) -> None:
+        self.publisher.status = value
 
     def health(self) -> dict[str, Any]:
-        """What ``/healthz`` and ``/readyz`` report (called on the HTTP thread): the published
-        status, and not ready while one piece of work has run ``metrics.slow_record_seconds``."""
-        state = dict(self.status)
-        started = self.work_started
-        busy = 0.0 if started is None else max(0.0, time.monotonic() - started)
-        state["busy_seconds"] = round(busy, 3)
-        if busy > self.settings.metrics.slow_record_seconds:
-            state["ready"] = False
-            state["slow_work"] = True
-        return state
+        """What ``/healthz`` and ``/readyz`` report (:meth:`Publisher.health`)."""
+        return self.publisher.health()
 
     # -- the loop -----------------------------------------------------------------------------
 
@@ -410,22 +314,12 @@ class Runner:
         k = self.settings.kafka
         ms = self.settings.metrics
         if ms.enabled and self.http is None:
-            self.http = HealthServer(
-                self.metrics.registry,
-                self.health,
-                ms.host,
-                ms.port,
-                stall_seconds=ms.stall_seconds,
-                web=self.web,
-                request_timeout=ms.request_timeout_seconds,
-                max_connections=ms.max_connections,
-            ).start()
-            log.info("metrics on %s://%s:%d/metrics", self.http.scheme, ms.host, self.http.port)
+            self.http = HealthServer.serve(ms, self.metrics.registry, self.health, self.web)
         self.restore()
         self.marker.recover()  # what a crash of the previous process asks of this one
         self.marker.covered(self.offsets)
-        if self.last_checkpoint is not None and self._apply_kernels(
-            self.settings.learner, self.settings.reload
+        if self.last_checkpoint is not None and apply_kernels(
+            self.learner, self.settings.learner, self.settings.reload
         ):
             # the settings name another bank than the checkpoint's (edited while stopped): applied
             # at the restored position, like a SIGHUP there, and checkpointed at once
@@ -435,43 +329,14 @@ class Runner:
             self.learner_step.warm_up()
         except Exception as exc:  # only a speed-up: never a reason not to start
             log.warning("learner warm-up failed (first records will be slower): %r", exc)
-        outputs = [t for t in (k.predictions_topic, k.dead_letter_topic) if t]
-        if k.create_topics and outputs:
-            try:
-                ensure_topics(
-                    k.bootstrap_servers,
-                    dict.fromkeys(outputs, 1),
-                    k.bootstrap_timeout_ms,
-                    security=kafka_python_options(k),
-                )
-            except Exception as exc:  # unreachable broker: sends are retried later anyway
-                log.warning("could not check/create the output topics %s: %s", outputs, exc)
+        ensure_output_topics(k)
         self._group_hook("join")
         self.sink.start()
         self.source.start()
-        self._tune_gc()
-        self._started = self._last_arrival = time.monotonic()
-        self._empty_fetches = 0
+        self.gc.apply()
+        self.idle = IdleClock(self.settings.run.exit_when_idle, 3.0 * k.session_timeout_ms / 1000.0)
         self.started = True
-        self._join_grace = 3.0 * k.session_timeout_ms / 1000.0
         self._timeout_ms = k.poll_timeout_ms
-
-    def _tune_gc(self) -> None:
-        """Freeze what start-up allocated (the collector never scans it again) and raise the
-        first generation's threshold (``run.gc_threshold``); undone by the shutdown."""
-        threshold = self.settings.run.gc_threshold
-        if not threshold or self._gc_defaults is not None:
-            return
-        self._gc_defaults = gc.get_threshold()
-        gc.collect()
-        gc.freeze()
-        gc.set_threshold(threshold, *self._gc_defaults[1:])
-
-    def _untune_gc(self) -> None:
-        if self._gc_defaults is not None:
-            gc.set_threshold(*self._gc_defaults)
-            gc.unfreeze()
-            self._gc_defaults = None
 
     def step(self) -> bool:
         """One iteration: fetch, process a batch, settle outputs, maybe checkpoint.
@@ -492,21 +357,17 @@ class Runner:
         if self.group is not None:
             self.group.took(len(batch))
         now = time.monotonic()
-        if arrived or batch:
-            self._last_arrival = now
-            self._empty_fetches = 0
-        else:
-            self._empty_fetches += 1
+        self.idle.fetched(now, bool(arrived or batch))
         if self.source.assignment_changes != self._assignments_seen:
             self.metrics.rebalances.inc(self.source.assignment_changes - self._assignments_seen)
             self._assignments_seen = self.source.assignment_changes
-            self._last_arrival = now  # the idle clock starts with the partitions
+            self.idle.touch(now)  # the idle clock starts with the partitions
         self.work_started = now
         if batch:
             self.process(batch)
-            self._last_arrival = time.monotonic()  # idle counts from the end of the work
+            self.idle.touch()  # idle counts from the end of the work
         else:
-            self._drain()  # nothing new: finish what is in flight now ...
+            self.drain()  # nothing new: finish what is in flight now ...
             self._publish()  # ... and publish the model its counts describe, before any flush
         if self.group is not None:
             self._group_hook("after_batch")
@@ -516,16 +377,9 @@ class Runner:
         if self.checkpoints.due():
             self.checkpoint("periodic")
         self._publish(busy=bool(batch))
-        idle_limit = self.settings.run.exit_when_idle
-        if idle_limit is not None and not self.source.buffered:
-            base = self._last_arrival
-            if not self.source.buffers:  # never assigned yet: allow the group join
-                base = max(base, self._started + self._join_grace)
-            # idle = that long *and* several fetches in a row without a record: a loop that was
-            # merely slow to poll (a loaded machine) has not seen the end of the stream
-            if now - base >= idle_limit and self._empty_fetches >= IDLE_FETCHES:
-                log.info("no record for %.1f s: exiting", idle_limit)
-                return False
+        if not self.source.buffered and self.idle.expired(now, bool(self.source.buffers)):
+            log.info("no record for %.1f s: exiting", self.idle.limit)
+            return False
         return True
 
     def run(self) -> int:
@@ -566,5 +420,5 @@ class Runner:
                 self.monitor.close()
             if self.http is not None and not self.keep_http:
                 self.http.stop()
-            self._untune_gc()
+            self.gc.undo()
             self.marker.close(clean=clean)

@@ -121,8 +121,17 @@ class LearnerStep:
             out.append(done)
             if observer is not None and y is not None:
                 assert done is not None
-                observer.observe(self.learner.core, self.last_round, done[0] == y if hits else None)
+                self.observe_round(done[0] == y if hits else None)
         return out
+
+    def observe_round(self, hit: bool | None) -> None:
+        """After a learned record: the monitored loop takes its round (:attr:`last_round`; the
+        shadow learners learn it, the monitor observes it, the schedule restarts if the monitor
+        asks), then the observer counts it (``hit``: predicted correctly; None: regression)."""
+        r, observer = self.last_round, self.observer
+        assert r is not None, "observe_round needs a tracked round"
+        observer.loop_for(self.learner.core).observe(r.x, r.y, r.loss, r.reg, r.scores)
+        observer.observed(hit)
 
     def __init__(self, learner: Any) -> None:
         self.learner = learner
@@ -231,9 +240,9 @@ class MKLStep(LearnerStep):
         """The planned run's compiled loop (GIL released): the outcomes of its records and
         its duration in seconds.
 
-        With the monitor (:attr:`observer`), the monitor learns the run
-        (:meth:`streammkl.daemon.monitoring.StreamMonitor.learn_run`): a restart the detector
-        asks for falls between the same two rounds however the batches were cut.
+        With the monitor (:attr:`observer`), the run is learned by the monitored loop
+        (:meth:`streammkl.monitor.MonitoredLoop.runs`): a restart the detector asks for falls
+        between the same two rounds however the batches were cut.
         """
         t0 = time.perf_counter()
         learner = self.learner
@@ -255,10 +264,15 @@ class MKLStep(LearnerStep):
             ]
             return chunk, hits
 
-        core = learner.core
-        X = learner.prepare_rows(X)  # (standardised and counted once, before the monitor's run)
-        probas = self.observer.learn_run(core, X, Y, core.learn_many_prepared, judge)
-        return _outcomes(probas), time.perf_counter() - t0
+        core, observer = learner.core, self.observer
+        X = learner.prepare_rows(X)  # (standardised and counted once, before the loop's runs)
+        done: list[Any] = []
+        loop = observer.loop_for(core)
+        for seg in loop.runs(X, Y, core.learn_many_prepared, cut=observer.history_every):
+            results, hits = judge(seg.scores, Y[seg.start : seg.stop])
+            done += results
+            observer.observed_segment(seg, hits)
+        return _outcomes(done), time.perf_counter() - t0
 
     def learn(self, x: dict[str, float], y: Any) -> None:
         self.predict_learn(x, y)

@@ -9,6 +9,8 @@ from typing import Any
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import KafkaError, TopicAlreadyExistsError
 
+from streammkl.daemon.kafka_security import kafka_python_options
+
 log = logging.getLogger(__name__)
 
 
@@ -64,3 +66,21 @@ def ensure_topics(
             admin.close()
         except KafkaError:
             pass
+
+
+def ensure_output_topics(k: Any) -> None:
+    """Create the predictions and dead-letter topics (``k``: the ``[kafka]`` settings) if
+    ``kafka.create_topics`` and they are missing; an unreachable broker is logged, not raised
+    (sends are retried later anyway)."""
+    outputs = [t for t in (k.predictions_topic, k.dead_letter_topic) if t]
+    if not (k.create_topics and outputs):
+        return
+    try:
+        ensure_topics(
+            k.bootstrap_servers,
+            dict.fromkeys(outputs, 1),
+            k.bootstrap_timeout_ms,
+            security=kafka_python_options(k),
+        )
+    except Exception as exc:
+        log.warning("could not check/create the output topics %s: %s", outputs, exc)

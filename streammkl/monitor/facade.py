@@ -1,43 +1,51 @@
 """``Monitor``: regret, bounds and kernel drift of one ``OnlineMKL``, for the daemon.
 
-Per example, after ``loss = model.learn(x, y)`` with ``reg = model.regularization_value()`` read
-just before it, call ``monitor.observe(x, y, loss, reg)`` on the learning thread (or use
-:meth:`Monitor.learn_one`, which does the three steps). For compiled loops,
-:meth:`Monitor.observe_many` takes a chunk of rounds up to the next multiple of the stride, and
-:meth:`Monitor.learn_runs` (:meth:`Monitor.learn_many`) learns and observes whole runs.
-``snapshot()`` returns plain floats keyed as in
-:data:`streammkl.monitor.metrics.METRICS`, whose help texts say what each one measures.
+The monitor observes; it never changes the learner. Per example, after ``loss =
+model.learn(x, y)`` with ``reg = model.regularization_value()`` read just before it, call
+``monitor.observe(x, y, loss, reg)``; for a compiled loop of rounds, :meth:`Monitor.observe_run`.
+``snapshot()`` returns plain floats keyed as in :data:`streammkl.monitor.metrics.METRICS`, whose
+help texts say what each one measures. :class:`streammkl.monitor.loop.MonitoredLoop` is the loop
+that learns, runs the shadow learners beside the model and applies the restarts the monitor asks
+for (the daemon's step uses it).
 
-What the monitor does to the learner: on a detected rise of the prequential loss it calls
-``model.restart_schedule()`` (unless ``restart_on_drift=False``), **at the next multiple of the
-stride B** (after example kB - 1, before example kB, counting from 0): the detector is fed every
-loss, in order, and a detection waits for the boundary. So rounds between two multiples of B
-never see a restart, and a caller may learn them in one compiled loop and observe them
-afterwards: the model does not depend on how the stream is cut into chunks. It reads, on the
-calling thread: ``kernels``, ``feature_keys``, ``schedule``, ``config()`` every ``every``
-examples, and the block norms every β stride (a multiple of B). Everything else (comparator
-fits) happens on a worker thread that only sees copies.
+**Restarts.** On a detected rise of the prequential loss the monitor asks for a restart of the
+learner's schedule (unless ``restart_on_drift=False``) **at the next multiple of the stride B**
+(after example kB - 1, before example kB, counting from 0): ``observe`` returns True there (and
+``observe_run`` ends its rows there), the caller calls ``model.restart_schedule()`` then
+``monitor.restarted()``. The detector is fed every loss, in order, and a detection waits for the
+boundary, so rounds between two multiples of B never see a restart: a caller may learn them in
+one compiled loop and observe them afterwards, and the model does not depend on how the stream
+is cut into chunks. The monitor reads, on the calling thread: ``kernels``, ``feature_keys``,
+``schedule``, ``config()`` every ``every`` examples, and the block norms every β stride (a
+multiple of B). Everything else (comparator fits) happens on a worker thread that only sees
+copies.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from streammkl.core import OnlineMKL
-from streammkl.monitor import readout, runs, theory
+from streammkl.monitor import readout, theory
 from streammkl.monitor.drift import BetaMovement, LossDriftDetector
 from streammkl.monitor.objective import OnlineObjective
 from streammkl.monitor.regret import WindowedRegret
-from streammkl.monitor.runs import Segment, etas_of
-from streammkl.monitor.shadows import ShadowLearners
+from streammkl.monitor.theory import etas_of
 
-__all__ = ["Monitor", "Segment"]
+__all__ = ["Monitor", "Observed"]
 
 NAN = math.nan
+
+
+class Observed(NamedTuple):
+    """What :meth:`Monitor.observe_run` made of a run of rounds."""
+
+    kept: int  # rows observed (all, or up to the boundary where a restart falls due)
+    rises: list[int]  # example indices of the rises detected in them
+    restart: bool  # restart the learner's schedule now (after the kept rows)
 
 
 def _rows(X: Any, Y: Any, losses: Any, regs: Any) -> tuple[np.ndarray, ...]:
@@ -66,10 +74,6 @@ class Monitor:
         (:mod:`streammkl.monitor.hindsight`).
     background
         Fit comparators on a worker thread (default) or inline (blocking; tests/offline).
-    shadows
-        Run one single-kernel shadow learner per kernel (costs one round per kernel per example).
-    shadow_batch
-        Rows buffered before the shadows learn them.
     detector
         ``"adwin"`` (default), ``"page-hinkley"``, a river drift detector, or None (no detection).
     restart_on_drift
@@ -101,8 +105,6 @@ class Monitor:
         every: int = 500,
         comparator: Any = "epochs",
         background: bool = True,
-        shadows: bool = False,
-        shadow_batch: int = 32,
         detector: Any = "adwin",
         restart_on_drift: bool = True,
         detector_input: str = "loss",
@@ -146,7 +148,7 @@ class Monitor:
                 refresh_seconds=refresh_seconds,
             )
         )
-        self.shadows = ShadowLearners(model, shadow_batch) if shadows else None
+        self.shadow_regret = NAN  # as the shadow learners beside the model report it
         self.detector = (
             None if detector is None else LossDriftDetector(detector, memory=detector_memory)
         )
@@ -158,14 +160,14 @@ class Monitor:
         self.restart_pending = False  # a detected rise waiting for the next multiple of B
         self._theta_start_norm = 0.0  # ||theta|| and lambda Omega where the schedule (re)started
         self._reg_start = 0.0
-        self._ahead = 0  # rounds the model learned beyond example n (inside learn_runs) ...
-        self._now = np.zeros(0)  # ... and the block norms as of example n then
-        self.n_relearned = 0  # rounds learn_runs learned twice (a restart inside a run)
+        self.rounds = model.schedule.t  # rounds observed since the schedule's last (re)start
+        self._now: np.ndarray | None = None  # block norms as of example n (None: the model's)
 
     # --- hot path -----------------------------------------------------------------------------
     def observe(self, x: Any, y: Any, loss: float, reg: float, scores: Any = None) -> bool:
-        """Account one example learned just before; True if the schedule restarted now (a
-        rise detected at this example or earlier, applied at this multiple of the stride).
+        """Account one example learned just before; True when the caller should restart the
+        learner's schedule now, before the next round (a rise detected at this example or
+        earlier, due at this multiple of the stride; see :meth:`restarted`).
 
         ``x``, ``y``: the learner's input vector and target (core conventions); ``loss``: the
         prequential loss ``learn`` returned; ``reg``: ``lambda Omega(theta_t)`` read before
@@ -174,6 +176,8 @@ class Monitor:
         model = self.model
         index = self.n
         self.n += 1
+        self.rounds += 1
+        self._now = None
         x = np.asarray(x, dtype=np.float64)
         y = float(y)
         self.objective.update(loss, reg)
@@ -182,73 +186,58 @@ class Monitor:
         eta = model.schedule.eta(t) if t >= 1 and not model.schedule.adaptive else NAN
         if self.regret is not None:
             self.regret.observe(x, y, loss, reg, eta, phi_sq)
-        if self.shadows is not None:
-            self.shadows.observe(x, y, loss)
         if self.detector is not None:
             value = loss if self.detector_input == "loss" else self._error(y, scores)
             if self.detector.update(value, index) and self.restart_on_drift:
                 self.restart_pending = True
-        restarted = self._boundary()
         if self.beta.due(self.n):
             self._sample_beta(self.n, model.block_norms)
-        return restarted
+        return self._restart_due()
 
-    def observe_many(
+    def observe_run(
         self,
         X: Any,
         Y: Any,
         losses: Any,
         regs: Any,
         scores: Any = None,
-    ) -> list[int]:
-        """:meth:`observe` of each row, in order, for a chunk of rounds learned just before
-        (e.g. one compiled loop, ``learn_many(X, Y, block_norms)`` with ``regs =
-        model.regularization_values(block_norms)``): the same state and values.
+        norms: np.ndarray | None = None,
+        ahead: int = 0,
+    ) -> Observed:
+        """Account rounds learned just before in one compiled loop (e.g. ``learn_many(X, Y,
+        block_norms)``, ``regs = model.regularization_values(block_norms)``), in order, with no
+        schedule restart among them: the same state and values as :meth:`observe` row by row.
 
-        The chunk must not cross a multiple of the stride except at its end (a restart
-        detected inside it waits for that boundary; see :meth:`rows_to_boundary`;
-        :meth:`learn_runs` learns and observes longer runs). Returns the example indices of the
-        rises detected in the chunk (the detector's ``n_restarts`` counts them).
+        ``norms`` (n + 1, kernels): the block norms before each round and after the last
+        (needed where β falls due inside the rows; None: the model's block norms are the
+        after-state and β must not fall due before the end). ``ahead``: rounds the model
+        learned after these rows in the same loop (a caller observing a long run piece by
+        piece; they fix the rows' step sizes).
+
+        A rise whose restart falls due inside the rows ends the observation there: the
+        returned :class:`Observed` says how many rows were ``kept``; the model must be taken
+        back to that row (the rounds after it were learned without the restart), then
+        restarted (``restart``). With the detector off or ``restart_on_drift=False`` every row
+        is kept.
         """
         X, Y, losses, regs = _rows(X, Y, losses, regs)
         n = losses.shape[0]
         if n == 0:
-            return []
-        if n > self.rows_to_boundary():
-            raise ValueError(
-                f"a chunk of {n} examples from example {self.n} crosses a multiple of the "
-                f"stride ({self.stride}) before its end; cut it there"
-            )
-        model = self.model
-        rises = self._detect(Y, losses, scores, self.n, stop=False)[1]
-        etas = etas_of(model.schedule, n)  # no restart inside a chunk
-        self._account(X, Y, losses, regs, etas, None, model.block_norms)
+            return Observed(0, [], False)
+        if norms is not None and norms.shape[0] != n + 1:
+            raise ValueError(f"norms needs {n + 1} rows (before each round, after the last)")
+        limit = min(n, self.rows_to_boundary()) if self.restart_pending else n
+        fed, rises = self._detect(Y[:limit], losses[:limit], scores, self.n,
+                                  stop=self.restart_on_drift)  # fmt: skip
+        kept = fed if (rises and self.restart_on_drift) or self.restart_pending else n
+        etas = etas_of(self.model.schedule, kept, ahead + n - kept)
+        after = self.model.block_norms if norms is None else norms[kept]
+        self._account(X[:kept], Y[:kept], losses[:kept], regs[:kept], etas,
+                      None if norms is None else norms[:kept], after)  # fmt: skip
+        self._now = None if norms is None or (ahead == 0 and kept == n) else after
         if rises and self.restart_on_drift:
             self.restart_pending = True
-        self._boundary()
-        return rises
-
-    def learn_runs(
-        self,
-        X: Any,
-        Y: Any,
-        learn: Callable[[np.ndarray, np.ndarray, np.ndarray], tuple[Any, Any]] | None = None,
-        cut: int | None = None,
-    ) -> Iterator[Segment]:
-        """Learn the rows of X in order, in compiled runs that cross the multiples of the
-        stride, and observe them: the model and monitor of :meth:`learn_one` row by row.
-
-        A run goes as far as it can in one compiled loop (``learn(X, Y, block_norms) ->
-        (losses, scores)``, by default ``model.learn_many``), the model saved before it. The
-        detector then reads its losses in order; a rise whose restart falls inside the run
-        (at the next multiple of the stride) takes the model back to the saved point and the
-        rounds before the restart are learned again (the same rounds: the same numbers), the
-        rest in the next run. Rises are rare, so the runs are long and the GIL is taken back
-        once per run. The observed rows are yielded as :class:`Segment` s, cut at the
-        multiples of ``cut`` (counted in examples; None: one per run), each already observed
-        when yielded; :meth:`kernel_weights` is β as of the segment's end.
-        """
-        return runs.learn_runs(self, X, Y, learn, cut)
+        return Observed(kept, rises, self._restart_due())
 
     def _detect(
         self, Y: np.ndarray, losses: np.ndarray, scores: Any, first: int, stop: bool
@@ -271,18 +260,16 @@ class Monitor:
         after: np.ndarray,
     ) -> None:
         """All but the detector and restarts for rows learned with no restart among them:
-        objective, feature norms, window, shadows, and β at the multiples of the β stride they
-        reach (row k of ``norms``: the block norms before round k; ``after``: after the last
-        round)."""
+        objective, feature norms, window, and β at the multiples of the β stride they reach
+        (row k of ``norms``: the block norms before round k; ``after``: after the last round)."""
         model = self.model
         first, n = self.n, losses.shape[0]
         self.objective.update_many(losses, regs)
         phi_sq = self.norms.update_many(model, X)
         if self.regret is not None:
             self.regret.observe_many(X, Y, losses, regs, etas, phi_sq)
-        if self.shadows is not None:
-            self.shadows.observe_many(X, Y, losses)
         self.n = first + n
+        self.rounds += n
         step = self.beta.stride
         for k in range(first + step - first % step, first + n + 1, step):
             if k < first + n and norms is None:
@@ -290,29 +277,43 @@ class Monitor:
             self._sample_beta(k, after if k == first + n else norms[k - first])  # type: ignore[index]
 
     def rows_to_boundary(self) -> int:
-        """How many more examples the next chunk may hold: up to the next multiple of the
-        stride (1..B)."""
+        """How many more examples until the next multiple of the stride (1..B): where a
+        pending restart falls due."""
         return self.stride - self.n % self.stride
 
     def kernel_weights(self) -> np.ndarray:
-        """β as of the last observed example (during :meth:`learn_runs`, the model itself may
-        be ahead)."""
-        return self.model.kernel_weights_of(self._now if self._ahead else self.model.block_norms)
+        """β as of the last observed example (the model itself may be ahead, inside a run
+        observed piece by piece)."""
+        return self.model.kernel_weights_of(
+            self.model.block_norms if self._now is None else self._now
+        )
+
+    def note_shadow_regret(self, value: float) -> None:
+        """The regret against the best single kernel, as the shadow learners run beside the
+        learner measure it (:class:`~streammkl.monitor.shadows.ShadowLearners`)."""
+        self.shadow_regret = float(value)
 
     def _sample_beta(self, index: int, block_norms: np.ndarray) -> None:
         weights = self.model.kernel_weights_of(block_norms).tolist()
         self.beta.update(index, dict(zip(self.model.names, weights, strict=True)))
 
-    def _boundary(self) -> bool:
-        """At a multiple of the stride: apply a pending restart. Whether it restarted."""
+    def _restart_due(self) -> bool:
+        """At a multiple of the stride with a rise pending: the restart is due now."""
         if self.n % self.stride or not self.restart_pending:
             return False
+        self.restart_pending = False
+        self.rounds = 0
+        return True
+
+    def restarted(self) -> None:
+        """The caller restarted the learner's schedule as :meth:`observe` /
+        :meth:`observe_run` asked (the model as of the last observed example): its state is the
+        start of the next Prop. 3 segment."""
         model = self.model
         self._theta_start_norm = theory.theta_norm(model)
         self._reg_start = model.regularization_value()
-        model.restart_schedule()
-        self.restart_pending = False
-        return True
+        self._now = None
+        self.rounds = 0
 
     def _error(self, y: float, scores: Any) -> float:
         if scores is None:
@@ -331,29 +332,6 @@ class Monitor:
             return (Y * S[:, 0] <= 0.0).astype(np.float64)
         return (np.argmax(S, axis=1) != Y.astype(np.int64)).astype(np.float64)
 
-    def learn_one(self, x: Any, y: Any) -> float:
-        """``reg = regularization_value(); loss = learn(x, y); observe(...)``; returns the loss."""
-        reg = self.model.regularization_value()
-        loss = self.model.learn(x, y)
-        self.observe(x, y, loss, reg)
-        return loss
-
-    def learn_many(self, X: Any, Y: Any) -> np.ndarray:
-        """:meth:`learn_one` of each row, in compiled runs (:meth:`learn_runs`: the same model
-        and monitor as row by row); returns the prequential losses.
-
-        Needs regularizers of the block norms alone (``model.norm_only``); otherwise it goes
-        row by row.
-        """
-        model = self.model
-        X = np.ascontiguousarray(X, dtype=np.float64)
-        if not model.norm_only:
-            return np.array([self.learn_one(x, y) for x, y in zip(X, Y, strict=True)])
-        out = np.empty(X.shape[0])
-        for segment in self.learn_runs(X, Y):
-            out[segment.start : segment.stop] = segment.losses
-        return out
-
     # --- reading ------------------------------------------------------------------------------
     def prop3_bound(self) -> float:
         """Prop. 3 for the rounds since the schedule's last (re)start (inf if none applies)."""
@@ -362,7 +340,7 @@ class Monitor:
             self.norms.max_sq,
             theta_start_norm=self._theta_start_norm,
             reg_start=self._reg_start,
-            rounds=self.model.schedule.t - self._ahead,
+            rounds=self.rounds,
         )
 
     def snapshot(self) -> dict[str, float]:
@@ -375,15 +353,13 @@ class Monitor:
         return True if self.regret is None else self.regret.wait(timeout)
 
     def close(self, timeout: float | None = None) -> None:
-        """Stop the comparator worker and flush the shadows."""
-        if self.shadows is not None:
-            self.shadows.flush()
+        """Stop the comparator worker."""
         if self.regret is not None:
             self.regret.close(timeout)
 
     def to_state(self) -> dict[str, Any]:
         """JSON-able counters, the pending restart and the β samples, to checkpoint beside the
-        model (windows, shadows and the detector are rebuilt)."""
+        model (windows and the detector are rebuilt)."""
         return readout.to_state(self)
 
     def restore(self, state: dict[str, Any]) -> None:

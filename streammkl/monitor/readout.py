@@ -19,8 +19,6 @@ NAN = math.nan
 
 def snapshot(monitor: Monitor) -> dict[str, float]:
     """Every monitored value as a float (keys and meanings: ``metrics.METRICS``)."""
-    if monitor.shadows is not None:
-        monitor.shadows.flush()
     regret = monitor.regret
     est = regret.latest if regret is not None else None
     stale = NAN if regret is None or est is None else float(regret.check(monitor.n))
@@ -42,9 +40,9 @@ def snapshot(monitor: Monitor) -> dict[str, float]:
         "window_regret_bound": est.bound if est else NAN,
         "comparator_fits_skipped": float(monitor.regret.n_skipped) if monitor.regret else 0.0,
         "comparator_errors": float(monitor.regret.n_errors) if monitor.regret else 0.0,
-        "shadow_regret": monitor.shadows.regret if monitor.shadows is not None else NAN,
+        "shadow_regret": monitor.shadow_regret,
         "regret_bound": monitor.prop3_bound(),
-        "regret_bound_rounds": float(monitor.model.schedule.t - monitor._ahead),
+        "regret_bound_rounds": float(monitor.rounds),
         "feature_norm_max": math.sqrt(monitor.norms.max_sq),
         "drift_detections": float(det.n_restarts) if det else 0.0,
         "drift_ignored": float(det.n_ignored) if det else 0.0,
@@ -58,7 +56,7 @@ def snapshot(monitor: Monitor) -> dict[str, float]:
 
 def to_state(monitor: Monitor) -> dict[str, Any]:
     """JSON-able counters, the pending restart and the β samples, to checkpoint beside the
-    model (windows, shadows and the detector are rebuilt)."""
+    model (windows and the detector are rebuilt)."""
     det = monitor.detector
     return {
         "n": monitor.n,
@@ -70,6 +68,7 @@ def to_state(monitor: Monitor) -> dict[str, Any]:
         "theta_start_norm": monitor._theta_start_norm,
         "reg_start": monitor._reg_start,
         "restart_pending": monitor.restart_pending,
+        "rounds": monitor.rounds,
         "beta_movement": monitor.beta.to_state(),
     }
 
@@ -86,5 +85,6 @@ def restore(monitor: Monitor, state: dict[str, Any]) -> None:
     monitor._theta_start_norm = float(state["theta_start_norm"])
     monitor._reg_start = float(state["reg_start"])
     monitor.restart_pending = bool(state.get("restart_pending", False))
+    monitor.rounds = int(state.get("rounds", monitor.model.schedule.t))
     if "beta_movement" in state:
         monitor.beta.restore(state["beta_movement"])

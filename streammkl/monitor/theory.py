@@ -290,3 +290,12 @@ __all__: Sequence[str] = (
     "theta_star_norm",
     "window_bound",
 )
+
+
+def etas_of(schedule: Any, n: int, ahead: int = 0) -> np.ndarray:
+    """The global steps of ``n`` rounds that ended ``ahead`` rounds before the schedule's
+    current round (NaN for the adaptive schedules, whose steps differ per block: the window
+    bound then reads +Inf, none being derived for them)."""
+    if schedule.adaptive:
+        return np.full(n, math.nan)
+    return schedule.etas(schedule.t - ahead - n + 1, n)
