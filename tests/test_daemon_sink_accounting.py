@@ -31,6 +31,7 @@ class ScriptedProducer:
         self.delivered: list[Output] = []
         self.failed: list[Output] = []
         self.abandoned = False
+        self.events = 0  # librdkafka's queue length also counts unserved events (log lines)
         ScriptedProducer.made.append(self)
 
     def produce(self, topic: str, value: bytes, key: Any, headers: Any = None) -> None:
@@ -52,7 +53,7 @@ class ScriptedProducer:
         return failed, (RuntimeError("refused") if failed else None)
 
     def in_flight(self) -> int:
-        return len(self.queue) + len(self.failed)
+        return len(self.queue) + len(self.failed) + self.events
 
     def flush(self, timeout: float) -> None:
         pass
@@ -88,6 +89,24 @@ def test_acknowledgements_are_counted_without_a_report_per_message() -> None:
     out.poll()
     assert out.delivered == 5 and out.pending == [] and out.healthy
     assert metrics.registry.get_sample_value("streammkl_outputs_acknowledged_total") == 5
+
+
+def test_a_queue_length_that_also_counts_events_never_uncounts_an_acknowledgement() -> None:
+    out, metrics = sink()
+    producer = ScriptedProducer.made[0]
+    for i in range(4):
+        out.send_prediction("p", b"%d" % i, None)
+    producer.ack(2)
+    out.poll()
+    assert out.delivered == 2
+    producer.events = 3  # a burst of log events: the queue looks longer than what is in flight
+    out.poll()  # used to count -3 acknowledgements (a counter cannot decrease: the loop died)
+    assert out.delivered == 2
+    producer.events = 0
+    producer.ack(2)
+    out.poll()
+    assert out.delivered == 4 and out.pending == []
+    assert metrics.registry.get_sample_value("streammkl_outputs_acknowledged_total") == 4
 
 
 def test_a_failure_restarts_the_producer_and_every_unacknowledged_output_is_sent_again() -> None:

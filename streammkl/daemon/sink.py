@@ -157,7 +157,10 @@ class Sink:
             self._collect(producer)
             queued = producer.in_flight()
             acked = len(self.pending) - queued - self._reported_failures
-            ok, self._counted_acks = acked - self._counted_acks, acked
+            # never a decrease: librdkafka's queue length also counts events not yet served (its
+            # log lines), so this may lag behind; exact again once nothing is in flight (reset)
+            ok = max(0, acked - self._counted_acks)
+            self._counted_acks += ok
             if queued == 0:
                 self.pending = []
                 self.pending_bytes = 0
