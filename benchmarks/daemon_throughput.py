@@ -61,11 +61,10 @@ from prometheus_client import CollectorRegistry  # noqa: E402
 from streammkl import wire  # noqa: E402
 from streammkl.daemon.broker import EmbeddedBroker  # noqa: E402
 from streammkl.daemon.config import load_settings  # noqa: E402
+from streammkl.daemon.kafka_clients import confluent, kafka_python  # noqa: E402
 from streammkl.daemon.learner import build_learner  # noqa: E402
 from streammkl.daemon.monitoring import StreamMonitor  # noqa: E402
-from streammkl.daemon.rdkafka_sink import rdkafka_config  # noqa: E402
 from streammkl.daemon.runner import Runner  # noqa: E402
-from streammkl.daemon.sink import producer_config  # noqa: E402
 from streammkl.daemon.steps import LearnerStep, MKLStep, make_step  # noqa: E402
 from streammkl.daemon.topics import ensure_topics  # noqa: E402
 
@@ -123,7 +122,8 @@ def produce_rdkafka(bootstrap: str, topic: str, values: list[bytes]) -> dict[str
     def delivered(err: Any, msg: Any) -> None:
         acked[0] += err is None
 
-    producer = confluent_kafka.Producer({**rdkafka_config(settings), "on_delivery": delivered})
+    conf = {**confluent.producer_config(settings), "on_delivery": delivered}
+    producer = confluent_kafka.Producer(conf)
     producer.produce(topic, values[0])
     producer.flush(30)  # metadata and connection before the clock
     acked[0] = 0
@@ -449,7 +449,7 @@ def main(argv: list[str] | None = None) -> int:
     bootstrap = external or broker.bootstrap_servers  # type: ignore[union-attr]
     settings = load_settings(env={})
     sink_config = {
-        k: v for k, v in producer_config(settings.kafka).items()
+        k: v for k, v in kafka_python.producer_config(settings.kafka).items()
         if k in ("acks", "enable_idempotence", "linger_ms", "batch_size")
     }  # fmt: skip
     runs: dict[str, list[dict[str, float]]] = {}

@@ -2,10 +2,10 @@
 
 ``FakeLearner`` honours :class:`streammkl.daemon.learner.Learner` (learn/predict/persist/digest,
 kernel weights) with plain float arithmetic, so its digest is a function of the examples seen
-and their order. ``FakeCluster`` holds topics in memory; ``FakeConsumer`` hands records out in a
-seeded pseudo-random interleaving of partitions and batch sizes (so tests can prove the merge
-order does not depend on fetch timing); ``FakeProducer`` records what was sent and can be told to
-fail.
+and their order. ``FakeCluster`` holds topics in memory; its client adapters (the daemon's
+``kafka_clients`` protocols): ``FakeConsumer`` hands records out in a seeded pseudo-random
+interleaving of partitions and batch sizes (so tests can prove the merge order does not depend on
+fetch timing); ``FakeProducer`` records what was sent and can be told to fail.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from collections import namedtuple
 from typing import Any
 
 import numpy as np
+
+from streammkl.daemon.kafka_clients import Output
 
 TopicPartition = namedtuple("TopicPartition", ["topic", "partition"])
 
@@ -175,13 +177,17 @@ class FakeCluster:
         return [r.value for part in self.topics.get(topic, []) for r in part]
 
     def consumer(self, seed: int = 0) -> Any:
-        def factory(**config: Any) -> FakeConsumer:
-            return FakeConsumer(self, config, seed)
+        """A consumer adapter class over this cluster (``Runner(consumer_client=...)``)."""
+
+        def factory(settings: Any) -> FakeConsumer:
+            return FakeConsumer(self, settings, seed)
 
         return factory
 
     def producer(self) -> Any:
-        def factory(**config: Any) -> FakeProducer:
+        """A producer adapter class over this cluster (``Runner(producer_client=...)``)."""
+
+        def factory(settings: Any) -> FakeProducer:
             return FakeProducer(self)
 
         return factory
@@ -216,13 +222,15 @@ def crash_and_resume(
 
 
 class FakeConsumer:
-    """Subset of KafkaConsumer used by the daemon; seeded random fetch interleaving."""
+    """An in-memory consumer adapter (:class:`~streammkl.daemon.kafka_clients.ConsumerClient`);
+    seeded random fetch interleaving."""
 
-    def __init__(self, cluster: FakeCluster, config: dict[str, Any], seed: int) -> None:
+    def __init__(self, cluster: FakeCluster, settings: Any, seed: int) -> None:
         self.cluster = cluster
-        self.config = config
+        self.settings = settings
         self.rng = random.Random(seed)
-        self.listener: Any = None
+        self.on_assign: Any = None
+        self.on_revoke: Any = None
         self.subscribed: list[str] = []
         self.assigned: list[TopicPartition] = []
         self.positions: dict[TopicPartition, int] = {}
@@ -230,10 +238,11 @@ class FakeConsumer:
         self.paused_set: set[TopicPartition] = set()
         self.pending_assignment: list[TopicPartition] | None = None
         self.closed = False
+        self.connected = True
 
-    def subscribe(self, topics: list[str], listener: Any = None) -> None:
+    def subscribe(self, topics: list[str], on_assign: Any, on_revoke: Any) -> None:
         self.subscribed = list(topics)
-        self.listener = listener
+        self.on_assign, self.on_revoke = on_assign, on_revoke
         self.pending_assignment = [
             TopicPartition(t, p) for t in topics for p in range(len(self.cluster.topics.get(t, [])))
         ]
@@ -242,52 +251,57 @@ class FakeConsumer:
         """Schedule a rebalance to ``partitions`` at the next poll."""
         self.pending_assignment = list(partitions)
 
-    def assign(self, partitions: list[TopicPartition]) -> None:
-        self.assigned = list(partitions)
+    def _own(self, partitions: list[Any]) -> None:
+        self.assigned = [TopicPartition(*tp) for tp in partitions]
         self.highwaters = {}
         self.positions = {tp: o for tp, o in self.positions.items() if tp in self.assigned}
 
-    def partitions_for_topic(self, topic: str) -> set[int] | None:
-        parts = self.cluster.topics.get(topic)
-        return None if parts is None else set(range(len(parts)))
+    def start_assigned(self, starts: dict[Any, int | None]) -> None:
+        for tp, own in starts.items():
+            if own is not None:
+                self.seek(tp, own)
 
-    def committed(self, tp: TopicPartition, timeout_ms: Any = None) -> int | None:
-        return self.cluster.committed.get(self.config["group_id"], {}).get(tp)
+    def assign(self, starts: dict[Any, int | None]) -> None:
+        self._own(list(starts))
+        self.start_assigned(starts)
 
-    def commit(self, offsets: dict[Any, Any], timeout_ms: Any = None) -> None:
-        group = self.cluster.committed.setdefault(self.config["group_id"], {})
-        for tp, om in offsets.items():
-            group[TopicPartition(tp.topic, tp.partition)] = om.offset
+    def partitions(self, topic: str) -> list[int]:
+        return list(range(len(self.cluster.topics.get(topic, []))))
 
-    def commit_async(self, offsets: dict[Any, Any]) -> None:
-        self.commit(offsets)
+    def committed(self, tp: Any) -> int | None:
+        return self.cluster.committed.get(self.settings.group_id, {}).get(tp)
 
-    def beginning_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
-        return dict.fromkeys(tps, 0)
+    def commit(self, offsets: dict[Any, int], blocking: bool) -> None:
+        group = self.cluster.committed.setdefault(self.settings.group_id, {})
+        for tp, at in offsets.items():
+            group[TopicPartition(tp.topic, tp.partition)] = at
 
-    def seek(self, tp: TopicPartition, offset: int) -> None:
-        self.positions[tp] = offset
+    def beginning(self, tp: Any) -> int:
+        return 0
 
-    def position(self, tp: TopicPartition) -> int | None:
+    def seek(self, tp: Any, offset: int) -> None:
+        self.positions[TopicPartition(*tp)] = offset
+
+    def position(self, tp: Any) -> int | None:
         return self.positions.get(tp)
 
-    def highwater(self, tp: TopicPartition) -> int | None:
+    def highwater(self, tp: Any) -> int | None:
         return self.highwaters.get(tp)
 
-    def pause(self, *tps: TopicPartition) -> None:
-        self.paused_set.update(tps)
+    def pause(self, tp: Any) -> None:
+        self.paused_set.add(tp)
 
-    def resume(self, *tps: TopicPartition) -> None:
-        self.paused_set.difference_update(tps)
+    def resume(self, tp: Any) -> None:
+        self.paused_set.discard(tp)
 
-    def poll(self, timeout_ms: int = 0, max_records: int | None = None) -> dict[Any, list[Record]]:
+    def poll(self, timeout_ms: int, max_records: int) -> dict[Any, list[Record]]:
         if self.pending_assignment is not None:
             new, self.pending_assignment = self.pending_assignment, None
-            if self.listener is not None:
-                self.listener.on_partitions_revoked(list(self.assigned))
-            self.assign(new)
-            if self.listener is not None:
-                self.listener.on_partitions_assigned(list(new))
+            if self.on_revoke is not None:
+                self.on_revoke(list(self.assigned))
+            self._own(new)
+            if self.on_assign is not None:
+                self.on_assign(list(new))
         out: dict[Any, list[Record]] = {}
         budget = max_records or 500
         order = list(self.assigned)
@@ -299,7 +313,7 @@ class FakeConsumer:
             self.highwaters[tp] = len(log)
             if tp in self.paused_set:
                 continue
-            if tp not in self.positions:  # like kafka-python: committed offset, else earliest
+            if tp not in self.positions:  # like the real clients: committed offset, else earliest
                 self.positions[tp] = self.committed(tp) or 0
             pos = self.positions[tp]
             take = min(budget, self.rng.randint(0, 7), len(log) - pos)
@@ -309,36 +323,45 @@ class FakeConsumer:
                 budget -= take
         return out
 
-    def close(self, autocommit: bool = False) -> None:
+    def close(self) -> None:
         self.closed = True
 
 
-class FakeFuture:
-    def __init__(self, error: Exception | None) -> None:
-        self.is_done = True
-        self.exception = error
-
-    def failed(self) -> bool:
-        return self.exception is not None
-
-
 class FakeProducer:
-    """Appends to the cluster; the cluster's ``fail_sends`` makes the next sends fail."""
+    """An in-memory producer adapter (:class:`~streammkl.daemon.kafka_clients.ProducerClient`):
+    appends to the cluster at once; the cluster's ``fail_sends`` makes the next sends fail."""
 
     def __init__(self, cluster: FakeCluster) -> None:
         self.cluster = cluster
+        self._failed: list[Output] = []
+        self._error: BaseException | None = None
 
-    def send(self, topic: str, value: bytes, key: Any = None, headers: Any = None) -> FakeFuture:
+    def produce(self, topic: str, value: bytes, key: Any = None, headers: Any = None) -> None:
         if self.cluster.fail_sends > 0:
             self.cluster.fail_sends -= 1
-            return FakeFuture(RuntimeError("broker restarted"))
+            self._failed.append(Output(topic, value, key, tuple(headers or ())))
+            self._error = RuntimeError("broker restarted")
+            return
         self.cluster.append(topic, value, key=key, headers=headers)
-        return FakeFuture(None)
 
-    def flush(self, timeout: float | None = None) -> None:
+    def serve(self, timeout: float) -> None:
         pass
 
-    def close(self, timeout: float | None = None) -> None:
+    def failures(self) -> tuple[list[Output], BaseException | None]:
+        failed, self._failed = self._failed, []
+        error, self._error = self._error, None
+        return failed, error
+
+    def in_flight(self) -> int:
+        return len(self._failed)
+
+    def flush(self, timeout: float) -> None:
+        pass
+
+    def abandon(self) -> None:
+        pass
+
+    def close(self) -> None:
         pass
 
 

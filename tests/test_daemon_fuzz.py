@@ -96,8 +96,8 @@ def test_mutated_records_never_break_the_loop(tmp_path: Path) -> None:
             "metrics.enabled": False, "kafka.max_poll_records": 300, **HOSTILE_SETTINGS,
         },
     )  # fmt: skip
-    r = Runner(settings, registry=CollectorRegistry(), consumer_factory=cluster.consumer(),
-               producer_factory=cluster.producer())  # fmt: skip
+    r = Runner(settings, registry=CollectorRegistry(), consumer_client=cluster.consumer(),
+               producer_client=cluster.producer())  # fmt: skip
     assert r.run() == 0
     c = r.counters
     assert c["records_consumed"] == len(values)

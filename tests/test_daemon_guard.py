@@ -37,8 +37,8 @@ def runner(tmp_path: Path, cluster: FakeCluster, seed: int = 0, **over: Any) -> 
     return Runner(
         settings(tmp_path, **over),
         registry=CollectorRegistry(),
-        consumer_factory=cluster.consumer(seed),
-        producer_factory=cluster.producer(),
+        consumer_client=cluster.consumer(seed),
+        producer_client=cluster.producer(),
     )
 
 
@@ -306,7 +306,7 @@ def test_fetched_records_are_bounded_in_bytes_per_partition(tmp_path: Path) -> N
     stream(cluster, [b"x" * 20_000] * 200)
     s = settings(tmp_path, **{"kafka.max_buffered_bytes_per_partition": 100_000})
     offsets: dict[tuple[str, int], int] = {}
-    source = Source(s.kafka, offsets, group=True, consumer_factory=cluster.consumer(1)).start()
+    source = Source(s.kafka, offsets, cluster.consumer(1), group=True).start()
     most = 0
     paused_seen = False
     for _ in range(300):

@@ -24,8 +24,13 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient
 from prometheus_client import CollectorRegistry
 
-from streammkl.daemon import rdkafka_sink
 from streammkl.daemon.config import ConfigError, load_settings
+from streammkl.daemon.kafka_clients import (
+    ConfluentConsumer,
+    ConfluentProducer,
+    KafkaPythonConsumer,
+    KafkaPythonProducer,
+)
 from streammkl.daemon.kafka_security import (
     RedactSecrets,
     kafka_python_options,
@@ -34,7 +39,7 @@ from streammkl.daemon.kafka_security import (
 from streammkl.daemon.runner import Runner
 from streammkl.daemon.topics import ensure_topics
 from tests import daemon_kafka as dk
-from tests.daemon_fakes import FakeCluster, bananas_like
+from tests.daemon_fakes import bananas_like
 from tests.tls import Certs, make_certs
 from tests.tls_proxy import TLSBroker
 
@@ -80,9 +85,7 @@ def settings(tmp_path: Path, **over: Any) -> Any:
     return load_settings(env={}, overrides={**base, **over})
 
 
-def test_every_client_receives_exactly_the_security_options(
-    tmp_path: Path, certs: Certs, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_every_client_receives_exactly_the_security_options(tmp_path: Path, certs: Certs) -> None:
     tls = {"kafka.ssl_cafile": str(certs.ca), "kafka.ssl_certfile": str(certs.client_cert),
            "kafka.ssl_keyfile": str(certs.client_key)}  # fmt: skip
     s = settings(tmp_path, **SASL_SSL, **tls)
@@ -98,41 +101,34 @@ def test_every_client_receives_exactly_the_security_options(
     assert kafka_python_options(s.kafka) == expected_py
     assert librdkafka_options(s.kafka) == expected_rd
 
-    # kafka-python consumer and producer (injected factories record their options)
-    cluster = FakeCluster()
-    cluster.create("in", 1)
-    seen: dict[str, dict[str, Any]] = {}
-
-    def consumer(**options: Any) -> Any:
-        seen["consumer"] = options
-        return cluster.consumer()(**options)
-
-    def producer(**options: Any) -> Any:
-        seen["producer"] = options
-        return cluster.producer()(**options)
-
+    # kafka-python consumer and producer: the adapters the settings select, each building its
+    # client through an injected factory that records the options
     over = {"kafka.create_topics": False}
-    Runner(settings(tmp_path, **SASL_SSL, **tls, **over), registry=CollectorRegistry(),
-           consumer_factory=consumer, producer_factory=producer).run()  # fmt: skip
+    clients = {"kafka.consumer_client": "kafka-python", "kafka.producer_client": "kafka-python"}
+    py = settings(tmp_path, **SASL_SSL, **tls, **over, **clients)
+    r = Runner(py, registry=CollectorRegistry())
+    assert r.source.client is KafkaPythonConsumer and r.sink.client is KafkaPythonProducer
+    seen: dict[str, dict[str, Any]] = {}
+    KafkaPythonConsumer(py.kafka, factory=lambda **options: seen.__setitem__("consumer", options))
+    KafkaPythonProducer(py.kafka, factory=lambda **options: seen.__setitem__("producer", options))
     for name in ("consumer", "producer"):
         got = {k: v for k, v in seen[name].items() if k.startswith(("security", "sasl", "ssl"))}
         assert got == expected_py, name
     assert set(expected_py) <= set(KafkaConsumer.DEFAULT_CONFIG)  # real option names
     assert set(expected_py) <= set(KafkaProducer.DEFAULT_CONFIG)
 
-    # librdkafka consumer and producer: the real classes, wrapped to record their options
+    # librdkafka consumer and producer (the default): the real classes, wrapped to record their
+    # options (librdkafka validates every option when a client is created)
     confs: dict[str, dict[str, Any]] = {}
 
-    class Producer(confluent_kafka.Producer):  # type: ignore[misc]
-        def __init__(self, conf: dict[str, Any]) -> None:
-            confs["producer"] = dict(conf)
-            super().__init__(conf)  # librdkafka validates every option here
+    def recording(name: str, cls: Any) -> Any:
+        return lambda conf: confs.__setitem__(name, dict(conf)) or cls(conf)
 
-    monkeypatch.setattr(rdkafka_sink.confluent_kafka, "Producer", Producer)
     r = Runner(settings(tmp_path / "rd", **SASL_SSL, **tls, **over), registry=CollectorRegistry())
-    r.source.consumer_factory = lambda conf: (
-        confs.__setitem__("consumer", dict(conf)) or confluent_kafka.Consumer(conf)
-    )
+    assert r.source.client is ConfluentConsumer and r.sink.client is ConfluentProducer
+    consumer, producer = confluent_kafka.Consumer, confluent_kafka.Producer
+    r.source.client = lambda k: ConfluentConsumer(k, recording("consumer", consumer))
+    r.sink.client = lambda k: ConfluentProducer(k, recording("producer", producer))
     r.sink.start()
     r.source.start()
     for name in ("consumer", "producer"):

@@ -60,8 +60,8 @@ def make(tmp: Path, cluster: FakeCluster, seed: int = 0, **over: Any) -> Runner:
     return Runner(
         make_settings(tmp, **{**MONITOR, **over}),
         registry=CollectorRegistry(),
-        consumer_factory=cluster.consumer(seed),
-        producer_factory=cluster.producer(),
+        consumer_client=cluster.consumer(seed),
+        producer_client=cluster.producer(),
     )
 
 
@@ -199,8 +199,8 @@ def test_monitor_settings_disable_parts() -> None:
         off = Runner(
             make_settings(Path(tmp) / "off", **{"monitor.enabled": False}),
             registry=CollectorRegistry(),
-            consumer_factory=cluster.consumer(),
-            producer_factory=cluster.producer(),
+            consumer_client=cluster.consumer(),
+            producer_client=cluster.producer(),
         )
         off.run()
         names = {f.name for f in off.metrics.registry.collect()}
@@ -211,8 +211,8 @@ def test_monitor_settings_disable_parts() -> None:
             make_settings(Path(tmp) / "fake"),
             FakeLearner(),
             registry=CollectorRegistry(),
-            consumer_factory=cluster.consumer(),
-            producer_factory=cluster.producer(),
+            consumer_client=cluster.consumer(),
+            producer_client=cluster.producer(),
         )
         assert fake.monitor is None
 

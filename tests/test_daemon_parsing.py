@@ -53,8 +53,8 @@ def runner(tmp: Path, cluster: FakeCluster, seed: int = 0) -> Runner:
     return Runner(
         make_settings(tmp, **PARSING),
         registry=CollectorRegistry(),
-        consumer_factory=cluster.consumer(seed),
-        producer_factory=cluster.producer(),
+        consumer_client=cluster.consumer(seed),
+        producer_client=cluster.producer(),
     )
 
 

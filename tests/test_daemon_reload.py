@@ -44,8 +44,8 @@ def reloading(tmp_path: Path, n: int, wanted: dict[str, Any]) -> tuple[Runner, F
     r = Runner(
         make_settings(tmp_path, **wanted),
         registry=CollectorRegistry(),
-        consumer_factory=cluster.consumer(),
-        producer_factory=cluster.producer(),
+        consumer_client=cluster.consumer(),
+        producer_client=cluster.producer(),
         reload_settings=lambda: make_settings(tmp_path, **wanted),
     )
     return r, cluster
@@ -105,8 +105,8 @@ def test_reload_adds_and_removes_kernels_keeping_the_other_blocks(tmp_path: Path
     again = Runner(
         make_settings(tmp_path, **{"learner.kernels": [RBF, POLY, LINEAR]}),
         registry=CollectorRegistry(),
-        consumer_factory=cluster.consumer(),
-        producer_factory=cluster.producer(),
+        consumer_client=cluster.consumer(),
+        producer_client=cluster.producer(),
     )
     again.start()
     assert list(kernels_of(again)) == ["rbf(gamma=2)", "poly2", "linear"]
@@ -142,8 +142,8 @@ def test_a_reload_that_looks_like_a_mistake_is_refused_unless_forced(tmp_path: P
     again = Runner(
         make_settings(tmp_path, **{"learner.kernels": [LINEAR, typo]}),
         registry=CollectorRegistry(),
-        consumer_factory=cluster.consumer(),
-        producer_factory=cluster.producer(),
+        consumer_client=cluster.consumer(),
+        producer_client=cluster.producer(),
     )
     from streammkl.daemon.learner import LearnerConfigError
 

@@ -51,8 +51,8 @@ def runner(tmp_path: Path, cluster: FakeCluster, seed: int = 0, **over: Any) -> 
         make_settings(tmp_path, **over),
         FakeLearner(),
         registry=CollectorRegistry(),
-        consumer_factory=cluster.consumer(seed),
-        producer_factory=cluster.producer(),
+        consumer_client=cluster.consumer(seed),
+        producer_client=cluster.producer(),
     )
 
 
@@ -219,8 +219,8 @@ def test_regression_uses_numeric_labels(tmp_path: Path) -> None:
         make_settings(tmp_path),
         FakeLearner(task="regression"),
         registry=CollectorRegistry(),
-        consumer_factory=cluster.consumer(),
-        producer_factory=cluster.producer(),
+        consumer_client=cluster.consumer(),
+        producer_client=cluster.producer(),
     )
     r.run()
     assert r.counters["examples_learned"] == 30
@@ -249,7 +249,7 @@ def test_undelivered_outputs_survive_a_crash_in_the_outbox(tmp_path: Path) -> No
     r.start()
     while r.counters["records_consumed"] < 30:
         r.step()
-    r.sink.flush = lambda timeout=5.0: [o for o, _ in r.sink.pending]  # type: ignore[method-assign]
+    r.sink.flush = lambda timeout=5.0: r.sink.unacknowledged()  # type: ignore[method-assign]
     assert r.checkpoint("test")
     assert inspect_checkpoint(tmp_path / "ck")["outbox"] == 30
     cluster.fail_sends = 0  # broker healthy again; the daemon was killed meanwhile
@@ -294,7 +294,7 @@ def test_restore_refuses_another_learner_class(tmp_path: Path) -> None:
 
     r = Runner(
         make_settings(tmp_path), Other(), registry=CollectorRegistry(),
-        consumer_factory=cluster.consumer(), producer_factory=cluster.producer(),
+        consumer_client=cluster.consumer(), producer_client=cluster.producer(),
     )  # fmt: skip
     with pytest.raises(CheckpointError, match=r"holds a tests\.daemon_fakes:FakeLearner"):
         r.run()
@@ -447,8 +447,8 @@ def test_default_learner_survives_crashes_exactly(
         return Runner(
             make_settings(tmp_path / sub, **over),
             registry=CollectorRegistry(),
-            consumer_factory=cluster.consumer(seed),
-            producer_factory=cluster.producer(),
+            consumer_client=cluster.consumer(seed),
+            producer_client=cluster.producer(),
         )
 
     ref_cluster, cluster = FakeCluster(), FakeCluster()
@@ -476,22 +476,22 @@ def test_default_learner_survives_crashes_exactly(
 
 
 def test_unreachable_broker_at_start_is_retried_not_fatal(tmp_path: Path) -> None:
-    from kafka.errors import KafkaTimeoutError
+    from streammkl.daemon.kafka_clients import ClientUnavailable
 
     cluster = FakeCluster()
     fill(cluster, n=30, partitions=1)
     calls = {"n": 0}
     real = cluster.consumer()
 
-    def flaky(**config: Any) -> Any:
+    def flaky(settings: Any) -> Any:
         calls["n"] += 1
         if calls["n"] <= 2:
-            raise KafkaTimeoutError("Unable to bootstrap")
-        return real(**config)
+            raise ClientUnavailable("Unable to bootstrap")
+        return real(settings)
 
     r = Runner(
         make_settings(tmp_path, **{"run.exit_when_idle": None}), FakeLearner(),
-        registry=CollectorRegistry(), consumer_factory=flaky, producer_factory=cluster.producer(),
+        registry=CollectorRegistry(), consumer_client=flaky, producer_client=cluster.producer(),
     )  # fmt: skip
     r.start()
     r.step()

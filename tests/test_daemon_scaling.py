@@ -44,8 +44,8 @@ def run(tmp: Path, rows: list[Any], **over: Any) -> Runner:
     r = Runner(
         make_settings(tmp, **{**MONITOR_OFF, **over}),
         registry=CollectorRegistry(),
-        consumer_factory=cluster.consumer(0),
-        producer_factory=cluster.producer(),
+        consumer_client=cluster.consumer(0),
+        producer_client=cluster.producer(),
     )
     r.run()
     assert r.counters["records_consumed"] == len(rows)
@@ -79,8 +79,8 @@ def test_the_input_statistics_are_checkpointed_and_survive_crashes_exactly(
             make_settings(tmp_path / name, **{**MONITOR_OFF, "checkpoint.every_records": 70,
                                               "kafka.max_poll_records": 40}),
             registry=CollectorRegistry(),
-            consumer_factory=cluster.consumer(seed),
-            producer_factory=cluster.producer(),
+            consumer_client=cluster.consumer(seed),
+            producer_client=cluster.producer(),
         )  # fmt: skip
 
     reference, final = crash_and_resume(make_runner, values)

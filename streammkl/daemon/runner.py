@@ -15,8 +15,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kafka import KafkaConsumer, KafkaProducer
-
 from streammkl.daemon.admission import admission_for
 from streammkl.daemon.checkpoint import CheckpointStore, encode_offsets, read_key
 from streammkl.daemon.checkpointing import Checkpointer, class_path
@@ -25,13 +23,18 @@ from streammkl.daemon.group import GroupMember
 from streammkl.daemon.health import HealthServer
 from streammkl.daemon.idle import GcTuning, IdleClock
 from streammkl.daemon.inflight import InflightMarker
+from streammkl.daemon.kafka_clients import (
+    CONSUMERS,
+    PRODUCERS,
+    ConsumerFactory,
+    KafkaPythonConsumer,
+    ProducerFactory,
+)
 from streammkl.daemon.learner import LearnerConfigError, build_learner
 from streammkl.daemon.metrics import DaemonMetrics
 from streammkl.daemon.monitoring import StreamMonitor
 from streammkl.daemon.prequential import REASONS, PrequentialStep
 from streammkl.daemon.publishing import Publisher
-from streammkl.daemon.rdkafka_sink import RdkafkaSink
-from streammkl.daemon.rdkafka_source import RdkafkaSource
 from streammkl.daemon.reloading import apply_kernels, reloaded_settings
 from streammkl.daemon.sink import Sink
 from streammkl.daemon.source import Source
@@ -62,10 +65,10 @@ class Runner:
         restored into its class.
     registry
         Prometheus registry (default: a fresh one).
-    consumer_factory, producer_factory
-        Injected Kafka clients (tests use in-memory fakes). An injected factory makes
-        kafka-python's interface the source's (the sink's); by default
-        ``kafka.consumer_client`` (``kafka.producer_client``) decides.
+    consumer_client, producer_client
+        Injected Kafka client adapters (callables building a consumer / producer adapter of
+        :mod:`streammkl.daemon.kafka_clients` from the Kafka settings; tests use in-memory
+        fakes); by default ``kafka.consumer_client`` (``kafka.producer_client``) decides.
     reload_settings
         Reads the settings again (the CLI's: file < environment < flags), for
         :meth:`request_reload` (SIGHUP).
@@ -78,8 +81,8 @@ class Runner:
         settings: Settings,
         learner: Any = None,
         registry: Any = None,
-        consumer_factory: Callable[..., Any] | None = None,
-        producer_factory: Callable[..., Any] | None = None,
+        consumer_client: ConsumerFactory | None = None,
+        producer_client: ProducerFactory | None = None,
         reload_settings: Callable[[], Settings] | None = None,
         allow_factory: bool = False,
     ) -> None:
@@ -101,31 +104,20 @@ class Runner:
         self.counters: dict[str, Any] = dict.fromkeys(_COUNTERS, 0)
         self.counters["online_loss"] = 0.0
         self.counters["rejected_by_reason"] = {}
-        self.sink = (
-            RdkafkaSink(settings.kafka, self.metrics)
-            if producer_factory is None and settings.kafka.producer_client == "librdkafka"
-            else Sink(settings.kafka, self.metrics, producer_factory or KafkaProducer)
-        )
+        k = settings.kafka
+        self.sink = Sink(k, producer_client or PRODUCERS[k.producer_client], self.metrics)
+        if consumer_client is None:
+            # a mixing group blocks in its rounds and reads the mix topic inside rebalance
+            # callbacks: measured, librdkafka then left reassigned partitions unconsumed after
+            # repeated kill -9 of a member (35k of 60k learned); kafka-python's consumer did not
+            mixing = settings.mixing.enabled
+            consumer_client = KafkaPythonConsumer if mixing else CONSUMERS[k.consumer_client]
         source_options: dict[str, Any] = {
             "on_revoke": self._on_revoke,
             "on_reset": self._on_reset,
             "group": settings.kafka.assignment == "group",
         }
-        self.source = (
-            RdkafkaSource(settings.kafka, self.offsets, **source_options)
-            if consumer_factory is None
-            and settings.kafka.consumer_client == "librdkafka"
-            # a mixing group blocks in its rounds and reads the mix topic inside rebalance
-            # callbacks: measured, librdkafka then left reassigned partitions unconsumed after
-            # repeated kill -9 of a member (35k of 60k learned); kafka-python's consumer did not
-            and not settings.mixing.enabled
-            else Source(
-                settings.kafka,
-                self.offsets,
-                consumer_factory=consumer_factory or KafkaConsumer,
-                **source_options,
-            )
-        )
+        self.source = Source(k, self.offsets, consumer_client, **source_options)
         #: The one loop's step: decode, learn_predict, emit, account (I/O stays here).
         self.prequential = PrequentialStep(
             settings, self.metrics, self.sink, self.marker, self.checkpoints, self.counters

@@ -1,76 +1,39 @@
 """One producer for predictions and dead letters, that never loses an output silently.
 
-Every output stays in a pending list until the broker acknowledges it. A failed send is counted,
-the producer is recreated (a Tansu restart leaves kafka-python's producer permanently broken:
-docs/daemon.md) and the output is sent again. What is still unacknowledged when a checkpoint is
-taken goes into the checkpoint's *outbox* and is re-sent after a restart, so outputs are delivered
-at least once: a crash can duplicate predictions (identical ones: the replayed model is the same)
-but never drop them.
+Every output sent goes into :attr:`Sink.pending` (a plain tuple, cheap to keep) until the
+producer has nothing in flight: then everything pending has been acknowledged. Delivery is
+tracked in aggregate, without a report per message: the producer adapter
+(:class:`~streammkl.daemon.kafka_clients.protocol.ProducerClient`, one per client library in
+:mod:`streammkl.daemon.kafka_clients`) reports only failures and counts what it holds, so the
+pending outputs less those still held and those reported failed have been acknowledged.
+
+A failed send is counted, the producer is recreated (a Tansu restart leaves kafka-python's
+producer permanently broken: docs/daemon.md), rate-limited, and the output is sent again. What is
+still unacknowledged when a checkpoint is taken (:meth:`Sink.flush`'s return, a superset: every
+output sent since the producer last held nothing) goes into the checkpoint's *outbox* and is
+re-sent after a restart, so outputs are delivered at least once: a crash can duplicate
+predictions (identical ones: the replayed model is the same) but never drop them.
 """
 
 from __future__ import annotations
 
-import base64
 import logging
 import time
-from collections.abc import Callable
-from typing import Any, NamedTuple
-
-from kafka import KafkaProducer
+from typing import Any
 
 from streammkl.daemon.config import KafkaSettings
-from streammkl.daemon.kafka_security import kafka_python_options
+from streammkl.daemon.kafka_clients.protocol import Output, ProducerClient, ProducerFactory
+
+__all__ = ["PENDING_BYTES_LIMIT", "PENDING_LIMIT", "Output", "Sink"]
 
 log = logging.getLogger(__name__)
 
-
-class Output(NamedTuple):
-    """A message to produce (a named tuple: one is built per prediction, so it must be cheap)."""
-
-    topic: str
-    value: bytes
-    key: bytes | None = None
-    headers: tuple[tuple[str, bytes], ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        """JSON-able form (for the checkpoint outbox)."""
-        b64 = base64.b64encode
-        return {
-            "topic": self.topic,
-            "key": None if self.key is None else b64(self.key).decode(),
-            "value": b64(self.value).decode(),
-            "headers": [[k, b64(v).decode()] for k, v in self.headers],
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Output:
-        """Inverse of :meth:`to_json`."""
-        b64 = base64.b64decode
-        return cls(
-            topic=data["topic"],
-            value=b64(data["value"]),
-            key=None if data["key"] is None else b64(data["key"]),
-            headers=tuple((k, b64(v)) for k, v in data["headers"]),
-        )
-
-
-def producer_config(settings: KafkaSettings) -> dict[str, Any]:
-    """kafka-python producer options: acks=all, bounded blocking, no idempotence (see above)."""
-    return {
-        "bootstrap_servers": settings.bootstrap_servers.split(","),
-        "client_id": f"{settings.client_id}-sink",
-        "acks": "all",
-        # An idempotent producer is broken for good by a Tansu restart; we re-send ourselves.
-        "enable_idempotence": False,
-        "linger_ms": settings.producer_linger_ms,
-        "batch_size": settings.producer_batch_bytes,
-        "max_block_ms": 2_000,  # send() must not stall the loop for a minute (broker down)
-        "request_timeout_ms": 5_000,
-        "retries": 2,
-        "reconnect_backoff_max_ms": 1_000,
-        "bootstrap_timeout_ms": settings.bootstrap_timeout_ms,
-        **kafka_python_options(settings),
-    }
+#: Sent outputs kept before :meth:`Sink.poll` waits for acknowledgements (bounds memory between
+#: checkpoints) ...
+PENDING_LIMIT = 100_000
+#: ... and their bytes: a dead letter holds its record (up to ``kafka.dead_letter_max_bytes``),
+#: so 100,000 of them behind a slow broker could hold up to ~90 GB.
+PENDING_BYTES_LIMIT = 64 << 20
 
 
 class Sink:
@@ -80,26 +43,30 @@ class Sink:
     ----------
     settings
         Kafka settings.
+    client
+        The producer adapter's class (any callable building a
+        :class:`~streammkl.daemon.kafka_clients.protocol.ProducerClient` from the settings).
     metrics
         A :class:`~streammkl.daemon.metrics.DaemonMetrics` (or ``None``).
-    producer_factory
-        Builds the producer from keyword options (tests inject fakes).
     """
 
-    def __init__(
-        self,
-        settings: KafkaSettings,
-        metrics: Any = None,
-        producer_factory: Callable[..., Any] = KafkaProducer,
-    ) -> None:
+    def __init__(self, settings: KafkaSettings, client: ProducerFactory, metrics: Any = None):
         self.settings = settings
+        self.client = client
         self.metrics = metrics
-        self.producer_factory = producer_factory
-        self.producer: Any = None
-        self.pending: list[tuple[Output, Any]] = []  # (output, future or None when send raised)
+        self.producer: ProducerClient | None = None
+        #: Outputs sent since the producer last held nothing in flight (Output-shaped tuples).
+        self.pending: list[Any] = []
+        self.pending_bytes = 0  # of the dead letters among them (predictions are small)
         self.healthy = True
         self.delivered = 0
         self.failures = 0
+        self._failed_outputs: list[Output] = []  # to be sent again
+        # Since pending was last emptied: failures reported, acknowledgements counted.
+        self._reported_failures = 0
+        self._counted_acks = 0
+        self._new_failures = 0  # not yet counted and logged
+        self._last_error: BaseException | None = None
         self._next_retry = 0.0
         self._next_create = 0.0
 
@@ -114,9 +81,9 @@ class Sink:
         if time.monotonic() < self._next_create:  # a recent attempt failed: do not block again
             return False
         try:
-            self.producer = self.producer_factory(**producer_config(self.settings))
+            self.producer = self.client(self.settings)
             return True
-        except Exception as exc:  # unable to bootstrap, NoBrokersAvailable, ...
+        except Exception as exc:  # ClientUnavailable, or a client that refuses its options
             log.warning("cannot create the producer: %s", exc)
             self._next_create = time.monotonic() + 1.0
             self.healthy = False
@@ -125,79 +92,116 @@ class Sink:
     def _restart_producer(self) -> None:
         old, self.producer = self.producer, None
         if old is not None:
-            try:
-                old.close(timeout=0)
-            except Exception as exc:
-                log.debug("closing the broken producer: %s", exc)
+            old.abandon()  # everything it still holds comes back as failed, to be sent again
+            self._collect(old)
         if self.metrics is not None:
             self.metrics.producer_restarts.inc()
         self._ensure_producer()
 
-    def _send(self, out: Output) -> Any:
-        if self.producer is None and not self._ensure_producer():
-            return None
-        try:
-            headers = list(out.headers) if out.headers else None
-            return self.producer.send(out.topic, value=out.value, key=out.key, headers=headers)
-        except Exception as exc:  # KafkaTimeoutError (no metadata), buffer full, closed producer
-            self._failed(exc)
-            return None
-
-    def _failed(self, exc: BaseException | None) -> None:
-        self.failures += 1
-        self.healthy = False
-        if self.metrics is not None:
-            self.metrics.sink_errors.inc()
-        log.warning("send failed (will retry): %s", exc)
+    # -- sending ------------------------------------------------------------------------------
 
     def send(self, out: Output) -> None:
-        """Queue ``out``; it stays pending until acknowledged."""
-        self.pending.append((out, self._send(out)))
+        """Produce ``out``; it stays pending until the producer has nothing in flight."""
+        if self.producer is None and not self._ensure_producer():
+            self._failed_outputs.append(out)
+            return
+        producer = self.producer
+        assert producer is not None
+        headers = list(out.headers) or None
+        try:
+            try:
+                producer.produce(out.topic, out.value, out.key, headers=headers)
+            except BufferError:  # the local queue is full: serve deliveries, then once more
+                producer.serve(0.1)
+                producer.produce(out.topic, out.value, out.key, headers=headers)
+        except Exception as exc:  # BufferError again (broker down for long), no metadata, ...
+            self._last_error = exc  # logged once by the next settle
+            self._new_failures += 1
+            self._failed_outputs.append(out)
+            return
+        self.pending.append(out)
+        self.pending_bytes += len(out.value)
 
     def send_prediction(self, topic: str, value: bytes, key: bytes | None) -> None:
         """:meth:`send` of a message without headers (the per-record hot path)."""
-        self.send(Output(topic, value, key))
+        try:
+            self.producer.produce(topic, value, key)  # type: ignore[union-attr]
+        except Exception:  # no producer, a full queue, ...: the general path
+            self.send(Output(topic, value, key))
+            return
+        self.pending.append((topic, value, key, ()))
 
     def requeue(self, outputs: list[Output]) -> None:
         """Send outputs restored from a checkpoint outbox."""
         for out in outputs:
             self.send(out)
 
-    def _settle(self) -> list[Output]:
-        """Drop acknowledged outputs; return the failed ones (removed from pending)."""
-        keep: list[tuple[Output, Any]] = []
-        failed: list[Output] = []
-        ok = 0
-        for out, fut in self.pending:
-            if fut is None:
-                failed.append(out)
-            elif not fut.is_done:
-                keep.append((out, fut))
-            elif fut.failed():
-                self._failed(fut.exception)
-                failed.append(out)
-            else:
-                ok += 1
-        self.pending = keep
-        self._acknowledged(ok, failed)
-        return failed
+    # -- acknowledgements ---------------------------------------------------------------------
 
-    def _acknowledged(self, ok: int, failed: list[Output]) -> None:
-        """Count ``ok`` acknowledged outputs; healthy again once sends succeed without failures."""
+    def _collect(self, producer: ProducerClient) -> None:
+        """Take the producer's reported failures (they are in :attr:`pending`)."""
+        reported, error = producer.failures()
+        if reported:
+            self._failed_outputs.extend(reported)
+            self._reported_failures += len(reported)
+            self._new_failures += len(reported)
+            self._last_error = error or self._last_error
+
+    def _settle(self) -> list[Output]:
+        """Serve delivery reports; forget pending outputs once nothing is in flight; return
+        the failed ones (to be sent again)."""
+        ok = 0
+        producer = self.producer
+        if producer is not None:
+            producer.serve(0)
+            self._collect(producer)
+            queued = producer.in_flight()
+            acked = len(self.pending) - queued - self._reported_failures
+            # never a decrease: librdkafka's queue length also counts events not yet served (its
+            # log lines), so this may lag behind; exact again once nothing is in flight (reset)
+            ok = max(0, acked - self._counted_acks)
+            self._counted_acks += ok
+            if queued == 0:
+                self.pending = []
+                self.pending_bytes = 0
+                self._reported_failures = self._counted_acks = 0
+        failed, self._failed_outputs = self._failed_outputs, []
+        if self._new_failures:  # one warning per settle, not one per message
+            self.failures += self._new_failures
+            self.healthy = False
+            if self.metrics is not None:
+                self.metrics.sink_errors.inc(self._new_failures)
+            log.warning("%d send(s) failed (will retry): %s", self._new_failures, self._last_error)
+            self._new_failures = 0
+            self._last_error = None
         self.delivered += ok
         if ok and not failed:
             self.healthy = True
         if ok and self.metrics is not None:
             self.metrics.outputs_acknowledged.inc(ok)
+        return failed
+
+    def unacknowledged(self) -> list[Output]:
+        """Outputs possibly not acknowledged yet: a superset (everything sent since the producer
+        last held nothing in flight), plus those waiting to be sent again; each once."""
+        return self._outstanding(self._failed_outputs)
+
+    def _outstanding(self, failed: list[Output]) -> list[Output]:
+        # a failed output is also pending (sent since nothing was in flight): keep it once
+        return list(dict.fromkeys([Output._make(o) for o in self.pending] + failed))
 
     def poll(self) -> None:
-        """Per-batch housekeeping: settle finished sends, re-send failed ones (rate-limited)."""
+        """Per-batch housekeeping: settle finished sends, re-send failed ones (rate-limited),
+        and wait for acknowledgements when the pending list grows too big."""
+        big = len(self.pending) > PENDING_LIMIT or self.pending_bytes > PENDING_BYTES_LIMIT
+        if big and self.producer is not None:
+            self.producer.flush(1.0)
         failed = self._settle()
         if not failed:
             return
         now = time.monotonic()
         if now < self._next_retry:
-            self._park(failed)
+            self._failed_outputs.extend(failed)  # parked: sent again later
             return
         self._next_retry = now + 1.0
         self._restart_producer()
@@ -209,14 +213,14 @@ class Sink:
 
         Returns
         -------
-        The outputs still unacknowledged after ``timeout`` seconds (they stay pending and go
+        The outputs possibly unacknowledged after ``timeout`` seconds (they stay pending and go
         into the checkpoint outbox); empty when everything was delivered.
         """
         deadline = time.monotonic() + timeout
         while True:
             if self.producer is not None and self.pending:
                 try:
-                    self._flush_producer(max(0.0, deadline - time.monotonic()))
+                    self.producer.flush(max(0.0, deadline - time.monotonic()))
                 except Exception as exc:  # KafkaTimeoutError
                     log.debug("flush: %s", exc)
             failed = self._settle()
@@ -224,8 +228,8 @@ class Sink:
                 self.healthy = True
                 return []
             if time.monotonic() >= deadline:
-                outstanding = self._unacknowledged() + failed
-                self._park(failed)
+                outstanding = self._outstanding(failed)
+                self._failed_outputs.extend(failed)
                 return outstanding
             if failed:
                 self._restart_producer()
@@ -233,25 +237,12 @@ class Sink:
                     self.send(out)
                 time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
 
-    # Hooks for another producer client (RdkafkaSink).
-
-    def _park(self, failed: list[Output]) -> None:
-        """Keep failed outputs to be sent again later."""
-        self.pending.extend((out, None) for out in failed)
-
-    def _unacknowledged(self) -> list[Output]:
-        """The pending outputs (for the checkpoint outbox)."""
-        return [out for out, _ in self.pending]
-
-    def _flush_producer(self, timeout: float) -> None:
-        self.producer.flush(timeout=timeout)
-
     def close(self, timeout: float = 5.0) -> list[Output]:
         """Flush and close; returns what could not be delivered."""
         left = self.flush(timeout)
         if self.producer is not None:
             try:
-                self.producer.close(timeout=1)
+                self.producer.close()
             except Exception as exc:
                 log.debug("producer close: %s", exc)
             self.producer = None

@@ -1,4 +1,4 @@
-"""The Kafka source: a kafka-python consumer plus a deterministic merge of its partitions.
+"""The Kafka source: one consumer adapter plus a deterministic merge of its partitions.
 
 Positions are the daemon's, not the broker's: on every assignment each partition is sought to the
 next offset the model has not learned (the checkpoint's), falling back to the group's committed
@@ -16,6 +16,10 @@ partition whose data exists on the broker but is not fetched yet blocks the merg
 a function of the logs alone — a replay after a crash learns exactly what an uninterrupted run
 learned — except when a record lands in a caught-up partition with a timestamp older than records
 already merged from the others (Kafka Streams' ``max.task.idle.ms`` trade-off).
+
+Everything here is independent of the client library: the consumer is a
+:class:`~streammkl.daemon.kafka_clients.protocol.ConsumerClient` adapter
+(:mod:`streammkl.daemon.kafka_clients`: kafka-python or librdkafka; tests use in-memory fakes).
 """
 
 from __future__ import annotations
@@ -26,65 +30,18 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
-from kafka.errors import KafkaError, OffsetOutOfRangeError
-from kafka.structs import OffsetAndMetadata
-
 from streammkl.daemon.config import KafkaSettings
-from streammkl.daemon.kafka_security import kafka_python_options
+from streammkl.daemon.kafka_clients.protocol import (
+    ClientUnavailable,
+    ConsumerClient,
+    ConsumerFactory,
+    OffsetsOutOfRange,
+    Partition,
+)
 
 log = logging.getLogger(__name__)
 
 TP = tuple[str, int]
-
-
-def consumer_config(settings: KafkaSettings) -> dict[str, Any]:
-    """kafka-python consumer options derived from the settings."""
-    return {
-        "bootstrap_servers": settings.bootstrap_servers.split(","),
-        "group_id": settings.group_id,
-        "client_id": settings.client_id,
-        "enable_auto_commit": False,
-        # Without an own offset: the group's committed one, else the earliest. An own offset
-        # beyond the highwater is detected (and counted) by the source itself.
-        "auto_offset_reset": "earliest",
-        "session_timeout_ms": settings.session_timeout_ms,
-        "heartbeat_interval_ms": settings.heartbeat_interval_ms,
-        "max_poll_interval_ms": settings.max_poll_interval_ms,
-        "max_poll_records": settings.max_poll_records,
-        "request_timeout_ms": max(settings.request_timeout_ms, settings.session_timeout_ms + 1000),
-        "reconnect_backoff_max_ms": 1000,
-        "bootstrap_timeout_ms": settings.bootstrap_timeout_ms,
-        "check_crcs": settings.check_crcs,
-        **kafka_python_options(settings),
-    }
-
-
-def unpark(consumer: Any) -> None:
-    """Work around a kafka-python 3.0 bug that stalls a paused-then-resumed partition forever.
-
-    When a partition is paused with fetched records not yet drained, kafka-python parks them
-    and restores them only when its in-line slot ``_next_partition_records`` *is None*; but a
-    drained slot keeps an exhausted (falsy) object, so the parked records never come back and
-    the partition is never fetched again (measured: a 4 x 10k backlog stalled at offset
-    10,000, the pause threshold). Emptying the drained slot lets the restore run. Internals,
-    guarded: does nothing if the client's layout differs.
-    """
-    fetcher = getattr(consumer, "_fetcher", None)
-    current = getattr(fetcher, "_next_partition_records", None)
-    if current is not None and not current and getattr(fetcher, "_paused_partition_records", None):
-        fetcher._next_partition_records = None  # type: ignore[union-attr]
-
-
-class _Listener(ConsumerRebalanceListener):
-    def __init__(self, source: Source) -> None:
-        self.source = source
-
-    def on_partitions_revoked(self, revoked: Any) -> None:
-        self.source._revoked(revoked)
-
-    def on_partitions_assigned(self, assigned: Any) -> None:
-        self.source._assigned(assigned)
 
 
 class Source:
@@ -97,51 +54,48 @@ class Source:
     offsets
         The daemon's next offset per (topic, partition), shared with the runner (which advances
         it as records are processed); the source reads it on assignment and updates it on reset.
+    client
+        The consumer adapter's class (any callable building a
+        :class:`~streammkl.daemon.kafka_clients.protocol.ConsumerClient` from the settings).
     on_revoke
-        Called before partitions are taken away (the runner checkpoints there).
+        Called before partitions are taken away (the runner checkpoints there); not when the
+        source itself closes (the runner checkpointed before closing).
     on_reset
         Called with (topic, partition, old offset, new offset) when an offset is reset.
     group
         ``True``: consumer-group membership (``subscribe``); ``False``: this process assigns
         itself every partition of the topics (one model over the whole stream).
-    consumer_factory
-        Builds the consumer (tests inject fakes); default :attr:`default_factory`.
-
-    Everything that decides *what* is learned is here; the calls that differ between client
-    libraries are the small hooks below (``_start_at`` ... ``_commit``), which
-    :class:`~streammkl.daemon.rdkafka_source.RdkafkaSource` overrides for librdkafka.
     """
-
-    #: The client library's consumer class (kafka-python's, built from keyword options).
-    default_factory: Callable[..., Any] = KafkaConsumer
 
     def __init__(
         self,
         settings: KafkaSettings,
         offsets: dict[TP, int],
+        client: ConsumerFactory,
         on_revoke: Callable[[], None] = lambda: None,
         on_reset: Callable[[str, int, int, int], None] = lambda *a: None,
         group: bool = True,
-        consumer_factory: Callable[..., Any] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.settings = settings
         self.offsets = offsets
+        self.client = client
         self.on_revoke = on_revoke
         self.on_reset = on_reset
         #: Called at the start of every assignment, before positions are read (mixing groups).
-        self.on_assign: Callable[[list[TopicPartition]], None] | None = None
+        self.on_assign: Callable[[list[Partition]], None] | None = None
         self.group = group
-        self.consumer_factory = consumer_factory or self.default_factory
         self.clock = clock
-        self.consumer: Any = None
-        self.buffers: dict[TopicPartition, deque[Any]] = {}
+        #: The consumer adapter (``None`` until the client could be created, and after close).
+        self.consumer: ConsumerClient | None = None
+        self.buffers: dict[Partition, deque[Any]] = {}
         self.assignment_changes = 0
-        self._idle_since: dict[TopicPartition, float] = {}
-        self._paused: set[TopicPartition] = set()
-        self._bytes: dict[TopicPartition, int] = {}  # bytes of the values in each buffer
+        self._idle_since: dict[Partition, float] = {}
+        self._paused: set[Partition] = set()
+        self._bytes: dict[Partition, int] = {}  # bytes of the values in each buffer
         self._last_refresh = -1e18
         self._in_callback = False
+        self._closing = False
         self._next_connect = 0.0
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -153,13 +107,13 @@ class Source:
         """
         self._next_connect = self.clock() + 1.0
         try:
-            consumer = self.consumer_factory(**consumer_config(self.settings))
-        except KafkaError as exc:  # KafkaTimeoutError: unable to bootstrap, NoBrokersAvailable
+            consumer = self.client(self.settings)
+        except ClientUnavailable as exc:
             log.warning("cannot reach %s (%s); retrying", self.settings.bootstrap_servers, exc)
             return self
         self.consumer = consumer
         if self.group:
-            self.consumer.subscribe(list(self.settings.topics), listener=_Listener(self))
+            consumer.subscribe(list(self.settings.topics), self._assigned, self._revoked)
         else:
             self._refresh_manual()
         return self
@@ -167,41 +121,32 @@ class Source:
     def close(self) -> None:
         """Close the consumer (no commit: offsets are committed after checkpoints only)."""
         if self.consumer is not None:
+            self._closing = True
             try:
-                self.consumer.close(autocommit=False)
+                self.consumer.close()
             except Exception as exc:  # closing must not mask the shutdown path
                 log.warning("consumer close failed: %s", exc)
+            finally:
+                self._closing = False
             self.consumer = None
 
     @property
-    def assignment(self) -> list[TopicPartition]:
+    def assignment(self) -> list[Partition]:
         """Partitions currently owned, sorted."""
         return sorted(self.buffers)
 
     @property
     def broker_connected(self) -> bool:
-        """Whether the broker is reachable: the group coordinator is known (group mode), or a
-        broker connection is up (self-assigned mode). Reads kafka-python internals."""
-        if self.consumer is None:
-            return False
-        coordinator: Any = getattr(self.consumer, "_coordinator", None)
-        client: Any = getattr(self.consumer, "_client", None)
-        if coordinator is None and client is None:  # not kafka-python (a test double)
-            return True
-        try:
-            if self.group:
-                return not coordinator.coordinator_unknown()
-            return any(client.connected(b.node_id) for b in client.cluster.brokers())
-        except Exception:  # internals changed: do not claim readiness we cannot check
-            return False
+        """Whether the broker is reachable (the group coordinator is known, in group mode)."""
+        return self.consumer is not None and self.consumer.connected
 
     # -- rebalance ----------------------------------------------------------------------------
 
-    def _revoked(self, revoked: Iterable[TopicPartition]) -> None:
-        # On kafka-python's IO thread: the callback may write files and use the producer,
-        # but must not block on this consumer (commits are sent asynchronously).
+    def _revoked(self, revoked: Iterable[Partition]) -> None:
+        # kafka-python: on its IO thread, where the callback may write files and use the
+        # producer, but must not block on this consumer (commits are sent asynchronously).
         revoked = list(revoked)
-        if revoked and self.buffers:
+        if revoked and self.buffers and not self._closing:
             self._in_callback = True
             try:
                 self.on_revoke()
@@ -213,12 +158,12 @@ class Source:
             self._idle_since.pop(tp, None)
             self._paused.discard(tp)
 
-    def _assigned(self, assigned: Iterable[TopicPartition]) -> None:
-        # Inside the client's poll (kafka-python: on its IO thread, where no blocking consumer
-        # call is allowed). A partition with an own offset starts there; any other where
-        # _start_at resolves it (the group's committed offset, else the earliest one).
+    def _assigned(self, assigned: Iterable[Partition], manual: bool = False) -> None:
+        # Inside the client's poll (no blocking consumer call on kafka-python's IO thread). A
+        # partition with an own offset starts there; any other where the adapter resolves it
+        # (the group's committed offset, else the earliest one).
+        assigned = list(assigned)
         if self.on_assign is not None:  # a mixing group sets the offsets first
-            assigned = list(assigned)
             self.on_assign(assigned)
         self.assignment_changes += 1
         self.buffers = {}
@@ -226,7 +171,11 @@ class Source:
         self._idle_since.clear()
         self._paused.clear()
         starts = {tp: self.offsets.get((tp.topic, tp.partition)) for tp in sorted(assigned)}
-        self._start_at(starts)
+        assert self.consumer is not None
+        if manual:
+            self.consumer.assign(starts)
+        else:
+            self.consumer.start_assigned(starts)
         self.buffers = {tp: deque() for tp in starts}
         log.info(
             "assigned %s (own offsets %s)",
@@ -235,71 +184,44 @@ class Source:
         )
 
     def _refresh_manual(self) -> None:
+        assert self.consumer is not None
         self._last_refresh = self.clock()
-        wanted: set[TopicPartition] = set()
+        wanted: set[Partition] = set()
         for topic in self.settings.topics:
-            for part in self._partitions(topic):
-                wanted.add(TopicPartition(topic, part))
+            for part in self.consumer.partitions(topic):
+                wanted.add(Partition(topic, part))
         if wanted and wanted != set(self.buffers):
-            self._assign_manual(sorted(wanted))
-            self._assigned(wanted)
+            self._assigned(wanted, manual=True)
 
     # -- fetching -----------------------------------------------------------------------------
 
-    def _reset(self, tp: TopicPartition, why: str) -> None:
+    def _reset(self, tp: Partition, why: str) -> None:
+        assert self.consumer is not None
         key = (tp.topic, tp.partition)
         old = self.offsets.get(key, 0)
-        begin = self._beginning(tp)
+        begin = self.consumer.beginning(tp)
         log.warning(
             "%s/%d: offset %d is %s (the log was reset?); restarting from the earliest offset %d",
             tp.topic, tp.partition, old, why, begin,
         )  # fmt: skip
         self.offsets[key] = begin
-        self._seek(tp, begin)
+        self.consumer.seek(tp, begin)
         self.buffers[tp] = deque()
         self._bytes[tp] = 0
         self.on_reset(tp.topic, tp.partition, old, begin)
 
-    # The consumer calls that differ between clients (RdkafkaSource overrides them).
-    def _start_at(self, starts: dict[TopicPartition, int | None]) -> None:
-        """Position newly assigned partitions: at the own offset, else where the client
-        resolves it (the group's committed offset, else the earliest)."""
-        for tp, own in starts.items():
-            if own is not None:
-                self.consumer.seek(tp, own)
-
-    def _partitions(self, topic: str) -> Iterable[int]:
-        return self.consumer.partitions_for_topic(topic) or ()
-
-    def _assign_manual(self, partitions: list[TopicPartition]) -> None:
-        self.consumer.assign(partitions)
-
-    def _beginning(self, tp: TopicPartition) -> int:
-        return int(self.consumer.beginning_offsets([tp]).get(tp) or 0)
-
-    def _seek(self, tp: TopicPartition, offset: int) -> None:
-        self.consumer.seek(tp, offset)
-
-    def _highwater(self, tp: TopicPartition) -> int | None:
-        """The partition's highwater as of the last fetch (``None``: not known yet)."""
-        return self.consumer.highwater(tp)
-
-    def _pause(self, tp: TopicPartition) -> None:
-        self.consumer.pause(tp)
-
-    def _resume(self, tp: TopicPartition) -> None:
-        self.consumer.resume(tp)
-
     def _check_highwater(self) -> None:
+        assert self.consumer is not None
         for tp in self.assignment:
-            hw = self._highwater(tp)
+            hw = self.consumer.highwater(tp)
             own = self.offsets.get((tp.topic, tp.partition))
             if hw is not None and own is not None and own > hw:
                 self._reset(tp, f"beyond the highwater {hw}")
 
     def fetch(self, timeout_ms: int) -> int:
         """Poll once into the buffers; returns the number of new records buffered."""
-        if self.consumer is None:  # not connected yet
+        consumer = self.consumer
+        if consumer is None:  # not connected yet
             if self.clock() >= self._next_connect:
                 self.start()
             else:
@@ -307,24 +229,18 @@ class Source:
             return 0
         if not self.group and self.clock() - self._last_refresh > 5.0:
             self._refresh_manual()
-        new = self._buffer(self._poll(timeout_ms))
+        try:
+            batch = consumer.poll(timeout_ms, self.settings.max_poll_records)
+        except OffsetsOutOfRange as exc:
+            for tp in exc.partitions:
+                if tp in self.buffers:
+                    self._reset(tp, "out of the log's range")
+            batch = {}
+        new = self._buffer(batch)
         self._check_highwater()
         return new
 
-    def _poll(self, timeout_ms: int) -> dict[TopicPartition, list[Any]]:
-        """One poll of the consumer: records per partition, each list in offset order."""
-        unpark(self.consumer)
-        try:
-            return self.consumer.poll(
-                timeout_ms=timeout_ms, max_records=self.settings.max_poll_records
-            )
-        except OffsetOutOfRangeError as exc:
-            for tp in exc.args[0] if exc.args and isinstance(exc.args[0], dict) else {}:
-                if tp in self.buffers:
-                    self._reset(tp, "out of the log's range")
-            return {}
-
-    def _buffer(self, batch: dict[TopicPartition, list[Any]]) -> int:
+    def _buffer(self, batch: Any) -> int:
         """Append polled records to their partitions' buffers, dropping those below the next
         expected offset (already processed); pause a partition whose buffer is full."""
         new = 0
@@ -348,21 +264,14 @@ class Source:
             s = self.settings
             full = len(buf) >= s.max_buffered_per_partition
             if (full or size >= s.max_buffered_bytes_per_partition) and tp not in self._paused:
-                self._pause(tp)
+                self.consumer.pause(tp)  # type: ignore[union-attr]
                 self._paused.add(tp)
         return new
 
-    def _position(self, tp: TopicPartition) -> int | None:
-        # The fetch position without kafka-python's blocking refresh (internals, with fallback).
-        try:
-            state = self.consumer._subscription.assignment[tp]
-            return None if state.position is None else int(state.position.offset)
-        except (AttributeError, KeyError):
-            return self.consumer.position(tp)
-
-    def _may_have_more(self, tp: TopicPartition) -> bool:
-        hw = self._highwater(tp)
-        pos = self._position(tp)
+    def _may_have_more(self, tp: Partition) -> bool:
+        assert self.consumer is not None
+        hw = self.consumer.highwater(tp)
+        pos = self.consumer.position(tp)
         if hw is None or pos is None or pos < hw:
             self._idle_since.pop(tp, None)
             return True
@@ -384,7 +293,7 @@ class Source:
                     len(r.value) for r in out if r.value
                 )
         else:
-            silent: dict[TopicPartition, bool] = {}
+            silent: dict[Partition, bool] = {}
             while len(out) < limit:
                 best_key: tuple[Any, ...] | None = None
                 best_tp = None
@@ -411,7 +320,8 @@ class Source:
         for tp in list(self._paused):
             few = len(self.buffers.get(tp, ())) < s.max_buffered_per_partition // 2
             if few and self._bytes.get(tp, 0) < s.max_buffered_bytes_per_partition // 2:
-                self._resume(tp)
+                if self.consumer is not None:
+                    self.consumer.resume(tp)
                 self._paused.discard(tp)
         return out
 
@@ -423,11 +333,10 @@ class Source:
     def lag(self) -> dict[TP, int]:
         """Highwater minus the next offset to process, per owned partition (known ones)."""
         out: dict[TP, int] = {}
+        if self.consumer is None:
+            return out
         for tp in self.assignment:
-            try:
-                hw = self._highwater(tp)
-            except KafkaError:  # IllegalStateError while a rebalance is in flight
-                continue
+            hw = self.consumer.highwater(tp)
             own = self.offsets.get((tp.topic, tp.partition))
             if hw is not None and own is not None:
                 out[(tp.topic, tp.partition)] = max(0, hw - own)
@@ -445,14 +354,4 @@ class Source:
             if (tp.topic, tp.partition) in self.offsets
         }
         if owned and self.consumer is not None:
-            self._commit(owned, blocking and not self._in_callback)
-
-    def _commit(self, offsets: dict[TopicPartition, int], blocking: bool) -> None:
-        try:
-            marked = {tp: OffsetAndMetadata(at, "", -1) for tp, at in offsets.items()}
-            if blocking:
-                self.consumer.commit(marked, timeout_ms=5000)
-            else:
-                self.consumer.commit_async(marked)
-        except (KafkaError, AssertionError) as exc:
-            log.info("offset commit skipped: %s", exc)
+            self.consumer.commit(owned, blocking and not self._in_callback)

@@ -1,6 +1,6 @@
-"""The librdkafka source's own logic, on a scripted consumer (its behaviour against the real
-broker — assignment, kill -9, failover, outage, pausing — is in test_daemon_kafka.py and
-test_daemon_kill9.py, parametrised over both consumer clients)."""
+"""The librdkafka consumer adapter under the source, on a scripted ``confluent_kafka.Consumer``
+(the adapters against the real broker: test_kafka_clients.py; the source on both clients —
+assignment, kill -9, failover, outage, pausing — test_daemon_kafka.py, test_daemon_kill9.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from confluent_kafka import TopicPartition as RdTopicPartition
 from kafka import TopicPartition
 
 from streammkl.daemon.config import load_settings
-from streammkl.daemon.rdkafka_source import RdkafkaSource, rdkafka_consumer_config
+from streammkl.daemon.kafka_clients.confluent import ConfluentConsumer, consumer_config
+from streammkl.daemon.source import Source
 
 
 class Message:
@@ -80,17 +81,22 @@ class Consumer:
         return [RdTopicPartition(p.topic, p.partition, self.positions.get(p.partition, -1001))]
 
 
-def source(**overrides: Any) -> tuple[RdkafkaSource, dict[tuple[str, int], int]]:
+def source(**overrides: Any) -> tuple[Source, dict[tuple[str, int], int]]:
     settings = load_settings(env={}, overrides={"kafka.topics": "in", **overrides}).kafka
     offsets: dict[tuple[str, int], int] = {}
-    return RdkafkaSource(settings, offsets, consumer_factory=Consumer), offsets
+    return Source(settings, offsets, lambda k: ConfluentConsumer(k, factory=Consumer)), offsets
+
+
+def adapter(src: Source) -> Any:
+    assert isinstance(src.consumer, ConfluentConsumer)
+    return src.consumer
 
 
 def test_config_maps_the_settings() -> None:
     settings = load_settings(
         env={}, overrides={"kafka.session_timeout_ms": 20_000, "kafka.check_crcs": False}
     ).kafka
-    conf = rdkafka_consumer_config(settings)
+    conf = consumer_config(settings)
     assert conf["session.timeout.ms"] == 20_000 and conf["check.crcs"] is False
     assert conf["enable.auto.commit"] is False and conf["auto.offset.reset"] == "earliest"
 
@@ -99,24 +105,25 @@ def test_assignment_starts_at_own_then_committed_then_earliest_offsets() -> None
     src, offsets = source()
     src.start()
     offsets[("in", 2)] = 11
-    consumer = src.consumer
+    client = adapter(src)
+    consumer = client.consumer
     _, on_assign, _ = consumer.subscribed
     on_assign(consumer, [RdTopicPartition("in", p) for p in (0, 1, 2)])
     # own 11 for partition 2; partition 0: the group's committed 7; partition 1: none -> earliest 3
     assert [(p.partition, p.offset) for p in consumer.assigned] == [(0, 7), (1, 3), (2, 11)]
     assert src.assignment == [TopicPartition("in", p) for p in (0, 1, 2)]
     # before a record was delivered, the position is where the partition started
-    assert src._position(TopicPartition("in", 1)) == 3
+    assert client.position(TopicPartition("in", 1)) == 3
     consumer.positions[1] = 9
-    assert src._position(TopicPartition("in", 1)) == 9
-    assert src._highwater(TopicPartition("in", 0)) == 40
-    assert src._highwater(TopicPartition("in", 1)) is None  # no fetch response yet
+    assert client.position(TopicPartition("in", 1)) == 9
+    assert client.highwater(TopicPartition("in", 0)) == 40
+    assert client.highwater(TopicPartition("in", 1)) is None  # no fetch response yet
 
 
 def test_poll_converts_messages_and_skips_errors() -> None:
     src, offsets = source(**{"kafka.max_poll_records": 10})
     src.start()
-    consumer = src.consumer
+    consumer = adapter(src).consumer
     _, on_assign, _ = consumer.subscribed
     on_assign(consumer, [RdTopicPartition("in", p) for p in (0, 1)])
     offsets[("in", 1)] = 3  # records below the own offset are already learned
@@ -142,14 +149,15 @@ def test_readiness_follows_statistics_and_errors() -> None:
     src, _ = source()
     src.start()
     assert not src.broker_connected
+    conf = adapter(src).consumer.conf  # librdkafka calls these callbacks
     up = {"brokers": {"b/1": {"state": "UP"}}, "cgrp": {"state": "up"}}
-    src._on_stats(json.dumps(up))
+    conf["stats_cb"](json.dumps(up))
     assert src.broker_connected
-    src._on_error(KafkaError(KafkaError._ALL_BROKERS_DOWN))
+    conf["error_cb"](KafkaError(KafkaError._ALL_BROKERS_DOWN))
     assert not src.broker_connected
-    src._on_stats(json.dumps({**up, "cgrp": {"state": "wait-coord"}}))
+    conf["stats_cb"](json.dumps({**up, "cgrp": {"state": "wait-coord"}}))
     assert not src.broker_connected  # a broker, but no group coordinator yet
-    src._on_stats(json.dumps(up))
+    conf["stats_cb"](json.dumps(up))
     assert src.broker_connected
-    src._on_stats(json.dumps({"brokers": {"b/1": {"state": "CONNECT"}}}))
+    conf["stats_cb"](json.dumps({"brokers": {"b/1": {"state": "CONNECT"}}}))
     assert not src.broker_connected
