@@ -329,6 +329,7 @@ def learner_alone(
         step.track = True
         settings = load_settings(env={}, overrides={f"monitor.{k}": v for k, v in monitor.items()})
         watch = StreamMonitor(settings.monitor, tempfile.mkdtemp())
+        step.observer = watch  # its rounds one at a time (predict_learn, then observe_round)
     clock = Clock()
     clock.start()
     for rec in recs:
@@ -337,7 +338,7 @@ def learner_alone(
             done = step.predict(rec.x)
             step.learn(rec.x, rec.y)
         if watch is not None:
-            watch.observe(learner.core, step.last_round, done[0] == rec.y)
+            step.observe_round(done[0] == rec.y)
     out = clock.stop(len(recs))
     if watch is not None:
         watch.close()
