@@ -25,6 +25,7 @@ from streammkl.daemon.checkpoint import (
     CheckpointMismatch,
     CheckpointStore,
     encode_offsets,
+    read_key,
 )
 from streammkl.daemon.learner import introspect, restore
 from streammkl.daemon.monitoring import INPUTS
@@ -48,6 +49,13 @@ class Checkpointer:
         A checkpoint is due after this many records, or this long after the last one when
         anything changed.
     """
+
+    @classmethod
+    def from_settings(cls, cs: Any) -> Checkpointer:
+        """The checkpointer the ``[checkpoint]`` settings ``cs`` describe (its HMAC key read)."""
+        key = read_key(cs.hmac_key_file) if cs.hmac_key_file is not None else None
+        return cls(CheckpointStore(cs.dir, cs.keep, hmac_key=key), cs.every_records,
+                   cs.every_seconds)  # fmt: skip
 
     def __init__(self, store: CheckpointStore, every_records: int, every_seconds: float) -> None:
         self.store = store

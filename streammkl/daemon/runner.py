@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from streammkl.daemon.admission import admission_for
-from streammkl.daemon.checkpoint import CheckpointStore, encode_offsets, read_key
+from streammkl.daemon.checkpoint import encode_offsets
 from streammkl.daemon.checkpointing import Checkpointer, class_path
 from streammkl.daemon.config import ConfigError, Settings
 from streammkl.daemon.group import GroupMember
@@ -24,11 +24,10 @@ from streammkl.daemon.health import HealthServer
 from streammkl.daemon.idle import GcTuning, IdleClock
 from streammkl.daemon.inflight import InflightMarker
 from streammkl.daemon.kafka_clients import (
-    CONSUMERS,
     PRODUCERS,
     ConsumerFactory,
-    KafkaPythonConsumer,
     ProducerFactory,
+    consumer_for,
 )
 from streammkl.daemon.learner import LearnerConfigError, build_learner
 from streammkl.daemon.metrics import DaemonMetrics
@@ -94,11 +93,7 @@ class Runner:
         self.work_started: float | None = None  # what /readyz times (None: idle)
         if learner is None:
             learner = build_learner(settings.learner, allow_factory)
-        cs = settings.checkpoint
-        key = read_key(cs.hmac_key_file) if cs.hmac_key_file is not None else None
-        self.checkpoints = Checkpointer(
-            CheckpointStore(cs.dir, cs.keep, hmac_key=key), cs.every_records, cs.every_seconds
-        )
+        self.checkpoints = Checkpointer.from_settings(settings.checkpoint)
         self.store = self.checkpoints.store
         self.offsets = self.checkpoints.offsets  # the source seeks there; the loop advances it
         self.counters: dict[str, Any] = dict.fromkeys(_COUNTERS, 0)
@@ -106,18 +101,10 @@ class Runner:
         self.counters["rejected_by_reason"] = {}
         k = settings.kafka
         self.sink = Sink(k, producer_client or PRODUCERS[k.producer_client], self.metrics)
-        if consumer_client is None:
-            # a mixing group blocks in its rounds and reads the mix topic inside rebalance
-            # callbacks: measured, librdkafka then left reassigned partitions unconsumed after
-            # repeated kill -9 of a member (35k of 60k learned); kafka-python's consumer did not
-            mixing = settings.mixing.enabled
-            consumer_client = KafkaPythonConsumer if mixing else CONSUMERS[k.consumer_client]
-        source_options: dict[str, Any] = {
-            "on_revoke": self._on_revoke,
-            "on_reset": self._on_reset,
-            "group": settings.kafka.assignment == "group",
-        }
-        self.source = Source(k, self.offsets, consumer_client, **source_options)
+        self.source = Source(
+            k, self.offsets, consumer_client or consumer_for(k, settings.mixing.enabled),
+            on_revoke=self._on_revoke, on_reset=self._on_reset, group=k.assignment == "group",
+        )  # fmt: skip
         #: The one loop's step: decode, learn_predict, emit, account (I/O stays here).
         self.prequential = PrequentialStep(
             settings, self.metrics, self.sink, self.marker, self.checkpoints, self.counters

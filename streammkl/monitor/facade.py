@@ -158,8 +158,8 @@ class Monitor:
         self.stride = stride
         self.n = 0
         self.restart_pending = False  # a detected rise waiting for the next multiple of B
-        self._theta_start_norm = 0.0  # ||theta|| and lambda Omega where the schedule (re)started
-        self._reg_start = 0.0
+        self.theta_start_norm = 0.0  # ||theta|| and lambda Omega where the schedule (re)started
+        self.reg_start = 0.0
         self.rounds = model.schedule.t  # rounds observed since the schedule's last (re)start
         self._now: np.ndarray | None = None  # block norms as of example n (None: the model's)
 
@@ -310,8 +310,8 @@ class Monitor:
         :meth:`observe_run` asked (the model as of the last observed example): its state is the
         start of the next Prop. 3 segment."""
         model = self.model
-        self._theta_start_norm = theory.theta_norm(model)
-        self._reg_start = model.regularization_value()
+        self.theta_start_norm = theory.theta_norm(model)
+        self.reg_start = model.regularization_value()
         self._now = None
         self.rounds = 0
 
@@ -338,8 +338,8 @@ class Monitor:
         return theory.prop3_bound(
             self.model,
             self.norms.max_sq,
-            theta_start_norm=self._theta_start_norm,
-            reg_start=self._reg_start,
+            theta_start_norm=self.theta_start_norm,
+            reg_start=self.reg_start,
             rounds=self.rounds,
         )
 

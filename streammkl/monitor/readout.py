@@ -65,8 +65,8 @@ def to_state(monitor: Monitor) -> dict[str, Any]:
         "drift_detections": det.n_restarts if det else 0,
         "drift_ignored": det.n_ignored if det else 0,
         "last_drift_example": det.last_restart if det else -1,
-        "theta_start_norm": monitor._theta_start_norm,
-        "reg_start": monitor._reg_start,
+        "theta_start_norm": monitor.theta_start_norm,
+        "reg_start": monitor.reg_start,
         "restart_pending": monitor.restart_pending,
         "rounds": monitor.rounds,
         "beta_movement": monitor.beta.to_state(),
@@ -82,8 +82,8 @@ def restore(monitor: Monitor, state: dict[str, Any]) -> None:
         monitor.detector.n_restarts = int(state["drift_detections"])
         monitor.detector.n_ignored = int(state["drift_ignored"])
         monitor.detector.last_restart = int(state["last_drift_example"])
-    monitor._theta_start_norm = float(state["theta_start_norm"])
-    monitor._reg_start = float(state["reg_start"])
+    monitor.theta_start_norm = float(state["theta_start_norm"])
+    monitor.reg_start = float(state["reg_start"])
     monitor.restart_pending = bool(state.get("restart_pending", False))
     monitor.rounds = int(state.get("rounds", monitor.model.schedule.t))
     if "beta_movement" in state:
