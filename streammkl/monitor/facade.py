@@ -55,7 +55,7 @@ def _rows(X: Any, Y: Any, losses: Any, regs: Any) -> tuple[np.ndarray, ...]:
     regs = np.asarray(regs, dtype=np.float64)
     n = losses.shape[0]
     if not (X.ndim == 2 and X.shape[0] == Y.shape[0] == regs.shape[0] == n):
-        raise ValueError("observe_many needs X (n, d) and n targets, losses and regs")
+        raise ValueError("observe_run needs X (n, d) and n targets, losses and regs")
     return X, Y, losses, regs
 
 
@@ -77,7 +77,8 @@ class Monitor:
     detector
         ``"adwin"`` (default), ``"page-hinkley"``, a river drift detector, or None (no detection).
     restart_on_drift
-        Restart the learner's schedule on a detected rise of the loss (False: only count).
+        Ask for a restart of the learner's schedule on a detected rise of the loss (False: only
+        count); the caller applies it (:class:`~streammkl.monitor.loop.MonitoredLoop` does).
     detector_input
         ``"loss"`` (the prequential loss) or ``"error"`` (prequential 0/1 error from ``scores``,
         classification only).
@@ -86,8 +87,8 @@ class Monitor:
         a multiple of ``beta_stride`` (a multiple of ``stride``; default: ``beta_lag // 50``
         rounded up to one).
     stride
-        B: schedule restarts (and β samples) happen only when the example count is a multiple
-        of B. 1 restarts right after the example that triggered the detection.
+        B: schedule restarts are asked for (and β sampled) only when the example count is a
+        multiple of B. 1 asks right after the example that triggered the detection.
     detector_memory
         The detector keeps its inputs since its last detection, at most this many (see
         :class:`~streammkl.monitor.drift.LossDriftDetector`; None: no log).
