@@ -4,9 +4,11 @@ its loop.
 :class:`IdleClock`: idle means ``exit_when_idle`` seconds without a record **and** several
 fetches in a row without one (a loop that was merely slow to poll, on a loaded machine, has not
 seen the end of the stream); before the first assignment a consumer-group join gets a grace of
-three session timeouts. :class:`GcTuning`: what start-up allocated is frozen (the collector never
-scans it again) and the first generation's threshold raised (``run.gc_threshold``); undone at
-shutdown.
+three session timeouts. While records are known to wait on the owned partitions (a stalled
+broker or group), the loop waits ``IDLE_PATIENCE`` times longer before it ends.
+
+:class:`GcTuning`: what start-up allocated is frozen (the collector never scans it again) and the
+first generation's threshold raised (``run.gc_threshold``); undone at shutdown.
 """
 
 from __future__ import annotations
@@ -16,6 +18,9 @@ import time
 
 #: Consecutive fetches without a record before ``run.exit_when_idle`` may end the loop.
 IDLE_FETCHES = 10
+#: While records are known to wait on the owned partitions (lag > 0: the broker or the group
+#: stalled the fetches), idle must last this many times ``exit_when_idle`` before the loop ends.
+IDLE_PATIENCE = 10.0
 
 
 class IdleClock:
@@ -39,14 +44,15 @@ class IdleClock:
         """Idle counts from now (new partitions; the end of a piece of work)."""
         self.last = time.monotonic() if now is None else now
 
-    def expired(self, now: float, assigned_ever: bool) -> bool:
-        """Whether the daemon has been idle for ``limit`` (never, without a limit)."""
+    def expired(self, now: float, assigned_ever: bool, patience: float = 1.0) -> bool:
+        """Whether the daemon has been idle for ``patience`` times ``limit`` (never, without a
+        limit)."""
         if self.limit is None:
             return False
         base = self.last
         if not assigned_ever:  # never assigned yet: allow the group join
             base = max(base, self.started + self.join_grace)
-        return now - base >= self.limit and self.empty_fetches >= IDLE_FETCHES
+        return now - base >= patience * self.limit and self.empty_fetches >= IDLE_FETCHES
 
 
 class GcTuning:

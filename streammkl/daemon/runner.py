@@ -21,7 +21,7 @@ from streammkl.daemon.checkpointing import Checkpointer, class_path
 from streammkl.daemon.config import ConfigError, Settings
 from streammkl.daemon.group import GroupMember
 from streammkl.daemon.health import HealthServer
-from streammkl.daemon.idle import GcTuning, IdleClock
+from streammkl.daemon.idle import IDLE_PATIENCE, GcTuning, IdleClock
 from streammkl.daemon.inflight import InflightMarker
 from streammkl.daemon.kafka_clients import (
     PRODUCERS,
@@ -366,8 +366,12 @@ class Runner:
             self.checkpoint("periodic")
         self._publish(busy=bool(batch))
         if not self.source.buffered and self.idle.expired(now, bool(self.source.buffers)):
-            log.info("no record for %.1f s: exiting", self.idle.limit)
-            return False
+            behind = sum(self.source.lag().values())  # records known to wait on our partitions
+            if not behind or self.idle.expired(now, True, patience=IDLE_PATIENCE):
+                log.log(logging.WARNING if behind else logging.INFO,
+                        "no record for %.1f s: exiting (%d records behind)",
+                        now - self.idle.last, behind)  # fmt: skip
+                return False
         return True
 
     def run(self) -> int:

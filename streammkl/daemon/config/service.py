@@ -56,7 +56,9 @@ class RunSettings(Section):
     """Process behaviour."""
 
     #: Checkpoint and exit 0 once no record arrived for this many seconds, and for the last 10
-    #: fetches in a row (a loop slow to poll has not reached the end) (None = run forever).
+    #: fetches in a row (a loop slow to poll has not reached the end), with no record known to
+    #: wait on the owned partitions (lag 0; else it waits 10 times longer: a stalled broker or
+    #: group) (None = run forever).
     exit_when_idle: float | None = Field(default=None, gt=0)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     #: Python's cyclic garbage collector, tuned for the loop (``gc.freeze`` after start-up and a
