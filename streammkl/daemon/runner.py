@@ -367,7 +367,9 @@ class Runner:
         self._publish(busy=bool(batch))
         if not self.source.buffered and self.idle.expired(now, bool(self.source.buffers)):
             behind = sum(self.source.lag().values())  # records known to wait on our partitions
-            if not behind or self.idle.expired(now, True, patience=IDLE_PATIENCE):
+            if not behind or self.idle.expired(
+                now, bool(self.source.buffers), patience=IDLE_PATIENCE
+            ):
                 log.log(logging.WARNING if behind else logging.INFO,
                         "no record for %.1f s: exiting (%d records behind)",
                         now - self.idle.last, behind)  # fmt: skip

@@ -303,7 +303,6 @@ class Monitor:
         if self.n % self.stride or not self.restart_pending:
             return False
         self.restart_pending = False
-        self.rounds = 0
         return True
 
     def restarted(self) -> None:

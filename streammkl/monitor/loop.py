@@ -81,7 +81,7 @@ class MonitoredLoop:
         restarts if the monitor asks. Whether it restarted."""
         if self.shadows is not None:
             fed = self.shadows.n_fed
-            self.shadows.observe(np.asarray(x, dtype=np.float64), float(y), loss)
+            self.shadows.observe(x, y, loss)  # (it keeps its own float copy)
             if self.shadows.n_fed != fed:
                 self.monitor.note_shadow_regret(self.shadows.regret)
         if self.monitor.observe(x, y, loss, reg, scores):
