@@ -306,11 +306,11 @@ def learner_runs(values: list[bytes], batch: int = 2000) -> dict[str, float]:
     step = make_step(learner)
     step.warm_up()
     xs, ys = [r.x for r in recs], [r.y for r in recs]
-    learner.learn_predict_many(xs[:10], ys[:10], validated=True)  # classes known
+    learner.rounds().learn_predict_many(xs[:10], ys[:10], validated=True)  # classes known
     clock = Clock()
     clock.start()
     for i in range(10, len(recs), batch):
-        learner.learn_predict_many(xs[i : i + batch], ys[i : i + batch], validated=True)
+        learner.rounds().learn_predict_many(xs[i : i + batch], ys[i : i + batch], validated=True)
     return clock.stop(len(recs) - 10)
 
 

@@ -62,7 +62,7 @@ def learner(bank: str, standardize: bool, classes: list) -> Any:
     if bank == "fixed":
         params["kernels"] = tuple(build_component("kernels", k, "kernels") for k in KERNELS)
     out = MKLClassifier(**params)
-    out.declare_classes(classes)
+    out.rounds().declare_classes(classes)
     return out
 
 
@@ -78,7 +78,7 @@ def case(recs: list, classes: list, bank: str, std: bool, warm: bool) -> tuple[f
     one = learner(bank, std, classes)
     single = sum(correct(one, r) for r in recs) / len(recs)
     base = learner(bank, std, classes)
-    base.declare_features([])
+    base.rounds().declare_features([])
     log = GroupLog()
     log.apply(MixRecord("base", 0, "a", state=base.to_state()))
     for m in "ab":  # a round waits for both
@@ -90,14 +90,14 @@ def case(recs: list, classes: list, bank: str, std: bool, warm: bool) -> tuple[f
         assert state is not None
         for m in "ab":
             model = learner(bank, std, classes)
-            model.load_state(*state)
-            model.core.hold_bandwidths = True
-            left = model.core.warmup_left
+            model.rounds().load_state(*state)
+            model.rounds().model.hold_bandwidths = True
+            left = model.rounds().model.warmup_left
             k = min(K, left) if left and warm else K
-            start = model.n_learned
+            start = model.rounds().n_learned
             hits += sum(correct(model, r) for r in parts[m][pos[m] : pos[m] + k])
             pos[m] += k
-            n = model.n_learned - start
+            n = model.rounds().n_learned - start
             digest = learner_digest(state)
             log.apply(MixRecord("delta", r0, m, n, state=model.to_state(), base_digest=digest))
         log.apply(MixRecord("close", r0, "a"))  # (a partition ran out: b did not publish)

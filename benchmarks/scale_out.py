@@ -179,7 +179,7 @@ def fold(bootstrap: str, mix: str, summaries: list[dict], dual: str) -> dict[str
     return {
         "learned_total": log.examples,
         "digests_equal": not log.mismatches and digests <= set(log.digests.values()),
-        "density": len(final.active_kernels) / len(final.kernel_names),
+        "density": sum(w > 0 for w in final.kernel_weights.values()) / len(final.kernel_weights),
         "rounds": len(res),
         "late_members": sum(len(r.late) for r in res),
         "stale_deltas": sum(len(r.stale) for r in res),

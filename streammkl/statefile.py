@@ -48,7 +48,9 @@ import numpy as np
 
 from streammkl.files import atomic_write
 
-__all__ = ["CONTAINER_VERSION", "StateError", "check_header", "read", "state_digest", "write"]
+__all__ = [
+    "CONTAINER_VERSION", "StateError", "check_header", "digest_of", "read", "state_digest", "write",
+]  # fmt: skip
 
 #: Version of the container written by :func:`write` (1 = the river learners' earlier .npz).
 CONTAINER_VERSION = 2
@@ -68,6 +70,13 @@ def state_digest(meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> s
         h.update(f"{name}|{arr.dtype}|{arr.shape}".encode())
         h.update(arr.tobytes())
     return h.hexdigest()
+
+
+def digest_of(learner: Any) -> str:
+    """The digest of any learner's state (``learner.to_state()``: a core model, a river learner,
+    a structured learner): equal digests <=> identical learners."""
+    meta, arrays = learner.to_state()
+    return state_digest(meta, arrays)
 
 
 def check_header(meta: Any, fmt: str, version: int, kind: str) -> int:

@@ -105,5 +105,5 @@ def test_mutated_records_never_break_the_loop(tmp_path: Path) -> None:
     assert set(c["rejected_by_reason"]) <= set(REASONS)
     assert "learner_error" not in c["rejected_by_reason"]  # every refusal happens before it
     assert len(c["rejected_by_reason"]) >= 12  # the mutations reach many reasons
-    assert r.learner.n_features <= 16 and len(r.learner.classes_) <= 2
+    assert r.learner.rounds().n_features <= 16 and len(r.learner.classes_) <= 2
     assert len(cluster.values("streammkl.dead-letters")) == c["dead_letters"]

@@ -49,19 +49,19 @@ def _stream(n: int, seed: int) -> tuple[list[dict], list[int]]:
 
 def _base() -> tuple:
     learner = MKLClassifier(kernels=BANK)
-    learner.declare_classes([0, 1])
-    learner.declare_features([])
+    learner.rounds().declare_classes([0, 1])
+    learner.rounds().declare_features([])
     return learner.to_state()
 
 
 def _delta(base: tuple, round_: int, member: str, xs, ys, offsets=None) -> MixRecord:
     learner = MKLClassifier(kernels=BANK)
-    learner.load_state(*base)
-    start = learner.n_learned
+    learner.rounds().load_state(*base)
+    start = learner.rounds().n_learned
     for x, y in zip(xs, ys, strict=True):
         learner.learn_one(x, y)
     return MixRecord(
-        "delta", round_, member, examples=learner.n_learned - start, offsets=offsets or {},
+        "delta", round_, member, examples=learner.rounds().n_learned - start, offsets=offsets or {},
         state=learner.to_state(), base_digest=learner_digest(base),
     )  # fmt: skip
 
@@ -130,7 +130,7 @@ def test_the_merged_models_prequential_and_hindsight_views_fold_once():
     for rec in [MixRecord("base", 0, "a", state=base), MixRecord("hello", 0, "a")]:
         log.apply(rec)
     learner = MKLClassifier(kernels=BANK)
-    learner.load_state(*base)
+    learner.rounds().load_state(*base)
     kept = []
     for x, y in zip(X[:100], Y[:100], strict=True):
         proba = learner.predict_proba_one(x)
@@ -143,7 +143,7 @@ def test_the_merged_models_prequential_and_hindsight_views_fold_once():
     log.apply(_roundtrip(delta))
     log.apply(_roundtrip(delta))  # a replay
     assert (log.loss, log.mistakes, log.labelled) == (view["loss"], view["mistakes"], 100)
-    learner.load_state(*log.base)
+    learner.rounds().load_state(*log.base)
     report = hindsight(learner, kept, 0)
     again = sum(-np.log(max(learner.predict_proba_one(x).get(y, 0.0), 1e-15))
                 for x, y, _ in kept)  # fmt: skip
@@ -168,11 +168,11 @@ def test_the_merged_models_prequential_and_hindsight_views_fold_once():
 
 def test_group_mode_refuses_what_it_cannot_merge():
     learner = MKLClassifier(kernels=(kernels.RBF(0.5),), budget=64)  # kernelized: merged
-    learner.declare_features([])
+    learner.rounds().declare_features([])
     check_group_learner(learner.to_state())
     with pytest.raises(ValueError, match="kernelized MedianRBF"):
         learner = MKLClassifier(kernels=(kernels.MedianRBF(1.0, None),), budget=64)
-        learner.declare_features([])
+        learner.rounds().declare_features([])
         check_group_learner(learner.to_state())
     default = MKLClassifier()  # the default bank (MedianRBF Fourier maps) is accepted
     default.declare_features([])
@@ -291,9 +291,10 @@ def test_two_members_learn_one_model_with_the_default_bank(
     final = learner_digest(log.base)  # type: ignore[arg-type]
     assert final == log.digest
     learner = MKLClassifier.from_state(*log.base)  # type: ignore[misc]
-    medians = [k for k in learner.core.kernels if getattr(k, "median_from", None)]
+    medians = [k for k in learner.rounds().model.kernels if getattr(k, "median_from", None)]
     assert len(medians) == 3 and all(k.median_from["final"] for k in medians)
-    assert learner.core.warmup_left == 0 and log.results[0].examples <= 2 * 50  # warm-up round
+    # the warm-up round
+    assert learner.rounds().model.warmup_left == 0 and log.results[0].examples <= 2 * 50
     count = learner.to_state()[1]["inputs.count"]
     assert count.tolist() == [4000.0] * 3  # the pooled input statistics count every record once
 

@@ -23,6 +23,7 @@ from streammkl.daemon.admission import REASONS, model_cells
 from streammkl.daemon.inflight import InflightMarker
 from streammkl.daemon.runner import Runner
 from streammkl.river import MKLClassifier
+from streammkl.statefile import digest_of
 from tests.daemon_fakes import FakeCluster, bananas_like
 from tests.test_daemon_runner import make_settings
 
@@ -80,7 +81,7 @@ def test_hostile_records_are_dead_letters_with_their_reasons_and_the_rest_is_lea
     assert r.counters["examples_learned"] == 60
     assert r.counters["rejected_by_reason"] == dict.fromkeys(hostile, 1)
     assert sorted(h["reason"] for h in dead_letters(cluster)) == sorted(hostile)
-    assert r.learner.n_features == 2  # nothing of the hostile records was admitted
+    assert r.learner.rounds().n_features == 2  # nothing of the hostile records was admitted
     reg = r.metrics.registry
     for reason in (*REASONS, "crashed_worker"):  # every reason is a label from the start
         assert reg.get_sample_value("streammkl_records_rejected_total", {"reason": reason}) in (
@@ -103,7 +104,7 @@ def test_the_model_admits_features_classes_and_work_up_to_its_limits(tmp_path: P
     r.run()
     got = r.counters["rejected_by_reason"]
     assert got == {"too_many_features": 2, "too_many_classes": 2}
-    assert r.learner.n_features == 62
+    assert r.learner.rounds().n_features == 62
     assert len(r.learner.classes_) == 3
     reasons = [h["reason"] for h in dead_letters(cluster)]
     assert reasons.count("too_many_features") == 2 and reasons.count("too_many_classes") == 2
@@ -113,7 +114,7 @@ def test_the_model_admits_features_classes_and_work_up_to_its_limits(tmp_path: P
 
 
 def test_the_work_budget_counts_the_cells_of_the_grown_model(tmp_path: Path) -> None:
-    bank = MKLClassifier().kernel_names
+    bank = MKLClassifier().rounds().kernel_names
     assert "poly2" in bank  # the default bank: linear, 3 x RFF(128), exact quadratic (capped)
     default = [
         kernels.Linear(),
@@ -224,7 +225,7 @@ def test_a_careful_replay_learns_the_uninterrupted_model(tmp_path: Path, partiti
 
     r.marker.begin = spy  # type: ignore[method-assign]
     r.run()
-    assert r.learner.digest() == ref.learner.digest()
+    assert digest_of(r.learner) == digest_of(ref.learner)
     careful = {("in", p, o) for p in range(partitions) for o in range(150 // partitions + 1)}
     assert careful <= set(marked)  # every record of the span alone and marked
     assert len(marked) < 300  # and then compiled runs again
@@ -261,7 +262,7 @@ def test_the_work_budget_counts_the_monitor_window_of_each_input(
     # 4 x 134,110 + 302 x 6,000 = 2,348,440
     expected = {"over_work_budget": 1} if monitor else {}
     assert r.counters["rejected_by_reason"] == expected
-    assert r.learner.n_features == (2 if monitor else 302)
+    assert r.learner.rounds().n_features == (2 if monitor else 302)
 
 
 def test_health_thresholds_come_from_the_settings_and_answer_over_http(tmp_path: Path) -> None:

@@ -32,7 +32,7 @@ LINEAR, RBF, POLY = {"type": "Linear"}, {"type": "RBF", "gamma": 2.0}, {"type": 
 
 
 def kernels_of(r: Runner) -> dict[str, float]:
-    return dict(r.learner.block_norms)
+    return dict(r.learner.rounds().block_norms)
 
 
 def reloading(tmp_path: Path, n: int, wanted: dict[str, Any]) -> tuple[Runner, FakeCluster]:

@@ -16,6 +16,7 @@ from streammkl.daemon.checkpoint import CheckpointError, CheckpointStore, encode
 from streammkl.daemon.config import load_settings
 from streammkl.daemon.inspection import inspect_checkpoint
 from streammkl.daemon.runner import Runner
+from streammkl.statefile import digest_of
 from tests.daemon_fakes import FakeCluster, FakeLearner, TopicPartition, bananas_like
 
 N = 240
@@ -62,7 +63,7 @@ def reference_digest(records: list[Any]) -> str:
     for r in sorted(records, key=lambda r: (r.timestamp, r.topic, r.partition, r.offset)):
         d = json.loads(r.value)
         learner.learn_one(d["x"], d["y"])
-    return learner.digest()
+    return digest_of(learner)
 
 
 def predictions(cluster: FakeCluster) -> list[dict[str, Any]]:
@@ -76,7 +77,7 @@ def test_merge_order_is_a_function_of_the_logs_not_of_fetch_timing(tmp_path: Pat
         records = fill(cluster)
         r = runner(tmp_path / str(seed), cluster, seed=seed)
         assert r.run() == 0
-        digests.add(r.learner.digest())
+        digests.add(digest_of(r.learner))
         assert r.counters["examples_learned"] == N
         preds = predictions(cluster)
         assert sorted((p["partition"], p["offset"]) for p in preds) == sorted(
@@ -95,7 +96,7 @@ def test_single_partition_is_learned_in_log_order(tmp_path: Path) -> None:
     for rec in records:
         d = json.loads(rec.value)
         learner.learn_one(d["x"], d["y"])
-    assert r.learner.digest() == learner.digest()
+    assert digest_of(r.learner) == digest_of(learner)
     assert [p["offset"] for p in predictions(cluster)] == list(range(N))
 
 
@@ -117,10 +118,10 @@ def test_crash_anywhere_then_restart_gives_the_uninterrupted_model(
         # kill -9: the object is abandoned, nothing is flushed or checkpointed
     final = runner(tmp_path / "run", cluster, seed=999)
     assert final.run() == 0
-    assert final.learner.digest() == ref.learner.digest() == reference_digest(records)
+    assert digest_of(final.learner) == digest_of(ref.learner) == reference_digest(records)
     info = inspect_checkpoint(tmp_path / "run" / "ck")
     assert info["examples_learned"] == N
-    assert info["model_digest"] == ref.learner.digest()
+    assert info["model_digest"] == digest_of(ref.learner)
     assert info["offsets"] == {"in": {"0": 80, "1": 80, "2": 80}}
     # outputs are at-least-once: every record predicted, replays give identical predictions
     by_offset: dict[tuple[int, int], set[str]] = {}
@@ -271,7 +272,7 @@ def test_checkpoint_offset_beyond_highwater_is_counted_and_restarts_at_earliest(
             "offsets": encode_offsets({("in", 0): 500}),
             "counters": {"examples_learned": 500},
             "model": {"class": "tests.daemon_fakes:FakeLearner", "meta": learner.to_state()[0]},
-            "summary": {"model_digest": learner.digest()},
+            "summary": {"model_digest": digest_of(learner)},
         },
         learner.to_state()[1],
     )
@@ -468,7 +469,7 @@ def test_default_learner_survives_crashes_exactly(
     final.run()
     assert ref.learner_step.batched is (task == "classification" and stride > 1)
     assert final.counters["examples_learned"] == ref.counters["examples_learned"] == 300
-    assert final.learner.digest() == ref.learner.digest()
+    assert digest_of(final.learner) == digest_of(ref.learner)
     assert {(p["partition"], p["offset"]) for p in predictions(cluster)} == {
         (i % 2, i // 2) for i in range(300)
     }  # every record predicted (at least once)

@@ -15,6 +15,7 @@ from river import datasets, preprocessing
 from streammkl.daemon.checkpoint import CheckpointStore
 from streammkl.daemon.runner import Runner
 from streammkl.river import MKLClassifier
+from streammkl.statefile import digest_of
 from tests.daemon_fakes import FakeCluster, crash_and_resume
 from tests.test_daemon_runner import make_settings
 
@@ -84,7 +85,7 @@ def test_the_input_statistics_are_checkpointed_and_survive_crashes_exactly(
         )  # fmt: skip
 
     reference, final = crash_and_resume(make_runner, values)
-    assert final.learner.digest() == reference.learner.digest()
+    assert digest_of(final.learner) == digest_of(reference.learner)
     assert final.counters["examples_learned"] == 600
     ckpt = CheckpointStore(tmp_path / "run" / "ck").load_latest()
     assert ckpt is not None and ckpt.arrays["inputs.count"].max() == 600  # the statistics

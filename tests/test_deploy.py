@@ -731,8 +731,8 @@ def _group_learner_accepted(settings: Any) -> None:
     assert settings.mixing.enabled
     GroupMember(settings, GroupMetrics(CollectorRegistry()))
     learner = build_learner(settings.learner)
-    learner.declare_classes(list(settings.records.classes))
-    learner.declare_features([])
+    learner.rounds().declare_classes(list(settings.records.classes))
+    learner.rounds().declare_features([])
     check_group_learner(learner.to_state())
 
 

@@ -25,25 +25,26 @@ def _stream(n: int, seed: int, d: int = 3, spread: float = 100.0) -> tuple[list[
 
 def _base(**params) -> tuple:
     learner = MKLClassifier(**params)
-    learner.declare_classes([0, 1])
-    learner.declare_features([])
+    learner.rounds().declare_classes([0, 1])
+    learner.rounds().declare_features([])
     return learner.to_state()
 
 
 def _member(base: tuple, **params) -> MKLClassifier:
     learner = MKLClassifier(**params)
-    learner.load_state(*base)
-    learner.core.hold_bandwidths = True  # what GroupMember does on every adopted base
+    learner.rounds().load_state(*base)
+    learner.rounds().model.hold_bandwidths = True  # what GroupMember does on every adopted base
     return learner
 
 
 def _delta(base: tuple, round_: int, name: str, xs, ys, **params) -> MixRecord:
     learner = _member(base, **params)
-    start = learner.n_learned
+    start = learner.rounds().n_learned
     for x, y in zip(xs, ys, strict=True):
         learner.learn_one(x, y)
     rec = MixRecord(
-        "delta", round_, name, examples=learner.n_learned - start, state=learner.to_state(),
+        "delta", round_, name, examples=learner.rounds().n_learned - start,
+        state=learner.to_state(),
         base_digest=learner_digest(base),
     )  # fmt: skip
     return decode(encode(rec)[1])
@@ -58,19 +59,20 @@ def _log(base: tuple, members=("a", "b")) -> GroupLog:
 
 
 def _medians(learner: MKLClassifier) -> list:
-    return [k for k in learner.core.kernels if getattr(k, "median_from", None)]
+    return [k for k in learner.rounds().model.kernels if getattr(k, "median_from", None)]
 
 
 def test_a_held_member_keeps_the_base_bandwidths_and_every_warmup_input():
     xs, ys = _stream(300, 0)
     learner = _member(_base())
-    learner.learn_predict_many(xs[:120], ys[:120])  # compiled runs across the full reservoir
+    # compiled runs across the full reservoir
+    learner.rounds().learn_predict_many(xs[:120], ys[:120])
     for x, y in zip(xs[120:], ys[120:], strict=True):
         learner.learn_one(x, y)
-    assert learner.n_learned == 300
+    assert learner.rounds().n_learned == 300
     medians = _medians(learner)
     assert len(medians) == 3 and not any(k.median_from["final"] for k in medians)
-    assert learner.core.warmup_left == 0  # 50 inputs kept (for the group), none resolved
+    assert learner.rounds().model.warmup_left == 0  # 50 inputs kept (for the group), none resolved
     assert learner.to_state()[1]["warmup_inputs"].shape == (bandwidth.WARMUP, 3)
     alone = MKLClassifier()  # the single learner resolves at 50 inputs, as before
     for x, y in zip(xs, ys, strict=True):
@@ -101,7 +103,7 @@ def test_the_group_measures_one_bandwidth_from_its_pooled_inputs_and_all_agree()
         provisional = k.median_from["scale"] / 6.0  # m = 2 d
         kept = max(want, provisional) / min(want, provisional) <= bandwidth.TOLERANCE
         assert k.gamma == pytest.approx(provisional if kept else want)
-    assert merged.core.warmup_left == 0 and "warmup_inputs" not in log.base[1]
+    assert merged.rounds().model.warmup_left == 0 and "warmup_inputs" not in log.base[1]
     # the next round learns on the agreed bandwidths: nothing more to decide, digests agree
     base1 = log.base
     for name, lo in (("a", 100), ("b", 250)):
@@ -109,8 +111,8 @@ def test_the_group_measures_one_bandwidth_from_its_pooled_inputs_and_all_agree()
         log.apply(rec)
         other.apply(rec)
     assert log.round == 2 and log.digest == other.digest and log.examples == 400
-    assert [k.name for k in MKLClassifier.from_state(*log.base).core.kernels] == [
-        k.name for k in merged.core.kernels
+    assert [k.name for k in MKLClassifier.from_state(*log.base).rounds().model.kernels] == [
+        k.name for k in merged.rounds().model.kernels
     ]
 
 
@@ -163,18 +165,18 @@ def test_round_zero_members_that_resolved_at_other_input_counts_still_merge():
     narrow = [{"x0": x["x0"], "x1": x["x1"]} for x in xs[:10]]
     da = _delta(base, 0, "a", narrow + xs[10:30], ys[:30])
     db = _delta(base, 0, "b", xs[30:70], ys[30:70])
-    assert [k.name for k in MKLClassifier.from_state(*da.state).core.kernels] != [
-        k.name for k in MKLClassifier.from_state(*db.state).core.kernels
+    assert [k.name for k in MKLClassifier.from_state(*da.state).rounds().model.kernels] != [
+        k.name for k in MKLClassifier.from_state(*db.state).rounds().model.kernels
     ]
     res = log.apply(db) or log.apply(da)
     assert res is not None and log.examples == 70 and log.mismatches == []
     merged = MKLClassifier.from_state(*log.base)
-    assert merged.n_features == 3
+    assert merged.rounds().n_features == 3
 
 
 def test_align_leaves_fixed_banks_alone():
     learner = MKLClassifier(kernels=(kernels.Linear(), kernels.RBF(0.5, n_components=16)))
-    learner.declare_classes([0, 1])
+    learner.rounds().declare_classes([0, 1])
     learner.learn_one({"a": 1.0}, 1)
     meta, arrays = learner.to_state()
     state = (meta["core"], arrays)
@@ -212,7 +214,7 @@ def test_pooling_handles_inputs_met_by_one_member_only():
         for row in rows:
             learner.learn_one(dict(zip(names, row, strict=True)), 1)
         arrays = learner.to_state()[1]
-        return learner.feature_names, arrays
+        return learner.rounds().feature_names, arrays
 
     empty = ([], {})
     a = stats(["u", "v"], [[1.0, 2.0], [3.0, 4.0]])

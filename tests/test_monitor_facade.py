@@ -90,7 +90,7 @@ def test_state_round_trip_continues_the_counters():
 def test_river_classifier_core_and_intercept_means_no_bound():
     clf = MKLClassifier(kernels=(kernels.Linear(),), loss=losses.Hinge(), seed=0)
     clf.learn_one({"a": 1.0, "b": 0.0}, True)
-    core = clf.core
+    core = clf.rounds().model
     mon = Monitor(core, window=None, detector=None)
     loop = MonitoredLoop(core, mon)
     X, Y = _stream(300, seed=2)

@@ -35,9 +35,10 @@ def test_learns_phishing_and_reports_kernel_weights():
         model.learn_one(x, y)
     assert correct / len(data) > 0.87
     beta = model.kernel_weights
-    assert set(beta) == set(model.kernel_names) and abs(sum(beta.values()) - 1) < 1e-9
-    assert model.active_kernels and all(beta[k] > 0 for k in model.active_kernels)
-    assert model.n_learned == len(data)
+    assert set(beta) == set(model.rounds().kernel_names) and abs(sum(beta.values()) - 1) < 1e-9
+    active = [k for k, w in beta.items() if w > 0]
+    assert active and all(model.rounds().block_norms[k] > 0 for k in active)
+    assert model.rounds().n_learned == len(data)
 
 
 def test_boolean_labels_give_both_classes_from_the_first_example():
@@ -70,31 +71,31 @@ def test_features_appearing_mid_stream_missing_and_in_any_order():
         rnd.shuffle(keys)
         a.learn_one(x, y)
         b.learn_one({k: x[k] for k in keys}, y)
-    assert a.digest() == b.digest()
+    assert a.rounds().digest() == b.rounds().digest()
     probe = {k: v for k, v in data[0][0].items() if k != "ip_in_url"}  # a missing feature = 0
     assert a.predict_proba_one(probe) == b.predict_proba_one({**probe, "ip_in_url": 0})
 
 
 def test_non_numeric_value_is_rejected_naming_the_feature_and_changes_nothing():
     model = _trained(50)
-    digest = model.digest()
+    digest = model.rounds().digest()
     with pytest.raises(TypeError, match="'colour'"):
         model.learn_one({"colour": "red", "age": 3.0}, True)
     with pytest.raises(ValueError, match="'age'"):
         model.learn_one({"age": float("nan")}, True)
     with pytest.raises(TypeError, match="'colour'"):
         model.predict_one({"colour": "red"})
-    assert model.digest() == digest
+    assert model.rounds().digest() == digest
 
 
 def test_binary_loss_refuses_a_third_class_without_changing_the_model():
     model = MKLClassifier(loss=losses.Logistic())
     model.learn_one({"a": 1.0}, "x")
     model.learn_one({"a": -1.0}, "y")
-    digest = model.digest()
+    digest = model.rounds().digest()
     with pytest.raises(ValueError, match="third class"):
         model.learn_one({"a": 0.0, "b": 2.0}, "z")
-    assert model.digest() == digest
+    assert model.rounds().digest() == digest
     p = model.predict_proba_one({"a": 1.0})
     assert set(p) == {"x", "y"} and abs(sum(p.values()) - 1) < 1e-12
 
@@ -108,14 +109,14 @@ def test_save_load_round_trip_is_exact(tmp_path, cls):
         model.learn_one(x, target(y))
     path = model.save(tmp_path / "model.npz")
     loaded = cls.load(path)
-    assert loaded.digest() == model.digest()
+    assert loaded.rounds().digest() == model.rounds().digest()
     for x, y in data[200:]:
         assert loaded.predict_one(x) == model.predict_one(x)
         model.learn_one(x, target(y))
         loaded.learn_one(x, target(y))
-    assert loaded.digest() == model.digest()
-    assert pickle.loads(pickle.dumps(model)).digest() == model.digest()
-    assert model.clone().n_learned == 0
+    assert loaded.rounds().digest() == model.rounds().digest()
+    assert pickle.loads(pickle.dumps(model)).rounds().digest() == model.rounds().digest()
+    assert model.clone().rounds().n_learned == 0
 
 
 def test_custom_configuration_survives_save_load_save(tmp_path):
@@ -131,7 +132,7 @@ def test_custom_configuration_survives_save_load_save(tmp_path):
         model.learn_one(x, y)
     loaded = MKLClassifier.load(model.save(tmp_path / "a.npz"))
     again = MKLClassifier.load(loaded.save(tmp_path / "b.npz"))
-    assert again.digest() == loaded.digest() == model.digest()
+    assert again.rounds().digest() == loaded.rounds().digest() == model.rounds().digest()
     assert repr(again) == repr(model)
 
 
@@ -179,7 +180,7 @@ def test_memory_stays_bounded_with_a_budget_over_50k_examples():
     feed(0, 1000)
     after_1k = model._raw_memory_usage
     feed(1000, 50_000)
-    assert model.n_support == 128 and model.n_learned == 50_000
+    assert model.rounds().n_support == 128 and model.rounds().n_learned == 50_000
     assert model._raw_memory_usage <= after_1k + 4096  # flat: no per-example state
 
 
@@ -241,9 +242,9 @@ def test_learn_predict_many_is_the_loop_of_single_calls(loss, monkeypatch):
             a.learn_one(x, y)
     got = []
     for start in range(0, len(xs), 173):  # batch boundaries anywhere
-        got.extend(b.learn_predict_many(xs[start : start + 173], ys[start : start + 173]))
+        got.extend(b.rounds().learn_predict_many(xs[start : start + 173], ys[start : start + 173]))
     assert got == expected  # the same numbers, not only close ones
-    assert a.digest() == b.digest()
+    assert a.rounds().digest() == b.rounds().digest()
     assert set(b.classes_) == {"neg", "pos", "third"}
     assert sum(compiled) > 1000 and max(compiled) > 50  # most rounds ran in compiled runs
 
@@ -253,9 +254,9 @@ def test_learn_predict_many_reports_refused_examples_and_goes_on():
     xs = [{"a": 1.0}, {"a": -1.0}, {"a": 0.5}, {"a": "oops"}, {"a": 2.0}]
     ys = ["p", "n", "third", "p", "p"]  # "third": refused by a binary loss
     with pytest.raises(ValueError, match="third class"):
-        MKLClassifier(loss=losses.Hinge(), seed=0).learn_predict_many(xs, ys)
+        MKLClassifier(loss=losses.Hinge(), seed=0).rounds().learn_predict_many(xs, ys)
     errors: dict[int, Exception] = {}
-    probas = clf.learn_predict_many(xs, ys, on_error=errors.__setitem__)
+    probas = clf.rounds().learn_predict_many(xs, ys, on_error=errors.__setitem__)
     assert sorted(errors) == [2, 3]
     assert "third class" in str(errors[2]) and "'a'" in str(errors[3])
     assert probas[2] is not None  # predicted, not learned
@@ -264,9 +265,9 @@ def test_learn_predict_many_reports_refused_examples_and_goes_on():
     reference = MKLClassifier(loss=losses.Hinge(), seed=0)
     for i in (0, 1, 4):
         reference.learn_one(xs[i], ys[i])
-    assert clf.digest() == reference.digest()
+    assert clf.rounds().digest() == reference.rounds().digest()
     with pytest.raises(ValueError, match="labels"):
-        clf.learn_predict_many(xs, ys[:2])
+        clf.rounds().learn_predict_many(xs, ys[:2])
 
 
 @pytest.mark.parametrize("loss", [None, losses.Softmax(), losses.Hinge(), losses.Logistic()])
@@ -280,10 +281,10 @@ def test_compiled_two_class_probabilities_are_the_python_formula_bit_for_bit(los
         rng.normal(size=(2000, 2)) * 400,  # beyond the sigmoid's -700 cut and exp's range
         np.array([[0.0, 0.0], [-350.0, 350.0], [1e308, -1e308], [-1e308, 1e308]]),
     ])  # fmt: skip
-    pair = clf.two_class_probas(scores)
+    pair = clf.rounds().classes.two_class(scores)
     assert pair is not None
-    got = clf.probas_from_scores(scores)
-    want = clf._probas(scores.tolist())  # the formula predict_proba_one uses
+    got = clf.rounds().probas(scores)
+    want = clf.rounds().classes.probas(scores.tolist())  # the formula predict_proba_one uses
     assert got == want  # the same floats, not only close ones
     assert [p["no"] for p in want] == pair[0].tolist()
 
@@ -291,11 +292,11 @@ def test_compiled_two_class_probabilities_are_the_python_formula_bit_for_bit(los
 def test_two_class_probabilities_need_exactly_two_classes():
     clf = MKLClassifier(seed=0)
     clf.learn_one({"a": 1.0}, "no")
-    assert clf.two_class_probas(np.zeros((3, 1))) is None  # one class known
+    assert clf.rounds().classes.two_class(np.zeros((3, 1))) is None  # one class known
     for y in ("yes", "maybe"):
         clf.learn_one({"a": -1.0}, y)
-    assert clf.two_class_probas(np.zeros((3, 3))) is None
-    assert clf.probas_from_scores(np.zeros((1, 3))) == [dict.fromkeys(clf.classes_, 1 / 3)]
+    assert clf.rounds().classes.two_class(np.zeros((3, 3))) is None
+    assert clf.rounds().probas(np.zeros((1, 3))) == [dict.fromkeys(clf.classes_, 1 / 3)]
 
 
 def test_a_refused_feature_name_leaves_the_learner_unchanged() -> None:
@@ -306,12 +307,12 @@ def test_a_refused_feature_name_leaves_the_learner_unchanged() -> None:
     clf = MKLClassifier(seed=1)
     clf.learn_one({"a": 1.0, "b": 0.5}, True)
     clf.learn_one({"a": -1.0, "b": 0.1}, False)
-    before = clf.digest()
+    before = clf.rounds().digest()
     with pytest.raises(UnicodeEncodeError):
         clf.learn_one({"a": 1.0, "\ud800": 2.0}, True)
-    assert clf.digest() == before and clf.n_features == 2
+    assert clf.rounds().digest() == before and clf.rounds().n_features == 2
     clf.learn_one({"a": 0.5, "b": 0.5}, True)  # and it goes on learning
-    assert clf.n_features == 2
+    assert clf.rounds().n_features == 2
 
 
 def test_load_state_replaces_the_model_in_place_and_declared_classes_fix_the_order():
@@ -320,16 +321,16 @@ def test_load_state_replaces_the_model_in_place_and_declared_classes_fix_the_ord
 
     params = dict(kernels=(K.Linear(), K.RBF(0.5, n_components=8)))
     a, b = MKLClassifier(**params), MKLClassifier(**params)
-    a.declare_classes(["no", "yes"])
-    b.declare_classes(["no", "yes"])
+    a.rounds().declare_classes(["no", "yes"])
+    b.rounds().declare_classes(["no", "yes"])
     b.learn_one({"x": 1.0}, "yes")  # b met "yes" first, yet its class order is the declared one
     assert b.classes_ == ["no", "yes"]
     for i in range(20):
         a.learn_one({"x": float(i % 3), "z": 1.0}, "yes" if i % 2 else "no")
     held = b  # code holding b sees the new model
-    b.load_state(*a.to_state())
-    assert held.digest() == a.digest()
+    b.rounds().load_state(*a.to_state())
+    assert held.rounds().digest() == a.rounds().digest()
     assert held.predict_proba_one({"x": 2.0}) == a.predict_proba_one({"x": 2.0})
     other = MKLClassifier(kernels=(K.Linear(),))
     with pytest.raises(ValueError, match="other parameters"):
-        other.load_state(*a.to_state())
+        other.rounds().load_state(*a.to_state())

@@ -40,7 +40,7 @@ def test_classifier_learn_many_equals_the_loop_of_learn_one(loss):
         loop.learn_one(x, label)
     assert batch.classes_ == loop.classes_
     assert len(batch.classes_) == (2 if isinstance(loss, losses.Hinge) else 3)
-    assert batch.digest() == loop.digest()
+    assert batch.rounds().digest() == loop.rounds().digest()
     proba = batch.predict_proba_many(X)
     assert list(proba.columns) == batch.classes_ and list(proba.index) == list(X.index)
     for i, x in enumerate(_rows(X)):
@@ -56,7 +56,7 @@ def test_regressor_learn_many_equals_the_loop_of_learn_one():
     batch.learn_many(X, y)
     for x, target in zip(_rows(X), y, strict=True):
         loop.learn_one(x, target)
-    assert batch.digest() == loop.digest()
+    assert batch.rounds().digest() == loop.rounds().digest()
     np.testing.assert_allclose(
         batch.predict_many(X).to_numpy(), [loop.predict_one(x) for x in _rows(X)], rtol=1e-12
     )
@@ -76,7 +76,7 @@ def test_unfitted_and_bad_frames():
         clf.learn_many(X[:2], pd.Series([1, 2, 3]))
     bad = X.copy()
     bad.iloc[0, 0] = np.inf
-    digest = clf.digest()
+    digest = clf.rounds().digest()
     with pytest.raises(ValueError, match="non-finite"):
         clf.learn_many(bad, pd.Series(["a"] * 5))
-    assert clf.digest() == digest
+    assert clf.rounds().digest() == digest

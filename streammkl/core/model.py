@@ -283,11 +283,6 @@ class OnlineMKL(ModelRuns, ModelViews, ModelState):
         assert self._args is not None
         return self._args.pred.copy()
 
-    def learn_prepared(self, x: np.ndarray, y: float) -> float:
-        """``learn`` (the river adapters call it with finite float64 vectors of the model's
-        width; kept for them: ``learn`` checks as fast)."""
-        return self._learn_checked(x, y)
-
     def _learn_checked(self, x: Any, y: Any) -> float:
         """One round; x and y are checked by the compiled call itself when x is a float64
         C-contiguous vector of the model's width (else :meth:`_prepare` first)."""

@@ -168,32 +168,33 @@ class MKLAdmission(Admission):
     ) -> None:
         super().__init__(learner, limits, model_copies, cells_per_input)
         self.classifier = classifier
+        self.rounds = learner.rounds()
 
     def grows(self, x: Any, y: Any) -> bool:
         if y is None:
             return False
-        learner = self.learner
-        if self.classifier and not learner.known_class(y):
+        rounds = self.rounds
+        if self.classifier and not rounds.known_class(y):
             return True
-        return bool(learner.unknown_features(x))
+        return bool(rounds.unknown_features(x))
 
     def admit(self, x: Any, y: Any) -> Refusal | None:
         if y is None:
             return None
-        learner = self.learner
-        new_class = self.classifier and not learner.known_class(y)
-        new = learner.unknown_features(x)
+        learner, rounds = self.learner, self.rounds
+        new_class = self.classifier and not rounds.known_class(y)
+        new = rounds.unknown_features(x)
         if not new and not new_class:
             return None
-        n_features = learner.n_features + len(new)
+        n_features = rounds.n_features + len(new)
         n_classes = len(learner.classes_) + int(new_class) if self.classifier else 0
-        core = learner.core
+        core = rounds.model
         if core is not None:
             kernels: Iterable[Kernel] = core.kernels
         else:  # not built yet: the configured bank (or the default one)
             bank = learner.kernels if learner.kernels is not None else defaults.kernel_bank()
             kernels = [from_spec(k) for k in bank]
-        support = learner.budget if learner.budget is not None else learner.n_support + 1
+        support = learner.budget if learner.budget is not None else rounds.n_support + 1
         cells = model_cells(kernels, n_features, max(n_classes, 1), support)
         return self._refuse(n_features, n_classes, self._cells(cells, n_features))
 

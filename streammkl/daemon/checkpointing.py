@@ -30,6 +30,7 @@ from streammkl.daemon.checkpoint import (
 from streammkl.daemon.learner import introspect, restore
 from streammkl.daemon.monitoring import INPUTS
 from streammkl.daemon.sink import Output
+from streammkl.statefile import state_digest
 
 
 def class_path(obj: Any) -> str:
@@ -103,11 +104,12 @@ class Checkpointer:
         """Write the learner (quiescent: no round in flight), the monitor, the offsets, the
         counters and the outbox as one atomic checkpoint; returns it."""
         meta, arrays = learner.to_state()
+        digest = state_digest(meta, arrays)  # of the state written: serialised once
         monitor_meta = None
         if monitor is not None:
             monitor_meta, monitor_arrays = monitor.to_state()
             arrays = {**arrays, **monitor_arrays}
-        summary = {"model_digest": learner.digest(), **introspect(learner)}
+        summary = {"model_digest": digest, **introspect(learner)}
         content = {
             "reason": reason,
             "offsets": encode_offsets(self.offsets),
@@ -152,7 +154,7 @@ class Checkpointer:
         arrays = {k: v for k, v in ckpt.arrays.items() if k != INPUTS}
         try:
             learner = restore(template, model["meta"], arrays)
-            digest = learner.digest()
+            digest = state_digest(*learner.to_state())
             outbox = [Output.from_json(o) for o in ckpt.meta.get("outbox", [])]
         except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
             raise CheckpointError(f"{ckpt.path}: the model does not load ({exc!r})") from exc

@@ -43,6 +43,8 @@ from streammkl.daemon.config import ConfigError, Settings
 from streammkl.daemon.group_log import GroupLog, check_group_learner
 from streammkl.daemon.group_topic import MixRecord, MixTopic, create_mix_topic
 from streammkl.daemon.metrics import GroupMetrics
+from streammkl.river import MKLClassifier
+from streammkl.river.rounds import Rounds
 
 log = logging.getLogger(__name__)
 
@@ -139,16 +141,17 @@ class GroupMember:
     # -- the learner ----------------------------------------------------------------------------
 
     def _learned(self, learner: Any) -> int:
-        return int(learner.n_learned) - self.base_examples
+        return int(learner.rounds().n_learned) - self.base_examples
 
     def _adopt(self, learner: Any, offsets: dict[TP, int]) -> None:
         """Make the learner the group's latest base and the offsets the group's frontier."""
         assert self.log.base is not None
-        learner.load_state(*self.log.base)
+        rounds = learner.rounds()
+        rounds.load_state(*self.log.base)
         if self.published and self.kept and self._merged_mine():
-            self.hindsight = hindsight(learner, self.kept, self.round)
+            self.hindsight = hindsight(rounds, self.kept, self.round)
         self.kept.clear()
-        core = learner.core
+        core = rounds.model
         if core is not None:  # the group decides the bandwidths (core.mixing_bandwidth)
             core.hold_bandwidths = True
         # While a bandwidth waits for the group's warm-up inputs, a round ends as soon as this
@@ -157,13 +160,13 @@ class GroupMember:
         left = 0 if core is None else core.warmup_left
         self.K_round = min(self.K, left) if left else self.K
         self.round = self.log.round
-        self.base_examples = int(learner.n_learned)
+        self.base_examples = int(rounds.n_learned)
         self.published = False
         self.taken = 0
         for key, offset in self.log.frontier.items():
             topic, _, part = key.rpartition("/")
             offsets[(topic, int(part))] = offset
-        digest = learner.digest()
+        digest = rounds.digest()
         if digest != self.log.digest:  # the learner must hold exactly the merged model
             raise RuntimeError(f"adopted round {self.round} but digest {digest} differs")
         self.digests[self.round] = digest
@@ -194,7 +197,7 @@ class GroupMember:
     def join(self, learner: Any, offsets: dict[TP, int], drain: Drain = _nothing) -> None:
         """Connect, read the log, found round 0 if the log is empty, adopt the group's model and
         offsets (a restarted member drops what it had not published) and say hello."""
-        if not all(hasattr(learner, a) for a in ("load_state", "declare_classes", "clone")):
+        if not isinstance(learner, MKLClassifier):
             raise ConfigError(
                 f"mixing groups need streammkl's MKLClassifier, not a {type(learner).__name__}"
             )
@@ -206,8 +209,9 @@ class GroupMember:
         self._apply(self.topic.read_to_end())
         if self.log.base is None:  # a new group starts from an empty model
             fresh = learner.clone()
-            fresh.declare_classes(list(self.settings.records.classes or ()))
-            fresh.declare_features([])  # the core model exists: every member shares it
+            seam = fresh.rounds()
+            seam.declare_classes(list(self.settings.records.classes or ()))
+            seam.declare_features([])  # the core model exists: every member shares it
             state = fresh.to_state()
             check_group_learner(state)
             self._publish(MixRecord("base", 0, self.name, state=state, sent=time.time()))
@@ -334,14 +338,15 @@ def prequential(kept: list[tuple[Any, Any, Any]]) -> dict[str, float]:
 HINDSIGHT_SAMPLE = 128
 
 
-def hindsight(learner: Any, kept: list[tuple[Any, Any, Any]], round_: int) -> dict[str, float]:
+def hindsight(rounds: Rounds, kept: list[tuple[Any, Any, Any]], round_: int) -> dict[str, float]:
     """A sample of the round's examples (every k-th, at most ``HINDSIGHT_SAMPLE``) scored again
-    by the merged model that holds them (the learner, just adopted), next to their online
+    by the merged model that holds them (the learner's, just adopted), next to their online
     scores: the group log's regret view (both sums over the same examples)."""
     kept = kept[:: -(-len(kept) // HINDSIGHT_SAMPLE)] if kept else kept
     online = prequential(kept)
-    rows = np.stack([learner.input_vector(x) for x, _, _ in kept])  # one compiled loop
-    probas = learner.probas_from_scores(learner.core.decision_many(learner.scale_rows(rows)))
+    rows = np.stack([rounds.input_vector(x) for x, _, _ in kept])  # one compiled loop
+    assert rounds.model is not None
+    probas = rounds.probas(rounds.model.decision_many(rounds.scale_rows(rows)))
     again = prequential([(x, y, _outcome(p)) for (x, y, _), p in zip(kept, probas, strict=True)])
     return {
         "h_round": float(round_), "h_loss": online["loss"], "h_mistakes": online["mistakes"],

@@ -63,6 +63,14 @@ def _numbers(value: Any, names: list[str]) -> dict[str, float]:
     return {names[i] if i < len(names) else str(i): float(v) for i, v in enumerate(arr)}
 
 
+def _inspected(learner: Any) -> Any:
+    """What describes the learner's kernels: the seam of a streammkl river learner
+    (``learner.rounds()``, whose ``block_norms``, ``n_support`` and ``kernel_names`` these are),
+    else the learner itself (the structured learners, a custom learner)."""
+    rounds = getattr(learner, "rounds", None)
+    return rounds() if callable(rounds) else learner
+
+
 def introspect(learner: Any) -> dict[str, Any]:
     """Read kernel weights, block norms, active kernels and support size, tolerant of types.
 
@@ -70,15 +78,16 @@ def introspect(learner: Any) -> dict[str, Any]:
     """
     weights = _numbers(getattr(learner, "kernel_weights", None), [])
     names = list(weights)
-    norms = _numbers(getattr(learner, "block_norms", None), names)
-    active = getattr(learner, "active_kernels", None)
+    seen = _inspected(learner)
+    norms = _numbers(getattr(seen, "block_norms", None), names)
+    active = getattr(seen, "active_kernels", None)
     if active is None:
         n_active = sum(1 for w in weights.values() if w > 0)
     elif isinstance(active, int | np.integer):
         n_active = int(active)
     else:
         n_active = len(list(active))
-    support = getattr(learner, "n_support", None)
+    support = getattr(seen, "n_support", None)
     if isinstance(support, Mapping):
         support_total = int(sum(int(v) for v in support.values()))
     elif support is None:
@@ -278,7 +287,7 @@ def configured_kernels(spec: Any) -> tuple[Any, ...] | None:
 
 def kernel_names(learner: Any) -> list[str]:
     """Names of the learner's kernels, in bank order."""
-    names = getattr(learner, "kernel_names", None)
+    names = getattr(_inspected(learner), "kernel_names", None)
     return list(names) if names is not None else list(getattr(learner, "kernel_weights", {}))
 
 
@@ -288,7 +297,7 @@ def kernel_change_risks(learner: Any, wanted: tuple[Any, ...], max_dropped: floa
     selects features the learner has never seen (a typo selects nothing, and its block would
     learn nothing)."""
     risks = []
-    norms = dict(getattr(learner, "block_norms", {}) or {})
+    norms = dict(getattr(_inspected(learner), "block_norms", {}) or {})
     learned = [n for n, b in norms.items() if b > 0]
     names = {k.name for k in wanted}
     dropped = [n for n in learned if n not in names]
@@ -310,12 +319,13 @@ def unseen_features(learner: Any, features: Any) -> list[Any]:
     if not features:
         return []
     keys = getattr(learner, "feature_keys", None)  # SequenceLabeler
+    seen = _inspected(learner)
     if keys is not None:
         known, n = set(keys), len(keys)
         names = [f for f in features if isinstance(f, str) and f not in known]
-    elif callable(getattr(learner, "unknown_features", None)):  # streammkl river learners
-        n = int(learner.n_features)
-        names = learner.unknown_features(dict.fromkeys(f for f in features if isinstance(f, str)))
+    elif callable(getattr(seen, "unknown_features", None)):  # streammkl river learners
+        n = int(seen.n_features)
+        names = seen.unknown_features(dict.fromkeys(f for f in features if isinstance(f, str)))
     else:
         return []
     if n == 0:

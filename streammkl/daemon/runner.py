@@ -220,7 +220,7 @@ class Runner:
         for key, value in ckpt.counters.items():
             self.counters[key] = value
         if self.monitor is not None:
-            self.monitor.restore(ckpt.meta.get("monitor"), ckpt.arrays, self.learner.core)
+            self.monitor.restore(ckpt.meta.get("monitor"), ckpt.arrays, self.learner.rounds().model)
         self.sink.requeue(outbox)
         self.publisher.viewed()
         log.info(

@@ -8,11 +8,11 @@ before the update are the prediction (measured: predict + learn 60-80 µs -> one
 per Bananas record with the default bank).
 
 :class:`MKLStep` adds what the regret/drift monitor needs for the streammkl river learners
-(:class:`~streammkl.river.MKLClassifier`, :class:`~streammkl.river.MKLRegressor`): each round as
-a :class:`Round` (the core's input vector and target, the prequential loss and scores, and
-``lambda Omega(theta_t)``), read through public methods (``input_vector``, ``core_target`` /
-``target_scale``, ``core.last_scores``), and the classifier's compiled runs
-(``plan_run`` / ``run_rounds``: ``learn_predict_many`` in phases), fed to the monitor by chunks.
+(:class:`~streammkl.river.MKLClassifier`, :class:`~streammkl.river.MKLRegressor`), through the
+learners' one seam (``learner.rounds()``, :class:`~streammkl.river.rounds.Rounds`): each round
+as a :class:`Round` (the core's input vector and target, the prequential loss and scores, and
+``lambda Omega(theta_t)``), and the classifier's compiled runs (planned, learned and judged by
+the seam), fed to the monitor by chunks.
 ``tests/test_daemon_steps.py`` pins the equivalence with the generic path.
 """
 
@@ -128,10 +128,7 @@ class LearnerStep:
         """After a learned record: the monitored loop takes its round (:attr:`last_round`; the
         shadow learners learn it, the monitor observes it, the schedule restarts if the monitor
         asks), then the observer counts it (``hit``: predicted correctly; None: regression)."""
-        r, observer = self.last_round, self.observer
-        assert r is not None, "observe_round needs a tracked round"
-        observer.loop_for(self.learner.core).observe(r.x, r.y, r.loss, r.reg, r.scores)
-        observer.observed(hit)
+        raise NotImplementedError("only a fused step tracks rounds")
 
     def __init__(self, learner: Any) -> None:
         self.learner = learner
@@ -177,19 +174,17 @@ class LearnerStep:
 
 class MKLStep(LearnerStep):
     """Prequential rounds of :class:`~streammkl.river.MKLClassifier` /
-    :class:`~streammkl.river.MKLRegressor`, each reported to the monitor as a :class:`Round`."""
+    :class:`~streammkl.river.MKLRegressor` through their one seam,
+    :class:`~streammkl.river.rounds.Rounds` (``learner.rounds()``): compiled runs planned,
+    learned and judged there, and each round reported to the monitor as a :class:`Round`."""
 
     fused = True
 
     def __init__(self, learner: Any) -> None:
         super().__init__(learner)
-        if self.classifier:
-            from streammkl.core import losses
-
-            loss = None if learner.loss is None else losses.from_spec(learner.loss)
-            self._binary = loss is not None and loss.task == "binary"
+        self.rounds = learner.rounds()
         # lambda Omega(theta_t) of a compiled run's rounds comes from the block norms alone
-        self._norm_only = learner.norm_only
+        self._norm_only = self.rounds.norm_only
 
     @property
     def batched(self) -> bool:
@@ -204,19 +199,19 @@ class MKLStep(LearnerStep):
         return self.observer is not None and self._norm_only and self.observer.stride > 1
 
     def learn_predict_many(self, xs: list[Any], ys: list[Any], on_error: Any) -> list[Outcome]:
-        """A classifier's batch through ``MKLClassifier.learn_predict_many`` (its compiled runs;
+        """A classifier's batch through :meth:`Rounds.learn_predict_many` (its compiled runs;
         inputs validated); with the monitor, the runs through :meth:`run_rounds` and the other
         records one by one, each observed. A regressor's: one round per record."""
-        learner = self.learner
         if not self.batched:
             return super().learn_predict_many(xs, ys, on_error)
+        rounds = self.rounds
         if self.observer is None:
-            probas = learner.learn_predict_many(xs, ys, validated=True, on_error=on_error)
+            probas = rounds.learn_predict_many(xs, ys, validated=True, on_error=on_error)
             return _outcomes(probas)
         out: list[Outcome] = []
         i, n = 0, len(xs)
         while i < n:
-            j, X, Y = learner.plan_run(xs, ys, i, validated=True)
+            j, X, Y = rounds.plan(xs, ys, i, validated=True)
             if j > i:
                 out.extend(self.run_rounds(X, Y)[0])
                 i = j
@@ -231,10 +226,10 @@ class MKLStep(LearnerStep):
         return out
 
     def plan_run(self, xs: list[Any], ys: list[Any]) -> tuple[int, Any, Any]:
-        """The batch's leading compiled run (``MKLClassifier.plan_run``, inputs validated)."""
+        """The batch's leading compiled run (:meth:`Rounds.plan`, inputs validated)."""
         if not self.batched:
             return 0, None, None
-        return self.learner.plan_run(xs, ys, 0, validated=True)
+        return self.rounds.plan(xs, ys, 0, validated=True)
 
     def run_rounds(self, X: np.ndarray, Y: np.ndarray) -> tuple[list[Outcome], float]:
         """The planned run's compiled loop (GIL released): the outcomes of its records and
@@ -245,65 +240,57 @@ class MKLStep(LearnerStep):
         between the same two rounds however the batches were cut.
         """
         t0 = time.perf_counter()
-        learner = self.learner
-        if self.observer is None:
-            probas = learner.probas_from_scores(learner.run_rounds(X, Y))
+        rounds, observer = self.rounds, self.observer
+        if observer is None:
+            probas = rounds.probas(rounds.learn_run(X, Y))
             return _outcomes(probas), time.perf_counter() - t0
-        classes, binary = learner.classes_, self._binary
-
-        def judge(scores: np.ndarray, Yc: np.ndarray) -> tuple[list[Any], list[bool]]:
-            pair = learner.two_class_probas(scores)
-            if pair is not None:  # arrays: the argmax (ties: the first class) without dicts
-                p0, p1 = pair
-                second = Yc > 0 if binary else Yc == 1.0
-                return learner.probas_from_pair(p0, p1), ((p1 > p0) == second).tolist()
-            chunk = learner.probas_from_scores(scores)
-            hits = [
-                max(p, key=p.__getitem__) == classes[int(t > 0) if binary else int(t)]
-                for p, t in zip(chunk, Yc.tolist(), strict=True)
-            ]
-            return chunk, hits
-
-        core, observer = learner.core, self.observer
-        X = learner.prepare_rows(X)  # (standardised and counted once, before the loop's runs)
+        core = rounds.model
+        assert core is not None
+        X = rounds.prepare_rows(X)  # (standardised and counted once, before the loop's runs)
         done: list[Any] = []
         loop = observer.loop_for(core)
         for seg in loop.runs(X, Y, core.learn_many_prepared, cut=observer.history_every):
-            results, hits = judge(seg.scores, Y[seg.start : seg.stop])
+            results, hits = rounds.judge(seg.scores, Y[seg.start : seg.stop])
             done += results
             observer.observed_segment(seg, hits)
         return _outcomes(done), time.perf_counter() - t0
+
+    def observe_round(self, hit: bool | None) -> None:
+        r, observer = self.last_round, self.observer
+        assert r is not None, "observe_round needs a tracked round"
+        observer.loop_for(self.rounds.model).observe(r.x, r.y, r.loss, r.reg, r.scores)
+        observer.observed(hit)
 
     def learn(self, x: dict[str, float], y: Any) -> None:
         self.predict_learn(x, y)
 
     def predict_learn(self, x: dict[str, float], y: Any) -> tuple[Any, dict[Any, float] | None]:
-        learner = self.learner
+        learner, rounds = self.learner, self.rounds
         if not self.track:
             return self._result(learner.learn_predict_one(x, y))
         self.last_round = None
-        reg = learner.core.regularization_value() if learner.ready else 0.0
+        model = rounds.model
+        reg = model.regularization_value() if model is not None and rounds.ready else 0.0
         done = self._result(learner.learn_predict_one(x, y))
-        self._remember(x, y, reg)
+        self._remember(y, reg)
         return done
 
-    def _remember(self, x: dict[str, float], y: Any, reg: float) -> None:
+    def _remember(self, y: Any, reg: float) -> None:
         """Keep the round just learned (for the monitor), in the core's conventions."""
-        learner = self.learner
-        core = learner.core
-        scores = core.last_scores.copy()  # the round's prequential scores
+        rounds = self.rounds
+        assert rounds.model is not None and rounds.last_input is not None
+        scores = rounds.model.last_scores.copy()  # the round's prequential scores
         if self.classifier:
-            target = learner.core_target(y)
+            target = rounds.target(y)
         else:  # the standardised target the round learned (statistics already advanced)
-            center, scale = learner.target_scale()
+            center, scale = rounds.target_scale()
             target = (float(y) - center) / scale
-        vec = learner.last_input
-        self.last_round = Round(vec, target, learner.last_loss, reg, scores)
+        self.last_round = Round(rounds.last_input, target, rounds.last_loss, reg, scores)
 
     def warm_up(self) -> None:
         learner = self.learner
         clone = type(learner).from_state(*learner.to_state())
-        x = dict.fromkeys(clone.feature_names or ["warm-up"], 0.0)
+        x = dict.fromkeys(clone.rounds().feature_names or ["warm-up"], 0.0)
         if self.classifier:
             y: Any = clone.classes_[0] if clone.classes_ else True
             clone.predict_proba_one(x)

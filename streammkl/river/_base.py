@@ -1,6 +1,6 @@
-"""What MKLClassifier and MKLRegressor share: lazy core model, dict inputs, introspection,
-persistence without pickle (the one state file of :mod:`streammkl.statefile`: versioned,
-checksummed)."""
+"""What MKLClassifier and MKLRegressor share (:class:`MKLLearner`): the core model made from
+the constructor's parameters, the kernel weights, run-time kernel changes, and persistence
+without pickle (the one state file of :mod:`streammkl.statefile`: versioned, checksummed)."""
 
 from __future__ import annotations
 
@@ -19,17 +19,22 @@ from streammkl.core import kernels as kernels_mod
 from streammkl.core import regularizers as regs_mod
 from streammkl.core import schedules as schedules_mod
 from streammkl.river import defaults
-from streammkl.river._features import FeatureIndex, check_numeric
-from streammkl.river._scaling import InputScaler
+from streammkl.river._features import FeatureIndex
+from streammkl.river._labels import Classes
+from streammkl.river._scaling import InputScaler, TargetScale
 from streammkl.river.pooling import SCALER_PREFIX
+from streammkl.river.rounds import Rounds
 
 FILE_FORMAT = "streammkl.river"
 FILE_VERSION = 1
 _SCALER = SCALER_PREFIX  # state arrays of the input standardisation
 
 
-class MKLMixin:
-    """Shared machinery; subclasses define ``_core_loss``, ``_extra_meta``, ``_restore_extra``."""
+class MKLLearner:
+    """What both river learners share: the core model made from the constructor's parameters,
+    the kernels' introspection and run-time changes, and persistence. Subclasses define
+    ``_core_loss`` and make their :class:`~streammkl.river.rounds.Rounds` (with their targets'
+    codec) in ``__init__``."""
 
     kernels: Sequence | None
     regularizer: Any
@@ -41,17 +46,15 @@ class MKLMixin:
     fit_intercept: bool
     averages: tuple | None
     standardize: bool
+    _rounds: Rounds
 
-    def _init_state(self) -> None:
-        self._model: OnlineMKL | None = None
-        self._features = FeatureIndex()
-        self._scaler = InputScaler()
-        #: The core's input vector of the last round learned (standardised when
-        #: ``standardize``); None before the first.
-        self.last_input: np.ndarray | None = None
-        #: The prequential loss of the last round learned (at theta_t, before its update, in
-        #: the core's conventions); NaN before the first.
-        self.last_loss = float("nan")
+    def _init_rounds(self, targets: Classes | TargetScale) -> None:
+        self._rounds = Rounds(self, self._make_model, self._params_spec, targets)
+
+    def rounds(self) -> Rounds:
+        """The learner's rounds as a streaming service drives them (compiled runs, the last
+        round's view, inputs and classes to declare, state): :class:`Rounds`."""
+        return self._rounds
 
     # --- core model -------------------------------------------------------------------------
     def _bank(self) -> tuple:
@@ -97,132 +100,25 @@ class MKLMixin:
     def _default_regularizer(self) -> Any:
         return defaults.regularizer()
 
-    def _vector(self, x: Mapping, learn: bool, validated: bool = False) -> np.ndarray | None:
-        """x as a dense vector; on ``learn`` new features get columns. None before any learning."""
-        if not validated:
-            check_numeric(x)
-        if learn:
-            new = self._features.new_names(x)
-            if self._model is None:
-                self._model = self._make_model()
-            if new or not self._features.names:
-                self._model.declare_features(new)  # first: if it refuses, nothing changed
-                self._features.add(new)
-        if self._model is None or not self._model.feature_keys:
-            return None
-        return self._scale(self._features.vector(x, validated=True), learn)
-
-    def _scale(self, vec: np.ndarray, learn: bool) -> np.ndarray:
-        """The core's vector for a raw one: standardised when ``standardize`` (and counted when
-        ``learn``); kept as :attr:`last_input` when learned."""
-        if self.standardize:
-            scaler = self._scaler
-            vec = scaler.learn_transform(vec) if learn else scaler.transform(vec)
-        if learn:
-            self.last_input = vec
-        return vec
-
-    def prepare_rows(self, X: np.ndarray) -> np.ndarray:
-        """Raw dense rows (over :attr:`feature_names`) as the core learns them, in order:
-        standardised and counted when ``standardize`` (call once per run, just before learning
-        it), else ``X`` itself."""
-        return self._scaler.rows(X, learn=True) if self.standardize else X
-
-    def scale_rows(self, X: np.ndarray) -> np.ndarray:
-        """Raw dense rows as the core predicts them (each standardised as ``predict_one`` does
-        when ``standardize``; nothing counted)."""
-        return self._scaler.rows(X, learn=False) if self.standardize else X
-
     # --- introspection ----------------------------------------------------------------------
     @property
-    def kernel_names(self) -> list[str]:
-        return self._model.names if self._model is not None else [k.name for k in self._bank()]
-
-    @property
     def kernel_weights(self) -> dict[str, float]:
-        """beta per kernel (sums to 1 once anything is learned; all zeros before)."""
-        if self._model is None:
-            return {name: 0.0 for name in self.kernel_names}
-        return dict(zip(self.kernel_names, self._model.kernel_weights.tolist(), strict=True))
-
-    @property
-    def block_norms(self) -> dict[str, float]:
-        if self._model is None:
-            return {name: 0.0 for name in self.kernel_names}
-        return dict(zip(self.kernel_names, self._model.block_norms.tolist(), strict=True))
-
-    @property
-    def active_kernels(self) -> list[str]:
-        return [name for name, b in self.block_norms.items() if b > 0]
-
-    @property
-    def n_features(self) -> int:
-        """Inputs admitted so far (every feature name ``learn_one`` has seen)."""
-        return len(self._features)
-
-    @property
-    def feature_names(self) -> list[str]:
-        """Every admitted input name, in column order (a copy)."""
-        return list(self._features.names)
-
-    def knows_features(self, x: Mapping) -> bool:
-        """Whether every name of ``x`` is admitted (``learn_one(x, y)`` would add no input)."""
-        index = self._features.index
-        for key in x:
-            if (key if type(key) is str else str(key)) not in index:
-                return False
-        return True
-
-    def input_vector(self, x: Mapping) -> np.ndarray:
-        """``x`` as a raw dense float64 vector over :attr:`feature_names` (missing and unknown
-        names count as 0; the values must be finite numbers), before any standardisation."""
-        return self._features.vector(x, validated=True)
-
-    @property
-    def norm_only(self) -> bool:
-        """Whether every configured regularizer is a function of the block norms alone (then
-        ``lambda Omega(theta_t)`` of a compiled run's rounds follows from their block norms)."""
-        model = self._model if self._model is not None else self._make_model()
-        return model.norm_only
-
-    @property
-    def ready(self) -> bool:
-        """Whether the core model exists (after the first ``learn_one``)."""
-        return self._model is not None and bool(self._model.feature_keys)
-
-    def unknown_features(self, x: Mapping) -> list[str]:
-        """The names of ``x`` not admitted yet, sorted: what ``learn_one(x, y)`` would add
-        (``predict_one`` ignores them). Changes nothing."""
-        return self._features.new_names(x)
-
-    @property
-    def n_support(self) -> int:
-        return 0 if self._model is None else self._model.n_support
-
-    @property
-    def n_learned(self) -> int:
-        return 0 if self._model is None else self._model.t
-
-    @property
-    def core(self) -> OnlineMKL | None:
-        """The array-level learner underneath (None before the first ``learn_one``)."""
-        return self._model
+        """beta per kernel (sums to 1 once anything is learned; all zeros before); a kernel
+        with weight 0 was dropped by the regularizer."""
+        names = self._rounds.kernel_names
+        model = self._rounds.model
+        if model is None:
+            return dict.fromkeys(names, 0.0)
+        return dict(zip(names, model.kernel_weights.tolist(), strict=True))
 
     # --- runtime kernel changes -------------------------------------------------------------
     def add_kernel(self, kernel: Any) -> None:
-        kernel = kernels_mod.from_spec(kernel)
-        if self._model is None:
-            self._model = self._make_model()
-        self._model.add_kernel(kernel)
+        """Add a kernel to the bank (a new block at zero; the others keep their state)."""
+        self._rounds.model_for_learning().add_kernel(kernels_mod.from_spec(kernel))
 
     def remove_kernel(self, name: str) -> None:
-        if self._model is None:
-            self._model = self._make_model()
-        self._model.remove_kernel(name)
-
-    def restart_schedule(self) -> None:
-        if self._model is not None:
-            self._model.restart_schedule()
+        """Remove a kernel (by name) and its block from the bank."""
+        self._rounds.model_for_learning().remove_kernel(name)
 
     # --- persistence ------------------------------------------------------------------------
     def _params_spec(self) -> dict[str, Any]:
@@ -237,70 +133,41 @@ class MKLMixin:
 
     def to_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         """(JSON-able meta, named arrays): the whole learner, without pickle."""
+        rounds = self._rounds
         meta: dict[str, Any] = {
             "format": FILE_FORMAT,
             "version": FILE_VERSION,
             "class": type(self).__name__,
             "params": self._params_spec(),
-            "features": list(self._features.names),
-            "extra": self._extra_meta(),
+            "features": list(rounds.features.names),
+            "extra": rounds.targets_meta(),
             "core": None,
         }
         arrays: dict[str, np.ndarray] = {}
-        if self._model is not None:
-            meta["core"], arrays = self._model.to_state()
+        if rounds.model is not None:
+            meta["core"], arrays = rounds.model.to_state()
         if self.standardize:
-            arrays = {**arrays, **self._scaler.to_arrays(_SCALER)}
+            arrays = {**arrays, **rounds.scaler.to_arrays(_SCALER)}
         json.dumps(meta)  # fail here, clearly, if a label is not JSON-serialisable
         return meta, arrays
 
     @classmethod
     def from_state(cls, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> Any:
+        """The learner :meth:`to_state` gave ``(meta, arrays)`` for."""
         statefile.check_header(meta, FILE_FORMAT, FILE_VERSION, "streammkl learner")
         if meta.get("class") != cls.__name__:
             raise statefile.StateError(f"state holds a {meta.get('class')}, not a {cls.__name__}")
         learner = cls(**_params_from_spec(meta["params"]))
-        learner._features = FeatureIndex(list(meta["features"]))
+        rounds = learner.rounds()
+        rounds.features = FeatureIndex(list(meta["features"]))
         arrays = dict(arrays)
         if f"{_SCALER}count" in arrays:
-            learner._scaler = InputScaler.from_arrays(arrays, _SCALER)
+            rounds.scaler = InputScaler.from_arrays(arrays, _SCALER)
             arrays = {k: v for k, v in arrays.items() if not k.startswith(_SCALER)}
         if meta["core"] is not None:
-            learner._model = OnlineMKL.from_state(meta["core"], arrays)
-        learner._restore_extra(meta["extra"])
+            rounds.model = OnlineMKL.from_state(meta["core"], arrays)
+        rounds.restore_targets(meta["extra"])
         return learner
-
-    def declare_features(self, names: Sequence[str]) -> None:
-        """Give inputs their columns before they are met (creating the core model if there is
-        none yet), so that learners that must agree on them (a group's base) do."""
-        new = self._features.new_names(dict.fromkeys(names, 0.0))
-        if self._model is None:
-            self._model = self._make_model()
-        self._model.declare_features(new)
-        self._features.add(new)
-
-    def load_state(self, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
-        """Replace this learner's model by a saved state, in place (code holding the learner
-        sees the new model). The state must be of this class and hold the same parameters
-        (a learner of a group adopting the group's merged model)."""
-        other = type(self).from_state(meta, arrays)
-        if other._params_spec() != self._params_spec():
-            raise ValueError("the state was saved by a learner with other parameters")
-        self._model = other._model
-        self._features = other._features
-        self._scaler = other._scaler
-        self._restore_extra(meta["extra"])
-
-    def _extra_meta(self) -> dict[str, Any]:
-        return {}
-
-    def _restore_extra(self, extra: Mapping[str, Any]) -> None:
-        pass
-
-    def digest(self) -> str:
-        """sha256 of the canonical state: equal digests <=> identical learners."""
-        meta, arrays = self.to_state()
-        return statefile.state_digest(meta, arrays)
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write the learner to ``path`` (:mod:`streammkl.statefile`: arrays + JSON meta +

@@ -1,5 +1,6 @@
 """The classes of :class:`~streammkl.river.MKLClassifier` and their map to the core: labels in
-registration order become the core's targets, the core's scores become labels and probabilities."""
+registration order become the core's targets, the core's scores become labels and probabilities.
+"""
 
 from __future__ import annotations
 
@@ -12,98 +13,121 @@ from streammkl.core import losses as losses_mod
 from streammkl.river._probas import probas_of_rows, two_class_probas
 
 
-class LabelMap:
-    """The class registry of a classifier (``classes_`` in the order met, ``_class_index``) and
-    the conversions between labels, the core's targets and the core's scores. The classifier
-    sets ``loss``, ``classes_`` and ``_class_index`` in its ``__init__``."""
+class Classes:
+    """The class registry of a classifier: ``labels`` in the order met and the conversions
+    between labels, the core's targets and the core's scores.
 
-    loss: Any
-    classes_: list
-    _class_index: dict
+    Parameters
+    ----------
+    owner
+        The classifier: its ``loss`` parameter (None, a loss or its spec) is read when needed
+        (a binary loss, ``Hinge`` or ``Logistic``, has one score and admits two classes; the
+        others one score per class).
+    labels
+        The list to register labels in (the classifier's ``classes_``, shared, appended to).
+    """
 
-    @property
-    def _binary_loss(self) -> bool:
-        return self._loss_shape()[0]
+    def __init__(self, owner: Any, labels: list[Any]) -> None:
+        self.owner = owner
+        self.labels = labels
+        self.index: dict[Any, int] = {c: i for i, c in enumerate(labels)}
+        self._shape_of: tuple[Any, tuple[bool, float]] | None = None
 
-    def _loss_shape(self) -> tuple[bool, float]:
-        """(binary loss, scale from the score to the logit) of the constructor's ``loss``;
-        cached per loss object (building it from its spec costs microseconds per call)."""
-        cached = self.__dict__.get("_loss_shape_cache")
-        if cached is not None and cached[0] is self.loss:
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def shape(self) -> tuple[bool, float]:
+        """(binary loss, scale from the score to the logit) of ``loss``; cached per loss object
+        (building it from its spec costs microseconds per call)."""
+        spec = self.owner.loss
+        cached = self._shape_of
+        if cached is not None and cached[0] is spec:
             return cached[1]
-        if self.loss is None:
+        if spec is None:
             shape = (False, 1.0)
         else:
-            loss = losses_mod.from_spec(self.loss)
+            loss = losses_mod.from_spec(spec)
             shape = (loss.task == "binary", 1.0 if isinstance(loss, losses_mod.Logistic) else 2.0)
-        self.__dict__["_loss_shape_cache"] = (self.loss, shape)
+        self._shape_of = (spec, shape)
         return shape
 
-    def _register(self, y: Any) -> int:
+    @property
+    def binary(self) -> bool:
+        """Whether the loss is binary (one score; the second class is the positive one)."""
+        return self.shape()[0]
+
+    def register(self, y: Any) -> int:
+        """The index of class ``y``, registering it (and, for a boolean, both booleans) when new;
+        a third class under a binary loss is refused (nothing registered)."""
         y = plain_label(y)
-        if y not in self._class_index:
+        if y not in self.index:
             new = [False, True] if isinstance(y, bool) else [y]
             for label in new:
-                if label not in self._class_index:
-                    if self._binary_loss and len(self.classes_) == 2:
+                if label not in self.index:
+                    if self.binary and len(self.labels) == 2:
                         raise ValueError(
-                            f"a third class {label!r} arrived but loss {self.loss!r} is binary; "
-                            "use loss=None (multiclass hinge) or Softmax()"
+                            f"a third class {label!r} arrived but loss {self.owner.loss!r} is "
+                            "binary; use loss=None (multiclass hinge) or Softmax()"
                         )
-                    self._class_index[label] = len(self.classes_)
-                    self.classes_.append(label)
-        return self._class_index[y]
+                    self.index[label] = len(self.labels)
+                    self.labels.append(label)
+        return self.index[y]
 
-    def declare_classes(self, labels: Sequence[Any]) -> None:
+    def declare(self, labels: Sequence[Any]) -> None:
         """Register labels (in this order) before they are met, so that learners that must
         agree on the class order (the members of a group) do."""
         for label in labels:
-            self._register(label)
+            self.register(label)
 
-    def core_target(self, label: Any) -> float:
-        """The core's target for a known class (+-1 for a binary loss, else its index)."""
-        k = self._class_index[label]
-        return (1.0 if k == 1 else -1.0) if self._binary_loss else float(k)
+    def known(self, y: Any) -> bool:
+        """Whether ``y`` is a registered class (learning it would register nothing)."""
+        return plain_label(y) in self.index
+
+    def target_of(self, k: int) -> float:
+        """The core's target for class index ``k`` (+-1 for a binary loss, else ``k``)."""
+        return (1.0 if k == 1 else -1.0) if self.binary else float(k)
+
+    def target(self, label: Any) -> float:
+        """The core's target for a registered class."""
+        return self.target_of(self.index[plain_label(label)])
 
     def label_of(self, scores: np.ndarray) -> Any:
         """The class ``predict_one`` gives for the core's scores (a row of ``decision_many``)."""
-        if self._binary_loss:
-            if len(self.classes_) == 2:
-                return self.classes_[1] if scores[0] > 0 else self.classes_[0]
-            return self.classes_[0]
-        return self.classes_[int(np.argmax(scores[: len(self.classes_)]))]
+        labels = self.labels
+        if self.binary:
+            if len(labels) == 2:
+                return labels[1] if scores[0] > 0 else labels[0]
+            return labels[0]
+        return labels[int(np.argmax(scores[: len(labels)]))]
 
-    def known_class(self, y: Any) -> bool:
-        """Whether ``y`` is a class the learner has seen (``learn_one`` would not add one)."""
-        return plain_label(y) in self._class_index
-
-    def _proba(self, fx: list[float]) -> dict:
+    def proba(self, fx: list[float]) -> dict[Any, float]:
         """Probabilities from the core's scores (Python floats: the same digits for one example
-        or for a row of :meth:`learn_predict_many`)."""
-        return self._probas([fx])[0]
+        or for a row of a compiled run)."""
+        return self.probas([fx])[0]
 
-    def _probas(self, rows: list[list[float]]) -> list[dict]:
-        """:meth:`_proba` of every row (the one formula: :func:`probas_of_rows`)."""
-        binary, scale = self._loss_shape()
-        return probas_of_rows(self.classes_, binary, scale, rows)
+    def probas(self, rows: list[list[float]]) -> list[dict[Any, float]]:
+        """:meth:`proba` of every row (the one formula: :func:`probas_of_rows`)."""
+        binary, scale = self.shape()
+        return probas_of_rows(self.labels, binary, scale, rows)
 
-    def probas_from_scores(self, scores: np.ndarray) -> list[dict]:
-        """``predict_proba_one``'s probabilities from rows of scores (:meth:`run_rounds`)."""
-        pair = self.two_class_probas(scores)
+    def probas_of_scores(self, scores: np.ndarray) -> list[dict[Any, float]]:
+        """The probabilities of rows of scores (a compiled run's), through the compiled
+        two-class formula when it applies (the same numbers)."""
+        pair = self.two_class(scores)
         if pair is None:
-            return self._probas(scores.tolist())
-        return self.probas_from_pair(*pair)
+            return self.probas(scores.tolist())
+        return self.probas_of_pair(*pair)
 
-    def probas_from_pair(self, p0: np.ndarray, p1: np.ndarray) -> list[dict]:
-        """The probability dicts of :meth:`two_class_probas`'s arrays (two classes known)."""
-        c0, c1 = self.classes_
+    def probas_of_pair(self, p0: np.ndarray, p1: np.ndarray) -> list[dict[Any, float]]:
+        """The probability dicts of :meth:`two_class`'s arrays (two classes known)."""
+        c0, c1 = self.labels
         return [{c0: a, c1: b} for a, b in zip(p0.tolist(), p1.tolist(), strict=True)]
 
-    def two_class_probas(self, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    def two_class(self, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
         """For two classes, the probabilities of each (arrays) from rows of scores, computed in
-        one compiled loop (the numbers of :meth:`_probas`); ``None`` otherwise."""
-        binary, scale = self._loss_shape()
-        if len(self.classes_) != 2 or scores.ndim != 2 or scores.shape[1] < (1 if binary else 2):
+        one compiled loop (the numbers of :meth:`probas`); ``None`` otherwise."""
+        binary, scale = self.shape()
+        if len(self.labels) != 2 or scores.ndim != 2 or scores.shape[1] < (1 if binary else 2):
             return None
         return two_class_probas(scores, binary, scale)
 

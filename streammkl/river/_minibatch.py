@@ -1,6 +1,7 @@
-"""river's mini-batch API (``learn_many`` / ``predict_many`` / ``predict_proba_many`` on pandas
-frames) for the MKL learners: a frame is read as its rows would be by the single-example calls
-(a column is a feature, NaN or None is a missing value), then learned in one compiled loop.
+"""Reading river's mini-batches (pandas frames) for the MKL learners' ``learn_many`` /
+``predict_many`` / ``predict_proba_many``: a frame is read as its rows would be by the
+single-example calls (a column is a feature, NaN or None is a missing value), as dense rows the
+core learns in one compiled loop.
 
 ``learn_many(X, y)`` ends exactly where the loop ``for x, y in rows: learn_one(x, y)`` ends (the
 same classes in the same order, the same features, the same model digest); predictions are
@@ -70,107 +71,3 @@ def first_row(X: Any, names: Sequence[str]) -> dict[str, Any]:
 def as_list(y: Any) -> list[Any]:
     values = y.tolist() if hasattr(y, "tolist") else list(y)
     return [v.item() if isinstance(v, np.generic) else v for v in values]
-
-
-class ClassifierBatches:
-    """``learn_many`` / ``predict_proba_many`` / ``predict_many`` for ``MKLClassifier``."""
-
-    def learn_many(self, X: Any, y: Any) -> None:
-        """Learn the rows of X in order, as a loop of ``learn_one`` would (in compiled runs
-        between rows that bring a new class)."""
-        names = frame_columns(X)
-        ys = as_list(y)
-        if len(ys) != len(X):
-            raise ValueError(f"{len(X)} rows but {len(ys)} labels")
-        if any(v is None for v in ys):
-            raise ValueError("learn_many needs a label for every row")
-        learner: Any = self
-        i, n = 0, len(ys)
-        while i < n:
-            label = ys[i]
-            index = learner._features.index
-            new_input = any(name not in index for name in names)
-            if learner.core is None or new_input or label not in learner._class_index:
-                row = first_row(X.iloc[i : i + 1], names)
-                learner.learn_one(row, label)  # a new class or new inputs: one round
-                i += 1
-                continue
-            j = i
-            while j < n and ys[j] in learner._class_index:
-                j += 1
-            core = learner.core
-            rows = frame_rows(X.iloc[i:j], names, learner._features.index, len(learner._features))
-            targets = np.array([learner.core_target(v) for v in ys[i:j]], dtype=np.float64)
-            core.learn_many_prepared(learner.prepare_rows(rows), targets)
-            i = j
-
-    def _frame_scores(self, X: Any) -> np.ndarray | None:
-        learner: Any = self
-        names = frame_columns(X)
-        core = learner.core
-        if core is None or len(learner._features) == 0 or not learner.classes_ or not len(X):
-            return None
-        rows = frame_rows(X, names, learner._features.index, len(learner._features))
-        return core.decision_many(learner.scale_rows(rows))
-
-    def predict_proba_many(self, X: Any) -> Any:
-        import pandas as pd
-
-        learner: Any = self
-        scores = self._frame_scores(X)
-        classes = list(learner.classes_)
-        if scores is None:
-            uniform = 1.0 / len(classes) if classes else 0.0
-            return pd.DataFrame(uniform, index=X.index, columns=classes, dtype=float)
-        probas = learner.probas_from_scores(scores)
-        return pd.DataFrame(probas, index=X.index, columns=classes, dtype=float)
-
-    def predict_many(self, X: Any) -> Any:
-        import pandas as pd
-
-        learner: Any = self
-        scores = self._frame_scores(X)
-        if scores is None:
-            first = learner.classes_[0] if learner.classes_ else None
-            return pd.Series([first] * len(X), index=X.index, dtype=object)
-        return pd.Series([learner.label_of(row) for row in scores], index=X.index, dtype=object)
-
-
-class RegressorBatches:
-    """``learn_many`` / ``predict_many`` for ``MKLRegressor``."""
-
-    def learn_many(self, X: Any, y: Any) -> None:
-        """Learn the rows of X in order, as a loop of ``learn_one`` would (the running target
-        statistics advance row by row; the rounds run in one compiled loop)."""
-        names = frame_columns(X)
-        ys = [float(v) for v in as_list(y)]
-        if len(ys) != len(X):
-            raise ValueError(f"{len(X)} rows but {len(ys)} targets")
-        if not all(math.isfinite(v) for v in ys):
-            raise ValueError("regression targets must be finite")
-        if not ys:
-            return
-        learner: Any = self
-        index = learner._features.index
-        start = 0
-        if learner.core is None or any(name not in index for name in names):
-            learner.learn_one(first_row(X.iloc[:1], names), ys[0])  # declares the new inputs
-            start = 1
-        if start == len(ys):
-            return
-        rows = frame_rows(X.iloc[start:], names, learner._features.index, len(learner._features))
-        targets = np.array([learner.advance_target(v) for v in ys[start:]], dtype=np.float64)
-        learner.core.learn_many_prepared(learner.prepare_rows(rows), targets)
-
-    def predict_many(self, X: Any) -> Any:
-        import pandas as pd
-
-        learner: Any = self
-        names = frame_columns(X)
-        center, scale = learner.target_scale()
-        core = learner.core
-        if core is None or len(learner._features) == 0 or not len(X):
-            return pd.Series(center, index=X.index, dtype=float)
-        rows = frame_rows(X, names, learner._features.index, len(learner._features))
-        scores = core.decision_many(learner.scale_rows(rows))
-        return pd.Series(center + scale * scores[:, 0], index=X.index)

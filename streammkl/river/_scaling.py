@@ -90,3 +90,44 @@ class InputScaler:
         scaler.mean = np.array(arrays[f"{prefix}mean"], dtype=np.float64)
         scaler.m2 = np.array(arrays[f"{prefix}m2"], dtype=np.float64)
         return scaler
+
+
+class TargetScale:
+    """Online standardisation of a regressor's target: running mean and variance (Welford,
+    the sample variance), applied before the loss; a core score ``s`` predicts
+    ``center + scale * s``. With ``standardize`` off the target is learned as it is."""
+
+    def __init__(self, standardize: bool = True) -> None:
+        self.standardize = standardize
+        self.n = 0
+        self.mean = 0.0
+        self.m2 = 0.0
+
+    def std(self) -> float:
+        if not self.standardize or self.n < 2:
+            return 1.0
+        var = self.m2 / (self.n - 1)
+        return math.sqrt(var) if var > 1e-24 else 1.0
+
+    def advance(self, y: float) -> float:
+        """Count the target in the running statistics and return it standardised as the core
+        learns it."""
+        if self.standardize:
+            self.n += 1
+            delta = y - self.mean
+            self.mean += delta / self.n
+            self.m2 += delta * (y - self.mean)
+        center = self.mean if self.standardize else 0.0
+        return (y - center) / self.std()
+
+    def center_scale(self) -> tuple[float, float]:
+        """(center, scale): a core score s predicts ``center + scale * s``."""
+        return (self.mean if self.standardize else 0.0), self.std()
+
+    def to_meta(self) -> dict[str, float]:
+        return {"n": self.n, "mean": self.mean, "m2": self.m2}
+
+    def restore(self, meta: dict[str, float]) -> None:
+        self.n = int(meta.get("n", 0))
+        self.mean = float(meta.get("mean", 0.0))
+        self.m2 = float(meta.get("m2", 0.0))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -10,14 +10,13 @@ from river import base
 
 from streammkl.core import losses as losses_mod
 from streammkl.river import defaults
-from streammkl.river._base import MKLMixin
+from streammkl.river._base import MKLLearner
 from streammkl.river._features import check_numeric
-from streammkl.river._labels import LabelMap, plain_label
-from streammkl.river._minibatch import ClassifierBatches
-from streammkl.river._runs import known_run
+from streammkl.river._labels import Classes, plain_label
+from streammkl.river._minibatch import as_list, first_row, frame_columns, frame_rows
 
 
-class MKLClassifier(MKLMixin, LabelMap, ClassifierBatches, base.MiniBatchClassifier):
+class MKLClassifier(MKLLearner, base.MiniBatchClassifier):
     """Online multiple kernel learning classifier (binary and multiclass, any hashable labels).
 
     One composite-proximal round (Martins et al., Alg. 1/3) per ``learn_one``: a subgradient
@@ -115,9 +114,9 @@ class MKLClassifier(MKLMixin, LabelMap, ClassifierBatches, base.MiniBatchClassif
         self.fit_intercept = fit_intercept
         self.averages = averages
         self.standardize = standardize
-        self._init_state()
         self.classes_: list = []
-        self._class_index: dict = {}
+        self._classes = Classes(self, self.classes_)
+        self._init_rounds(self._classes)
 
     @property
     def _multiclass(self) -> bool:
@@ -142,29 +141,33 @@ class MKLClassifier(MKLMixin, LabelMap, ClassifierBatches, base.MiniBatchClassif
         if y is None:
             raise ValueError("learn_one needs a label; got None")
         check_numeric(x)  # validate everything before any state changes
-        k = self._register(y)
-        vec = self._vector(x, learn=True, validated=True)
-        assert vec is not None and self._model is not None
-        target = (1.0 if k == 1 else -1.0) if self._binary_loss else k
-        self.last_loss = self._model.learn_prepared(vec, target)
+        classes = self._classes
+        k = classes.register(y)
+        rounds = self._rounds
+        vec = rounds.vector(x, learn=True, validated=True)
+        assert vec is not None
+        rounds.learn(vec, classes.target_of(k))
 
     def _scores(self, x: Mapping) -> np.ndarray | None:
-        vec = self._vector(x, learn=False)
+        rounds = self._rounds
+        vec = rounds.vector(x, learn=False)
         if vec is None or not self.classes_:
             return None
-        assert self._model is not None
-        fx = self._model.decision_prepared(vec)
-        if self._binary_loss:
+        assert rounds.model is not None
+        fx = rounds.model.decision_prepared(vec)
+        if self._classes.binary:
             f = float(fx[0])
             return np.array([-f, f]) if len(self.classes_) == 2 else np.array([f])
         return fx[: len(self.classes_)].copy()
 
     def predict_proba_one(self, x: Mapping, **kwargs: Any) -> dict:
-        vec = self._vector(x, learn=False)
+        rounds = self._rounds
+        vec = rounds.vector(x, learn=False)
         if vec is None or not self.classes_:
             return {c: 1.0 / len(self.classes_) for c in self.classes_}
-        assert self._model is not None
-        return self._proba(self._model.decision_prepared(vec).tolist())
+        assert rounds.model is not None
+        classes = self._classes
+        return classes.proba(rounds.model.decision_prepared(vec).tolist())
 
     def learn_predict_one(self, x: Mapping, y: Any) -> dict:
         """``predict_proba_one(x)`` *then* ``learn_one(x, y)``: the recommended prequential
@@ -179,119 +182,91 @@ class MKLClassifier(MKLMixin, LabelMap, ClassifierBatches, base.MiniBatchClassif
         """
         if y is None:
             return self.predict_proba_one(x)
-        model = self._model
+        rounds, classes = self._rounds, self._classes
+        model = rounds.model
         try:
-            k = self._class_index.get(plain_label(y))
+            k = classes.index.get(plain_label(y))
         except TypeError:  # unhashable: learn_one raises its own error
             k = None
         if (
             k is not None
             and model is not None
             and model.feature_keys
-            and (k < 2 if self._binary_loss else k < model.n_outputs)
-            and self.knows_features(x)
+            and (k < 2 if classes.binary else k < model.n_outputs)
+            and rounds.knows_features(x)
         ):
             check_numeric(x)
-            vec = self._scale(self._features.vector(x, validated=True), learn=True)
-            target = (1.0 if k == 1 else -1.0) if self._binary_loss else k
-            self.last_loss = model.learn_prepared(vec, target)
-            return self._proba(model.last_scores.tolist())
+            vec = rounds.scale(rounds.features.vector(x, validated=True), learn=True)
+            rounds.learn(vec, classes.target_of(k))
+            return classes.proba(model.last_scores.tolist())
         proba = self.predict_proba_one(x)
         self.learn_one(x, y)
         return proba
-
-    def learn_predict_many(
-        self,
-        xs: Sequence[Mapping],
-        ys: Sequence[Any],
-        validated: bool = False,
-        on_error: Callable[[int, Exception], None] | None = None,
-    ) -> list[dict | None]:
-        """Prequential rounds in order: :meth:`learn_predict_one` of each example (a label of
-        ``None``: predict only); returns the probabilities.
-
-        The learner ends bit-for-bit where the loop of single calls ends, and the probabilities
-        are the same numbers. Runs of labelled examples whose class and features are already
-        known go through one compiled loop of the core (``learn_many``), whose scores before
-        each update are the predictions: the daemon's hot path (measured on Bananas with the
-        default bank, in ``benchmarks/daemon_throughput.py``). Other examples take the single
-        calls.
-
-        Parameters
-        ----------
-        xs, ys
-            Examples and labels, in stream order.
-        validated
-            Every value of every ``x`` is already a finite number (e.g. decoded by
-            :func:`streammkl.wire.decode`): skip the per-value checks.
-        on_error
-            Without it, an example the single calls refuse raises (as the loop of single calls
-            would, with the earlier examples learned). With it, ``on_error(i, exc)`` is called
-            and the loop goes on: a refused ``learn_one`` leaves example ``i`` predicted but not
-            learned; a refused ``predict_proba_one`` gives ``None`` and skips the learning.
-        """
-        if len(xs) != len(ys):
-            raise ValueError(f"{len(xs)} examples but {len(ys)} labels")
-        out: list[dict | None] = []
-        i, n = 0, len(xs)
-        while i < n:
-            j, X, Y = self.plan_run(xs, ys, i, validated)
-            if j > i:
-                out.extend(self.probas_from_scores(self.run_rounds(X, Y)))
-                i = j
-                continue
-            x, y = xs[i], ys[i]
-            try:
-                out.append(self.learn_predict_one(x, y))
-            except Exception as exc:  # learn_one changes nothing when it raises
-                if on_error is None:
-                    raise
-                try:  # the prediction stands; only the learning was refused
-                    out.append(self.predict_proba_one(x))
-                except Exception:
-                    out.append(None)
-                on_error(i, exc)
-            i += 1
-        return out
-
-    # The three phases of a compiled run, public for callers that overlap the compiled loop
-    # with other work (the daemon runs it on a thread while it fetches the next batch).
-
-    def plan_run(
-        self, xs: Sequence[Mapping], ys: Sequence[Any], start: int = 0, validated: bool = False
-    ) -> tuple[int, np.ndarray, np.ndarray]:
-        """The longest run from ``start`` of labelled examples with a known class and no new
-        feature, ready for :meth:`run_rounds`: ``(end, X, Y)`` (``end == start``: none).
-
-        Reads the learner only; valid until the learner changes.
-        """
-        j, rows, targets = known_run(self, xs, ys, start, validated)
-        if j == start:
-            return start, np.zeros((0, 0)), np.zeros(0)
-        return j, np.array(rows, dtype=np.float64), np.array(targets)
-
-    def run_rounds(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
-        """Learn a planned run (:meth:`plan_run`) in one compiled loop; returns the scores of
-        each example before its own update. The loop releases the GIL: other threads may run
-        meanwhile, but none may touch this learner."""
-        assert self._model is not None
-        return self._model.learn_many_prepared(self.prepare_rows(X), Y)[1]
 
     def predict_one(self, x: Mapping, **kwargs: Any) -> Any:
         scores = self._scores(x)
         if scores is None:
             return self.classes_[0] if self.classes_ else None
-        if self._binary_loss and len(self.classes_) == 2:
+        if self._classes.binary and len(self.classes_) == 2:
             return self.classes_[1] if scores[1] > 0 else self.classes_[0]
         return self.classes_[int(np.argmax(scores))]
 
-    # --- persistence ------------------------------------------------------------------------
-    def _extra_meta(self) -> dict[str, Any]:
-        return {"classes": list(self.classes_)}
+    # --- river's mini-batch API (pandas frames) ---------------------------------------------
+    def learn_many(self, X: Any, y: Any) -> None:
+        """Learn the rows of X in order, as a loop of ``learn_one`` would (in compiled runs
+        between rows that bring a new class)."""
+        names = frame_columns(X)
+        ys = as_list(y)
+        if len(ys) != len(X):
+            raise ValueError(f"{len(X)} rows but {len(ys)} labels")
+        if any(v is None for v in ys):
+            raise ValueError("learn_many needs a label for every row")
+        rounds, classes = self._rounds, self._classes
+        i, n = 0, len(ys)
+        while i < n:
+            label = ys[i]
+            index = rounds.features.index
+            new_input = any(name not in index for name in names)
+            if rounds.model is None or new_input or not classes.known(label):
+                self.learn_one(first_row(X.iloc[i : i + 1], names), label)  # one round
+                i += 1
+                continue
+            j = i
+            while j < n and classes.known(ys[j]):
+                j += 1
+            rows = frame_rows(X.iloc[i:j], names, index, len(rounds.features))
+            targets = np.array([classes.target(v) for v in ys[i:j]], dtype=np.float64)
+            rounds.model.learn_many_prepared(rounds.prepare_rows(rows), targets)
+            i = j
 
-    def _restore_extra(self, extra: Mapping[str, Any]) -> None:
-        self.classes_ = list(extra.get("classes", []))
-        self._class_index = {c: i for i, c in enumerate(self.classes_)}
+    def _frame_scores(self, X: Any) -> np.ndarray | None:
+        names = frame_columns(X)
+        rounds = self._rounds
+        if rounds.model is None or not rounds.n_features or not self.classes_ or not len(X):
+            return None
+        rows = frame_rows(X, names, rounds.features.index, rounds.n_features)
+        return rounds.model.decision_many(rounds.scale_rows(rows))
+
+    def predict_proba_many(self, X: Any) -> Any:
+        import pandas as pd
+
+        scores = self._frame_scores(X)
+        classes = list(self.classes_)
+        if scores is None:
+            uniform = 1.0 / len(classes) if classes else 0.0
+            return pd.DataFrame(uniform, index=X.index, columns=classes, dtype=float)
+        probas = self._classes.probas_of_scores(scores)
+        return pd.DataFrame(probas, index=X.index, columns=classes, dtype=float)
+
+    def predict_many(self, X: Any) -> Any:
+        import pandas as pd
+
+        scores = self._frame_scores(X)
+        if scores is None:
+            first = self.classes_[0] if self.classes_ else None
+            return pd.Series([first] * len(X), index=X.index, dtype=object)
+        labels = [self._classes.label_of(row) for row in scores]
+        return pd.Series(labels, index=X.index, dtype=object)
 
     @classmethod
     def _unit_test_params(cls):

@@ -6,16 +6,18 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 from river import base
 
 from streammkl.core import losses as losses_mod
 from streammkl.river import defaults
-from streammkl.river._base import MKLMixin
+from streammkl.river._base import MKLLearner
 from streammkl.river._features import check_numeric
-from streammkl.river._minibatch import RegressorBatches
+from streammkl.river._minibatch import as_list, first_row, frame_columns, frame_rows
+from streammkl.river._scaling import TargetScale
 
 
-class MKLRegressor(MKLMixin, RegressorBatches, base.MiniBatchRegressor):
+class MKLRegressor(MKLLearner, base.MiniBatchRegressor):
     """Online multiple kernel learning regressor.
 
     Same algorithm as ``MKLClassifier`` with a regression loss. Targets are standardised online
@@ -90,10 +92,8 @@ class MKLRegressor(MKLMixin, RegressorBatches, base.MiniBatchRegressor):
         self.averages = averages
         self.standardize_target = standardize_target
         self.standardize = standardize
-        self._init_state()
-        self._n = 0
-        self._mean = 0.0
-        self._m2 = 0.0
+        self._target = TargetScale(standardize_target)
+        self._init_rounds(self._target)
 
     @property
     def _is_stochastic(self) -> bool:
@@ -113,35 +113,13 @@ class MKLRegressor(MKLMixin, RegressorBatches, base.MiniBatchRegressor):
             raise ValueError(f"{loss!r} is not a regression loss")
         return loss
 
-    def _std(self) -> float:
-        if not self.standardize_target or self._n < 2:
-            return 1.0
-        var = self._m2 / (self._n - 1)
-        return math.sqrt(var) if var > 1e-24 else 1.0
-
-    def advance_target(self, y: float) -> float:
-        """Count the target in the running statistics (Welford) and return it standardised
-        as the core learns it."""
-        if self.standardize_target:
-            self._n += 1
-            delta = y - self._mean
-            self._mean += delta / self._n
-            self._m2 += delta * (y - self._mean)
-        center = self._mean if self.standardize_target else 0.0
-        return (y - center) / self._std()
-
-    def target_scale(self) -> tuple[float, float]:
-        """(center, scale): a core score s predicts ``center + scale * s``."""
-        return (self._mean if self.standardize_target else 0.0), self._std()
-
     def learn_one(self, x: Mapping, y: float) -> None:
         check_numeric(x)
-        y = float(y)
-        if not math.isfinite(y):
-            raise ValueError(f"regression target must be finite, got {y!r}")
-        vec = self._vector(x, learn=True, validated=True)  # if it refuses, nothing changed
-        assert vec is not None and self._model is not None
-        self.last_loss = self._model.learn_prepared(vec, self.advance_target(y))
+        y = _finite_target(y)
+        rounds = self._rounds
+        vec = rounds.vector(x, learn=True, validated=True)  # if it refuses, nothing changed
+        assert vec is not None
+        rounds.learn(vec, self._target.advance(y))
 
     def learn_predict_one(self, x: Mapping, y: float | None) -> float:
         """``predict_one(x)`` *then* ``learn_one(x, y)``: the recommended prequential round.
@@ -155,35 +133,63 @@ class MKLRegressor(MKLMixin, RegressorBatches, base.MiniBatchRegressor):
         """
         if y is None:
             return self.predict_one(x)
-        model = self._model
-        if model is None or not model.feature_keys or not self.knows_features(x):
+        rounds = self._rounds
+        model = rounds.model
+        if model is None or not model.feature_keys or not rounds.knows_features(x):
             prediction = self.predict_one(x)
             self.learn_one(x, y)
             return prediction
         check_numeric(x)
-        y = float(y)
-        if not math.isfinite(y):
-            raise ValueError(f"regression target must be finite, got {y!r}")
-        center, scale = self.target_scale()
-        vec = self._scale(self._features.vector(x, validated=True), learn=True)
-        self.last_loss = model.learn_prepared(vec, self.advance_target(y))
+        y = _finite_target(y)
+        center, scale = self._target.center_scale()
+        vec = rounds.scale(rounds.features.vector(x, validated=True), learn=True)
+        rounds.learn(vec, self._target.advance(y))
         return center + scale * float(model.last_scores[0])
 
     def predict_one(self, x: Mapping) -> float:
-        vec = self._vector(x, learn=False)
-        center = self._mean if self.standardize_target else 0.0
+        rounds = self._rounds
+        vec = rounds.vector(x, learn=False)
+        center, scale = self._target.center_scale()
         if vec is None:
             return center
-        assert self._model is not None
-        return center + self._std() * float(self._model.decision_prepared(vec)[0])
+        assert rounds.model is not None
+        return center + scale * float(rounds.model.decision_prepared(vec)[0])
 
-    def _extra_meta(self) -> dict[str, Any]:
-        return {"n": self._n, "mean": self._mean, "m2": self._m2}
+    # --- river's mini-batch API (pandas frames) ---------------------------------------------
+    def learn_many(self, X: Any, y: Any) -> None:
+        """Learn the rows of X in order, as a loop of ``learn_one`` would (the running target
+        statistics advance row by row; the rounds run in one compiled loop)."""
+        names = frame_columns(X)
+        ys = [float(v) for v in as_list(y)]
+        if len(ys) != len(X):
+            raise ValueError(f"{len(X)} rows but {len(ys)} targets")
+        if not all(math.isfinite(v) for v in ys):
+            raise ValueError("regression targets must be finite")
+        if not ys:
+            return
+        rounds = self._rounds
+        start = 0
+        if rounds.model is None or any(name not in rounds.features.index for name in names):
+            self.learn_one(first_row(X.iloc[:1], names), ys[0])  # declares the new inputs
+            start = 1
+        if start == len(ys):
+            return
+        rows = frame_rows(X.iloc[start:], names, rounds.features.index, rounds.n_features)
+        targets = np.array([self._target.advance(v) for v in ys[start:]], dtype=np.float64)
+        assert rounds.model is not None
+        rounds.model.learn_many_prepared(rounds.prepare_rows(rows), targets)
 
-    def _restore_extra(self, extra: Mapping[str, Any]) -> None:
-        self._n = int(extra.get("n", 0))
-        self._mean = float(extra.get("mean", 0.0))
-        self._m2 = float(extra.get("m2", 0.0))
+    def predict_many(self, X: Any) -> Any:
+        import pandas as pd
+
+        names = frame_columns(X)
+        center, scale = self._target.center_scale()
+        rounds = self._rounds
+        if rounds.model is None or not rounds.n_features or not len(X):
+            return pd.Series(center, index=X.index, dtype=float)
+        rows = frame_rows(X, names, rounds.features.index, rounds.n_features)
+        scores = rounds.model.decision_many(rounds.scale_rows(rows))
+        return pd.Series(center + scale * scores[:, 0], index=X.index)
 
     @classmethod
     def _unit_test_params(cls):
@@ -205,3 +211,10 @@ class MKLRegressor(MKLMixin, RegressorBatches, base.MiniBatchRegressor):
             "kernels": (kernels.Linear(), kernels.RBF(0.5, n_components=16)),
             "standardize": True,
         }
+
+
+def _finite_target(y: Any) -> float:
+    y = float(y)
+    if not math.isfinite(y):
+        raise ValueError(f"regression target must be finite, got {y!r}")
+    return y

@@ -1,0 +1,415 @@
+"""The rounds of an MKL river learner as a streaming service drives them: :class:`Rounds`.
+
+A learner's ``rounds()`` is the one object a service (the daemon, a mixing group, the monitor)
+asks for what river's API does not say: compiled runs of prequential rounds (:meth:`Rounds.plan`,
+:meth:`Rounds.learn_run`, :meth:`Rounds.judge`), the view of the last round a monitor observes
+(the core's input vector, target, loss and scores), the inputs and classes a group must agree on,
+and the learner's state. It owns what the learner learns with: the core model
+(:class:`~streammkl.core.OnlineMKL`, made at the first round), the input columns
+(:class:`~streammkl.river._features.FeatureIndex`), the input standardisation and the targets'
+codec (a classifier's :class:`~streammkl.river._labels.Classes`, a regressor's
+:class:`~streammkl.river._scaling.TargetScale`). The learner's river methods are thin calls into
+it, so both see one model.
+
+A compiled run is a stretch of labelled examples whose classes and inputs are all known: the
+core learns it in one compiled loop (GIL released) whose scores before each update are the
+predictions, bit for bit those of a loop of ``learn_predict_one``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from operator import itemgetter
+from typing import Any
+
+import numpy as np
+
+from streammkl import statefile
+from streammkl.core import OnlineMKL
+from streammkl.river._features import FeatureIndex, check_numeric
+from streammkl.river._labels import Classes
+from streammkl.river._scaling import InputScaler, TargetScale
+
+__all__ = ["Rounds"]
+
+_PLAIN = frozenset({str, bool, int, float})  # label types that hash as themselves
+#: Cells (rows x known features) of one compiled run: 1 M = 8 MB as an array. With 10,000
+#: features, planning a 2,000-record run took 305 MiB (16 MiB with the cap; measured with
+#: tracemalloc), twice over while the daemon pipelines two batches.
+_RUN_CELLS = 1 << 20
+_EMPTY = (np.zeros((0, 0)), np.zeros(0))
+
+
+class Rounds:
+    """What a learner learns with, and the service-side view of its rounds.
+
+    Parameters
+    ----------
+    learner
+        The river learner (its public ``standardize`` parameter and ``learn_predict_one`` /
+        ``predict_proba_one`` are used; it is the one that calls :meth:`model_for_learning`).
+    make_model
+        Makes the core model (called once, at the first round).
+    params_spec
+        The learner's parameters as JSON-able specs (what its saved state records).
+    targets
+        The targets' codec: :class:`Classes` (a classifier) or :class:`TargetScale`.
+    """
+
+    def __init__(
+        self,
+        learner: Any,
+        make_model: Callable[[], OnlineMKL],
+        params_spec: Callable[[], dict[str, Any]],
+        targets: Classes | TargetScale,
+    ) -> None:
+        self.learner = learner
+        self.model: OnlineMKL | None = None
+        self.features = FeatureIndex()
+        self.scaler = InputScaler()
+        self.targets = targets
+        #: The core's input vector of the last round learned (standardised when the learner
+        #: standardises); None before the first.
+        self.last_input: np.ndarray | None = None
+        #: The prequential loss of the last round learned (at theta_t, before its update, in
+        #: the core's conventions); NaN before the first.
+        self.last_loss = float("nan")
+        self._make_model = make_model
+        self._params_spec = params_spec
+
+    # --- the model and its inputs -------------------------------------------------------------
+    def model_for_learning(self) -> OnlineMKL:
+        """The core model, made now if this is the first round."""
+        if self.model is None:
+            self.model = self._make_model()
+        return self.model
+
+    @property
+    def ready(self) -> bool:
+        """Whether the core model exists and has inputs (after the first round)."""
+        return self.model is not None and bool(self.model.feature_keys)
+
+    def vector(self, x: Mapping, learn: bool, validated: bool = False) -> np.ndarray | None:
+        """x as the core's vector; on ``learn`` new inputs get columns (and the model is made).
+        None before any learning."""
+        if not validated:
+            check_numeric(x)
+        if learn:
+            features = self.features
+            new = features.new_names(x)
+            model = self.model_for_learning()
+            if new or not features.names:
+                model.declare_features(new)  # first: if it refuses, nothing changed
+                features.add(new)
+        if self.model is None or not self.model.feature_keys:
+            return None
+        return self.scale(self.features.vector(x, validated=True), learn)
+
+    def scale(self, vec: np.ndarray, learn: bool) -> np.ndarray:
+        """The core's vector for a raw one: standardised when the learner standardises (and
+        counted when ``learn``); kept as :attr:`last_input` when learned."""
+        if self.learner.standardize:
+            scaler = self.scaler
+            vec = scaler.learn_transform(vec) if learn else scaler.transform(vec)
+        if learn:
+            self.last_input = vec
+        return vec
+
+    def learn(self, vec: np.ndarray, target: float) -> float:
+        """One round of the core on a prepared vector and target; returns its loss (kept as
+        :attr:`last_loss`)."""
+        assert self.model is not None
+        self.last_loss = self.model.learn(vec, target)
+        return self.last_loss
+
+    def prepare_rows(self, X: np.ndarray) -> np.ndarray:
+        """Raw dense rows (over :attr:`feature_names`) as the core learns them, in order:
+        standardised and counted when the learner standardises (call once per run, just before
+        learning it), else ``X`` itself."""
+        return self.scaler.rows(X, learn=True) if self.learner.standardize else X
+
+    def scale_rows(self, X: np.ndarray) -> np.ndarray:
+        """Raw dense rows as the core predicts them (each standardised as ``predict_one`` does;
+        nothing counted)."""
+        return self.scaler.rows(X, learn=False) if self.learner.standardize else X
+
+    def knows_features(self, x: Mapping) -> bool:
+        """Whether every name of ``x`` is admitted (learning ``x`` would add no input)."""
+        index = self.features.index
+        for key in x:
+            if (key if type(key) is str else str(key)) not in index:
+                return False
+        return True
+
+    def unknown_features(self, x: Mapping) -> list[str]:
+        """The names of ``x`` not admitted yet, sorted: what learning ``x`` would add
+        (predictions ignore them). Changes nothing."""
+        return self.features.new_names(x)
+
+    def input_vector(self, x: Mapping) -> np.ndarray:
+        """``x`` as a raw dense float64 vector over :attr:`feature_names` (missing and unknown
+        names count as 0; the values must be finite numbers), before any standardisation."""
+        return self.features.vector(x, validated=True)
+
+    def declare_features(self, names: Sequence[str]) -> None:
+        """Give inputs their columns before they are met (making the core model if there is
+        none yet), so that learners that must agree on them (a group's base) do."""
+        new = self.features.new_names(dict.fromkeys(names, 0.0))
+        self.model_for_learning().declare_features(new)
+        self.features.add(new)
+
+    @property
+    def feature_names(self) -> list[str]:
+        """Every admitted input name, in column order (a copy)."""
+        return list(self.features.names)
+
+    @property
+    def n_features(self) -> int:
+        """Inputs admitted so far."""
+        return len(self.features)
+
+    @property
+    def n_learned(self) -> int:
+        """Rounds learned."""
+        return 0 if self.model is None else self.model.t
+
+    @property
+    def n_support(self) -> int:
+        """Support vectors stored by the kernelized blocks."""
+        return 0 if self.model is None else self.model.n_support
+
+    @property
+    def kernel_names(self) -> list[str]:
+        """The kernels of the bank, in block order."""
+        if self.model is not None:
+            return self.model.names
+        return [k.name for k in self._make_model().kernels]
+
+    @property
+    def block_norms(self) -> dict[str, float]:
+        """``||theta_m||`` per kernel (zeros before the first round)."""
+        if self.model is None:
+            return dict.fromkeys(self.kernel_names, 0.0)
+        return dict(zip(self.kernel_names, self.model.block_norms.tolist(), strict=True))
+
+    @property
+    def norm_only(self) -> bool:
+        """Whether every configured regularizer is a function of the block norms alone (then
+        ``lambda Omega(theta_t)`` of a compiled run's rounds follows from their block norms)."""
+        model = self.model if self.model is not None else self._make_model()
+        return model.norm_only
+
+    def restart_schedule(self) -> None:
+        """Start the step-size schedule again (a detected drift)."""
+        if self.model is not None:
+            self.model.restart_schedule()
+
+    # --- classes (a classifier's) -------------------------------------------------------------
+    @property
+    def classes(self) -> Classes:
+        """The classifier's class registry (a regressor has none: ``TypeError``)."""
+        if not isinstance(self.targets, Classes):
+            raise TypeError("a regressor has no classes")
+        return self.targets
+
+    def known_class(self, y: Any) -> bool:
+        """Whether ``y`` is a class the learner has seen (learning it would add none)."""
+        return self.classes.known(y)
+
+    def declare_classes(self, labels: Sequence[Any]) -> None:
+        """Register classes (in this order) before they are met (a group's members agree)."""
+        self.classes.declare(labels)
+
+    def target(self, y: Any) -> float:
+        """The core's target for a known class (+-1 for a binary loss, else its index)."""
+        return self.classes.target(y)
+
+    def target_scale(self) -> tuple[float, float]:
+        """A regressor's (center, scale): a core score s predicts ``center + scale * s``."""
+        if not isinstance(self.targets, TargetScale):
+            raise TypeError("a classifier's scores are not scaled targets")
+        return self.targets.center_scale()
+
+    # --- compiled runs ------------------------------------------------------------------------
+    def plan(
+        self, xs: Sequence[Mapping], ys: Sequence[Any], start: int = 0, validated: bool = False
+    ) -> tuple[int, np.ndarray, np.ndarray]:
+        """The longest run from ``start`` of labelled examples whose class and inputs are all
+        known (a missing input counts as 0), ready for :meth:`learn_run`: ``(end, X, Y)``, X raw
+        rows over the known inputs, Y the core's targets (``end == start``: none). A
+        classifier's only; reads the learner, valid until it changes."""
+        j, rows, targets = self._known_run(xs, ys, start, validated)
+        if j == start:
+            return start, *_EMPTY
+        return j, np.array(rows, dtype=np.float64), np.array(targets)
+
+    def _known_run(
+        self, xs: Sequence[Mapping], ys: Sequence[Any], i: int, validated: bool
+    ) -> tuple[int, list[Any], list[float]]:
+        model, names = self.model, self.features.names
+        d = len(names)
+        if model is None or not model.built or d == 0 or not isinstance(self.targets, Classes):
+            return i, [], []
+        classes = self.targets
+        if not len(classes):
+            return i, [], []
+        get = itemgetter(*names) if d > 1 else (lambda x, k=names[0]: (x[k],))
+        columns = self.features.index
+        index = classes.index
+        binary = classes.binary
+        limit = 2 if binary else model.n_outputs
+        rows: list[Any] = []
+        targets: list[float] = []
+        # a run holds at most _RUN_CELLS inputs (its rows are dense over every known input):
+        # a wide model's runs are shorter, never a batch-sized block of memory
+        n = min(len(xs), i + max(1, _RUN_CELLS // d))
+        j = i
+        while j < n:
+            x, y = xs[j], ys[j]
+            k = index.get(y) if type(y) in _PLAIN else None
+            if k is None or k >= limit:
+                break
+            if len(x) == d:
+                try:
+                    row = get(x)
+                except KeyError:  # a new input: the single rounds widen the model
+                    break
+            elif len(x) < d and x.keys() <= columns.keys():  # missing inputs count as 0
+                row = tuple([x.get(name, 0.0) for name in names])
+            else:
+                break
+            if not validated:
+                try:
+                    check_numeric(x)
+                except (TypeError, ValueError):
+                    break  # learn_one raises the error, naming the input
+            rows.append(row)
+            targets.append((1.0 if k == 1 else -1.0) if binary else float(k))
+            j += 1
+        return j, rows, targets
+
+    def learn_run(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+        """Learn a planned run (:meth:`plan`) in one compiled loop; returns the scores of each
+        example before its own update. The loop releases the GIL: other threads may run
+        meanwhile, but none may touch this learner."""
+        assert self.model is not None
+        return self.model.learn_many_prepared(self.prepare_rows(X), Y)[1]
+
+    def probas(self, scores: np.ndarray) -> list[dict[Any, float]]:
+        """``predict_proba_one``'s probabilities from rows of the core's scores."""
+        return self.classes.probas_of_scores(scores)
+
+    def judge(self, scores: np.ndarray, Y: np.ndarray) -> tuple[list[dict[Any, float]], list[bool]]:
+        """The probabilities of a run's rows of scores and whether each predicted its target
+        (the first most probable class, as ``predict_one``; ``Y`` in the core's conventions)."""
+        classes = self.classes
+        binary = classes.binary
+        pair = classes.two_class(scores)
+        if pair is not None:  # arrays: the argmax (ties: the first class) without dicts
+            p0, p1 = pair
+            second = Y > 0 if binary else Y == 1.0
+            return classes.probas_of_pair(p0, p1), ((p1 > p0) == second).tolist()
+        probas = classes.probas(scores.tolist())
+        labels = classes.labels
+        hits = [
+            max(p, key=p.__getitem__) == labels[int(t > 0) if binary else int(t)]
+            for p, t in zip(probas, Y.tolist(), strict=True)
+        ]
+        return probas, hits
+
+    def learn_predict_many(
+        self,
+        xs: Sequence[Mapping],
+        ys: Sequence[Any],
+        validated: bool = False,
+        on_error: Callable[[int, Exception], None] | None = None,
+    ) -> list[dict[Any, float] | None]:
+        """Prequential rounds in order: the learner's ``learn_predict_one`` of each example (a
+        label of ``None``: predict only); returns the probabilities.
+
+        The learner ends bit for bit where the loop of single calls ends, and the probabilities
+        are the same numbers. Runs of labelled examples whose class and inputs are already
+        known go through one compiled loop (:meth:`plan`, :meth:`learn_run`); the other
+        examples take the single calls.
+
+        Parameters
+        ----------
+        xs, ys
+            Examples and labels, in stream order.
+        validated
+            Every value of every ``x`` is already a finite number (e.g. decoded by
+            :func:`streammkl.wire.decode`): skip the per-value checks.
+        on_error
+            Without it, an example the single calls refuse raises (as the loop of single calls
+            would, with the earlier examples learned). With it, ``on_error(i, exc)`` is called
+            and the loop goes on: a refused ``learn_one`` leaves example ``i`` predicted but not
+            learned; a refused ``predict_proba_one`` gives ``None`` and skips the learning.
+        """
+        if len(xs) != len(ys):
+            raise ValueError(f"{len(xs)} examples but {len(ys)} labels")
+        learner = self.learner
+        out: list[dict[Any, float] | None] = []
+        i, n = 0, len(xs)
+        while i < n:
+            j, X, Y = self.plan(xs, ys, i, validated)
+            if j > i:
+                out.extend(self.probas(self.learn_run(X, Y)))
+                i = j
+                continue
+            x, y = xs[i], ys[i]
+            try:
+                out.append(learner.learn_predict_one(x, y))
+            except Exception as exc:  # learn_one changes nothing when it raises
+                if on_error is None:
+                    raise
+                try:  # the prediction stands; only the learning was refused
+                    out.append(learner.predict_proba_one(x))
+                except Exception:
+                    out.append(None)
+                on_error(i, exc)
+            i += 1
+        return out
+
+    # --- state --------------------------------------------------------------------------------
+    def digest(self) -> str:
+        """sha256 of the learner's canonical state: equal digests <=> identical learners."""
+        return statefile.digest_of(self.learner)
+
+    def targets_meta(self) -> dict[str, Any]:
+        """The targets' codec as JSON-able meta (a classifier's classes, a regressor's target
+        statistics)."""
+        targets = self.targets
+        if isinstance(targets, Classes):
+            return {"classes": list(targets.labels)}
+        return targets.to_meta()
+
+    def restore_targets(self, meta: Mapping[str, Any]) -> None:
+        """The targets' codec as :meth:`targets_meta` described it."""
+        targets = self.targets
+        if isinstance(targets, Classes):
+            targets.labels[:] = list(meta.get("classes", []))
+            targets.index = {c: i for i, c in enumerate(targets.labels)}
+        else:
+            targets.restore(dict(meta))
+
+    def adopt(self, other: Rounds) -> None:
+        """Take ``other``'s model, inputs, standardisation and targets (a learner of the same
+        class and parameters, e.g. restored from a group's merged state), in place: code
+        holding this learner sees the new model."""
+        self.model = other.model
+        self.features = other.features
+        self.scaler = other.scaler
+        self.restore_targets(other.targets_meta())
+
+    def load_state(self, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
+        """Replace the learner's model by a saved state, in place. The state must be of the
+        learner's class and hold the same parameters (a learner of a group adopting the
+        group's merged model)."""
+        other = type(self.learner).from_state(meta, arrays).rounds()
+        if other.params_spec() != self.params_spec():
+            raise ValueError("the state was saved by a learner with other parameters")
+        self.adopt(other)
+
+    def params_spec(self) -> dict[str, Any]:
+        """The learner's parameters as JSON-able specs (what its saved state records)."""
+        return self._params_spec()
