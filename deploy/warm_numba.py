@@ -24,6 +24,7 @@ def warm(config: str, rounds: int = 16) -> dict[str, object]:
     """
     from streammkl.daemon.config import load_settings
     from streammkl.daemon.learner import build_learner, is_classifier, restore
+    from streammkl.statefile import digest_of
 
     settings = load_settings(config, env={})
     learner = build_learner(settings.learner)
@@ -41,7 +42,7 @@ def warm(config: str, rounds: int = 16) -> dict[str, object]:
             learner.learn_one(x, float(i % 3) - 1.0)
     meta, arrays = learner.to_state()
     restored = restore(learner, meta, arrays)
-    assert restored.digest() == learner.digest(), "checkpoint round trip changed the model"
+    assert digest_of(restored) == digest_of(learner), "checkpoint round trip changed the model"
     (restored.predict_proba_one if classifier else restored.predict_one)(x)
     cache = (
         Path(os.environ.get("NUMBA_CACHE_DIR", "")) if os.environ.get("NUMBA_CACHE_DIR") else None

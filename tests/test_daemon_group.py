@@ -144,7 +144,7 @@ def test_the_merged_models_prequential_and_hindsight_views_fold_once():
     log.apply(_roundtrip(delta))  # a replay
     assert (log.loss, log.mistakes, log.labelled) == (view["loss"], view["mistakes"], 100)
     learner.rounds().load_state(*log.base)
-    report = hindsight(learner, kept, 0)
+    report = hindsight(learner.rounds(), kept, 0)
     again = sum(-np.log(max(learner.predict_proba_one(x).get(y, 0.0), 1e-15))
                 for x, y, _ in kept)  # fmt: skip
     assert report["h_loss"] == view["loss"] and report["h_merged_loss"] == pytest.approx(again)
@@ -175,7 +175,7 @@ def test_group_mode_refuses_what_it_cannot_merge():
         learner.rounds().declare_features([])
         check_group_learner(learner.to_state())
     default = MKLClassifier()  # the default bank (MedianRBF Fourier maps) is accepted
-    default.declare_features([])
+    default.rounds().declare_features([])
     check_group_learner(default.to_state())
     for overrides, match in [
         ({"mixing.enabled": True}, "records.classes"),

@@ -68,7 +68,7 @@ class RoundResult:
 
 
 def learner_digest(state: State) -> str:
-    """The digest of a learner state (what ``learner.digest()`` returns for it)."""
+    """The digest of a learner state (what ``learner.rounds().digest()`` returns for it)."""
     return state_digest(*state)
 
 
