@@ -72,17 +72,7 @@ class GroupMember:
         metrics: GroupMetrics,
         topic_factory: Callable[..., MixTopic] = MixTopic,
     ) -> None:
-        if settings.kafka.assignment != "group":
-            raise ConfigError(
-                "mixing.enabled needs kafka.assignment = 'group' (members split the partitions)"
-            )
-        if settings.learner.task != "classification":
-            raise ConfigError("mixing groups learn classification models only (for now)")
-        if not settings.records.classes:
-            raise ConfigError(
-                "mixing groups need records.classes (every member must map labels to the same "
-                "outputs, in the same order)"
-            )
+        # what a group needs of the settings is checked with them (config.Settings)
         self.settings = settings
         self.name = member_name(settings)
         self.K = settings.mixing.every_records

@@ -178,9 +178,9 @@ class Runner:
             new = self.reload_settings()
             changed = apply_kernels(self.learner, new.learner, new.reload)
         except (ConfigError, LearnerConfigError) as exc:
-            log.error("reload failed, settings unchanged: %s", exc)
-            self.metrics.reloads.labels("failed").inc()
-            return False
+            return self._refused(str(exc))
+        except Exception as exc:  # a reload never ends the loop: whatever failed is refused
+            return self._refused(repr(exc))
         self.settings, ignored = reloaded_settings(self.settings, new)
         if ignored:
             log.warning("reload: changes to %s take effect after a restart", ", ".join(ignored))
@@ -192,6 +192,11 @@ class Runner:
         # counted last: a scrape that sees the reload applied also sees the new model's kernels
         self.metrics.reloads.labels("applied" if changed else "unchanged").inc()
         return changed
+
+    def _refused(self, why: str) -> bool:
+        log.error("reload failed, settings unchanged: %s", why)
+        self.metrics.reloads.labels("failed").inc()
+        return False
 
     @property
     def stopping(self) -> bool:
