@@ -279,13 +279,24 @@ class MKLMixin:
         self._model.declare_features(new)
         self._features.add(new)
 
-    def load_state(self, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
+    def load_state(
+        self, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray], with_bank: bool = False
+    ) -> None:
         """Replace this learner's model by a saved state, in place (code holding the learner
         sees the new model). The state must be of this class and hold the same parameters
-        (a learner of a group adopting the group's merged model)."""
+        (a learner of a group adopting the group's merged model); with ``with_bank``, the
+        kernel bank may differ and is adopted too (a group changes its bank by agreement, as a
+        reload changes one learner's with ``add_kernel`` / ``remove_kernel``)."""
         other = type(self).from_state(meta, arrays)
-        if other._params_spec() != self._params_spec():
-            raise ValueError("the state was saved by a learner with other parameters")
+        mine, theirs = self._params_spec(), other._params_spec()
+        bank = {"kernels"} if with_bank else set()
+        names = (mine.keys() | theirs.keys()) - bank
+        differ = sorted(k for k in names if mine.get(k) != theirs.get(k))
+        if differ:
+            raise ValueError(
+                f"the state was saved by a learner with other parameters: {', '.join(differ)}"
+            )
+        self.kernels = other.kernels
         self._model = other._model
         self._features = other._features
         self._scaler = other._scaler
