@@ -12,6 +12,7 @@ import random
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -291,6 +292,77 @@ def test_a_bank_proposal_switches_every_reader_at_the_round_boundary():
     res1 = switched.apply(MixRecord("close", 1, "a", late=("b",)))
     assert res1 is not None and res1.stale == (("b", 1),) and res1.bank is None
     assert switched.examples == 300 and switched.skipped == [] and switched.mismatches == []
+
+
+class MemoryTopic:
+    """An in-memory mix topic (one shared list of records, each reader its own position)."""
+
+    def __init__(self, records: list[MixRecord]) -> None:
+        self.records, self.position = records, 0
+
+    def publish(self, rec: MixRecord, timeout: float = 30.0, attempts: int = 0) -> None:
+        self.records.append(_roundtrip(rec))
+
+    def read(self, timeout_ms: int = 0) -> list[MixRecord]:
+        out, self.position = self.records[self.position :], len(self.records)
+        return out
+
+    def read_to_end(self, max_seconds: float = 10.0) -> list[MixRecord]:
+        return self.read()
+
+    def close(self) -> None:
+        pass
+
+
+def _member(records: list[MixRecord], name: str, **learner: object) -> tuple[GroupMember, Any]:
+    from streammkl.daemon.learner import build_learner
+
+    overrides = {"mixing.enabled": True, "mixing.member": name, "records.classes": [0, 1],
+                 "kafka.create_topics": False, "learner.kernels": KERNELS[:3],
+                 "mixing.round_timeout_seconds": 0.2,
+                 **{f"learner.{k}": v for k, v in learner.items()}}  # fmt: skip
+    settings = load_settings(env={}, overrides=overrides)
+    member = GroupMember(settings, GroupMetrics(CollectorRegistry()),
+                         topic_factory=lambda k, t: MemoryTopic(records))  # fmt: skip
+    return member, build_learner(settings.learner)
+
+
+def test_a_member_proposes_its_bank_and_is_refused_other_learner_settings():
+    """At join, a member whose settings name another bank than the group's proposes it (the
+    group's model is adopted meanwhile); one with another loss is refused, naming it; a
+    proposal that drops most learned blocks is refused unless forced (SIGHUP's guards)."""
+    from streammkl.daemon.config import LearnerSpec, ReloadSettings
+    from streammkl.daemon.learner import LearnerConfigError
+
+    records: list[MixRecord] = []
+    a, learner_a = _member(records, "a")
+    a.join(learner_a, {})
+    assert [r.kind for r in records] == ["base", "hello"] and a.configured is not None
+    other, learner_o = _member(records, "o", loss="Logistic")
+    with pytest.raises(LearnerConfigError, match=r"other parameters: loss.*same \[learner\]"):
+        other.join(learner_o, {})
+    b, learner_b = _member(records, "b", kernels=[*KERNELS[:3], KERNELS[3]])
+    b.join(learner_b, {})
+    assert learner_b.kernel_names == learner_a.kernel_names  # the group's bank, until the switch
+    assert [r.kind for r in records[-2:]] == ["bank", "hello"]
+    time.sleep(0.06)  # the loop reads the log every 50 ms (group.READ_EVERY)
+    a.before_batch(learner_a, {})  # a reads the proposal: a pending proposal ends its round
+    assert a.log.proposal is not None
+    a.after_batch(learner_a, {})  # ... at once (closed without b after the short timeout)
+    assert [r.kind for r in records[-2:]] == ["delta", "close"]
+    assert a.log.bank_changes == 1 and a.log.proposal is None
+    b.before_batch(learner_b, {})  # b adopts the switched base
+    assert learner_a.kernel_names == learner_b.kernel_names == [k.name for k in BANK]
+    assert learner_a.digest() == learner_b.digest() == a.log.digest == b.log.digest
+    # a SIGHUP to a bank dropping 3 of the 4 learned blocks: refused, then forced
+    X, Y = _stream(200, 5)
+    for x, y in zip(X, Y, strict=True):
+        learner_a.learn_one(x, y)
+    spec = LearnerSpec(kernels=(KERNELS[0],))
+    with pytest.raises(LearnerConfigError, match=r"reload\.force"):
+        a.propose(learner_a, spec, ReloadSettings())
+    assert a.propose(learner_a, spec, ReloadSettings(force=True)) is True
+    assert a.propose(learner_a, spec, ReloadSettings(force=True)) is False  # pending already
 
 
 def test_group_mode_refuses_what_it_cannot_merge():

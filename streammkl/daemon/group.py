@@ -47,6 +47,7 @@ from typing import Any
 
 import numpy as np
 
+from streammkl.core import kernels
 from streammkl.daemon.config import LearnerSpec, ReloadSettings, Settings
 from streammkl.daemon.group_log import (
     GroupLog,
@@ -221,7 +222,7 @@ class GroupMember:
         log.warning(
             "the group learns with the kernels %s, but this member's learner.kernels are %s: a "
             "restart or SIGHUP of this member would propose them to the group again; give every "
-            "member the same learner.kernels", bank, self.configured,
+            "member the same learner.kernels", _names(bank), _names(self.configured),
         )  # fmt: skip
 
     def propose(self, learner: Any, spec: LearnerSpec, guard: ReloadSettings) -> bool:
@@ -241,6 +242,7 @@ class GroupMember:
             return False
         bank = canonical_bank(wanted)
         self.configured = bank
+        self._read()  # the group's bank as of now (a proposal pending included)
         if bank == self.log.bank:
             return False
         risks = kernel_change_risks(learner, wanted, guard.max_dropped_fraction)
@@ -417,6 +419,10 @@ class GroupMember:
         finally:
             self.topic.close()
             self.topic = None
+
+
+def _names(bank: list[dict[str, Any]] | None) -> Any:
+    return "of the default bank" if bank is None else [kernels.from_spec(k).name for k in bank]
 
 
 def describe(skip: Skipped) -> str:
