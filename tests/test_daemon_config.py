@@ -101,6 +101,85 @@ def test_errors_name_the_field_and_source(
         assert needle in str(info.value)
 
 
+GROUP = {"mixing.enabled": True, "records.classes": [0, 1]}
+
+
+@pytest.mark.parametrize(
+    ("overrides", "needles"),
+    [
+        ({"learner.kernels": []}, ["learner.kernels", "at least one kernel is required"]),
+        ({"kafka.topics": "in,dl", "kafka.dead_letter_topic": "dl"},
+         ["kafka.dead_letter_topic = 'dl' is also an input topic", "feedback loop"]),
+        ({"kafka.topics": "in", "kafka.predictions_topic": "in"},
+         ["kafka.predictions_topic = 'in' is also an input topic"]),
+        ({**GROUP, "kafka.topics": "in", "mixing.topic": "in"},
+         ["mixing.topic = 'in' is also an input topic"]),
+        ({**GROUP, "mixing.topic": "streammkl.dead-letters"},
+         ["mixing.topic = 'streammkl.dead-letters' is also kafka.dead_letter_topic"]),
+        ({**GROUP, "mixing.topic": "p", "kafka.predictions_topic": "p"},
+         ["mixing.topic = 'p' is also kafka.predictions_topic"]),
+        ({**GROUP, "kafka.assignment": "all"}, ["mixing.enabled needs kafka.assignment"]),
+        ({"mixing.enabled": True}, ["mixing.enabled needs records.classes"]),
+        ({**GROUP, "learner.task": "regression"},
+         ["mixing.enabled", "learner.task = 'regression'"]),
+    ],
+)  # fmt: skip
+def test_settings_the_daemon_cannot_run_with_are_refused_naming_the_field(
+    overrides: dict[str, object], needles: list[str]
+) -> None:
+    """An empty bank, an output topic that is an input topic (the daemon would read what it
+    writes), a mix topic shared with another topic, and what a group needs."""
+    with pytest.raises(ConfigError) as info:
+        load_settings(env={}, overrides=overrides)
+    for needle in needles:
+        assert needle in str(info.value)
+
+
+def test_output_topics_distinct_from_the_inputs_are_accepted() -> None:
+    no_predictions = {"kafka.topics": "a,b", "kafka.predictions_topic": ""}
+    settings = load_settings(
+        env={}, overrides={**GROUP, **no_predictions, "mixing.topic": "streammkl.predictions"}
+    )
+    assert settings.kafka.predictions_topic is None  # none written: the mix topic may take it
+    # the mix topic only matters in a group
+    alone = load_settings(env={}, overrides={"kafka.topics": "in", "mixing.topic": "in"})
+    assert not alone.mixing.enabled
+
+
+@pytest.mark.parametrize(
+    ("toml", "needle"),
+    [
+        ("[learner]\nkernels = []\n", "learner.kernels = []: Value error, at least one kernel"),
+        ('[kafka]\ntopics = ["in"]\ndead_letter_topic = "in"\n',
+         "kafka.dead_letter_topic = 'in' is also an input topic"),
+        ('[kafka]\ntopics = ["in"]\npredictions_topic = "in"\n',
+         "kafka.predictions_topic = 'in' is also an input topic"),
+        ('[kafka]\nassignment = "all"\n[records]\nclasses = [0, 1]\n[mixing]\nenabled = true\n',
+         "mixing.enabled needs kafka.assignment = 'group'"),
+        ("[mixing]\nenabled = true\n", "mixing.enabled needs records.classes"),
+    ],
+    ids=["empty-bank", "dead-letters-in", "predictions-in", "group-assign-all", "group-no-classes"],
+)  # fmt: skip
+def test_the_daemon_refuses_such_settings_at_start_with_exit_2(
+    tmp_path: Path, toml: str, needle: str
+) -> None:
+    """The real process: exit 2 and one message naming the field, no traceback (it never
+    reaches the broker: nothing listens at the address)."""
+    import subprocess
+    import sys
+
+    from tests.daemon_kafka import subprocess_env
+
+    config = tmp_path / "streammkl.toml"
+    config.write_text(toml)
+    argv = [sys.executable, "-m", "streammkl.daemon.cli", "run", "--config", str(config),
+            "--bootstrap-servers", "127.0.0.1:9", "--checkpoint-dir", str(tmp_path / "ck"),
+            "--metrics-port", "0"]  # fmt: skip
+    out = subprocess.run(argv, capture_output=True, env=subprocess_env(), timeout=120, text=True)
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert needle in out.stderr and "Traceback" not in out.stderr
+
+
 def test_bad_file_errors(tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text("[kafka\n")

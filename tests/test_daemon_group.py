@@ -12,19 +12,36 @@ import random
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from prometheus_client import CollectorRegistry
 
 from streammkl.core import kernels
+from streammkl.daemon.broker import free_port
 from streammkl.daemon.config import ConfigError, load_settings
 from streammkl.daemon.group import GroupMember
-from streammkl.daemon.group_log import GroupLog, check_group_learner, core_state, learner_digest
+from streammkl.daemon.group_log import (
+    GroupLog,
+    canonical_bank,
+    check_group_learner,
+    core_state,
+    learner_digest,
+)
 from streammkl.daemon.group_topic import MixRecord, MixTopic, decode, encode
 from streammkl.daemon.metrics import GroupMetrics
 from streammkl.river import MKLClassifier
-from tests.daemon_kafka import create_topic, daemon_argv, inspect, produce, start_daemon, unique
+from tests.daemon_kafka import (
+    create_topic,
+    daemon_argv,
+    inspect,
+    metrics,
+    produce,
+    start_daemon,
+    unique,
+    wait_until,
+)
 
 BANK = (
     kernels.Linear(),
@@ -166,6 +183,190 @@ def test_the_merged_models_prequential_and_hindsight_views_fold_once():
     )
 
 
+def _foreign_delta(round_: int, member: str, n: int) -> MixRecord:
+    """A delta learned with another kernel bank than the group's (what a member that changed
+    its bank on its own would publish)."""
+    X, Y = _stream(n, 11)
+    learner = MKLClassifier(kernels=(kernels.Linear(), kernels.RBF(2.0, n_components=16)))
+    learner.rounds().declare_classes([0, 1])
+    for x, y in zip(X, Y, strict=True):
+        learner.learn_one(x, y)
+    return MixRecord("delta", round_, member, examples=n, state=learner.to_state())
+
+
+def test_a_record_that_cannot_be_used_is_skipped_and_reported_by_every_reader():
+    """Garbage, a base that is no learner, a bank that cannot be built and a delta over
+    another bank: every reader skips the same records (with their examples, which the merged
+    model lacks) and merges the rest; nothing raises, on the first fold or a replay."""
+    X, Y = _stream(300, 2)
+    base = _base()
+    garbage = MixRecord.unreadable(b"delta/0000000000/zz", "not a zip file")
+    assert garbage.round == 0 and garbage.member == "zz"
+    with pytest.raises(ValueError, match="not a mix record"):
+        decode(b"\x00garbage")
+    records = [
+        MixRecord("base", 0, "x", state=({"format": "nope"}, {})),  # not a learner: skipped
+        MixRecord("base", 0, "a", state=base), MixRecord("hello", 0, "a"),
+        MixRecord("hello", 0, "b"), garbage, MixRecord.unreadable(None, "empty"),
+        MixRecord("bank", 0, "x", kernels=({"type": "Nope"},)),
+        _foreign_delta(0, "c", 40),
+        _delta(base, 0, "a", X[:100], Y[:100]),
+        _delta(base, 0, "b", X[100:200], Y[100:200]),
+        MixRecord("close", 0, "a", late=("c",)),
+    ]  # fmt: skip
+    logs = [GroupLog(), GroupLog()]
+    for log in logs:
+        for rec in records:
+            log.apply(_roundtrip(rec) if rec.kind != "unreadable" else rec)
+    first, second = logs
+    assert first.round == second.round == 1 and first.digest == second.digest
+    assert first.examples == 200  # a and b merged; c's 40 examples are not in the model
+    assert [(s.reason, s.member, s.examples) for s in first.skipped] == [
+        ("bad_base", "x", None), ("undecodable", "zz", None), ("undecodable", "?", None),
+        ("bad_bank", "x", None), ("foreign_bank", "c", 40),
+    ]  # fmt: skip
+    assert first.skipped == second.skipped and first.skipped_examples == 40
+    registry = CollectorRegistry()
+    metrics = GroupMetrics(registry)
+    for skip in first.skipped:
+        metrics.skipped(skip)
+    sample = registry.get_sample_value
+    assert sample("streammkl_mix_deltas_skipped_total", {"reason": "foreign_bank"}) == 1
+    assert sample("streammkl_mix_deltas_skipped_total", {"reason": "undecodable"}) == 2
+    assert sample("streammkl_mix_skipped_examples_total") == 40
+    from streammkl.daemon.group import describe
+
+    line = describe(first.skipped[-1])
+    assert (
+        "member 'c' for round 0" in line and "its 40 examples are not in the merged model" in line
+    )
+    # the merge of a and b alone gives the same model: the bad records changed nothing else
+    clean = GroupLog()
+    for rec in [records[1], records[2], records[3], records[8], records[9], records[10]]:
+        clean.apply(rec)
+    assert clean.digest == first.digest
+
+
+def test_a_bank_proposal_switches_every_reader_at_the_round_boundary():
+    """A ``bank`` record changes the merged model's bank when the open round closes: the kept
+    blocks keep their merged state, the new one starts at zero, members adopt it (and its bank)
+    with equal digests; a late delta learned before the switch gets the same switch and is
+    merged, nothing skipped."""
+    X, Y = _stream(500, 4)
+    base = _base()
+    new_bank = [*BANK[:2], kernels.RBF(2.0, n_components=16)]
+    head = [MixRecord("base", 0, "a", state=base), MixRecord("hello", 0, "a"),
+            MixRecord("hello", 0, "b")]  # fmt: skip
+    da = _delta(base, 0, "a", X[:100], Y[:100])
+    proposal = MixRecord("bank", 0, "a", kernels=tuple(canonical_bank(new_bank)))
+    switched, plain = GroupLog(), GroupLog()
+    for rec in [*head, da, proposal, MixRecord("close", 0, "a", late=("b",))]:
+        switched.apply(_roundtrip(rec))
+    for rec in [*head, da, MixRecord("close", 0, "a", late=("b",))]:
+        plain.apply(rec)
+    res = switched.results[-1]
+    names = [k.name for k in new_bank]
+    assert res.bank == ((names[2],), (BANK[2].name, BANK[3].name))
+    assert switched.bank_changes == 1 and switched.skipped == []
+    assert switched.bank == canonical_bank(new_bank)
+    merged = MKLClassifier.from_state(*switched.base)
+    kept = MKLClassifier.from_state(*plain.base)
+    assert merged.rounds().kernel_names == names
+    for name in names[:2]:
+        assert merged.rounds().block_norms[name] == kept.rounds().block_norms[name] > 0
+    assert merged.rounds().block_norms[names[2]] == 0.0
+    member = MKLClassifier(kernels=BANK)  # a member configured with the old bank adopts it
+    with pytest.raises(ValueError, match="other parameters: kernels"):
+        member.rounds().load_state(*switched.base)
+    member.rounds().load_state(*switched.base, with_bank=True)
+    assert member.rounds().digest() == switched.digest
+    # b's late delta (learned from base 0, over the old bank) is merged into round 1 with the
+    # switch applied to it and to its base; a's fresh delta is over the new bank
+    switched.apply(_roundtrip(_delta(base, 0, "b", X[100:200], Y[100:200])))
+    fresh = MKLClassifier(kernels=BANK)
+    fresh.rounds().load_state(*switched.base, with_bank=True)
+    for x, y in zip(X[200:300], Y[200:300], strict=True):
+        fresh.learn_one(x, y)
+    switched.apply(MixRecord("delta", 1, "a", examples=100, state=fresh.to_state(),
+                             base_digest=switched.digest))  # fmt: skip
+    res1 = switched.apply(MixRecord("close", 1, "a", late=("b",)))
+    assert res1 is not None and res1.stale == (("b", 1),) and res1.bank is None
+    assert switched.examples == 300 and switched.skipped == [] and switched.mismatches == []
+
+
+class MemoryTopic:
+    """An in-memory mix topic (one shared list of records, each reader its own position)."""
+
+    def __init__(self, records: list[MixRecord]) -> None:
+        self.records, self.position = records, 0
+
+    def publish(self, rec: MixRecord, timeout: float = 30.0, attempts: int = 0) -> None:
+        self.records.append(_roundtrip(rec))
+
+    def read(self, timeout_ms: int = 0) -> list[MixRecord]:
+        out, self.position = self.records[self.position :], len(self.records)
+        return out
+
+    def read_to_end(self, max_seconds: float = 10.0) -> list[MixRecord]:
+        return self.read()
+
+    def close(self) -> None:
+        pass
+
+
+def _member(records: list[MixRecord], name: str, **learner: object) -> tuple[GroupMember, Any]:
+    from streammkl.daemon.learner import build_learner
+
+    overrides = {"mixing.enabled": True, "mixing.member": name, "records.classes": [0, 1],
+                 "kafka.create_topics": False, "learner.kernels": KERNELS[:3],
+                 "mixing.round_timeout_seconds": 0.2,
+                 **{f"learner.{k}": v for k, v in learner.items()}}  # fmt: skip
+    settings = load_settings(env={}, overrides=overrides)
+    member = GroupMember(settings, GroupMetrics(CollectorRegistry()),
+                         topic_factory=lambda k, t: MemoryTopic(records))  # fmt: skip
+    return member, build_learner(settings.learner)
+
+
+def test_a_member_proposes_its_bank_and_is_refused_other_learner_settings():
+    """At join, a member whose settings name another bank than the group's proposes it (the
+    group's model is adopted meanwhile); one with another loss is refused, naming it; a
+    proposal that drops most learned blocks is refused unless forced (SIGHUP's guards)."""
+    from streammkl.daemon.config import LearnerSpec, ReloadSettings
+    from streammkl.daemon.learner import LearnerConfigError
+
+    records: list[MixRecord] = []
+    a, learner_a = _member(records, "a")
+    a.join(learner_a, {})
+    assert [r.kind for r in records] == ["base", "hello"] and a.configured is not None
+    other, learner_o = _member(records, "o", loss="Logistic")
+    with pytest.raises(LearnerConfigError, match=r"other parameters: loss.*same \[learner\]"):
+        other.join(learner_o, {})
+    b, learner_b = _member(records, "b", kernels=[*KERNELS[:3], KERNELS[3]])
+    b.join(learner_b, {})
+    # the group's bank, until the switch
+    assert learner_b.rounds().kernel_names == learner_a.rounds().kernel_names
+    assert [r.kind for r in records[-2:]] == ["bank", "hello"]
+    time.sleep(0.06)  # the loop reads the log every 50 ms (group.READ_EVERY)
+    a.before_batch(learner_a, {})  # a reads the proposal: a pending proposal ends its round
+    assert a.log.proposal is not None
+    a.after_batch(learner_a, {})  # ... at once (closed without b after the short timeout)
+    assert [r.kind for r in records[-2:]] == ["delta", "close"]
+    assert a.log.bank_changes == 1 and a.log.proposal is None
+    b.before_batch(learner_b, {})  # b adopts the switched base
+    rounds_a, rounds_b = learner_a.rounds(), learner_b.rounds()
+    assert rounds_a.kernel_names == rounds_b.kernel_names == [k.name for k in BANK]
+    assert rounds_a.digest() == rounds_b.digest() == a.log.digest == b.log.digest
+    # a SIGHUP to a bank dropping 3 of the 4 learned blocks: refused, then forced
+    X, Y = _stream(200, 5)
+    for x, y in zip(X, Y, strict=True):
+        learner_a.learn_one(x, y)
+    spec = LearnerSpec(kernels=(KERNELS[0],))
+    with pytest.raises(LearnerConfigError, match=r"reload\.force"):
+        a.propose(learner_a, spec, ReloadSettings())
+    assert a.propose(learner_a, spec, ReloadSettings(force=True)) is True
+    assert a.propose(learner_a, spec, ReloadSettings(force=True)) is False  # pending already
+
+
 def test_group_mode_refuses_what_it_cannot_merge():
     learner = MKLClassifier(kernels=(kernels.RBF(0.5),), budget=64)  # kernelized: merged
     learner.rounds().declare_features([])
@@ -197,8 +398,9 @@ def _produce(bootstrap: str, topic: str, n: int, seed: int, partitions: int) -> 
 
 
 def _argv(
-    bootstrap, topic, group, ckpt, member, mix, every=500, idle=6.0, bank=KERNELS, learner=None
-):
+    bootstrap, topic, group, ckpt, member, mix, every=500, idle=6.0, bank=KERNELS, learner=None,
+    port=0, config=None,
+):  # fmt: skip
     settings = {
         "mixing.enabled": True, "mixing.every_records": every, "mixing.member": member,
         "mixing.topic": mix, "mixing.round_timeout_seconds": 4.0, "records.classes": [0, 1],
@@ -209,7 +411,8 @@ def _argv(
     if bank is not None:  # None: the default bank (MedianRBF) and standardised inputs
         settings["learner.kernels"] = bank
     settings.update(learner or {})  # more learner settings (and another bank)
-    return daemon_argv(bootstrap, topic, group, ckpt, idle=idle, settings=settings)
+    argv = daemon_argv(bootstrap, topic, group, ckpt, port=port, idle=idle, settings=settings)
+    return argv if config is None else [*argv, "--config", str(config)]
 
 
 def _fold(bootstrap: str, mix: str) -> GroupLog:
@@ -316,6 +519,132 @@ def test_a_kernelized_bank_merges_its_support_sets_exactly_once(
     assert log.base is not None
     _, arrays = core_state(log.base)
     assert 0 < arrays["coef"].shape[1] <= 64  # the merged support set within the budget
+
+
+#: The issue's bank: a linear kernel and a Fourier-mapped Gaussian (in the settings file).
+ISSUE_BANK = '[{type = "Linear"}, {type = "RBF", gamma = 0.5, n_components = 32}]'
+ADDED_RBF = '{type = "RBF", gamma = 2.0, n_components = 16}'
+
+
+def _metric(port: int, name: str, **labels: str) -> float:
+    return metrics(port).get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def _member_configs(tmp_path: Path, bank: str) -> list[Path]:
+    paths = [tmp_path / f"m{i}.toml" for i in range(2)]
+    for path in paths:
+        path.write_text(f"[learner]\nkernels = {bank}\n")
+    return paths
+
+
+@pytest.mark.kafka
+@pytest.mark.xdist_group("kafka")
+def test_a_kernel_change_on_one_member_switches_the_whole_group_at_one_round(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """The issue's scenario: after some records, an RBF kernel is appended to ONE member's
+    settings file and that member gets SIGHUP. It proposes the bank through the mix log and
+    every member switches at the same round boundary: the group keeps learning (the new block
+    too), every record is learned once, every member holds the merged models, nothing is
+    skipped. (Before: every member folding the other's delta exited 1, for good.)"""
+    n = 16000
+    topic, mix, group = unique("grp"), unique("mix"), unique("g")
+    _produce(kafka_bootstrap, topic, n, 9, partitions=6)
+    ports = [free_port(), free_port()]
+    configs = _member_configs(tmp_path, ISSUE_BANK)
+    argvs = [_argv(kafka_bootstrap, topic, group, tmp_path / f"m{i}", f"m{i}", mix, bank=None,
+                   port=ports[i], config=configs[i]) for i in range(2)]  # fmt: skip
+    procs = [start_daemon(a, tmp_path / f"m{i}.log") for i, a in enumerate(argvs)]
+    try:
+        wait_until(lambda: _metric(ports[0], "streammkl_mix_examples") >= 2000, 120,
+                   "two merged rounds")  # fmt: skip
+        configs[1].write_text(f"[learner]\nkernels = {ISSUE_BANK[:-1]}, {ADDED_RBF}]\n")
+        procs[1].send_signal(signal.SIGHUP)
+        for port in ports:  # the switch, seen by both members (folded from the log)
+            wait_until(lambda p=port: _metric(p, "streammkl_mix_bank_changes_total") == 1, 60,
+                       "the group's bank switch")  # fmt: skip
+        applied = _metric(ports[1], "streammkl_config_reloads_total", result="applied")
+        assert applied == 1 and all(p.poll() is None for p in procs)
+        switched_at = _metric(ports[0], "streammkl_mix_examples")
+        for p in procs:
+            assert p.wait(timeout=300) == 0, (tmp_path / "m0.log").read_text()[-3000:]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    log = _fold(kafka_bootstrap, mix)
+    assert log.examples == n and log.skipped == [] and log.mismatches == []  # exactly once
+    assert log.bank_changes == 1 and log.pending == {}
+    assert switched_at < n  # the switch came mid-stream: the group learned on with the new bank
+    views = [inspect(tmp_path / f"m{i}") for i in range(2)]
+    assert {v["model_digest"] for v in views} <= set(log.digests.values())
+    assert log.digest in {v["model_digest"] for v in views}
+    added = kernels.RBF(2.0, n_components=16).name
+    for view in views:
+        assert len(view["kernel_weights"]) == 3 and view["block_norms"][added] > 0
+    texts = [(tmp_path / f"m{i}.log").read_text() for i in range(2)]
+    assert "learner.kernels: proposed to the group" in texts[1]
+    for text in texts:
+        assert "the group's kernels change at round" in text and "Traceback" not in text
+
+
+@pytest.mark.kafka
+@pytest.mark.xdist_group("kafka")
+def test_bad_records_in_the_mix_log_are_skipped_by_every_member_and_on_restart(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """Garbage and a delta learned over another bank are planted in the mix topic mid-run:
+    both members skip them (counted, a WARNING naming member and round), learn on, and a member
+    killed and restarted re-folds the log past them; every produced record is in the merged
+    model once, the planted delta's examples are not."""
+    from kafka import KafkaProducer
+
+    n = 8000
+    topic, mix, group = unique("grp"), unique("mix"), unique("g")
+    _produce(kafka_bootstrap, topic, n, 12, partitions=6)
+    ports = [free_port(), free_port()]
+    argvs = [_argv(kafka_bootstrap, topic, group, tmp_path / f"m{i}", f"m{i}", mix,
+                   port=ports[i]) for i in range(2)]  # fmt: skip
+    procs = [start_daemon(a, tmp_path / f"m{i}.log") for i, a in enumerate(argvs)]
+    skipped = "streammkl_mix_deltas_skipped_total"
+    try:
+        wait_until(lambda: _metric(ports[0], "streammkl_mix_round") >= 2, 120, "round 2")
+        r = int(_metric(ports[0], "streammkl_mix_round"))
+        producer = KafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
+        producer.send(mix, key=f"delta/{r:010d}/zz".encode(), value=b"\x00 not a mix record",
+                      partition=0).get(timeout=30)  # fmt: skip
+        key, value = encode(_foreign_delta(r, "intruder", 40))
+        producer.send(mix, key=key, value=value, partition=0).get(timeout=30)
+        producer.close()
+        for port in ports:
+            wait_until(lambda p=port: _metric(p, skipped, reason="foreign_bank") == 1
+                       and _metric(p, skipped, reason="undecodable") == 1, 60,
+                       "both records skipped")  # fmt: skip
+        assert _metric(ports[0], "streammkl_mix_skipped_examples_total") == 40
+        procs[1].send_signal(signal.SIGKILL)
+        assert procs[1].wait(timeout=30) == -signal.SIGKILL
+        procs[1] = start_daemon(argvs[1], tmp_path / "m1.log")  # re-folds the whole log
+        wait_until(lambda: _metric(ports[1], skipped, reason="foreign_bank") == 1, 120,
+                   "the restarted member to skip the planted delta again")  # fmt: skip
+        for p in procs:
+            assert p.wait(timeout=300) == 0, (tmp_path / "m1.log").read_text()[-3000:]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    log = _fold(kafka_bootstrap, mix)
+    assert log.examples == n  # every produced record once; the intruder's 40 are not in it
+    assert [(s.reason, s.member) for s in log.skipped] == [
+        ("undecodable", "zz"), ("foreign_bank", "intruder")
+    ]  # fmt: skip
+    assert log.skipped_examples == 40 and log.pending == {}
+    views = [inspect(tmp_path / f"m{i}") for i in range(2)]
+    assert log.digest in {v["model_digest"] for v in views}
+    for i in range(2):
+        text = (tmp_path / f"m{i}.log").read_text()
+        line = f"skipped the delta of member 'intruder' for round {r}"
+        assert text.count(line) == (2 if i == 1 else 1), text[-3000:]  # m1: again on restart
+        assert "its 40 examples are not in the merged model" in text
 
 
 @pytest.mark.slow

@@ -151,6 +151,37 @@ def test_a_reload_that_looks_like_a_mistake_is_refused_unless_forced(tmp_path: P
         again.start()
 
 
+def test_every_error_while_reloading_is_a_counted_refusal(tmp_path: Path, monkeypatch) -> None:
+    """An empty bank (refused by the settings), or anything the learner raises while the change
+    is tried (here a numba-style AssertionError): counted as failed, the model untouched, and
+    the loop goes on to learn the whole stream."""
+    wanted: dict[str, Any] = {"learner.kernels": [LINEAR, RBF]}
+    r, _ = reloading(tmp_path, 200, wanted)
+    r.start()
+    while r.counters["examples_learned"] < 100:
+        r.step()
+    r.drain()
+    before = kernels_of(r)
+    wanted.update({"learner.kernels": [], "reload.force": True})
+    assert r.reload() is False
+    import streammkl.daemon.reloading as reloading_mod
+
+    def broken(learner: Any, wanted: Any) -> Any:
+        raise AssertionError("Failed in nopython mode pipeline (step: nopython frontend)")
+
+    monkeypatch.setattr(reloading_mod, "change_kernels", broken)
+    wanted["learner.kernels"] = [LINEAR, RBF, POLY]
+    r.request_reload()
+    assert r.step() is True  # the refused reload did not end the loop
+    assert kernels_of(r).keys() == before.keys()
+    r.run()
+    assert r.counters["examples_learned"] == 200
+    failed = r.metrics.registry.get_sample_value(
+        "streammkl_config_reloads_total", {"result": "failed"}
+    )
+    assert failed == 2
+
+
 @pytest.mark.kafka
 @pytest.mark.xdist_group("kafka")
 def test_sighup_adds_a_kernel_mid_stream_against_the_broker(
@@ -160,8 +191,8 @@ def test_sighup_adds_a_kernel_mid_stream_against_the_broker(
     create_topic(kafka_bootstrap, topic, 1)
     config = tmp_path / "streammkl.toml"
 
-    def write(kernels: str) -> None:
-        config.write_text(f"[learner]\nkernels = [{kernels}]\n")
+    def write(kernels: str, extra: str = "") -> None:
+        config.write_text(f"{extra}[learner]\nkernels = [{kernels}]\n")
 
     write('{type = "Linear"}, {type = "RBF", gamma = 2.0}')
     port = free_port()
@@ -192,6 +223,12 @@ def test_sighup_adds_a_kernel_mid_stream_against_the_broker(
         key = ("streammkl_config_reloads_total", (("result", "applied"),))
         wait_until(lambda: metrics(port).get(key) == 1, 30, "the reload to be applied")
         assert set(weights()) == {"linear", "rbf(gamma=2)", "poly2"}
+        # an empty bank, even forced: refused and counted, and the daemon goes on
+        write("", "[reload]\nforce = true\n")
+        proc.send_signal(signal.SIGHUP)
+        failed = ("streammkl_config_reloads_total", (("result", "failed"),))
+        wait_until(lambda: metrics(port).get(failed) == 1, 30, "the empty bank to be refused")
+        assert proc.poll() is None and set(weights()) == {"linear", "rbf(gamma=2)", "poly2"}
         produce(kafka_bootstrap, topic, values[300:])
         wait_until(lambda: learned() == 600, 60, "all 600 records learned")
         assert set(weights()) == {"linear", "rbf(gamma=2)", "poly2"}
@@ -204,4 +241,6 @@ def test_sighup_adds_a_kernel_mid_stream_against_the_broker(
     assert info["examples_learned"] == 600
     assert set(info["kernel_weights"]) == {"linear", "rbf(gamma=2)", "poly2"}
     assert info["kernel_weights"]["poly2"] > 0 and info["block_norms"]["poly2"] > 0
-    assert "kernels added ['poly2'], removed []" in (tmp_path / "daemon.log").read_text()
+    text = (tmp_path / "daemon.log").read_text()
+    assert "kernels added ['poly2'], removed []" in text
+    assert "reload failed, settings unchanged" in text and "at least one kernel" in text

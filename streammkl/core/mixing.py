@@ -44,7 +44,12 @@ from streammkl.core.model import OnlineMKL
 from streammkl.core.state import BlockState, Layout, build_layout
 from streammkl.core.support_merge import merge_support
 
-__all__ = ["MemberRound", "check_mixable", "merge"]
+__all__ = ["ForeignDelta", "MemberRound", "check_mixable", "merge"]
+
+
+class ForeignDelta(ValueError):
+    """A member's state learned with another configuration or kernel bank than the base: it
+    cannot be merged (its feature maps are not the base's)."""
 
 
 @dataclass(frozen=True)
@@ -202,7 +207,7 @@ def merge(
     olds = [old for old in sinces if old is not None]
     for r, model in zip(rounds, models, strict=True):
         if _config_key(r.meta) != _config_key(base_meta) or model.names != base.names:
-            raise ValueError(
+            raise ForeignDelta(
                 f"member {r.member!r} learns with another configuration or kernel bank than the "
                 "base: every member of a group must share them (same seeds, same maps)"
             )

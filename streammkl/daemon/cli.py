@@ -97,7 +97,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             reload_settings=lambda: load_settings(args.config, overrides=_overrides(args)),
             allow_factory=args.allow_learner_factory,
         )
-    except (LearnerConfigError, WebConfigError) as exc:
+    except (ConfigError, LearnerConfigError, WebConfigError) as exc:
         print(f"streammkl run: invalid settings: {exc}", file=sys.stderr)
         return 2
     _install_signals(runner.stop)
@@ -107,7 +107,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     except CheckpointError as exc:
         log.error("%s", exc)
         return 3
-    except LearnerConfigError as exc:  # e.g. a kernel change refused at start
+    except (ConfigError, LearnerConfigError) as exc:  # e.g. a kernel change refused at start
         log.error("%s", exc)
         return 2
 

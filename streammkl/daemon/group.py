@@ -24,7 +24,15 @@ records while one waits), and pools the members' input statistics
 next one the member's hindsight report (its merged round's examples, or a sample of them,
 scored again by the merged model): the group log folds the merged model's regret from them.
 
-The daemon loop calls five hooks (``join``, ``before_batch``, ``after_batch``, ``on_revoke``,
+The group's kernel bank is part of its log: a member never changes its own bank live. A changed
+``learner.kernels`` (SIGHUP, or settings edited while the member was stopped) is *proposed*
+(:meth:`GroupMember.propose`, a ``bank`` record, after the guards a single daemon applies) and
+the proposer ends its round; every member switches when that round closes (the merged model gets
+the new bank, :mod:`streammkl.daemon.group_log`). A record of the log that cannot be used is
+skipped and reported by every reader (a WARNING and ``streammkl_mix_deltas_skipped_total``),
+never fatal.
+
+The daemon loop calls these hooks (``join``, ``before_batch``, ``after_batch``, ``on_revoke``,
 ``catch_up``, ``leave``); the single-member path runs none of this code.
 """
 
@@ -39,9 +47,17 @@ from typing import Any
 
 import numpy as np
 
-from streammkl.daemon.config import ConfigError, Settings
-from streammkl.daemon.group_log import GroupLog, check_group_learner
-from streammkl.daemon.group_topic import MixRecord, MixTopic, create_mix_topic
+from streammkl.core import kernels
+from streammkl.daemon.config import LearnerSpec, ReloadSettings, Settings
+from streammkl.daemon.group_log import (
+    GroupLog,
+    Skipped,
+    canonical_bank,
+    check_group_learner,
+    switch_bank,
+)
+from streammkl.daemon.group_topic import UNREADABLE, MixRecord, MixTopic, create_mix_topic
+from streammkl.daemon.learner import LearnerConfigError, configured_kernels, kernel_change_risks
 from streammkl.daemon.metrics import GroupMetrics
 from streammkl.river import MKLClassifier
 from streammkl.river.rounds import Rounds
@@ -74,17 +90,7 @@ class GroupMember:
         metrics: GroupMetrics,
         topic_factory: Callable[..., MixTopic] = MixTopic,
     ) -> None:
-        if settings.kafka.assignment != "group":
-            raise ConfigError(
-                "mixing.enabled needs kafka.assignment = 'group' (members split the partitions)"
-            )
-        if settings.learner.task != "classification":
-            raise ConfigError("mixing groups learn classification models only (for now)")
-        if not settings.records.classes:
-            raise ConfigError(
-                "mixing groups need records.classes (every member must map labels to the same "
-                "outputs, in the same order)"
-            )
+        # what a group needs of the settings is checked with them (config.Settings)
         self.settings = settings
         self.name = member_name(settings)
         self.K = settings.mixing.every_records
@@ -107,6 +113,27 @@ class GroupMember:
         #: appended by the daemon's prequential step (the round's stats and hindsight).
         self.kept: list[tuple[Any, Any, Any]] = []
         self.hindsight: dict[str, float] = {}  # of the last round merged with this delta
+        #: This member's configured bank (``learner.kernels`` as specs; None: unset, it keeps
+        #: the group's), updated by every reload.
+        self.configured: list[dict[str, Any]] | None = None
+        self._reported = 0  # skipped records of the log already reported
+        self._warned_bank: list[dict[str, Any]] | None = None
+
+    @staticmethod
+    def check_learner(learner: Any) -> None:
+        """Raise a :class:`LearnerConfigError` naming the setting if ``learner`` cannot be a
+        group member's (at start: a refusal, exit 2)."""
+        if not isinstance(learner, MKLClassifier):
+            raise LearnerConfigError(
+                f"learner.factory: mixing groups need streammkl's MKLClassifier, not a "
+                f"{type(learner).__name__}"
+            )
+        fresh = learner.clone()
+        fresh.rounds().declare_features([])
+        try:
+            check_group_learner(fresh.to_state())
+        except ValueError as exc:
+            raise LearnerConfigError(f"learner.kernels (mixing.enabled): {exc}") from exc
 
     # -- the log --------------------------------------------------------------------------------
 
@@ -118,6 +145,7 @@ class GroupMember:
     def _fold(self, records: list[MixRecord]) -> None:
         for rec in records:
             res = self.log.apply(rec)
+            self._report_skipped()
             if res is not None:
                 self.metrics.merged(res, len(self.log.members))
                 if res.late:
@@ -128,6 +156,19 @@ class GroupMember:
                     f" + stale {list(res.stale)}" if res.stale else "", res.digest[:12],
                     res.seconds * 1e3,
                 )  # fmt: skip
+                if res.bank is not None:
+                    self.metrics.bank_changes.inc()
+                    log.info(
+                        "the group's kernels change at round %d: added %s, removed %s",
+                        res.round + 1, list(res.bank[0]), list(res.bank[1]),
+                    )  # fmt: skip
+
+    def _report_skipped(self) -> None:
+        """Report the records the log skipped since the last call (every reader does)."""
+        for skip in self.log.skipped[self._reported :]:
+            self.metrics.skipped(skip)
+            log.warning("mix topic: %s", describe(skip))
+        self._reported = len(self.log.skipped)
 
     def _read(self, timeout_ms: int = 0) -> None:
         assert self.topic is not None
@@ -147,7 +188,8 @@ class GroupMember:
         """Make the learner the group's latest base and the offsets the group's frontier."""
         assert self.log.base is not None
         rounds = learner.rounds()
-        rounds.load_state(*self.log.base)
+        rounds.load_state(*self.log.base, with_bank=True)  # the group's bank, if it changed
+        self._warn_bank()
         if self.published and self.kept and self._merged_mine():
             self.hindsight = hindsight(rounds, self.kept, self.round)
         self.kept.clear()
@@ -173,6 +215,61 @@ class GroupMember:
         self.metrics.round.set(self.round)
         self.metrics.examples.set(self.log.examples)
 
+    def _warn_bank(self) -> None:
+        """Say so (once per bank) when the group learns with another bank than this member's
+        settings name: a restart or SIGHUP of this member would propose its own again."""
+        bank = self.log.bank
+        if self.configured is None or bank == self.configured or bank == self._warned_bank:
+            return
+        self._warned_bank = bank
+        log.warning(
+            "the group learns with the kernels %s, but this member's learner.kernels are %s: a "
+            "restart or SIGHUP of this member would propose them to the group again; give every "
+            "member the same learner.kernels", _names(bank), _names(self.configured),
+        )  # fmt: skip
+
+    def propose(self, learner: Any, spec: LearnerSpec, guard: ReloadSettings) -> bool:
+        """Propose the bank ``spec`` (the ``[learner]`` settings) configures to the group, if it
+        differs from the group's; whether a proposal was published. The learner itself keeps
+        its bank: every member (this one too) switches when the open round closes, which every
+        member ends at its next batch boundary once it has read the proposal.
+
+        Raises
+        ------
+        LearnerConfigError
+            A change that looks like a mistake (the guards of a single daemon's reload, unless
+            ``guard.force``), or that the learner refuses (tried on a copy).
+        """
+        wanted = configured_kernels(spec)
+        if wanted is None:
+            return False
+        bank = canonical_bank(wanted)
+        self.configured = bank
+        self._read()  # the group's bank as of now (a proposal pending included)
+        if bank == self.log.bank:
+            return False
+        risks = kernel_change_risks(learner, wanted, guard.max_dropped_fraction)
+        if risks and not guard.force:
+            raise LearnerConfigError(
+                "learner.kernels: the change is refused: " + "; ".join(risks)
+                + " (set reload.force = true to apply it anyway)"
+            )  # fmt: skip
+        if risks:
+            log.warning("learner.kernels: forced change: %s", "; ".join(risks))
+        try:  # on a copy: what the group's switch will do to the merged model
+            _, added, removed = switch_bank(learner.to_state(), bank)
+        except LearnerConfigError:
+            raise
+        except Exception as exc:
+            raise LearnerConfigError(f"learner.kernels: the change was refused: {exc!r}") from exc
+        self._publish(MixRecord("bank", self.round, self.name, kernels=tuple(bank),
+                                sent=time.time()))  # fmt: skip
+        log.info(
+            "learner.kernels: proposed to the group (adding %s, removing %s); every member "
+            "switches when round %d closes", added, removed, self.round,
+        )  # fmt: skip
+        return True
+
     def _merged_mine(self) -> bool:
         """Whether the latest merge holds this member's delta of its round (not late)."""
         for res in reversed(self.log.results):
@@ -196,11 +293,17 @@ class GroupMember:
 
     def join(self, learner: Any, offsets: dict[TP, int], drain: Drain = _nothing) -> None:
         """Connect, read the log, found round 0 if the log is empty, adopt the group's model and
-        offsets (a restarted member drops what it had not published) and say hello."""
-        if not isinstance(learner, MKLClassifier):
-            raise ConfigError(
-                f"mixing groups need streammkl's MKLClassifier, not a {type(learner).__name__}"
-            )
+        offsets (a restarted member drops what it had not published), propose its configured
+        bank if the group's differs (as a single daemon applies settings edited while it was
+        stopped) and say hello.
+
+        Raises
+        ------
+        LearnerConfigError
+            This member's settings cannot join the group's model (other learner settings than
+            the group's), or its bank change is refused (:meth:`propose`).
+        """
+        self.check_learner(learner)
         k = self.settings.kafka
         topic = self.settings.mixing.topic
         if k.create_topics:
@@ -217,11 +320,17 @@ class GroupMember:
             self._publish(MixRecord("base", 0, self.name, state=state, sent=time.time()))
             while self.log.base is None:
                 self._apply(self.topic.read_to_end())
-        check_group_learner(self.log.base)
         offsets.clear()  # the group's frontier, not this member's unpublished progress
-        self._adopt(learner, offsets)
+        try:
+            self._adopt(learner, offsets)
+        except ValueError as exc:  # other parameters than the group's: a settings error
+            raise LearnerConfigError(
+                f"learner: this member cannot adopt the group's model ({exc}); every member of "
+                f"the group of {self.settings.mixing.topic} needs the same [learner] settings"
+            ) from exc
         self.published = self.log.has_delta(self.round, self.name)  # published before a crash
         self.published_at = time.monotonic()
+        self.propose(learner, self.settings.learner, self.settings.reload)
         self._publish(MixRecord("hello", self.round, self.name, sent=time.time()))
         log.info("joined the mixing group as %s at round %d", self.name, self.round)
 
@@ -273,7 +382,8 @@ class GroupMember:
         if self.published:
             return
         triggered = self.log.fresh() - {self.name}
-        if self.taken >= self.K_round or (triggered and self._last_took == 0):
+        switching = self.log.proposal is not None  # a bank proposal: switch at once
+        if self.taken >= self.K_round or switching or (triggered and self._last_took == 0):
             drain()
             self._publish(self._delta(learner, offsets))
             self.published, self.published_at = True, time.monotonic()
@@ -313,6 +423,21 @@ class GroupMember:
         finally:
             self.topic.close()
             self.topic = None
+
+
+def _names(bank: list[dict[str, Any]] | None) -> Any:
+    return "of the default bank" if bank is None else [kernels.from_spec(k).name for k in bank]
+
+
+def describe(skip: Skipped) -> str:
+    """One line for a skipped record of the log: whose, which round, why, what it costs."""
+    kind = "a record" if skip.kind == UNREADABLE else f"the {skip.kind}"
+    what = f"{kind} of member {skip.member!r} for round {skip.round}"
+    if skip.examples is None:
+        cost = "examples unknown" if skip.kind in ("delta", UNREADABLE) else "no examples"
+    else:
+        cost = f"its {skip.examples} examples are not in the merged model"
+    return f"skipped {what} ({skip.reason}: {skip.detail}); {cost}"
 
 
 def _loss(y: Any, outcome: Any) -> tuple[float, bool]:

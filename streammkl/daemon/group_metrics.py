@@ -8,6 +8,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from streammkl.daemon.group_log import SKIP_REASONS
+
 #: The merged model's prequential and hindsight views, folded from the mix log (the same on
 #: every member): GroupLog attribute -> (metric, help).
 GROUP_VIEWS = {
@@ -76,12 +78,36 @@ class GroupMetrics:
         self.views = {
             attr: Gauge(name, doc, registry=r) for attr, (name, doc) in GROUP_VIEWS.items()
         }
+        self.skips = Counter(
+            "streammkl_mix_deltas_skipped",
+            "Records of the mix topic skipped by this reader (deltas and others), by reason",
+            ["reason"],
+            registry=r,
+        )
+        for reason in SKIP_REASONS:
+            self.skips.labels(reason)
+        self.skipped_examples = Counter(
+            "streammkl_mix_skipped_examples",
+            "Examples of skipped deltas (learned by a member, not in the merged model)",
+            registry=r,
+        )
+        self.bank_changes = Counter(
+            "streammkl_mix_bank_changes",
+            "Switches of the group's kernel bank (at a round boundary, on every member)",
+            registry=r,
+        )
 
     def totals(self, log: Any) -> None:
         """The group's prequential and hindsight sums (``log``: a
         :class:`streammkl.daemon.group_log.GroupLog`)."""
         for attr, gauge in self.views.items():
             gauge.set(getattr(log, attr))
+
+    def skipped(self, skip: Any) -> None:
+        """A record of the log was skipped (``skip``: a
+        :class:`streammkl.daemon.group_log.Skipped`)."""
+        self.skips.labels(skip.reason).inc()
+        self.skipped_examples.inc(skip.examples or 0)
 
     def merged(self, res: Any, members: int) -> None:
         """A round closed (``res``: a :class:`streammkl.daemon.group_log.RoundResult`)."""

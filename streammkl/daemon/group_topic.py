@@ -12,7 +12,14 @@ is a function of that log alone (:mod:`streammkl.daemon.group_log`). Records are
   input partition it has learned up to;
 - ``close``: a round that timed out is merged with the deltas that precede it in the log
   (whoever writes it first; it names the members it did not wait for). A round whose expected
-  members have all published closes without one.
+  members have all published closes without one;
+- ``bank``: a member proposes another kernel bank (its ``learner.kernels``, changed by SIGHUP
+  or while it was stopped); every reader switches the group's model to it when the open round
+  closes (:mod:`streammkl.daemon.group_log`).
+
+A record that cannot be decoded is not an error for the reader: :meth:`MixTopic.read` hands it
+on as an *unreadable* record (named by its key when the key can be parsed), which the group log
+skips and reports like any record it cannot use.
 
 Publishes are idempotent by key: a member that publishes the same (round, member) twice (a
 replay after a crash) changes nothing, because readers keep the first record of every key.
@@ -41,7 +48,9 @@ from streammkl.daemon.kafka_security import kafka_python_options
 
 log = logging.getLogger(__name__)
 
-KINDS = ("base", "hello", "delta", "close", "bye")
+KINDS = ("base", "hello", "delta", "close", "bye", "bank")
+#: The kind of a record that could not be decoded (never written).
+UNREADABLE = "unreadable"
 State = tuple[dict[str, Any], dict[str, np.ndarray]]
 
 #: Largest mix record (a model state); the broker must accept it too.
@@ -65,10 +74,24 @@ class MixRecord:
     #: ``mistakes``, ``labelled``); a delta's or a bye's: the hindsight view of the member's
     #: last merged round (``h_round`` and the ``h_``-prefixed sums, daemon.group_log).
     stats: Mapping[str, float] = field(default_factory=dict)
+    #: A bank proposal's kernel specs (``Kernel.to_spec()`` of the proposer's configured bank).
+    kernels: tuple[dict[str, Any], ...] | None = None
+    #: An unreadable record's reason (it could not be decoded; ``kind`` is ``UNREADABLE``).
+    invalid: str = ""
 
     @property
     def key(self) -> str:
         return f"{self.kind}/{self.round:010d}/{self.member}"
+
+    @classmethod
+    def unreadable(cls, key: bytes | None, why: str) -> MixRecord:
+        """What a reader makes of a record it cannot decode: its round and member from its key
+        (``kind/round/member``) when they can be read, else round -1 and member ``"?"``."""
+        try:
+            kind, round_, member = (key or b"").decode().split("/", 2)
+            return cls(UNREADABLE, int(round_), member, invalid=f"{kind}: {why}")
+        except ValueError:
+            return cls(UNREADABLE, -1, "?", invalid=why)
 
 
 def encode(rec: MixRecord) -> tuple[bytes, bytes]:
@@ -78,6 +101,7 @@ def encode(rec: MixRecord) -> tuple[bytes, bytes]:
         "offsets": dict(rec.offsets), "late": list(rec.late), "sent": rec.sent,
         "base_digest": rec.base_digest, "stats": dict(rec.stats),
         "meta": None if rec.state is None else rec.state[0],
+        "kernels": None if rec.kernels is None else [dict(k) for k in rec.kernels],
     }  # fmt: skip
     payload = {"__head__": np.frombuffer(json.dumps(head).encode(), dtype=np.uint8)}
     if rec.state is not None:
@@ -109,9 +133,18 @@ def decode(value: bytes) -> MixRecord:
             sent=float(head.get("sent", 0.0)),
             base_digest=str(head.get("base_digest", "")),
             stats={str(k): float(v) for k, v in (head.get("stats") or {}).items()},
+            kernels=_kernels(head.get("kernels")),
         )
     except Exception as exc:  # zip / json / key errors all mean the same thing
         raise ValueError(f"not a mix record: {exc!r}") from None
+
+
+def _kernels(value: Any) -> tuple[dict[str, Any], ...] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(k, dict) for k in value):
+        raise ValueError(f"kernels must be a list of tables, got {value!r}")
+    return tuple(dict(k) for k in value)
 
 
 def create_mix_topic(settings: KafkaSettings, topic: str) -> None:
@@ -200,7 +233,9 @@ class MixTopic:
                 self.producer = self._new_producer()
 
     def read(self, timeout_ms: int = 0) -> list[MixRecord]:
-        """The records that arrived since the last read (bad ones logged and skipped)."""
+        """The records that arrived since the last read; one that cannot be decoded comes as
+        an unreadable record (:meth:`MixRecord.unreadable`: the group log skips and reports
+        it)."""
         out = []
         for records in self.consumer.poll(timeout_ms=timeout_ms).values():
             for r in records:
@@ -208,7 +243,7 @@ class MixTopic:
                     out.append(decode(r.value))
                 except ValueError as exc:
                     self.bad_records += 1
-                    log.error("mix topic offset %d skipped: %s", r.offset, exc)
+                    out.append(MixRecord.unreadable(r.key, f"offset {r.offset}: {exc}"))
         return out
 
     def read_to_end(self, max_seconds: float = 10.0) -> list[MixRecord]:

@@ -39,8 +39,12 @@ def apply_kernels(learner: Any, spec: Any, guard: Any) -> bool:
         )  # fmt: skip
     if risks:
         log.warning("learner.kernels: forced change: %s", "; ".join(risks))
-    clone = type(learner).from_state(*learner.to_state())
-    change_kernels(clone, wanted)  # refused -> nothing changes on the live learner
+    try:  # on a copy first: refused -> nothing changes on the live learner
+        change_kernels(type(learner).from_state(*learner.to_state()), wanted)
+    except LearnerConfigError:
+        raise
+    except Exception as exc:  # whatever the learner raises, a refusal (never a crash)
+        raise LearnerConfigError(f"learner.kernels: the change was refused: {exc!r}") from exc
     added, removed = change_kernels(learner, wanted)
     log.info("kernels added %s, removed %s", added, removed)
     return bool(added or removed)

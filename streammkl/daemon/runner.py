@@ -168,7 +168,9 @@ class Runner:
 
     def reload(self) -> bool:
         """Apply the settings :attr:`reload_settings` reads now; returns whether the kernels
-        changed. Failures are logged and counted, never fatal: the old settings stay."""
+        changed (in a mixing group: whether a change was proposed to the group, which every
+        member applies when the round closes). Failures are logged and counted, never fatal:
+        the old settings stay."""
         self._reload.clear()
         self.drain()
         if self.reload_settings is None:
@@ -176,15 +178,21 @@ class Runner:
             return False
         try:
             new = self.reload_settings()
-            changed = apply_kernels(self.learner, new.learner, new.reload)
+            if self.group is not None:  # the group's bank changes for all members at once
+                proposed = self.group.propose(self.learner, new.learner, new.reload)
+            else:
+                changed = apply_kernels(self.learner, new.learner, new.reload)
         except (ConfigError, LearnerConfigError) as exc:
-            log.error("reload failed, settings unchanged: %s", exc)
-            self.metrics.reloads.labels("failed").inc()
-            return False
+            return self._refused(str(exc))
+        except Exception as exc:  # a reload never ends the loop: whatever failed is refused
+            return self._refused(repr(exc))
         self.settings, ignored = reloaded_settings(self.settings, new)
         if ignored:
             log.warning("reload: changes to %s take effect after a restart", ", ".join(ignored))
         self.prequential.settings = self.settings
+        if self.group is not None:
+            self.metrics.reloads.labels("applied" if proposed else "unchanged").inc()
+            return proposed
         if changed:
             self.checkpoints.touch()
             self.checkpoint("reload")  # the new shape, at this batch boundary
@@ -192,6 +200,11 @@ class Runner:
         # counted last: a scrape that sees the reload applied also sees the new model's kernels
         self.metrics.reloads.labels("applied" if changed else "unchanged").inc()
         return changed
+
+    def _refused(self, why: str) -> bool:
+        log.error("reload failed, settings unchanged: %s", why)
+        self.metrics.reloads.labels("failed").inc()
+        return False
 
     @property
     def stopping(self) -> bool:
@@ -306,8 +319,12 @@ class Runner:
         self.restore()
         self.marker.recover()  # what a crash of the previous process asks of this one
         self.marker.covered(self.offsets)
-        if self.last_checkpoint is not None and apply_kernels(
-            self.learner, self.settings.learner, self.settings.reload
+        # In a group the checkpoint is a cache: the member adopts the group's model at join,
+        # where a bank edited while stopped is proposed to the group (GroupMember.join).
+        if (
+            self.group is None
+            and self.last_checkpoint is not None
+            and apply_kernels(self.learner, self.settings.learner, self.settings.reload)
         ):
             # the settings name another bank than the checkpoint's (edited while stopped): applied
             # at the restored position, like a SIGHUP there, and checkpointed at once

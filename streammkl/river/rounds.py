@@ -401,13 +401,25 @@ class Rounds:
         self.scaler = other.scaler
         self.restore_targets(other.targets_meta())
 
-    def load_state(self, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
+    def load_state(
+        self, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray], with_bank: bool = False
+    ) -> None:
         """Replace the learner's model by a saved state, in place. The state must be of the
         learner's class and hold the same parameters (a learner of a group adopting the
-        group's merged model)."""
-        other = type(self.learner).from_state(meta, arrays).rounds()
-        if other.params_spec() != self.params_spec():
-            raise ValueError("the state was saved by a learner with other parameters")
+        group's merged model); with ``with_bank``, the kernel bank may differ and is adopted
+        too (a group changes its bank by agreement, as a reload changes one learner's with
+        ``add_kernel`` / ``remove_kernel``)."""
+        saved = type(self.learner).from_state(meta, arrays)
+        other = saved.rounds()
+        mine, theirs = self.params_spec(), other.params_spec()
+        bank = {"kernels"} if with_bank else set()
+        names = (mine.keys() | theirs.keys()) - bank
+        differ = sorted(k for k in names if mine.get(k) != theirs.get(k))
+        if differ:
+            raise ValueError(
+                f"the state was saved by a learner with other parameters: {', '.join(differ)}"
+            )
+        self.learner.kernels = saved.kernels
         self.adopt(other)
 
     def params_spec(self) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from streammkl.daemon.config.section import Section
 
@@ -40,6 +40,15 @@ class LearnerSpec(Section):
     standardize: bool | None = None
     seed: int = 0
     params: dict[str, Any] = Field(default_factory=dict)  # free-form, for custom factories
+
+    @field_validator("kernels")
+    @classmethod
+    def _bank_nonempty(cls, v: tuple[Any, ...] | None) -> tuple[Any, ...] | None:
+        if v is not None and not v:
+            raise ValueError(
+                "at least one kernel is required (leave kernels unset for the default bank)"
+            )
+        return v
 
 
 class ReloadSettings(Section):

@@ -1,8 +1,10 @@
-"""The whole settings object: one frozen :class:`Settings` of every section."""
+"""The whole settings object: one frozen :class:`Settings` of every section, and the rules that
+tie sections together (topics the daemon writes are never topics it reads; what a mixing group
+needs)."""
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from streammkl.daemon.config.kafka import KafkaSettings
 from streammkl.daemon.config.learning import (
@@ -29,3 +31,50 @@ class Settings(Section):
     learner: LearnerSpec = Field(default_factory=LearnerSpec)
     monitor: MonitorSettings = Field(default_factory=MonitorSettings)
     mixing: MixingSettings = Field(default_factory=MixingSettings)
+
+    @model_validator(mode="after")
+    def _outputs_are_not_inputs(self) -> Settings:
+        """A topic the daemon writes (predictions, dead letters, the mix topic) that it also
+        reads would feed the daemon its own output: every dead letter read back as a bad record
+        and dead-lettered again, without end."""
+        k = self.kafka
+        outputs = {"kafka.predictions_topic": k.predictions_topic,
+                   "kafka.dead_letter_topic": k.dead_letter_topic}  # fmt: skip
+        if self.mixing.enabled:
+            outputs["mixing.topic"] = self.mixing.topic
+        for field, topic in outputs.items():
+            if topic and topic in k.topics:
+                raise ValueError(
+                    f"{field} = {topic!r} is also an input topic (kafka.topics): the daemon would "
+                    "read back what it writes (a feedback loop); give it another topic"
+                )
+        if self.mixing.enabled:
+            for field, topic in outputs.items():
+                if field != "mixing.topic" and topic == self.mixing.topic:
+                    raise ValueError(
+                        f"mixing.topic = {topic!r} is also {field}: the mix topic holds only the "
+                        "group's records; give it a topic of its own"
+                    )
+        return self
+
+    @model_validator(mode="after")
+    def _group_needs(self) -> Settings:
+        """What a mixing group needs (docs/scale-out.md), refused at start like any setting."""
+        if not self.mixing.enabled:
+            return self
+        if self.kafka.assignment != "group":
+            raise ValueError(
+                "mixing.enabled needs kafka.assignment = 'group' (the members split the "
+                f"partitions), not {self.kafka.assignment!r}"
+            )
+        if self.learner.task != "classification":
+            raise ValueError(
+                "mixing.enabled: a mixing group learns classification models only "
+                f"(learner.task = {self.learner.task!r})"
+            )
+        if not self.records.classes:
+            raise ValueError(
+                "mixing.enabled needs records.classes (every member must map labels to the "
+                "same outputs, in the same order)"
+            )
+        return self
