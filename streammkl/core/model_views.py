@@ -10,7 +10,7 @@ import numpy as np
 
 from streammkl.core import _numba as nb
 from streammkl.core import regularizers as regs_mod
-from streammkl.core.kernels import Kernel
+from streammkl.core.kernels import RBF, Kernel, MedianRBF
 from streammkl.core.losses import Loss
 from streammkl.core.regularizers import Regularizer
 from streammkl.core.state import BlockState, Layout
@@ -98,6 +98,17 @@ class ModelViews:
         if cached is None or cached[0] is not self.kernels:  # built once per bank
             cached = self._names = (self.kernels, [k.name for k in self.kernels])
         return list(cached[1])
+
+    @property
+    def kernel_bandwidths(self) -> dict[str, float]:
+        """gamma of every Gaussian kernel, by kernel name: configured (``RBF``, ``AdditiveRBF``)
+        or fitted to the data (``MedianRBF``, once it has a bandwidth: model state, which
+        changes at the warm-up and when the inputs grow while the kernel's name stays)."""
+        out = {}
+        for k in self.kernels:
+            if isinstance(k, RBF) or (isinstance(k, MedianRBF) and k.fit is not None):
+                out[k.name] = float(k.gamma)
+        return out
 
     @property
     def built(self) -> bool:
