@@ -10,7 +10,7 @@ import numpy as np
 
 from streammkl.core import _numba as nb
 from streammkl.core import regularizers as regs_mod
-from streammkl.core.kernels import RBF, Kernel, MedianRBF
+from streammkl.core.kernels import Kernel, MedianRBF
 from streammkl.core.losses import Loss
 from streammkl.core.regularizers import Regularizer
 from streammkl.core.state import BlockState, Layout
@@ -101,14 +101,10 @@ class ModelViews:
 
     @property
     def kernel_bandwidths(self) -> dict[str, float]:
-        """gamma of every Gaussian kernel, by kernel name: configured (``RBF``, ``AdditiveRBF``)
-        or fitted to the data (``MedianRBF``, once it has a bandwidth: model state, which
-        changes at the warm-up and when the inputs grow while the kernel's name stays)."""
-        out = {}
-        for k in self.kernels:
-            if isinstance(k, RBF) or (isinstance(k, MedianRBF) and k.fit is not None):
-                out[k.name] = float(k.gamma)
-        return out
+        """The bandwidths fitted to the data, by kernel name: gamma of every ``MedianRBF`` that
+        has one (from its first input on). Model state: it changes at the warm-up and when the
+        inputs grow, while the kernel's name (its configuration) stays."""
+        return {k.name: k.fit.gamma for k in self.kernels if isinstance(k, MedianRBF) and k.fit}
 
     @property
     def built(self) -> bool:

@@ -152,6 +152,13 @@ class MKLMixin:
         return dict(zip(self.kernel_names, self._model.block_norms.tolist(), strict=True))
 
     @property
+    def kernel_bandwidths(self) -> dict[str, float]:
+        """The bandwidths fitted to the data, by kernel name: gamma of every ``MedianRBF``
+        (once it has met an input). State: it changes at the warm-up and when the inputs grow,
+        while the kernel's name (its configuration) stays."""
+        return {} if self._model is None else self._model.kernel_bandwidths
+
+    @property
     def active_kernels(self) -> list[str]:
         return [name for name, b in self.block_norms.items() if b > 0]
 
