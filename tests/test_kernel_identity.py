@@ -312,3 +312,21 @@ def test_the_fitted_bandwidth_is_shown_apart_from_the_name(tmp_path: Path) -> No
     labels = legend_labels(["linear", name], entries)
     assert labels[0] == "linear"
     assert labels[1] == name + ": γ " + " → ".join(f"{g:.3g}" for g in fitted[-3:])
+
+
+def test_a_median_kernel_added_at_run_time_measures_its_bandwidth_on_the_next_inputs() -> None:
+    """(It used to keep its provisional bandwidth for good: the warm-up reservoir existed only
+    for a bank that started with a MedianRBF.)"""
+    X = np.random.default_rng(1).normal(size=(200, 3)) * 3.0
+    Y = np.where(X[:, 0] * X[:, 1] > 0, 1.0, -1.0)
+    model = OnlineMKL(kernels=(kernels.Linear(),))
+    model.learn_many(X[:100], Y[:100])
+    model.add_kernel(kernels.MedianRBF(1.0, 16))
+    assert model.kernels[1].fit == kernels.Bandwidth(1.0 / 6.0, 3, False)  # provisional
+    assert model.warmup_left == bandwidth.WARMUP
+    model.learn_many(X[100:149], Y[100:149])
+    assert not model.kernels[1].fit.final
+    model.learn(X[149], Y[149])
+    median = bandwidth.median_sq_distance(X[100:150])
+    assert model.kernels[1].fit == kernels.Bandwidth(1.0 / median, 3, True)
+    assert model.warmup_left == 0 and model.names == ["linear", "rff(gamma=1/median,D=16)"]

@@ -139,6 +139,8 @@ class ModelState:
         check_compatible(
             kernels, self.regularizers, self.schedule, self.average or bool(self.averages)
         )
+        if self._warmup is None and bandwidth.has_pending(kernels):
+            self._warmup = bandwidth.Reservoir()  # an added MedianRBF: its own warm-up inputs
         if self._state is None:
             self.kernels = kernels
         else:
