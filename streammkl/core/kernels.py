@@ -184,7 +184,8 @@ class _Gaussian(Kernel):
             if col is None:
                 rng = np.random.default_rng(stable_seed(seed, drawn_as, key))
                 col = cache[(seed, drawn_as, key)] = rng.standard_normal(D)
-            out[:, j] = std * col
+            out[:, j] = col
+        out *= std
         return out
 
     def __getstate__(self) -> dict[str, Any]:

@@ -59,7 +59,7 @@ class MKLRegressor(MKLMixin, RegressorBatches, base.MiniBatchRegressor):
     >>> from streammkl.river import MKLRegressor
     >>> model = preprocessing.StandardScaler() | MKLRegressor()
     >>> evaluate.progressive_val_score(datasets.TrumpApproval(), model, metrics.MAE())
-    MAE: 0.382436
+    MAE: 0.38359
 
     """
 
