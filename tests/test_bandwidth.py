@@ -20,16 +20,20 @@ def test_median_kernel_is_provisional_then_measured_after_the_warm_up():
     X, Y = _stream(200, scale=3.0)  # squared distances ~ 2 d 9: far from the standardised 2 d
     model = OnlineMKL(kernels=(kernels.Linear(), kernels.MedianRBF(2.0, 32)))
     assert model.names == ["linear", "rff(gamma=2/median,D=32)"]
+    assert model.kernel_bandwidths == {}  # no input yet: no bandwidth
     model.learn(X[0], Y[0])
     k = model.kernels[1]
-    assert k.gamma == pytest.approx(2.0 / 6.0) and k.median_from["final"] is False
+    assert k.gamma == pytest.approx(2.0 / 6.0) and k.fit.final is False
+    assert model.kernel_bandwidths == {"rff(gamma=2/median,D=32)": k.gamma}
     model.learn_many(X[1 : bandwidth.WARMUP], Y[1 : bandwidth.WARMUP])
     k = model.kernels[1]
     D = ((X[:50, None, :] - X[None, :50, :]) ** 2).sum(-1)
     median = np.median(D[np.triu_indices(50, 1)])
     assert k.gamma == pytest.approx(2.0 / median, rel=1e-12)
-    assert k.median_from == {"scale": 2.0, "inputs": 3, "final": True}
-    assert model.names[1] == f"rff(gamma={2.0 / median:g},D=32)"  # the name states it
+    assert k.fit == kernels.Bandwidth(k.gamma, 3, True)
+    assert model.names == ["linear", "rff(gamma=2/median,D=32)"]  # the name never changes
+    assert model.kernel_bandwidths == {"rff(gamma=2/median,D=32)": k.gamma}  # the state does
+    assert model.config()["kernels"][1] == kernels.MedianRBF(2.0, 32).to_spec()
     assert model.block_norms[1] == 0.0  # moved by far more than the tolerance: a fresh block
     model.learn_many(X[50:], Y[50:])
     assert model.block_norms[1] > 0.0
@@ -43,7 +47,7 @@ def test_a_good_provisional_bandwidth_keeps_its_block_through_the_warm_up():
     assert before > 0
     model.learn(X[49], Y[49])  # the 50th input ends the warm-up
     k = model.kernels[0]
-    assert k.median_from["final"] and k.gamma == pytest.approx(1.0 / 12.0)  # kept: within 25 %
+    assert k.fit.final and k.gamma == pytest.approx(1.0 / 12.0)  # kept: within 25 %
     assert model.block_norms[0] > 0
 
 
@@ -73,7 +77,7 @@ def test_bandwidths_follow_the_number_of_inputs():
     assert model.kernels[1].gamma == gamma
     model.learn(np.r_[X[0], 1.0, 2.0, 3.0], 1.0)  # 11 inputs >= 1.25 * 8
     assert model.kernels[1].gamma == pytest.approx(gamma * 8 / 11)
-    assert model.kernels[1].median_from["inputs"] == 11
+    assert model.kernels[1].fit.inputs == 11
 
 
 def test_median_of_degenerate_inputs():
@@ -115,11 +119,15 @@ def test_the_additive_map_costs_memory_linear_in_the_inputs():
     assert L.phi_src.nbytes == 3 * 8 * 16 * 2000 and L.rff_wt.nbytes == 0
 
 
-def test_template_specs_round_trip_and_bad_scales_are_refused():
+def test_specs_round_trip_without_the_fitted_bandwidth_and_bad_scales_are_refused():
     k = kernels.MedianRBF(2.0, 64)
     assert kernels.from_spec(k.to_spec()) == k
-    resolved = k.resolve(4.0, 3, final=True)
-    assert kernels.from_spec(resolved.to_spec()).median_from == resolved.median_from
+    fitted = k.fitted(0.5, 3, final=True)
+    assert fitted.to_spec() == k.to_spec() and fitted.name == k.name  # the identity
+    assert k.fit is None and fitted.fit == kernels.Bandwidth(0.5, 3, True)  # never in place
+    with pytest.raises(TypeError, match="no bandwidth yet"):
+        k.gram(np.eye(2))
+    assert fitted.gram(np.eye(2))[0, 1] == pytest.approx(np.exp(-1.0))
     with pytest.raises(ValueError, match="scale"):
         kernels.MedianRBF(0.0)
     assert gram(kernels.RBF(0.5), np.eye(2), np.eye(2))[0, 1] == pytest.approx(np.exp(-1.0))

@@ -494,8 +494,8 @@ def test_two_members_learn_one_model_with_the_default_bank(
     final = learner_digest(log.base)  # type: ignore[arg-type]
     assert final == log.digest
     learner = MKLClassifier.from_state(*log.base)  # type: ignore[misc]
-    medians = [k for k in learner.rounds().model.kernels if getattr(k, "median_from", None)]
-    assert len(medians) == 3 and all(k.median_from["final"] for k in medians)
+    medians = [k for k in learner.rounds().model.kernels if isinstance(k, kernels.MedianRBF)]
+    assert len(medians) == 3 and all(k.fit.final for k in medians)
     # the warm-up round
     assert learner.rounds().model.warmup_left == 0 and log.results[0].examples <= 2 * 50
     count = learner.to_state()[1]["inputs.count"]

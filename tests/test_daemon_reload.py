@@ -244,3 +244,86 @@ def test_sighup_adds_a_kernel_mid_stream_against_the_broker(
     text = (tmp_path / "daemon.log").read_text()
     assert "kernels added ['poly2'], removed []" in text
     assert "reload failed, settings unchanged" in text and "at least one kernel" in text
+
+
+@pytest.mark.kafka
+@pytest.mark.xdist_group("kafka")
+@pytest.mark.parametrize("bank", ["default", "every-kernel"])
+def test_restart_and_sighup_with_unchanged_settings_keep_the_model_against_the_broker(
+    kafka_bootstrap: str, tmp_path: Path, bank: str
+) -> None:
+    """Real daemon processes: 240 records (the bandwidth warm-up, then a rescale as a third
+    input appears), SIGHUP with the same settings, a restart with the same settings, more
+    records (another rescale), SIGHUP again. Nothing is added or removed, the kernel labels are
+    the configured names all along, and the final model is bit for bit the one an uninterrupted
+    run learns (before: a SIGHUP or a restart replaced every learned MedianRBF block by an empty
+    one, its name having changed with its fitted bandwidth)."""
+    from tests.test_kernel_identity import EVERY_KERNEL, records
+
+    topic, group = unique("identity"), unique("g")
+    create_topic(kafka_bootstrap, topic, 1)
+    over = {} if bank == "default" else {"learner.kernels": list(EVERY_KERNEL.values())}
+    recs = records(300)
+    port = free_port()
+    argv = daemon_argv(kafka_bootstrap, topic, group, tmp_path / "ck", port=port, settings=over)
+
+    def labels(name: str) -> dict[str, float]:
+        return {dict(lab)["kernel"]: v for (n, lab), v in metrics(port).items() if n == name}
+
+    def learned() -> float:
+        return metrics(port).get(("streammkl_model_examples_learned_total", ()), 0.0)
+
+    def sighup_unchanged(proc: Any, count: int) -> None:
+        before = labels("streammkl_block_norm"), labels("streammkl_kernel_bandwidth")
+        proc.send_signal(signal.SIGHUP)
+        key = ("streammkl_config_reloads_total", (("result", "unchanged"),))
+        wait_until(lambda: metrics(port).get(key) == count, 30, "the reload (unchanged)")
+        assert (labels("streammkl_block_norm"), labels("streammkl_kernel_bandwidth")) == before
+
+    def stop(proc: Any, log: Path) -> None:
+        proc.terminate()
+        assert proc.wait(timeout=60) == 0, log.read_text()[-3000:]
+
+    values = [json.dumps(r).encode() for r in recs]
+    first = start_daemon(argv, tmp_path / "a.log")
+    try:
+        produce(kafka_bootstrap, topic, values[:240])
+        wait_until(lambda: learned() == 240, 120, "240 records learned")
+        names = list(labels("streammkl_kernel_weight"))
+        fitted = labels("streammkl_kernel_bandwidth")
+        assert len(fitted) == 3 if bank == "default" else len(fitted) == 2
+        sighup_unchanged(first, 1)
+    finally:
+        stop(first, tmp_path / "a.log")
+    assert inspect(tmp_path / "ck")["kernel_bandwidths"] == fitted
+
+    second = start_daemon(argv, tmp_path / "b.log")
+    try:
+        wait_until(lambda: learned() == 240, 120, "the checkpoint restored")
+        assert list(labels("streammkl_kernel_weight")) == names
+        assert labels("streammkl_kernel_bandwidth") == fitted
+        produce(kafka_bootstrap, topic, values[240:])
+        wait_until(lambda: learned() == 300, 120, "all 300 records learned")
+        sighup_unchanged(second, 1)
+        assert list(labels("streammkl_kernel_weight")) == names
+        assert labels("streammkl_kernel_bandwidth") != fitted  # rescaled at 4 inputs
+    finally:
+        stop(second, tmp_path / "b.log")
+    logs = (tmp_path / "a.log").read_text() + (tmp_path / "b.log").read_text()
+    assert "kernels added" not in logs and "forced change" not in logs
+    info = inspect(tmp_path / "ck")
+    assert info["examples_learned"] == 300 and list(info["kernel_weights"]) == sorted(names)
+
+    cluster = FakeCluster()  # the same records learned by one uninterrupted run, in-process
+    cluster.create("in", 1)
+    for i, value in enumerate(values):
+        cluster.append("in", value, 0, None, i)
+    alone = Runner(
+        make_settings(tmp_path / "alone", **over),
+        registry=CollectorRegistry(),
+        consumer_client=cluster.consumer(),
+        producer_client=cluster.producer(),
+    )
+    alone.run()
+    assert sorted(alone.learner.rounds().kernel_names) == names
+    assert info["model_digest"] == alone.learner.rounds().digest()

@@ -594,6 +594,11 @@ def test_dashboard_panels() -> None:
     beta = panels["Kernel weights β (stacked)"]
     assert beta["fieldConfig"]["defaults"]["custom"]["stacking"]["mode"] == "normal"
     assert [t["legendFormat"] for t in beta["targets"]] == ["{{kernel}}"]
+    fitted = panels["Fitted bandwidths γ"]  # beside the kernel label, which never changes
+    assert [promql_metric_names(t["expr"]) for t in fitted["targets"]] == [
+        {"streammkl_kernel_bandwidth"}
+    ]
+    assert [t["legendFormat"] for t in fitted["targets"]] == ["{{kernel}}"]
     drift = next(a for a in dash["annotations"]["list"] if a["name"] == "Drift detections")
     assert "streammkl_drift_detections_total" in drift["expr"]
     assert beta["id"] in drift["filter"]["ids"]

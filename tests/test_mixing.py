@@ -132,6 +132,18 @@ def test_mismatched_members_are_refused():
         merge(*base.to_state(), [MemberRound("x", 1, *other.to_state())])
 
 
+def test_members_over_other_fitted_bandwidths_are_refused():
+    """Kernel names never change with a bandwidth, so a merge compares the fitted bandwidths
+    too (the group aligns them before it merges: core.mixing_bandwidth)."""
+    base = OnlineMKL(kernels=(kernels.Linear(), kernels.MedianRBF(1.0, 8)))
+    base.learn(np.ones(3), 1.0)
+    member = OnlineMKL.from_state(*base.to_state())
+    member.learn(np.ones(4), -1.0)  # 4 inputs >= 1.25 x 3: rescaled, same name
+    assert member.names == base.names and member.kernel_bandwidths != base.kernel_bandwidths
+    with pytest.raises(ValueError, match="other fitted bandwidths"):
+        merge(*base.to_state(), [MemberRound("x", 1, *member.to_state())])
+
+
 def test_mixing_two_halves_comes_close_to_one_model_and_keeps_its_sparsity():
     X, Y = _stream(6000, 4, d=4)
     X[:, 3] = np.random.default_rng(5).normal(size=6000)  # pure noise: its blocks should drop

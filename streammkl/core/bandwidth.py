@@ -1,7 +1,7 @@
 """Gaussian bandwidths from the data (the median heuristic) for ``MedianRBF`` kernels.
 
-A ``MedianRBF(scale)`` in a bank stands for ``RBF(gamma = scale / m)`` where m is the median
-squared distance between inputs. ``OnlineMKL`` resolves it in three moments:
+A ``MedianRBF(scale)`` in a bank stands for the Gaussian ``gamma = scale / m`` where m is the
+median squared distance between inputs. ``OnlineMKL`` fits it in three moments:
 
 1. at its first input (d inputs known): provisionally with ``m = 2 d``, the expected squared
    distance of two standardised inputs with independent coordinates, so the block learns from
@@ -12,18 +12,20 @@ squared distance between inputs. ``OnlineMKL`` resolves it in three moments:
 3. when the number of inputs has grown by ``TOLERANCE`` since: gamma is rescaled by
    ``d_old / d_new`` (the median of standardised inputs grows with d) and the block restarts.
 
-Each resolved kernel records where its bandwidth came from (``RBF.median_from``) and its name
-states the bandwidth it got, so the learned kernel weights stay readable.
+The fitted bandwidth is the kernel's state (``MedianRBF.fit``, a :class:`~streammkl.core.
+kernels.Bandwidth`), never part of its name or specification: the kernel keeps its identity
+(``rff(gamma=1/median,D=256)``) while its bandwidth changes.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
-from streammkl.core.kernels import RBF, Kernel, MedianRBF
+from streammkl.core.kernels import Bandwidth, Kernel, MedianRBF
 
 WARMUP = 50  # inputs kept for the median
 TOLERANCE = 1.25  # a bandwidth (or the number of inputs) must move by this factor to be redone
@@ -31,32 +33,46 @@ TOLERANCE = 1.25  # a bandwidth (or the number of inputs) must move by this fact
 
 def has_pending(kernels: Sequence[Kernel]) -> bool:
     """Whether a bank still waits for the warm-up's median."""
-    return any(_pending(k) for k in kernels)
+    return any(isinstance(k, MedianRBF) and (k.fit is None or not k.fit.final) for k in kernels)
 
 
-def _pending(k: Kernel) -> bool:
-    return isinstance(k, MedianRBF) or (
-        isinstance(k, RBF) and k.median_from is not None and not k.median_from["final"]
+def fits(kernels: Sequence[Kernel]) -> list[Bandwidth | None]:
+    """The fitted state of every kernel of a bank (None: a kernel without one)."""
+    return [k.fit if isinstance(k, MedianRBF) else None for k in kernels]
+
+
+def bank_key(kernels: Sequence[Kernel]) -> list[tuple[dict[str, Any], Bandwidth | None]]:
+    """What makes two banks the same: every kernel's specification and fitted state."""
+    return [(k.to_spec(), f) for k, f in zip(kernels, fits(kernels), strict=True)]
+
+
+def saved(kernels: Sequence[Kernel]) -> dict[str, dict[str, Any]]:
+    """The fitted bandwidths of a bank, by kernel name, as JSON (a saved model's state)."""
+    return {k.name: k.fit.to_dict() for k in kernels if isinstance(k, MedianRBF) and k.fit}
+
+
+def restored(kernels: Sequence[Kernel], state: Mapping[str, Any]) -> tuple[Kernel, ...]:
+    """The bank with the fitted bandwidths :func:`saved` gave (by kernel name)."""
+    return tuple(
+        k.with_fit(Bandwidth.from_dict(state[k.name]))
+        if isinstance(k, MedianRBF) and k.name in state
+        else k
+        for k in kernels
     )
 
 
 def for_inputs(kernels: Sequence[Kernel], d: int, rescale: bool = True) -> tuple[Kernel, ...]:
-    """The bank for d inputs: templates resolved provisionally (``m = 2 d``), and bandwidths
-    set at fewer inputs rescaled once d has grown by ``TOLERANCE`` (unless ``rescale`` is
-    False: a member of a mixing group, whose bandwidths the group decides)."""
+    """The bank for d inputs: bandwidths not fitted yet set provisionally (``m = 2 d``), and
+    bandwidths set at fewer inputs rescaled once d has grown by ``TOLERANCE`` (unless
+    ``rescale`` is False: a member of a mixing group, whose bandwidths the group decides)."""
     out: list[Kernel] = []
     for k in kernels:
-        if isinstance(k, MedianRBF):
-            out.append(k.resolve(2.0 * max(d, 1), d, final=False))
-        elif (
-            rescale
-            and isinstance(k, RBF)
-            and k.median_from is not None
-            and d >= TOLERANCE * max(k.median_from["inputs"], 1)
-        ):
-            origin = {**k.median_from, "inputs": d}
-            ratio = k.median_from["inputs"] / d
-            out.append(_rbf(k, k.gamma * ratio, origin))
+        if not isinstance(k, MedianRBF):
+            out.append(k)
+        elif k.fit is None:
+            out.append(k.fitted(k.scale / (2.0 * max(d, 1)), d, final=False))
+        elif rescale and d >= TOLERANCE * max(k.fit.inputs, 1):
+            out.append(k.fitted(k.fit.gamma * (k.fit.inputs / d), d, final=k.fit.final))
         else:
             out.append(k)
     return tuple(out)
@@ -69,12 +85,11 @@ def after_warmup(kernels: Sequence[Kernel], inputs: np.ndarray) -> tuple[Kernel,
     d = inputs.shape[1]
     out: list[Kernel] = []
     for k in kernels:
-        if isinstance(k, RBF) and k.median_from is not None and not k.median_from["final"]:
-            scale = float(k.median_from["scale"])
-            gamma = scale / median
-            if max(gamma, k.gamma) / min(gamma, k.gamma) <= TOLERANCE:
-                gamma = k.gamma  # the provisional guess was good: keep the block
-            out.append(_rbf(k, gamma, {"scale": scale, "inputs": d, "final": True}))
+        if isinstance(k, MedianRBF) and k.fit is not None and not k.fit.final:
+            gamma = k.scale / median
+            if max(gamma, k.fit.gamma) / min(gamma, k.fit.gamma) <= TOLERANCE:
+                gamma = k.fit.gamma  # the provisional guess was good: keep the block
+            out.append(k.fitted(gamma, d, final=True))
         else:
             out.append(k)
     return tuple(out)
@@ -93,10 +108,6 @@ def median_sq_distance(inputs: np.ndarray) -> float:
         if value > 0 and math.isfinite(value):
             return value
     return 1.0
-
-
-def _rbf(k: RBF, gamma: float, origin: dict) -> RBF:
-    return RBF(gamma, k.n_components, k.features, None, origin)  # named after its bandwidth
 
 
 class Reservoir:

@@ -1,18 +1,26 @@
 """Base kernels and explicit feature maps; every kernel has a stable ``name``.
 
+A kernel's name follows from its configured parameters alone (``rff(gamma=4/median,D=256)`` for
+``MedianRBF(4)``, whatever bandwidth it has fitted): it is the kernel's identity for the kernel
+weights, the metrics' ``kernel`` label, reloads and merges. What a kernel learns from the data
+(a ``MedianRBF``'s bandwidth, :class:`Bandwidth`) is state, kept beside its specification.
+
 A kernel acts on the inputs selected by ``features`` (indices, or names resolved through the
 caller's name -> column index; default: all inputs, including ones that appear later). A block is
 *explicit* (weights over a feature map: ``Linear()``, ``RBF(gamma, n_components=D)`` with random
 Fourier features) or *implicit* (a kernel expansion over the shared support set:
 ``Linear(implicit=True)``, ``RBF(gamma)``, ``Polynomial``, ``B1Spline``).
 
-Random Fourier columns are seeded from ``(seed, kernel name, feature key)`` with ``zlib.crc32`` so
-the map of a feature does not depend on the order in which features arrive.
+Random Fourier columns are standard normals seeded from ``(seed, kernel name, feature key)`` with
+``zlib.crc32``, scaled by ``sqrt(2 gamma)``: the map of a feature does not depend on the order in
+which features arrive, nor its draws on the bandwidth.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -22,7 +30,8 @@ from streammkl.core._spec import build
 from streammkl.core.kernel_base import Kernel, check_components, stable_seed
 
 __all__ = [
-    "RBF", "AdditiveRBF", "B1Spline", "Kernel", "Linear", "MedianRBF", "Polynomial", "from_spec",
+    "RBF", "AdditiveRBF", "B1Spline", "Bandwidth", "Kernel", "Linear", "MedianRBF", "Polynomial",
+    "from_spec",
 ]  # fmt: skip
 
 
@@ -121,7 +130,11 @@ class Polynomial(Kernel):
 
 class _Gaussian(Kernel):
     """What RBF and MedianRBF share: an exact (kernelized) block, or a random Fourier map of
-    ``n_components`` features when it is given."""
+    ``n_components`` features when it is given, ``sqrt(2/D) cos(w_j . x + b_j)`` with
+    ``w_j ~ N(0, 2 gamma I)``, its cosines computed by a vectorised polynomial within 2 ulp of
+    the C library's (``core._numba.fast_cos``; the library's beyond ``|w . x + b| = 1e5``)."""
+
+    kind = nb.K_RBF
 
     def __init__(
         self,
@@ -142,60 +155,37 @@ class _Gaussian(Kernel):
     def n_components(self) -> int | None:
         return self._n_components
 
+    def _bandwidth(self) -> float:
+        """The gamma the kernel computes with."""
+        raise NotImplementedError
 
-class RBF(_Gaussian):
-    """Gaussian ``k(x, y) = exp(-gamma ||x - y||^2)``; ``n_components=D`` -> random Fourier map
-    ``sqrt(2/D) cos(w_j . x + b_j)``, its cosines computed by a vectorised polynomial within 2 ulp
-    of the C library's (``core._numba.fast_cos``; the library's beyond ``|w . x + b| = 1e5``)."""
-
-    kind = nb.K_RBF
-
-    def __init__(
-        self,
-        gamma: float = 1.0,
-        n_components: int | None = None,
-        features: Sequence[int | str] | None = None,
-        name: str | None = None,
-        median_from: Mapping[str, Any] | None = None,
-    ):
-        if not gamma > 0:
-            raise ValueError(f"RBF: gamma must be > 0, got {gamma!r}")
-        super().__init__("RBF", n_components, features, name)
-        self.gamma = float(gamma)
-        # set when the bandwidth came from the median heuristic (``MedianRBF``, see
-        # ``core.bandwidth``): {"scale", "inputs" (d when set), "final" (after the warm-up)}
-        self.median_from = None if median_from is None else dict(median_from)
-
-    def _default_name(self) -> str:
-        if self._n_components is None:
-            return f"rbf(gamma={self.gamma:g})"
-        return f"rff(gamma={self.gamma:g},D={self._n_components})"
+    @property
+    def drawn_as(self) -> str:
+        """The name the random Fourier features are drawn under (the kernel's own)."""
+        return self.name
 
     def _code_params(self) -> tuple[float, float, bool]:
-        return self.gamma, 0.0, False
-
-    def params(self) -> dict[str, Any]:
-        out = {"gamma": self.gamma, "n_components": self._n_components, **super().params()}
-        if self.median_from is not None:
-            out["median_from"] = dict(self.median_from)
-        return out
+        return self._bandwidth(), 0.0, False
 
     def fourier_columns(self, keys: Sequence[str], seed: int) -> np.ndarray:
         """Frequency columns (D x len(keys)), one per input key, each ~ N(0, 2 gamma).
 
-        A column is a function of (seed, name, key) only, so it is drawn once per key and
-        kept: a model that admits one new input rebuilds its layout with every old column
-        reused (measured at 10,000 inputs: ~1 s of generator set-ups per new input without)."""
+        A column is ``sqrt(2 gamma)`` times standard normals drawn from (seed, name, key)
+        only, so it is drawn once per key and kept: a model that admits one new input rebuilds
+        its layout with every old column reused (measured at 10,000 inputs: ~1 s of generator
+        set-ups per new input without), and a new bandwidth rescales the same draws."""
         D = self._n_components or 0
         out = np.empty((D, len(keys)))
-        std = np.sqrt(2.0 * self.gamma)
-        cache: dict[tuple[int, str], np.ndarray] = self.__dict__.setdefault("_columns", {})
+        std = np.sqrt(2.0 * self._bandwidth())
+        cache: dict[tuple[int, str, str], np.ndarray] = self.__dict__.setdefault("_columns", {})
+        drawn_as = self.drawn_as
         for j, key in enumerate(keys):
-            col = cache.get((seed, key))
+            col = cache.get((seed, drawn_as, key))
             if col is None:
-                rng = np.random.default_rng(stable_seed(seed, self.name, key))
-                col = cache[(seed, key)] = rng.normal(0.0, std, size=D)
+                rng = np.random.default_rng(stable_seed(seed, drawn_as, key))
+                col = cache[(seed, drawn_as, key)] = rng.standard_normal(D)
             out[:, j] = col
+        out *= std
         return out
 
     def __getstate__(self) -> dict[str, Any]:
@@ -204,12 +194,40 @@ class RBF(_Gaussian):
         return state
 
     def fourier_offsets(self, seed: int) -> np.ndarray:
-        rng = np.random.default_rng(stable_seed(seed, self.name, "\x00offset"))
+        rng = np.random.default_rng(stable_seed(seed, self.drawn_as, "\x00offset"))
         return rng.uniform(0.0, 2.0 * np.pi, size=self._n_components or 0)
 
     def fourier_map(self, keys: Sequence[str], seed: int) -> tuple[np.ndarray, np.ndarray]:
         """The explicit map's frequencies (D x len(keys)) and offsets (D,) on these inputs."""
         return self.fourier_columns(keys, seed), self.fourier_offsets(seed)
+
+
+class RBF(_Gaussian):
+    """Gaussian ``k(x, y) = exp(-gamma ||x - y||^2)``; ``n_components=D`` -> random Fourier map
+    of D features."""
+
+    def __init__(
+        self,
+        gamma: float = 1.0,
+        n_components: int | None = None,
+        features: Sequence[int | str] | None = None,
+        name: str | None = None,
+    ):
+        if not gamma > 0:
+            raise ValueError(f"RBF: gamma must be > 0, got {gamma!r}")
+        super().__init__("RBF", n_components, features, name)
+        self.gamma = float(gamma)
+
+    def _bandwidth(self) -> float:
+        return self.gamma
+
+    def _default_name(self) -> str:
+        if self._n_components is None:
+            return f"rbf(gamma={self.gamma:g})"
+        return f"rff(gamma={self.gamma:g},D={self._n_components})"
+
+    def params(self) -> dict[str, Any]:
+        return {"gamma": self.gamma, "n_components": self._n_components, **super().params()}
 
 
 class AdditiveRBF(RBF):
@@ -246,7 +264,7 @@ class AdditiveRBF(RBF):
         std = np.sqrt(2.0 * self.gamma)
         for j, key in enumerate(keys):
             rng = np.random.default_rng(stable_seed(seed, self.name, key))
-            freqs[j * R : (j + 1) * R] = rng.normal(0.0, std, size=R)
+            freqs[j * R : (j + 1) * R] = std * rng.standard_normal(R)
             offsets[j * R : (j + 1) * R] = rng.uniform(0.0, 2.0 * np.pi, size=R)
         return freqs, offsets
 
@@ -262,16 +280,48 @@ class AdditiveRBF(RBF):
         return np.exp(-self.gamma * diff * diff).mean(axis=2)
 
 
+@dataclass(frozen=True)
+class Bandwidth:
+    """A ``MedianRBF``'s fitted bandwidth (state, not configuration): ``gamma``, the number of
+    ``inputs`` it was set for, whether it is ``final`` (measured after the warm-up, not the
+    provisional guess) and ``drawn_as``, the name its random features were drawn under when it
+    is not the kernel's own (a model saved before state version 4, whose kernel was named after
+    its bandwidth; kept until the bandwidth next changes)."""
+
+    gamma: float
+    inputs: int
+    final: bool
+    drawn_as: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"gamma": self.gamma, "inputs": self.inputs, "final": self.final}
+        if self.drawn_as is not None:
+            out["drawn_as"] = self.drawn_as
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Bandwidth:
+        drawn_as = d.get("drawn_as")
+        return cls(
+            float(d["gamma"]), int(d["inputs"]), bool(d["final"]),
+            None if drawn_as is None else str(drawn_as),
+        )  # fmt: skip
+
+
 class MedianRBF(_Gaussian):
     """A Gaussian kernel whose bandwidth comes from the data, not from the unit cube: the median
-    heuristic. ``OnlineMKL`` keeps its first ``warmup`` inputs, then replaces this kernel by
-    ``RBF(gamma = scale / median ||x_i - x_j||^2, n_components)`` over those pairs (a block that
-    starts at zero then; the other blocks learn meanwhile). Its name then states the bandwidth
-    it got. When the number of inputs has grown by a quarter since, the median of standardised
-    inputs has grown with it: the block is replaced by one with gamma rescaled by d_old / d_new.
+    heuristic, ``gamma = scale / median ||x_i - x_j||^2`` over the first ``warmup`` inputs
+    (``core.bandwidth``; ``OnlineMKL`` fits it: provisionally at the first input, measured after
+    the warm-up, rescaled by d_old / d_new when the number of inputs has grown by a quarter; a
+    block whose bandwidth changes restarts at zero, the other blocks learn on).
+
+    The kernel is named after its configuration (``rff(gamma=4/median,D=256)``) for the model's
+    whole life; the bandwidth it fitted is :attr:`fit` (None until fitted), state that the
+    model saves, reports (``kernel_bandwidths``) and restores. :meth:`fitted` gives the same
+    kernel with a bandwidth; ``to_spec`` is the configuration alone.
     """
 
-    kind = nb.K_RBF
+    fit: Bandwidth | None = None
 
     def __init__(
         self,
@@ -290,16 +340,38 @@ class MedianRBF(_Gaussian):
             return f"rbf(gamma={self.scale:g}/median)"
         return f"rff(gamma={self.scale:g}/median,D={self._n_components})"
 
-    def _code_params(self) -> tuple[float, float, bool]:
-        raise TypeError(f"{self.name}: resolve the bandwidth first (OnlineMKL does at warm-up)")
+    @property
+    def gamma(self) -> float:
+        """The fitted bandwidth; ``TypeError`` before it is fitted."""
+        if self.fit is None:
+            raise TypeError(f"{self.name}: no bandwidth yet (OnlineMKL fits it from the inputs)")
+        return self.fit.gamma
 
-    def resolve(self, median_sq: float, inputs: int, final: bool) -> RBF:
-        """The Gaussian kernel this template stands for, given the median squared distance of
-        the inputs (``inputs`` of them then; ``final``: measured, not yet provisional)."""
-        if not (median_sq > 0 and np.isfinite(median_sq)):
-            median_sq = 1.0
-        origin = {"scale": self.scale, "inputs": int(inputs), "final": bool(final)}
-        return RBF(self.scale / median_sq, self._n_components, self.features, None, origin)
+    def _bandwidth(self) -> float:
+        return self.gamma
+
+    @property
+    def drawn_as(self) -> str:
+        if self.fit is not None and self.fit.drawn_as is not None:
+            return self.fit.drawn_as
+        return self.name
+
+    def fitted(self, gamma: float, inputs: int, final: bool) -> MedianRBF:
+        """This kernel with the bandwidth ``gamma`` (set for ``inputs`` inputs; ``final``:
+        measured, not provisional); a copy (kernels are never changed in place). An unchanged
+        gamma keeps the features the block was learned over."""
+        if not (gamma > 0 and np.isfinite(gamma)):
+            raise ValueError(f"{self.name}: a bandwidth must be a finite number > 0, got {gamma!r}")
+        drawn_as = self.fit.drawn_as if self.fit is not None and self.fit.gamma == gamma else None
+        out = copy.copy(self)
+        out.fit = Bandwidth(float(gamma), int(inputs), bool(final), drawn_as)
+        return out
+
+    def with_fit(self, fit: Bandwidth | None) -> MedianRBF:
+        """This kernel with the fitted state ``fit`` as it is (a restored model's)."""
+        out = copy.copy(self)
+        out.fit = fit
+        return out
 
     def params(self) -> dict[str, Any]:
         return {"scale": self.scale, "n_components": self._n_components, **super().params()}

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from streammkl.core import _numba as nb
-from streammkl.core.kernels import RBF, AdditiveRBF, Kernel, Polynomial
+from streammkl.core.kernels import RBF, AdditiveRBF, Kernel, MedianRBF, Polynomial
 
 __all__ = ["Layout", "build_layout", "product_map"]
 
@@ -95,7 +95,7 @@ def build_layout(
             ex_kind[m] = nb.MAP_ADDITIVE
             phi_src.append(np.vstack([inputs, offsets, freqs]).reshape(3, R * idx.size))
             ex_off[m + 1] = ex_off[m] + R * idx.size
-        elif isinstance(kernel, RBF):
+        elif isinstance(kernel, RBF | MedianRBF):
             sel, offsets = kernel.fourier_map([keys[j] for j in idx], seed)
             D = sel.shape[0]
             cols = np.zeros((D, d))

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from streammkl.core import _numba as nb
+from streammkl.core import bandwidth
 from streammkl.core import schedules as schedules_mod
 from streammkl.core.kernels import AdditiveRBF, Kernel, MedianRBF
 from streammkl.core.model import OnlineMKL
@@ -210,6 +211,11 @@ def merge(
             raise ForeignDelta(
                 f"member {r.member!r} learns with another configuration or kernel bank than the "
                 "base: every member of a group must share them (same seeds, same maps)"
+            )
+        if bandwidth.fits(model.kernels) != bandwidth.fits(base.kernels):
+            raise ValueError(
+                f"member {r.member!r} learns over other fitted bandwidths than the base (same "
+                "names, other random features): align them first (core.mixing_bandwidth)"
             )
         if r.examples < 0:
             raise ValueError(f"member {r.member!r}: examples must be >= 0, got {r.examples}")

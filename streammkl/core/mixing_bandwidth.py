@@ -1,16 +1,16 @@
 """One Gaussian bandwidth for a mixing group: the median heuristic over the group's inputs.
 
 A ``MedianRBF`` fits its bandwidth to the inputs its learner saw (``core.bandwidth``); the
-members of a group see different inputs, and a random Fourier block's frequencies depend on its
-bandwidth (through its name), so members that fitted their own bandwidths would hold weights
-over different feature maps that cannot be averaged. In a group the bandwidths are therefore
+members of a group see different inputs, and a random Fourier block's frequencies scale with its
+bandwidth, so members that fitted their own bandwidths would hold weights over different
+feature maps that cannot be averaged. In a group the bandwidths are therefore
 part of the merged base, decided by the merge alone:
 
 - every member learns with ``OnlineMKL.hold_bandwidths`` set: it keeps its warm-up inputs (the
   base's reservoir followed by its own first inputs) but never changes a bandwidth itself, so
   every delta of a round is learned over the base's feature maps and merges coordinate by
-  coordinate (:func:`align` only has to settle round 0, whose base holds the unresolved
-  templates: the members resolved them provisionally at their first input);
+  coordinate (:func:`align` only has to settle round 0, whose base holds kernels without a
+  bandwidth: the members fitted them provisionally at their first input);
 - after the merge, :func:`decide` makes the single learner's decision on the group's data: the
   provisional bandwidths are rescaled when the number of inputs has grown by a quarter, and once
   the group's reservoir (the base's rows, then the members' new rows taken in turn, member by
@@ -20,6 +20,8 @@ part of the merged base, decided by the merge alone:
   their merged weights.
 
 The result depends only on the base and the members' states (every reader computes the same).
+Kernels are matched by their names, which never change; their bandwidths are state
+(``MedianRBF.fit``) that travels with the members' states.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from streammkl.core import bandwidth
-from streammkl.core.kernels import RBF, Kernel, MedianRBF
+from streammkl.core.kernels import Kernel, MedianRBF
 from streammkl.core.model import OnlineMKL
 
 __all__ = ["align", "decide", "median_bank"]
@@ -39,11 +41,12 @@ StateT = tuple[Mapping[str, Any], Mapping[str, np.ndarray]]
 
 
 def median_bank(kernels: Sequence[Kernel]) -> bool:
-    """Whether a bank has a bandwidth from the median heuristic (a template or one it fixed)."""
-    return any(
-        isinstance(k, MedianRBF) or (isinstance(k, RBF) and k.median_from is not None)
-        for k in kernels
-    )
+    """Whether a bank has a bandwidth from the median heuristic (fitted or not yet)."""
+    return any(isinstance(k, MedianRBF) for k in kernels)
+
+
+def _unfitted(k: Kernel) -> bool:
+    return isinstance(k, MedianRBF) and k.fit is None
 
 
 def _model(state: StateT) -> OnlineMKL:
@@ -65,9 +68,9 @@ def align(
     ``members``: (name, examples, state, since) of every delta (``since``: the older base of a
     stale one). Returns the base's and the members' states (and their ``since``) on the bank
     the merge uses (the base's), the group's reservoir rows (at most ``WARMUP``) and the input
-    names of their columns. Round 0's base holds ``MedianRBF`` templates, which become the
-    provisional kernel of the member that learned the most examples (ties: the first name); a
-    member that resolved a template otherwise (it met another number of inputs first), or a
+    names of their columns. Round 0's base holds ``MedianRBF`` kernels without a bandwidth,
+    which take the provisional one of the member that learned the most examples (ties: the
+    first name); a member that fitted another (it met another number of inputs first), or a
     late member whose delta was learned on a bandwidth the group has changed since, restarts
     that block at zero: its delta for that block is dropped."""
     b = _model(base)
@@ -79,16 +82,16 @@ def align(
     bank = list(b.kernels)
     order = sorted(range(len(members)), key=lambda i: (-members[i][1], members[i][0]))
     for m, k in enumerate(bank):
-        if isinstance(k, MedianRBF):
+        if _unfitted(k):
             for i in order:
                 cand = models[i].kernels[m] if len(models[i].kernels) == len(bank) else k
-                if not isinstance(cand, MedianRBF):
+                if not _unfitted(cand):
                     bank[m] = cand
                     break
-    specs = [k.to_spec() for k in bank]
+    key = bandwidth.bank_key(bank)
     changed = False
     for model in [b, *models, *(o for o in olds if o is not None)]:
-        if len(model.kernels) == len(bank) and [k.to_spec() for k in model.kernels] != specs:
+        if len(model.kernels) == len(bank) and bandwidth.bank_key(model.kernels) != key:
             # round 0's templates, or a late delta learned before the group's warm-up ended:
             # blocks of another bandwidth restart (dropped), the others keep their weights
             model._swap_kernels(tuple(bank))
@@ -147,7 +150,7 @@ def decide(merged: OnlineMKL, rows: np.ndarray, keys: Sequence[str]) -> None:
     bank = bandwidth.for_inputs(merged.kernels, len(merged.feature_keys))
     if bandwidth.has_pending(bank) and rows.shape[0] >= bandwidth.WARMUP:
         bank = bandwidth.after_warmup(bank, rows)
-    if [k.to_spec() for k in bank] != [k.to_spec() for k in merged.kernels]:
+    if bandwidth.bank_key(bank) != bandwidth.bank_key(merged.kernels):
         merged.hold_bandwidths = True
         merged._swap_kernels(tuple(bank))
     merged._warmup = bandwidth.Reservoir(rows) if bandwidth.has_pending(merged.kernels) else None

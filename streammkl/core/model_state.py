@@ -25,8 +25,11 @@ from streammkl.core.state import BlockState, Layout, build_layout, state_digest
 from streammkl.core.update import RoundArgs
 
 FORMAT = "streammkl.OnlineMKL"
-STATE_VERSION = 3  # 2: the adaptive schedules' arrays; 3: BlockState.gram (projection budget
-# policy). Older states still load (the missing arrays: zeros, or built by sync_gram).
+STATE_VERSION = 4  # 2: the adaptive schedules' arrays; 3: BlockState.gram (projection budget
+# policy); 4: a MedianRBF keeps its configured name and spec, its fitted bandwidth is saved
+# apart ("bandwidths"). Older states still load (the missing arrays: zeros, or built by
+# sync_gram; a version-3 fitted MedianRBF, saved as an RBF with "median_from": its template
+# and its bandwidth, with the features it was learned over).
 
 
 class ModelState:
@@ -136,6 +139,8 @@ class ModelState:
         check_compatible(
             kernels, self.regularizers, self.schedule, self.average or bool(self.averages)
         )
+        if self._warmup is None and bandwidth.has_pending(kernels):
+            self._warmup = bandwidth.Reservoir()  # an added MedianRBF: its own warm-up inputs
         if self._state is None:
             self.kernels = kernels
         else:
@@ -166,6 +171,7 @@ class ModelState:
             "format": FORMAT,
             "version": STATE_VERSION,
             "config": self.config(),
+            "bandwidths": bandwidth.saved(self.kernels),
             "feature_keys": list(self.feature_keys),
             "n_outputs": self.n_outputs,
             "t": self.t,
@@ -178,16 +184,20 @@ class ModelState:
 
     @classmethod
     def from_state(cls, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> Any:
-        statefile.check_header(meta, FORMAT, STATE_VERSION, "OnlineMKL")
-        model = cls(**meta["config"])
+        version = statefile.check_header(meta, FORMAT, STATE_VERSION, "OnlineMKL")
+        config, fitted = dict(meta["config"]), dict(meta.get("bandwidths", {}))
+        if version < 4:
+            config["kernels"], fitted = _templates_of(config["kernels"])
+        model = cls(**config)
+        model.kernels = bandwidth.restored(model.kernels, fitted)
         model.schedule.t = int(meta["schedule_t"])
         model.t = int(meta["t"])
         model.n_outputs = int(meta["n_outputs"])
         model.feature_keys = list(meta["feature_keys"])
         arrays = dict(arrays)
         warm = arrays.pop("warmup_inputs", None)
-        if warm is not None and model._warmup is not None:
-            model._warmup = bandwidth.Reservoir(warm)
+        pending = bandwidth.has_pending(model.kernels)
+        model._warmup = bandwidth.Reservoir(warm) if pending else None
         if arrays:
             index = {k: i for i, k in enumerate(model.feature_keys)}
             keys = model.feature_keys
@@ -223,3 +233,30 @@ class ModelState:
     def digest(self) -> str:
         """sha256 of the canonical state (config, counters and every array's bytes)."""
         return state_digest(*self.to_state())
+
+
+def _templates_of(
+    specs: Sequence[dict[str, Any]],
+) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """A version-3 bank's specs as templates and fitted bandwidths: an ``RBF`` with
+    ``median_from`` was a ``MedianRBF`` that had fitted its bandwidth (and was named after it;
+    its random features were drawn under that name, which the bandwidth keeps)."""
+    out: list[dict[str, Any]] = []
+    fitted: dict[str, dict[str, Any]] = {}
+    for spec in specs:
+        origin = spec.get("median_from")
+        if spec.get("type") != "RBF" or origin is None:
+            out.append(spec)
+            continue
+        template = kernels_mod.MedianRBF(
+            float(origin["scale"]), spec.get("n_components"), spec.get("features")
+        )
+        old = kernels_mod.RBF(float(spec["gamma"]), spec.get("n_components"), spec.get("features"))
+        out.append(template.to_spec())
+        fitted[template.name] = {
+            "gamma": float(spec["gamma"]), "inputs": int(origin["inputs"]),
+            "final": bool(origin["final"]),
+        }  # fmt: skip
+        if not template.implicit:
+            fitted[template.name]["drawn_as"] = old.name
+    return out, fitted

@@ -10,7 +10,7 @@ import numpy as np
 
 from streammkl.core import _numba as nb
 from streammkl.core import regularizers as regs_mod
-from streammkl.core.kernels import Kernel
+from streammkl.core.kernels import Kernel, MedianRBF
 from streammkl.core.losses import Loss
 from streammkl.core.regularizers import Regularizer
 from streammkl.core.state import BlockState, Layout
@@ -98,6 +98,13 @@ class ModelViews:
         if cached is None or cached[0] is not self.kernels:  # built once per bank
             cached = self._names = (self.kernels, [k.name for k in self.kernels])
         return list(cached[1])
+
+    @property
+    def kernel_bandwidths(self) -> dict[str, float]:
+        """The bandwidths fitted to the data, by kernel name: gamma of every ``MedianRBF`` that
+        has one (from its first input on). Model state: it changes at the warm-up and when the
+        inputs grow, while the kernel's name (its configuration) stays."""
+        return {k.name: k.fit.gamma for k in self.kernels if isinstance(k, MedianRBF) and k.fit}
 
     @property
     def built(self) -> bool:

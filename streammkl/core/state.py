@@ -206,8 +206,10 @@ def transplant(
     new_names: Sequence[str],
     kernels: Sequence[Kernel],
 ) -> BlockState:
-    """State for a new layout (wider input, kernels added or removed), keeping every surviving
-    block's weights, coefficients, scale and exact norm; new blocks start at zero."""
+    """State for a new layout (wider input, kernels added or removed, bandwidths refitted),
+    keeping every surviving block's weights, coefficients, scale and exact norm. New blocks
+    start at zero, and so does a block whose kernel now computes with other parameters (a
+    refitted bandwidth: its weights were over another kernel's features)."""
     K = old.w.shape[0]
     d_new = new_layout.masks.shape[1]
     cap = old.capacity if new_layout.im_blocks.size else 0
@@ -230,7 +232,7 @@ def transplant(
     position = {name: i for i, name in enumerate(old_names)}
     for m, name in enumerate(new_names):
         i = position.get(name)
-        if i is None:
+        if i is None or not np.array_equal(old_layout.kp[i], new_layout.kp[m]):
             continue
         new.scale[m] = old.scale[i]
         new.norms[m] = old.norms[i]

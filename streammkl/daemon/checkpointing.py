@@ -16,6 +16,7 @@ the state transactions and commits them together); the name ``Checkpoint`` is th
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -31,6 +32,8 @@ from streammkl.daemon.learner import introspect, restore
 from streammkl.daemon.monitoring import INPUTS
 from streammkl.daemon.sink import Output
 from streammkl.statefile import state_digest
+
+log = logging.getLogger(__name__)
 
 
 def class_path(obj: Any) -> str:
@@ -158,8 +161,37 @@ class Checkpointer:
             outbox = [Output.from_json(o) for o in ckpt.meta.get("outbox", [])]
         except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
             raise CheckpointError(f"{ckpt.path}: the model does not load ({exc!r})") from exc
-        if digest != summary["model_digest"]:
+        if digest != summary["model_digest"] and not _upgraded(
+            model["meta"], arrays, learner, summary["model_digest"]
+        ):
             raise CheckpointError(
                 f"{ckpt.path}: the model does not load as saved (digest {digest} differs)"
             )
         return learner, outbox
+
+
+def _versions(meta: Any) -> dict[str, Any]:
+    """The (format: version) pairs of a saved state's meta, nested ones included."""
+    out: dict[str, Any] = {}
+    if isinstance(meta, dict):
+        if isinstance(meta.get("format"), str) and "version" in meta:
+            out[meta["format"]] = meta["version"]
+        for value in meta.values():
+            out.update(_versions(value))
+    return out
+
+
+def _upgraded(meta: dict[str, Any], arrays: dict[str, Any], learner: Any, digest: str) -> bool:
+    """Whether a model state saved by an older streammkl (an older version of one of its
+    formats) was loaded as it was saved: its stored bytes have the digest it was saved with,
+    and loading converted it to the current formats (so its digest is now another). Logged."""
+    saved, now = _versions(meta), _versions(learner.to_state()[0])
+    older = [f for f, v in saved.items() if isinstance(v, int) and v < now.get(f, v)]
+    if not older or state_digest(meta, arrays) != digest:
+        return False
+    log.info(
+        "the checkpoint's model was saved by an older streammkl (%s): loaded and upgraded "
+        "(its digest changes with the format, the model does not)",
+        ", ".join(f"{f} version {saved[f]} -> {now[f]}" for f in older),
+    )
+    return True

@@ -10,7 +10,10 @@
   (NaN) is written as ``null``, an infinite one as the string ``"+inf"`` / ``"-inf"``: a bound
   of ``"+inf"`` means that no finite bound applies, never that it is unknown;
   ``window_regret_stale`` is 1 while the windowed regret is older than its refresh schedule);
-- an *event* per drift detection: ``{"t", "event": "drift"}``.
+- an *event* per drift detection: ``{"t", "event": "drift"}``;
+- an *event* when the bandwidths fitted to the data change (a ``MedianRBF``'s at the warm-up
+  and as the inputs grow; noticed at the next row): ``{"t", "event": "bandwidth",
+  "bandwidths": {kernel: gamma}}``. Kernel names never change: a bandwidth is not in them.
 
 Rows are buffered and appended when a checkpoint is written, so the file never runs ahead of the
 checkpoint by more than one interval; on restart the rows beyond the restored checkpoint are

@@ -48,6 +48,7 @@ def inspect_checkpoint(
         "offsets": ckpt.meta["offsets"],
         "kernel_weights": s.get("kernel_weights", {}),
         "block_norms": s.get("block_norms", {}),
+        "kernel_bandwidths": s.get("kernel_bandwidths", {}),
         "active_kernels": s.get("active_kernels"),
         "support_vectors": s.get("support_vectors"),
         "monitor": _monitor_summary(ckpt.meta.get("monitor")),

@@ -72,7 +72,8 @@ def _inspected(learner: Any) -> Any:
 
 
 def introspect(learner: Any) -> dict[str, Any]:
-    """Read kernel weights, block norms, active kernels and support size, tolerant of types.
+    """Read kernel weights, block norms, fitted bandwidths, active kernels and support size,
+    tolerant of types.
 
     Returns plain Python values (a snapshot safe to hand to another thread).
     """
@@ -97,6 +98,7 @@ def introspect(learner: Any) -> dict[str, Any]:
     return {
         "kernel_weights": {k: (v if math.isfinite(v) else 0.0) for k, v in weights.items()},
         "block_norms": norms,
+        "kernel_bandwidths": _numbers(getattr(seen, "kernel_bandwidths", None), []),
         "active_kernels": n_active,
         "support_vectors": support_total,
     }
@@ -277,16 +279,33 @@ def _dependency_parser(spec: Any) -> Any:
 
 def configured_kernels(spec: Any) -> tuple[Any, ...] | None:
     """The kernel bank ``spec`` asks for; ``None`` when it names none (``kernels`` unset: the
-    learner keeps the bank it has) or for a custom factory (its bank is its own business)."""
+    learner keeps the bank it has) or for a custom factory (its bank is its own business).
+
+    Raises
+    ------
+    LearnerConfigError
+        If a kernel cannot be built, or two kernels share a name (a kernel's name is its
+        identity: its weight, its metrics label, what a reload matches)."""
     if spec.factory or spec.kernels is None:
         return None
-    return tuple(
+    wanted = tuple(
         build_component("kernels", k, f"learner.kernels[{i}]") for i, k in enumerate(spec.kernels)
     )
+    first: dict[str, int] = {}
+    for i, kernel in enumerate(wanted):
+        if kernel.name in first:
+            raise LearnerConfigError(
+                f"learner.kernels[{i}]: a second kernel named {kernel.name!r} (the name of "
+                f"learner.kernels[{first[kernel.name]}]); names are the kernels' identity: "
+                'remove the duplicate or give one a name = "..."'
+            )
+        first[kernel.name] = i
+    return wanted
 
 
 def kernel_names(learner: Any) -> list[str]:
-    """Names of the learner's kernels, in bank order."""
+    """Names of the learner's kernels, in bank order: their identity (fixed by their
+    configuration, never by what they learned, such as a fitted bandwidth)."""
     names = getattr(_inspected(learner), "kernel_names", None)
     return list(names) if names is not None else list(getattr(learner, "kernel_weights", {}))
 
@@ -295,12 +314,20 @@ def kernel_change_risks(learner: Any, wanted: tuple[Any, ...], max_dropped: floa
     """Why changing the learner's bank to ``wanted`` looks like a mistake (empty: it does not):
     it would drop more than ``max_dropped`` of the learned blocks (non-zero norm), or a kernel
     selects features the learner has never seen (a typo selects nothing, and its block would
-    learn nothing)."""
+    learn nothing).
+
+    The dropped blocks are those the change really loses: it is made on a copy of the learner
+    (when the learner can be copied and changed; else the names are compared), and every learned
+    block that is gone from the copy, or no longer has its norm there, counts."""
     risks = []
     norms = dict(getattr(_inspected(learner), "block_norms", {}) or {})
     learned = [n for n, b in norms.items() if b > 0]
-    names = {k.name for k in wanted}
-    dropped = [n for n in learned if n not in names]
+    after = _norms_after(learner, wanted)
+    if after is None:
+        names = {k.name for k in wanted}
+        dropped = [n for n in learned if n not in names]
+    else:
+        dropped = [n for n in learned if after.get(n) != norms[n]]
     if learned and len(dropped) / len(learned) > max_dropped:
         risks.append(
             f"it drops {len(dropped)} of the {len(learned)} learned blocks ({', '.join(dropped)}), "
@@ -311,6 +338,17 @@ def kernel_change_risks(learner: Any, wanted: tuple[Any, ...], max_dropped: floa
         if missing:
             risks.append(f"kernel {kernel.name} selects features never seen: {missing[:5]}")
     return risks
+
+
+def _norms_after(learner: Any, wanted: tuple[Any, ...]) -> dict[str, float] | None:
+    """The block norms a copy of ``learner`` has once its bank is ``wanted`` (None when the
+    learner cannot be copied through its state or cannot change its kernels)."""
+    if not callable(getattr(learner, "from_state", None)):
+        return None
+    copy = type(learner).from_state(*learner.to_state())
+    change_kernels(copy, wanted)
+    norms = getattr(_inspected(copy), "block_norms", {}) or {}
+    return {str(k): float(v) for k, v in dict(norms).items()}
 
 
 def unseen_features(learner: Any, features: Any) -> list[Any]:
@@ -353,7 +391,8 @@ def change_kernels(learner: Any, wanted: tuple[Any, ...]) -> tuple[list[str], li
     have = kernel_names(learner)
     names = [k.name for k in wanted]
     if len(set(names)) != len(names):
-        raise LearnerConfigError(f"learner.kernels: two kernels share a name in {names}")
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        raise LearnerConfigError(f"learner.kernels: two kernels share the name(s) {dupes}")
     added = [k for k in wanted if k.name not in have]
     removed = [n for n in have if n not in names]
     try:

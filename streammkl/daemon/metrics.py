@@ -88,6 +88,7 @@ class Snapshot:
 
     kernel_weights: dict[str, float] = field(default_factory=dict)
     block_norms: dict[str, float] = field(default_factory=dict)
+    kernel_bandwidths: dict[str, float] = field(default_factory=dict)
     active_kernels: int = 0
     support_vectors: int = 0
     examples_learned: int = 0
@@ -123,12 +124,21 @@ class SnapshotCollector(Collector):
         norm = GaugeMetricFamily(
             "streammkl_block_norm", "Norm of the kernel's block of the predictor", labels=["kernel"]
         )
+        bandwidth = GaugeMetricFamily(
+            "streammkl_kernel_bandwidth",
+            "Bandwidth gamma a Gaussian kernel fitted to the data (MedianRBF); it changes at "
+            "the warm-up and when the inputs grow, the kernel label does not",
+            labels=["kernel"],
+        )
         for name, value in sorted(s.kernel_weights.items()):
             weight.add_metric([name], value)
         for name, value in sorted(s.block_norms.items()):
             norm.add_metric([name], value)
+        for name, value in sorted(s.kernel_bandwidths.items()):
+            bandwidth.add_metric([name], value)
         yield weight
         yield norm
+        yield bandwidth
         yield GaugeMetricFamily(
             "streammkl_active_kernels", "Kernels with a non-zero block", value=s.active_kernels
         )

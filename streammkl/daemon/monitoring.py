@@ -177,6 +177,7 @@ class StreamMonitor:
         self._hits = self._labelled = 0  # prequential accuracy over the observed examples
         self._rises = 0  # the detector's rises already in the history
         self._last: dict[str, float] = {"t": 0.0, "hits": 0.0, "labelled": 0.0, "loss": 0.0}
+        self._bandwidths: dict[str, float] = {}  # the fitted bandwidths in the history
 
     @property
     def stride(self) -> int:
@@ -303,6 +304,10 @@ class StreamMonitor:
                 "loss_recent": (values["online_loss"] - last["loss"]) / dt if dt else None,
             }
         )
+        bandwidths = model.kernel_bandwidths
+        if bandwidths != self._bandwidths:  # fitted at the warm-up, refitted as inputs grow
+            self.history.add({"t": t, "event": "bandwidth", "bandwidths": bandwidths})
+            self._bandwidths = bandwidths
         self._last = {
             "t": float(t),
             "hits": float(self._hits),

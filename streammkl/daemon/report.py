@@ -4,7 +4,8 @@ Reads ``history.jsonl`` (:mod:`streammkl.daemon.history`) and draws, with matplo
 backend (no display needed):
 
 - ``kernel_weights.png``: β per kernel over the examples, stacked (they sum to 1), with the drift
-  detections (schedule restarts) as vertical lines — the picture of the paper's Figure 3;
+  detections (schedule restarts) as vertical lines — the picture of the paper's Figure 3; a
+  kernel whose bandwidth was fitted to the data has the bandwidths it held in its legend entry;
 - ``regret.png``: the cumulative online objective; the windowed regret with its upper bound; and
   the Prop. 3 bound for the rounds since the last schedule restart (log scale) — Figure 1's
   quantities;
@@ -74,6 +75,24 @@ def _bound_panel(ax: Any, rows: list[dict[str, Any]]) -> None:
         ax.set_yticks([])
 
 
+def legend_labels(names: list[str], entries: list[dict[str, Any]]) -> list[str]:
+    """The kernel names, each with the bandwidths it was fitted (the history's ``bandwidth``
+    events, in order; the last three) when it has any: ``rff(gamma=1/median,D=256): γ 0.5 →
+    0.354``."""
+    seen: dict[str, list[float]] = {}
+    for e in entries:
+        if e.get("event") == "bandwidth":
+            for name, gamma in (e.get("bandwidths") or {}).items():
+                values = seen.setdefault(name, [])
+                if _finite(gamma) and (not values or values[-1] != gamma):
+                    values.append(float(gamma))
+    out = []
+    for name in names:
+        fitted = seen.get(name, [])
+        out.append(name + (": γ " + " → ".join(f"{g:.3g}" for g in fitted[-3:]) if fitted else ""))
+    return out
+
+
 def _stale_note(ax: Any, rows: list[dict[str, Any]]) -> None:
     """Say how old the windowed-regret estimate is at the end of the history."""
     last = rows[-1]
@@ -129,7 +148,7 @@ def write_report(directory: str | os.PathLike[str], out: str | os.PathLike[str])
     fig, ax = plt.subplots(figsize=(9, 4.5))
     stacks = [[float((r.get("beta") or {}).get(k) or 0.0) for r in rows] for k in names]
     if names:
-        ax.stackplot(t, stacks, labels=names, alpha=0.85)
+        ax.stackplot(t, stacks, labels=legend_labels(names, entries), alpha=0.85)
     _drifts(ax, events)
     ax.set(xlabel="examples", ylabel="kernel weight β", ylim=(0, 1), xlim=(t[0], t[-1]))
     ax.set_title("Kernel weights over the stream (stacked; sum to 1)")

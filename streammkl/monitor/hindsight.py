@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from streammkl.batch.window_optimum import fit_window_comparator
-from streammkl.core import OnlineMKL, kernels, losses, regularizers
+from streammkl.core import OnlineMKL, bandwidth, kernels, losses, regularizers
 from streammkl.monitor import theory
 from streammkl.monitor.epoch_fit import fit_comparator
 
@@ -86,8 +86,9 @@ class EpochComparator:
         self, config: dict[str, Any], feature_keys: Sequence[str], X: np.ndarray, Y: np.ndarray
     ) -> ComparatorResult:
         warm = self._previous if self.warm_start else None
-        if warm is not None and warm.config()["kernels"] != list(config["kernels"]):
-            warm = None  # the bank changed: start over
+        bank = [kernels.from_spec(k) for k in config["kernels"]]
+        if warm is not None and bandwidth.bank_key(warm.kernels) != bandwidth.bank_key(bank):
+            warm = None  # the bank (or a fitted bandwidth) changed: start over
         result = fit_comparator(
             config,
             X,
@@ -129,7 +130,7 @@ class ExactComparator:
                 f"exact comparator: one regularizer needed, got {model.regularizers!r}"
             )
         for k in model.kernels:
-            if isinstance(k, kernels.RBF) and not k.implicit:
+            if isinstance(k, kernels.RBF | kernels.MedianRBF) and not k.implicit:
                 raise ValueError(
                     f"exact comparator: kernel {k.name!r} is a random Fourier approximation; the "
                     "batch solver would use the exact Gaussian (another hypothesis class)"

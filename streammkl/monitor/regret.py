@@ -16,6 +16,7 @@ release the GIL, so the fit runs in parallel with learning.
 
 from __future__ import annotations
 
+import copy
 import math
 import threading
 import time
@@ -181,7 +182,9 @@ class WindowedRegret:
         job = _Job(
             chunks=chunks,
             end=end,
-            config=model.config(),
+            # the bank as objects: the comparator learns with the learner's fitted bandwidths
+            # (copies: the worker shares no kernel, nor its caches, with the learner)
+            config={**model.config(), "kernels": [copy.copy(k) for k in model.kernels]},
             feature_keys=tuple(model.feature_keys),
             diameter=2.0 * theory.radius(model),
             lipschitz=theory.lipschitz(model),

@@ -49,7 +49,7 @@ def _diag_of_sq(kernel: kernels.Kernel):  # -> (||x_sel||^2, x_sel) -> k(x, x)
             return lambda sq, _: 1.0
         c, p = kernel.coef0, kernel.degree
         return lambda sq, _: (sq + c) ** p
-    if isinstance(kernel, kernels.RBF):
+    if isinstance(kernel, kernels.RBF | kernels.MedianRBF):
         value = 1.0 if kernel.implicit else 2.0  # RFF: (2/D) sum_j cos^2(.) <= 2
         return lambda sq, _: value
     if isinstance(kernel, kernels.B1Spline):
@@ -69,7 +69,7 @@ def _diag_of_sq_many(kernel: kernels.Kernel) -> Any:
             return 1.0
         c, p = kernel.coef0, kernel.degree
         return lambda sq, _: np.power(sq + c, p)
-    if isinstance(kernel, kernels.RBF):
+    if isinstance(kernel, kernels.RBF | kernels.MedianRBF):
         return 1.0 if kernel.implicit else 2.0  # RFF: (2/D) sum_j cos^2(.) <= 2
     if isinstance(kernel, kernels.B1Spline):
         return 1.0

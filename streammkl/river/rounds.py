@@ -193,6 +193,13 @@ class Rounds:
         return dict(zip(self.kernel_names, self.model.block_norms.tolist(), strict=True))
 
     @property
+    def kernel_bandwidths(self) -> dict[str, float]:
+        """The bandwidths fitted to the data, by kernel name: gamma of every ``MedianRBF``
+        (once it has met an input). State: it changes at the warm-up and when the inputs grow,
+        while the kernel's name (its configuration) stays."""
+        return {} if self.model is None else self.model.kernel_bandwidths
+
+    @property
     def norm_only(self) -> bool:
         """Whether every configured regularizer is a function of the block norms alone (then
         ``lambda Omega(theta_t)`` of a compiled run's rounds follows from their block norms)."""

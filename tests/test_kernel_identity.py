@@ -1,0 +1,336 @@
+"""A kernel's identity is its configuration: its name (the kernel weights' key, the metrics'
+``kernel`` label, what reloads, restarts and group merges match) never changes while it learns.
+A ``MedianRBF`` fits its bandwidth as state, saved and restored with the model; a restart or a
+reload with unchanged settings leaves the model exactly as it was, through the bandwidth warm-up
+and a rescale (the inputs grown by more than a quarter)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from prometheus_client import CollectorRegistry
+
+from streammkl.core import OnlineMKL, bandwidth, kernels
+from streammkl.core.kernel_base import stable_seed
+from streammkl.daemon.learner import LearnerConfigError
+from streammkl.daemon.runner import Runner
+from streammkl.river import MKLClassifier, defaults
+from tests.daemon_fakes import FakeCluster, bananas_like
+from tests.test_daemon_runner import make_settings
+
+DATA = Path(__file__).parent / "data" / "v3_states"
+LINEAR = {"type": "Linear"}
+
+#: One of every kind of kernel (a kernelized Polynomial is named apart from the explicit one).
+EVERY_KERNEL: dict[str, dict[str, Any]] = {
+    "linear": LINEAR,
+    "poly-explicit": {"type": "Polynomial", "explicit": True},
+    "poly-kernelized": {"type": "Polynomial", "name": "poly2-kernelized"},
+    "rbf-exact": {"type": "RBF", "gamma": 0.5},
+    "rbf-fourier": {"type": "RBF", "gamma": 0.5, "n_components": 32},
+    "additive": {"type": "AdditiveRBF", "n_components": 8},
+    "median-exact": {"type": "MedianRBF", "scale": 2.0, "n_components": None},
+    "median-fourier": {"type": "MedianRBF", "scale": 1.0},
+    "b1spline": {"type": "B1Spline", "h": 2.0},
+}
+
+
+def records(n: int, start: int = 0) -> list[dict[str, Any]]:
+    """Bananas-like records whose inputs grow: x1, x2 first (the warm-up ends at 50), then x3
+    from record 120 (3 >= 1.25 x 2: a rescale), then x4 from record 240 (4 >= 1.25 x 3)."""
+    out = []
+    for i, rec in enumerate(bananas_like(start + n, seed=5)[start:], start):
+        x = dict(rec["x"])
+        if i >= 120:
+            x["x3"] = round(x["x1"] * x["x2"], 6)
+        if i >= 240:
+            x["x4"] = round(x["x1"] - x["x2"], 6)
+        out.append({**rec, "x": x})
+    return out
+
+
+def fill(cluster: FakeCluster, recs: list[dict[str, Any]], first: int = 0) -> None:
+    for i, rec in enumerate(recs, first):
+        cluster.append("in", json.dumps(rec).encode(), 0, None, i)
+
+
+def runner(tmp_path: Path, cluster: FakeCluster, over: dict[str, Any]) -> Runner:
+    return Runner(
+        make_settings(tmp_path, **over),
+        registry=CollectorRegistry(),
+        consumer_client=cluster.consumer(),
+        producer_client=cluster.producer(),
+        reload_settings=lambda: make_settings(tmp_path, **over),
+    )
+
+
+def banks() -> list[Any]:
+    single = [
+        pytest.param([spec] if name == "linear" else [LINEAR, spec], id=name)
+        for name, spec in EVERY_KERNEL.items()
+    ]
+    return [
+        *single,
+        pytest.param(None, id="default-bank"),
+        pytest.param(list(EVERY_KERNEL.values()), id="every-kernel"),
+    ]
+
+
+@pytest.mark.parametrize("bank", banks())
+def test_restart_and_reload_with_unchanged_settings_keep_the_model_bit_for_bit(
+    tmp_path: Path, bank: list[dict[str, Any]] | None, caplog: pytest.LogCaptureFixture
+) -> None:
+    """240 records (warm-up, then a rescale at 3 inputs), a reload and a restart with the same
+    settings, 60 more records (another rescale at 4 inputs): the same model as one uninterrupted
+    run, the same names all along, nothing added or removed."""
+    over = {} if bank is None else {"learner.kernels": bank}
+    recs = records(300)
+    caplog.set_level(logging.INFO, logger="streammkl.daemon.reloading")
+
+    cluster = FakeCluster()
+    cluster.create("in", 1)
+    fill(cluster, recs[:240])
+    first = runner(tmp_path / "a", cluster, over)
+    first.run()
+    names = first.learner.rounds().kernel_names
+    configured = [kernels.from_spec(k).name for k in bank] if bank is not None else None
+    assert configured is None or names == configured
+    digest = first.learner.rounds().digest()
+    fitted = first.learner.rounds().kernel_bandwidths
+    assert first.reload() is False  # the same settings: nothing to change
+    assert (
+        first.learner.rounds().digest() == digest and first.learner.rounds().kernel_names == names
+    )
+
+    fill(cluster, recs[240:], 240)
+    again = runner(tmp_path / "a", cluster, over)
+    again.start()
+    assert again.learner.rounds().digest() == digest  # restored as it was, nothing applied
+    assert again.learner.rounds().kernel_bandwidths == fitted
+    assert again.last_checkpoint is not None and again.last_checkpoint.meta["reason"] != "reload"
+    again.run()
+    assert again.learner.rounds().kernel_names == names
+
+    cluster_b = FakeCluster()
+    cluster_b.create("in", 1)
+    fill(cluster_b, recs)
+    alone = runner(tmp_path / "b", cluster_b, over)
+    alone.run()
+    assert again.learner.rounds().digest() == alone.learner.rounds().digest()
+    assert not [r for r in caplog.records if "kernels added" in r.getMessage()]
+
+
+@pytest.mark.parametrize("spec", [EVERY_KERNEL["median-exact"], EVERY_KERNEL["median-fourier"]])
+def test_a_fitted_bandwidth_is_state_beside_a_name_that_never_changes(spec: dict) -> None:
+    template = kernels.from_spec(spec)
+    model = OnlineMKL(kernels=(kernels.Linear(), template), seed=4)
+    seen = []
+    for rec in records(300):
+        x = np.array(list(rec["x"].values()))
+        model.learn(x, 1.0 if rec["y"] else -1.0)
+        seen.append(model.kernel_bandwidths[template.name])
+        assert model.names == ["linear", template.name]
+        assert model.config()["kernels"][1] == template.to_spec()  # the configuration alone
+    # provisional at d = 2, measured after 50 inputs, rescaled at d = 3 and at d = 4
+    changes = [i for i in range(1, len(seen)) if seen[i] != seen[i - 1]]
+    assert seen[0] == template.scale / 4.0 and changes[-2:] == [120, 240]
+    assert changes[:-2] in ([bandwidth.WARMUP - 1], [])  # measured (or the guess was kept)
+    assert seen[240] == pytest.approx(seen[239] * 3 / 4) and seen[120] == pytest.approx(
+        seen[119] * 2 / 3
+    )
+    meta, arrays = model.to_state()
+    assert meta["bandwidths"] == {
+        template.name: {"gamma": seen[-1], "inputs": 4, "final": True}
+    }  # fmt: skip
+    restored = OnlineMKL.from_state(meta, arrays)
+    assert restored.digest() == model.digest() and restored.kernels[1].fit == model.kernels[1].fit
+
+
+def test_fourier_draws_come_from_seed_name_and_input_not_from_the_bandwidth() -> None:
+    """A fixed RBF's frequencies are the N(0, 2 gamma) draws they always were; a MedianRBF's are
+    the same standard normals at every bandwidth, scaled by sqrt(2 gamma) (a rescale does not
+    redraw them)."""
+    rbf = kernels.RBF(0.5, n_components=8)
+    rng = np.random.default_rng(stable_seed(3, rbf.name, "x1"))
+    np.testing.assert_array_equal(rbf.fourier_columns(["x1"], 3)[:, 0], rng.normal(0.0, 1.0, 8))
+    median = kernels.MedianRBF(1.0, 8)
+    a, b = median.fitted(0.2, 2, False), median.fitted(0.8, 3, True)
+    cols_a, cols_b = a.fourier_columns(["x1", "x2"], 3), b.fourier_columns(["x1", "x2"], 3)
+    np.testing.assert_allclose(cols_b, 2.0 * cols_a, rtol=1e-15)
+    np.testing.assert_array_equal(a.fourier_offsets(3), b.fourier_offsets(3))
+    z = np.random.default_rng(stable_seed(3, "rff(gamma=1/median,D=8)", "x2")).standard_normal(8)
+    np.testing.assert_allclose(cols_a[:, 1], np.sqrt(0.4) * z, rtol=1e-15)
+
+
+def test_a_refitted_bandwidth_restarts_its_block_and_only_that_block() -> None:
+    X = np.random.default_rng(0).normal(size=(80, 3)) * 4.0
+    Y = np.where(X[:, 0] > 0, 1.0, -1.0)
+    model = OnlineMKL(kernels=(kernels.Linear(), kernels.MedianRBF(1.0, 16), kernels.RBF(0.1, 16)))
+    model.learn_many(X[:49], Y[:49])
+    before = model.block_norms.copy()
+    assert np.all(before > 0)
+    model.learn_many(X[49:50], Y[49:50])  # the warm-up ends: far from the provisional guess
+    after = model.block_norms
+    assert after[1] == 0.0 and after[0] != 0.0 and after[2] != 0.0
+    assert model.names == ["linear", "rff(gamma=1/median,D=16)", "rff(gamma=0.1,D=16)"]
+
+
+@pytest.mark.parametrize("case", ["warm", "pending", "rescaled"])
+def test_a_version_3_state_loads_as_the_template_and_its_bandwidth(case: str) -> None:
+    """Saved by streammkl 840b214, where a fitted MedianRBF was an RBF named after its
+    bandwidth: it loads as the configured kernel plus its bandwidth, predicts exactly as it
+    did (its random features are still drawn under the old name), and learns on exactly as it
+    would have until its bandwidth next changes (then its block restarts, as it did)."""
+    truth = json.loads((DATA / "truth.json").read_text())[case]
+    probe = np.load(DATA / "probe.npy")
+    model = OnlineMKL.load(DATA / f"{case}.smkl")
+    assert model.names == ["linear", "rff(gamma=1/median,D=16)", "rbf(gamma=4/median)"]
+    old = {s["median_from"]["scale"]: s for s in truth["specs"] if "median_from" in s}
+    fitted = [k.fit for k in model.kernels[1:]]
+    assert [f.gamma for f in fitted] == [old[1.0]["gamma"], old[4.0]["gamma"]]
+    assert [f.final for f in fitted] == [old[1.0]["median_from"]["final"]] * 2
+    assert fitted[0].drawn_as == truth["names"][1] and fitted[1].drawn_as is None  # (exact)
+    d = len(model.feature_keys)
+    decisions = [float(np.ravel(model.decision(p[:d]))[0]) for p in probe]
+    np.testing.assert_allclose(decisions, truth["decisions"], rtol=1e-12, atol=1e-12)
+    again = OnlineMKL.from_state(*model.to_state())
+    assert again.digest() == model.digest()
+    rng = np.random.default_rng(7)  # the stream gen_v3.py drew
+    X = rng.normal(size=(260, 4)) * 2.0
+    Y = np.where(X[:, 0] * X[:, 1] > 0, 1.0, -1.0)
+    start = {"warm": 120, "pending": 20, "rescaled": 120}[case]
+    model.learn_many(X[start : start + 40, :d], Y[start : start + 40])
+    if case == "pending":  # the warm-up ended on the restored reservoir: the same median
+        # (the old names state it), the blocks restarted (the Fourier one over new draws)
+        assert all(k.fit.final and k.fit.drawn_as is None for k in model.kernels[1:])
+        gammas = [f"{k.gamma:g}" for k in model.kernels[1:]]
+        assert gammas == [
+            n.split("=")[1].split(",")[0].rstrip(")") for n in truth["names_after_40"][1:]
+        ]
+    else:  # no bandwidth changed: the same rounds, over the same features
+        np.testing.assert_allclose(model.block_norms, truth["norms_after_40"], rtol=1e-9)
+
+
+def test_a_version_3_river_learner_and_daemon_checkpoint_keep_their_blocks(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The default bank's river learner saved by 840b214 predicts as it did; a daemon restarted
+    on an 840b214 checkpoint with the same settings adds and removes nothing (before: the
+    learned Gaussian block, named after its bandwidth, was dropped for an empty one)."""
+    truth = json.loads((DATA / "truth.json").read_text())["river_default"]
+    clf = MKLClassifier.load(DATA / "river_default.smkl")
+    assert clf.rounds().kernel_names == [k.name for k in defaults.kernel_bank()]
+    probe = np.load(DATA / "probe.npy")
+    proba = [clf.predict_proba_one({f"x{j}": float(v) for j, v in enumerate(p[:3])})[1]
+             for p in probe]  # fmt: skip
+    np.testing.assert_allclose(proba, truth["proba"], rtol=1e-12)
+    assert list(clf.kernel_weights.values()) == [truth["weights"][n] for n in truth["names"]]
+
+    import shutil
+
+    shutil.copytree(DATA / "checkpoint", tmp_path / "ck")
+    caplog.set_level(logging.INFO, logger="streammkl.daemon.reloading")
+    cluster = FakeCluster()
+    cluster.create("in", 1)
+    fill(cluster, bananas_like(300, seed=2))
+    over = {"learner.kernels": [LINEAR, {"type": "MedianRBF", "scale": 1.0}]}
+    r = runner(tmp_path, cluster, over)
+    r.start()
+    assert r.counters["examples_learned"] == 300
+    norms = r.learner.rounds().block_norms
+    assert list(norms) == ["linear", "rff(gamma=1/median,D=256)"]
+    assert norms["rff(gamma=1/median,D=256)"] == pytest.approx(1.2200924031930573, rel=1e-12)
+    assert r.learner.rounds().kernel_bandwidths == {
+        "rff(gamma=1/median,D=256)": pytest.approx(0.3653093)
+    }
+    assert not [rec for rec in caplog.records if "kernels added" in rec.getMessage()]
+
+
+def test_a_reload_guard_counts_the_blocks_a_change_really_drops(tmp_path: Path) -> None:
+    """The guard makes the change on a copy and counts every learned block that loses its
+    state there; a duplicate name is refused as such (it used to read "drops 2 of the 2
+    learned blocks")."""
+    from streammkl.daemon.learner import configured_kernels, kernel_change_risks
+
+    cluster = FakeCluster()
+    cluster.create("in", 1)
+    fill(cluster, records(200))
+    bank = [LINEAR, EVERY_KERNEL["median-fourier"], {"type": "RBF", "gamma": 2.0}]
+    r = runner(tmp_path, cluster, {"learner.kernels": bank})
+    r.run()
+    assert all(v > 0 for v in r.learner.rounds().block_norms.values())
+    spec = make_settings(tmp_path, **{"learner.kernels": bank}).learner
+    assert kernel_change_risks(r.learner, configured_kernels(spec), 0.0) == []  # keeps all
+    spec = make_settings(tmp_path, **{"learner.kernels": bank[1:]}).learner
+    risks = kernel_change_risks(r.learner, configured_kernels(spec), 0.2)
+    assert risks == [
+        "it drops 1 of the 3 learned blocks (linear), more than reload.max_dropped_fraction = 0.2"
+    ]
+    twice = make_settings(tmp_path, **{"learner.kernels": [*bank, LINEAR]})
+    with pytest.raises(LearnerConfigError, match=r"learner.kernels\[3\]: a second kernel named "
+                       r"'linear' \(the name of learner.kernels\[0\]\)"):  # fmt: skip
+        configured_kernels(twice.learner)
+    digest = r.learner.rounds().digest()
+    r.reload_settings = lambda: twice
+    assert r.reload() is False and r.learner.rounds().digest() == digest
+    reg = r.metrics.registry
+    assert reg.get_sample_value("streammkl_config_reloads_total", {"result": "failed"}) == 1
+
+
+def test_the_fitted_bandwidth_is_shown_apart_from_the_name(tmp_path: Path) -> None:
+    """Metrics (``streammkl_kernel_bandwidth`` under the stable ``kernel`` label), ``inspect``,
+    the history (an event per change) and the report's legend show the bandwidth; the kernel
+    label of every metric is the configured name all along."""
+    from streammkl.daemon import history
+    from streammkl.daemon.inspection import inspect_checkpoint
+    from streammkl.daemon.report import legend_labels
+
+    cluster = FakeCluster()
+    cluster.create("in", 1)
+    fill(cluster, records(300))
+    name = "rff(gamma=1/median,D=256)"
+    r = runner(tmp_path, cluster, {"learner.kernels": [LINEAR, EVERY_KERNEL["median-fourier"]],
+                                   "monitor.history_every": 10})  # fmt: skip
+    r.run()
+    gamma = r.learner.rounds().kernel_bandwidths[name]
+    samples = {
+        (fam.name, s.labels["kernel"]): s.value
+        for fam in r.metrics.registry.collect()
+        if fam.name.startswith("streammkl_kernel_")
+        for s in fam.samples
+    }
+    assert samples[("streammkl_kernel_bandwidth", name)] == gamma
+    assert {k for _, k in samples} == {"linear", name}
+    assert inspect_checkpoint(tmp_path / "ck")["kernel_bandwidths"] == {name: gamma}
+    entries = history.read(tmp_path / "ck")
+    events = [e for e in entries if e.get("event") == "bandwidth"]
+    fitted = [e["bandwidths"][name] for e in events]
+    assert fitted[-1] == gamma and len(fitted) == len(set(fitted)) >= 3  # warm-up, 2 rescales
+    assert fitted[-1] == pytest.approx(fitted[-2] * 3 / 4)  # 4 inputs after 3
+    assert {k for e in entries if "beta" in e for k in e["beta"]} == {"linear", name}
+    labels = legend_labels(["linear", name], entries)
+    assert labels[0] == "linear"
+    assert labels[1] == name + ": γ " + " → ".join(f"{g:.3g}" for g in fitted[-3:])
+
+
+def test_a_median_kernel_added_at_run_time_measures_its_bandwidth_on_the_next_inputs() -> None:
+    """(It used to keep its provisional bandwidth for good: the warm-up reservoir existed only
+    for a bank that started with a MedianRBF.)"""
+    X = np.random.default_rng(1).normal(size=(200, 3)) * 3.0
+    Y = np.where(X[:, 0] * X[:, 1] > 0, 1.0, -1.0)
+    model = OnlineMKL(kernels=(kernels.Linear(),))
+    model.learn_many(X[:100], Y[:100])
+    model.add_kernel(kernels.MedianRBF(1.0, 16))
+    assert model.kernels[1].fit == kernels.Bandwidth(1.0 / 6.0, 3, False)  # provisional
+    assert model.warmup_left == bandwidth.WARMUP
+    model.learn_many(X[100:149], Y[100:149])
+    assert not model.kernels[1].fit.final
+    model.learn(X[149], Y[149])
+    median = bandwidth.median_sq_distance(X[100:150])
+    assert model.kernels[1].fit == kernels.Bandwidth(1.0 / median, 3, True)
+    assert model.warmup_left == 0 and model.names == ["linear", "rff(gamma=1/median,D=16)"]
