@@ -89,12 +89,14 @@ class Runner:
         self.reload_settings = reload_settings
         self._reload = threading.Event()
         self.metrics = DaemonMetrics(registry)
-        self.marker = InflightMarker(settings.checkpoint.dir, settings.limits.crash_strikes)
         self.work_started: float | None = None  # what /readyz times (None: idle)
         if learner is None:
             learner = build_learner(settings.learner, allow_factory)
         self.checkpoints = Checkpointer.from_settings(settings.checkpoint)
         self.store = self.checkpoints.store
+        self.marker = InflightMarker(  # signed with the checkpoints' key, if any
+            settings.checkpoint.dir, settings.limits.crash_strikes, self.store.hmac_key
+        )
         self.offsets = self.checkpoints.offsets  # the source seeks there; the loop advances it
         self.counters: dict[str, Any] = dict.fromkeys(_COUNTERS, 0)
         self.counters["online_loss"] = 0.0
@@ -305,6 +307,8 @@ class Runner:
             self.http = HealthServer.serve(ms, self.metrics.registry, self.health, self.web)
         self.restore()
         self.marker.recover()  # what a crash of the previous process asks of this one
+        for part, why in self.marker.rejected:  # not signed with the key: ignored
+            self.metrics.inflight_rejected.labels(part, why).inc()
         self.marker.covered(self.offsets)
         if self.last_checkpoint is not None and apply_kernels(
             self.learner, self.settings.learner, self.settings.reload

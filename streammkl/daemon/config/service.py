@@ -25,7 +25,7 @@ class CheckpointSettings(Section):
     keep: int = Field(default=3, ge=1)
     #: A file holding a secret key: every checkpoint is signed (HMAC-SHA256) and only signed
     #: checkpoints are loaded, so whoever can write the directory but not read the key cannot
-    #: plant a model.
+    #: plant a model; the in-flight marker is signed too (nor can they condemn records).
     hmac_key_file: Path | None = None
 
 
