@@ -14,6 +14,7 @@ import hashlib
 import json
 import math
 import random
+import time
 from collections import namedtuple
 from typing import Any
 
@@ -239,6 +240,11 @@ class FakeConsumer:
         self.pending_assignment: list[TopicPartition] | None = None
         self.closed = False
         self.connected = True
+        self.refusal: str | None = None
+        self.last_error: str | None = None
+        self.assign_at = 0.0  # a pending assignment waits until then (a slow rebalance)
+        self.withheld_until = 0.0  # until then no fetch returns: no record, no highwater
+        self._revoked = False  # revoked, the pending assignment not given yet
 
     def subscribe(self, topics: list[str], on_assign: Any, on_revoke: Any) -> None:
         self.subscribed = list(topics)
@@ -247,9 +253,15 @@ class FakeConsumer:
             TopicPartition(t, p) for t in topics for p in range(len(self.cluster.topics.get(t, [])))
         ]
 
-    def rebalance(self, partitions: list[TopicPartition]) -> None:
-        """Schedule a rebalance to ``partitions`` at the next poll."""
+    def rebalance(self, partitions: list[TopicPartition], delay: float = 0.0) -> None:
+        """Schedule a rebalance to ``partitions`` at the next poll; with ``delay`` the partitions
+        are revoked at the next poll and assigned at the first one ``delay`` seconds later."""
         self.pending_assignment = list(partitions)
+        self.assign_at = time.monotonic() + delay
+
+    def withhold(self, seconds: float) -> None:
+        """No fetch returns for ``seconds`` (a stalled broker): no record, no highwater."""
+        self.withheld_until = time.monotonic() + seconds
 
     def _own(self, partitions: list[Any]) -> None:
         self.assigned = [TopicPartition(*tp) for tp in partitions]
@@ -267,6 +279,9 @@ class FakeConsumer:
 
     def partitions(self, topic: str) -> list[int]:
         return list(range(len(self.cluster.topics.get(topic, []))))
+
+    def topic_missing(self, topic: str) -> bool:
+        return topic not in self.cluster.topics
 
     def committed(self, tp: Any) -> int | None:
         return self.cluster.committed.get(self.settings.group_id, {}).get(tp)
@@ -296,12 +311,18 @@ class FakeConsumer:
 
     def poll(self, timeout_ms: int, max_records: int) -> dict[Any, list[Record]]:
         if self.pending_assignment is not None:
-            new, self.pending_assignment = self.pending_assignment, None
-            if self.on_revoke is not None:
+            if self.on_revoke is not None and not self._revoked:
                 self.on_revoke(list(self.assigned))
+            if time.monotonic() < self.assign_at:  # the group is still rebalancing
+                self._revoked, self.assigned = True, []
+                return {}
+            new, self.pending_assignment = self.pending_assignment, None
+            self._revoked = False
             self._own(new)
             if self.on_assign is not None:
                 self.on_assign(list(new))
+        if time.monotonic() < self.withheld_until:
+            return {}
         out: dict[Any, list[Record]] = {}
         budget = max_records or 500
         order = list(self.assigned)

@@ -6,7 +6,9 @@ an abort in native code would end it, with nothing to catch. The in-flight marke
 (:mod:`streammkl.daemon.inflight`) names the record on the next start; after
 ``limits.crash_strikes`` deaths it goes to the dead-letter topic with reason ``crashed_worker``
 and every other record is learned exactly once: the model equals that of a run over the same
-stream without the poison record.
+stream without the poison record. With ``checkpoint.hmac_key_file`` the marker is signed, and
+the genuine one left by the death does the same (a forged one is ignored:
+``tests.test_daemon_inflight_signed``).
 """
 
 from __future__ import annotations
@@ -54,14 +56,20 @@ def settings(**over: Any) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(
-    ("strikes", "every"),
-    [(1, 100), (2, 100_000)],
-    ids=["dead-lettered-at-the-first-restart-after-checkpoints", "two-strikes-no-checkpoint"],
-)
+    ("strikes", "every", "signed"),
+    [(1, 100, False), (2, 100_000, False), (1, 100, True)],
+    ids=["dead-lettered-at-the-first-restart-after-checkpoints", "two-strikes-no-checkpoint",
+         "signed-marker"],
+)  # fmt: skip
 def test_a_record_that_kills_the_process_is_dead_lettered_and_the_rest_learned_once(
-    kafka_bootstrap: str, tmp_path: Path, strikes: int, every: int
+    kafka_bootstrap: str, tmp_path: Path, strikes: int, every: int, signed: bool
 ) -> None:
     conf = settings(**{"limits.crash_strikes": strikes, "checkpoint.every_records": every})
+    if signed:
+        key = tmp_path / "key"
+        key.write_text("a checkpoint key of 32 bytes....")
+        key.chmod(0o600)
+        conf["checkpoint.hmac_key_file"] = str(key)
     # the reference: the same stream without the poison record, uninterrupted
     ref_topic = unique("crash-ref")
     create_topic(kafka_bootstrap, ref_topic, 1)
@@ -82,6 +90,7 @@ def test_a_record_that_kills_the_process_is_dead_lettered_and_the_rest_learned_o
     assert run_daemon(argv, log) == 0, log.read_text()[-3000:]  # then: no loop
     text = log.read_text()
     assert "crashed_worker" in text and f"{topic}/0@{AT}" in text
+    assert "not signed" not in text  # the genuine marker is believed
 
     result = inspect(ck)
     assert result["examples_learned"] == N

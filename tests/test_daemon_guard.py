@@ -199,6 +199,64 @@ def test_a_torn_record_slot_is_ignored(tmp_path: Path) -> None:
     assert not state.clean and not state.condemned  # unknown record: a careful replay instead
 
 
+KEY = b"0123456789abcdef0123456789abcdef"
+
+
+def test_a_signed_marker_believes_only_its_own_signatures(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    m = InflightMarker(tmp_path, strikes=1, key=KEY)
+    m.recover()
+    m.entered({("t", 0): 9})
+    m.begin("t", 0, 7)  # dies here: a genuine slot and journal
+    genuine = (tmp_path / "inflight").read_bytes()
+    state = InflightMarker(tmp_path, strikes=1, key=KEY).recover()
+    assert state.condemned == {("t", 0, 7): 1}  # as without a key
+    # without the key the CRC alone is checked: a signed marker still reads
+    (tmp_path / "inflight").write_bytes(genuine)
+    assert InflightMarker(tmp_path, strikes=1).recover().condemned == {("t", 0, 7): 1}
+
+    # another key's signatures (a forger without this key): both parts ignored, with a warning
+    (tmp_path / "inflight").write_bytes(genuine)
+    other = InflightMarker(tmp_path, strikes=1, key=b"another key, not ours, 32 bytes!")
+    with caplog.at_level("WARNING", logger="streammkl.daemon.inflight"):
+        state = other.recover()
+    assert not state.condemned and not state.suspects and not state.careful
+    assert other.rejected == [("slot", "forged"), ("journal", "forged")]
+    assert sum("not signed" in r.getMessage() for r in caplog.records) == 2
+
+    # a CRC-only marker (written without the key, or by hand): unsigned, ignored
+    plain = InflightMarker(tmp_path / "plain", strikes=1)
+    plain.recover()
+    plain.entered({("t", 0): 3})
+    plain.begin("t", 0, 2)
+    keyed = InflightMarker(tmp_path / "plain", strikes=1, key=KEY)
+    state = keyed.recover()
+    assert not state.condemned and not state.careful
+    assert keyed.rejected == [("slot", "unsigned"), ("journal", "unsigned")]
+    keyed.close(clean=True)  # from now on signed: believed
+    assert InflightMarker(tmp_path / "plain", strikes=1, key=KEY).recover().clean
+
+
+def test_the_daemon_counts_an_ignored_marker(tmp_path: Path) -> None:
+    key = tmp_path / "key"
+    key.write_bytes(KEY)
+    key.chmod(0o600)
+    cluster = FakeCluster()
+    stream(cluster, good(20))
+    ck = tmp_path / "ck"
+    forged = InflightMarker(ck)  # CRC only: what someone without the key can write
+    forged.recover()
+    forged.state.condemned = {("in", 0, o): 2 for o in range(0, 20, 2)}
+    forged.close(clean=False)
+    r = runner(tmp_path, cluster, **{"checkpoint.hmac_key_file": str(key)})
+    r.run()
+    assert r.counters["examples_learned"] == 20 and not dead_letters(cluster)
+    value = r.metrics.registry.get_sample_value
+    labels = {"part": "journal", "reason": "unsigned"}
+    assert value("streammkl_inflight_rejected_total", labels) == 1
+
+
 @pytest.mark.parametrize("partitions", [1, 3])
 def test_a_careful_replay_learns_the_uninterrupted_model(tmp_path: Path, partitions: int) -> None:
     """After a death outside a marked step, the records the dead process had in hand are

@@ -3,6 +3,10 @@
 The CLI owns signals: SIGTERM/SIGINT only call :meth:`Runner.stop`, the loop finishes its batch,
 checkpoints, flushes and exits 0. A second signal exits at once (safe: the checkpoint makes a
 restart resume exactly where the last one left off).
+
+Exit codes of ``run``: 0 success, 1 an unexpected error, 2 settings refused, 3 no usable
+checkpoint, and with ``--exit-when-idle`` 4 broker never reached, 5 credentials refused, 6 input
+topic missing, 7 records left unread (:mod:`streammkl.daemon.idle`).
 """
 
 from __future__ import annotations
@@ -209,7 +213,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--exit-when-idle",
         type=float,
         metavar="SECONDS",
-        help="checkpoint and exit 0 once no record arrived for SECONDS",
+        help="checkpoint and exit once no record arrived for SECONDS: 0 when nothing is left "
+        "to read, else 4-7 (docs/daemon.md, Exit codes)",
     )
     run.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     run.add_argument(

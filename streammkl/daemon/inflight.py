@@ -16,6 +16,13 @@ does; after the death of the machine they are merely lost, which costs one more 
   highest offset per partition that entered processing: its *span*), the records condemned by
   earlier crashes and not yet behind a checkpoint, and the suspects.
 
+With ``checkpoint.hmac_key_file`` (the checkpoints' key), both are signed too (HMAC-SHA256 with
+that key, one domain per part): whoever can write the checkpoint directory but not read the key
+cannot plant a model, and cannot condemn chosen records either. A busy slot or a journal without
+a valid signature is ignored (as an unreadable one is), with a warning, and reported in
+:attr:`InflightMarker.rejected` (the daemon counts it). Without a key the CRC alone is checked,
+and a signed file still reads.
+
 On start (:meth:`InflightMarker.recover`), an unclean end means:
 
 - a record in the slot died in flight once more: with ``strikes`` deaths it is *condemned*
@@ -33,6 +40,8 @@ one): no crash loop.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import logging
 import os
@@ -51,11 +60,19 @@ Key = tuple[str, int, int]  # (topic, partition, offset)
 
 _MAGIC = b"SMIF"
 _SLOT = struct.Struct("<4sBxHiqH250s")  # magic, busy, strikes, partition, offset, len, topic
-_SLOT_SIZE = _SLOT.size + 4  # + crc32
-_JOURNAL_AT = 4096  # the journal's offset in the file: [u32 length][u32 crc][json]
+_TAG = hashlib.sha256().digest_size  # an HMAC-SHA256 signature
+_SLOT_SIZE = _SLOT.size + 4 + _TAG  # + crc32 + signature (zeros when unsigned)
+# the journal's offset in the file: [u32 length][u32 crc]([signature] if signed)[json]
+_JOURNAL_AT = 4096
 _HEADER = struct.Struct("<II")
+_SIGNED = 1 << 31  # set in the journal's length field when a signature follows the header
 _IDLE = _SLOT.pack(_MAGIC, 0, 0, 0, 0, 0, b"")
-_IDLE += struct.pack("<I", zlib.crc32(_IDLE))
+_IDLE += struct.pack("<I", zlib.crc32(_IDLE)) + bytes(_TAG)
+#: What each signature covers, besides the bytes it signs (a slot's cannot pass for a journal's).
+_DOMAINS = {"slot": b"streammkl-inflight-slot\0", "journal": b"streammkl-inflight-journal\0"}
+#: Why a part of the marker was ignored (with a key): ``unsigned`` (no signature: written
+#: without the key) or ``forged`` (a signature that does not match).
+REJECT_REASONS = ("unsigned", "forged")
 
 
 def _partitions(data: Any) -> dict[tuple[str, int], int]:
@@ -100,15 +117,29 @@ class InflightMarker:
         The checkpoint directory.
     strikes
         Deaths in a marked step after which a record is condemned (>= 1).
+    key
+        The checkpoints' HMAC key (``checkpoint.hmac_key_file``): the slot and the journal are
+        signed with it, and only signed ones are believed. ``None``: CRC only.
     """
 
-    def __init__(self, directory: str | os.PathLike[str], strikes: int = 2) -> None:
+    def __init__(
+        self, directory: str | os.PathLike[str], strikes: int = 2, key: bytes | None = None
+    ) -> None:
         if strikes < 1:
             raise ValueError(f"strikes must be >= 1, got {strikes}")
         self.path = Path(directory) / FILENAME
         self.strikes = strikes
         self.state = Recovery()
         self.span: dict[tuple[str, int], int] = {}
+        #: The parts of the marker :meth:`recover` ignored for want of a valid signature (with a
+        #: key): ``(part, reason)``, part ``slot`` or ``journal``, reason in
+        #: :data:`REJECT_REASONS`.
+        self.rejected: list[tuple[str, str]] = []
+        self._macs = (
+            None
+            if key is None
+            else {part: hmac.new(key, domain, hashlib.sha256) for part, domain in _DOMAINS.items()}
+        )
         self._fd: int | None = None
         self._busy = False
 
@@ -197,7 +228,8 @@ class InflightMarker:
         strikes = self.state.suspects.get((topic, partition, offset), 0)
         name = topic.encode()[:250]
         body = _SLOT.pack(_MAGIC, 1, strikes, partition, offset, len(name), name)
-        os.pwrite(self._fd, body + struct.pack("<I", zlib.crc32(body)), 0)
+        body += struct.pack("<I", zlib.crc32(body))
+        os.pwrite(self._fd, body + self._sign("slot", body), 0)
         self._busy = True
 
     def end(self) -> None:
@@ -247,7 +279,37 @@ class InflightMarker:
             },
             separators=(",", ":"),
         ).encode()
-        self._write(_HEADER.pack(len(data), zlib.crc32(data)) + data, _JOURNAL_AT)
+        if self._macs is None:
+            self._write(_HEADER.pack(len(data), zlib.crc32(data)) + data, _JOURNAL_AT)
+        else:
+            head = _HEADER.pack(len(data) | _SIGNED, zlib.crc32(data))
+            self._write(head + self._sign("journal", data) + data, _JOURNAL_AT)
+
+    # -- signatures ---------------------------------------------------------------------------
+
+    def _sign(self, part: str, data: bytes) -> bytes:
+        """The signature of one part's bytes (empty without a key)."""
+        if self._macs is None:
+            return b""
+        mac = self._macs[part].copy()
+        mac.update(data)
+        return mac.digest()
+
+    def _believed(self, part: str, data: bytes, tag: bytes) -> bool:
+        """Whether a part read back may be believed: always without a key; with one, only with
+        its valid signature (else it is recorded in :attr:`rejected`, with a warning)."""
+        if self._macs is None:
+            return True
+        if hmac.compare_digest(tag, self._sign(part, data)):
+            return True
+        why = "unsigned" if not tag.strip(b"\0") else "forged"
+        self.rejected.append((part, why))
+        log.warning(
+            "%s: the in-flight %s is not signed with checkpoint.hmac_key_file's key (%s: "
+            "written without the key, or by someone without it); ignored",
+            self.path, part, "no signature" if why == "unsigned" else "a wrong signature",
+        )  # fmt: skip
+        return False
 
     # -- file access --------------------------------------------------------------------------
 
@@ -256,27 +318,38 @@ class InflightMarker:
         os.pwrite(self._fd, data, at)
 
     def _read(self) -> tuple[tuple[Key, int] | None, dict[str, Any]]:
-        """(the record in the slot with its strikes, or None; the journal, {} if unreadable)."""
+        """(the record in the slot with its strikes, or None; the journal, {} if unreadable or
+        not believed)."""
         assert self._fd is not None
+        self.rejected = []
         raw = os.pread(self._fd, _SLOT_SIZE, 0)
         slot = None
-        if len(raw) == _SLOT_SIZE:
-            body, (crc,) = raw[:-4], struct.unpack("<I", raw[-4:])
+        end = _SLOT.size + 4
+        if len(raw) >= end:
+            body, (crc,) = raw[: end - 4], struct.unpack("<I", raw[end - 4 : end])
             if zlib.crc32(body) == crc:
                 magic, busy, strikes, part, off, n, name = _SLOT.unpack(body)
-                if magic == _MAGIC and busy:
+                if magic == _MAGIC and busy and self._believed("slot", raw[:end], raw[end:]):
                     slot = ((name[:n].decode(errors="replace"), part, off), strikes)
         head = os.pread(self._fd, _HEADER.size, _JOURNAL_AT)
         journal: dict[str, Any] = {}
         if len(head) == _HEADER.size:
             size, crc = _HEADER.unpack(head)
-            data = os.pread(self._fd, size, _JOURNAL_AT + _HEADER.size) if size < 1 << 24 else b""
-            if len(data) == size and zlib.crc32(data) == crc:
+            at = _JOURNAL_AT + _HEADER.size
+            tag = os.pread(self._fd, _TAG, at) if size & _SIGNED else b""
+            size &= ~_SIGNED
+            data = os.pread(self._fd, size, at + len(tag)) if size < 1 << 24 else b""
+            if (
+                len(data) == size
+                and zlib.crc32(data) == crc
+                and self._believed("journal", data, tag)
+            ):
                 try:
                     journal = json.loads(data)
                 except ValueError:
                     journal = {}
         if not journal and (slot is not None or head.strip(b"\0")):
-            log.warning("%s: unreadable journal; treating the last end as unclean", self.path)
+            if not any(part == "journal" for part, _ in self.rejected):
+                log.warning("%s: unreadable journal; treating the last end as unclean", self.path)
             journal = {"clean": False}
         return slot, journal

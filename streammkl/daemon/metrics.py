@@ -23,6 +23,7 @@ from prometheus_client.utils import floatToGoString
 import streammkl
 from streammkl.daemon.checkpoint import SKIP_REASONS
 from streammkl.daemon.group_metrics import GroupMetrics
+from streammkl.daemon.inflight import REJECT_REASONS as INFLIGHT_REJECT_REASONS
 
 __all__ = ["DaemonMetrics", "GroupMetrics", "Snapshot"]
 
@@ -282,6 +283,17 @@ class DaemonMetrics:
         )
         for why in SKIP_REASONS:
             self.checkpoint_fallbacks.labels(why)
+        self.inflight_rejected = Counter(
+            "streammkl_inflight_rejected",
+            "Parts of the in-flight marker ignored at start for want of a valid signature (with "
+            "checkpoint.hmac_key_file), by part (slot, journal) and reason: unsigned (written "
+            "without the key), forged (a wrong signature)",
+            ["part", "reason"],
+            registry=r,
+        )
+        for part in ("slot", "journal"):
+            for why in INFLIGHT_REJECT_REASONS:
+                self.inflight_rejected.labels(part, why)
         self.reloads = Counter(
             "streammkl_config_reloads",
             "Settings re-read on SIGHUP, by result (applied: the kernel list changed; unchanged; "

@@ -21,7 +21,7 @@ from streammkl.daemon.checkpointing import Checkpointer, class_path
 from streammkl.daemon.config import ConfigError, Settings
 from streammkl.daemon.group import GroupMember
 from streammkl.daemon.health import HealthServer
-from streammkl.daemon.idle import IDLE_PATIENCE, GcTuning, IdleClock
+from streammkl.daemon.idle import EXIT_OK, GcTuning, IdleClock, idle_end
 from streammkl.daemon.inflight import InflightMarker
 from streammkl.daemon.kafka_clients import (
     PRODUCERS,
@@ -89,12 +89,14 @@ class Runner:
         self.reload_settings = reload_settings
         self._reload = threading.Event()
         self.metrics = DaemonMetrics(registry)
-        self.marker = InflightMarker(settings.checkpoint.dir, settings.limits.crash_strikes)
         self.work_started: float | None = None  # what /readyz times (None: idle)
         if learner is None:
             learner = build_learner(settings.learner, allow_factory)
         self.checkpoints = Checkpointer.from_settings(settings.checkpoint)
         self.store = self.checkpoints.store
+        self.marker = InflightMarker(  # signed with the checkpoints' key, if any
+            settings.checkpoint.dir, settings.limits.crash_strikes, self.store.hmac_key
+        )
         self.offsets = self.checkpoints.offsets  # the source seeks there; the loop advances it
         self.counters: dict[str, Any] = dict.fromkeys(_COUNTERS, 0)
         self.counters["online_loss"] = 0.0
@@ -115,6 +117,8 @@ class Runner:
         self.http: HealthServer | None = None
         self.keep_http = False  # the demo keeps serving after the loop ends
         self.started = False
+        #: The process's exit code once the loop has ended (:mod:`streammkl.daemon.idle`).
+        self.exit_code = EXIT_OK
         self._assignments_seen = 0
         self._stop = threading.Event()
         self.gc = GcTuning(settings.run.gc_threshold)
@@ -318,6 +322,8 @@ class Runner:
             self.http = HealthServer.serve(ms, self.metrics.registry, self.health, self.web)
         self.restore()
         self.marker.recover()  # what a crash of the previous process asks of this one
+        for part, why in self.marker.rejected:  # not signed with the key: ignored
+            self.metrics.inflight_rejected.labels(part, why).inc()
         self.marker.covered(self.offsets)
         # In a group the checkpoint is a cache: the member adopts the group's model at join,
         # where a bank edited while stopped is proposed to the group (GroupMember.join).
@@ -382,19 +388,20 @@ class Runner:
         if self.checkpoints.due():
             self.checkpoint("periodic")
         self._publish(busy=bool(batch))
-        if not self.source.buffered and self.idle.expired(now, bool(self.source.buffers)):
-            behind = sum(self.source.lag().values())  # records known to wait on our partitions
-            if not behind or self.idle.expired(
-                now, bool(self.source.buffers), patience=IDLE_PATIENCE
-            ):
-                log.log(logging.WARNING if behind else logging.INFO,
-                        "no record for %.1f s: exiting (%d records behind)",
-                        now - self.idle.last, behind)  # fmt: skip
+        if self.idle.limit is not None:
+            end = idle_end(self.idle, now, self.source)
+            if end is not None:
+                self.exit_code = end.code
+                if end.code == EXIT_OK:
+                    log.info("%s", end.message)
+                else:
+                    log.error("%s: exiting with code %d", end.message, end.code)
                 return False
         return True
 
     def run(self) -> int:
-        """Run (after :meth:`start`, if not done yet) until :meth:`stop` or idle; return 0.
+        """Run (after :meth:`start`, if not done yet) until :meth:`stop` or idle; return the exit
+        code (0, or why an idle end is no success: :mod:`streammkl.daemon.idle`).
 
         Always ends with the shutdown: final checkpoint, sink flushed, consumer closed.
         """
@@ -407,7 +414,7 @@ class Runner:
             clean = True
         finally:
             self._shutdown(clean)
-        return 0
+        return self.exit_code
 
     def _shutdown(self, clean: bool = True) -> None:
         """Final checkpoint, sink flushed, consumer closed; ``clean=False`` when an exception

@@ -17,6 +17,13 @@ a function of the logs alone — a replay after a crash learns exactly what an u
 learned — except when a record lands in a caught-up partition with a timestamp older than records
 already merged from the others (Kafka Streams' ``max.task.idle.ms`` trade-off).
 
+**What is left to read** (:meth:`Source.backlog`, for ``run.exit_when_idle``): per owned partition
+the highwater minus the next offset to process -- *unknown*, never zero, while the partition has
+had no fetch response (just assigned, a rebalance, a stalled broker), and, in a group, while the
+membership is settling (no assignment yet, or partitions revoked and none assigned since).
+Besides, the source remembers whether the broker was ever reached and whether it refused the
+client's credentials.
+
 Everything here is independent of the client library: the consumer is a
 :class:`~streammkl.daemon.kafka_clients.protocol.ConsumerClient` adapter
 (:mod:`streammkl.daemon.kafka_clients`: kafka-python or librdkafka; tests use in-memory fakes).
@@ -28,10 +35,11 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from streammkl.daemon.config import KafkaSettings
 from streammkl.daemon.kafka_clients.protocol import (
+    ClientRefused,
     ClientUnavailable,
     ConsumerClient,
     ConsumerFactory,
@@ -42,6 +50,26 @@ from streammkl.daemon.kafka_clients.protocol import (
 log = logging.getLogger(__name__)
 
 TP = tuple[str, int]
+#: How long the answer of :meth:`Source.missing_topics` is kept (it asks the broker).
+TOPICS_CHECK_SECONDS = 5.0
+
+
+class Backlog(NamedTuple):
+    """What is left to read on the owned partitions.
+
+    Parameters
+    ----------
+    records
+        Records known to wait (highwater minus the next offset to process, summed over the
+        partitions where both are known).
+    unknown
+        What keeps the rest from being known: partitions (``topic/partition``) without a
+        highwater or a next offset yet, or ``"the group's assignment"`` while it settles. Empty:
+        ``records`` is the whole backlog.
+    """
+
+    records: int
+    unknown: tuple[str, ...]
 
 
 class Source:
@@ -97,18 +125,30 @@ class Source:
         self._in_callback = False
         self._closing = False
         self._next_connect = 0.0
+        #: Whether the broker was ever reached (connected, or partitions assigned).
+        self.reached = False
+        #: Why the broker refuses this client's credentials, while it does (``None``: it does not).
+        self.refusal: str | None = None
+        #: The last reason the client could not be created or connect (for messages).
+        self.last_error: str | None = None
+        self._settling = False  # group: partitions revoked and none assigned since
+        self._missing: tuple[float, list[str]] | None = None  # (when asked, missing topics)
 
     # -- lifecycle ----------------------------------------------------------------------------
 
     def start(self) -> Source:
         """Create the consumer and subscribe (or assign).
 
-        An unreachable broker is not fatal: the attempt is repeated by :meth:`fetch`.
+        An unreachable broker is not fatal: the attempt is repeated by :meth:`fetch`, a second
+        after this one ended.
         """
-        self._next_connect = self.clock() + 1.0
         try:
             consumer = self.client(self.settings)
         except ClientUnavailable as exc:
+            self._next_connect = self.clock() + 1.0
+            self.last_error = str(exc)
+            if isinstance(exc, ClientRefused):
+                self.refusal = str(exc)
             log.warning("cannot reach %s (%s); retrying", self.settings.bootstrap_servers, exc)
             return self
         self.consumer = consumer
@@ -146,6 +186,8 @@ class Source:
         # kafka-python: on its IO thread, where the callback may write files and use the
         # producer, but must not block on this consumer (commits are sent asynchronously).
         revoked = list(revoked)
+        if self.group and not self._closing:
+            self._settling = True  # a rebalance: what to read is unknown until the assignment
         if revoked and self.buffers and not self._closing:
             self._in_callback = True
             try:
@@ -166,6 +208,8 @@ class Source:
         if self.on_assign is not None:  # a mixing group sets the offsets first
             self.on_assign(assigned)
         self.assignment_changes += 1
+        self.reached = True
+        self._settling = False
         self.buffers = {}
         self._bytes = {}
         self._idle_since.clear()
@@ -194,6 +238,15 @@ class Source:
             self._assigned(wanted, manual=True)
 
     # -- fetching -----------------------------------------------------------------------------
+
+    def _watch_reach(self, consumer: ConsumerClient) -> None:
+        """Until the broker is reached: whether it is now, or refuses the credentials."""
+        if consumer.connected:
+            self.reached = True
+            self.refusal = None
+            return
+        self.refusal = consumer.refusal or self.refusal
+        self.last_error = consumer.last_error or self.last_error
 
     def _reset(self, tp: Partition, why: str) -> None:
         assert self.consumer is not None
@@ -227,6 +280,8 @@ class Source:
             else:
                 time.sleep(min(timeout_ms / 1000.0, 0.1))
             return 0
+        if not self.reached:
+            self._watch_reach(consumer)
         if not self.group and self.clock() - self._last_refresh > 5.0:
             self._refresh_manual()
         try:
@@ -341,6 +396,45 @@ class Source:
             if hw is not None and own is not None:
                 out[(tp.topic, tp.partition)] = max(0, hw - own)
         return out
+
+    def backlog(self) -> Backlog:
+        """What is left to read on the owned partitions (see the module docstring); the next
+        offset of a partition without an own one is the client's fetch position."""
+        consumer = self.consumer
+        if consumer is None:
+            return Backlog(0, ("the partitions (no consumer)",))
+        unknown: list[str] = []
+        if self.group and (self._settling or not self.assignment_changes):
+            unknown.append("the group's assignment")
+        records = 0
+        for tp in self.assignment:
+            hw = consumer.highwater(tp)
+            nxt = self.offsets.get((tp.topic, tp.partition))
+            if nxt is None:
+                nxt = consumer.position(tp)
+            if hw is None or nxt is None:
+                unknown.append(f"{tp.topic}/{tp.partition}")
+            else:
+                records += max(0, hw - nxt)
+        if not self.group and not self.buffers:
+            unknown.append("the topics' partitions")
+        return Backlog(records, tuple(unknown))
+
+    def missing_topics(self) -> list[str]:
+        """The input topics the broker says do not exist (asked at most every
+        :data:`TOPICS_CHECK_SECONDS`, never about a topic with an owned partition; nothing is
+        missing while no consumer exists, or the broker cannot be asked)."""
+        consumer = self.consumer
+        if consumer is None:
+            return []
+        now = self.clock()
+        if self._missing is None or now - self._missing[0] > TOPICS_CHECK_SECONDS:
+            owned = {tp.topic for tp in self.buffers}
+            found = [
+                t for t in self.settings.topics if t not in owned and consumer.topic_missing(t)
+            ]
+            self._missing = (now, found)
+        return list(self._missing[1])
 
     def commit(self, blocking: bool = True) -> None:
         """Commit the owned partitions' offsets (for lag visibility; failures only logged).

@@ -25,7 +25,7 @@ class CheckpointSettings(Section):
     keep: int = Field(default=3, ge=1)
     #: A file holding a secret key: every checkpoint is signed (HMAC-SHA256) and only signed
     #: checkpoints are loaded, so whoever can write the directory but not read the key cannot
-    #: plant a model.
+    #: plant a model; the in-flight marker is signed too (nor can they condemn records).
     hmac_key_file: Path | None = None
 
 
@@ -55,10 +55,11 @@ class MetricsSettings(Section):
 class RunSettings(Section):
     """Process behaviour."""
 
-    #: Checkpoint and exit 0 once no record arrived for this many seconds, and for the last 10
-    #: fetches in a row (a loop slow to poll has not reached the end), with no record known to
-    #: wait on the owned partitions (lag 0; else it waits 10 times longer: a stalled broker or
-    #: group) (None = run forever).
+    #: Checkpoint and exit once no record arrived for this many seconds, and for the last 10
+    #: fetches in a row (a loop slow to poll has not reached the end): 0 when nothing is left to
+    #: read (every owned partition's backlog known and zero; while it is unknown or > 0 the loop
+    #: waits 10 times longer, then exits 7), 4-6 when the broker was never reached, refused the
+    #: credentials, or an input topic is missing (None = run forever).
     exit_when_idle: float | None = Field(default=None, gt=0)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     #: Python's cyclic garbage collector, tuned for the loop (``gc.freeze`` after start-up and a

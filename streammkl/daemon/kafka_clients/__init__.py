@@ -11,6 +11,7 @@ from typing import Any
 from streammkl.daemon.kafka_clients.confluent import ConfluentConsumer, ConfluentProducer
 from streammkl.daemon.kafka_clients.kafka_python import KafkaPythonConsumer, KafkaPythonProducer
 from streammkl.daemon.kafka_clients.protocol import (
+    ClientRefused,
     ClientUnavailable,
     ConsumerClient,
     ConsumerFactory,
@@ -45,6 +46,7 @@ def consumer_for(kafka: Any, mixing: bool = False) -> ConsumerFactory:
 __all__ = [
     "CONSUMERS",
     "PRODUCERS",
+    "ClientRefused",
     "ClientUnavailable",
     "ConfluentConsumer",
     "ConfluentProducer",

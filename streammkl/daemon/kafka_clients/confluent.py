@@ -19,7 +19,8 @@ What differs from kafka-python, and is absorbed here:
   the end is wrong), counts the reset and seeks back to the earliest offset;
 - readiness: librdkafka reconnects by itself; the broker counts as connected while its statistics
   (every second) show a broker ``UP`` and, in group mode, the group ``up``; an "all brokers down"
-  error clears it at once;
+  error clears it at once; a SASL authentication error is kept as the :attr:`refusal` until a
+  broker is up;
 - delivery: librdkafka reports only failures (``delivery.report.only.error``: a report per
   acknowledged message cost ~0.7 us of the loop's CPU each); its queue length counts every message
   neither acknowledged nor reported, which is :meth:`ConfluentProducer.in_flight`.
@@ -139,6 +140,8 @@ class ConfluentConsumer:
         self._group = False
         self._connected = False
         self._starts: dict[Partition, int | None] = {}
+        self._refusal: str | None = None
+        self._last_error: str | None = None
         # librdkafka connects in the background: an unreachable broker only delays assignment
         self.consumer = factory(conf)
 
@@ -146,12 +149,22 @@ class ConfluentConsumer:
     def connected(self) -> bool:
         return self._connected
 
+    @property
+    def refusal(self) -> str | None:
+        return self._refusal
+
+    @property
+    def last_error(self) -> str | None:
+        return self._last_error
+
     def _on_stats(self, text: str) -> None:
         try:
             stats = json.loads(text)
         except ValueError:
             return
         up = any(b.get("state") == "UP" for b in stats.get("brokers", {}).values())
+        if up:
+            self._refusal = None
         if up and self._group:
             up = stats.get("cgrp", {}).get("state") == "up"
         self._connected = up
@@ -160,6 +173,11 @@ class ConfluentConsumer:
         code = err.code() if hasattr(err, "code") else None
         if code in (RdKafkaError._ALL_BROKERS_DOWN, RdKafkaError._TRANSPORT):
             self._connected = False
+        text = err.str() if hasattr(err, "str") else str(err)
+        if code == RdKafkaError._AUTHENTICATION:
+            self._refusal = text
+        if code != RdKafkaError._ALL_BROKERS_DOWN:  # says less than the error before it
+            self._last_error = text
         log.info("librdkafka: %s", err)
 
     def subscribe(self, topics: list[str], on_assign: Rebalance, on_revoke: Rebalance) -> None:
@@ -205,6 +223,16 @@ class ConfluentConsumer:
         if info is None or info.error is not None:
             return ()
         return sorted(info.partitions)
+
+    def topic_missing(self, topic: str) -> bool:
+        try:
+            meta = self.consumer.list_topics(topic, timeout=REQUEST_TIMEOUT_S)
+        except KafkaException:
+            return False
+        info = meta.topics.get(topic)
+        return info is None or (
+            info.error is not None and info.error.code() == RdKafkaError.UNKNOWN_TOPIC_OR_PART
+        )
 
     def poll(self, timeout_ms: int, max_records: int) -> Mapping[Partition, list[Any]]:
         """Whatever librdkafka has fetched (up to ``max_records``), waiting up to ``timeout_ms``

@@ -5,20 +5,27 @@ the loop's time per consumed record, ~30 us per produced one: ``benchmarks/resul
 daemon_throughput.md``), so the daemon's default is librdkafka (:mod:`.confluent`); this client is
 ``kafka.consumer_client = "kafka-python"`` / ``kafka.producer_client = "kafka-python"``, and the
 consumer of a mixing group. Rebalance callbacks run on kafka-python's IO thread.
+
+kafka-python creates its consumer only once it has bootstrapped; when the broker refuses the
+credentials it says only "Unable to bootstrap", the SASL error going to its own log:
+:class:`RefusalWatch` reads that log while the consumer is created, so that the refusal is
+raised as :class:`~streammkl.daemon.kafka_clients.protocol.ClientRefused`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from kafka import ConsumerRebalanceListener, KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.errors import KafkaError, OffsetOutOfRangeError
+from kafka.errors import KafkaError, OffsetOutOfRangeError, SaslAuthenticationFailedError
 from kafka.structs import OffsetAndMetadata
 
 from streammkl.daemon.config import KafkaSettings
 from streammkl.daemon.kafka_clients.protocol import (
+    ClientRefused,
     ClientUnavailable,
     OffsetsOutOfRange,
     Output,
@@ -40,6 +47,9 @@ def consumer_config(settings: KafkaSettings) -> dict[str, Any]:
         # Without an own offset: the group's committed one, else the earliest. An own offset
         # beyond the highwater is detected (and counted) by the source itself.
         "auto_offset_reset": "earliest",
+        # A missing input topic stays missing (the daemon says so), as with librdkafka: a
+        # consumer creating it would hide a misspelt name behind an empty topic
+        "allow_auto_create_topics": False,
         "session_timeout_ms": settings.session_timeout_ms,
         "heartbeat_interval_ms": settings.heartbeat_interval_ms,
         "max_poll_interval_ms": settings.max_poll_interval_ms,
@@ -87,6 +97,55 @@ def unpark(consumer: Any) -> None:
         fetcher._next_partition_records = None  # type: ignore[union-attr]
 
 
+class RefusalWatch(logging.Filter):
+    """Keeps the SASL authentication errors kafka-python logs on its connection logger (see the
+    module docstring); lets through only what the logger's configured level would have.
+
+    Parameters
+    ----------
+    passes
+        The lowest level that reaches the handlers (the logger's level before the watch).
+    """
+
+    LOGGER = "kafka.net.connection"
+
+    def __init__(self, passes: int) -> None:
+        super().__init__()
+        self.passes = passes
+        self.refusal: str | None = None
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        for arg in record.args if isinstance(record.args, tuple) else ():
+            if isinstance(arg, SaslAuthenticationFailedError):
+                self.refusal = str(arg.args[0]) if arg.args else str(arg)
+        return record.levelno >= self.passes
+
+    @classmethod
+    @contextlib.contextmanager
+    def watching(cls) -> Iterator[RefusalWatch]:
+        """Watch the connection log (at least its errors) for the duration of the block."""
+        logger = logging.getLogger(cls.LOGGER)
+        watch = cls(logger.getEffectiveLevel())
+        level = logger.level
+        logger.setLevel(min(watch.passes, logging.ERROR))
+        logger.addFilter(watch)
+        try:
+            yield watch
+        finally:
+            logger.removeFilter(watch)
+            logger.setLevel(level)
+
+
+def no_auto_create(consumer: Any) -> None:
+    """Work around kafka-python 3.0 not handing ``allow_auto_create_topics`` to its cluster
+    metadata: a subscription to a missing topic had the broker create it (measured on Tansu: 4
+    empty partitions, and the daemon ended idle with success). Internals, guarded: does nothing
+    if the client's layout differs."""
+    config = getattr(getattr(consumer, "_cluster", None), "config", None)
+    if isinstance(config, dict) and "allow_auto_create_topics" in config:
+        config["allow_auto_create_topics"] = False
+
+
 def _tp(tp: Partition) -> TopicPartition:
     # kafka-python checks isinstance(partition, TopicPartition) in seek, highwater, commit ...
     return tp if isinstance(tp, TopicPartition) else TopicPartition(tp.topic, tp.partition)
@@ -117,11 +176,20 @@ class KafkaPythonConsumer:
     def __init__(
         self, settings: KafkaSettings, factory: Callable[..., Any] = KafkaConsumer
     ) -> None:
-        try:
-            self.consumer = factory(**consumer_config(settings))
-        except KafkaError as exc:  # KafkaTimeoutError: unable to bootstrap, NoBrokersAvailable
-            raise ClientUnavailable(str(exc)) from exc
+        with RefusalWatch.watching() as watch:
+            try:
+                self.consumer = factory(**consumer_config(settings))
+            except KafkaError as exc:  # KafkaTimeoutError: unable to bootstrap, NoBrokersAvailable
+                if watch.refusal is not None:
+                    raise ClientRefused(watch.refusal) from exc
+                raise ClientUnavailable(str(exc)) from exc
+        no_auto_create(self.consumer)
         self._group = False
+
+    #: Only a refused creation is seen (:class:`RefusalWatch`): a created consumer was accepted.
+    refusal: str | None = None
+    #: Creation errors are raised (:class:`ClientUnavailable`); none is kept afterwards.
+    last_error: str | None = None
 
     @property
     def connected(self) -> bool:
@@ -155,6 +223,12 @@ class KafkaPythonConsumer:
 
     def partitions(self, topic: str) -> Iterable[int]:
         return self.consumer.partitions_for_topic(topic) or ()
+
+    def topic_missing(self, topic: str) -> bool:
+        try:  # a metadata request for every topic (this one is not created: no_auto_create)
+            return not self.consumer.partitions_for_topic(topic)
+        except KafkaError:
+            return False
 
     def poll(self, timeout_ms: int, max_records: int) -> Mapping[Partition, list[Any]]:
         unpark(self.consumer)

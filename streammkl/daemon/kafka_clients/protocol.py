@@ -79,6 +79,10 @@ class ClientUnavailable(Exception):
     """The client cannot be created now (e.g. the broker is unreachable); try again later."""
 
 
+class ClientRefused(ClientUnavailable):
+    """The client cannot be created because the broker refused its credentials (SASL)."""
+
+
 class OffsetsOutOfRange(Exception):
     """A poll found fetch positions outside the partitions' logs (the logs were reset)."""
 
@@ -99,6 +103,17 @@ class ConsumerClient(Protocol):
         """Whether the broker is reachable (in group mode: the group coordinator is known)."""
         ...
 
+    @property
+    def refusal(self) -> str | None:
+        """Why the broker refuses this client's credentials (a SASL authentication error), while
+        it does; ``None`` otherwise."""
+        ...
+
+    @property
+    def last_error(self) -> str | None:
+        """The last error connecting to the broker (for messages; ``None``: none seen)."""
+        ...
+
     def subscribe(self, topics: list[str], on_assign: Rebalance, on_revoke: Rebalance) -> None:
         """Join the group for ``topics``. The callbacks run inside :meth:`poll` (or
         :meth:`close`); ``on_assign`` must call :meth:`start_assigned`."""
@@ -116,6 +131,11 @@ class ConsumerClient(Protocol):
 
     def partitions(self, topic: str) -> Iterable[int]:
         """The topic's partitions (empty while unknown)."""
+        ...
+
+    def topic_missing(self, topic: str) -> bool:
+        """Whether the broker says ``topic`` does not exist (asks it; ``False`` when it cannot be
+        asked now). Never creates the topic."""
         ...
 
     def poll(self, timeout_ms: int, max_records: int) -> Mapping[Partition, list[Any]]:
