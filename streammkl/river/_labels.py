@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from streammkl.core import losses as losses_mod
+from streammkl.labels import check_label
 from streammkl.river._probas import probas_of_rows, two_class_probas
 
 
@@ -41,6 +42,7 @@ class LabelMap:
 
     def _register(self, y: Any) -> int:
         y = plain_label(y)
+        check_label(y)  # NaN would be a new class at every call
         if y not in self._class_index:
             new = [False, True] if isinstance(y, bool) else [y]
             for label in new:
