@@ -140,7 +140,8 @@ def _features(x: Any, dim: int | None, limits: Limits) -> tuple[Any, bool]:
 
 
 def _label(value: Any, where: str, classes: Any, numeric: bool, limits: Limits) -> Label:
-    if self_unequal(value):  # the learners' rule for a label (NaN != NaN), one function
+    # the learners' rule for a label (NaN != NaN); of JSON's values only a float can break it
+    if type(value) is float and self_unequal(value):
         raise _Reject("non_finite", f"{where} is {value!r}, which is not equal to itself")
     if isinstance(value, float) and math.isinf(value):  # JSON cannot carry it portably
         raise _Reject("non_finite", f"{where} is {value!r}")
