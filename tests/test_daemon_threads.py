@@ -17,6 +17,11 @@ had not met, past their end) two fits failed here with ``IndexError``; without t
 the same writes past the end aborted the daemon of the label flood
 (``test_label_flood_runs_to_the_end_in_one_process``, slow) with heap corruption.
 
+``test_one_thread_at_a_time_touches_a_model`` checks the ownership the runner's docstring states,
+call by call, in-process: no model's methods run on two threads at once, and the learner's model
+only on the loop and the learner thread (a read of the model slipped in after a run's submit
+fails it at once).
+
 Boundschecked machine code is cached apart from the normal cache (numba's cache does not tell
 the two apart), in ``tests/__pycache__``, under a fingerprint of the sources.
 """
@@ -211,6 +216,104 @@ def test_growth_to_the_limits_with_every_thread_busy(kafka_bootstrap: str, tmp_p
     assert reasons["too_many_classes"] > 0, reasons
     assert reasons["too_many_features"] + reasons["over_work_budget"] > 0, reasons
     assert daemon.scrapes > 0 and daemon.values["streammkl_comparator_errors"] == 0
+
+
+class OwnerGuard:
+    """Wraps the methods of ``OnlineMKL`` that read or change its arrays and records, per model,
+    the threads that call them and every call made while another thread was inside one."""
+
+    METHODS = (
+        "learn", "learn_predict", "learn_prepared", "learn_many", "learn_many_prepared",
+        "decision", "decision_many", "decision_prepared", "losses_many", "objective_terms",
+        "regularization_value", "regularization_values", "kernel_weights_of", "declare_features",
+        "restart_schedule", "save_point", "restore_point", "to_state", "digest", "config",
+        "_rebuild", "_ensure_room",
+    )  # fmt: skip
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from streammkl.core import OnlineMKL
+
+        self.lock = threading.Lock()
+        self.inside: dict[int, tuple[int, int]] = {}  # id(model) -> (thread, depth)
+        self.threads: dict[int, set[str]] = {}  # id(model) -> names of the threads seen
+        self.violations: list[str] = []
+        for name in self.METHODS:
+            monkeypatch.setattr(OnlineMKL, name, self._wrap(name, getattr(OnlineMKL, name)))
+
+    def _wrap(self, name: str, method: Any) -> Any:
+        def guarded(model: Any, *args: Any, **kwargs: Any) -> Any:
+            me = threading.get_ident()
+            with self.lock:
+                owner, depth = self.inside.get(id(model), (me, 0))
+                if owner != me:
+                    other = threading.current_thread().name
+                    self.violations.append(f"{name} on {other} while thread {owner} is inside")
+                self.inside[id(model)] = (me, depth + 1)
+                self.threads.setdefault(id(model), set()).add(threading.current_thread().name)
+            try:
+                return method(model, *args, **kwargs)
+            finally:
+                with self.lock:
+                    owner, depth = self.inside[id(model)]
+                    if depth <= 1:
+                        del self.inside[id(model)]
+                    else:
+                        self.inside[id(model)] = (owner, depth - 1)
+
+        return guarded
+
+
+def test_one_thread_at_a_time_touches_a_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ownership the runner's docstring states, checked call by call (in-process, in-memory
+    Kafka): the learner's model is touched by the loop and the learner thread, never by both at
+    once; the comparator's and the shadows' models by one thread at a time; no HTTP thread
+    touches a model."""
+    from prometheus_client import CollectorRegistry
+
+    from streammkl.daemon.runner import Runner
+    from tests.daemon_fakes import FakeCluster
+    from tests.test_daemon_runner import make_settings
+
+    guard = OwnerGuard(monkeypatch)
+    cluster = FakeCluster()
+    cluster.create("in", 2)
+    for i, value in enumerate(v for part in phases(seed=1) for v in part[:300]):
+        cluster.append("in", value, i % 2, None, i)
+    settings = make_settings(tmp_path, **{
+        "limits.max_classes": 12, "limits.max_model_features": 20, "metrics.enabled": True,
+        "metrics.port": 0, "monitor.window": 200, "monitor.every": 25,
+        "monitor.comparator_duty": 1.0, "monitor.comparator_nice": 0, "monitor.shadows": True,
+    })  # fmt: skip
+    runner = Runner(
+        settings,
+        registry=CollectorRegistry(),
+        consumer_client=cluster.consumer(),
+        producer_client=cluster.producer(),
+    )
+    runner.start()
+    assert runner.http is not None
+    done = threading.Event()
+
+    def scrape(port: int = runner.http.port) -> None:
+        while not done.is_set():
+            http_get(port, "/metrics")
+            http_get(port, "/readyz")
+
+    scraper = threading.Thread(target=scrape, daemon=True)
+    scraper.start()
+    try:
+        runner.run()
+    finally:
+        done.set()
+        scraper.join()
+    assert not guard.violations, guard.violations[:5]
+    core = runner.learner.core
+    assert guard.threads[id(core)] == {threading.current_thread().name, "streammkl-learn_0"}
+    seen = set().union(*guard.threads.values())
+    assert "streammkl-regret" in seen  # the comparator fitted (its own models)
+    assert not any(name.startswith("streammkl-http") for name in seen)
 
 
 @pytest.mark.slow
