@@ -18,6 +18,8 @@ from typing import Any
 
 __all__ = ["check_label", "self_unequal"]
 
+_CONTAINERS = (tuple, frozenset)  # hashable containers (a tuple of types: the quickest check)
+
 
 def self_unequal(label: Any) -> bool:
     """Whether ``label`` is not equal to itself (NaN), or is a tuple or frozenset holding such a
@@ -26,12 +28,12 @@ def self_unequal(label: Any) -> bool:
     >>> self_unequal(float("nan")), self_unequal(("a", float("nan"))), self_unequal("nan")
     (True, True, False)
     """
-    if isinstance(label, tuple | frozenset):
-        return any(self_unequal(item) for item in label)
     try:
-        return bool(label != label)
-    except Exception:  # no usable comparison: hashing or the caller refuses it
+        if label == label:  # (a tuple is equal to itself by identity: its items are asked)
+            return isinstance(label, _CONTAINERS) and any(self_unequal(i) for i in label)
+    except Exception:  # no usable comparison (e.g. an array's truth value): hashing refuses it
         return False
+    return True
 
 
 def check_label(label: Any, where: str = "label") -> None:
