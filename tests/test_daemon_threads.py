@@ -179,6 +179,7 @@ def phases(seed: int = 0) -> list[list[bytes]]:
     return [[json.dumps(r).encode() for r in part] for part in (good, inputs, classes, more)]
 
 
+@pytest.mark.timeout(900)  # the bounds-checked compile: 4-5 min on a loaded 2-core machine
 def test_growth_to_the_limits_with_every_thread_busy(kafka_bootstrap: str, tmp_path: Path) -> None:
     topic = unique("threads")
     create_topic(kafka_bootstrap, topic, 1)
@@ -202,7 +203,7 @@ def test_growth_to_the_limits_with_every_thread_busy(kafka_bootstrap: str, tmp_p
             produce(kafka_bootstrap, topic, part)
             n += len(part)
             # the first wait includes the bounds-checked compile (minutes on a loaded machine)
-            daemon.wait_for("streammkl_records_consumed_total", n, timeout=420 if k == 0 else 180)
+            daemon.wait_for("streammkl_records_consumed_total", n, timeout=600 if k == 0 else 180)
             # a fit of the window that ends with this phase (the next one starts from it)
             cut = daemon.values["streammkl_records_learned_total"] // 50 * 50
             daemon.wait_for("streammkl_window_end", cut, timeout=180)
