@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -75,7 +76,7 @@ def boundscheck_env() -> dict[str, str]:
     if base.is_dir():
         for old in base.iterdir():
             if old != cache:
-                subprocess.run(["rm", "-rf", str(old)], check=False)
+                shutil.rmtree(old, ignore_errors=True)
     env = subprocess_env()
     env.update(NUMBA_BOUNDSCHECK="1", NUMBA_CACHE_DIR=str(cache), PYTHONFAULTHANDLER="1")
     return env
