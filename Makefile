@@ -49,8 +49,8 @@ demo: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/core_update.py
 
-# The river suite's documented run (streammkl vs river, MOA through CapyMOA, VW; ~2 h on 2 quiet
-# cores): writes benchmarks/results/river_suite.md, then the README's table from it.
+# The river suite's documented run (streammkl vs river, MOA through CapyMOA, VW; ~1.5 h on 2
+# quiet cores): writes benchmarks/results/river_suite.md, then the README's table from it.
 bench-river: $(STAMP) java-runtime
 	$(PY) benchmarks/river_suite.py
 	$(PY) benchmarks/readme_tables.py

@@ -72,7 +72,7 @@ def version() -> str:
     import jpype
 
     info = str(jpype.JClass("moa.core.Globals").getWorkbenchInfoString())
-    moa = next((ln.split(":", 1)[1].strip() for ln in info.splitlines() if "Version" in ln), "?")
+    moa = next((ln.split()[1] for ln in info.splitlines() if ln.startswith("Version")), "?")
     java = jpype.java.lang.System.getProperty("java.version")
     return f"CapyMOA {capymoa.__version__} (MOA {moa}, JPype {jpype.__version__}, Java {java})"
 
