@@ -88,9 +88,11 @@ class RoundArgs:
             S.w, S.scale, S.norms, S.sx, S.ssq, S.sv, S.coef, S.kself, S.age, S.counters, S.gram,
             S.bias, float(bias_lr),
             self.phi, self.scores, self.fx, np.zeros(K), np.zeros(L.n_views),
-            np.zeros(L.n_views), np.zeros(M), np.zeros(M),
+            np.zeros(L.n_views), np.zeros(M), np.zeros(M), np.zeros(M), np.zeros(M),
+            np.ones(M, dtype=np.bool_),
             S.avg_w, S.avg_bias, S.avg_loss, S.avg_count, horizons, float(discount), int(every),
-            self.pred, np.zeros(K), np.zeros(K),
+            self.pred, np.zeros(K), np.zeros((S.avg_w.shape[0], K)),
+            np.zeros(max(S.avg_w.shape[0] * K, 1)),
             bool(average), w_avg,
         )  # fmt: skip
         self._unit_scales = np.ones(M)

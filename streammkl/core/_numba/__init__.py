@@ -62,11 +62,12 @@ from streammkl.core._numba.prox import (
     weighted_squared_l1,
 )  # fmt: skip
 from streammkl.core._numba.features import (
-    FAST_COS_LIMIT, axpby_sqnorm, axpy_sqnorm, dot4, dot4_pair, explicit_phi, fast_cos,
+    FAST_COS_LIMIT, absmax, axpby_sqnorm, axpby_sqnorm_row, axpy_sqnorm, cosines, dot4,
+    dot4_pair, dot4_row, dot4_row_sq, dot4_rows, dot4_rows_sq, explicit_phi, fast_cos, rows_dot4,
 )  # fmt: skip
 from streammkl.core._numba.scores import (
-    block_scores, dots_expansion, explicit_sqnorm, kernel_row, support_dots, support_expansion,
-    zero_or_fold_block,
+    block_scores, dots_expansion, explicit_scores, explicit_sqnorm, implicit_scores, kernel_row,
+    support_dots, support_expansion, zero_or_fold_block,
 )  # fmt: skip
 from streammkl.core._numba.merge import (
     best_merge_point, direction_cosine, merge_energy, merge_loss_table, merge_partner,
@@ -82,7 +83,7 @@ from streammkl.core._numba.budget import (
 )  # fmt: skip
 from streammkl.core._numba.support import move_pair, pair_views, shrink_support, support_sqnorms
 from streammkl.core._numba.averages import (
-    average_scores, leader, track_averages, update_averages,
+    all_average_scores, average_scores, leader, track_averages, update_averages,
 )  # fmt: skip
 from streammkl.core._numba.rounds import (
     BAD_X, BAD_Y, NEW_CLASS, apply_prox_steps, average_explicit, block_steps, decision,

@@ -17,10 +17,11 @@ To keep their cost a fraction of a round, the averages and the losses are update
 
 from __future__ import annotations
 
+import numpy as np
 from numba import njit
 
 from streammkl.core._jit import JIT, JIT_INLINE
-from streammkl.core._numba.features import dot4
+from streammkl.core._numba.features import dot4_row, rows_dot4
 from streammkl.core._numba.losses import loss_grad
 
 
@@ -38,24 +39,44 @@ leader = njit(**JIT)(_leader)
 
 def _average_scores(phi, ex_blocks, ex_off, avg_w, avg_bias, e, out):
     """Scores of average e at the feature maps ``phi`` into ``out`` (K,)."""
+    rows = avg_w[e]
     for k in range(out.shape[0]):
         acc = avg_bias[e, k]
         for m in ex_blocks:
-            acc += dot4(avg_w[e, k], phi, ex_off[m], ex_off[m + 1])
+            acc += dot4_row(rows, k, phi, ex_off[m], ex_off[m + 1])
         out[k] = acc
 
 
 average_scores = njit(**JIT)(_average_scores)
 
 
+def _all_average_scores(phi, ex_blocks, ex_off, avg_w, avg_bias, out, dots):
+    """Scores of every average at the feature maps ``phi`` into ``out`` (E, K): for each
+    (e, k) ``average_scores``' numbers bit for bit (the bias, then the blocks' ``dot4`` in
+    block order), the rows two at a time. ``dots`` (>= E K,) is scratch."""
+    E, K, P = avg_w.shape
+    rows = avg_w.reshape((E * K, P))
+    flat = out.reshape(E * K)
+    for r in range(E * K):
+        flat[r] = avg_bias[r // K, r % K]
+    for m in ex_blocks:
+        rows_dot4(rows, phi, ex_off[m], ex_off[m + 1], dots)
+        for r in range(E * K):
+            flat[r] += dots[r]
+
+
+all_average_scores = njit(**JIT_INLINE)(_all_average_scores)
+
+
 def _track_averages(
     loss_code, loss_p, fx, loss, y, phi, ex_blocks, ex_off, avg_w, avg_bias, avg_loss, rho,
-    count, every, scratch, scores, pred,
+    count, every, scratch, scores, pred, dots,
 ):  # fmt: skip
     """The prediction at this round into ``pred`` (the leader's scores, chosen before this
     example's losses count); on every ``every``-th round (``count[0]`` rounds before this one)
     every predictor's discounted loss is updated with this example. ``fx``, ``loss``: the last
-    iterate's scores and loss; ``scratch``, ``scores``: (K,) work arrays."""
+    iterate's scores and loss; ``scratch`` (K,), ``scores`` (E, K), ``dots`` (>= E K,): work
+    arrays."""
     best = leader(avg_loss)
     for k in range(pred.shape[0]):
         pred[k] = fx[k]
@@ -65,12 +86,12 @@ def _track_averages(
         return
     discount = rho**every
     avg_loss[0] = discount * avg_loss[0] + loss
+    all_average_scores(phi, ex_blocks, ex_off, avg_w, avg_bias, scores, dots)
     for e in range(avg_w.shape[0]):
-        average_scores(phi, ex_blocks, ex_off, avg_w, avg_bias, e, scores)
         if best == e + 1:
             for k in range(pred.shape[0]):
-                pred[k] = scores[k]
-        value = loss_grad(loss_code, loss_p, scores, y, scratch)
+                pred[k] = scores[e, k]
+        value = loss_grad(loss_code, loss_p, scores[e], y, scratch)
         avg_loss[e + 1] = discount * avg_loss[e + 1] + value
 
 
@@ -81,18 +102,21 @@ def _update_averages(
     w, scale, bias, ex_blocks, ex_off, avg_w, avg_bias, horizons, count, every
 ):  # fmt: skip
     """One more round (``count[0]`` rounds so far, incremented here); every ``every``-th
-    round, the new iterate enters every average."""
+    round, the new iterate enters every average (one vectorised loop per block and row)."""
     count[0] += 1
     if int(count[0]) % every != 0:
         return
     n = count[0] // every
     for e in range(avg_w.shape[0]):
         r = max(1.0 / n, 1.0 - (1.0 - 1.0 / horizons[e]) ** every)
+        ue = np.uint64(e)
         for k in range(w.shape[0]):
+            uk = np.uint64(k)
             for m in ex_blocks:
                 s = scale[m]
-                for j in range(ex_off[m], ex_off[m + 1]):
-                    avg_w[e, k, j] += (s * w[k, j] - avg_w[e, k, j]) * r
+                # unsigned indices: no negative-index checks (the loop vectorises), no views
+                for j in range(np.uint64(ex_off[m]), np.uint64(ex_off[m + 1])):
+                    avg_w[ue, uk, j] += (s * w[uk, j] - avg_w[ue, uk, j]) * r
             avg_bias[e, k] += (bias[k] - avg_bias[e, k]) * r
 
 

@@ -48,10 +48,11 @@ FIELDS = (
     ("bias_lr", FLOAT),
     # work buffers of a round
     ("phi", F1), ("scores", F2), ("fx", F1), ("v", F1), ("xsq", F1), ("dots", F1),
-    ("newnorms", F1), ("fsq", F1),
+    ("newnorms", F1), ("fsq", F1), ("blk_c", F1), ("blk_steps", F1), ("all_blocks", B1),
     # averaged iterates (exponential averages, the leader's prediction) ...
     ("avg_w", F3), ("avg_bias", F2), ("avg_loss", F1), ("avg_count", F1), ("horizons", F1),
-    ("rho", FLOAT), ("every", INT), ("pred", F1), ("scratch", F1), ("ascores", F1),
+    ("rho", FLOAT), ("every", INT), ("pred", F1), ("scratch", F1), ("ascores", F2),
+    ("row_dots", F1),
     # ... and the running average of Prop. 4 (average=True)
     ("average", types.boolean), ("w_avg", F2),
 )  # fmt: skip
@@ -78,8 +79,8 @@ def _new_pack(
     ex_norm, phi_src, rff_wt, rff_b,
     loss_code, loss_p, step_codes, step_p, step_groups, radius, policy, capacity,
     w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, gram, bias, bias_lr,
-    phi, scores, fx, v, xsq, dots, newnorms, fsq,
-    avg_w, avg_bias, avg_loss, avg_count, horizons, rho, every, pred, scratch, ascores,
+    phi, scores, fx, v, xsq, dots, newnorms, fsq, blk_c, blk_steps, all_blocks,
+    avg_w, avg_bias, avg_loss, avg_count, horizons, rho, every, pred, scratch, ascores, row_dots,
     average, w_avg,
 ):  # fmt: skip
     """A pack of these fields (the arrays are referenced, not copied)."""
@@ -133,6 +134,9 @@ def _new_pack(
     p.dots = dots
     p.newnorms = newnorms
     p.fsq = fsq
+    p.blk_c = blk_c
+    p.blk_steps = blk_steps
+    p.all_blocks = all_blocks
     p.avg_w = avg_w
     p.avg_bias = avg_bias
     p.avg_loss = avg_loss
@@ -143,6 +147,7 @@ def _new_pack(
     p.pred = pred
     p.scratch = scratch
     p.ascores = ascores
+    p.row_dots = row_dots
     p.average = average
     p.w_avg = w_avg
     return p

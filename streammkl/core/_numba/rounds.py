@@ -22,11 +22,22 @@ from streammkl.core._numba.codes import (
     S_ADAGRAD,
     S_FTRL,
 )  # fmt: skip
-from streammkl.core._numba.features import axpby_sqnorm, axpy_sqnorm, dot4, explicit_phi
+from streammkl.core._numba.features import (
+    axpby_sqnorm_row,
+    axpy_sqnorm,
+    dot4,
+    explicit_phi,
+)
 from streammkl.core._numba.kernels import kernel_value
 from streammkl.core._numba.losses import loss_grad
 from streammkl.core._numba.prox import prox_norm_step, schedule_eta
-from streammkl.core._numba.scores import block_scores, explicit_sqnorm, zero_or_fold_block
+from streammkl.core._numba.scores import (
+    block_scores,
+    explicit_scores,
+    explicit_sqnorm,
+    implicit_scores,
+    zero_or_fold_block,
+)
 
 
 def _apply_prox_steps(
@@ -112,7 +123,7 @@ block_steps = njit(**JIT_INLINE)(_block_steps)
 
 def _ftrl_explicit(
     v, phi, ex_blocks, ex_off, etas, prev, t, step_codes, step_p, step_groups, radius,
-    w, scale, norms, zn, newnorms,
+    w, scale, norms, zn, newnorms, c, steps, all_blocks,
 ):  # fmt: skip
     """FTRL-proximal on explicit blocks with per-block adaptive steps (McMahan 2011).
 
@@ -123,10 +134,10 @@ def _ftrl_explicit(
     prox of ``Omega`` on ``c`` in the metric of the steps ``t eta_m`` (the same closed forms as
     the mirror-descent round), so the lazy scale is ``eta_m b_m / c_m`` (0 for a dropped block,
     whose ``u_m`` is kept). ``prev[m]`` holds the previous step (0 before the first round).
+    ``c``, ``steps`` (M,) are scratch; ``all_blocks`` (M,) is all True (the projection's group).
     """
     M = norms.shape[0]
-    c = np.empty(M)
-    steps = np.empty(M)
+    K = w.shape[0]
     for m in range(M):
         c[m] = 0.0
         steps[m] = t * etas[m]
@@ -136,8 +147,8 @@ def _ftrl_explicit(
         sigma = 1.0 / etas[m] - 1.0 / prev[m] if prev[m] > 0.0 else 0.0
         keep = 1.0 + sigma * scale[m]  # z <- z - sigma theta, i.e. u <- (1 + sigma scale) u
         sq = 0.0
-        for k in range(w.shape[0]):
-            sq += axpby_sqnorm(w[k], phi, keep, v[k], a, e)
+        for k in range(K):
+            sq += axpby_sqnorm_row(w, k, phi, keep, v[k], a, e)
         zn[m] = math.sqrt(sq)
         c[m] = etas[m] * zn[m]
         prev[m] = etas[m]
@@ -148,7 +159,7 @@ def _ftrl_explicit(
         for m in range(M):
             c[m] = newnorms[m]
     if radius > 0.0:
-        prox_norm_step(P_BALL, radius, 0.0, np.ones(M, np.bool_), c, etas[:M], newnorms)
+        prox_norm_step(P_BALL, radius, 0.0, all_blocks, c, etas[:M], newnorms)
         for m in range(M):
             c[m] = newnorms[m]
     for m in ex_blocks:
@@ -195,16 +206,18 @@ def _round_body(p, x, y, t):
     w, scale, norms, sx, ssq, sv, coef = p.w, p.scale, p.norms, p.sx, p.ssq, p.sv, p.coef
     kself, sage, counters, bias, bias_lr = p.kself, p.sage, p.counters, p.bias, p.bias_lr
     gram = p.gram
-    phi, scores, fx, v, xsq, dots = p.phi, p.scores, p.fx, p.v, p.xsq, p.dots
+    phi, scores, fx, v, xsq = p.phi, p.scores, p.fx, p.v, p.xsq
     newnorms, fsq = p.newnorms, p.fsq
     avg_w, avg_bias, avg_loss, avg_count = p.avg_w, p.avg_bias, p.avg_loss, p.avg_count
     rho, every, pred, scratch, ascores = p.rho, p.every, p.pred, p.scratch, p.ascores
+    row_dots = p.row_dots
     M = norms.shape[0]
     K = fx.shape[0]
     explicit_phi(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b, phi)
-    block_scores(
-        x, phi, w, scale, ex_blocks, ex_off, im_blocks, view_of, masks, view_full,
-        kinds, kp, sx, ssq, sv, coef, counters[0], xsq, dots, scores,
+    explicit_scores(phi, w, scale, ex_blocks, ex_off, scores, fsq)  # and ||phi_m(x)||^2
+    implicit_scores(
+        x, im_blocks, view_of, masks, view_full, kinds, kp, sx, ssq, sv, coef, counters[0],
+        xsq, scale, scores,
     )  # fmt: skip
     for k in range(K):
         total = bias[k]
@@ -215,7 +228,7 @@ def _round_body(p, x, y, t):
     if avg_w.shape[0] > 0:
         track_averages(
             loss_code, loss_p, fx, loss, y, phi, ex_blocks, ex_off, avg_w, avg_bias, avg_loss,
-            rho, avg_count, every, scratch, ascores, pred,
+            rho, avg_count, every, scratch, ascores, pred, row_dots,
         )  # fmt: skip
     else:
         for k in range(K):
@@ -223,9 +236,6 @@ def _round_body(p, x, y, t):
     vv = 0.0
     for k in range(K):
         vv += v[k] * v[k]
-    adaptive = sched == S_ADAGRAD or sched == S_FTRL
-    for m in ex_blocks:  # ||phi_m(x)||^2 (only the adaptive schedules read it)
-        fsq[m] = dot4(phi, phi, ex_off[m], ex_off[m + 1]) if adaptive else 0.0
     for m in im_blocks:  # k_m(x, x) = ||phi_m(x)||^2
         vw = view_of[m]
         fsq[m] = kernel_value(
@@ -235,7 +245,7 @@ def _round_body(p, x, y, t):
     if sched == S_FTRL:
         ftrl_explicit(
             v, phi, ex_blocks, ex_off, etas, prev, t, step_codes, step_p, step_groups, radius,
-            w, scale, norms, zn, newnorms,
+            w, scale, norms, zn, newnorms, p.blk_c, p.blk_steps, p.all_blocks,
         )  # fmt: skip
         for k in range(K):
             bias[k] += bias_lr * etas[M] * v[k]
