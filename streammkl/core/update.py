@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from streammkl.core import _numba as nb
+from streammkl.core._jit import entry_point
 from streammkl.core.losses import Loss
 from streammkl.core.regularizers import Regularizer
 from streammkl.core.schedules import Schedule
@@ -35,19 +36,6 @@ def step_arrays(
     params = np.array([[s[1], s[2]] for s in steps], dtype=np.float64).reshape(len(steps), 2)
     groups = np.array([s[3] for s in steps], dtype=np.bool_).reshape(len(steps), n_blocks)
     return codes, params, groups
-
-
-def entry_point(dispatcher: Any, args: tuple[Any, ...]) -> Callable[..., Any]:
-    """The compiled entry point of ``dispatcher`` for exactly these argument types (compiled
-    on the first call if needed); the dispatcher itself when numba's internals differ, or
-    when the function is not compiled (a test runs the Python original)."""
-    try:
-        sig = tuple(dispatcher.typeof_pyval(a) for a in args)
-        if sig not in dispatcher.overloads:
-            dispatcher.compile(sig)
-        return dispatcher.overloads[sig].entry_point
-    except Exception:  # a Python function, or numba internals changed: the slower route
-        return dispatcher
 
 
 class RoundArgs:

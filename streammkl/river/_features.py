@@ -48,6 +48,28 @@ class FeatureIndex:
             out[col] = value if validated else _number(key, value)
         return out
 
+    def known_vector(self, x: Mapping, learn: bool) -> np.ndarray | None:
+        """``x`` as :meth:`vector` gives it, in one pass, when every value is a plain finite
+        ``float`` or ``int`` (or ``None``) under a ``str`` key; None when another case needs the
+        full path (nothing changed). ``learn``: an unknown name also answers None (it would get a
+        column); else it is ignored, as predictions ignore it."""
+        out = np.zeros(len(self.names))
+        index = self.index
+        for key, value in x.items():
+            kind = type(value)
+            if kind is float:
+                if value - value != 0.0:  # NaN or an infinity: the full path names it
+                    return None
+            elif kind is not int and value is not None:
+                return None
+            col = index.get(key)
+            if col is None:
+                if learn or type(key) is not str:
+                    return None
+            elif value is not None:
+                out[col] = value
+        return out
+
 
 def _key(key: object) -> str:
     return key if isinstance(key, str) else str(key)
