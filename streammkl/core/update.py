@@ -38,6 +38,33 @@ def step_arrays(
     return codes, params, groups
 
 
+def mirrored(layout: Layout, state: BlockState, loss: Loss, schedule: Schedule) -> bool:
+    """Whether the rounds may keep the second of two score rows as the first's negation and
+    compute the first only (half the work of every row loop).
+
+    A two-class softmax or multiclass hinge has step directions ``v[1] = -v[0]`` (exactly for
+    the hinge, up to rounding for the softmax, whose ``v[1]`` is then set to ``-v[0]``), so rows
+    that start as each other's negation stay so: the scores, FTRL's updates and norms, the bias
+    and the averages of the second row are then exactly the negations of the first's, which
+    is what the compiled round writes. Taken for explicit banks under FTRL (the default), when
+    the state's rows are each other's negation now (checked exactly)."""
+    w = state.w
+    if (
+        w.shape[0] != 2
+        or loss.code not in (nb.L_SOFTMAX, nb.L_MC_HINGE)
+        or schedule.code != nb.S_FTRL
+        or layout.im_blocks.size
+    ):
+        return False
+    avg = state.avg_w
+    return bool(
+        np.array_equal(w[1], -w[0])
+        and state.bias[1] == -state.bias[0]
+        and np.array_equal(avg[:, 1], -avg[:, 0])
+        and np.array_equal(state.avg_bias[:, 1], -state.avg_bias[:, 0])
+    )
+
+
 class RoundArgs:
     """The pack of one layout and state, and the compiled calls that take it."""
 
@@ -81,7 +108,7 @@ class RoundArgs:
             S.avg_w, S.avg_bias, S.avg_loss, S.avg_count, horizons, float(discount), int(every),
             self.pred, np.zeros(K), np.zeros((S.avg_w.shape[0], K)),
             np.zeros(max(S.avg_w.shape[0] * K, 1)),
-            bool(average), w_avg,
+            bool(average), w_avg, mirrored(L, S, loss, schedule),
         )  # fmt: skip
         self._unit_scales = np.ones(M)
         self._learn: Callable[..., float] | None = None

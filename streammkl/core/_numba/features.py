@@ -365,6 +365,17 @@ def _axpby_sqnorm_row(A, r, phi, a, g, lo, hi):
 axpby_sqnorm_row = njit(**JIT_INLINE)(_axpby_sqnorm_row)
 
 
+def _negate_row(A, src, dst, lo, hi):
+    """``A[dst, lo:hi] = -A[src, lo:hi]`` (one vectorised loop, no views)."""
+    src = np.uint64(src)
+    dst = np.uint64(dst)
+    for j in range(np.uint64(lo), np.uint64(hi)):
+        A[dst, j] = -A[src, j]
+
+
+negate_row = njit(**JIT_INLINE)(_negate_row)
+
+
 def _axpby_sqnorm(w, phi, a, g, lo, hi):
     """w[lo:hi] = a w[lo:hi] + g phi[lo:hi]; returns the new sum of squares (four accumulators)."""
     u = w[lo:hi]

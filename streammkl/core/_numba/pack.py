@@ -55,6 +55,8 @@ FIELDS = (
     ("row_dots", F1),
     # ... and the running average of Prop. 4 (average=True)
     ("average", types.boolean), ("w_avg", F2),
+    # two score rows kept each other's negation (a two-class softmax or multiclass hinge)
+    ("mirror", types.boolean),
 )  # fmt: skip
 
 NAMES = tuple(name for name, _ in FIELDS)
@@ -81,7 +83,7 @@ def _new_pack(
     w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, gram, bias, bias_lr,
     phi, scores, fx, v, xsq, dots, newnorms, fsq, blk_c, blk_steps, all_blocks,
     avg_w, avg_bias, avg_loss, avg_count, horizons, rho, every, pred, scratch, ascores, row_dots,
-    average, w_avg,
+    average, w_avg, mirror,
 ):  # fmt: skip
     """A pack of these fields (the arrays are referenced, not copied)."""
     p = structref.new(PACK)  # type: ignore[call-arg,var-annotated]
@@ -150,6 +152,7 @@ def _new_pack(
     p.row_dots = row_dots
     p.average = average
     p.w_avg = w_avg
+    p.mirror = mirror
     return p
 
 

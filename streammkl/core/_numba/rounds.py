@@ -27,12 +27,12 @@ from streammkl.core._numba.features import (
     axpy_sqnorm,
     dot4,
     explicit_phi,
+    negate_row,
 )
 from streammkl.core._numba.kernels import kernel_value
 from streammkl.core._numba.losses import loss_grad
 from streammkl.core._numba.prox import prox_norm_step, schedule_eta
 from streammkl.core._numba.scores import (
-    block_scores,
     explicit_scores,
     explicit_sqnorm,
     implicit_scores,
@@ -123,7 +123,7 @@ block_steps = njit(**JIT_INLINE)(_block_steps)
 
 def _ftrl_explicit(
     v, phi, ex_blocks, ex_off, etas, prev, t, step_codes, step_p, step_groups, radius,
-    w, scale, norms, zn, newnorms, c, steps, all_blocks,
+    w, scale, norms, zn, newnorms, c, steps, all_blocks, mirror,
 ):  # fmt: skip
     """FTRL-proximal on explicit blocks with per-block adaptive steps (McMahan 2011).
 
@@ -135,6 +135,8 @@ def _ftrl_explicit(
     the mirror-descent round), so the lazy scale is ``eta_m b_m / c_m`` (0 for a dropped block,
     whose ``u_m`` is kept). ``prev[m]`` holds the previous step (0 before the first round).
     ``c``, ``steps`` (M,) are scratch; ``all_blocks`` (M,) is all True (the projection's group).
+    With ``mirror`` (two rows, ``w[1] = -w[0]`` and ``v[1] = -v[0]``) the first row is updated
+    and the second set to its negation: the numbers the update gives it.
     """
     M = norms.shape[0]
     K = w.shape[0]
@@ -147,8 +149,14 @@ def _ftrl_explicit(
         sigma = 1.0 / etas[m] - 1.0 / prev[m] if prev[m] > 0.0 else 0.0
         keep = 1.0 + sigma * scale[m]  # z <- z - sigma theta, i.e. u <- (1 + sigma scale) u
         sq = 0.0
-        for k in range(K):
-            sq += axpby_sqnorm_row(w, k, phi, keep, v[k], a, e)
+        if mirror:
+            s0 = axpby_sqnorm_row(w, 0, phi, keep, v[0], a, e)
+            sq += s0
+            sq += s0  # the second row's sum: the same squares
+            negate_row(w, 0, 1, a, e)
+        else:
+            for k in range(K):
+                sq += axpby_sqnorm_row(w, k, phi, keep, v[k], a, e)
         zn[m] = math.sqrt(sq)
         c[m] = etas[m] * zn[m]
         prev[m] = etas[m]
@@ -190,7 +198,7 @@ def _learn_round(p, x, y, t):
     if p.avg_w.shape[0] > 0:
         update_averages(
             p.w, p.scale, p.bias, p.ex_blocks, p.ex_off, p.avg_w, p.avg_bias, p.horizons,
-            p.avg_count, p.every,
+            p.avg_count, p.every, p.mirror,
         )  # fmt: skip
     return loss
 
@@ -210,11 +218,11 @@ def _round_body(p, x, y, t):
     newnorms, fsq = p.newnorms, p.fsq
     avg_w, avg_bias, avg_loss, avg_count = p.avg_w, p.avg_bias, p.avg_loss, p.avg_count
     rho, every, pred, scratch, ascores = p.rho, p.every, p.pred, p.scratch, p.ascores
-    row_dots = p.row_dots
+    row_dots, mirror = p.row_dots, p.mirror
     M = norms.shape[0]
     K = fx.shape[0]
     explicit_phi(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b, phi)
-    explicit_scores(phi, w, scale, ex_blocks, ex_off, scores, fsq)  # and ||phi_m(x)||^2
+    explicit_scores(phi, w, scale, ex_blocks, ex_off, scores, fsq, mirror)  # ||phi_m||^2 too
     implicit_scores(
         x, im_blocks, view_of, masks, view_full, kinds, kp, sx, ssq, sv, coef, counters[0],
         xsq, scale, scores,
@@ -225,10 +233,12 @@ def _round_body(p, x, y, t):
             total += scores[m, k]
         fx[k] = total
     loss = loss_grad(loss_code, loss_p, fx, y, v)
+    if mirror:  # the two rows stay each other's negation (v[1] = -v[0] up to rounding)
+        v[1] = -v[0]
     if avg_w.shape[0] > 0:
         track_averages(
             loss_code, loss_p, fx, loss, y, phi, ex_blocks, ex_off, avg_w, avg_bias, avg_loss,
-            rho, avg_count, every, scratch, ascores, pred, row_dots,
+            rho, avg_count, every, scratch, ascores, pred, row_dots, mirror,
         )  # fmt: skip
     else:
         for k in range(K):
@@ -245,7 +255,7 @@ def _round_body(p, x, y, t):
     if sched == S_FTRL:
         ftrl_explicit(
             v, phi, ex_blocks, ex_off, etas, prev, t, step_codes, step_p, step_groups, radius,
-            w, scale, norms, zn, newnorms, p.blk_c, p.blk_steps, p.all_blocks,
+            w, scale, norms, zn, newnorms, p.blk_c, p.blk_steps, p.all_blocks, mirror,
         )  # fmt: skip
         for k in range(K):
             bias[k] += bias_lr * etas[M] * v[k]
@@ -307,9 +317,11 @@ def _decision(p, x, w, scale, leader_scores):
     ``learn_round`` would use now (the leader)."""
     explicit_phi(x, p.ex_blocks, p.ex_off, p.ex_kind, p.ex_norm, p.phi_src, p.rff_wt, p.rff_b,
                  p.phi)  # fmt: skip
-    block_scores(
-        x, p.phi, w, scale, p.ex_blocks, p.ex_off, p.im_blocks, p.view_of, p.masks, p.view_full,
-        p.kinds, p.kp, p.sx, p.ssq, p.sv, p.coef, p.counters[0], p.xsq, p.dots, p.scores,
+    mirror = p.mirror  # (the running average of Prop. 4 keeps the negation too)
+    explicit_scores(p.phi, w, scale, p.ex_blocks, p.ex_off, p.scores, p.phi[:0], mirror)
+    implicit_scores(
+        x, p.im_blocks, p.view_of, p.masks, p.view_full, p.kinds, p.kp, p.sx, p.ssq, p.sv,
+        p.coef, p.counters[0], p.xsq, scale, p.scores,
     )  # fmt: skip
     fx, scores, bias = p.fx, p.scores, p.bias
     for k in range(fx.shape[0]):
@@ -320,7 +332,9 @@ def _decision(p, x, w, scale, leader_scores):
     if leader_scores and p.avg_w.shape[0] > 0:
         best = leader(p.avg_loss)
         if best > 0:
-            average_scores(p.phi, p.ex_blocks, p.ex_off, p.avg_w, p.avg_bias, best - 1, fx)
+            average_scores(
+                p.phi, p.ex_blocks, p.ex_off, p.avg_w, p.avg_bias, best - 1, fx, p.mirror
+            )  # fmt: skip
 
 
 decision = njit(**JIT)(_decision)

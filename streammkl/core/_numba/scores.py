@@ -137,16 +137,27 @@ def _support_expansion(
 support_expansion = njit(**JIT)(_support_expansion)
 
 
-def _explicit_scores(phi, w, scale, ex_blocks, ex_off, scores, fsq):
+def _explicit_scores(phi, w, scale, ex_blocks, ex_off, scores, fsq, mirror):
     """``scores[m, k] = scale[m] dot4(w[k], phi_m)`` for the explicit blocks, two rows per pass
     (``dot4_rows``: the same sums as one row at a time); with a non-empty ``fsq`` (M,) also
-    ``fsq[m] = ||phi_m||^2`` (``dot4(phi_m, phi_m)``), in the pass of the last rows."""
+    ``fsq[m] = ||phi_m||^2`` (``dot4(phi_m, phi_m)``), in the pass of the last rows. With
+    ``mirror`` (two rows, ``w[1] = -w[0]`` exactly: see ``rounds.learn_round``) only the first
+    row is computed and the second is its negation: the same numbers, half the work."""
     K = w.shape[0]
     want = fsq.shape[0] > 0
     for m in ex_blocks:
         a = ex_off[m]
         e = ex_off[m + 1]
         s = scale[m]
+        if mirror:
+            if want:
+                d0, sq = dot4_row_sq(w, 0, phi, a, e)
+                fsq[m] = sq
+            else:
+                d0 = dot4_row(w, 0, phi, a, e)
+            scores[m, 0] = s * d0
+            scores[m, 1] = -scores[m, 0]
+            continue
         k = 0
         while k + 2 <= K:
             if want and k + 2 == K:  # the last two rows with phi itself
@@ -200,7 +211,7 @@ def _block_scores(
     kinds, kp, sx, ssq, sv, coef, n_support, xsq, dots, scores,
 ):  # fmt: skip
     """Per-block scores ``scores[m, :] = f_m(x)`` (explicit: W phi; implicit: kernel expansion)."""
-    explicit_scores(phi, w, scale, ex_blocks, ex_off, scores, phi[:0])
+    explicit_scores(phi, w, scale, ex_blocks, ex_off, scores, phi[:0], False)
     implicit_scores(
         x, im_blocks, view_of, masks, view_full, kinds, kp, sx, ssq, sv, coef, n_support, xsq,
         scale, scores,
