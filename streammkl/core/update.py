@@ -65,6 +65,17 @@ def mirrored(layout: Layout, state: BlockState, loss: Loss, schedule: Schedule) 
     )
 
 
+def fast_round(layout: Layout, schedule: Schedule, codes: np.ndarray, radius: float) -> bool:
+    """Whether the rounds take the compiled ``explicit_round`` (explicit blocks only, FTRL, prox
+    steps on each block's norm alone, no projection: the default bank)."""
+    return bool(
+        not layout.im_blocks.size
+        and schedule.code == nb.S_FTRL
+        and all(code in (nb.P_L2, nb.P_BLOCKSOFT, nb.P_GROUPLQ) for code in codes.tolist())
+        and not radius > 0.0
+    )
+
+
 class RoundArgs:
     """The pack of one layout and state, and the compiled calls that take it."""
 
@@ -109,6 +120,7 @@ class RoundArgs:
             self.pred, np.zeros(K), np.zeros((S.avg_w.shape[0], K)),
             np.zeros(max(S.avg_w.shape[0] * K, 1)),
             bool(average), w_avg, mirrored(L, S, loss, schedule),
+            fast_round(L, schedule, steps[0], radius),
         )  # fmt: skip
         self._unit_scales = np.ones(M)
         self._learn: Callable[..., float] | None = None

@@ -57,7 +57,8 @@ from streammkl.core._numba.kernels import (
 )  # fmt: skip
 from streammkl.core._numba.losses import loss_grad, loss_values
 from streammkl.core._numba.prox import (
-    ball_multiplier, decreasing_root, gather, prox_norm_step, prox_power, prox_squared_l1,
+    ball_multiplier, blockwise, decreasing_root, gather, prox_blockwise, prox_norm_step,
+    prox_power, prox_squared_l1,
     project_l1_ball, scatter, schedule_eta, secular_root, uniform, weighted_l1_ball,
     weighted_squared_l1,
 )  # fmt: skip
@@ -88,9 +89,10 @@ from streammkl.core._numba.averages import (
 )  # fmt: skip
 from streammkl.core._numba.rounds import (
     BAD_X, BAD_Y, NEW_CLASS, apply_prox_steps, average_explicit, block_steps, decision,
-    decision_many, ftrl_explicit, learn_many, learn_predict, learn_round, round_body,
+    decision_many, decision_total, explicit_decision, explicit_round, ftrl_explicit, ftrl_scales,
+    ftrl_store, learn_many, learn_predict, learn_round, round_body,
 )  # fmt: skip
-from streammkl.core._numba.pack import RoundPack, new_pack
+from streammkl.core._numba.pack import RoundPack, explicit_view, new_pack
 from streammkl.core._numba.chains import (
     forward_backward, logsumexp_row, viterbi, viterbi_cost, viterbi_hamming,
 )  # fmt: skip

@@ -16,10 +16,12 @@ that takes a pack has one signature and is cached on disk.
 
 from __future__ import annotations
 
+from collections import namedtuple
+
 from numba import njit, types
 from numba.experimental import structref
 
-from streammkl.core._jit import JIT
+from streammkl.core._jit import JIT, JIT_INLINE
 
 F1 = types.float64[::1]
 F2 = types.float64[:, ::1]
@@ -57,6 +59,8 @@ FIELDS = (
     ("average", types.boolean), ("w_avg", F2),
     # two score rows kept each other's negation (a two-class softmax or multiclass hinge)
     ("mirror", types.boolean),
+    # the round of explicit blocks under FTRL with blockwise prox steps (rounds.explicit_round)
+    ("fast", types.boolean),
 )  # fmt: skip
 
 NAMES = tuple(name for name, _ in FIELDS)
@@ -74,6 +78,32 @@ class RoundPack(structref.StructRefProxy):
 structref.define_boxing(RoundPackType, RoundPack)
 PACK = RoundPackType(list(FIELDS))
 
+#: The fields the explicit round reads (``rounds.explicit_round``), as a named tuple of them:
+#: a compiled function without reference counting (``JIT_NORC``) cannot read a structref's
+#: fields (numba's NRT owns its data), but reads a named tuple's for free.
+EXPLICIT_FIELDS = (
+    "phi", "w", "scale", "ex_blocks", "ex_off", "ex_kind", "ex_norm", "phi_src", "rff_wt",
+    "rff_b", "scores", "fx", "v", "fsq", "etas", "bias", "pred", "avg_w", "avg_bias", "avg_loss",
+    "avg_count", "horizons", "rho", "every", "scratch", "ascores", "row_dots", "mirror", "norms",
+    "loss_code", "loss_p", "sched", "sched_p", "acc", "prev", "zn", "blk_c", "blk_steps",
+    "newnorms", "step_codes", "step_p", "step_groups", "bias_lr",
+)  # fmt: skip
+ExplicitRound = namedtuple("ExplicitRound", EXPLICIT_FIELDS)  # type: ignore[misc]
+
+
+def _explicit_view(p):
+    """The pack's fields the explicit round reads, as an ``ExplicitRound`` (references)."""
+    return ExplicitRound(
+        p.phi, p.w, p.scale, p.ex_blocks, p.ex_off, p.ex_kind, p.ex_norm, p.phi_src, p.rff_wt,
+        p.rff_b, p.scores, p.fx, p.v, p.fsq, p.etas, p.bias, p.pred, p.avg_w, p.avg_bias,
+        p.avg_loss, p.avg_count, p.horizons, p.rho, p.every, p.scratch, p.ascores, p.row_dots,
+        p.mirror, p.norms, p.loss_code, p.loss_p, p.sched, p.sched_p, p.acc, p.prev, p.zn,
+        p.blk_c, p.blk_steps, p.newnorms, p.step_codes, p.step_p, p.step_groups, p.bias_lr,
+    )  # fmt: skip
+
+
+explicit_view = njit(**JIT_INLINE)(_explicit_view)
+
 
 def _new_pack(
     sched, sched_p, acc, etas, prev, zn,
@@ -83,7 +113,7 @@ def _new_pack(
     w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, gram, bias, bias_lr,
     phi, scores, fx, v, xsq, dots, newnorms, fsq, blk_c, blk_steps, all_blocks,
     avg_w, avg_bias, avg_loss, avg_count, horizons, rho, every, pred, scratch, ascores, row_dots,
-    average, w_avg, mirror,
+    average, w_avg, mirror, fast,
 ):  # fmt: skip
     """A pack of these fields (the arrays are referenced, not copied)."""
     p = structref.new(PACK)  # type: ignore[call-arg,var-annotated]
@@ -153,6 +183,7 @@ def _new_pack(
     p.average = average
     p.w_avg = w_avg
     p.mirror = mirror
+    p.fast = fast
     return p
 
 

@@ -8,7 +8,7 @@ import math
 import numpy as np
 from numba import njit
 
-from streammkl.core._jit import JIT, JIT_INLINE
+from streammkl.core._jit import JIT, JIT_INLINE, JIT_NORC
 from streammkl.core._numba.averages import average_scores, leader, track_averages, update_averages
 from streammkl.core._numba.budget import make_room
 from streammkl.core._numba.codes import (
@@ -31,7 +31,8 @@ from streammkl.core._numba.features import (
 )
 from streammkl.core._numba.kernels import kernel_value
 from streammkl.core._numba.losses import loss_grad
-from streammkl.core._numba.prox import prox_norm_step, schedule_eta
+from streammkl.core._numba.pack import explicit_view
+from streammkl.core._numba.prox import prox_blockwise, prox_norm_step, schedule_eta
 from streammkl.core._numba.scores import (
     explicit_scores,
     explicit_sqnorm,
@@ -138,6 +139,25 @@ def _ftrl_explicit(
     With ``mirror`` (two rows, ``w[1] = -w[0]`` and ``v[1] = -v[0]``) the first row is updated
     and the second set to its negation: the numbers the update gives it.
     """
+    ftrl_store(v, phi, ex_blocks, ex_off, etas, prev, t, w, scale, norms, zn, c, steps, mirror)
+    M = norms.shape[0]
+    n_steps = step_codes.shape[0]
+    for j in range(n_steps):
+        code, p0, p1 = step_codes[j], step_p[j, 0], step_p[j, 1]
+        prox_norm_step(code, p0, p1, step_groups[j], c, steps, newnorms)
+        for m in range(M):
+            c[m] = newnorms[m]
+    if radius > 0.0:
+        prox_norm_step(P_BALL, radius, 0.0, all_blocks, c, etas[:M], newnorms)
+        for m in range(M):
+            c[m] = newnorms[m]
+    ftrl_scales(ex_blocks, norms, scale, zn, c)
+
+
+def _ftrl_store(v, phi, ex_blocks, ex_off, etas, prev, t, w, scale, norms, zn, c, steps, mirror):
+    """FTRL's gradient step on the stored blocks (``ftrl_explicit``): ``u_m <- (1 + sigma_m
+    scale_m) u_m + v (x) phi_m``, their norms into ``zn``, the norms to prox into ``c`` and the
+    prox metric ``t eta_m`` into ``steps``."""
     M = norms.shape[0]
     K = w.shape[0]
     for m in range(M):
@@ -160,19 +180,19 @@ def _ftrl_explicit(
         zn[m] = math.sqrt(sq)
         c[m] = etas[m] * zn[m]
         prev[m] = etas[m]
-    n_steps = step_codes.shape[0]
-    for j in range(n_steps):
-        code, p0, p1 = step_codes[j], step_p[j, 0], step_p[j, 1]
-        prox_norm_step(code, p0, p1, step_groups[j], c, steps, newnorms)
-        for m in range(M):
-            c[m] = newnorms[m]
-    if radius > 0.0:
-        prox_norm_step(P_BALL, radius, 0.0, all_blocks, c, etas[:M], newnorms)
-        for m in range(M):
-            c[m] = newnorms[m]
+
+
+ftrl_store = njit(**JIT_INLINE)(_ftrl_store)
+
+
+def _ftrl_scales(ex_blocks, norms, scale, zn, c):
+    """FTRL's new block norms ``c`` (after the prox) as the blocks' norms and lazy scales."""
     for m in ex_blocks:
         norms[m] = c[m]
         scale[m] = c[m] / zn[m] if zn[m] > 0.0 and c[m] > 0.0 else 0.0
+
+
+ftrl_scales = njit(**JIT_INLINE)(_ftrl_scales)
 
 
 ftrl_explicit = njit(**JIT)(_ftrl_explicit)
@@ -192,8 +212,11 @@ def _learn_round(p, x, y, t):
     capacity the budget step of ``p.policy`` frees one (``make_room``; ``p.gram`` holds the
     projection policy's Gram matrices and inverses, else it has no rows). With averaged
     iterates (``p.avg_w`` non-empty, see ``averages``) ``p.pred`` receives the prediction (the
-    leader's scores), else ``p.fx``'s; the gradient is always the last iterate's.
+    leader's scores), else ``p.fx``'s; the gradient is always the last iterate's. The default
+    bank's rounds (``p.fast``) take ``explicit_round``: the same numbers, faster.
     """
+    if p.fast:
+        return explicit_round(explicit_view(p), x, y, t)
     loss = round_body(p, x, y, t)
     if p.avg_w.shape[0] > 0:
         update_averages(
@@ -307,6 +330,63 @@ def _round_body(p, x, y, t):
 
 
 round_body = njit(**JIT)(_round_body)
+
+
+def _explicit_round(f, x, y, t):
+    """``learn_round`` for a bank of explicit blocks under FTRL whose prox steps all act on
+    each block's norm alone, without a projection (``p.fast``: the default bank), on the
+    pack's fields ``f = explicit_view(p)``: the same operations in the same order as
+    ``round_body`` then ``update_averages`` take on such a bank, so the same numbers, compiled
+    without reference counting (``JIT_NORC``: its arrays and views cost no atomic operations;
+    it allocates nothing)."""
+    phi, w, scale, ex_blocks, ex_off = f.phi, f.w, f.scale, f.ex_blocks, f.ex_off
+    scores, fx, v, fsq, etas, bias, pred = f.scores, f.fx, f.v, f.fsq, f.etas, f.bias, f.pred
+    avg_w, mirror = f.avg_w, f.mirror
+    M = f.norms.shape[0]
+    K = fx.shape[0]
+    explicit_phi(x, ex_blocks, ex_off, f.ex_kind, f.ex_norm, f.phi_src, f.rff_wt, f.rff_b, phi)
+    explicit_scores(phi, w, scale, ex_blocks, ex_off, scores, fsq, mirror)  # ||phi_m||^2 too
+    for k in range(K):
+        total = bias[k]
+        for m in range(M):
+            total += scores[m, k]
+        fx[k] = total
+    loss = loss_grad(f.loss_code, f.loss_p, fx, y, v)
+    if mirror:  # the two rows stay each other's negation (v[1] = -v[0] up to rounding)
+        v[1] = -v[0]
+    if avg_w.shape[0] > 0:
+        track_averages(
+            f.loss_code, f.loss_p, fx, loss, y, phi, ex_blocks, ex_off, avg_w, f.avg_bias,
+            f.avg_loss, f.rho, f.avg_count, f.every, f.scratch, f.ascores, pred, f.row_dots,
+            mirror,
+        )  # fmt: skip
+    else:
+        for k in range(K):
+            pred[k] = fx[k]
+    vv = 0.0
+    for k in range(K):
+        vv += v[k] * v[k]
+    block_steps(f.sched, f.sched_p, t, f.acc, fsq, vv, etas)
+    c, steps, newnorms, norms, zn = f.blk_c, f.blk_steps, f.newnorms, f.norms, f.zn
+    ftrl_store(v, phi, ex_blocks, ex_off, etas, f.prev, t, w, scale, norms, zn, c, steps, mirror)
+    step_codes, step_p, step_groups = f.step_codes, f.step_p, f.step_groups
+    for j in range(step_codes.shape[0]):
+        prox_blockwise(step_codes[j], step_p[j, 0], step_p[j, 1], step_groups[j], c, steps,
+                       newnorms)  # fmt: skip
+        for m in range(M):
+            c[m] = newnorms[m]
+    ftrl_scales(ex_blocks, norms, scale, zn, c)
+    for k in range(K):
+        bias[k] += f.bias_lr * etas[M] * v[k]
+    if avg_w.shape[0] > 0:
+        update_averages(
+            w, scale, bias, ex_blocks, ex_off, avg_w, f.avg_bias, f.horizons, f.avg_count,
+            f.every, mirror,
+        )  # fmt: skip
+    return loss
+
+
+explicit_round = njit(**JIT_NORC)(_explicit_round)
 learn_round = njit(**JIT)(_learn_round)
 
 
@@ -314,27 +394,51 @@ def _decision(p, x, w, scale, leader_scores):
     """Scores ``p.fx`` = sum of block scores + bias at ``x``, without learning, with the explicit
     weights ``w`` and lazy scales ``scale`` (the pack's own, or an average of Prop. 4's with unit
     scales); with ``leader_scores`` and averaged iterates, the scores of the predictor
-    ``learn_round`` would use now (the leader)."""
+    ``learn_round`` would use now (the leader). A bank of explicit blocks takes
+    ``explicit_decision`` (the same numbers, without reference counting)."""
+    if p.im_blocks.shape[0] == 0:
+        explicit_decision(explicit_view(p), x, w, scale, leader_scores)
+        return
     explicit_phi(x, p.ex_blocks, p.ex_off, p.ex_kind, p.ex_norm, p.phi_src, p.rff_wt, p.rff_b,
                  p.phi)  # fmt: skip
-    mirror = p.mirror  # (the running average of Prop. 4 keeps the negation too)
-    explicit_scores(p.phi, w, scale, p.ex_blocks, p.ex_off, p.scores, p.phi[:0], mirror)
+    explicit_scores(p.phi, w, scale, p.ex_blocks, p.ex_off, p.scores, p.phi[:0], p.mirror)
     implicit_scores(
         x, p.im_blocks, p.view_of, p.masks, p.view_full, p.kinds, p.kp, p.sx, p.ssq, p.sv,
         p.coef, p.counters[0], p.xsq, scale, p.scores,
     )  # fmt: skip
-    fx, scores, bias = p.fx, p.scores, p.bias
+    decision_total(p.fx, p.scores, p.bias, p.phi, p.ex_blocks, p.ex_off, p.avg_w, p.avg_bias,
+                   p.avg_loss, p.mirror, leader_scores)  # fmt: skip
+
+
+def _decision_total(fx, scores, bias, phi, ex_blocks, ex_off, avg_w, avg_bias, avg_loss,
+                    mirror, leader_scores):  # fmt: skip
+    """``fx`` from the block scores and the bias; the leader's scores instead when asked."""
     for k in range(fx.shape[0]):
         acc = bias[k]
         for m in range(scores.shape[0]):
             acc += scores[m, k]
         fx[k] = acc
-    if leader_scores and p.avg_w.shape[0] > 0:
-        best = leader(p.avg_loss)
+    if leader_scores and avg_w.shape[0] > 0:
+        best = leader(avg_loss)
         if best > 0:
-            average_scores(
-                p.phi, p.ex_blocks, p.ex_off, p.avg_w, p.avg_bias, best - 1, fx, p.mirror
-            )  # fmt: skip
+            average_scores(phi, ex_blocks, ex_off, avg_w, avg_bias, best - 1, fx, mirror)
+
+
+decision_total = njit(**JIT_INLINE)(_decision_total)
+
+
+def _explicit_decision(f, x, w, scale, leader_scores):
+    """``decision`` for a bank of explicit blocks only, on the pack's fields ``f =
+    explicit_view(p)``, without reference counting (the running average of Prop. 4 keeps the
+    mirrored rows' negation too)."""
+    explicit_phi(x, f.ex_blocks, f.ex_off, f.ex_kind, f.ex_norm, f.phi_src, f.rff_wt, f.rff_b,
+                 f.phi)  # fmt: skip
+    explicit_scores(f.phi, w, scale, f.ex_blocks, f.ex_off, f.scores, f.phi[:0], f.mirror)
+    decision_total(f.fx, f.scores, f.bias, f.phi, f.ex_blocks, f.ex_off, f.avg_w, f.avg_bias,
+                   f.avg_loss, f.mirror, leader_scores)  # fmt: skip
+
+
+explicit_decision = njit(**JIT_NORC)(_explicit_decision)
 
 
 decision = njit(**JIT)(_decision)
@@ -396,11 +500,16 @@ def _learn_many(p, X, Y, t0, n0, losses, preds, norms_before):
     """
     track = norms_before.shape[0] > 0
     norms, pred = p.norms, p.pred
+    fast = p.fast
+    f = explicit_view(p)  # the fields once per run (for the explicit round)
     for i in range(X.shape[0]):
         if track:
             for m in range(norms.shape[0]):
                 norms_before[i, m] = norms[m]
-        losses[i] = learn_round(p, X[i], Y[i], t0 + i + 1)
+        if fast:
+            losses[i] = explicit_round(f, X[i], Y[i], t0 + i + 1)
+        else:
+            losses[i] = learn_round(p, X[i], Y[i], t0 + i + 1)
         for k in range(pred.shape[0]):
             preds[i, k] = pred[k]
         if p.average:
