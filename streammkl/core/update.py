@@ -104,6 +104,10 @@ class RoundArgs:
         self.etas = np.zeros(M + 1)  # this round's per-block steps (then the bias step)
         self.pred = np.zeros(K)  # the prediction (the leader among the averaged iterates)
         self.state = S
+        #: Two score rows kept each other's negation (:func:`mirrored`).
+        self.mirror = mirrored(L, S, loss, schedule)
+        #: The rounds take the compiled explicit round (:func:`fast_round`).
+        self.fast = fast_round(L, schedule, steps[0], radius)
         w_avg = S.w_avg if average else np.zeros((0, 0))
         self.pack = nb.new_pack(
             int(schedule.code), np.ascontiguousarray(schedule.constants, dtype=np.float64),
@@ -119,8 +123,7 @@ class RoundArgs:
             S.avg_w, S.avg_bias, S.avg_loss, S.avg_count, horizons, float(discount), int(every),
             self.pred, np.zeros(K), np.zeros((S.avg_w.shape[0], K)),
             np.zeros(max(S.avg_w.shape[0] * K, 1)),
-            bool(average), w_avg, mirrored(L, S, loss, schedule),
-            fast_round(L, schedule, steps[0], radius),
+            bool(average), w_avg, self.mirror, self.fast,
         )  # fmt: skip
         self._unit_scales = np.ones(M)
         self._learn: Callable[..., float] | None = None
