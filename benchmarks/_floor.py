@@ -2,8 +2,9 @@
 counted (operations and bytes), and the time a minimal compiled kernel doing exactly that
 arithmetic takes on this machine (``benchmarks/core_update.py`` reports measured / floor).
 
-The default round on ``d`` inputs, ``K`` score rows (the classes; one for a binary loss), ``E``
-averaged iterates and ``P`` explicit features (linear ``d``, additive Gaussian ``16 d``, three
+The default round on ``d`` inputs, ``K`` score rows computed (the classes; one for two classes,
+whose second row the round keeps as the first's negation), ``E`` averaged iterates and ``P``
+explicit features (linear ``d``, additive Gaussian ``16 d``, three
 random Fourier maps of 256, the exact quadratic map ``1 + d + d(d+1)/2`` on the first 128
 inputs) must:
 
@@ -12,7 +13,8 @@ inputs) must:
 2. score the last iterate and the ``E`` averages: ``(1 + E) K P`` multiply-adds (and ``P`` for
    the squared norms of the feature maps that AdaGrad/FTRL's steps need);
 3. update the last iterate (FTRL): ``K P`` scaled additions and ``K P`` squares (its norms);
-4. update the averages: ``E K P`` subtract-and-multiply-adds.
+4. update the averages: ``E K P`` subtract-and-multiply-adds;
+5. for two classes, write the second rows as the negation of the first (``(1 + E) P`` stores).
 
 The kernel below does exactly these passes, each in the fastest form numba compiles under the
 project's JIT options (elementwise loops vectorised; the dot products as the round computes them:
@@ -35,7 +37,8 @@ from streammkl.core.jit import JIT
 
 
 @njit(**JIT)
-def _floor_round(x, rff_wt, rff_b, add_f, add_b, add_src, phi, w, avg, rows_out):
+def _floor_round(x, rff_wt, rff_b, add_f, add_b, add_src, phi, w, avg, rows_out, mirror,
+                 mirror_rows):  # fmt: skip
     """One round's arithmetic: featurise, score every row, update the last iterate and the
     averages. ``phi`` (P,) = [Fourier (R,), additive (A,), linear and quadratic (rest)]."""
     R = rff_b.shape[0]
@@ -79,28 +82,34 @@ def _floor_round(x, rff_wt, rff_b, add_f, add_b, add_src, phi, w, avg, rows_out)
         uk = np.uint64(e % K)
         for j in range(np.uint64(P)):
             avg[ue, j] += (s * w[uk, j] - avg[ue, j]) * r
+    if mirror:  # the second rows: negations of the first
+        nb.negate_row(mirror_rows, 0, 1, 0, P)
+        for _ in range(E):
+            nb.negate_row(mirror_rows, 0, 1, 0, P)
     return s
 
 
 def counts(d: int, K: int, E: int, P: int, n_cos: int, n_rff: int) -> dict[str, float]:
-    """Operations and bytes of one default round (see the module docstring)."""
+    """Operations and bytes of one default round with ``K`` rows computed (module docstring)."""
     macs = n_rff * d + (n_cos - n_rff) + (1 + E) * K * P + P + 2 * K * P + 2 * E * K * P
     touched = 8 * (d * n_rff + n_rff + 2 * K * P + 3 * E * K * P + 2 * P)
     return {"cosines": n_cos, "multiply-adds": macs, "bytes": touched}
 
 
-def floor_time(d: int, K: int, E: int, P_quad: int, n_rff: int = 768, per_input: int = 16,
+def floor_time(d: int, classes: int, E: int, P_quad: int, n_rff: int = 768, per_input: int = 16,
                rounds: int = 20_000, reps: int = 5) -> tuple[float, dict[str, Any]]:  # fmt: skip
-    """Median ns per round of the floor kernel on ``d`` inputs (process CPU time), and its
-    counts."""
+    """Median ns per round of the floor kernel on ``d`` inputs and ``classes`` classes (process
+    CPU time), and its counts."""
     rng = np.random.default_rng(0)
+    mirror = classes == 2
+    K = 1 if mirror else classes
     A = per_input * d
     P = n_rff + A + d + P_quad
     args = (
         rng.normal(size=d), rng.normal(size=(d, n_rff)) * 0.3, rng.uniform(0, 6.28, n_rff),
         rng.normal(size=A), rng.uniform(0, 6.28, A), np.repeat(np.arange(d), per_input),
         np.zeros(P), rng.normal(size=(K, P)) * 0.01, rng.normal(size=(E * K, P)) * 0.01,
-        np.zeros(E * K),
+        np.zeros(E * K), mirror, np.zeros((2, P)),
     )  # fmt: skip
     _floor_round(*args)
     times = []
