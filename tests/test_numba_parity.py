@@ -34,7 +34,7 @@ MODEL_LOOPS = [
     "support_expansion", "support_dots", "dots_expansion", "ftrl_explicit", "round_body",
     "leader", "average_scores", "track_averages", "update_averages", "learn_predict", "new_pack",
     "explicit_scores", "implicit_scores", "all_average_scores", "explicit_view", "explicit_round",
-    "explicit_decision", "decision_total", "ftrl_store", "ftrl_scales",
+    "explicit_decision", "decision_total", "ftrl_store", "ftrl_scales", "explicit_phi_of",
 ]  # fmt: skip
 BUDGET_LOOPS = [
     "exp_reduced", "fast_exp", "exp_many", "table_loss", "segment_kernels", "top_direction",

@@ -124,6 +124,7 @@ class RoundArgs:
             self.pred, np.zeros(K), np.zeros((S.avg_w.shape[0], K)),
             np.zeros(max(S.avg_w.shape[0] * K, 1)),
             bool(average), w_avg, self.mirror, self.fast,
+            np.zeros(L.masks.shape[1]), np.zeros(1, dtype=np.int64),
         )  # fmt: skip
         self._unit_scales = np.ones(M)
         self._learn: Callable[..., float] | None = None

@@ -21,6 +21,7 @@ class FeatureIndex:
     def __init__(self, names: list[str] | None = None):
         self.names: list[str] = list(names or [])
         self.index: dict[str, int] = {n: i for i, n in enumerate(self.names)}
+        self._ints: dict[int, int] = {}  # int name -> column (the column of its str)
 
     def __len__(self) -> int:
         return len(self.names)
@@ -63,12 +64,23 @@ class FeatureIndex:
             elif kind is not int and value is not None:
                 return None
             col = index.get(key)
+            if col is None and type(key) is int:  # river's synthetic streams: int names
+                col = self._int_column(key)
             if col is None:
                 if learn or type(key) is not str:
                     return None
             elif value is not None:
                 out[col] = value
         return out
+
+    def _int_column(self, key: int) -> int | None:
+        """The column of an ``int`` name (its ``str``'s), remembered once found."""
+        col = self._ints.get(key)
+        if col is None:
+            col = self.index.get(str(key))
+            if col is not None:
+                self._ints[key] = col
+        return col
 
 
 def _key(key: object) -> str:

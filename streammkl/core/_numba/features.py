@@ -126,6 +126,30 @@ def _explicit_phi(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b
 explicit_phi = njit(**JIT_INLINE)(_explicit_phi)
 
 
+def _explicit_phi_of(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b, phi, phi_x,
+                     phi_valid):  # fmt: skip
+    """``explicit_phi`` unless ``phi`` already holds the maps of this very ``x`` (the input
+    ``phi_x`` they were computed for, ``phi_valid[0] = 1``): a prediction then the round on
+    the same input featurise once, the same numbers (the maps are a function of x)."""
+    d = x.shape[0]
+    if phi_valid[0] == 1 and phi_x.shape[0] == d:
+        same = True
+        for j in range(d):
+            if x[j] != phi_x[j]:
+                same = False
+                break
+        if same:
+            return
+    explicit_phi(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b, phi)
+    if phi_x.shape[0] == d:
+        for j in range(d):
+            phi_x[j] = x[j]
+        phi_valid[0] = 1
+
+
+explicit_phi_of = njit(**JIT_INLINE)(_explicit_phi_of)
+
+
 def _dot4(a, b, lo, hi):
     """sum_{j in [lo, hi)} a[j] b[j] with four accumulators (no reassoc fastmath needed), over
     views indexed from 0 (no negative-index checks in the loop)."""

@@ -61,6 +61,9 @@ FIELDS = (
     ("mirror", types.boolean),
     # the round of explicit blocks under FTRL with blockwise prox steps (rounds.explicit_round)
     ("fast", types.boolean),
+    # the input whose feature maps phi holds (phi_valid[0] = 1), so that a prediction then the
+    # round on the same input featurise once (the river learners' predict_proba_one, learn_one)
+    ("phi_x", F1), ("phi_valid", I1),
 )  # fmt: skip
 
 NAMES = tuple(name for name, _ in FIELDS)
@@ -86,7 +89,7 @@ EXPLICIT_FIELDS = (
     "rff_b", "scores", "fx", "v", "fsq", "etas", "bias", "pred", "avg_w", "avg_bias", "avg_loss",
     "avg_count", "horizons", "rho", "every", "scratch", "ascores", "row_dots", "mirror", "norms",
     "loss_code", "loss_p", "sched", "sched_p", "acc", "prev", "zn", "blk_c", "blk_steps",
-    "newnorms", "step_codes", "step_p", "step_groups", "bias_lr",
+    "newnorms", "step_codes", "step_p", "step_groups", "bias_lr", "phi_x", "phi_valid",
 )  # fmt: skip
 ExplicitRound = namedtuple("ExplicitRound", EXPLICIT_FIELDS)  # type: ignore[misc]
 
@@ -99,6 +102,7 @@ def _explicit_view(p):
         p.avg_loss, p.avg_count, p.horizons, p.rho, p.every, p.scratch, p.ascores, p.row_dots,
         p.mirror, p.norms, p.loss_code, p.loss_p, p.sched, p.sched_p, p.acc, p.prev, p.zn,
         p.blk_c, p.blk_steps, p.newnorms, p.step_codes, p.step_p, p.step_groups, p.bias_lr,
+        p.phi_x, p.phi_valid,
     )  # fmt: skip
 
 
@@ -113,7 +117,7 @@ def _new_pack(
     w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, gram, bias, bias_lr,
     phi, scores, fx, v, xsq, dots, newnorms, fsq, blk_c, blk_steps, all_blocks,
     avg_w, avg_bias, avg_loss, avg_count, horizons, rho, every, pred, scratch, ascores, row_dots,
-    average, w_avg, mirror, fast,
+    average, w_avg, mirror, fast, phi_x, phi_valid,
 ):  # fmt: skip
     """A pack of these fields (the arrays are referenced, not copied)."""
     p = structref.new(PACK)  # type: ignore[call-arg,var-annotated]
@@ -184,6 +188,8 @@ def _new_pack(
     p.w_avg = w_avg
     p.mirror = mirror
     p.fast = fast
+    p.phi_x = phi_x
+    p.phi_valid = phi_valid
     return p
 
 

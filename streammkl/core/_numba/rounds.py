@@ -26,7 +26,7 @@ from streammkl.core._numba.features import (
     axpby_sqnorm_row,
     axpy_sqnorm,
     dot4,
-    explicit_phi,
+    explicit_phi_of,
     negate_row,
 )
 from streammkl.core._numba.kernels import kernel_value
@@ -244,7 +244,8 @@ def _round_body(p, x, y, t):
     row_dots, mirror = p.row_dots, p.mirror
     M = norms.shape[0]
     K = fx.shape[0]
-    explicit_phi(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b, phi)
+    explicit_phi_of(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b, phi, p.phi_x,
+                    p.phi_valid)  # fmt: skip
     explicit_scores(phi, w, scale, ex_blocks, ex_off, scores, fsq, mirror)  # ||phi_m||^2 too
     implicit_scores(
         x, im_blocks, view_of, masks, view_full, kinds, kp, sx, ssq, sv, coef, counters[0],
@@ -344,7 +345,8 @@ def _explicit_round(f, x, y, t):
     avg_w, mirror = f.avg_w, f.mirror
     M = f.norms.shape[0]
     K = fx.shape[0]
-    explicit_phi(x, ex_blocks, ex_off, f.ex_kind, f.ex_norm, f.phi_src, f.rff_wt, f.rff_b, phi)
+    explicit_phi_of(x, ex_blocks, ex_off, f.ex_kind, f.ex_norm, f.phi_src, f.rff_wt, f.rff_b,
+                    phi, f.phi_x, f.phi_valid)  # fmt: skip
     explicit_scores(phi, w, scale, ex_blocks, ex_off, scores, fsq, mirror)  # ||phi_m||^2 too
     for k in range(K):
         total = bias[k]
@@ -399,8 +401,8 @@ def _decision(p, x, w, scale, leader_scores):
     if p.im_blocks.shape[0] == 0:
         explicit_decision(explicit_view(p), x, w, scale, leader_scores)
         return
-    explicit_phi(x, p.ex_blocks, p.ex_off, p.ex_kind, p.ex_norm, p.phi_src, p.rff_wt, p.rff_b,
-                 p.phi)  # fmt: skip
+    explicit_phi_of(x, p.ex_blocks, p.ex_off, p.ex_kind, p.ex_norm, p.phi_src, p.rff_wt,
+                    p.rff_b, p.phi, p.phi_x, p.phi_valid)  # fmt: skip
     explicit_scores(p.phi, w, scale, p.ex_blocks, p.ex_off, p.scores, p.phi[:0], p.mirror)
     implicit_scores(
         x, p.im_blocks, p.view_of, p.masks, p.view_full, p.kinds, p.kp, p.sx, p.ssq, p.sv,
@@ -431,8 +433,8 @@ def _explicit_decision(f, x, w, scale, leader_scores):
     """``decision`` for a bank of explicit blocks only, on the pack's fields ``f =
     explicit_view(p)``, without reference counting (the running average of Prop. 4 keeps the
     mirrored rows' negation too)."""
-    explicit_phi(x, f.ex_blocks, f.ex_off, f.ex_kind, f.ex_norm, f.phi_src, f.rff_wt, f.rff_b,
-                 f.phi)  # fmt: skip
+    explicit_phi_of(x, f.ex_blocks, f.ex_off, f.ex_kind, f.ex_norm, f.phi_src, f.rff_wt,
+                    f.rff_b, f.phi, f.phi_x, f.phi_valid)  # fmt: skip
     explicit_scores(f.phi, w, scale, f.ex_blocks, f.ex_off, f.scores, f.phi[:0], f.mirror)
     decision_total(f.fx, f.scores, f.bias, f.phi, f.ex_blocks, f.ex_off, f.avg_w, f.avg_bias,
                    f.avg_loss, f.mirror, leader_scores)  # fmt: skip
