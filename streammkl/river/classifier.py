@@ -225,6 +225,10 @@ class MKLClassifier(MKLLearner, base.MiniBatchClassifier):
         return None if fx is None else fx.tolist()
 
     def predict_one(self, x: Mapping, **kwargs: Any) -> Any:
+        if self.classes_:
+            fx = self._rounds.predict_known(x)
+            if fx is not None:
+                return self._classes.label_of(fx)
         scores = self._scores(x)
         if scores is None:
             return self.classes_[0] if self.classes_ else None

@@ -122,13 +122,14 @@ class Rounds:
         self.last_loss = self.model.learn(vec, target)
         return self.last_loss
 
-    def learn_known(self, x: Mapping, target: float) -> np.ndarray | None:
+    def learn_known(self, x: Mapping, target: float | Callable[[], float]) -> np.ndarray | None:
         """One round on ``x`` when nothing about it needs the full path (the model is made,
         every name of ``x`` is known, every value a plain finite number): featurised in one
         pass, standardised when the learner standardises, learned in one compiled call;
         returns the scores predicted before the update (a view: copy to keep). None when ``x``
         needs the full path (nothing changed). The same numbers as :meth:`vector` and
-        :meth:`learn`."""
+        :meth:`learn`. ``target``: the core's target, or a function giving it, called once
+        ``x`` is known to take this route (a regressor's target statistics count it)."""
         model = self.model
         if model is None or not model.built:
             return None
@@ -138,7 +139,7 @@ class Rounds:
         if self.learner.standardize:
             vec = self.scaler.learn_transform(vec)
         self.last_input = vec
-        self.last_loss = model.learn(vec, target)
+        self.last_loss = model.learn(vec, target if type(target) is float else target())
         return model.last_scores
 
     def predict_known(self, x: Mapping) -> np.ndarray | None:
