@@ -108,6 +108,11 @@ class RoundArgs:
         self.mirror = mirrored(L, S, loss, schedule)
         #: The rounds take the compiled explicit round (:func:`fast_round`).
         self.fast = fast_round(L, schedule, steps[0], radius)
+        #: Every block is explicit: predictions take the compiled explicit route. (A process
+        #: compiles only the routes its bank takes: the default bank never compiles the
+        #: kernelized round.)
+        self.explicit = not L.im_blocks.size
+        self._decision_fn = nb.decision_explicit if self.explicit else nb.decision
         w_avg = S.w_avg if average else np.zeros((0, 0))
         self.pack = nb.new_pack(
             int(schedule.code), np.ascontiguousarray(schedule.constants, dtype=np.float64),
@@ -135,7 +140,8 @@ class RoundArgs:
         the model's ``n``-th: the loss, or a negative refusal code (``nb.BAD_X``, ...)."""
         fast = self._learn
         if fast is None:
-            fast = self._learn = entry_point(nb.learn_predict, (self.pack, x, 0.0, t, n))
+            compiled = nb.learn_predict_explicit if self.fast else nb.learn_predict
+            fast = self._learn = entry_point(compiled, (self.pack, x, 0.0, t, n))
         return fast(self.pack, x, float(y), t, n)
 
     def learn_round(self, x: np.ndarray, y: float, t: int) -> float:
@@ -150,25 +156,27 @@ class RoundArgs:
         preds = np.empty((X.shape[0], self.fx.shape[0]))
         if norms_before is None:
             norms_before = np.empty((0, self.scores.shape[0]))
-        nb.learn_many(self.pack, X, Y, int(t0), int(n0), losses, preds, norms_before)
+        loop = nb.learn_many_explicit if self.fast else nb.learn_many
+        loop(self.pack, X, Y, int(t0), int(n0), losses, preds, norms_before)
         return losses, preds
 
     def decision(self, x: np.ndarray, w: np.ndarray | None = None) -> np.ndarray:
         """Scores at ``x`` into ``self.fx``; ``w`` replaces the explicit weights (the running
         average, with unit scales), else the leader among the averaged iterates predicts."""
         if w is not None:
-            nb.decision(self.pack, x, w, self._unit_scales, False)
+            self._decision_fn(self.pack, x, w, self._unit_scales, False)
             return self.fx
         fast = self._decide
         if fast is None:
             args = (self.pack, x, self.state.w, self.state.scale, True)
-            fast = self._decide = entry_point(nb.decision, args)
+            fast = self._decide = entry_point(self._decision_fn, args)
         fast(self.pack, x, self.state.w, self.state.scale, True)
         return self.fx
 
     def decision_many(self, X: np.ndarray) -> np.ndarray:
         out = np.empty((X.shape[0], self.fx.shape[0]))
-        nb.decision_many(self.pack, X, out)
+        many = nb.decision_many_explicit if self.explicit else nb.decision_many
+        many(self.pack, X, out)
         return out
 
     def block_scores(self) -> np.ndarray:

@@ -135,9 +135,9 @@ class MKLRegressor(MKLLearner, base.MiniBatchRegressor):
         """
         if y is None:
             return self.predict_one(x)
-        y = _finite_target(y)
+        value = _finite_target(y)
         center, scale = self._target.center_scale()
-        fx = self._rounds.learn_known(x, lambda: self._target.advance(y))
+        fx = self._rounds.learn_known(x, lambda: self._target.advance(value))
         if fx is not None:
             return center + scale * float(fx[0])
         rounds = self._rounds

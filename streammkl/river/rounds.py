@@ -139,7 +139,7 @@ class Rounds:
         if self.learner.standardize:
             vec = self.scaler.learn_transform(vec)
         self.last_input = vec
-        self.last_loss = model.learn(vec, target if type(target) is float else target())
+        self.last_loss = model.learn(vec, target() if callable(target) else target)
         return model.last_scores
 
     def predict_known(self, x: Mapping) -> np.ndarray | None:

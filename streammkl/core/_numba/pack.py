@@ -96,7 +96,7 @@ ExplicitRound = namedtuple("ExplicitRound", EXPLICIT_FIELDS)  # type: ignore[mis
 
 def _explicit_view(p):
     """The pack's fields the explicit round reads, as an ``ExplicitRound`` (references)."""
-    return ExplicitRound(
+    return ExplicitRound(  # type: ignore[call-arg]
         p.phi, p.w, p.scale, p.ex_blocks, p.ex_off, p.ex_kind, p.ex_norm, p.phi_src, p.rff_wt,
         p.rff_b, p.scores, p.fx, p.v, p.fsq, p.etas, p.bias, p.pred, p.avg_w, p.avg_bias,
         p.avg_loss, p.avg_count, p.horizons, p.rho, p.every, p.scratch, p.ascores, p.row_dots,

@@ -213,10 +213,10 @@ def _learn_round(p, x, y, t):
     projection policy's Gram matrices and inverses, else it has no rows). With averaged
     iterates (``p.avg_w`` non-empty, see ``averages``) ``p.pred`` receives the prediction (the
     leader's scores), else ``p.fx``'s; the gradient is always the last iterate's. The default
-    bank's rounds (``p.fast``) take ``explicit_round``: the same numbers, faster.
+    bank's rounds (``p.fast``) have their own compiled functions (``explicit_round`` and the
+    ``*_explicit`` loops): the same numbers, faster, and a process compiles only the route its
+    bank takes.
     """
-    if p.fast:
-        return explicit_round(explicit_view(p), x, y, t)
     loss = round_body(p, x, y, t)
     if p.avg_w.shape[0] > 0:
         update_averages(
@@ -396,11 +396,8 @@ def _decision(p, x, w, scale, leader_scores):
     """Scores ``p.fx`` = sum of block scores + bias at ``x``, without learning, with the explicit
     weights ``w`` and lazy scales ``scale`` (the pack's own, or an average of Prop. 4's with unit
     scales); with ``leader_scores`` and averaged iterates, the scores of the predictor
-    ``learn_round`` would use now (the leader). A bank of explicit blocks takes
-    ``explicit_decision`` (the same numbers, without reference counting)."""
-    if p.im_blocks.shape[0] == 0:
-        explicit_decision(explicit_view(p), x, w, scale, leader_scores)
-        return
+    ``learn_round`` would use now (the leader). A bank of explicit blocks has
+    ``decision_explicit`` (the same numbers, without reference counting)."""
     explicit_phi_of(x, p.ex_blocks, p.ex_off, p.ex_kind, p.ex_norm, p.phi_src, p.rff_wt,
                     p.rff_b, p.phi, p.phi_x, p.phi_valid)  # fmt: skip
     explicit_scores(p.phi, w, scale, p.ex_blocks, p.ex_off, p.scores, p.phi[:0], p.mirror)
@@ -459,20 +456,9 @@ def _learn_predict(p, x, y, t, n):
     Then ``learn_round`` at round ``t`` since the schedule's restart and, with the running
     average of Prop. 4 (``p.average``), its update as the ``n``-th iterate. Returns the loss;
     the prediction made before the update is in ``p.pred``."""
-    for j in range(x.shape[0]):
-        if not math.isfinite(x[j]):
-            return BAD_X
-    code = p.loss_code
-    if code == L_HINGE or code == L_LOGISTIC:
-        if y != 1.0 and y != -1.0:
-            return BAD_Y
-    elif code == L_MC_HINGE or code == L_SOFTMAX:
-        if not y >= 0.0 or y != math.floor(y):
-            return BAD_Y
-        if y >= p.fx.shape[0]:
-            return NEW_CLASS
-    elif not math.isfinite(y):
-        return BAD_Y
+    code = check_example(p, x, y)
+    if code < 0.0:
+        return code
     loss = learn_round(p, x, y, t)
     if p.average:
         average_explicit(p.w, p.scale, p.ex_blocks, p.ex_off, p.w_avg, n)
@@ -502,16 +488,11 @@ def _learn_many(p, X, Y, t0, n0, losses, preds, norms_before):
     """
     track = norms_before.shape[0] > 0
     norms, pred = p.norms, p.pred
-    fast = p.fast
-    f = explicit_view(p)  # the fields once per run (for the explicit round)
     for i in range(X.shape[0]):
         if track:
             for m in range(norms.shape[0]):
                 norms_before[i, m] = norms[m]
-        if fast:
-            losses[i] = explicit_round(f, X[i], Y[i], t0 + i + 1)
-        else:
-            losses[i] = learn_round(p, X[i], Y[i], t0 + i + 1)
+        losses[i] = learn_round(p, X[i], Y[i], t0 + i + 1)
         for k in range(pred.shape[0]):
             preds[i, k] = pred[k]
         if p.average:
@@ -531,3 +512,81 @@ def _decision_many(p, X, out):
 
 
 decision_many = njit(**JIT)(_decision_many)
+
+
+def _check_example(p, x, y):
+    """0.0 when ``learn_predict`` takes (x, y), else its refusal code (see there)."""
+    for j in range(x.shape[0]):
+        if not math.isfinite(x[j]):
+            return BAD_X
+    code = p.loss_code
+    if code == L_HINGE or code == L_LOGISTIC:
+        if y != 1.0 and y != -1.0:
+            return BAD_Y
+    elif code == L_MC_HINGE or code == L_SOFTMAX:
+        if not y >= 0.0 or y != math.floor(y):
+            return BAD_Y
+        if y >= p.fx.shape[0]:
+            return NEW_CLASS
+    elif not math.isfinite(y):
+        return BAD_Y
+    return 0.0
+
+
+check_example = njit(**JIT_INLINE)(_check_example)
+
+
+def _learn_predict_explicit(p, x, y, t, n):
+    """``learn_predict`` for a pack that takes the explicit round (``p.fast``)."""
+    code = check_example(p, x, y)
+    if code < 0.0:
+        return code
+    loss = explicit_round(explicit_view(p), x, y, t)
+    if p.average:
+        average_explicit(p.w, p.scale, p.ex_blocks, p.ex_off, p.w_avg, n)
+    return loss
+
+
+learn_predict_explicit = njit(**JIT)(_learn_predict_explicit)
+
+
+def _learn_many_explicit(p, X, Y, t0, n0, losses, preds, norms_before):
+    """``learn_many`` for a pack that takes the explicit round (``p.fast``): the pack's fields
+    read once per run."""
+    track = norms_before.shape[0] > 0
+    norms, pred = p.norms, p.pred
+    f = explicit_view(p)
+    for i in range(X.shape[0]):
+        if track:
+            for m in range(norms.shape[0]):
+                norms_before[i, m] = norms[m]
+        losses[i] = explicit_round(f, X[i], Y[i], t0 + i + 1)
+        for k in range(pred.shape[0]):
+            preds[i, k] = pred[k]
+        if p.average:
+            average_explicit(p.w, p.scale, p.ex_blocks, p.ex_off, p.w_avg, n0 + i + 1)
+
+
+learn_many_explicit = njit(**JIT)(_learn_many_explicit)
+
+
+def _decision_explicit(p, x, w, scale, leader_scores):
+    """``decision`` for a bank of explicit blocks only (``explicit_decision``)."""
+    explicit_decision(explicit_view(p), x, w, scale, leader_scores)
+
+
+decision_explicit = njit(**JIT)(_decision_explicit)
+
+
+def _decision_many_explicit(p, X, out):
+    """``decision_many`` for a bank of explicit blocks only."""
+    f = explicit_view(p)
+    fx = p.fx
+    w, scale = p.w, p.scale
+    for i in range(X.shape[0]):
+        explicit_decision(f, X[i], w, scale, True)
+        for k in range(fx.shape[0]):
+            out[i, k] = fx[k]
+
+
+decision_many_explicit = njit(**JIT)(_decision_many_explicit)
