@@ -26,6 +26,7 @@ from streammkl.core._numba.features import (
     axpby_sqnorm_row,
     axpy_sqnorm,
     dot4,
+    explicit_phi,
     explicit_phi_of,
     negate_row,
 )
@@ -244,9 +245,10 @@ def _round_body(p, x, y, t):
     row_dots, mirror = p.row_dots, p.mirror
     M = norms.shape[0]
     K = fx.shape[0]
-    explicit_phi_of(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b, phi, p.phi_x,
-                    p.phi_valid)  # fmt: skip
-    explicit_scores(phi, w, scale, ex_blocks, ex_off, scores, fsq, mirror)  # ||phi_m||^2 too
+    explicit_phi(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b, phi)
+    p.phi_valid[0] = 0  # phi no longer holds the maps of the input explicit_phi_of remembered
+    adaptive = sched == S_ADAGRAD or sched == S_FTRL  # (only they read ||phi_m(x)||^2)
+    explicit_scores(phi, w, scale, ex_blocks, ex_off, scores, fsq if adaptive else fsq[:0], mirror)
     implicit_scores(
         x, im_blocks, view_of, masks, view_full, kinds, kp, sx, ssq, sv, coef, counters[0],
         xsq, scale, scores,
