@@ -21,6 +21,15 @@ against river's ``LogisticRegression`` doing ``predict_proba_one(x)`` then ``lea
 the same 64 inputs as dicts. Each rate is the best of ``--reps`` repetitions in CPU time (the
 process's), so a machine shared with other jobs disturbs it less than wall time would.
 
+The default round against its floor (its own table): the river learners' default learner
+(``MKLClassifier(standardize=True)``'s core: the default bank, softmax, FTRL, three averaged
+iterates) on Bananas (2 inputs, 2 classes), Phishing (9, 2) and ImageSegments (18, 7), its
+inputs standardised as the learner does, in the compiled loop after the bandwidth warm-up
+(median ns per round of ``--reps`` runs, process CPU time), against ``_floor.py``'s kernel that
+does only the round's arithmetic (featurise, score every row, update, average), with the
+operations and bytes that arithmetic needs. Targets: Bananas <= 3 µs a round and within 2x of
+its floor.
+
 Run: ``python benchmarks/core_update.py [--n 20000]``.
 """
 
@@ -158,6 +167,67 @@ def prequential_rows(n: int, reps: int) -> list[list[object]]:
     return out
 
 
+def _stream(name: str) -> tuple[np.ndarray, np.ndarray, int]:
+    """A river stream as standardised rows (as the learner standardises them) and class
+    indices, repeated to at least 6,000 rows; and its number of classes."""
+    from river import datasets
+
+    from streammkl.river._scaling import InputScaler
+
+    ds = {"Bananas": datasets.Bananas, "Phishing": datasets.Phishing,
+          "ImageSegments": datasets.ImageSegments}[name]()  # fmt: skip
+    rows, labels = [], []
+    for x, y in ds:
+        rows.append([float(v) for v in x.values()])
+        labels.append(y)
+    X = InputScaler().rows(np.array(rows), learn=True)
+    index = {c: i for i, c in enumerate(dict.fromkeys(labels))}
+    Y = np.array([float(index[c]) for c in labels])
+    while X.shape[0] < 6000:
+        X, Y = np.vstack([X, X]), np.concatenate([Y, Y])
+    return X, Y, len(index)
+
+
+def floor_rows(reps: int) -> tuple[list[list[object]], list[list[object]]]:
+    """The default round on three streams against the floor of its arithmetic."""
+    import copy
+
+    from _floor import floor_time
+
+    from streammkl.river import defaults
+
+    rows: list[list[object]] = []
+    targets: list[list[object]] = []
+    for name in ("Bananas", "Phishing", "ImageSegments"):
+        X, Y, classes = _stream(name)
+        d = X.shape[1]
+        model = OnlineMKL(kernels=defaults.kernel_bank(), loss=defaults.classifier_loss(),
+                          regularizer=defaults.regularizer(), schedule=defaults.schedule(),
+                          fit_intercept=True, averages=defaults.AVERAGES)  # fmt: skip
+        model.learn_many(X[:1600], Y[:1600])  # past the bandwidth warm-up, every class met
+        times = []
+        for _ in range(reps):
+            run = copy.deepcopy(model)
+            t0 = time.process_time_ns()
+            run.learn_many(X[1600:5600], Y[1600:5600])
+            times.append((time.process_time_ns() - t0) / 4000)
+        measured = float(np.median(times))
+        q = min(d, 128)
+        floor, counts = floor_time(d, classes, len(defaults.AVERAGES), 1 + q + q * (q + 1) // 2,
+                                   reps=reps)  # fmt: skip
+        ratio = measured / floor
+        rows.append([name, d, classes, counts["cosines"], counts["multiply-adds"],
+                     f"{counts['bytes'] / 1024:.0f} KiB", f"{floor:,.0f}", f"{measured:,.0f}",
+                     f"{ratio:.2f}"])  # fmt: skip
+        print(rows[-1], flush=True)
+        if name == "Bananas":
+            targets.append(["Bananas round <= 3 µs", f"{measured / 1000:.2f} µs",
+                            "met" if measured <= 3000 else "MISSED"])  # fmt: skip
+            targets.append(["Bananas round within 2x of its floor", f"{ratio:.2f}x",
+                            "met" if ratio <= 2.0 else "MISSED"])  # fmt: skip
+    return rows, targets
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=20000, help="measured rounds per row")
@@ -165,6 +235,7 @@ def main() -> None:
     args = parser.parse_args()
     n = args.n
     start = machine()
+    floor, floor_targets = floor_rows(args.reps)
     preq = prequential_rows(n, args.reps)
     rows = []
     cases = [
@@ -205,7 +276,18 @@ def main() -> None:
     headers = ["case", "learn() updates/s", "learn_many updates/s", "target", "", "support"]
     preq_headers = ["8 blocks x 8 inputs, prequential", "examples/s (CPU)", "vs river", "target",
                     ""]  # fmt: skip
+    floor_headers = ["stream", "inputs", "classes", "cosines", "multiply-adds", "bytes touched",
+                     "floor ns", "measured ns", "measured / floor"]  # fmt: skip
     body = (
+        "The default round against the floor of its arithmetic (median of "
+        f"{args.reps} runs of 4,000 rounds in the compiled loop, process CPU time; the floor: a "
+        "compiled kernel doing only the round's featurisation, scores, update and averages, in "
+        "the same compiler under the same JIT options, see `benchmarks/_floor.py`; two classes "
+        "compute one score row, the second being its negation):\n\n"
+        + markdown(floor_headers, floor)
+        + "\n\n"
+        + markdown(["target", "value", ""], floor_targets)
+        + "\n\n"
         f"Measured on {start}; {n:,} rounds per row (load average {os.getloadavg()[0]:.2f} at the "
         "end: on a shared machine the rates vary, the ratios of the first table much less).\n\n"
         "The prequential round against river (best of "

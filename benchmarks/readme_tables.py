@@ -80,7 +80,7 @@ def render(readme: str) -> str:
         readme, "river_suite", river_tables(river), "benchmarks/results/river_suite.md"
     )
     readme = replace(
-        readme, "core_update", "\n\n".join(tables(RESULTS / "core_update.md")[:2]),
+        readme, "core_update", "\n\n".join(tables(RESULTS / "core_update.md")[:4]),
         "benchmarks/results/core_update.md",
     )  # fmt: skip
     readme = replace(

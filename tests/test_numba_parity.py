@@ -25,13 +25,18 @@ SCALAR_KERNELS = [
     "loss_grad", "loss_values", "prox_squared_l1", "project_l1_ball", "prox_power",
     "prox_norm_step", "schedule_eta", "fast_cos", "uniform", "gather", "scatter",
     "weighted_squared_l1", "weighted_l1_ball", "decreasing_root", "ball_multiplier", "block_steps",
-    "secular_root",
+    "secular_root", "dot4_row", "dot4_rows", "dot4_row_sq", "dot4_rows_sq", "rows_dot4",
+    "axpby_sqnorm_row", "absmax", "cosines", "negate_row", "blockwise", "prox_blockwise",
 ]  # fmt: skip
 MODEL_LOOPS = [
     "learn_many", "learn_round", "explicit_phi", "block_scores", "apply_prox_steps",
     "zero_or_fold_block", "explicit_sqnorm", "decision", "average_explicit", "decision_many",
     "support_expansion", "support_dots", "dots_expansion", "ftrl_explicit", "round_body",
     "leader", "average_scores", "track_averages", "update_averages", "learn_predict", "new_pack",
+    "explicit_scores", "implicit_scores", "all_average_scores", "explicit_view", "explicit_round",
+    "explicit_decision", "decision_total", "ftrl_store", "ftrl_scales", "explicit_phi_of",
+    "check_example", "learn_predict_explicit", "learn_many_explicit", "decision_explicit",
+    "decision_many_explicit",
 ]  # fmt: skip
 BUDGET_LOOPS = [
     "exp_reduced", "fast_exp", "exp_many", "table_loss", "segment_kernels", "top_direction",
@@ -92,6 +97,32 @@ def test_scalar_and_vector_kernels():
     z, X = rng.normal(size=11), rng.normal(size=(3, 11))
     pair = _both("dot4_pair", z, X, 1, 11)
     assert pair == (nb.dot4(z, X[1], 0, 11), nb.dot4(z, X[2], 0, 11))  # bit for bit
+    # the rows' kernels (unsigned indices, no views): each sum bit for bit dot4's
+    A, v = rng.normal(size=(3, 14)), rng.normal(size=14)
+    assert _both("dot4_row", A, 2, v, 1, 14) == nb.dot4(A[2], v, 1, 14)
+    assert _both("dot4_rows", A, 0, 2, v, 1, 14) == (nb.dot4(A[0], v, 1, 14),
+                                                     nb.dot4(A[2], v, 1, 14))  # fmt: skip
+    assert _both("dot4_row_sq", A, 1, v, 3, 14) == (nb.dot4(A[1], v, 3, 14),
+                                                    nb.dot4(v, v, 3, 14))  # fmt: skip
+    three = _both("dot4_rows_sq", A, 0, 1, v, 2, 13)
+    assert three == (nb.dot4(A[0], v, 2, 13), nb.dot4(A[1], v, 2, 13), nb.dot4(v, v, 2, 13))
+    out = np.zeros(3)
+    _both("rows_dot4", A, v, 1, 14, out)
+    nb.rows_dot4(A, v, 1, 14, out)
+    assert out.tolist() == [nb.dot4(A[r], v, 1, 14) for r in range(3)]
+    B, C = A.copy(), A.copy()
+    assert _both("axpby_sqnorm_row", B, 1, v, 0.8, 0.3, 1, 13) == nb.axpby_sqnorm(
+        C[1], v, 0.8, 0.3, 1, 13
+    )
+    nb.axpby_sqnorm_row(B, 1, v, 0.8, 0.3, 1, 13)
+    assert np.array_equal(B, C)
+    assert _both("absmax", v, 2, 13) == np.abs(v[2:13]).max()
+    _both("cosines", rng.normal(size=9) * 50, 1, 8, 0.5)
+    _both("cosines", np.array([1.0, 2e5, -3.0]), 0, 3, 0.5)  # libm's cosine beyond the range
+    N = A.copy()
+    _both("negate_row", N, 0, 2, 3, 11)
+    nb.negate_row(N, 0, 2, 3, 11)
+    assert np.array_equal(N[2, 3:11], -A[0, 3:11]) and np.array_equal(N[2, :3], A[2, :3])
     _both("axpy_sqnorm", rng.normal(size=11), rng.normal(size=11), 0.3, 1, 10)
     _both("axpby_sqnorm", rng.normal(size=11), rng.normal(size=11), 0.8, 0.3, 1, 10)
     for code in range(7):
@@ -112,6 +143,13 @@ def test_scalar_and_vector_kernels():
         p1 = 1.5 if code == nb.P_GROUPLQ else 0.4
         for steps in (np.full(6, 0.7), s):  # one step (the paper's prox), per-block steps
             _both("prox_norm_step", code, 0.3, p1, group, 3 * b, steps, np.zeros(6))
+    for code in (nb.P_L2, nb.P_BLOCKSOFT, nb.P_GROUPLQ):  # the allocation-free steps
+        assert _both("blockwise", code)
+        p1 = 1.5 if code == nb.P_GROUPLQ else 0.4
+        out = _both("prox_blockwise", code, 0.3, p1, group, 3 * b, s, np.zeros(6))
+        np.testing.assert_array_equal(out, nb.prox_norm_step(code, 0.3, p1, group, 3 * b, s,
+                                                             np.zeros(6)))  # fmt: skip
+    assert not _both("blockwise", nb.P_SQGROUP)
     _both("uniform", s, group)
     _both("gather", b, group)
     _both("scatter", b[:5], group, np.zeros(6))

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from streammkl.core import _numba as nb
+from streammkl.core._jit import entry_point
 from streammkl.core.losses import Loss
 from streammkl.core.regularizers import Regularizer
 from streammkl.core.schedules import Schedule
@@ -37,17 +38,42 @@ def step_arrays(
     return codes, params, groups
 
 
-def entry_point(dispatcher: Any, args: tuple[Any, ...]) -> Callable[..., Any]:
-    """The compiled entry point of ``dispatcher`` for exactly these argument types (compiled
-    on the first call if needed); the dispatcher itself when numba's internals differ, or
-    when the function is not compiled (a test runs the Python original)."""
-    try:
-        sig = tuple(dispatcher.typeof_pyval(a) for a in args)
-        if sig not in dispatcher.overloads:
-            dispatcher.compile(sig)
-        return dispatcher.overloads[sig].entry_point
-    except Exception:  # a Python function, or numba internals changed: the slower route
-        return dispatcher
+def mirrored(layout: Layout, state: BlockState, loss: Loss, schedule: Schedule) -> bool:
+    """Whether the rounds may keep the second of two score rows as the first's negation and
+    compute the first only (half the work of every row loop).
+
+    A two-class softmax or multiclass hinge has step directions ``v[1] = -v[0]`` (exactly for
+    the hinge, up to rounding for the softmax, whose ``v[1]`` is then set to ``-v[0]``), so rows
+    that start as each other's negation stay so: the scores, FTRL's updates and norms, the bias
+    and the averages of the second row are then exactly the negations of the first's, which
+    is what the compiled round writes. Taken for explicit banks under FTRL (the default), when
+    the state's rows are each other's negation now (checked exactly)."""
+    w = state.w
+    if (
+        w.shape[0] != 2
+        or loss.code not in (nb.L_SOFTMAX, nb.L_MC_HINGE)
+        or schedule.code != nb.S_FTRL
+        or layout.im_blocks.size
+    ):
+        return False
+    avg = state.avg_w
+    return bool(
+        np.array_equal(w[1], -w[0])
+        and state.bias[1] == -state.bias[0]
+        and np.array_equal(avg[:, 1], -avg[:, 0])
+        and np.array_equal(state.avg_bias[:, 1], -state.avg_bias[:, 0])
+    )
+
+
+def fast_round(layout: Layout, schedule: Schedule, codes: np.ndarray, radius: float) -> bool:
+    """Whether the rounds take the compiled ``explicit_round`` (explicit blocks only, FTRL, prox
+    steps on each block's norm alone, no projection: the default bank)."""
+    return bool(
+        not layout.im_blocks.size
+        and schedule.code == nb.S_FTRL
+        and all(code in (nb.P_L2, nb.P_BLOCKSOFT, nb.P_GROUPLQ) for code in codes.tolist())
+        and not radius > 0.0
+    )
 
 
 class RoundArgs:
@@ -78,6 +104,15 @@ class RoundArgs:
         self.etas = np.zeros(M + 1)  # this round's per-block steps (then the bias step)
         self.pred = np.zeros(K)  # the prediction (the leader among the averaged iterates)
         self.state = S
+        #: Two score rows kept each other's negation (:func:`mirrored`).
+        self.mirror = mirrored(L, S, loss, schedule)
+        #: The rounds take the compiled explicit round (:func:`fast_round`).
+        self.fast = fast_round(L, schedule, steps[0], radius)
+        #: Every block is explicit: predictions take the compiled explicit route. (A process
+        #: compiles only the routes its bank takes: the default bank never compiles the
+        #: kernelized round.)
+        self.explicit = not L.im_blocks.size
+        self._decision_fn = nb.decision_explicit if self.explicit else nb.decision
         w_avg = S.w_avg if average else np.zeros((0, 0))
         self.pack = nb.new_pack(
             int(schedule.code), np.ascontiguousarray(schedule.constants, dtype=np.float64),
@@ -88,10 +123,13 @@ class RoundArgs:
             S.w, S.scale, S.norms, S.sx, S.ssq, S.sv, S.coef, S.kself, S.age, S.counters, S.gram,
             S.bias, float(bias_lr),
             self.phi, self.scores, self.fx, np.zeros(K), np.zeros(L.n_views),
-            np.zeros(L.n_views), np.zeros(M), np.zeros(M),
+            np.zeros(L.n_views), np.zeros(M), np.zeros(M), np.zeros(M), np.zeros(M),
+            np.ones(M, dtype=np.bool_),
             S.avg_w, S.avg_bias, S.avg_loss, S.avg_count, horizons, float(discount), int(every),
-            self.pred, np.zeros(K), np.zeros(K),
-            bool(average), w_avg,
+            self.pred, np.zeros(K), np.zeros((S.avg_w.shape[0], K)),
+            np.zeros(max(S.avg_w.shape[0] * K, 1)),
+            bool(average), w_avg, self.mirror, self.fast,
+            np.zeros(L.masks.shape[1]), np.zeros(1, dtype=np.int64),
         )  # fmt: skip
         self._unit_scales = np.ones(M)
         self._learn: Callable[..., float] | None = None
@@ -102,7 +140,8 @@ class RoundArgs:
         the model's ``n``-th: the loss, or a negative refusal code (``nb.BAD_X``, ...)."""
         fast = self._learn
         if fast is None:
-            fast = self._learn = entry_point(nb.learn_predict, (self.pack, x, 0.0, t, n))
+            compiled = nb.learn_predict_explicit if self.fast else nb.learn_predict
+            fast = self._learn = entry_point(compiled, (self.pack, x, 0.0, t, n))
         return fast(self.pack, x, float(y), t, n)
 
     def learn_round(self, x: np.ndarray, y: float, t: int) -> float:
@@ -117,25 +156,27 @@ class RoundArgs:
         preds = np.empty((X.shape[0], self.fx.shape[0]))
         if norms_before is None:
             norms_before = np.empty((0, self.scores.shape[0]))
-        nb.learn_many(self.pack, X, Y, int(t0), int(n0), losses, preds, norms_before)
+        loop = nb.learn_many_explicit if self.fast else nb.learn_many
+        loop(self.pack, X, Y, int(t0), int(n0), losses, preds, norms_before)
         return losses, preds
 
     def decision(self, x: np.ndarray, w: np.ndarray | None = None) -> np.ndarray:
         """Scores at ``x`` into ``self.fx``; ``w`` replaces the explicit weights (the running
         average, with unit scales), else the leader among the averaged iterates predicts."""
         if w is not None:
-            nb.decision(self.pack, x, w, self._unit_scales, False)
+            self._decision_fn(self.pack, x, w, self._unit_scales, False)
             return self.fx
         fast = self._decide
         if fast is None:
             args = (self.pack, x, self.state.w, self.state.scale, True)
-            fast = self._decide = entry_point(nb.decision, args)
+            fast = self._decide = entry_point(self._decision_fn, args)
         fast(self.pack, x, self.state.w, self.state.scale, True)
         return self.fx
 
     def decision_many(self, X: np.ndarray) -> np.ndarray:
         out = np.empty((X.shape[0], self.fx.shape[0]))
-        nb.decision_many(self.pack, X, out)
+        many = nb.decision_many_explicit if self.explicit else nb.decision_many
+        many(self.pack, X, out)
         return out
 
     def block_scores(self) -> np.ndarray:

@@ -21,6 +21,7 @@ class FeatureIndex:
     def __init__(self, names: list[str] | None = None):
         self.names: list[str] = list(names or [])
         self.index: dict[str, int] = {n: i for i, n in enumerate(self.names)}
+        self._ints: dict[int, int] = {}  # int name -> column (the column of its str)
 
     def __len__(self) -> int:
         return len(self.names)
@@ -47,6 +48,39 @@ class FeatureIndex:
                 continue
             out[col] = value if validated else _number(key, value)
         return out
+
+    def known_vector(self, x: Mapping, learn: bool) -> np.ndarray | None:
+        """``x`` as :meth:`vector` gives it, in one pass, when every value is a plain finite
+        ``float`` or ``int`` (or ``None``) under a ``str`` key; None when another case needs the
+        full path (nothing changed). ``learn``: an unknown name also answers None (it would get a
+        column); else it is ignored, as predictions ignore it."""
+        out = np.zeros(len(self.names))
+        index = self.index
+        for key, value in x.items():
+            kind = type(value)
+            if kind is float:
+                if value - value != 0.0:  # NaN or an infinity: the full path names it
+                    return None
+            elif kind is not int and value is not None:
+                return None
+            col = index.get(key)
+            if col is None and type(key) is int:  # river's synthetic streams: int names
+                col = self._int_column(key)
+            if col is None:
+                if learn or type(key) is not str:
+                    return None
+            elif value is not None:
+                out[col] = value
+        return out
+
+    def _int_column(self, key: int) -> int | None:
+        """The column of an ``int`` name (its ``str``'s), remembered once found."""
+        col = self._ints.get(key)
+        if col is None:
+            col = self.index.get(str(key))
+            if col is not None:
+                self._ints[key] = col
+        return col
 
 
 def _key(key: object) -> str:

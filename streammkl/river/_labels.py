@@ -4,6 +4,7 @@ registration order become the core's targets, the core's scores become labels an
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -104,7 +105,15 @@ class Classes:
 
     def proba(self, fx: list[float]) -> dict[Any, float]:
         """Probabilities from the core's scores (Python floats: the same digits for one example
-        or for a row of a compiled run)."""
+        or for a row of a compiled run); two classes of a multiclass loss inline the formula of
+        :func:`probas_of_rows` (the same operations)."""
+        labels = self.labels
+        if len(labels) == 2 and not self.shape()[0]:
+            a, b = fx[0], fx[1]
+            top = a if a >= b else b
+            ea, eb = math.exp(a - top), math.exp(b - top)
+            total = ea + eb
+            return {labels[0]: ea / total, labels[1]: eb / total}
         return self.probas([fx])[0]
 
     def probas(self, rows: list[list[float]]) -> list[dict[Any, float]]:

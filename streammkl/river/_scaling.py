@@ -16,34 +16,54 @@ run, so both give the same numbers bit for bit.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 from numba import njit
 
-from streammkl.core.jit import JIT_EXACT
+from streammkl.core.jit import JIT_EXACT, entry_point
 
 #: Below this variance an input counts as constant (scale 1).
 _TINY_VAR = 1e-24
+#: The compiled one-row entry points, by ``learn`` (resolved on first use).
+_ONE: dict[bool, Any] = {}
+
+
+def _standardize_row_py(
+    x: np.ndarray, count: np.ndarray, mean: np.ndarray, m2: np.ndarray, out: np.ndarray,
+    learn: bool,
+) -> None:  # fmt: skip
+    for j in range(x.shape[0]):
+        v = x[j]
+        n = count[j] + 1.0  # the statistics with v counted (stored only when learning)
+        delta = v - mean[j]
+        mu = mean[j] + delta / n
+        s2 = m2[j] + delta * (v - mu)
+        var = s2 / n
+        out[j] = (v - mu) / math.sqrt(var) if var > _TINY_VAR else v - mu
+        if learn:
+            count[j] = n
+            mean[j] = mu
+            m2[j] = s2
+
+
+#: One row standardised (and counted when ``learn``): the one body of both compiled entries.
+_standardize_row = njit(inline="always", **JIT_EXACT)(_standardize_row_py)
 
 
 @njit(**JIT_EXACT)
 def _standardize_rows(
     X: np.ndarray, count: np.ndarray, mean: np.ndarray, m2: np.ndarray, out: np.ndarray, learn: bool
 ) -> None:
-    d = X.shape[1]
     for i in range(X.shape[0]):
-        for j in range(d):
-            v = X[i, j]
-            n = count[j] + 1.0  # the statistics with v counted (stored only when learning)
-            delta = v - mean[j]
-            mu = mean[j] + delta / n
-            s2 = m2[j] + delta * (v - mu)
-            var = s2 / n
-            out[i, j] = (v - mu) / math.sqrt(var) if var > _TINY_VAR else v - mu
-            if learn:
-                count[j] = n
-                mean[j] = mu
-                m2[j] = s2
+        _standardize_row(X[i], count, mean, m2, out[i], learn)
+
+
+@njit(**JIT_EXACT)
+def _standardize_one(
+    x: np.ndarray, count: np.ndarray, mean: np.ndarray, m2: np.ndarray, out: np.ndarray, learn: bool
+) -> None:
+    _standardize_row(x, count, mean, m2, out, learn)
 
 
 class InputScaler:
@@ -63,11 +83,25 @@ class InputScaler:
 
     def transform(self, x: np.ndarray) -> np.ndarray:
         """One vector, standardised as if it were counted (nothing is stored)."""
-        return self.rows(x[None, :], learn=False)[0]
+        return self._one(x, False)
 
     def learn_transform(self, x: np.ndarray) -> np.ndarray:
         """One vector, counted and standardised."""
-        return self.rows(x[None, :], learn=True)[0]
+        return self._one(x, True)
+
+    def _one(self, x: np.ndarray, learn: bool) -> np.ndarray:
+        """One float64 vector through the compiled row (its entry point for these types: no
+        per-call type resolution); the numbers of :meth:`rows` on it."""
+        if x.shape[0] != self.count.shape[0]:
+            self._fit_width(x.shape[0])
+        if x.dtype != np.float64 or not x.flags.c_contiguous:
+            x = np.ascontiguousarray(x, dtype=np.float64)
+        out = np.empty_like(x)
+        one = _ONE.get(learn)
+        if one is None:
+            one = _ONE[learn] = entry_point(_standardize_one, (x, x, x, x, x, learn))
+        one(x, self.count, self.mean, self.m2, out, learn)
+        return out
 
     def rows(self, X: np.ndarray, learn: bool) -> np.ndarray:
         """Rows (n, d), each standardised with the statistics of everything counted before and

@@ -15,6 +15,8 @@ from streammkl.river._features import check_numeric
 from streammkl.river._labels import Classes, plain_label
 from streammkl.river._minibatch import as_list, first_row, frame_columns, frame_rows
 
+_PLAIN = frozenset({str, bool, int, float})  # label types that hash as themselves
+
 
 class MKLClassifier(MKLLearner, base.MiniBatchClassifier):
     """Online multiple kernel learning classifier (binary and multiclass, any hashable labels).
@@ -140,6 +142,8 @@ class MKLClassifier(MKLLearner, base.MiniBatchClassifier):
     def learn_one(self, x: Mapping, y: Any) -> None:
         if y is None:
             raise ValueError("learn_one needs a label; got None")
+        if self._learn_known(x, y) is not None:
+            return
         check_numeric(x)  # validate everything before any state changes
         classes = self._classes
         k = classes.register(y)
@@ -162,6 +166,10 @@ class MKLClassifier(MKLLearner, base.MiniBatchClassifier):
 
     def predict_proba_one(self, x: Mapping, **kwargs: Any) -> dict:
         rounds = self._rounds
+        if self.classes_:
+            fx = rounds.predict_known(x)
+            if fx is not None:
+                return self._classes.proba(fx.tolist())
         vec = rounds.vector(x, learn=False)
         if vec is None or not self.classes_:
             return {c: 1.0 / len(self.classes_) for c in self.classes_}
@@ -182,6 +190,9 @@ class MKLClassifier(MKLLearner, base.MiniBatchClassifier):
         """
         if y is None:
             return self.predict_proba_one(x)
+        fx = self._learn_known(x, y)
+        if fx is not None:
+            return self._classes.proba(fx)
         rounds, classes = self._rounds, self._classes
         model = rounds.model
         try:
@@ -203,7 +214,21 @@ class MKLClassifier(MKLLearner, base.MiniBatchClassifier):
         self.learn_one(x, y)
         return proba
 
+    def _learn_known(self, x: Mapping, y: Any) -> list[float] | None:
+        """The round of a known class on a known kind of ``x`` (:meth:`Rounds.learn_known`):
+        the scores before the update, or None (nothing changed) when the full path is needed."""
+        classes = self._classes
+        k = classes.index.get(y) if type(y) in _PLAIN else None
+        if k is None or k >= (2 if classes.binary else self._rounds.n_outputs):
+            return None
+        fx = self._rounds.learn_known(x, classes.target_of(k))
+        return None if fx is None else fx.tolist()
+
     def predict_one(self, x: Mapping, **kwargs: Any) -> Any:
+        if self.classes_:
+            fx = self._rounds.predict_known(x)
+            if fx is not None:
+                return self._classes.label_of(fx)
         scores = self._scores(x)
         if scores is None:
             return self.classes_[0] if self.classes_ else None

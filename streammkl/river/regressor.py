@@ -114,8 +114,10 @@ class MKLRegressor(MKLLearner, base.MiniBatchRegressor):
         return loss
 
     def learn_one(self, x: Mapping, y: float) -> None:
-        check_numeric(x)
         y = _finite_target(y)
+        if self._rounds.learn_known(x, lambda: self._target.advance(y)) is not None:
+            return
+        check_numeric(x)
         rounds = self._rounds
         vec = rounds.vector(x, learn=True, validated=True)  # if it refuses, nothing changed
         assert vec is not None
@@ -133,6 +135,11 @@ class MKLRegressor(MKLLearner, base.MiniBatchRegressor):
         """
         if y is None:
             return self.predict_one(x)
+        value = _finite_target(y)
+        center, scale = self._target.center_scale()
+        fx = self._rounds.learn_known(x, lambda: self._target.advance(value))
+        if fx is not None:
+            return center + scale * float(fx[0])
         rounds = self._rounds
         model = rounds.model
         if model is None or not model.feature_keys or not rounds.knows_features(x):
@@ -148,8 +155,11 @@ class MKLRegressor(MKLLearner, base.MiniBatchRegressor):
 
     def predict_one(self, x: Mapping) -> float:
         rounds = self._rounds
-        vec = rounds.vector(x, learn=False)
         center, scale = self._target.center_scale()
+        fx = rounds.predict_known(x)
+        if fx is not None:
+            return center + scale * float(fx[0])
+        vec = rounds.vector(x, learn=False)
         if vec is None:
             return center
         assert rounds.model is not None

@@ -122,6 +122,40 @@ class Rounds:
         self.last_loss = self.model.learn(vec, target)
         return self.last_loss
 
+    def learn_known(self, x: Mapping, target: float | Callable[[], float]) -> np.ndarray | None:
+        """One round on ``x`` when nothing about it needs the full path (the model is made,
+        every name of ``x`` is known, every value a plain finite number): featurised in one
+        pass, standardised when the learner standardises, learned in one compiled call;
+        returns the scores predicted before the update (a view: copy to keep). None when ``x``
+        needs the full path (nothing changed). The same numbers as :meth:`vector` and
+        :meth:`learn`. ``target``: the core's target, or a function giving it, called once
+        ``x`` is known to take this route (a regressor's target statistics count it)."""
+        model = self.model
+        if model is None or not model.built:
+            return None
+        vec = self.features.known_vector(x, learn=True)
+        if vec is None or not vec.shape[0]:
+            return None
+        if self.learner.standardize:
+            vec = self.scaler.learn_transform(vec)
+        self.last_input = vec
+        self.last_loss = model.learn(vec, target() if callable(target) else target)
+        return model.last_scores
+
+    def predict_known(self, x: Mapping) -> np.ndarray | None:
+        """The scores of ``x`` (a view: copy to keep) when its values are all plain finite numbers
+        and the model has inputs (unknown names are ignored, as :meth:`vector` does); None when
+        ``x`` needs the full path. Changes nothing."""
+        model = self.model
+        if model is None or not model.built or not model.feature_keys:
+            return None
+        vec = self.features.known_vector(x, learn=False)
+        if vec is None:
+            return None
+        if self.learner.standardize:
+            vec = self.scaler.transform(vec)
+        return model.decision_prepared(vec)
+
     def prepare_rows(self, X: np.ndarray) -> np.ndarray:
         """Raw dense rows (over :attr:`feature_names`) as the core learns them, in order:
         standardised and counted when the learner standardises (call once per run, just before
@@ -172,6 +206,11 @@ class Rounds:
     def n_learned(self) -> int:
         """Rounds learned."""
         return 0 if self.model is None else self.model.t
+
+    @property
+    def n_outputs(self) -> int:
+        """The core's score rows (0 before the model is made)."""
+        return 0 if self.model is None else self.model.n_outputs
 
     @property
     def n_support(self) -> int:

@@ -57,16 +57,20 @@ from streammkl.core._numba.kernels import (
 )  # fmt: skip
 from streammkl.core._numba.losses import loss_grad, loss_values
 from streammkl.core._numba.prox import (
-    ball_multiplier, decreasing_root, gather, prox_norm_step, prox_power, prox_squared_l1,
+    ball_multiplier, blockwise, decreasing_root, gather, prox_blockwise, prox_norm_step,
+    prox_power, prox_squared_l1,
     project_l1_ball, scatter, schedule_eta, secular_root, uniform, weighted_l1_ball,
     weighted_squared_l1,
 )  # fmt: skip
 from streammkl.core._numba.features import (
-    FAST_COS_LIMIT, axpby_sqnorm, axpy_sqnorm, dot4, dot4_pair, explicit_phi, fast_cos,
+    FAST_COS_LIMIT, absmax, axpby_sqnorm, axpby_sqnorm_row, axpy_sqnorm, cosines, dot4,
+    dot4_pair, dot4_row, dot4_row_sq, dot4_rows, dot4_rows_sq, explicit_phi, explicit_phi_of,
+    fast_cos, negate_row,
+    rows_dot4,
 )  # fmt: skip
 from streammkl.core._numba.scores import (
-    block_scores, dots_expansion, explicit_sqnorm, kernel_row, support_dots, support_expansion,
-    zero_or_fold_block,
+    block_scores, dots_expansion, explicit_scores, explicit_sqnorm, implicit_scores, kernel_row,
+    support_dots, support_expansion, zero_or_fold_block,
 )  # fmt: skip
 from streammkl.core._numba.merge import (
     best_merge_point, direction_cosine, merge_energy, merge_loss_table, merge_partner,
@@ -82,13 +86,15 @@ from streammkl.core._numba.budget import (
 )  # fmt: skip
 from streammkl.core._numba.support import move_pair, pair_views, shrink_support, support_sqnorms
 from streammkl.core._numba.averages import (
-    average_scores, leader, track_averages, update_averages,
+    all_average_scores, average_scores, leader, track_averages, update_averages,
 )  # fmt: skip
 from streammkl.core._numba.rounds import (
-    BAD_X, BAD_Y, NEW_CLASS, apply_prox_steps, average_explicit, block_steps, decision,
-    decision_many, ftrl_explicit, learn_many, learn_predict, learn_round, round_body,
+    BAD_X, BAD_Y, NEW_CLASS, apply_prox_steps, average_explicit, block_steps, check_example,
+    decision, decision_explicit, decision_many, decision_many_explicit, decision_total,
+    explicit_decision, explicit_round, ftrl_explicit, ftrl_scales, ftrl_store, learn_many,
+    learn_many_explicit, learn_predict, learn_predict_explicit, learn_round, round_body,
 )  # fmt: skip
-from streammkl.core._numba.pack import RoundPack, new_pack
+from streammkl.core._numba.pack import RoundPack, explicit_view, new_pack
 from streammkl.core._numba.chains import (
     forward_backward, logsumexp_row, viterbi, viterbi_cost, viterbi_hamming,
 )  # fmt: skip

@@ -17,10 +17,11 @@ To keep their cost a fraction of a round, the averages and the losses are update
 
 from __future__ import annotations
 
+import numpy as np
 from numba import njit
 
 from streammkl.core._jit import JIT, JIT_INLINE
-from streammkl.core._numba.features import dot4
+from streammkl.core._numba.features import dot4_row, dot4_rows
 from streammkl.core._numba.losses import loss_grad
 
 
@@ -36,41 +37,77 @@ def _leader(avg_loss):
 leader = njit(**JIT)(_leader)
 
 
-def _average_scores(phi, ex_blocks, ex_off, avg_w, avg_bias, e, out):
-    """Scores of average e at the feature maps ``phi`` into ``out`` (K,)."""
-    for k in range(out.shape[0]):
+def _average_scores(phi, ex_blocks, ex_off, avg_w, avg_bias, e, out, mirror):
+    """Scores of average e at the feature maps ``phi`` into ``out`` (K,); with ``mirror`` (two
+    rows, the second the first's negation) the second is the first's negation."""
+    rows = avg_w[e]
+    for k in range(1 if mirror else out.shape[0]):
         acc = avg_bias[e, k]
         for m in ex_blocks:
-            acc += dot4(avg_w[e, k], phi, ex_off[m], ex_off[m + 1])
+            acc += dot4_row(rows, k, phi, ex_off[m], ex_off[m + 1])
         out[k] = acc
+    if mirror:
+        out[1] = -out[0]
 
 
 average_scores = njit(**JIT)(_average_scores)
 
 
+def _all_average_scores(phi, ex_blocks, ex_off, avg_w, avg_bias, out, dots, mirror):
+    """Scores of every average at the feature maps ``phi`` into ``out`` (E, K): for each
+    (e, k) ``average_scores``' numbers bit for bit (the bias, then the blocks' ``dot4`` in
+    block order), the rows two at a time; with ``mirror`` (K = 2, each average's second row
+    the negation of its first) the first rows only, the second the negations (the same
+    numbers). ``dots`` (>= E K,) is scratch."""
+    E, K, P = avg_w.shape
+    rows = avg_w.reshape((E * K, P))
+    flat = out.reshape(E * K)
+    step = 2 if mirror else 1  # the rows computed: every one, or the first of each average
+    for r in range(0, E * K, step):
+        flat[r] = avg_bias[r // K, r % K]
+    for m in ex_blocks:
+        a = ex_off[m]
+        b = ex_off[m + 1]
+        r = 0
+        while r + 2 * step <= E * K:
+            dots[r], dots[r + step] = dot4_rows(rows, r, r + step, phi, a, b)
+            r += 2 * step
+        if r < E * K:
+            dots[r] = dot4_row(rows, r, phi, a, b)
+        for r in range(0, E * K, step):
+            flat[r] += dots[r]
+    if mirror:
+        for r in range(0, E * K, 2):
+            flat[r + 1] = -flat[r]
+
+
+all_average_scores = njit(**JIT_INLINE)(_all_average_scores)
+
+
 def _track_averages(
     loss_code, loss_p, fx, loss, y, phi, ex_blocks, ex_off, avg_w, avg_bias, avg_loss, rho,
-    count, every, scratch, scores, pred,
+    count, every, scratch, scores, pred, dots, mirror,
 ):  # fmt: skip
     """The prediction at this round into ``pred`` (the leader's scores, chosen before this
     example's losses count); on every ``every``-th round (``count[0]`` rounds before this one)
     every predictor's discounted loss is updated with this example. ``fx``, ``loss``: the last
-    iterate's scores and loss; ``scratch``, ``scores``: (K,) work arrays."""
+    iterate's scores and loss; ``scratch`` (K,), ``scores`` (E, K), ``dots`` (>= E K,): work
+    arrays; ``mirror``: see ``all_average_scores``."""
     best = leader(avg_loss)
     for k in range(pred.shape[0]):
         pred[k] = fx[k]
     if int(count[0]) % every != 0:
         if best > 0:
-            average_scores(phi, ex_blocks, ex_off, avg_w, avg_bias, best - 1, pred)
+            average_scores(phi, ex_blocks, ex_off, avg_w, avg_bias, best - 1, pred, mirror)
         return
     discount = rho**every
     avg_loss[0] = discount * avg_loss[0] + loss
+    all_average_scores(phi, ex_blocks, ex_off, avg_w, avg_bias, scores, dots, mirror)
     for e in range(avg_w.shape[0]):
-        average_scores(phi, ex_blocks, ex_off, avg_w, avg_bias, e, scores)
         if best == e + 1:
             for k in range(pred.shape[0]):
-                pred[k] = scores[k]
-        value = loss_grad(loss_code, loss_p, scores, y, scratch)
+                pred[k] = scores[e, k]
+        value = loss_grad(loss_code, loss_p, scores[e], y, scratch)
         avg_loss[e + 1] = discount * avg_loss[e + 1] + value
 
 
@@ -78,22 +115,35 @@ track_averages = njit(**JIT_INLINE)(_track_averages)
 
 
 def _update_averages(
-    w, scale, bias, ex_blocks, ex_off, avg_w, avg_bias, horizons, count, every
+    w, scale, bias, ex_blocks, ex_off, avg_w, avg_bias, horizons, count, every, mirror
 ):  # fmt: skip
     """One more round (``count[0]`` rounds so far, incremented here); every ``every``-th
-    round, the new iterate enters every average."""
+    round, the new iterate enters every average (one vectorised loop per block and row). With
+    ``mirror`` (K = 2, ``w[1] = -w[0]`` and each average's rows likewise) the first rows are
+    updated and the second set to their negations: the numbers the update gives them."""
     count[0] += 1
     if int(count[0]) % every != 0:
         return
     n = count[0] // every
+    rows = 1 if mirror else w.shape[0]
     for e in range(avg_w.shape[0]):
         r = max(1.0 / n, 1.0 - (1.0 - 1.0 / horizons[e]) ** every)
-        for k in range(w.shape[0]):
+        ue = np.uint64(e)
+        for k in range(rows):
+            uk = np.uint64(k)
             for m in ex_blocks:
                 s = scale[m]
-                for j in range(ex_off[m], ex_off[m + 1]):
-                    avg_w[e, k, j] += (s * w[k, j] - avg_w[e, k, j]) * r
+                # unsigned indices: no negative-index checks (the loop vectorises), no views
+                for j in range(np.uint64(ex_off[m]), np.uint64(ex_off[m + 1])):
+                    avg_w[ue, uk, j] += (s * w[uk, j] - avg_w[ue, uk, j]) * r
             avg_bias[e, k] += (bias[k] - avg_bias[e, k]) * r
+        if mirror:
+            u0 = np.uint64(0)
+            u1 = np.uint64(1)
+            for m in ex_blocks:
+                for j in range(np.uint64(ex_off[m]), np.uint64(ex_off[m + 1])):
+                    avg_w[ue, u1, j] = -avg_w[ue, u0, j]
+            avg_bias[e, 1] = -avg_bias[e, 0]
 
 
 update_averages = njit(**JIT_INLINE)(_update_averages)

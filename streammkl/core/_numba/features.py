@@ -43,6 +43,22 @@ def _fast_cos(x):
 fast_cos = njit(**JIT_INLINE)(_fast_cos)
 
 
+def _cosines(phi, a, e, c):
+    """``phi[j] = c cos(phi[j])`` for j in [a, e): one vectorised loop of ``fast_cos``, or
+    libm's cosine when an argument is beyond the reduction's exact range."""
+    ua = np.uint64(a)
+    ue = np.uint64(e)
+    if absmax(phi, a, e) > FAST_COS_LIMIT:
+        for j in range(ua, ue):
+            phi[j] = c * math.cos(phi[j])
+    else:
+        for j in range(ua, ue):
+            phi[j] = c * fast_cos(phi[j])
+
+
+cosines = njit(**JIT_INLINE)(_cosines)
+
+
 def _explicit_phi(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b, phi):
     """Feature maps of all explicit blocks, concatenated into ``phi``.
 
@@ -50,11 +66,12 @@ def _explicit_phi(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b
     second input index (-1: none) and a constant factor, so phi_j = c_j x[i_j] x[k_j]. A random
     Fourier block reads the contiguous rows ``r0 = phi_src[0, a], r0 + 1, ...`` of the offsets and
     of the *transposed* frequencies ``rff_wt`` (d, R), so that every loop over the block's
-    components runs on a contiguous view from index 0: numba then drops the negative-index
+    components runs contiguously with unsigned indices: numba then drops the negative-index
     checks and LLVM vectorises them (measured: 4.5 -> 0.8 us for the default bank's 384
-    components on 2 inputs). An additive block (``MAP_ADDITIVE``) reads its components sparsely
-    from ``phi_src``: input index, offset, frequency, so ``phi_j = c cos(w_j x[i_j] + b_j)``
-    costs one product per component and no frequency matrix (which would be O(d^2)).
+    components on 2 inputs), and no view is made. An additive block (``MAP_ADDITIVE``) reads
+    its components sparsely from ``phi_src``: input index, offset, frequency, so ``phi_j = c
+    cos(w_j x[i_j] + b_j)`` costs one product per component and no frequency matrix (which
+    would be O(d^2)).
     """
     d = x.shape[0]
     for m in ex_blocks:
@@ -67,22 +84,11 @@ def _explicit_phi(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b
         elif ex_kind[m] == MAP_ADDITIVE:
             n = e - a
             c = math.sqrt(2.0 / n) if n else 0.0
-            p = phi[a:e]
-            src = phi_src[0, a:e]
-            off = phi_src[1, a:e]
-            freq = phi_src[2, a:e]
-            big = 0.0
-            for j in range(n):
-                i = int(src[j])
-                z = off[j] + (freq[j] * x[i] if i < d else 0.0)
-                p[j] = z
-                big = max(big, abs(z))
-            if big > FAST_COS_LIMIT:
-                for j in range(n):
-                    p[j] = c * math.cos(p[j])
-            else:
-                for j in range(n):
-                    p[j] = c * fast_cos(p[j])
+            ua = np.uint64(a)
+            for j in range(np.uint64(n)):
+                i = int(phi_src[0, ua + j])
+                phi[ua + j] = phi_src[1, ua + j] + (phi_src[2, ua + j] * x[i] if i < d else 0.0)
+            cosines(phi, a, e, c)
         elif ex_kind[m] == MAP_GATHER:
             for j in range(a, e):
                 src = int(phi_src[0, j])
@@ -94,27 +100,19 @@ def _explicit_phi(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b
         else:
             n = e - a
             c = math.sqrt(2.0 / n)
-            p = phi[a:e]
-            r0 = int(phi_src[0, a]) if n else 0
-            b = rff_b[r0 : r0 + n]
-            for j in range(n):
-                p[j] = b[j]
+            ua = np.uint64(a)
+            un = np.uint64(n)
+            r0 = np.uint64(phi_src[0, a]) if n else np.uint64(0)
+            for j in range(un):
+                phi[ua + j] = rff_b[r0 + j]
             for i in range(min(d, rff_wt.shape[0])):  # z = b + sum_i x_i W[:, i], i in order
                 xi = x[i]
                 if xi == 0.0:  # a sparse input costs its non-zeros (same z after the cosine)
                     continue
-                col = rff_wt[i, r0 : r0 + n]
-                for j in range(p.shape[0]):
-                    p[j] += col[j] * xi
-            big = 0.0
-            for j in range(p.shape[0]):
-                big = max(big, abs(p[j]))
-            if big > FAST_COS_LIMIT:  # beyond the reduction's exact range: the library cosine
-                for j in range(p.shape[0]):
-                    p[j] = c * math.cos(p[j])
-            else:  # one vectorised loop
-                for j in range(p.shape[0]):
-                    p[j] = c * fast_cos(p[j])
+                ui = np.uint64(i)
+                for j in range(un):
+                    phi[ua + j] += rff_wt[ui, r0 + j] * xi
+            cosines(phi, a, e, c)
         if ex_norm[m]:
             sq = 0.0
             for j in range(a, e):
@@ -126,6 +124,30 @@ def _explicit_phi(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b
 
 
 explicit_phi = njit(**JIT_INLINE)(_explicit_phi)
+
+
+def _explicit_phi_of(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b, phi, phi_x,
+                     phi_valid):  # fmt: skip
+    """``explicit_phi`` unless ``phi`` already holds the maps of this very ``x`` (the input
+    ``phi_x`` they were computed for, ``phi_valid[0] = 1``): a prediction then the round on
+    the same input featurise once, the same numbers (the maps are a function of x)."""
+    d = x.shape[0]
+    if phi_valid[0] == 1 and phi_x.shape[0] == d:
+        same = True
+        for j in range(d):
+            if x[j] != phi_x[j]:
+                same = False
+                break
+        if same:
+            return
+    explicit_phi(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b, phi)
+    if phi_x.shape[0] == d:
+        for j in range(d):
+            phi_x[j] = x[j]
+        phi_valid[0] = 1
+
+
+explicit_phi_of = njit(**JIT_INLINE)(_explicit_phi_of)
 
 
 def _dot4(a, b, lo, hi):
@@ -171,6 +193,211 @@ def _dot4_pair(z, X, s, d):
 
 
 dot4_pair = njit(**JIT_INLINE)(_dot4_pair)
+
+
+# Unsigned indices: an index numba knows to be >= 0 needs no negative-index check (which stops
+# LLVM from vectorising a loop), and reading a block through whole arrays makes no view: a view
+# costs a reference-count increment and decrement (two calls and two atomic operations), which
+# made a third of the default round's time when made per block and row.
+_U1 = np.uint64(1)
+_U2 = np.uint64(2)
+_U3 = np.uint64(3)
+_U4 = np.uint64(4)
+
+
+def _dot4_rows(A, r0, r1, v, lo, hi):
+    """``(dot4(A[r0], v, lo, hi), dot4(A[r1], v, lo, hi))`` bit for bit (the same four
+    accumulators per row) in one pass: eight independent chains instead of four, so the scalar
+    multiply-adds (numba vectorises no reduction without ``reassoc``) run at the machine's
+    throughput rather than at one chain's latency. No views, unsigned indices."""
+    r0 = np.uint64(r0)
+    r1 = np.uint64(r1)
+    lo = np.uint64(lo)
+    hi = np.uint64(hi)
+    nq = (hi - lo) // _U4
+    a0 = a1 = a2 = a3 = 0.0
+    b0 = b1 = b2 = b3 = 0.0
+    for q in range(nq):
+        j = lo + _U4 * q
+        v0, v1, v2, v3 = v[j], v[j + _U1], v[j + _U2], v[j + _U3]
+        a0 += A[r0, j] * v0
+        a1 += A[r0, j + _U1] * v1
+        a2 += A[r0, j + _U2] * v2
+        a3 += A[r0, j + _U3] * v3
+        b0 += A[r1, j] * v0
+        b1 += A[r1, j + _U1] * v1
+        b2 += A[r1, j + _U2] * v2
+        b3 += A[r1, j + _U3] * v3
+    for j in range(lo + _U4 * nq, hi):
+        a0 += A[r0, j] * v[j]
+        b0 += A[r1, j] * v[j]
+    return (a0 + a1) + (a2 + a3), (b0 + b1) + (b2 + b3)
+
+
+dot4_rows = njit(**JIT_INLINE)(_dot4_rows)
+
+
+def _dot4_rows_sq(A, r0, r1, v, lo, hi):
+    """``dot4_rows`` and ``dot4(v, v, lo, hi)`` (the squared norm of v's block) in one pass,
+    each bit for bit."""
+    r0 = np.uint64(r0)
+    r1 = np.uint64(r1)
+    lo = np.uint64(lo)
+    hi = np.uint64(hi)
+    nq = (hi - lo) // _U4
+    a0 = a1 = a2 = a3 = 0.0
+    b0 = b1 = b2 = b3 = 0.0
+    c0 = c1 = c2 = c3 = 0.0
+    for q in range(nq):
+        j = lo + _U4 * q
+        v0, v1, v2, v3 = v[j], v[j + _U1], v[j + _U2], v[j + _U3]
+        a0 += A[r0, j] * v0
+        a1 += A[r0, j + _U1] * v1
+        a2 += A[r0, j + _U2] * v2
+        a3 += A[r0, j + _U3] * v3
+        b0 += A[r1, j] * v0
+        b1 += A[r1, j + _U1] * v1
+        b2 += A[r1, j + _U2] * v2
+        b3 += A[r1, j + _U3] * v3
+        c0 += v0 * v0
+        c1 += v1 * v1
+        c2 += v2 * v2
+        c3 += v3 * v3
+    for j in range(lo + _U4 * nq, hi):
+        a0 += A[r0, j] * v[j]
+        b0 += A[r1, j] * v[j]
+        c0 += v[j] * v[j]
+    return (a0 + a1) + (a2 + a3), (b0 + b1) + (b2 + b3), (c0 + c1) + (c2 + c3)
+
+
+dot4_rows_sq = njit(**JIT_INLINE)(_dot4_rows_sq)
+
+
+def _dot4_row_sq(A, r0, v, lo, hi):
+    """``(dot4(A[r0], v, lo, hi), dot4(v, v, lo, hi))`` in one pass, bit for bit."""
+    r0 = np.uint64(r0)
+    lo = np.uint64(lo)
+    hi = np.uint64(hi)
+    nq = (hi - lo) // _U4
+    a0 = a1 = a2 = a3 = 0.0
+    c0 = c1 = c2 = c3 = 0.0
+    for q in range(nq):
+        j = lo + _U4 * q
+        v0, v1, v2, v3 = v[j], v[j + _U1], v[j + _U2], v[j + _U3]
+        a0 += A[r0, j] * v0
+        a1 += A[r0, j + _U1] * v1
+        a2 += A[r0, j + _U2] * v2
+        a3 += A[r0, j + _U3] * v3
+        c0 += v0 * v0
+        c1 += v1 * v1
+        c2 += v2 * v2
+        c3 += v3 * v3
+    for j in range(lo + _U4 * nq, hi):
+        a0 += A[r0, j] * v[j]
+        c0 += v[j] * v[j]
+    return (a0 + a1) + (a2 + a3), (c0 + c1) + (c2 + c3)
+
+
+dot4_row_sq = njit(**JIT_INLINE)(_dot4_row_sq)
+
+
+def _dot4_row(A, r0, v, lo, hi):
+    """``dot4(A[r0], v, lo, hi)`` bit for bit, without a view."""
+    r0 = np.uint64(r0)
+    lo = np.uint64(lo)
+    hi = np.uint64(hi)
+    nq = (hi - lo) // _U4
+    a0 = a1 = a2 = a3 = 0.0
+    for q in range(nq):
+        j = lo + _U4 * q
+        a0 += A[r0, j] * v[j]
+        a1 += A[r0, j + _U1] * v[j + _U1]
+        a2 += A[r0, j + _U2] * v[j + _U2]
+        a3 += A[r0, j + _U3] * v[j + _U3]
+    for j in range(lo + _U4 * nq, hi):
+        a0 += A[r0, j] * v[j]
+    return (a0 + a1) + (a2 + a3)
+
+
+dot4_row = njit(**JIT_INLINE)(_dot4_row)
+
+
+def _rows_dot4(R, v, lo, hi, out):
+    """``out[r] = dot4(R[r], v, lo, hi)`` for every row r of R, bit for bit, two rows per
+    pass (``dot4_rows``)."""
+    n = R.shape[0]
+    r = 0
+    while r + 2 <= n:
+        out[r], out[r + 1] = dot4_rows(R, r, r + 1, v, lo, hi)
+        r += 2
+    if r < n:
+        out[r] = dot4_row(R, r, v, lo, hi)
+
+
+rows_dot4 = njit(**JIT_INLINE)(_rows_dot4)
+
+
+def _absmax(p, lo, hi):
+    """max |p[j]| over j in [lo, hi) (0 when empty) with four running maxima (one chain is
+    latency-bound); the same value as one running maximum."""
+    lo = np.uint64(lo)
+    hi = np.uint64(hi)
+    nq = (hi - lo) // _U4
+    m0 = m1 = m2 = m3 = 0.0
+    for q in range(nq):
+        j = lo + _U4 * q
+        m0 = max(m0, abs(p[j]))
+        m1 = max(m1, abs(p[j + _U1]))
+        m2 = max(m2, abs(p[j + _U2]))
+        m3 = max(m3, abs(p[j + _U3]))
+    for j in range(lo + _U4 * nq, hi):
+        m0 = max(m0, abs(p[j]))
+    return max(max(m0, m1), max(m2, m3))
+
+
+absmax = njit(**JIT_INLINE)(_absmax)
+
+
+def _axpby_sqnorm_row(A, r, phi, a, g, lo, hi):
+    """``axpby_sqnorm(A[r], phi, a, g, lo, hi)`` bit for bit, without a view."""
+    r = np.uint64(r)
+    lo = np.uint64(lo)
+    hi = np.uint64(hi)
+    nq = (hi - lo) // _U4
+    a0 = a1 = a2 = a3 = 0.0
+    for q in range(nq):
+        j = lo + _U4 * q
+        w0 = a * A[r, j] + g * phi[j]
+        w1 = a * A[r, j + _U1] + g * phi[j + _U1]
+        w2 = a * A[r, j + _U2] + g * phi[j + _U2]
+        w3 = a * A[r, j + _U3] + g * phi[j + _U3]
+        A[r, j] = w0
+        A[r, j + _U1] = w1
+        A[r, j + _U2] = w2
+        A[r, j + _U3] = w3
+        a0 += w0 * w0
+        a1 += w1 * w1
+        a2 += w2 * w2
+        a3 += w3 * w3
+    for j in range(lo + _U4 * nq, hi):
+        w0 = a * A[r, j] + g * phi[j]
+        A[r, j] = w0
+        a0 += w0 * w0
+    return (a0 + a1) + (a2 + a3)
+
+
+axpby_sqnorm_row = njit(**JIT_INLINE)(_axpby_sqnorm_row)
+
+
+def _negate_row(A, src, dst, lo, hi):
+    """``A[dst, lo:hi] = -A[src, lo:hi]`` (one vectorised loop, no views)."""
+    src = np.uint64(src)
+    dst = np.uint64(dst)
+    for j in range(np.uint64(lo), np.uint64(hi)):
+        A[dst, j] = -A[src, j]
+
+
+negate_row = njit(**JIT_INLINE)(_negate_row)
 
 
 def _axpby_sqnorm(w, phi, a, g, lo, hi):

@@ -16,10 +16,12 @@ that takes a pack has one signature and is cached on disk.
 
 from __future__ import annotations
 
+from collections import namedtuple
+
 from numba import njit, types
 from numba.experimental import structref
 
-from streammkl.core._jit import JIT
+from streammkl.core._jit import JIT, JIT_INLINE
 
 F1 = types.float64[::1]
 F2 = types.float64[:, ::1]
@@ -48,12 +50,20 @@ FIELDS = (
     ("bias_lr", FLOAT),
     # work buffers of a round
     ("phi", F1), ("scores", F2), ("fx", F1), ("v", F1), ("xsq", F1), ("dots", F1),
-    ("newnorms", F1), ("fsq", F1),
+    ("newnorms", F1), ("fsq", F1), ("blk_c", F1), ("blk_steps", F1), ("all_blocks", B1),
     # averaged iterates (exponential averages, the leader's prediction) ...
     ("avg_w", F3), ("avg_bias", F2), ("avg_loss", F1), ("avg_count", F1), ("horizons", F1),
-    ("rho", FLOAT), ("every", INT), ("pred", F1), ("scratch", F1), ("ascores", F1),
+    ("rho", FLOAT), ("every", INT), ("pred", F1), ("scratch", F1), ("ascores", F2),
+    ("row_dots", F1),
     # ... and the running average of Prop. 4 (average=True)
     ("average", types.boolean), ("w_avg", F2),
+    # two score rows kept each other's negation (a two-class softmax or multiclass hinge)
+    ("mirror", types.boolean),
+    # the round of explicit blocks under FTRL with blockwise prox steps (rounds.explicit_round)
+    ("fast", types.boolean),
+    # the input whose feature maps phi holds (phi_valid[0] = 1), so that a prediction then the
+    # round on the same input featurise once (the river learners' predict_proba_one, learn_one)
+    ("phi_x", F1), ("phi_valid", I1),
 )  # fmt: skip
 
 NAMES = tuple(name for name, _ in FIELDS)
@@ -71,6 +81,33 @@ class RoundPack(structref.StructRefProxy):
 structref.define_boxing(RoundPackType, RoundPack)
 PACK = RoundPackType(list(FIELDS))
 
+#: The fields the explicit round reads (``rounds.explicit_round``), as a named tuple of them:
+#: a compiled function without reference counting (``JIT_NORC``) cannot read a structref's
+#: fields (numba's NRT owns its data), but reads a named tuple's for free.
+EXPLICIT_FIELDS = (
+    "phi", "w", "scale", "ex_blocks", "ex_off", "ex_kind", "ex_norm", "phi_src", "rff_wt",
+    "rff_b", "scores", "fx", "v", "fsq", "etas", "bias", "pred", "avg_w", "avg_bias", "avg_loss",
+    "avg_count", "horizons", "rho", "every", "scratch", "ascores", "row_dots", "mirror", "norms",
+    "loss_code", "loss_p", "sched", "sched_p", "acc", "prev", "zn", "blk_c", "blk_steps",
+    "newnorms", "step_codes", "step_p", "step_groups", "bias_lr", "phi_x", "phi_valid",
+)  # fmt: skip
+ExplicitRound = namedtuple("ExplicitRound", EXPLICIT_FIELDS)  # type: ignore[misc]
+
+
+def _explicit_view(p):
+    """The pack's fields the explicit round reads, as an ``ExplicitRound`` (references)."""
+    return ExplicitRound(  # type: ignore[call-arg]
+        p.phi, p.w, p.scale, p.ex_blocks, p.ex_off, p.ex_kind, p.ex_norm, p.phi_src, p.rff_wt,
+        p.rff_b, p.scores, p.fx, p.v, p.fsq, p.etas, p.bias, p.pred, p.avg_w, p.avg_bias,
+        p.avg_loss, p.avg_count, p.horizons, p.rho, p.every, p.scratch, p.ascores, p.row_dots,
+        p.mirror, p.norms, p.loss_code, p.loss_p, p.sched, p.sched_p, p.acc, p.prev, p.zn,
+        p.blk_c, p.blk_steps, p.newnorms, p.step_codes, p.step_p, p.step_groups, p.bias_lr,
+        p.phi_x, p.phi_valid,
+    )  # fmt: skip
+
+
+explicit_view = njit(**JIT_INLINE)(_explicit_view)
+
 
 def _new_pack(
     sched, sched_p, acc, etas, prev, zn,
@@ -78,9 +115,9 @@ def _new_pack(
     ex_norm, phi_src, rff_wt, rff_b,
     loss_code, loss_p, step_codes, step_p, step_groups, radius, policy, capacity,
     w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, gram, bias, bias_lr,
-    phi, scores, fx, v, xsq, dots, newnorms, fsq,
-    avg_w, avg_bias, avg_loss, avg_count, horizons, rho, every, pred, scratch, ascores,
-    average, w_avg,
+    phi, scores, fx, v, xsq, dots, newnorms, fsq, blk_c, blk_steps, all_blocks,
+    avg_w, avg_bias, avg_loss, avg_count, horizons, rho, every, pred, scratch, ascores, row_dots,
+    average, w_avg, mirror, fast, phi_x, phi_valid,
 ):  # fmt: skip
     """A pack of these fields (the arrays are referenced, not copied)."""
     p = structref.new(PACK)  # type: ignore[call-arg,var-annotated]
@@ -133,6 +170,9 @@ def _new_pack(
     p.dots = dots
     p.newnorms = newnorms
     p.fsq = fsq
+    p.blk_c = blk_c
+    p.blk_steps = blk_steps
+    p.all_blocks = all_blocks
     p.avg_w = avg_w
     p.avg_bias = avg_bias
     p.avg_loss = avg_loss
@@ -143,8 +183,13 @@ def _new_pack(
     p.pred = pred
     p.scratch = scratch
     p.ascores = ascores
+    p.row_dots = row_dots
     p.average = average
     p.w_avg = w_avg
+    p.mirror = mirror
+    p.fast = fast
+    p.phi_x = phi_x
+    p.phi_valid = phi_valid
     return p
 
 

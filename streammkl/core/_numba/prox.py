@@ -276,20 +276,22 @@ def _schedule_eta(code, p0, t):
 schedule_eta = njit(**JIT)(_schedule_eta)
 
 
-def _prox_norm_step(code, p0, p1, group, b, steps, out):
-    """One norm-level prox step on the blocks in ``group``, in the metric of the per-block
-    steps: ``out = argmin_z sum_m 1/(2 steps_m) (z_m - b_m)^2 + Omega(z)``.
+def _blockwise(code):
+    """Whether prox step ``code`` acts on each block's norm alone (L2, group soft-threshold,
+    l_q): ``prox_blockwise`` computes it, without allocating."""
+    return code == P_L2 or code == P_BLOCKSOFT or code == P_GROUPLQ
 
-    With one step for every block this is ``prox_{step * Omega}(b)``, computed exactly as the
-    paper's operators (Alg. 2 and the rest); per-block steps (AdaGrad, FTRL) use the weighted
-    closed forms (L2, group soft-threshold, l_q Newton, weighted Alg. 2, weighted l1-ball) or a
-    monotone scalar root (the norm of a group, the l2 ball). Blocks outside ``group`` are copied
-    unchanged. ``p0`` is lambda (or the radius), ``p1`` is q or sigma.
-    """
+
+blockwise = njit(**JIT_INLINE)(_blockwise)
+
+
+def _prox_blockwise(code, p0, p1, group, b, steps, out):
+    """``prox_norm_step`` for the steps that act on each block's norm alone (``blockwise``):
+    L2 (``b / (1 + s lam)``), the group soft-threshold, the l_q Newton step. Allocates nothing
+    (the round without reference counting calls it)."""
     M = b.shape[0]
     for m in range(M):
         out[m] = b[m]
-    step = uniform(steps, group)
     if code == P_L2:
         for m in range(M):
             if group[m]:
@@ -303,7 +305,29 @@ def _prox_norm_step(code, p0, p1, group, b, steps, out):
         for m in range(M):
             if group[m]:
                 out[m] = math.copysign(prox_power(abs(b[m]), steps[m] * p0, p1), b[m])
-    elif code == P_ENET:  # exact prox of lam (sigma/2 sum b^2 + (1-sigma)/2 (sum b)^2)
+    return out
+
+
+prox_blockwise = njit(**JIT_INLINE)(_prox_blockwise)
+
+
+def _prox_norm_step(code, p0, p1, group, b, steps, out):
+    """One norm-level prox step on the blocks in ``group``, in the metric of the per-block
+    steps: ``out = argmin_z sum_m 1/(2 steps_m) (z_m - b_m)^2 + Omega(z)``.
+
+    With one step for every block this is ``prox_{step * Omega}(b)``, computed exactly as the
+    paper's operators (Alg. 2 and the rest); per-block steps (AdaGrad, FTRL) use the weighted
+    closed forms (L2, group soft-threshold, l_q Newton, weighted Alg. 2, weighted l1-ball) or a
+    monotone scalar root (the norm of a group, the l2 ball). Blocks outside ``group`` are copied
+    unchanged. ``p0`` is lambda (or the radius), ``p1`` is q or sigma.
+    """
+    if blockwise(code):
+        return prox_blockwise(code, p0, p1, group, b, steps, out)
+    M = b.shape[0]
+    for m in range(M):
+        out[m] = b[m]
+    step = uniform(steps, group)
+    if code == P_ENET:  # exact prox of lam (sigma/2 sum b^2 + (1-sigma)/2 (sum b)^2)
         sub = gather(b, group)
         res = np.empty(sub.shape[0])
         if step >= 0.0:

@@ -8,7 +8,7 @@ import math
 import numpy as np
 from numba import njit
 
-from streammkl.core._jit import JIT, JIT_INLINE
+from streammkl.core._jit import JIT, JIT_INLINE, JIT_NORC
 from streammkl.core._numba.averages import average_scores, leader, track_averages, update_averages
 from streammkl.core._numba.budget import make_room
 from streammkl.core._numba.codes import (
@@ -22,11 +22,24 @@ from streammkl.core._numba.codes import (
     S_ADAGRAD,
     S_FTRL,
 )  # fmt: skip
-from streammkl.core._numba.features import axpby_sqnorm, axpy_sqnorm, dot4, explicit_phi
+from streammkl.core._numba.features import (
+    axpby_sqnorm_row,
+    axpy_sqnorm,
+    dot4,
+    explicit_phi,
+    explicit_phi_of,
+    negate_row,
+)
 from streammkl.core._numba.kernels import kernel_value
 from streammkl.core._numba.losses import loss_grad
-from streammkl.core._numba.prox import prox_norm_step, schedule_eta
-from streammkl.core._numba.scores import block_scores, explicit_sqnorm, zero_or_fold_block
+from streammkl.core._numba.pack import explicit_view
+from streammkl.core._numba.prox import prox_blockwise, prox_norm_step, schedule_eta
+from streammkl.core._numba.scores import (
+    explicit_scores,
+    explicit_sqnorm,
+    implicit_scores,
+    zero_or_fold_block,
+)
 
 
 def _apply_prox_steps(
@@ -112,7 +125,7 @@ block_steps = njit(**JIT_INLINE)(_block_steps)
 
 def _ftrl_explicit(
     v, phi, ex_blocks, ex_off, etas, prev, t, step_codes, step_p, step_groups, radius,
-    w, scale, norms, zn, newnorms,
+    w, scale, norms, zn, newnorms, c, steps, all_blocks, mirror,
 ):  # fmt: skip
     """FTRL-proximal on explicit blocks with per-block adaptive steps (McMahan 2011).
 
@@ -123,10 +136,31 @@ def _ftrl_explicit(
     prox of ``Omega`` on ``c`` in the metric of the steps ``t eta_m`` (the same closed forms as
     the mirror-descent round), so the lazy scale is ``eta_m b_m / c_m`` (0 for a dropped block,
     whose ``u_m`` is kept). ``prev[m]`` holds the previous step (0 before the first round).
+    ``c``, ``steps`` (M,) are scratch; ``all_blocks`` (M,) is all True (the projection's group).
+    With ``mirror`` (two rows, ``w[1] = -w[0]`` and ``v[1] = -v[0]``) the first row is updated
+    and the second set to its negation: the numbers the update gives it.
     """
+    ftrl_store(v, phi, ex_blocks, ex_off, etas, prev, t, w, scale, norms, zn, c, steps, mirror)
     M = norms.shape[0]
-    c = np.empty(M)
-    steps = np.empty(M)
+    n_steps = step_codes.shape[0]
+    for j in range(n_steps):
+        code, p0, p1 = step_codes[j], step_p[j, 0], step_p[j, 1]
+        prox_norm_step(code, p0, p1, step_groups[j], c, steps, newnorms)
+        for m in range(M):
+            c[m] = newnorms[m]
+    if radius > 0.0:
+        prox_norm_step(P_BALL, radius, 0.0, all_blocks, c, etas[:M], newnorms)
+        for m in range(M):
+            c[m] = newnorms[m]
+    ftrl_scales(ex_blocks, norms, scale, zn, c)
+
+
+def _ftrl_store(v, phi, ex_blocks, ex_off, etas, prev, t, w, scale, norms, zn, c, steps, mirror):
+    """FTRL's gradient step on the stored blocks (``ftrl_explicit``): ``u_m <- (1 + sigma_m
+    scale_m) u_m + v (x) phi_m``, their norms into ``zn``, the norms to prox into ``c`` and the
+    prox metric ``t eta_m`` into ``steps``."""
+    M = norms.shape[0]
+    K = w.shape[0]
     for m in range(M):
         c[m] = 0.0
         steps[m] = t * etas[m]
@@ -136,24 +170,30 @@ def _ftrl_explicit(
         sigma = 1.0 / etas[m] - 1.0 / prev[m] if prev[m] > 0.0 else 0.0
         keep = 1.0 + sigma * scale[m]  # z <- z - sigma theta, i.e. u <- (1 + sigma scale) u
         sq = 0.0
-        for k in range(w.shape[0]):
-            sq += axpby_sqnorm(w[k], phi, keep, v[k], a, e)
+        if mirror:
+            s0 = axpby_sqnorm_row(w, 0, phi, keep, v[0], a, e)
+            sq += s0
+            sq += s0  # the second row's sum: the same squares
+            negate_row(w, 0, 1, a, e)
+        else:
+            for k in range(K):
+                sq += axpby_sqnorm_row(w, k, phi, keep, v[k], a, e)
         zn[m] = math.sqrt(sq)
         c[m] = etas[m] * zn[m]
         prev[m] = etas[m]
-    n_steps = step_codes.shape[0]
-    for j in range(n_steps):
-        code, p0, p1 = step_codes[j], step_p[j, 0], step_p[j, 1]
-        prox_norm_step(code, p0, p1, step_groups[j], c, steps, newnorms)
-        for m in range(M):
-            c[m] = newnorms[m]
-    if radius > 0.0:
-        prox_norm_step(P_BALL, radius, 0.0, np.ones(M, np.bool_), c, etas[:M], newnorms)
-        for m in range(M):
-            c[m] = newnorms[m]
+
+
+ftrl_store = njit(**JIT_INLINE)(_ftrl_store)
+
+
+def _ftrl_scales(ex_blocks, norms, scale, zn, c):
+    """FTRL's new block norms ``c`` (after the prox) as the blocks' norms and lazy scales."""
     for m in ex_blocks:
         norms[m] = c[m]
         scale[m] = c[m] / zn[m] if zn[m] > 0.0 and c[m] > 0.0 else 0.0
+
+
+ftrl_scales = njit(**JIT_INLINE)(_ftrl_scales)
 
 
 ftrl_explicit = njit(**JIT)(_ftrl_explicit)
@@ -173,13 +213,16 @@ def _learn_round(p, x, y, t):
     capacity the budget step of ``p.policy`` frees one (``make_room``; ``p.gram`` holds the
     projection policy's Gram matrices and inverses, else it has no rows). With averaged
     iterates (``p.avg_w`` non-empty, see ``averages``) ``p.pred`` receives the prediction (the
-    leader's scores), else ``p.fx``'s; the gradient is always the last iterate's.
+    leader's scores), else ``p.fx``'s; the gradient is always the last iterate's. The default
+    bank's rounds (``p.fast``) have their own compiled functions (``explicit_round`` and the
+    ``*_explicit`` loops): the same numbers, faster, and a process compiles only the route its
+    bank takes.
     """
     loss = round_body(p, x, y, t)
     if p.avg_w.shape[0] > 0:
         update_averages(
             p.w, p.scale, p.bias, p.ex_blocks, p.ex_off, p.avg_w, p.avg_bias, p.horizons,
-            p.avg_count, p.every,
+            p.avg_count, p.every, p.mirror,
         )  # fmt: skip
     return loss
 
@@ -195,16 +238,20 @@ def _round_body(p, x, y, t):
     w, scale, norms, sx, ssq, sv, coef = p.w, p.scale, p.norms, p.sx, p.ssq, p.sv, p.coef
     kself, sage, counters, bias, bias_lr = p.kself, p.sage, p.counters, p.bias, p.bias_lr
     gram = p.gram
-    phi, scores, fx, v, xsq, dots = p.phi, p.scores, p.fx, p.v, p.xsq, p.dots
+    phi, scores, fx, v, xsq = p.phi, p.scores, p.fx, p.v, p.xsq
     newnorms, fsq = p.newnorms, p.fsq
     avg_w, avg_bias, avg_loss, avg_count = p.avg_w, p.avg_bias, p.avg_loss, p.avg_count
     rho, every, pred, scratch, ascores = p.rho, p.every, p.pred, p.scratch, p.ascores
+    row_dots, mirror = p.row_dots, p.mirror
     M = norms.shape[0]
     K = fx.shape[0]
     explicit_phi(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b, phi)
-    block_scores(
-        x, phi, w, scale, ex_blocks, ex_off, im_blocks, view_of, masks, view_full,
-        kinds, kp, sx, ssq, sv, coef, counters[0], xsq, dots, scores,
+    p.phi_valid[0] = 0  # phi no longer holds the maps of the input explicit_phi_of remembered
+    adaptive = sched == S_ADAGRAD or sched == S_FTRL  # (only they read ||phi_m(x)||^2)
+    explicit_scores(phi, w, scale, ex_blocks, ex_off, scores, fsq if adaptive else fsq[:0], mirror)
+    implicit_scores(
+        x, im_blocks, view_of, masks, view_full, kinds, kp, sx, ssq, sv, coef, counters[0],
+        xsq, scale, scores,
     )  # fmt: skip
     for k in range(K):
         total = bias[k]
@@ -212,10 +259,12 @@ def _round_body(p, x, y, t):
             total += scores[m, k]
         fx[k] = total
     loss = loss_grad(loss_code, loss_p, fx, y, v)
+    if mirror:  # the two rows stay each other's negation (v[1] = -v[0] up to rounding)
+        v[1] = -v[0]
     if avg_w.shape[0] > 0:
         track_averages(
             loss_code, loss_p, fx, loss, y, phi, ex_blocks, ex_off, avg_w, avg_bias, avg_loss,
-            rho, avg_count, every, scratch, ascores, pred,
+            rho, avg_count, every, scratch, ascores, pred, row_dots, mirror,
         )  # fmt: skip
     else:
         for k in range(K):
@@ -223,9 +272,6 @@ def _round_body(p, x, y, t):
     vv = 0.0
     for k in range(K):
         vv += v[k] * v[k]
-    adaptive = sched == S_ADAGRAD or sched == S_FTRL
-    for m in ex_blocks:  # ||phi_m(x)||^2 (only the adaptive schedules read it)
-        fsq[m] = dot4(phi, phi, ex_off[m], ex_off[m + 1]) if adaptive else 0.0
     for m in im_blocks:  # k_m(x, x) = ||phi_m(x)||^2
         vw = view_of[m]
         fsq[m] = kernel_value(
@@ -235,7 +281,7 @@ def _round_body(p, x, y, t):
     if sched == S_FTRL:
         ftrl_explicit(
             v, phi, ex_blocks, ex_off, etas, prev, t, step_codes, step_p, step_groups, radius,
-            w, scale, norms, zn, newnorms,
+            w, scale, norms, zn, newnorms, p.blk_c, p.blk_steps, p.all_blocks, mirror,
         )  # fmt: skip
         for k in range(K):
             bias[k] += bias_lr * etas[M] * v[k]
@@ -287,6 +333,64 @@ def _round_body(p, x, y, t):
 
 
 round_body = njit(**JIT)(_round_body)
+
+
+def _explicit_round(f, x, y, t):
+    """``learn_round`` for a bank of explicit blocks under FTRL whose prox steps all act on
+    each block's norm alone, without a projection (``p.fast``: the default bank), on the
+    pack's fields ``f = explicit_view(p)``: the same operations in the same order as
+    ``round_body`` then ``update_averages`` take on such a bank, so the same numbers, compiled
+    without reference counting (``JIT_NORC``: its arrays and views cost no atomic operations;
+    it allocates nothing)."""
+    phi, w, scale, ex_blocks, ex_off = f.phi, f.w, f.scale, f.ex_blocks, f.ex_off
+    scores, fx, v, fsq, etas, bias, pred = f.scores, f.fx, f.v, f.fsq, f.etas, f.bias, f.pred
+    avg_w, mirror = f.avg_w, f.mirror
+    M = f.norms.shape[0]
+    K = fx.shape[0]
+    explicit_phi_of(x, ex_blocks, ex_off, f.ex_kind, f.ex_norm, f.phi_src, f.rff_wt, f.rff_b,
+                    phi, f.phi_x, f.phi_valid)  # fmt: skip
+    explicit_scores(phi, w, scale, ex_blocks, ex_off, scores, fsq, mirror)  # ||phi_m||^2 too
+    for k in range(K):
+        total = bias[k]
+        for m in range(M):
+            total += scores[m, k]
+        fx[k] = total
+    loss = loss_grad(f.loss_code, f.loss_p, fx, y, v)
+    if mirror:  # the two rows stay each other's negation (v[1] = -v[0] up to rounding)
+        v[1] = -v[0]
+    if avg_w.shape[0] > 0:
+        track_averages(
+            f.loss_code, f.loss_p, fx, loss, y, phi, ex_blocks, ex_off, avg_w, f.avg_bias,
+            f.avg_loss, f.rho, f.avg_count, f.every, f.scratch, f.ascores, pred, f.row_dots,
+            mirror,
+        )  # fmt: skip
+    else:
+        for k in range(K):
+            pred[k] = fx[k]
+    vv = 0.0
+    for k in range(K):
+        vv += v[k] * v[k]
+    block_steps(f.sched, f.sched_p, t, f.acc, fsq, vv, etas)
+    c, steps, newnorms, norms, zn = f.blk_c, f.blk_steps, f.newnorms, f.norms, f.zn
+    ftrl_store(v, phi, ex_blocks, ex_off, etas, f.prev, t, w, scale, norms, zn, c, steps, mirror)
+    step_codes, step_p, step_groups = f.step_codes, f.step_p, f.step_groups
+    for j in range(step_codes.shape[0]):
+        prox_blockwise(step_codes[j], step_p[j, 0], step_p[j, 1], step_groups[j], c, steps,
+                       newnorms)  # fmt: skip
+        for m in range(M):
+            c[m] = newnorms[m]
+    ftrl_scales(ex_blocks, norms, scale, zn, c)
+    for k in range(K):
+        bias[k] += f.bias_lr * etas[M] * v[k]
+    if avg_w.shape[0] > 0:
+        update_averages(
+            w, scale, bias, ex_blocks, ex_off, avg_w, f.avg_bias, f.horizons, f.avg_count,
+            f.every, mirror,
+        )  # fmt: skip
+    return loss
+
+
+explicit_round = njit(**JIT_NORC)(_explicit_round)
 learn_round = njit(**JIT)(_learn_round)
 
 
@@ -294,23 +398,48 @@ def _decision(p, x, w, scale, leader_scores):
     """Scores ``p.fx`` = sum of block scores + bias at ``x``, without learning, with the explicit
     weights ``w`` and lazy scales ``scale`` (the pack's own, or an average of Prop. 4's with unit
     scales); with ``leader_scores`` and averaged iterates, the scores of the predictor
-    ``learn_round`` would use now (the leader)."""
-    explicit_phi(x, p.ex_blocks, p.ex_off, p.ex_kind, p.ex_norm, p.phi_src, p.rff_wt, p.rff_b,
-                 p.phi)  # fmt: skip
-    block_scores(
-        x, p.phi, w, scale, p.ex_blocks, p.ex_off, p.im_blocks, p.view_of, p.masks, p.view_full,
-        p.kinds, p.kp, p.sx, p.ssq, p.sv, p.coef, p.counters[0], p.xsq, p.dots, p.scores,
+    ``learn_round`` would use now (the leader). A bank of explicit blocks has
+    ``decision_explicit`` (the same numbers, without reference counting)."""
+    explicit_phi_of(x, p.ex_blocks, p.ex_off, p.ex_kind, p.ex_norm, p.phi_src, p.rff_wt,
+                    p.rff_b, p.phi, p.phi_x, p.phi_valid)  # fmt: skip
+    explicit_scores(p.phi, w, scale, p.ex_blocks, p.ex_off, p.scores, p.phi[:0], p.mirror)
+    implicit_scores(
+        x, p.im_blocks, p.view_of, p.masks, p.view_full, p.kinds, p.kp, p.sx, p.ssq, p.sv,
+        p.coef, p.counters[0], p.xsq, scale, p.scores,
     )  # fmt: skip
-    fx, scores, bias = p.fx, p.scores, p.bias
+    decision_total(p.fx, p.scores, p.bias, p.phi, p.ex_blocks, p.ex_off, p.avg_w, p.avg_bias,
+                   p.avg_loss, p.mirror, leader_scores)  # fmt: skip
+
+
+def _decision_total(fx, scores, bias, phi, ex_blocks, ex_off, avg_w, avg_bias, avg_loss,
+                    mirror, leader_scores):  # fmt: skip
+    """``fx`` from the block scores and the bias; the leader's scores instead when asked."""
     for k in range(fx.shape[0]):
         acc = bias[k]
         for m in range(scores.shape[0]):
             acc += scores[m, k]
         fx[k] = acc
-    if leader_scores and p.avg_w.shape[0] > 0:
-        best = leader(p.avg_loss)
+    if leader_scores and avg_w.shape[0] > 0:
+        best = leader(avg_loss)
         if best > 0:
-            average_scores(p.phi, p.ex_blocks, p.ex_off, p.avg_w, p.avg_bias, best - 1, fx)
+            average_scores(phi, ex_blocks, ex_off, avg_w, avg_bias, best - 1, fx, mirror)
+
+
+decision_total = njit(**JIT_INLINE)(_decision_total)
+
+
+def _explicit_decision(f, x, w, scale, leader_scores):
+    """``decision`` for a bank of explicit blocks only, on the pack's fields ``f =
+    explicit_view(p)``, without reference counting (the running average of Prop. 4 keeps the
+    mirrored rows' negation too)."""
+    explicit_phi_of(x, f.ex_blocks, f.ex_off, f.ex_kind, f.ex_norm, f.phi_src, f.rff_wt,
+                    f.rff_b, f.phi, f.phi_x, f.phi_valid)  # fmt: skip
+    explicit_scores(f.phi, w, scale, f.ex_blocks, f.ex_off, f.scores, f.phi[:0], f.mirror)
+    decision_total(f.fx, f.scores, f.bias, f.phi, f.ex_blocks, f.ex_off, f.avg_w, f.avg_bias,
+                   f.avg_loss, f.mirror, leader_scores)  # fmt: skip
+
+
+explicit_decision = njit(**JIT_NORC)(_explicit_decision)
 
 
 decision = njit(**JIT)(_decision)
@@ -329,20 +458,9 @@ def _learn_predict(p, x, y, t, n):
     Then ``learn_round`` at round ``t`` since the schedule's restart and, with the running
     average of Prop. 4 (``p.average``), its update as the ``n``-th iterate. Returns the loss;
     the prediction made before the update is in ``p.pred``."""
-    for j in range(x.shape[0]):
-        if not math.isfinite(x[j]):
-            return BAD_X
-    code = p.loss_code
-    if code == L_HINGE or code == L_LOGISTIC:
-        if y != 1.0 and y != -1.0:
-            return BAD_Y
-    elif code == L_MC_HINGE or code == L_SOFTMAX:
-        if not y >= 0.0 or y != math.floor(y):
-            return BAD_Y
-        if y >= p.fx.shape[0]:
-            return NEW_CLASS
-    elif not math.isfinite(y):
-        return BAD_Y
+    code = check_example(p, x, y)
+    if code < 0.0:
+        return code
     loss = learn_round(p, x, y, t)
     if p.average:
         average_explicit(p.w, p.scale, p.ex_blocks, p.ex_off, p.w_avg, n)
@@ -396,3 +514,81 @@ def _decision_many(p, X, out):
 
 
 decision_many = njit(**JIT)(_decision_many)
+
+
+def _check_example(p, x, y):
+    """0.0 when ``learn_predict`` takes (x, y), else its refusal code (see there)."""
+    for j in range(x.shape[0]):
+        if not math.isfinite(x[j]):
+            return BAD_X
+    code = p.loss_code
+    if code == L_HINGE or code == L_LOGISTIC:
+        if y != 1.0 and y != -1.0:
+            return BAD_Y
+    elif code == L_MC_HINGE or code == L_SOFTMAX:
+        if not y >= 0.0 or y != math.floor(y):
+            return BAD_Y
+        if y >= p.fx.shape[0]:
+            return NEW_CLASS
+    elif not math.isfinite(y):
+        return BAD_Y
+    return 0.0
+
+
+check_example = njit(**JIT_INLINE)(_check_example)
+
+
+def _learn_predict_explicit(p, x, y, t, n):
+    """``learn_predict`` for a pack that takes the explicit round (``p.fast``)."""
+    code = check_example(p, x, y)
+    if code < 0.0:
+        return code
+    loss = explicit_round(explicit_view(p), x, y, t)
+    if p.average:
+        average_explicit(p.w, p.scale, p.ex_blocks, p.ex_off, p.w_avg, n)
+    return loss
+
+
+learn_predict_explicit = njit(**JIT)(_learn_predict_explicit)
+
+
+def _learn_many_explicit(p, X, Y, t0, n0, losses, preds, norms_before):
+    """``learn_many`` for a pack that takes the explicit round (``p.fast``): the pack's fields
+    read once per run."""
+    track = norms_before.shape[0] > 0
+    norms, pred = p.norms, p.pred
+    f = explicit_view(p)
+    for i in range(X.shape[0]):
+        if track:
+            for m in range(norms.shape[0]):
+                norms_before[i, m] = norms[m]
+        losses[i] = explicit_round(f, X[i], Y[i], t0 + i + 1)
+        for k in range(pred.shape[0]):
+            preds[i, k] = pred[k]
+        if p.average:
+            average_explicit(p.w, p.scale, p.ex_blocks, p.ex_off, p.w_avg, n0 + i + 1)
+
+
+learn_many_explicit = njit(**JIT)(_learn_many_explicit)
+
+
+def _decision_explicit(p, x, w, scale, leader_scores):
+    """``decision`` for a bank of explicit blocks only (``explicit_decision``)."""
+    explicit_decision(explicit_view(p), x, w, scale, leader_scores)
+
+
+decision_explicit = njit(**JIT)(_decision_explicit)
+
+
+def _decision_many_explicit(p, X, out):
+    """``decision_many`` for a bank of explicit blocks only."""
+    f = explicit_view(p)
+    fx = p.fx
+    w, scale = p.w, p.scale
+    for i in range(X.shape[0]):
+        explicit_decision(f, X[i], w, scale, True)
+        for k in range(fx.shape[0]):
+            out[i, k] = fx[k]
+
+
+decision_many_explicit = njit(**JIT)(_decision_many_explicit)

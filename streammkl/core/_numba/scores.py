@@ -9,7 +9,14 @@ from numba import njit
 
 from streammkl.core._jit import JIT, JIT_INLINE
 from streammkl.core._numba.codes import K_B1, K_POLY, K_RBF
-from streammkl.core._numba.features import dot4, dot4_pair
+from streammkl.core._numba.features import (
+    dot4,
+    dot4_pair,
+    dot4_row,
+    dot4_row_sq,
+    dot4_rows,
+    dot4_rows_sq,
+)
 from streammkl.core._numba.kernels import exp_many, kernel_value, view_dot
 
 
@@ -130,19 +137,60 @@ def _support_expansion(
 support_expansion = njit(**JIT)(_support_expansion)
 
 
-def _block_scores(
-    x, phi, w, scale, ex_blocks, ex_off, im_blocks, view_of, masks, view_full,
-    kinds, kp, sx, ssq, sv, coef, n_support, xsq, dots, scores,
-):  # fmt: skip
-    """Per-block scores ``scores[m, :] = f_m(x)`` (explicit: W phi; implicit: kernel expansion)."""
-    K = scores.shape[1]
+def _explicit_scores(phi, w, scale, ex_blocks, ex_off, scores, fsq, mirror):
+    """``scores[m, k] = scale[m] dot4(w[k], phi_m)`` for the explicit blocks, two rows per pass
+    (``dot4_rows``: the same sums as one row at a time); with a non-empty ``fsq`` (M,) also
+    ``fsq[m] = ||phi_m||^2`` (``dot4(phi_m, phi_m)``), in the pass of the last rows. With
+    ``mirror`` (two rows, ``w[1] = -w[0]`` exactly: see ``rounds.learn_round``) only the first
+    row is computed and the second is its negation: the same numbers, half the work."""
+    K = w.shape[0]
+    want = fsq.shape[0] > 0
     for m in ex_blocks:
         a = ex_off[m]
         e = ex_off[m + 1]
-        for k in range(K):
-            scores[m, k] = scale[m] * dot4(w[k], phi, a, e)
+        s = scale[m]
+        if mirror:
+            if want:
+                d0, sq = dot4_row_sq(w, 0, phi, a, e)
+                fsq[m] = sq
+            else:
+                d0 = dot4_row(w, 0, phi, a, e)
+            scores[m, 0] = s * d0
+            scores[m, 1] = -scores[m, 0]
+            continue
+        k = 0
+        while k + 2 <= K:
+            if want and k + 2 == K:  # the last two rows with phi itself
+                d0, d1, sq = dot4_rows_sq(w, k, k + 1, phi, a, e)
+                fsq[m] = sq
+            else:
+                d0, d1 = dot4_rows(w, k, k + 1, phi, a, e)
+            scores[m, k] = s * d0
+            scores[m, k + 1] = s * d1
+            k += 2
+        if k < K:
+            if want:
+                d0, sq = dot4_row_sq(w, k, phi, a, e)
+                fsq[m] = sq
+            else:
+                d0 = dot4_row(w, k, phi, a, e)
+            scores[m, k] = s * d0
+        elif want and K == 0:
+            fsq[m] = dot4(phi, phi, a, e)
+
+
+explicit_scores = njit(**JIT_INLINE)(_explicit_scores)
+
+
+def _implicit_scores(
+    x, im_blocks, view_of, masks, view_full, kinds, kp, sx, ssq, sv, coef, n_support, xsq,
+    scale, scores,
+):  # fmt: skip
+    """Per-block scores of the implicit blocks (kernel expansions over the support set); ``xsq``
+    receives <x, x> per view."""
     if im_blocks.shape[0] == 0:
         return
+    K = scores.shape[1]
     n_views = masks.shape[0]
     for vw in range(n_views):
         xsq[vw] = view_dot(x, x, masks[vw], view_full[vw])
@@ -153,6 +201,21 @@ def _block_scores(
     for m in im_blocks:
         for k in range(K):
             scores[m, k] *= scale[m]
+
+
+implicit_scores = njit(**JIT_INLINE)(_implicit_scores)
+
+
+def _block_scores(
+    x, phi, w, scale, ex_blocks, ex_off, im_blocks, view_of, masks, view_full,
+    kinds, kp, sx, ssq, sv, coef, n_support, xsq, dots, scores,
+):  # fmt: skip
+    """Per-block scores ``scores[m, :] = f_m(x)`` (explicit: W phi; implicit: kernel expansion)."""
+    explicit_scores(phi, w, scale, ex_blocks, ex_off, scores, phi[:0], False)
+    implicit_scores(
+        x, im_blocks, view_of, masks, view_full, kinds, kp, sx, ssq, sv, coef, n_support, xsq,
+        scale, scores,
+    )  # fmt: skip
 
 
 block_scores = njit(**JIT_INLINE)(_block_scores)

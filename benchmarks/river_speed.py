@@ -1,0 +1,320 @@
+"""The river learners per call against river's linear models, in one run: CPU time per example
+(``time.process_time``), medians of ``--reps`` repeated runs, with a MET / MISSED verdict per
+target of issue 25.
+
+Rows:
+
+- dense classification streams (Bananas, Phishing, Hyperplane with 10 inputs and 10,000
+  examples): ``MKLClassifier(standardize=True).learn_predict_one`` (target >= 1x) and its
+  ``predict_proba_one`` + ``learn_one`` (target >= 0.6x) against ``StandardScaler() |
+  LogisticRegression()`` doing ``predict_proba_one`` + ``learn_one``;
+- regression streams (Friedman with 10 inputs, TrumpApproval): ``MKLRegressor(standardize=True)``
+  likewise against ``StandardScaler() | LinearRegression()``;
+- a kernelized Gaussian block at the default budget (``StandardScaler() |
+  MKLClassifier(kernels=(RBF(1/d),))``, ``predict_one`` + ``learn_one``): target >= 20,000
+  examples/s on a 2-D (Bananas) and a 10-D (Hyperplane) stream;
+- sparse streams: a bag-of-words stream (documents of ~20 words from a 5,000-word Zipf
+  vocabulary, so new words arrive throughout; ``BagOfWords() | MKLClassifier()`` against
+  ``BagOfWords() | LogisticRegression()``) and a one-hot categorical stream (``synth.Agrawal``
+  with its categorical attributes one-hot encoded; ``MKLClassifier(standardize=True)`` against
+  ``StandardScaler() | LogisticRegression()``): target >= 0.5x at >= its accuracy. The MKL
+  learner runs on a prefix of ``--sparse-n`` examples (its cost grows with the inputs it has
+  met); river's on the same prefix.
+
+Each learner warms up (compiled code loaded, the bandwidth warm-up passed) on the first
+examples before the timed ones, except the sparse rows, which are timed from the start (their
+cost is the growth). Also measured: a fresh process's import and first ``learn_one`` with an
+empty numba cache (what a fresh checkout pays once), unless ``--no-cold``.
+
+Run: ``python benchmarks/river_speed.py [--reps 3]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _table import add_out, documented_run, machine, markdown, publish
+
+WARM = 1100  # examples before the timed ones (past the default bandwidth warm-up of 1,000)
+VOCABULARY = 5000
+
+
+def _bag_of_words(n: int, seed: int = 7) -> list[tuple[str, bool]]:
+    """Documents of 10-30 words drawn from a Zipf(1.1) law over a 5,000-word vocabulary (rare
+    words keep arriving), labelled by the sign of a random weight per word plus noise."""
+    rng = np.random.default_rng(seed)
+    ranks = np.arange(1, VOCABULARY + 1)
+    p = ranks**-1.1
+    p /= p.sum()
+    weight = rng.normal(size=VOCABULARY)
+    out = []
+    for _ in range(n):
+        words = rng.choice(VOCABULARY, size=int(rng.integers(10, 31)), p=p)
+        score = weight[words].sum() + rng.normal()
+        out.append((" ".join(f"w{w}" for w in words), bool(score > 0)))
+    return out
+
+
+def _one_hot_agrawal(n: int) -> list[tuple[dict, Any]]:
+    """``synth.Agrawal`` with its categorical attributes (elevel, car, zipcode) one-hot."""
+    from river.datasets import synth
+
+    out = []
+    for x, y in synth.Agrawal(seed=42, classification_function=0).take(n):
+        row = {k: float(v) for k, v in x.items() if k not in ("elevel", "car", "zipcode")}
+        for k in ("elevel", "car", "zipcode"):
+            row[f"{k}={x[k]}"] = 1.0
+        out.append((row, y))
+    return out
+
+
+def _dense(name: str) -> list[tuple[dict, Any]]:
+    from river import datasets
+    from river.datasets import synth
+
+    if name == "Bananas":
+        return list(datasets.Bananas())
+    if name == "Phishing":
+        return list(datasets.Phishing())
+    if name == "Hyperplane":
+        return list(synth.Hyperplane(seed=42, n_features=10).take(10_000))
+    if name == "Friedman":
+        return list(synth.Friedman(seed=42).take(10_000))
+    if name == "TrumpApproval":
+        return list(datasets.TrumpApproval())
+    raise ValueError(name)
+
+
+def _cpu_per_call(make: Callable[[], Any], warm: list, timed: list,
+                  step: Callable[[Any, Any, Any], Any], reps: int) -> float:  # fmt: skip
+    """Median µs of CPU time per example of ``step(model, x, y)`` over ``timed``, each run on a
+    fresh model warmed on ``warm``."""
+    times = []
+    for _ in range(reps):
+        model = make()
+        for x, y in warm:
+            step(model, x, y)
+        t0 = time.process_time()
+        for x, y in timed:
+            step(model, x, y)
+        times.append((time.process_time() - t0) / len(timed) * 1e6)
+    return statistics.median(times)
+
+
+def _two_calls(model: Any, x: Any, y: Any) -> None:
+    model.predict_proba_one(x)
+    model.learn_one(x, y)
+
+
+def _two_calls_reg(model: Any, x: Any, y: Any) -> None:
+    model.predict_one(x)
+    model.learn_one(x, y)
+
+
+def _one_call(model: Any, x: Any, y: Any) -> None:
+    model.learn_predict_one(x, y)
+
+
+def _verdict(ratio: float, target: float) -> str:
+    return "met" if ratio >= target else "MISSED"
+
+
+def dense_rows(reps: int) -> list[list[object]]:
+    from river import linear_model, preprocessing
+
+    from streammkl.river import MKLClassifier, MKLRegressor
+
+    rows: list[list[object]] = []
+    for name in ("Bananas", "Phishing", "Hyperplane"):
+        data = _dense(name)
+        warm, timed = data[:WARM], data[WARM:]
+
+        def lr() -> Any:
+            return preprocessing.StandardScaler() | linear_model.LogisticRegression()
+
+        def mkl() -> Any:
+            return MKLClassifier(standardize=True)
+
+        ref = _cpu_per_call(lr, warm, timed, _two_calls, reps)
+        one = _cpu_per_call(mkl, warm, timed, _one_call, reps)
+        two = _cpu_per_call(mkl, warm, timed, _two_calls, reps)
+        rows.append([name, "LogisticRegression", f"{ref:.2f}", f"{one:.2f}", f"{ref / one:.2f}x",
+                     _verdict(ref / one, 1.0), f"{two:.2f}", f"{ref / two:.2f}x",
+                     _verdict(ref / two, 0.6)])  # fmt: skip
+        print(rows[-1], flush=True)
+    for name in ("Friedman", "TrumpApproval"):
+        data = _dense(name)
+        cut = min(WARM, len(data) // 2)  # TrumpApproval has 1,001 examples
+        warm, timed = data[:cut], data[cut:]
+
+        def linreg() -> Any:
+            return preprocessing.StandardScaler() | linear_model.LinearRegression()
+
+        def mklr() -> Any:
+            return MKLRegressor(standardize=True)
+
+        ref = _cpu_per_call(linreg, warm, timed, _two_calls_reg, reps)
+        one = _cpu_per_call(mklr, warm, timed, _one_call, reps)
+        two = _cpu_per_call(mklr, warm, timed, _two_calls_reg, reps)
+        rows.append([name, "LinearRegression", f"{ref:.2f}", f"{one:.2f}", f"{ref / one:.2f}x",
+                     _verdict(ref / one, 1.0), f"{two:.2f}", f"{ref / two:.2f}x",
+                     _verdict(ref / two, 0.6)])  # fmt: skip
+        print(rows[-1], flush=True)
+    return rows
+
+
+def kernelized_rows(reps: int) -> list[list[object]]:
+    from river import preprocessing
+
+    from streammkl.core import kernels
+    from streammkl.river import MKLClassifier
+
+    rows: list[list[object]] = []
+    for name, d in (("Bananas", 2), ("Hyperplane", 10)):
+        data = _dense(name)
+        warm, timed = data[:WARM], data[WARM : WARM + 5000]
+
+        def make(d: int = d) -> Any:
+            return preprocessing.StandardScaler() | MKLClassifier(kernels=(kernels.RBF(1.0 / d),))
+
+        def step(model: Any, x: Any, y: Any) -> None:
+            model.predict_one(x)
+            model.learn_one(x, y)
+
+        us = _cpu_per_call(make, warm, timed, step, reps)
+        rate = 1e6 / us
+        rows.append([f"{name} ({d}-D)", f"{rate:,.0f}", ">= 20,000",
+                     "met" if rate >= 20_000 else "MISSED"])  # fmt: skip
+        print(rows[-1], flush=True)
+    return rows
+
+
+def _accuracy_and_time(model: Any, data: Iterable[tuple[Any, Any]]) -> tuple[float, float]:
+    hits = n = 0
+    t0 = time.process_time()
+    for x, y in data:
+        p = model.predict_proba_one(x)
+        hits += bool(p) and max(p, key=p.get) == y
+        model.learn_one(x, y)
+        n += 1
+    return hits / n, (time.process_time() - t0) / n * 1e6
+
+
+def sparse_rows(n: int) -> list[list[object]]:
+    from river import feature_extraction, linear_model, preprocessing
+
+    from streammkl.river import MKLClassifier
+
+    rows: list[list[object]] = []
+    docs = _bag_of_words(n)
+    hot = _one_hot_agrawal(n)
+    cases = [
+        ("bag of words (5,000-word Zipf)", docs,
+         lambda: feature_extraction.BagOfWords() | linear_model.LogisticRegression(),
+         lambda: feature_extraction.BagOfWords() | MKLClassifier()),
+        ("one-hot Agrawal", hot,
+         lambda: preprocessing.StandardScaler() | linear_model.LogisticRegression(),
+         lambda: MKLClassifier(standardize=True)),
+    ]  # fmt: skip
+    for label, data, ref_make, mkl_make in cases:
+        ref_acc, ref_us = _accuracy_and_time(ref_make(), data)
+        acc, us = _accuracy_and_time(mkl_make(), data)
+        ratio = ref_us / us
+        ok = ratio >= 0.5 and acc >= ref_acc
+        rows.append([label, n, f"{ref_us:.1f}", f"{us:.1f}", f"{ratio:.3f}x",
+                     f"{100 * ref_acc:.1f} %", f"{100 * acc:.1f} %",
+                     "met" if ok else "MISSED"])  # fmt: skip
+        print(rows[-1], flush=True)
+    return rows
+
+
+def cold_start() -> str:
+    """A fresh process's import and first ``learn_one`` / ``predict_proba_one`` with an empty
+    numba cache (wall time)."""
+    code = (
+        "import time; t0 = time.perf_counter()\n"
+        "from river import datasets\n"
+        "from streammkl.river import MKLClassifier\n"
+        "x, y = next(iter(datasets.Bananas())); m = MKLClassifier(standardize=True)\n"
+        "t1 = time.perf_counter(); m.learn_one(x, y); t2 = time.perf_counter()\n"
+        "m.predict_proba_one(x); t3 = time.perf_counter()\n"
+        "print(f'{t1 - t0:.1f} {t2 - t1:.1f} {t3 - t2:.1f}')\n"
+    )
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "NUMBA_CACHE_DIR": cache}
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                             text=True, check=True)  # fmt: skip
+    imp, learn, pred = out.stdout.split()
+    return (f"A fresh process with an empty numba cache: import {imp} s, first `learn_one` "
+            f"{learn} s, first `predict_proba_one` {pred} s (wall time).")  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=3, help="repeated runs per timing")
+    parser.add_argument("--sparse-n", type=int, default=300, help="examples of the sparse rows")
+    parser.add_argument("--no-cold", action="store_true", help="skip the cold-start measure")
+    add_out(parser)
+    args = parser.parse_args()
+    start = machine()
+    dense = dense_rows(args.reps)
+    kern = kernelized_rows(args.reps)
+    sparse = sparse_rows(args.sparse_n)
+    cold = "" if args.no_cold else cold_start()
+    body = (
+        f"Measured on {start} (load average {os.getloadavg()[0]:.2f} at the end); CPU time "
+        f"per example, median of {args.reps} runs; each learner warmed on the first {WARM:,} "
+        "examples of a stream and timed on the rest.\n\n"
+        + markdown(
+            [
+                "stream",
+                "river reference",
+                "reference µs",
+                "learn_predict_one µs",
+                "ratio",
+                "target >= 1x",
+                "predict + learn_one µs",
+                "ratio",
+                "target >= 0.6x",
+            ],
+            dense,
+        )
+        + "\n\nA kernelized Gaussian block at the default budget through the river API "
+        "(`StandardScaler() | MKLClassifier(kernels=(RBF(1/d),))`, `predict_one` + `learn_one`, "
+        "5,000 timed examples):\n\n"
+        + markdown(["stream", "examples/s", "target", ""], kern)
+        + "\n\nSparse and wide inputs (timed from the first example: the cost is the growth; "
+        "prequential accuracy over the same examples):\n\n"
+        + markdown(
+            [
+                "stream",
+                "examples",
+                "river LogisticRegression µs",
+                "MKLClassifier µs",
+                "ratio (target >= 0.5x)",
+                "LR accuracy",
+                "MKL accuracy",
+                "",
+            ],
+            sparse,
+        )
+        + (f"\n\n{cold}" if cold else "")
+    )
+    full = documented_run(parser, args)
+    publish("river_speed", "River learners per call", body, full=full, out=args.out)
+
+
+if __name__ == "__main__":
+    main()
