@@ -7,6 +7,7 @@ must appear in ``INSTANCES`` (a test fails if a new one is added without an inst
 from __future__ import annotations
 
 import inspect
+import zlib
 
 import numpy as np
 import pytest
@@ -60,7 +61,7 @@ PARAMS = [(name, i) for name, regs in INSTANCES.items() for i in range(len(regs)
 @pytest.mark.parametrize(("name", "i"), PARAMS)
 def test_prox_norms_matches_brute_force(name, i):
     reg = INSTANCES[name][i]
-    rng = np.random.default_rng(hash((name, i)) % 2**32)
+    rng = np.random.default_rng(zlib.crc32(f"{name}/{i}".encode()))  # not hash(): salted
     worst = 0.0
     for b in _cases(200, seed=i):
         step = float(rng.choice(STEPS))
@@ -74,6 +75,8 @@ def test_prox_norms_matches_brute_force(name, i):
         # the brute-force solver may stop early; ours must be at least as good and close
         assert obj(ours) <= obj(ref) + 1e-9 * max(1.0, abs(obj(ref)))
         err = np.max(np.abs(ours - ref)) / max(1.0, np.max(np.abs(b)))
+        if obj(ours) < obj(ref) - 1e-12 * max(1.0, abs(obj(ref))):
+            continue  # the reference stopped short of the minimum ours reaches: no yardstick
         worst = max(worst, err)
     assert worst < 1e-6
 
@@ -176,6 +179,8 @@ def test_prox_in_the_metric_of_per_block_steps_matches_brute_force(name, i):
 
         assert obj(ours) <= obj(ref) + 1e-9 * max(1.0, abs(obj(ref)))
         err = np.max(np.abs(ours - ref)) / max(1.0, np.max(np.abs(b)))
+        if obj(ours) < obj(ref) - 1e-12 * max(1.0, abs(obj(ref))):
+            continue  # the reference stopped short of the minimum ours reaches: no yardstick
         worst = max(worst, err)
     assert worst < 1e-6
 
