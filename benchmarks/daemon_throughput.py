@@ -7,7 +7,7 @@ repetitions; the table gives medians (and the min-max range) because the machine
 1. raw: a kafka-python group consumer, ``poll(max_records=2000)``, ``json.loads`` of every value,
    one commit per batch (KAFKA.md's reference loop) — the issue's baseline; and the same loop on
    librdkafka (``consume(2000)``), the client the daemon consumes with by default;
-2. the daemon (:class:`streammkl.daemon.runner.Runner`, in-process, default learner and
+2. the daemon (:class:`streammkl.daemon.loop.runner.Runner`, in-process, default learner and
    settings, so the regret/drift monitor on): pipelined compiled runs (a batch's rounds in
    compiled loops on the learner thread while the loop fetches the next batch), the monitor
    learning each run in one loop and feeding its losses to the compiled ADWIN (a detected drift
@@ -59,14 +59,14 @@ from kafka.structs import OffsetAndMetadata  # noqa: E402
 from prometheus_client import CollectorRegistry  # noqa: E402
 
 from streammkl import wire  # noqa: E402
-from streammkl.daemon.broker import EmbeddedBroker  # noqa: E402
+from streammkl.daemon.commands.broker import EmbeddedBroker  # noqa: E402
 from streammkl.daemon.config import load_settings  # noqa: E402
-from streammkl.daemon.kafka_clients import confluent, kafka_python  # noqa: E402
-from streammkl.daemon.learner import build_learner  # noqa: E402
-from streammkl.daemon.monitoring import StreamMonitor  # noqa: E402
-from streammkl.daemon.runner import Runner  # noqa: E402
-from streammkl.daemon.steps import LearnerStep, MKLStep, make_step  # noqa: E402
-from streammkl.daemon.topics import ensure_topics  # noqa: E402
+from streammkl.daemon.kafka.clients import confluent, kafka_python  # noqa: E402
+from streammkl.daemon.kafka.topics import ensure_topics  # noqa: E402
+from streammkl.daemon.learning.building import build_learner  # noqa: E402
+from streammkl.daemon.learning.drivers import LearnerStep, MKLStep, make_step  # noqa: E402
+from streammkl.daemon.learning.stream_monitor import StreamMonitor  # noqa: E402
+from streammkl.daemon.loop.runner import Runner  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "daemon_throughput.md"
 FAST = {"session_timeout_ms": 2000, "heartbeat_interval_ms": 500}
@@ -376,9 +376,9 @@ def phases(values: list[bytes], batch: int = 2000) -> dict[str, float]:
     probabilities), emit (the prediction message, ``prediction_bytes``), account (counters and
     the checkpointer's next offsets) and commit (one checkpoint, divided by
     ``checkpoint.every_records``). Consuming and producing are the raw rows' CPU."""
-    from streammkl.daemon.checkpoint import CheckpointStore
-    from streammkl.daemon.checkpointing import Checkpointer
-    from streammkl.daemon.predictions import prediction_bytes
+    from streammkl.daemon.checkpoints.committer import Checkpointer
+    from streammkl.daemon.checkpoints.store import CheckpointStore
+    from streammkl.daemon.loop.predictions import prediction_bytes
 
     settings = load_settings(env={})
     limits = settings.records.wire_limits()

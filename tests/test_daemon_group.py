@@ -19,18 +19,18 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from streammkl.core import kernels
-from streammkl.daemon.broker import free_port
+from streammkl.daemon.commands.broker import free_port
 from streammkl.daemon.config import ConfigError, load_settings
-from streammkl.daemon.group import GroupMember
-from streammkl.daemon.group_log import (
+from streammkl.daemon.http.metrics import GroupMetrics
+from streammkl.daemon.mixing.log import (
     GroupLog,
     canonical_bank,
     check_group_learner,
     core_state,
     learner_digest,
 )
-from streammkl.daemon.group_topic import MixRecord, MixTopic, decode, encode
-from streammkl.daemon.metrics import GroupMetrics
+from streammkl.daemon.mixing.member import GroupMember
+from streammkl.daemon.mixing.topic import MixRecord, MixTopic, decode, encode
 from streammkl.river import MKLClassifier
 from tests.daemon_kafka import (
     create_topic,
@@ -139,7 +139,7 @@ def test_a_late_member_is_merged_next_round_and_nothing_is_counted_twice():
 def test_the_merged_models_prequential_and_hindsight_views_fold_once():
     """Deltas carry their examples' prequential sums; a member's hindsight report (online vs
     the merged model on the same examples) counts once per (round, member), replays or not."""
-    from streammkl.daemon.group import hindsight, prequential
+    from streammkl.daemon.mixing.member import hindsight, prequential
 
     X, Y = _stream(200, 7)
     base = _base()
@@ -234,7 +234,7 @@ def test_a_record_that_cannot_be_used_is_skipped_and_reported_by_every_reader():
     assert sample("streammkl_mix_deltas_skipped_total", {"reason": "foreign_bank"}) == 1
     assert sample("streammkl_mix_deltas_skipped_total", {"reason": "undecodable"}) == 2
     assert sample("streammkl_mix_skipped_examples_total") == 40
-    from streammkl.daemon.group import describe
+    from streammkl.daemon.mixing.member import describe
 
     line = describe(first.skipped[-1])
     assert (
@@ -315,7 +315,7 @@ class MemoryTopic:
 
 
 def _member(records: list[MixRecord], name: str, **learner: object) -> tuple[GroupMember, Any]:
-    from streammkl.daemon.learner import build_learner
+    from streammkl.daemon.learning.building import build_learner
 
     overrides = {"mixing.enabled": True, "mixing.member": name, "records.classes": [0, 1],
                  "kafka.create_topics": False, "learner.kernels": KERNELS[:3],
@@ -332,7 +332,7 @@ def test_a_member_proposes_its_bank_and_is_refused_other_learner_settings():
     group's model is adopted meanwhile); one with another loss is refused, naming it; a
     proposal that drops most learned blocks is refused unless forced (SIGHUP's guards)."""
     from streammkl.daemon.config import LearnerSpec, ReloadSettings
-    from streammkl.daemon.learner import LearnerConfigError
+    from streammkl.daemon.learning.building import LearnerConfigError
 
     records: list[MixRecord] = []
     a, learner_a = _member(records, "a")
@@ -659,7 +659,7 @@ def test_repeated_kill9_loses_nothing_and_counts_nothing_twice(
 def test_a_failed_publish_is_retried_on_a_new_producer(monkeypatch):
     from kafka.errors import KafkaTimeoutError
 
-    import streammkl.daemon.group_topic as gt
+    import streammkl.daemon.mixing.topic as gt
 
     monkeypatch.setattr(gt.time, "sleep", lambda s: None)
     sent, producers = [], []
@@ -700,7 +700,7 @@ def test_a_failed_publish_is_retried_on_a_new_producer(monkeypatch):
 def test_group_members_standardize_like_one_daemon(tmp_path: Path) -> None:
     """learner.standardize is on by default for a group member as for one daemon (the merge
     pools the members' statistics: streammkl.river.pooling), and can be turned off."""
-    from streammkl.daemon.runner import Runner
+    from streammkl.daemon.loop.runner import Runner
 
     base = {"records.classes": [0, 1], "records.dim": 2, "checkpoint.dir": str(tmp_path / "a")}
     alone = Runner(load_settings(env={}, overrides=base), registry=CollectorRegistry())

@@ -19,9 +19,9 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from streammkl.core import kernels
-from streammkl.daemon.admission import REASONS, model_cells
-from streammkl.daemon.inflight import InflightMarker
-from streammkl.daemon.runner import Runner
+from streammkl.daemon.checkpoints.inflight import InflightMarker
+from streammkl.daemon.learning.admission import REASONS, model_cells
+from streammkl.daemon.loop.runner import Runner
 from streammkl.river import MKLClassifier
 from streammkl.statefile import digest_of
 from tests.daemon_fakes import FakeCluster, bananas_like
@@ -219,7 +219,7 @@ def test_a_signed_marker_believes_only_its_own_signatures(
     # another key's signatures (a forger without this key): both parts ignored, with a warning
     (tmp_path / "inflight").write_bytes(genuine)
     other = InflightMarker(tmp_path, strikes=1, key=b"another key, not ours, 32 bytes!")
-    with caplog.at_level("WARNING", logger="streammkl.daemon.inflight"):
+    with caplog.at_level("WARNING", logger="streammkl.daemon.checkpoints.inflight"):
         state = other.recover()
     assert not state.condemned and not state.suspects and not state.careful
     assert other.rejected == [("slot", "forged"), ("journal", "forged")]
@@ -359,7 +359,7 @@ def test_health_thresholds_come_from_the_settings_and_answer_over_http(tmp_path:
 def test_fetched_records_are_bounded_in_bytes_per_partition(tmp_path: Path) -> None:
     """Big records (but under records.max_bytes) pause their partition once its buffer holds
     kafka.max_buffered_bytes_per_partition, whatever the record count; it resumes below half."""
-    from streammkl.daemon.source import Source
+    from streammkl.daemon.kafka.source import Source
 
     cluster = FakeCluster()
     stream(cluster, [b"x" * 20_000] * 200)

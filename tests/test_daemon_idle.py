@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from streammkl.daemon.idle import EXIT_NO_TOPIC, EXIT_OK, EXIT_UNREAD, IDLE_PATIENCE
-from streammkl.daemon.runner import Runner
+from streammkl.daemon.loop.idle import EXIT_NO_TOPIC, EXIT_OK, EXIT_UNREAD, IDLE_PATIENCE
+from streammkl.daemon.loop.runner import Runner
 from tests.daemon_fakes import FakeCluster, FakeConsumer, TopicPartition, bananas_like
 from tests.test_daemon_runner import make_settings
 
@@ -100,7 +100,7 @@ def test_a_backlog_that_stays_unknown_is_no_success(
             assert r.step()
         time.sleep(max(0.0, r.idle.started + 1.6 - time.monotonic()))
         consumers[0].rebalance([TopicPartition("in", 0)], delay=3600)
-    with caplog.at_level("ERROR", logger="streammkl.daemon.runner"):
+    with caplog.at_level("ERROR", logger="streammkl.daemon.loop.runner"):
         idle = run_to_end(r)
     assert r.exit_code == EXIT_UNREAD
     assert idle >= IDLE_PATIENCE * LIMIT  # the patient wait
@@ -123,7 +123,7 @@ def test_records_known_to_wait_end_in_no_success(
     consumer = consumers[0]  # the fetch responses tell the new highwaters, but no record
     consumer.paused_set = set(consumer.assigned)
     consumer.pause = consumer.resume = lambda tp: None  # type: ignore[method-assign]
-    with caplog.at_level("ERROR", logger="streammkl.daemon.runner"):
+    with caplog.at_level("ERROR", logger="streammkl.daemon.loop.runner"):
         idle = run_to_end(r)
     assert r.exit_code == EXIT_UNREAD and idle >= IDLE_PATIENCE * LIMIT
     (line,) = [rec.getMessage() for rec in caplog.records]

@@ -15,14 +15,14 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from streammkl import wire
-from streammkl.daemon import history
-from streammkl.daemon.cli import main
+from streammkl.daemon.checkpoints.inspection import inspect_checkpoint
+from streammkl.daemon.commands.cli import main
 from streammkl.daemon.config import load_settings
-from streammkl.daemon.history import History
-from streammkl.daemon.inspection import inspect_checkpoint
-from streammkl.daemon.monitoring import INPUTS
-from streammkl.daemon.runner import Runner
-from streammkl.daemon.steps import MKLStep
+from streammkl.daemon.learning import history
+from streammkl.daemon.learning.drivers import MKLStep
+from streammkl.daemon.learning.history import History
+from streammkl.daemon.learning.stream_monitor import INPUTS
+from streammkl.daemon.loop.runner import Runner
 from streammkl.monitor import METRICS
 from streammkl.statefile import digest_of
 from tests.daemon_fakes import FakeCluster, FakeLearner
@@ -292,7 +292,7 @@ class FakeClock:
         return False
 
     def throttle(self, inner: Any, duty: float) -> Any:
-        from streammkl.daemon.monitoring import Throttled
+        from streammkl.daemon.learning.stream_monitor import Throttled
 
         t = Throttled(inner, duty=duty, clock=self)
         t.wait = self.wait
@@ -349,7 +349,7 @@ def test_closing_ends_the_pacing_and_the_fit_finishes() -> None:
     import numpy as np
 
     from streammkl.core import OnlineMKL
-    from streammkl.daemon.monitoring import Throttled
+    from streammkl.daemon.learning.stream_monitor import Throttled
     from streammkl.monitor.hindsight import EpochComparator
     from streammkl.monitor.regret import WindowedRegret
 
@@ -378,7 +378,7 @@ def test_closing_ends_the_pacing_and_the_fit_finishes() -> None:
 
 @pytest.mark.skipif(sys.platform != "linux", reason="per-thread nice values are Linux's")
 def test_the_comparator_thread_is_reniced_and_only_it() -> None:
-    from streammkl.daemon.monitoring import Throttled
+    from streammkl.daemon.learning.stream_monitor import Throttled
 
     seen: dict[str, int] = {}
 

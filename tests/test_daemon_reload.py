@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from prometheus_client import CollectorRegistry
 
-from streammkl.daemon.broker import free_port
-from streammkl.daemon.inspection import inspect_checkpoint
-from streammkl.daemon.runner import Runner
+from streammkl.daemon.checkpoints.inspection import inspect_checkpoint
+from streammkl.daemon.commands.broker import free_port
+from streammkl.daemon.loop.runner import Runner
 from tests.daemon_fakes import FakeCluster, bananas_like
 from tests.daemon_kafka import (
     create_topic,
@@ -145,7 +145,7 @@ def test_a_reload_that_looks_like_a_mistake_is_refused_unless_forced(tmp_path: P
         consumer_client=cluster.consumer(),
         producer_client=cluster.producer(),
     )
-    from streammkl.daemon.learner import LearnerConfigError
+    from streammkl.daemon.learning.building import LearnerConfigError
 
     with pytest.raises(LearnerConfigError, match=r"features never seen: \['x_1'\]"):
         again.start()
@@ -164,7 +164,7 @@ def test_every_error_while_reloading_is_a_counted_refusal(tmp_path: Path, monkey
     before = kernels_of(r)
     wanted.update({"learner.kernels": [], "reload.force": True})
     assert r.reload() is False
-    import streammkl.daemon.reloading as reloading_mod
+    import streammkl.daemon.learning.bank as reloading_mod
 
     def broken(learner: Any, wanted: Any) -> Any:
         raise AssertionError("Failed in nopython mode pipeline (step: nopython frontend)")

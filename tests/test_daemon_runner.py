@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from streammkl.daemon.checkpoint import CheckpointError, CheckpointStore, encode_offsets
+from streammkl.daemon.checkpoints.inspection import inspect_checkpoint
+from streammkl.daemon.checkpoints.store import CheckpointError, CheckpointStore, encode_offsets
 from streammkl.daemon.config import load_settings
-from streammkl.daemon.inspection import inspect_checkpoint
-from streammkl.daemon.runner import Runner
+from streammkl.daemon.loop.runner import Runner
 from streammkl.statefile import digest_of
 from tests.daemon_fakes import FakeCluster, FakeLearner, TopicPartition, bananas_like
 
@@ -477,7 +477,7 @@ def test_default_learner_survives_crashes_exactly(
 
 
 def test_unreachable_broker_at_start_is_retried_not_fatal(tmp_path: Path) -> None:
-    from streammkl.daemon.kafka_clients import ClientUnavailable
+    from streammkl.daemon.kafka.clients import ClientUnavailable
 
     cluster = FakeCluster()
     fill(cluster, n=30, partitions=1)

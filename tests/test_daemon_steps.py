@@ -13,11 +13,11 @@ import pytest
 
 from streammkl import wire
 from streammkl.core import kernels, losses, regularizers
-from streammkl.daemon import history
 from streammkl.daemon.config import load_settings
-from streammkl.daemon.monitoring import INPUTS, StreamMonitor
-from streammkl.daemon.predictions import prediction_bytes
-from streammkl.daemon.steps import LearnerStep, MKLStep, make_step
+from streammkl.daemon.learning import history
+from streammkl.daemon.learning.drivers import LearnerStep, MKLStep, make_step
+from streammkl.daemon.learning.stream_monitor import INPUTS, StreamMonitor
+from streammkl.daemon.loop.predictions import prediction_bytes
 from streammkl.river import MKLClassifier, MKLRegressor
 from streammkl.statefile import digest_of
 

@@ -10,8 +10,8 @@ import pytest
 from streammkl.core import bandwidth, kernels
 from streammkl.core.mixing_bandwidth import align, decide
 from streammkl.core.model import OnlineMKL
-from streammkl.daemon.group_log import GroupLog, learner_digest
-from streammkl.daemon.group_topic import MixRecord, decode, encode
+from streammkl.daemon.mixing.log import GroupLog, learner_digest
+from streammkl.daemon.mixing.topic import MixRecord, decode, encode
 from streammkl.river import MKLClassifier
 from streammkl.river.pooling import pool_scalers
 

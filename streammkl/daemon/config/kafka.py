@@ -7,12 +7,12 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from streammkl.daemon.config.section import comma_list
-from streammkl.daemon.kafka_security import KafkaSecurity
+from streammkl.daemon.config.security import KafkaSecurity
 
 
 class KafkaSettings(KafkaSecurity):
     """Broker, topics and consumer-group settings (docs/daemon.md on the broker explains the
-    timeouts), and TLS / SASL (:class:`~streammkl.daemon.kafka_security.KafkaSecurity`)."""
+    timeouts), and TLS / SASL (:class:`~streammkl.daemon.config.security.KafkaSecurity`)."""
 
     bootstrap_servers: str = "127.0.0.1:9092"
     topics: tuple[str, ...] = ("streammkl.examples",)

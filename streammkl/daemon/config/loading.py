@@ -11,8 +11,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from streammkl.daemon.config.security import SECRET_FIELDS
 from streammkl.daemon.config.settings import Settings
-from streammkl.daemon.kafka_security import SECRET_FIELDS
 
 ENV_PREFIX = "STREAMMKL_"
 

@@ -43,8 +43,9 @@ class RecordSettings(Section):
 
 
 class LimitSettings(Section):
-    """What the model admits, and the net under it (:mod:`streammkl.daemon.admission`,
-    :mod:`streammkl.daemon.inflight`). Checked when a record would make the model grow."""
+    """What the model admits, and the net under it (:mod:`streammkl.daemon.learning.admission`,
+    :mod:`streammkl.daemon.checkpoints.inflight`). Checked when a record would make the model
+    grow."""
 
     #: Inputs (distinct feature names) the model admits over its lifetime; a record that would
     #: take it beyond is a dead letter (``too_many_features``). Each input costs every later

@@ -1,0 +1,92 @@
+"""What the daemon reads of a learner: the surface it codes against and a view of its kernels.
+
+The daemon codes against :class:`Learner` (a structural Protocol), so any river-style learner
+with the persistence methods below can be plugged in with ``learner.factory = "module:callable"``
+(:mod:`streammkl.daemon.learning.building`). :func:`introspect` reads the kernel weights, block
+norms, fitted bandwidths and support size of any of them, tolerant of types.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+
+@runtime_checkable
+class Learner(Protocol):
+    """The learner surface the daemon uses (river's, plus persistence and introspection)."""
+
+    def learn_one(self, x: dict[Any, float], y: Any) -> None: ...
+
+    def predict_one(self, x: dict[Any, float]) -> Any: ...
+
+    def to_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]: ...
+
+    def digest(self) -> str: ...
+
+    @property
+    def kernel_weights(self) -> Mapping[str, float]: ...
+
+
+def is_classifier(learner: Any) -> bool:
+    """Whether the learner predicts classes (a river classifier, or has ``predict_proba_one``)."""
+    from river import base
+
+    if isinstance(learner, base.Classifier):
+        return True
+    if isinstance(learner, base.Regressor):
+        return False
+    return callable(getattr(learner, "predict_proba_one", None))
+
+
+def _numbers(value: Any, names: list[str]) -> dict[str, float]:
+    if value is None:
+        return {}
+    if isinstance(value, Mapping):
+        return {str(k): float(v) for k, v in value.items()}
+    arr = np.asarray(value, dtype=float).ravel()
+    return {names[i] if i < len(names) else str(i): float(v) for i, v in enumerate(arr)}
+
+
+def inspected(learner: Any) -> Any:
+    """What describes the learner's kernels: the seam of a streammkl river learner
+    (``learner.rounds()``, whose ``block_norms``, ``n_support`` and ``kernel_names`` these are),
+    else the learner itself (the structured learners, a custom learner)."""
+    rounds = getattr(learner, "rounds", None)
+    return rounds() if callable(rounds) else learner
+
+
+def introspect(learner: Any) -> dict[str, Any]:
+    """Read kernel weights, block norms, fitted bandwidths, active kernels and support size,
+    tolerant of types.
+
+    Returns plain Python values (a snapshot safe to hand to another thread).
+    """
+    weights = _numbers(getattr(learner, "kernel_weights", None), [])
+    names = list(weights)
+    seen = inspected(learner)
+    norms = _numbers(getattr(seen, "block_norms", None), names)
+    active = getattr(seen, "active_kernels", None)
+    if active is None:
+        n_active = sum(1 for w in weights.values() if w > 0)
+    elif isinstance(active, int | np.integer):
+        n_active = int(active)
+    else:
+        n_active = len(list(active))
+    support = getattr(seen, "n_support", None)
+    if isinstance(support, Mapping):
+        support_total = int(sum(int(v) for v in support.values()))
+    elif support is None:
+        support_total = 0
+    else:
+        support_total = int(np.sum(np.asarray(support)))
+    return {
+        "kernel_weights": {k: (v if math.isfinite(v) else 0.0) for k, v in weights.items()},
+        "block_norms": norms,
+        "kernel_bandwidths": _numbers(getattr(seen, "kernel_bandwidths", None), []),
+        "active_kernels": n_active,
+        "support_vectors": support_total,
+    }
