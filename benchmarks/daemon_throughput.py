@@ -64,7 +64,7 @@ from streammkl.daemon.config import load_settings  # noqa: E402
 from streammkl.daemon.kafka.clients import confluent, kafka_python  # noqa: E402
 from streammkl.daemon.kafka.topics import ensure_topics  # noqa: E402
 from streammkl.daemon.learning.building import build_learner  # noqa: E402
-from streammkl.daemon.learning.drivers import LearnerStep, MKLStep, make_step  # noqa: E402
+from streammkl.daemon.learning.drivers import LearnerDriver, MKLDriver, driver_for  # noqa: E402
 from streammkl.daemon.learning.stream_monitor import StreamMonitor  # noqa: E402
 from streammkl.daemon.loop.runner import Runner  # noqa: E402
 
@@ -270,17 +270,17 @@ def daemon(
     }
     runner = Runner(load_settings(env={}, overrides=overrides), registry=CollectorRegistry())
     if previous:  # one fused round per record, as in session 1
-        runner.learner_step = PerRecord(runner.learner)
-        runner.prequential.use(runner.learner_step, runner.admission)
+        runner.driver = PerRecord(runner.learner)
+        runner.prequential.use(runner.driver, runner.admission)
     rounds: list[float] = []
-    time_rounds(runner.learner_step, rounds)
+    time_rounds(runner.driver, rounds)
     runner.start()  # restores, warms the learner up, joins the group
     while not runner.source.buffers:  # the clock starts when partitions are assigned
-        runner.step()
+        runner.tick()
     clock = Clock()
     clock.start()
     while runner.counters["records_consumed"] < n:
-        runner.step()
+        runner.tick()
     left = runner.sink.flush(timeout=60)
     out = clock.stop(n)
     runner.stop()
@@ -290,7 +290,7 @@ def daemon(
     return {**out, "p50_us": float(np.percentile(lat, 50)), "p99_us": float(np.percentile(lat, 99))}
 
 
-class PerRecord(MKLStep):
+class PerRecord(MKLDriver):
     """The fused step without compiled runs (the daemon's hot path before them)."""
 
     @property
@@ -303,7 +303,7 @@ def learner_runs(values: list[bytes], batch: int = 2000) -> dict[str, float]:
     the monitor, minus Kafka)."""
     recs = [wire.decode(v) for v in values]
     learner = build_learner(load_settings(env={}).learner)
-    step = make_step(learner)
+    step = driver_for(learner)
     step.warm_up()
     xs, ys = [r.x for r in recs], [r.y for r in recs]
     learner.rounds().learn_predict_many(xs[:10], ys[:10], validated=True)  # classes known
@@ -322,7 +322,7 @@ def learner_alone(
     comparator included."""
     recs = [wire.decode(v) for v in values] * repeat
     learner = build_learner(load_settings(env={}).learner)
-    step = make_step(learner) if fused else LearnerStep(learner)
+    step = driver_for(learner) if fused else LearnerDriver(learner)
     step.warm_up()
     watch = None
     if monitor is not None:
@@ -352,7 +352,7 @@ def learner_monitored_runs(
     ``batch``, each learned and observed by the monitor), no Kafka, no thread."""
     recs = [wire.decode(v) for v in values] * repeat
     learner = build_learner(load_settings(env={}).learner)
-    step = make_step(learner)
+    step = driver_for(learner)
     step.warm_up()
     settings = load_settings(env={}, overrides={f"monitor.{k}": v for k, v in monitor.items()})
     watch = StreamMonitor(settings.monitor, tempfile.mkdtemp())
@@ -383,7 +383,7 @@ def phases(values: list[bytes], batch: int = 2000) -> dict[str, float]:
     settings = load_settings(env={})
     limits = settings.records.wire_limits()
     learner = build_learner(settings.learner)
-    step = make_step(learner)
+    step = driver_for(learner)
     step.warm_up()
     perf = time.perf_counter
     t0 = perf()

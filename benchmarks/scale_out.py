@@ -163,13 +163,13 @@ def run(bootstrap: str, topic: str, n: int, members: int, mixing: bool, every: i
 
 def fold(bootstrap: str, mix: str, summaries: list[dict], dual: str) -> dict[str, Any]:
     from streammkl.daemon.config import load_settings
-    from streammkl.daemon.mixing.log import GroupLog
+    from streammkl.daemon.mixing.log import MixLog
     from streammkl.daemon.mixing.topic import MixTopic
     from streammkl.river import MKLClassifier
 
     topic = MixTopic(load_settings(env={}, overrides={"kafka.bootstrap_servers": bootstrap}).kafka,
                      mix)  # fmt: skip
-    log = GroupLog(dual=dual)
+    log = MixLog(dual=dual)
     for rec in topic.read_to_end(60):
         log.apply(rec)
     topic.close()

@@ -216,7 +216,7 @@ def crash_and_resume(
         crashed = make_runner("run", cluster, i + 1)
         crashed.start()
         for _ in range(n):
-            crashed.step()
+            crashed.tick()
     final = make_runner("run", cluster, 7)
     final.run()
     return reference, final

@@ -293,12 +293,12 @@ def test_readyz_is_not_ready_while_one_piece_of_work_runs_too_long(tmp_path: Pat
     cluster = FakeCluster()
     stream(cluster, good(10))
     r = runner(tmp_path, cluster, **{"metrics.slow_record_seconds": 5.0})
-    r.status = {"ready": True, "last_tick": time.monotonic()}
-    assert r.health()["ready"] and r.health()["busy_seconds"] == 0.0
-    r.work_started = time.monotonic() - 2.0
-    assert r.health()["ready"]
-    r.work_started = time.monotonic() - 6.0
-    state = r.health()
+    r.publisher.status = {"ready": True, "last_tick": time.monotonic()}
+    assert r.publisher.health()["ready"] and r.publisher.health()["busy_seconds"] == 0.0
+    r.publisher.work_started = time.monotonic() - 2.0
+    assert r.publisher.health()["ready"]
+    r.publisher.work_started = time.monotonic() - 6.0
+    state = r.publisher.health()
     assert not state["ready"] and state["slow_work"] and state["busy_seconds"] >= 6.0
 
 
@@ -345,12 +345,15 @@ def test_health_thresholds_come_from_the_settings_and_answer_over_http(tmp_path:
             except urllib.error.HTTPError as exc:
                 return exc.code
 
-        r.status = {"ready": True, "last_tick": time.monotonic()}
+        r.publisher.status = {"ready": True, "last_tick": time.monotonic()}
         assert code("/healthz") == 200 and code("/readyz") == 200
-        r.work_started = time.monotonic() - 2.5  # one piece of work running too long
+        r.publisher.work_started = time.monotonic() - 2.5  # one piece of work running too long
         assert code("/healthz") == 200 and code("/readyz") == 503
-        r.work_started = None
-        r.status = {"ready": True, "last_tick": time.monotonic() - 3.5}  # the loop stalled
+        r.publisher.work_started = None
+        r.publisher.status = {
+            "ready": True,
+            "last_tick": time.monotonic() - 3.5,
+        }  # the loop stalled
         assert code("/healthz") == 503 and code("/readyz") == 503
     finally:
         r.run()  # drains the stream and shuts down (the HTTP server too)

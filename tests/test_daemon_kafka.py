@@ -295,13 +295,13 @@ def test_backlog_over_paused_partitions_is_consumed_to_the_end(
         **learner_overrides(),
     }
     runner = Runner(load_settings(env={}, overrides=overrides), registry=CollectorRegistry())
-    assert runner.learner_step.batched is (stride > 1 and real_learner_available())
+    assert runner.driver.batched is (stride > 1 and real_learner_available())
     runner.start()
     paused_seen = 0
     deadline = time.monotonic() + 120
     try:
         while runner.counters["records_consumed"] < n and time.monotonic() < deadline:
-            runner.step()
+            runner.tick()
             paused_seen = max(paused_seen, len(runner.source._paused))
     finally:
         runner.stop()

@@ -19,7 +19,7 @@ from streammkl.daemon.checkpoints.inspection import inspect_checkpoint
 from streammkl.daemon.commands.cli import main
 from streammkl.daemon.config import load_settings
 from streammkl.daemon.learning import history
-from streammkl.daemon.learning.drivers import MKLStep
+from streammkl.daemon.learning.drivers import MKLDriver
 from streammkl.daemon.learning.history import History
 from streammkl.daemon.learning.stream_monitor import INPUTS
 from streammkl.daemon.loop.runner import Runner
@@ -126,7 +126,7 @@ def test_crashes_with_a_drift_detector_give_the_uninterrupted_model(
         r.start()
         restored.append((r.counters["examples_learned"], len(r.monitor._inputs)))  # type: ignore[union-attr]
         for _ in range(steps):
-            r.step()
+            r.tick()
         # abandoned: no final checkpoint (kill -9)
     final = make(tmp_path / "run", cluster, seed=99, **over)
     final.start()
@@ -166,14 +166,14 @@ def test_the_model_and_monitor_do_not_depend_on_the_batches(
     """Restarts wait for the monitor's stride: a round per record and compiled runs cut from
     batches of any size learn the same model, with the same drift detections and monitor."""
     ref, _, n = reference
-    assert ref.learner_step.batched  # the monitor on: compiled runs
+    assert ref.driver.batched  # the monitor on: compiled runs
     if per_record:
-        monkeypatch.setattr(MKLStep, "batched", property(lambda self: False))
+        monkeypatch.setattr(MKLDriver, "batched", property(lambda self: False))
     cluster = FakeCluster()
     drifting(cluster)
     r = make(tmp_path, cluster, **{"kafka.max_poll_records": batch})
     r.run()
-    assert r.learner_step.batched is not per_record
+    assert r.driver.batched is not per_record
     assert r.counters["examples_learned"] == n
     assert digest_of(r.learner) == digest_of(ref.learner)
     (meta, arrays), (ref_meta, ref_arrays) = r.monitor.to_state(), ref.monitor.to_state()  # type: ignore[union-attr]

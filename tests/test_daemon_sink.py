@@ -10,7 +10,8 @@ import pytest
 from streammkl.daemon.commands.broker import EmbeddedBroker
 from streammkl.daemon.config import load_settings
 from streammkl.daemon.kafka.clients import PRODUCERS
-from streammkl.daemon.kafka.sink import Output, Sink
+from streammkl.daemon.kafka.clients.protocol import Output
+from streammkl.daemon.kafka.sink import Sink
 from tests.daemon_kafka import create_topic, read_topic
 
 pytestmark = [pytest.mark.kafka, pytest.mark.xdist_group("kafka")]

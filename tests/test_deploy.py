@@ -726,16 +726,16 @@ def test_install_script_is_idempotent(promtool: str) -> None:
 
 
 def _group_learner_accepted(settings: Any) -> None:
-    """The settings start a mixing group: GroupMember accepts them, the learner is mergeable."""
+    """The settings start a mixing group: MixingMember accepts them, the learner is mergeable."""
     from prometheus_client import CollectorRegistry
 
-    from streammkl.daemon.http.metrics import GroupMetrics
     from streammkl.daemon.learning.building import build_learner
     from streammkl.daemon.mixing.log import check_group_learner
-    from streammkl.daemon.mixing.member import GroupMember
+    from streammkl.daemon.mixing.member import MixingMember
+    from streammkl.daemon.mixing.metrics import MixMetrics
 
     assert settings.mixing.enabled
-    GroupMember(settings, GroupMetrics(CollectorRegistry()))
+    MixingMember(settings, MixMetrics(CollectorRegistry()))
     learner = build_learner(settings.learner)
     learner.rounds().declare_classes(list(settings.records.classes))
     learner.rounds().declare_features([])

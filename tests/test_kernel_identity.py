@@ -112,7 +112,7 @@ def test_restart_and_reload_with_unchanged_settings_keep_the_model_bit_for_bit(
     again.start()
     assert again.learner.rounds().digest() == digest  # restored as it was, nothing applied
     assert again.learner.rounds().kernel_bandwidths == fitted
-    assert again.last_checkpoint is not None and again.last_checkpoint.meta["reason"] != "reload"
+    assert again.checkpoints.last is not None and again.checkpoints.last.meta["reason"] != "reload"
     again.run()
     assert again.learner.rounds().kernel_names == names
 

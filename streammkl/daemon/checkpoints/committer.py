@@ -28,7 +28,7 @@ from streammkl.daemon.checkpoints.store import (
     encode_offsets,
     read_key,
 )
-from streammkl.daemon.kafka.sink import Output
+from streammkl.daemon.kafka.clients.protocol import Output
 from streammkl.daemon.learning.learner import introspect
 from streammkl.daemon.learning.stream_monitor import INPUTS
 from streammkl.statefile import state_digest
@@ -40,6 +40,12 @@ def class_path(obj: Any) -> str:
     """``module:QualName`` of an object's class."""
     cls = type(obj)
     return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def model_view(ckpt: Checkpoint) -> dict[str, Any]:
+    """The model's internals a checkpoint's summary holds (read by
+    :func:`~streammkl.daemon.learning.learner.introspect` once, at the commit)."""
+    return {k: v for k, v in ckpt.meta["summary"].items() if k != "model_digest"}
 
 
 class Checkpointer:

@@ -23,9 +23,9 @@ from prometheus_client.utils import floatToGoString
 import streammkl
 from streammkl.daemon.checkpoints.inflight import REJECT_REASONS as INFLIGHT_REJECT_REASONS
 from streammkl.daemon.checkpoints.store import SKIP_REASONS
-from streammkl.daemon.mixing.metrics import GroupMetrics
+from streammkl.daemon.mixing.metrics import MixMetrics
 
-__all__ = ["DaemonMetrics", "GroupMetrics", "Snapshot"]
+__all__ = ["DaemonMetrics", "Snapshot"]
 
 #: 1 µs .. 1 s, for per-record learn/predict/decode durations.
 MICRO_BUCKETS = (
@@ -306,7 +306,7 @@ class DaemonMetrics:
         self.rebalances = Counter(
             "streammkl_rebalances", "Partition assignments received", registry=r
         )
-        self.mix = GroupMetrics(r)
+        self.mix = MixMetrics(r)
         self.learn_seconds = BatchHistogram(
             "streammkl_learn_duration_seconds",
             "Duration of learning one example (for streammkl learners one fused round, which also "

@@ -24,7 +24,7 @@ from typing import Any
 from streammkl.daemon.config import KafkaSettings
 from streammkl.daemon.kafka.clients.protocol import Output, ProducerClient, ProducerFactory
 
-__all__ = ["PENDING_BYTES_LIMIT", "PENDING_LIMIT", "Output", "Sink"]
+__all__ = ["PENDING_BYTES_LIMIT", "PENDING_LIMIT", "Sink"]
 
 log = logging.getLogger(__name__)
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from streammkl.daemon.learning.building import LearnerConfigError, build_component
 from streammkl.daemon.learning.learner import inspected
+from streammkl.river.rounds import Rounds
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +102,7 @@ def unseen_features(learner: Any, features: Any) -> list[Any]:
     if keys is not None:
         known, n = set(keys), len(keys)
         names = [f for f in features if isinstance(f, str) and f not in known]
-    elif callable(getattr(seen, "unknown_features", None)):  # streammkl river learners
+    elif isinstance(seen, Rounds):  # streammkl river learners
         n = int(seen.n_features)
         names = seen.unknown_features(dict.fromkeys(f for f in features if isinstance(f, str)))
     else:

@@ -14,24 +14,46 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from streammkl.wire.schema import Features, Label
+
+#: A record's input as the loop hands it to a learner (:class:`streammkl.wire.Record`'s ``x``):
+#: named features (a dense vector's named ``"0"``, ``"1"``, ... by the loop), a sequence of
+#: tokens, or a sentence (words as CoNLL-U columns).
+Inputs = Features | list[Features]
+#: A record's label (``Record.y``): a class or a number, a sequence's labels, a sentence's heads
+#: (``None``: predict only).
+Target = Label | list[Label] | None
+#: What a learner predicts: a class, a number, a label sequence, a sentence's heads (``None``:
+#: nothing to predict yet, or a non-finite regression).
+Prediction = Label | list[Label] | None
+#: The probability of every known class (classifiers only).
+Probas = dict[Any, float]
+#: A prediction with its probabilities (``None`` but for classifiers), or ``None`` when none
+#: could be made (the error is reported beside it): what a driver returns per record.
+Outcome = tuple[Prediction, Probas | None] | None
+#: A learner's state: JSON-able meta and named numeric arrays (``to_state`` / ``from_state``).
+State = tuple[dict[str, Any], dict[str, np.ndarray]]
+
 
 @runtime_checkable
 class Learner(Protocol):
-    """The learner surface the daemon uses (river's, plus persistence and introspection)."""
+    """The learner surface the daemon uses (river's, plus persistence and introspection); a
+    checkpoint restores it with its class's ``from_state(meta, arrays)``, and the model's digest
+    is that of its state (:func:`streammkl.statefile.state_digest`)."""
 
-    def learn_one(self, x: dict[Any, float], y: Any) -> None: ...
+    # x, y and the prediction: each learner takes its own kind of input and label (Inputs,
+    # Target); a Protocol over the union would admit none of them (arguments are contravariant)
+    def learn_one(self, x: Any, y: Any) -> None: ...
 
-    def predict_one(self, x: dict[Any, float]) -> Any: ...
+    def predict_one(self, x: Any) -> Any: ...
 
-    def to_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]: ...
-
-    def digest(self) -> str: ...
+    def to_state(self) -> State: ...
 
     @property
     def kernel_weights(self) -> Mapping[str, float]: ...
 
 
-def is_classifier(learner: Any) -> bool:
+def is_classifier(learner: object) -> bool:
     """Whether the learner predicts classes (a river classifier, or has ``predict_proba_one``)."""
     from river import base
 
@@ -42,7 +64,7 @@ def is_classifier(learner: Any) -> bool:
     return callable(getattr(learner, "predict_proba_one", None))
 
 
-def _numbers(value: Any, names: list[str]) -> dict[str, float]:
+def _numbers(value: object, names: list[str]) -> dict[str, float]:
     if value is None:
         return {}
     if isinstance(value, Mapping):
@@ -51,7 +73,7 @@ def _numbers(value: Any, names: list[str]) -> dict[str, float]:
     return {names[i] if i < len(names) else str(i): float(v) for i, v in enumerate(arr)}
 
 
-def inspected(learner: Any) -> Any:
+def inspected(learner: object) -> object:
     """What describes the learner's kernels: the seam of a streammkl river learner
     (``learner.rounds()``, whose ``block_norms``, ``n_support`` and ``kernel_names`` these are),
     else the learner itself (the structured learners, a custom learner)."""
@@ -59,7 +81,7 @@ def inspected(learner: Any) -> Any:
     return rounds() if callable(rounds) else learner
 
 
-def introspect(learner: Any) -> dict[str, Any]:
+def introspect(learner: object) -> dict[str, Any]:
     """Read kernel weights, block norms, fitted bandwidths, active kernels and support size,
     tolerant of types.
 

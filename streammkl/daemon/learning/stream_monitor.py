@@ -351,10 +351,6 @@ class StreamMonitor:
         if core is not None and self._restored is not None:
             self._build(core)
 
-    def flush(self) -> None:
-        """Write the buffered history rows (at each checkpoint)."""
-        self.history.flush()
-
     def close(self, timeout: float = 1.0) -> None:
         """Stop the comparator worker."""
         if self.loop is not None:

@@ -1,19 +1,26 @@
-"""The prequential step of the daemon: per batch, decode -> learn_predict -> emit -> account.
+"""The prequential handling of a batch: decode -> learn_predict (guarded) -> emit -> account.
 
-:class:`PrequentialStep` is an object the :class:`~streammkl.daemon.loop.runner.Runner` holds: it
-works on the runner's learner step, counters, offsets, sink and metrics, and never touches Kafka
-itself. Every record is either predicted (then learned when labelled) or dead-lettered with its
-reason; nothing a record contains can stop the loop.
+:class:`Prequential` is an object the :class:`~streammkl.daemon.loop.runner.Runner` holds: it
+works on the runner's driver, counters, sink, metrics, in-flight marker and checkpointer, and
+never touches Kafka itself. Every record is either predicted (then learned when labelled) or
+dead-lettered with its reason; nothing a record contains can stop the loop.
 
-**One loop for every learner.** A batch is decoded (:meth:`PrequentialStep._decode_all`); the
-learner step (:mod:`streammkl.daemon.learning.drivers`) returns one outcome per record --
-``(prediction, probabilities)`` or ``None`` -- and the errors as data (``refused``: index -> refusal
-or exception); :meth:`PrequentialStep._emit` writes predictions and dead letters and counts them.
-Compiled runs are an optimisation inside the step, not a second loop: a streammkl classifier's step
-plans the batch's leading run (``plan_run``), which is learned on a learner thread (GIL released)
-while the previous batch is emitted; every step learns the rest through ``learn_predict_many``, the
-records that make the model grow one by one, admitted and marked in flight
-(:class:`~streammkl.daemon.loop.guarded.GuardedLearning`).
+**One loop for every learner.** A batch is decoded (:meth:`Prequential._decode_all`); the driver
+(:mod:`streammkl.daemon.learning.drivers`) returns one outcome per record -- ``(prediction,
+probabilities)`` or ``None`` -- and the errors as data (``refused``: index -> refusal or
+exception); :meth:`Prequential._emit` writes predictions and dead letters and counts them.
+Compiled runs are an optimisation inside the driver, not a second loop: a streammkl classifier's
+driver plans the batch's leading run (``plan_run``), which is learned on a learner thread (GIL
+released) while the previous batch is emitted; the rest is learned through the driver's
+``learn_predict_many``.
+
+**Guarded against poison records.** Records that bring nothing new are learned in stretches (the
+driver's ``learn_predict_many``, with its compiled runs); a record that makes the model grow --
+new features, a new class -- is checked by the admission
+(:mod:`streammkl.daemon.learning.admission`: refused records become dead letters) and learned
+alone, marked in flight (:mod:`streammkl.daemon.checkpoints.inflight`), so that if it kills the
+process the restart knows which record it was. After a crash, the records the marker asks for (a
+suspect; the span of a process that died outside a marked round) are learned alone too.
 
 Hot-loop choices (measured, ``benchmarks/daemon_throughput.py``): a prediction's JSON is written
 by orjson (:func:`streammkl.daemon.loop.predictions.prediction_bytes`); histogram observations are
@@ -25,15 +32,22 @@ from __future__ import annotations
 import hashlib
 import math
 import time
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Literal
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, NamedTuple
 
 from streammkl import wire
-from streammkl.daemon.kafka.sink import Output
+from streammkl.daemon.checkpoints.committer import Checkpointer
+from streammkl.daemon.checkpoints.inflight import InflightMarker
+from streammkl.daemon.config import Settings
+from streammkl.daemon.http.metrics import DaemonMetrics
+from streammkl.daemon.kafka.clients.protocol import Message, Output
+from streammkl.daemon.kafka.sink import Sink
 from streammkl.daemon.learning.admission import REASONS as ADMISSION_REASONS
-from streammkl.daemon.learning.admission import Refusal
-from streammkl.daemon.loop.guarded import GuardedLearning
+from streammkl.daemon.learning.admission import Admission, Refusal
+from streammkl.daemon.learning.drivers import LearnerDriver
+from streammkl.daemon.learning.learner import Inputs, Outcome, Target
 from streammkl.daemon.loop.predictions import prediction_bytes
+from streammkl.wire import Record
 
 #: Rejection reasons (a bounded set: metric labels): wire's decode reasons, the admission's
 #: (features, classes, work), a learner that raised on a record, and a record that killed the
@@ -51,9 +65,38 @@ def _named(x: list[float]) -> dict[str, float]:
     return {str(i): v for i, v in enumerate(x)}
 
 
-class PrequentialStep(GuardedLearning):
-    """The pure step between the runner's I/O edges: batches in, predictions and dead letters
-    to the sink, counts to the counters and metrics, next offsets to the checkpointer.
+#: A decoded record with the message it came in.
+Valid = list[tuple[Message, Record]]
+#: Records refused (by the admission) or that the learner raised on, by index in the batch.
+Refused = dict[int, Exception | Refusal]
+#: What a mixing member keeps of each example learned: ``(x, y, outcome)``.
+Learned = list[tuple[Inputs, Target, Outcome]]
+
+
+class InFlight(NamedTuple):
+    """The batch whose learning is under way (its leading run on the learner thread)."""
+
+    batch: list[Message]
+    valid: Valid
+    xs: list[Inputs]
+    ys: list[Target]
+    end: int  # the records [0, end) are the run's
+    future: Future[tuple[list[Outcome], float]] | None
+
+
+class Finished(NamedTuple):
+    """A batch whose rounds are done, for :meth:`Prequential._emit`."""
+
+    batch: list[Message]
+    valid: Valid
+    refused: Refused
+    outcomes: list[Outcome]
+    per: float  # seconds per record
+
+
+class Prequential:
+    """The pure handling between the runner's I/O edges: batches in, predictions and dead
+    letters to the sink, counts to the counters and metrics, next offsets to the checkpointer.
 
     Parameters
     ----------
@@ -67,31 +110,31 @@ class PrequentialStep(GuardedLearning):
         The runner's counters (checkpointed with the model).
     """
 
-    #: The batch whose learning is under way: (batch, valid, xs, ys, run end, future).
-    _inflight: tuple[Any, ...] | None = None
+    #: The batch whose learning is under way.
+    _inflight: InFlight | None = None
     _learn_pool: ThreadPoolExecutor | None = None
 
     def __init__(
-        self, settings: Any, metrics: Any, sink: Any, marker: Any, checkpoints: Any,
-        counters: dict[str, Any],
+        self, settings: Settings, metrics: DaemonMetrics, sink: Sink, marker: InflightMarker,
+        checkpoints: Checkpointer, counters: dict[str, Any],
     ) -> None:  # fmt: skip
         self.settings, self.metrics, self.sink = settings, metrics, sink
         self.marker, self.checkpoints, self.counters = marker, checkpoints, counters
         self._wire_limits = settings.records.wire_limits()
         r = settings.records
         self._classes = frozenset(r.classes) if r.classes is not None else None
-        self.learner_step: Any = None
-        self.admission: Any = None
+        self.driver: LearnerDriver | None = None
+        self.admission: Admission | None = None
         #: A batch was accounted since the runner last read the model (its view is stale).
         self.stale = False
-        #: When set (a mixing group member), every example learned is appended to it as
-        #: ``(x, y, (prediction, probabilities))`` (the group's hindsight view, daemon.group).
-        self.learned_sink: list[tuple[Any, Any, Any]] | None = None
+        #: When set (a mixing member), every example learned is appended to it as
+        #: ``(x, y, (prediction, probabilities))`` (the member's hindsight view).
+        self.learned_sink: Learned | None = None
 
-    def use(self, learner_step: Any, admission: Any) -> None:
-        """Learn with this step (:mod:`streammkl.daemon.learning.drivers`) under this admission
-        from now on (the runner's learner changed: built, restored)."""
-        self.learner_step, self.admission = learner_step, admission
+    def use(self, driver: LearnerDriver, admission: Admission) -> None:
+        """Learn with this driver (:mod:`streammkl.daemon.learning.drivers`) under this
+        admission from now on (the runner's learner changed: built, restored)."""
+        self.driver, self.admission = driver, admission
 
     def close(self) -> None:
         """Stop the learner thread (after :meth:`drain`)."""
@@ -99,7 +142,7 @@ class PrequentialStep(GuardedLearning):
             self._learn_pool.shutdown(wait=True)
             self._learn_pool = None
 
-    def _reject(self, msg: Any, reason: str, message: str) -> None:
+    def _reject(self, msg: Message, reason: str, message: str) -> None:
         c = self.counters
         c["records_rejected"] += 1
         c["rejected_by_reason"][reason] = c["rejected_by_reason"].get(reason, 0) + 1
@@ -123,44 +166,44 @@ class PrequentialStep(GuardedLearning):
             value = value[: k.dead_letter_max_bytes]
         self.sink.send(Output(k.dead_letter_topic, value, msg.key, headers))
 
-    def process(self, batch: list[Any]) -> None:
-        """Handle a batch of consumer records in order (the pure step between the I/O edges).
+    def process(self, batch: list[Message]) -> None:
+        """Handle a batch of consumer records in order (between the runner's I/O edges).
 
         Pipelined: this batch is decoded; the previous batch's learning is finished (its run
         waited for, its remaining records learned); this batch's leading compiled run, if the
         step plans one, is started on the learner thread, where it runs without the GIL; and
         only then are the previous batch's predictions written and its offsets taken, while the
         learner works. The rest of this batch is learned when the next batch (or
-        :meth:`_drain`) comes, in order. Whatever reads the model, the monitor or the offsets
+        :meth:`drain`) comes, in order. Whatever reads the model, the monitor or the offsets
         calls :meth:`drain` first.
         """
         high = {(msg.topic, msg.partition): msg.offset for msg in batch}  # offsets ascend
         self.marker.entered(high)
-        step = self.learner_step
-        valid = self._decode_all(
-            batch, kind=step.record_kind, numeric_label=not step.classifier and not step.sequence
-        )
+        driver = self.driver
+        assert driver is not None, "use() gives the driver"
+        numeric = not driver.classifier and not driver.sequence
+        valid = self._decode_all(batch, kind=driver.record_kind, numeric_label=numeric)
         finished = self._finish_learning()
         xs, ys = [rec.x for _, rec in valid], [rec.y for _, rec in valid]
         if self.marker.watching and self._any_alone(valid):
             end, X, Y = 0, None, None  # after a crash: every record alone and marked
         else:
-            end, X, Y = step.plan_run(xs, ys)
+            end, X, Y = driver.plan_run(xs, ys)
         future = None
         if end:
             if self._learn_pool is None:
                 self._learn_pool = ThreadPoolExecutor(1, thread_name_prefix="streammkl-learn")
-            future = self._learn_pool.submit(step.run_rounds, X, Y)
-        self._inflight = (batch, valid, xs, ys, end, future)
+            future = self._learn_pool.submit(driver.run_rounds, X, Y)  # type: ignore[arg-type]
+        self._inflight = InFlight(batch, valid, xs, ys, end, future)
         if finished is not None:  # reads no model state the running rounds change
-            self._emit(*finished)
+            self._emit(finished)
 
     def _decode_all(
         self,
-        batch: list[Any],
-        kind: Literal["vector", "sequence", "sentence"] = "vector",
+        batch: list[Message],
+        kind: str = "vector",
         numeric_label: bool = False,
-    ) -> list[tuple[Any, Any]]:
+    ) -> Valid:
         """Decode a batch in order: the valid (message, record) pairs, a dense vector's
         features named ``"0"``, ``"1"``, ...; the rest dead-lettered. Offsets are taken by
         :meth:`_account`, once the whole batch is handled."""
@@ -173,7 +216,7 @@ class PrequentialStep(GuardedLearning):
         marker = self.marker
         watching = marker.watching
         limits = self._wire_limits
-        valid = []
+        valid: Valid = []
         for msg in batch:
             if watching and marker.condemned(msg.topic, msg.partition, msg.offset):
                 deaths = marker.condemned(msg.topic, msg.partition, msg.offset)
@@ -186,7 +229,7 @@ class PrequentialStep(GuardedLearning):
             t0 = perf()
             rec = decode(
                 msg.value or b"", dim=dim, classes=classes, strict=strict, max_bytes=max_bytes,
-                kind=kind, numeric_label=numeric_label, limits=limits,
+                kind=kind, numeric_label=numeric_label, limits=limits,  # type: ignore[arg-type]
             )  # fmt: skip
             obs_decode(perf() - t0)
             if isinstance(rec, decode_error):
@@ -211,48 +254,43 @@ class PrequentialStep(GuardedLearning):
         never run it at the same time."""
         finished = self._finish_learning()
         if finished is not None:
-            self._emit(*finished)
+            self._emit(finished)
 
-    def _finish_learning(self) -> tuple[Any, ...] | None:
+    def _finish_learning(self) -> Finished | None:
         """The learning half of :meth:`drain`: the in-flight batch's run waited for and its
         remaining records learned; returns what :meth:`_emit` needs (or ``None``)."""
         if self._inflight is None:
             return None
         batch, valid, xs, ys, end, future = self._inflight
         self._inflight = None
-        outcomes: list[Any] = []
+        outcomes: list[Outcome] = []
         per = 0.0
         if future is not None:
             outcomes, seconds = future.result()  # (observed by the monitor, when it is on)
             per = seconds / end
-        refused: dict[int, Exception | Refusal] = {}
+        refused: Refused = {}
         if end < len(xs):
             t0 = time.perf_counter()
             outcomes += self._learn_tail(valid, xs, ys, end, refused)
             took = (time.perf_counter() - t0) / (len(xs) - end)
             per = took if not end else (per * end + took * (len(xs) - end)) / len(xs)
-        return batch, valid, refused, outcomes, per
+        return Finished(batch, valid, refused, outcomes, per)
 
-    def _emit(
-        self,
-        batch: list[Any],
-        valid: list[tuple[Any, Any]],
-        refused: dict[int, Exception | Refusal],
-        outcomes: list[Any],
-        per: float,
-    ) -> None:
+    def _emit(self, finished: Finished) -> None:
         """Predictions, dead letters and accounting of a batch whose rounds are done; the
         learn (predict) histogram observes the batch's mean time per learned (predict-only)
         record. The prequential loss: log-loss of the probabilities (classification), wrong
         labels (sequences: per label, as the per-character accuracy), squared error
         (regression)."""
+        batch, valid, refused, outcomes, per = finished
         out_topic = self.settings.kafka.predictions_topic
         top_k = self.settings.limits.prediction_top_k
         send = self.sink.send_prediction
         m = self.metrics
         obs_learn, obs_predict = m.learn_seconds.observe, m.predict_seconds.observe
-        step = self.learner_step
-        sequence, classifier = step.sequence, step.classifier and not step.sequence
+        driver = self.driver
+        assert driver is not None
+        sequence, classifier = driver.sequence, driver.classifier and not driver.sequence
         learned = predicted = labelled = correct = 0
         loss = 0.0
         version = self.counters["examples_learned"]
@@ -285,13 +323,16 @@ class PrequentialStep(GuardedLearning):
                     loss -= log(p if p > 1e-15 else 1e-15)
                     correct += prediction == y
                 elif sequence:
+                    assert isinstance(y, list)  # decoded as a sequence (or a sentence's heads)
                     labelled += len(y)
-                    hits = sum(1 for p, t in zip(prediction or (), y, strict=False) if p == t)
+                    tags = prediction if isinstance(prediction, list) else ()
+                    hits = sum(1 for p, t in zip(tags, y, strict=False) if p == t)
                     correct += hits
                     loss += len(y) - hits
                 else:
+                    assert isinstance(y, int | float)  # decoded with numeric_label
                     labelled += 1
-                    err = prediction - float(y) if prediction is not None else math.inf
+                    err = prediction - float(y) if isinstance(prediction, float) else math.inf
                     if isfinite(err * err):  # a diverged model must not poison the total
                         loss += err * err
             if out_topic:
@@ -307,7 +348,7 @@ class PrequentialStep(GuardedLearning):
             # historical time) only when the broker gave none.
             ts = msg.timestamp
             events.append(ts / 1000.0 if ts is not None and ts >= 0 else (rec.ts or time.time()))
-        if self.learned_sink is not None:  # a mixing group keeps its round's examples
+        if self.learned_sink is not None:  # a mixing member keeps its round's examples
             self.learned_sink.extend(
                 (rec.x, rec.y, outcomes[i])
                 for i, (_, rec) in enumerate(valid)
@@ -317,7 +358,7 @@ class PrequentialStep(GuardedLearning):
 
     def _account(
         self,
-        batch: list[Any],
+        batch: list[Message],
         events: list[float],
         predicted: int,
         learned: int,
@@ -348,3 +389,67 @@ class PrequentialStep(GuardedLearning):
         m.predicted.inc(predicted)
         m.flush()
         self.stale = True
+
+    # -- learning guarded against poison records ----------------------------------------------
+
+    def _any_alone(self, valid: Valid) -> bool:
+        alone = self.marker.alone
+        return any(alone(m.topic, m.partition, m.offset) for m, _ in valid)
+
+    def _alone(self, msg: Message, x: Inputs, y: Target) -> bool:
+        """Whether a record is learned alone, marked in flight: it makes the model grow (its
+        admission is checked then), or a crash asks for it (a suspect, a careful replay)."""
+        marker = self.marker
+        if marker.watching and marker.alone(msg.topic, msg.partition, msg.offset):
+            return True
+        assert self.admission is not None
+        return self.admission.grows(x, y)
+
+    def _learn_tail(
+        self,
+        valid: Valid,
+        xs: list[Inputs],
+        ys: list[Target],
+        start: int,
+        refused: Refused,
+    ) -> list[Outcome]:
+        """The outcomes of ``xs[start:]`` (:data:`streammkl.daemon.learning.drivers.Outcome`),
+        learned in order: the records that bring nothing new through the step's
+        ``learn_predict_many`` in stretches (its compiled runs, if any), each other record alone
+        (:meth:`_learn_alone`); refusals and learner errors into ``refused`` (errors are data)."""
+        driver = self.driver
+        assert driver is not None
+        out: list[Outcome] = []
+        n = len(xs)
+        i = start
+        while i < n:
+            j = i
+            while j < n and not self._alone(valid[j][0], xs[j], ys[j]):
+                j += 1
+            if j > i:
+
+                def note(k: int, exc: Exception, base: int = i) -> None:
+                    refused[base + k] = exc
+
+                out += driver.learn_predict_many(xs[i:j], ys[i:j], note)
+            if j < n:
+                out.append(self._learn_alone(valid[j][0], xs[j], ys[j], j, refused))
+            i = j + 1
+        return out
+
+    def _learn_alone(self, msg: Message, x: Inputs, y: Target, i: int, refused: Refused) -> Outcome:
+        """One record that makes the model grow (or that a crash asks for): admitted or
+        refused, then learned marked in flight; its outcome (``None``: refused)."""
+        assert self.admission is not None and self.driver is not None
+        refusal = self.admission.admit(x, y)
+        if refusal is not None:
+            refused[i] = refusal
+            return None
+
+        def note(k: int, exc: Exception) -> None:
+            refused[i] = exc
+
+        self.marker.begin(msg.topic, msg.partition, msg.offset)
+        outcome = self.driver.learn_predict_many([x], [y], note)[0]
+        self.marker.end()  # (not on an exception out of the loop: that is a crash too)
+        return outcome

@@ -15,7 +15,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from streammkl.daemon.checkpoints.committer import Checkpointer, class_path
+from prometheus_client import CollectorRegistry
+
+from streammkl.daemon.checkpoints.committer import Checkpointer, model_view
 from streammkl.daemon.checkpoints.inflight import InflightMarker
 from streammkl.daemon.checkpoints.store import encode_offsets
 from streammkl.daemon.config import ConfigError, Settings, reloaded_settings
@@ -34,12 +36,13 @@ from streammkl.daemon.kafka.topics import ensure_output_topics
 from streammkl.daemon.learning.admission import admission_for
 from streammkl.daemon.learning.bank import apply_kernels
 from streammkl.daemon.learning.building import LearnerConfigError, build_learner
-from streammkl.daemon.learning.drivers import make_step
+from streammkl.daemon.learning.drivers import MKLDriver, driver_for
+from streammkl.daemon.learning.learner import Learner, introspect
 from streammkl.daemon.learning.stream_monitor import StreamMonitor
 from streammkl.daemon.loop.idle import EXIT_OK, GcTuning, IdleClock, idle_end
-from streammkl.daemon.loop.prequential import REASONS, PrequentialStep
+from streammkl.daemon.loop.prequential import REASONS, Prequential
 from streammkl.daemon.loop.publishing import Publisher
-from streammkl.daemon.mixing.member import GroupMember
+from streammkl.daemon.mixing.member import Hook, MixingMember, group_learner
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +52,7 @@ _COUNTERS = (
 )  # fmt: skip
 
 
-__all__ = ["Runner", "class_path"]
+__all__ = ["Runner"]
 
 
 class Runner:
@@ -78,8 +81,8 @@ class Runner:
     def __init__(
         self,
         settings: Settings,
-        learner: Any = None,
-        registry: Any = None,
+        learner: Learner | None = None,
+        registry: CollectorRegistry | None = None,
         consumer_client: ConsumerFactory | None = None,
         producer_client: ProducerFactory | None = None,
         reload_settings: Callable[[], Settings] | None = None,
@@ -89,7 +92,6 @@ class Runner:
         self.reload_settings = reload_settings
         self._reload = threading.Event()
         self.metrics = DaemonMetrics(registry)
-        self.work_started: float | None = None  # what /readyz times (None: idle)
         if learner is None:
             learner = build_learner(settings.learner, allow_factory)
         self.checkpoints = Checkpointer.from_settings(settings.checkpoint)
@@ -108,7 +110,7 @@ class Runner:
             on_revoke=self._on_revoke, on_reset=self._on_reset, group=k.assignment == "group",
         )  # fmt: skip
         #: The one loop's step: decode, learn_predict, emit, account (I/O stays here).
-        self.prequential = PrequentialStep(
+        self.prequential = Prequential(
             settings, self.metrics, self.sink, self.marker, self.checkpoints, self.counters
         )
         self._set_learner(learner)
@@ -122,38 +124,33 @@ class Runner:
         self._assignments_seen = 0
         self._stop = threading.Event()
         self.gc = GcTuning(settings.run.gc_threshold)
-        self.publisher = Publisher(self)
+        #: What the outside sees: the metrics' snapshot and the health status.
+        self.publisher = Publisher(
+            settings.metrics, self.metrics, self.source, self.sink, self.checkpoints,
+            self.prequential, self.counters, learner,
+        )  # fmt: skip
         for reason in REASONS:
             self.metrics.rejected.labels(reason)
-        # -- mixing group (streammkl.daemon.mixing.member) ----------------------------------------
-        self.group: GroupMember | None = None
+        #: This process's side of a mixing group (scale-out), if ``mixing.enabled``.
+        self.mixing: MixingMember | None = None
         if settings.mixing.enabled:
-            self.group = GroupMember(settings, self.metrics.mix)
-            self.prequential.learned_sink = self.group.kept
-            self.source.on_assign = lambda assigned: self.group.catch_up(assigned, self.offsets)  # type: ignore[union-attr]
-        # -- end mixing group ----------------------------------------------------------------------
+            member = self.mixing = MixingMember(settings, self.metrics.mix)
+            self.prequential.learned_sink = member.kept
+            self.source.on_assign = lambda assigned: member.catch_up(assigned, self.offsets)
 
-    def drain(self) -> None:
-        """Finish the batch in flight (the learner is quiescent after it)."""
-        self.prequential.drain()
-
-    def process(self, batch: list[Any]) -> None:
-        """Handle one batch of consumer records (:meth:`PrequentialStep.process`)."""
-        self.prequential.process(batch)
-
-    def _set_learner(self, learner: Any) -> None:
+    def _set_learner(self, learner: Learner) -> None:
         self.learner = learner
         sequence = self.settings.learner.task == "sequence"
-        self.learner_step = make_step(learner, sequence)
+        self.driver = driver_for(learner, sequence)
         self.monitor: StreamMonitor | None = None
         ms = self.settings.monitor
-        if ms.enabled and self.learner_step.fused:  # the monitor needs a streammkl core model
+        if ms.enabled and self.driver.fused:  # the monitor needs a streammkl core model
             self.monitor = StreamMonitor(ms, self.settings.checkpoint.dir)
-            self.learner_step.track = True
-            self.learner_step.observer = self.monitor  # the compiled runs feed it by chunks
+            self.driver.track = True
+            self.driver.observer = self.monitor  # the compiled runs feed it by chunks
         window = ms.window if self.monitor is not None else 0
         self.admission = admission_for(learner, self.settings.limits, sequence, window)
-        self.prequential.use(self.learner_step, self.admission)
+        self.prequential.use(self.driver, self.admission)
 
     # -- control ------------------------------------------------------------------------------
 
@@ -176,14 +173,14 @@ class Runner:
         member applies when the round closes). Failures are logged and counted, never fatal:
         the old settings stay."""
         self._reload.clear()
-        self.drain()
+        self.prequential.drain()
         if self.reload_settings is None:
             log.warning("reload requested but the daemon has no settings source to re-read")
             return False
         try:
             new = self.reload_settings()
-            if self.group is not None:  # the group's bank changes for all members at once
-                proposed = self.group.propose(self.learner, new.learner, new.reload)
+            if self.mixing is not None:  # the group's bank changes for all members at once
+                proposed = self.mixing.propose(self.learner, new.learner, new.reload)
             else:
                 changed = apply_kernels(self.learner, new.learner, new.reload)
         except (ConfigError, LearnerConfigError) as exc:
@@ -194,7 +191,7 @@ class Runner:
         if ignored:
             log.warning("reload: changes to %s take effect after a restart", ", ".join(ignored))
         self.prequential.settings = self.settings
-        if self.group is not None:
+        if self.mixing is not None:
             self.metrics.reloads.labels("applied" if proposed else "unchanged").inc()
             return proposed
         if changed:
@@ -217,11 +214,6 @@ class Runner:
 
     # -- checkpoints --------------------------------------------------------------------------
 
-    @property
-    def last_checkpoint(self) -> Any:
-        """The newest checkpoint written or restored (None before any)."""
-        return self.checkpoints.last
-
     def restore(self) -> None:
         """Load the newest usable checkpoint (if any) into the learner, offsets and counters."""
         found = self.checkpoints.restore(self.learner)
@@ -236,10 +228,11 @@ class Runner:
         self._set_learner(learner)
         for key, value in ckpt.counters.items():
             self.counters[key] = value
-        if self.monitor is not None:
-            self.monitor.restore(ckpt.meta.get("monitor"), ckpt.arrays, self.learner.rounds().model)
+        if self.monitor is not None:  # (on a fused driver: a streammkl river learner's)
+            assert isinstance(self.driver, MKLDriver)
+            self.monitor.restore(ckpt.meta.get("monitor"), ckpt.arrays, self.driver.rounds.model)
         self.sink.requeue(outbox)
-        self.publisher.viewed()
+        self.publisher.viewed(introspect(self.learner))
         log.info(
             "restored %s: %d examples learned, offsets %s",
             ckpt.path.name, self.counters["examples_learned"], encode_offsets(self.offsets),
@@ -251,7 +244,7 @@ class Runner:
         Skipped when nothing changed since the last one (unless ``force``). Returns whether a
         checkpoint was written.
         """
-        self.drain()  # the batch in flight is part of this checkpoint
+        self.prequential.drain()  # the batch in flight is part of this checkpoint
         if not (self.checkpoints.changed or force):
             return False
         t0 = time.perf_counter()
@@ -259,11 +252,11 @@ class Runner:
         if outbox:
             log.warning("%d output(s) unacknowledged; kept in the checkpoint outbox", len(outbox))
         ckpt = self.checkpoints.commit(reason, self.learner, self.counters, outbox, self.monitor)
-        self.publisher.viewed()
+        self.publisher.viewed(model_view(ckpt))  # read once, for the checkpoint's summary
         self.prequential.stale = False
         self.marker.covered(self.offsets)  # crash verdicts behind the checkpoint are settled
         if self.monitor is not None:
-            self.monitor.flush()  # the history, up to this checkpoint
+            self.monitor.history.flush()  # the history, up to this checkpoint
         elapsed = time.perf_counter() - t0
         self.metrics.checkpoints.inc()
         self.metrics.checkpoint_seconds.observe(elapsed)
@@ -276,16 +269,16 @@ class Runner:
 
     def _on_revoke(self) -> None:
         self.checkpoint("revocation")
-        self._group_hook("on_revoke")
+        if self.mixing is not None:
+            self._mixing_hook(self.mixing.on_revoke)
 
-    def _group_hook(self, hook: str) -> None:
-        """Run a mixing-group hook (:class:`GroupMember`); it drains the learner (finishes the
-        batch in flight) only when it reads or replaces the model."""
-        if self.group is None:
-            return
-        before = self.group.round
-        getattr(self.group, hook)(self.learner, self.offsets, self.drain)
-        if self.group.round != before:  # a merged model was adopted: commit it, show it
+    def _mixing_hook(self, hook: Hook) -> None:
+        """Run a hook of the mixing member (:class:`MixingMember`); it drains the learner
+        (finishes the batch in flight) only when it reads or replaces the model."""
+        assert self.mixing is not None
+        before = self.mixing.round
+        hook(group_learner(self.learner), self.offsets, self.prequential.drain)
+        if self.mixing.round != before:  # a mixed model was adopted: commit it, show it
             self.checkpoints.touch()
             self.prequential.stale = True
 
@@ -297,20 +290,8 @@ class Runner:
     # -- publishing ---------------------------------------------------------------------------
 
     def _publish(self, force_model: bool = False, busy: bool = False) -> None:
-        self.publisher.publish(force_model, busy)
-
-    @property
-    def status(self) -> dict[str, Any]:
-        """The last published status (:class:`~streammkl.daemon.loop.publishing.Publisher`)."""
-        return self.publisher.status
-
-    @status.setter
-    def status(self, value: dict[str, Any]) -> None:
-        self.publisher.status = value
-
-    def health(self) -> dict[str, Any]:
-        """What ``/healthz`` and ``/readyz`` report (:meth:`Publisher.health`)."""
-        return self.publisher.health()
+        """Publish the metrics' snapshot and the health status (:meth:`Publisher.publish`)."""
+        self.publisher.publish(self.learner, self.monitor, self.stopping, force_model, busy)
 
     # -- the loop -----------------------------------------------------------------------------
 
@@ -319,17 +300,19 @@ class Runner:
         k = self.settings.kafka
         ms = self.settings.metrics
         if ms.enabled and self.http is None:
-            self.http = HealthServer.serve(ms, self.metrics.registry, self.health, self.web)
+            self.http = HealthServer.serve(
+                ms, self.metrics.registry, self.publisher.health, self.web
+            )
         self.restore()
         self.marker.recover()  # what a crash of the previous process asks of this one
         for part, why in self.marker.rejected:  # not signed with the key: ignored
             self.metrics.inflight_rejected.labels(part, why).inc()
         self.marker.covered(self.offsets)
         # In a group the checkpoint is a cache: the member adopts the group's model at join,
-        # where a bank edited while stopped is proposed to the group (GroupMember.join).
+        # where a bank edited while stopped is proposed to the group (MixingMember.join).
         if (
-            self.group is None
-            and self.last_checkpoint is not None
+            self.mixing is None
+            and self.checkpoints.last is not None
             and apply_kernels(self.learner, self.settings.learner, self.settings.reload)
         ):
             # the settings name another bank than the checkpoint's (edited while stopped): applied
@@ -337,11 +320,12 @@ class Runner:
             self.checkpoints.touch()
             self.checkpoint("reload")
         try:
-            self.learner_step.warm_up()
+            self.driver.warm_up()
         except Exception as exc:  # only a speed-up: never a reason not to start
             log.warning("learner warm-up failed (first records will be slower): %r", exc)
         ensure_output_topics(k)
-        self._group_hook("join")
+        if self.mixing is not None:
+            self._mixing_hook(self.mixing.join)
         self.sink.start()
         self.source.start()
         self.gc.apply()
@@ -349,8 +333,8 @@ class Runner:
         self.started = True
         self._timeout_ms = k.poll_timeout_ms
 
-    def step(self) -> bool:
-        """One iteration: fetch, process a batch, settle outputs, maybe checkpoint.
+    def tick(self) -> bool:
+        """One iteration of the loop: fetch, process a batch, settle outputs, maybe checkpoint.
 
         Returns ``False`` when the loop should end (stopped, or idle for ``exit_when_idle``).
         """
@@ -361,28 +345,28 @@ class Runner:
         k = self.settings.kafka
         arrived = self.source.fetch(self._timeout_ms)
         limit = k.max_poll_records
-        if self.group is not None:  # adopt a merged model first; a round ends at K exactly
-            self._group_hook("before_batch")
-            limit = self.group.room(limit)
+        if self.mixing is not None:  # adopt a mixed model first; a round ends at K exactly
+            self._mixing_hook(self.mixing.before_batch)
+            limit = self.mixing.room(limit)
         batch = self.source.take(limit)
-        if self.group is not None:
-            self.group.took(len(batch))
+        if self.mixing is not None:
+            self.mixing.took(len(batch))
         now = time.monotonic()
         self.idle.fetched(now, bool(arrived or batch))
         if self.source.assignment_changes != self._assignments_seen:
             self.metrics.rebalances.inc(self.source.assignment_changes - self._assignments_seen)
             self._assignments_seen = self.source.assignment_changes
             self.idle.touch(now)  # the idle clock starts with the partitions
-        self.work_started = now
+        self.publisher.work_started = now
         if batch:
-            self.process(batch)
+            self.prequential.process(batch)
             self.idle.touch()  # idle counts from the end of the work
         else:
-            self.drain()  # nothing new: finish what is in flight now ...
+            self.prequential.drain()  # nothing new: finish what is in flight now ...
             self._publish()  # ... and publish the model its counts describe, before any flush
-        if self.group is not None:
-            self._group_hook("after_batch")
-        self.work_started = None
+        if self.mixing is not None:
+            self._mixing_hook(self.mixing.after_batch)
+        self.publisher.work_started = None
         self._timeout_ms = 0 if len(batch) == limit else k.poll_timeout_ms
         self.sink.poll()
         if self.checkpoints.due():
@@ -409,7 +393,7 @@ class Runner:
         try:
             if not self.started:
                 self.start()
-            while self.step():
+            while self.tick():
                 pass
             clean = True
         finally:
@@ -420,13 +404,13 @@ class Runner:
         """Final checkpoint, sink flushed, consumer closed; ``clean=False`` when an exception
         ends the loop (the marker then tells the next start, as for a crash)."""
         try:
-            if clean and self.group is not None:
+            if clean and self.mixing is not None:
                 try:  # ends the round so that nothing learned is lost; never blocks the exit
-                    self._group_hook("leave")
+                    self._mixing_hook(self.mixing.leave)
                 except Exception as exc:
                     log.error("could not end the mixing round at shutdown: %r", exc)
             # forced too when none exists yet (an idle run), so that `inspect` has one to read
-            self.checkpoint("shutdown", force=bool(self.sink.pending) or not self.last_checkpoint)
+            self.checkpoint("shutdown", force=bool(self.sink.pending) or not self.checkpoints.last)
             left = self.sink.close(timeout=1.0)
             if left:
                 log.error("%d output(s) undelivered at exit; kept in the outbox", len(left))

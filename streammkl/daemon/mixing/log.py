@@ -24,7 +24,7 @@ offsets:
   before it is merged;
 - a record that cannot be used (undecodable, a base or bank that cannot be applied, a delta
   learned with another bank or that the merge refuses, one staler than ``KEEP_BASES``) is
-  skipped and reported (:attr:`GroupLog.skipped`, with the examples it carried, which are then
+  skipped and reported (:attr:`MixLog.skipped`, with the examples it carried, which are then
   not in the merged model): never an error, so no record can stop a reader, on any replay;
 - the group's prequential view: every merged delta's ``stats`` (the log-loss, mistakes and
   labels of the predictions its member made on the delta's examples) add up, exactly once like
@@ -152,7 +152,7 @@ def switch_bank(state: State, bank: list[dict[str, Any]]) -> tuple[State, list[s
 
 
 @dataclass
-class GroupLog:
+class MixLog:
     """The fold of a mix topic (see the module docstring)."""
 
     dual: str = "sum"  # how FTRL's dual increments merge (core.mixing.merge)

@@ -1,9 +1,9 @@
 """Group mode: the members of a consumer group train ONE model by iterative parameter mixing.
 
-Each member learns locally from its partitions. A round ends (:meth:`GroupMember.after_batch`)
+Each member learns locally from its partitions. A round ends (:meth:`MixingMember.after_batch`)
 when the member has learned ``mixing.every_records`` examples since the round's base, when it
-sees another member's delta for its round, at a rebalance (:meth:`GroupMember.on_revoke`) and at
-a clean shutdown (:meth:`GroupMember.leave`): it publishes its state and count to the mix topic
+sees another member's delta for its round, at a rebalance (:meth:`MixingMember.on_revoke`) and at
+a clean shutdown (:meth:`MixingMember.leave`): it publishes its state and count to the mix topic
 (:mod:`streammkl.daemon.mixing.topic`), waits until every expected member has published or
 ``mixing.round_timeout_seconds`` passed (then it closes the round without the late ones, who join
 the next round), and adopts the merged model that every member computes alike from the log
@@ -26,7 +26,7 @@ scored again by the merged model): the group log folds the merged model's regret
 
 The group's kernel bank is part of its log: a member never changes its own bank live. A changed
 ``learner.kernels`` (SIGHUP, or settings edited while the member was stopped) is *proposed*
-(:meth:`GroupMember.propose`, a ``bank`` record, after the guards a single daemon applies) and
+(:meth:`MixingMember.propose`, a ``bank`` record, after the guards a single daemon applies) and
 the proposer ends its round; every member switches when that round closes (the merged model gets
 the new bank, :mod:`streammkl.daemon.mixing.log`). A record of the log that cannot be used is
 skipped and reported by every reader (a WARNING and ``streammkl_mix_deltas_skipped_total``),
@@ -51,14 +51,15 @@ from streammkl.core import kernels
 from streammkl.daemon.config import LearnerSpec, ReloadSettings, Settings
 from streammkl.daemon.learning.bank import configured_kernels, kernel_change_risks
 from streammkl.daemon.learning.building import LearnerConfigError
+from streammkl.daemon.learning.learner import Learner
 from streammkl.daemon.mixing.log import (
-    GroupLog,
+    MixLog,
     Skipped,
     canonical_bank,
     check_group_learner,
     switch_bank,
 )
-from streammkl.daemon.mixing.metrics import GroupMetrics
+from streammkl.daemon.mixing.metrics import MixMetrics
 from streammkl.daemon.mixing.topic import UNREADABLE, MixRecord, MixTopic, create_mix_topic
 from streammkl.river import MKLClassifier
 from streammkl.river.rounds import Rounds
@@ -68,6 +69,8 @@ log = logging.getLogger(__name__)
 TP = tuple[str, int]
 #: Finishes the learning in flight (the daemon's pipelined batch) before the model is read.
 Drain = Callable[[], None]
+#: A hook the loop calls at a batch boundary: ``hook(learner, offsets, drain)``.
+Hook = Callable[[MKLClassifier, dict[TP, int], Drain], None]
 
 
 def _nothing() -> None:
@@ -78,17 +81,28 @@ def _nothing() -> None:
 READ_EVERY = 0.05
 
 
+def group_learner(learner: Learner) -> MKLClassifier:
+    """``learner`` as a mixing member's (a streammkl :class:`~streammkl.river.MKLClassifier`),
+    or the settings error (:class:`LearnerConfigError`: at start, a refusal, exit 2)."""
+    if not isinstance(learner, MKLClassifier):
+        raise LearnerConfigError(
+            f"learner.factory: mixing groups need streammkl's MKLClassifier, not a "
+            f"{type(learner).__name__}"
+        )
+    return learner
+
+
 def member_name(settings: Settings) -> str:
     return settings.mixing.member or f"{settings.kafka.client_id}@{socket.gethostname()}"
 
 
-class GroupMember:
+class MixingMember:
     """One member's side of the protocol (see the module docstring)."""
 
     def __init__(
         self,
         settings: Settings,
-        metrics: GroupMetrics,
+        metrics: MixMetrics,
         topic_factory: Callable[..., MixTopic] = MixTopic,
     ) -> None:
         # what a group needs of the settings is checked with them (config.Settings)
@@ -100,7 +114,7 @@ class GroupMember:
         self.metrics = metrics
         self._topic_factory = topic_factory
         self.topic: MixTopic | None = None
-        self.log = GroupLog(dual=settings.mixing.dual)
+        self.log = MixLog(dual=settings.mixing.dual)
         self.round = -1  # the round of the base the learner derives from
         self.base_examples = 0  # the learner's core count at that base
         self.published = False
@@ -121,15 +135,10 @@ class GroupMember:
         self._warned_bank: list[dict[str, Any]] | None = None
 
     @staticmethod
-    def check_learner(learner: Any) -> None:
+    def check_learner(learner: Learner) -> None:
         """Raise a :class:`LearnerConfigError` naming the setting if ``learner`` cannot be a
         group member's (at start: a refusal, exit 2)."""
-        if not isinstance(learner, MKLClassifier):
-            raise LearnerConfigError(
-                f"learner.factory: mixing groups need streammkl's MKLClassifier, not a "
-                f"{type(learner).__name__}"
-            )
-        fresh = learner.clone()
+        fresh = group_learner(learner).clone()
         fresh.rounds().declare_features([])
         try:
             check_group_learner(fresh.to_state())

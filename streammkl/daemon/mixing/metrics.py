@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from streammkl.daemon.mixing.log import SKIP_REASONS
 
 #: The merged model's prequential and hindsight views, folded from the mix log (the same on
-#: every member): GroupLog attribute -> (metric, help).
+#: every member): MixLog attribute -> (metric, help).
 GROUP_VIEWS = {
     "loss": (
         "streammkl_mix_loss_sum",
@@ -32,7 +32,7 @@ GROUP_VIEWS = {
 }
 
 
-class GroupMetrics:
+class MixMetrics:
     """A mixing group's metrics (:mod:`streammkl.daemon.mixing.member`); declared by every
     daemon (zero outside a group), so dashboards and alerts can rely on them."""
 
@@ -99,7 +99,7 @@ class GroupMetrics:
 
     def totals(self, log: Any) -> None:
         """The group's prequential and hindsight sums (``log``: a
-        :class:`streammkl.daemon.mixing.log.GroupLog`)."""
+        :class:`streammkl.daemon.mixing.log.MixLog`)."""
         for attr, gauge in self.views.items():
             gauge.set(getattr(log, attr))
 
