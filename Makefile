@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-dev
 
-.PHONY: test test-slow lint install demo bench clean prometheus-tools
+.PHONY: test test-slow lint install demo bench bench-river clean prometheus-tools java-runtime
 
 $(PY):
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or run: make PYTHON=python3 ...)"; exit 1; }
@@ -27,9 +27,14 @@ lint: $(STAMP)
 prometheus-tools:
 	bash deploy/install-prometheus.sh
 
+# A Java runtime (Debian package) for MOA's learners (CapyMOA, the `moa` extra, in dev): the river
+# suite's MOA rows and their smoke test; a no-op when java is on PATH or JAVA_HOME is set.
+java-runtime:
+	bash benchmarks/install-java.sh
+
 # The whole suite, as CI runs it: lint, import direction, tests (slow soak tests excluded).
 # One BLAS thread per pytest worker: two workers on two cores, no oversubscription.
-test: lint prometheus-tools
+test: lint prometheus-tools java-runtime
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) -m pytest -n 2 --dist loadgroup -m "not slow" -q
 
 test-slow: $(STAMP)
@@ -43,6 +48,12 @@ demo: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/core_update.py
+
+# The river suite's documented run (streammkl vs river, MOA through CapyMOA, VW; ~1.5 h on 2
+# quiet cores): writes benchmarks/results/river_suite.md, then the README's table from it.
+bench-river: $(STAMP) java-runtime
+	$(PY) benchmarks/river_suite.py
+	$(PY) benchmarks/readme_tables.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache .mypy_cache

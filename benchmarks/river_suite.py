@@ -1,6 +1,8 @@
 """river benchmark suite: prequential accuracy and learn+predict throughput of streammkl's
-``MKLClassifier`` / ``MKLRegressor`` against river's learners and Vowpal Wabbit's online kernel SVM,
-all measured in one run on river's bundled datasets and ``river.datasets.synth`` streams.
+``MKLClassifier`` / ``MKLRegressor`` against river's learners, MOA's learners (Java, through
+CapyMOA: ARF, StreamingRandomPatches, HoeffdingAdaptiveTree, kNN, OnlineBagging,
+LeveragingBagging, NaiveBayes; SOKNL, ARF and kNN regressors) and Vowpal Wabbit's online kernel
+SVM, all measured in one run on river's bundled datasets and ``river.datasets.synth`` streams.
 
 Honest protocol: the defaults in ``streammkl.river.defaults`` were chosen on the streams marked
 *development* (Bananas, Phishing, SEA with drift, Hyperplane); every other stream is
@@ -9,11 +11,21 @@ Honest protocol: the defaults in ``streammkl.river.defaults`` were chosen on the
 Protocol: each stream is materialised into a list first (loading is not timed); every model then
 runs test-then-train (``predict_one`` then ``learn_one`` per example) and the wall clock covers
 exactly that loop; metrics are computed afterwards from the recorded predictions. Every model
-first runs a 50-example warm-up on a throw-away instance (numba compilation, imports).
+first runs a 50-example warm-up on a throw-away instance (numba compilation, imports, the JVM).
+The streammkl rows (the default learner, each of its kernels alone, the average kernel) run once
+per seed (``seed=0..4``; ``--seeds N``) and report mean ± standard deviation; every other row
+runs once (with ``SEED`` where it takes a seed). The MOA rows feed each river dict to CapyMOA as
+a MOA instance (``benchmarks/_moa.py``) and report their throughput end to end and without that
+conversion.
 
-Run: ``.venv/bin/python benchmarks/river_suite.py [--quick] [--datasets bananas,phishing]``.
-Only the full, documented run (no options) writes ``benchmarks/results/river_suite.md``, from
-which the README's table is generated; a partial run (``--quick``, ``--datasets``, ``--models``)
+Install: MOA's rows need the ``moa`` extra (CapyMOA, in ``dev`` too) and a Java runtime:
+``bash benchmarks/install-java.sh`` (Debian's ``default-jre-headless``; ``make java-runtime``).
+Without them the suite still runs and the MOA rows say "not run" and why.
+
+Run: ``.venv/bin/python benchmarks/river_suite.py [--quick] [--datasets bananas,phishing]
+[--models mkl,moa] [--seeds N] [--out PATH]``. Only the full, documented run (no options;
+``make bench-river``) writes ``benchmarks/results/river_suite.md``, from which the README's
+tables are generated; a partial run (``--quick``, ``--datasets``, ``--models``, ``--seeds``)
 prints its report, or writes it where ``--out`` says (never over the committed results).
 """
 
@@ -22,7 +34,9 @@ from __future__ import annotations
 import argparse
 import itertools
 import re
+import statistics
 import sys
+import textwrap
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -30,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _moa
 from _table import machine, markdown, publish
 from river import base, datasets, forest, linear_model, metrics, neighbors, preprocessing, tree
 from river.datasets import synth
@@ -43,6 +58,8 @@ WARMUP = 50
 SEED = 42
 VW_GRID = (0.01, 0.1, 1.0, 10.0)  # VW's rbf "bandwidth" b: k(x, x') = exp(-b ||x - x'||^2)
 VW_DEFAULT = 1.0
+SEEDS = 5  # the streammkl rows run with seed=0..SEEDS-1 (--seeds) and report mean ± sd
+SEEDED = ("mkl", "single", "average")  # the row groups that run once per seed
 
 
 @dataclass(frozen=True)
@@ -139,51 +156,79 @@ DEFAULT = list(DATASETS)
 # --- models -------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Spec:
-    """A row: ``make`` builds a fresh learner (None = cannot run here; ``note`` says why)."""
+    """A row: ``make(seed)`` builds a fresh learner (None = cannot run here; ``note`` says why).
+
+    A ``seeded`` row runs once per seed of the run (``--seeds``) and reports mean ± standard
+    deviation; every other row runs once, with ``SEED`` where its learner takes a seed.
+    ``missing``, asked only when the row is selected, says why it cannot run on this machine.
+    """
 
     key: str
     label: str
-    make: Callable[[], Any] | None
+    make: Callable[[int], Any] | None
     group: str = ""
     max_n: int | None = None
     note: str = ""
+    seeded: bool = False
+    missing: Callable[[], str] | None = None
 
 
 def _scaled(est: Any) -> Any:
     return preprocessing.StandardScaler() | est
 
 
-def _single(i: int) -> Callable[[], Any]:
-    return lambda: _scaled(MKLClassifier(kernels=(defaults.kernel_bank()[i],)))
+def _single(i: int) -> Callable[[int], Any]:
+    return lambda seed: _scaled(MKLClassifier(kernels=(defaults.kernel_bank()[i],), seed=seed))
 
 
-def _average() -> Any:
-    return _scaled(MKLClassifier(regularizer=regularizers.L2(defaults.LAMBDA)))
+def _average(seed: int) -> Any:
+    return _scaled(MKLClassifier(regularizer=regularizers.L2(defaults.LAMBDA), seed=seed))
 
 
-def classifier_specs(binary: bool, n_classes: int, vw_oaa: bool, vw_max: int) -> list[Spec]:
+def moa_specs(features: Sequence, classes: Sequence | None) -> list[Spec]:
+    """MOA's learners through CapyMOA, CapyMOA's defaults, raw features (``classes`` None:
+    the regressors)."""
+    rows = _moa.CLASSIFIERS if classes is not None else _moa.REGRESSORS
+    specs = []
+    for key, (_, label) in rows.items():
+        if classes is None:
+            make = lambda seed, k=key: _moa.CapyMOARegressor(k, features, seed)  # noqa: E731
+        else:
+            make = lambda seed, k=key: _moa.CapyMOAClassifier(k, features, classes, seed)  # noqa: E731
+        specs.append(Spec(f"moa:{key}", label, make, "moa", note="no scaler",
+                          missing=_moa.unavailable))  # fmt: skip
+    return specs
+
+
+def classifier_specs(
+    binary: bool, n_classes: int, vw_oaa: bool, vw_max: int, features: Sequence, classes: Sequence
+) -> list[Spec]:
     names = [k.name for k in defaults.kernel_bank()]
     lin = linear_model.LogisticRegression if binary else linear_model.SoftmaxRegression
     hat, arf = tree.HoeffdingAdaptiveTreeClassifier, forest.ARFClassifier
     rows = [
-        ("mkl", "MKL (default bank)", lambda: _scaled(MKLClassifier()), "mkl", ""),
+        ("mkl", "MKL (default bank)", lambda seed: _scaled(MKLClassifier(seed=seed)), "mkl", ""),
         *((f"single:{nm}", f"single kernel: {nm}", _single(i), "single", "")
           for i, nm in enumerate(names)),
         ("average", "average (L2, sum of kernels)", _average, "average",
          f"all {len(names)} kernels, regularizer L2({defaults.LAMBDA:g})"),
-        ("linear", f"river {lin.__name__}", lambda: _scaled(lin()), "river", ""),
-        ("hat", "river HoeffdingAdaptiveTree", lambda: hat(seed=SEED), "river", "no scaler"),
-        ("arf", "river ARF (10 models)", lambda: arf(seed=SEED), "river", "no scaler"),
-        ("knn", "river KNN", lambda: _scaled(neighbors.KNNClassifier()), "river", ""),
+        ("linear", f"river {lin.__name__}", lambda seed: _scaled(lin()), "river", ""),
+        ("hat", "river HoeffdingAdaptiveTree", lambda seed: hat(seed=seed), "river", "no scaler"),
+        ("arf", "river ARF (10 models)", lambda seed: arf(seed=seed), "river", "no scaler"),
+        ("knn", "river KNN", lambda seed: _scaled(neighbors.KNNClassifier()), "river", ""),
     ]  # fmt: skip
-    specs = [Spec(key, label, make, group, note=note) for key, label, make, group, note in rows]
+    specs = [
+        Spec(key, label, make, group, note=note, seeded=group in SEEDED)
+        for key, label, make, group, note in rows
+    ]
+    specs += moa_specs(features, classes)
     vw = f"vw:{VW_DEFAULT:g}"
     if binary:
         specs += [Spec(f"vw:{b:g}", f"VW ksvm rbf, bandwidth {b:g}",
-                       lambda b=b: _scaled(VWKernelSVM(b)), "vw", vw_max)
+                       lambda seed, b=b: _scaled(VWKernelSVM(b)), "vw", vw_max)
                   for b in VW_GRID]  # fmt: skip
     elif vw_oaa:
-        make = lambda: _scaled(VWKernelSVM(VW_DEFAULT, n_classes))  # noqa: E731
+        make = lambda seed: _scaled(VWKernelSVM(VW_DEFAULT, n_classes))  # noqa: E731
         label = f"VW ksvm rbf --oaa {n_classes}, bandwidth {VW_DEFAULT:g}"
         specs.append(Spec(vw, label, make, "vw", vw_max, "default bandwidth only (slow)"))
     else:
@@ -192,16 +237,20 @@ def classifier_specs(binary: bool, n_classes: int, vw_oaa: bool, vw_max: int) ->
     return specs
 
 
-def regressor_specs() -> list[Spec]:
+def regressor_specs(features: Sequence) -> list[Spec]:
     rows = [
-        ("mkl", "MKLRegressor (default bank)", MKLRegressor),
-        ("linear", "river LinearRegression", linear_model.LinearRegression),
+        ("mkl", "MKLRegressor (default bank)", lambda seed: MKLRegressor(seed=seed)),
+        ("linear", "river LinearRegression", lambda seed: linear_model.LinearRegression()),
         ("hat", "river HoeffdingAdaptiveTreeRegressor",
-         lambda: tree.HoeffdingAdaptiveTreeRegressor(seed=SEED)),
-        ("knn", "river KNNRegressor", neighbors.KNNRegressor),
+         lambda seed: tree.HoeffdingAdaptiveTreeRegressor(seed=seed)),
+        ("knn", "river KNNRegressor", lambda seed: neighbors.KNNRegressor()),
     ]  # fmt: skip
-    return [Spec(k, label, lambda m=m: _scaled(m()), "mkl" if k == "mkl" else "river")
-            for k, label, m in rows]  # fmt: skip
+    specs = [
+        Spec(k, label, lambda seed, m=m: _scaled(m(seed)), "mkl" if k == "mkl" else "river",
+             seeded=k == "mkl")
+        for k, label, m in rows
+    ]  # fmt: skip
+    return specs + moa_specs(features, None)
 
 
 class VWKernelSVM(base.Classifier):
@@ -276,7 +325,12 @@ def final(model: Any) -> Any:
 
 @dataclass
 class Result:
-    """One (dataset, model) run: metrics over the stream and over its first ``PREFIX`` examples."""
+    """One (dataset, model) row: metrics over the stream and over its first ``PREFIX`` examples.
+
+    A seeded row holds one run per seed in ``runs`` / ``prefix_runs``; ``scores`` and ``prefix``
+    are their means and ``seconds`` their median. ``conversion`` is the part of ``seconds`` spent
+    converting river dicts for MOA (NaN for other rows).
+    """
 
     dataset: str
     key: str
@@ -286,6 +340,10 @@ class Result:
     scores: dict[str, float] = field(default_factory=dict)
     prefix: dict[str, float] = field(default_factory=dict)
     note: str = ""
+    runs: list[dict[str, float]] = field(default_factory=list)
+    prefix_runs: list[dict[str, float]] = field(default_factory=list)
+    seeds: tuple[int, ...] = ()
+    conversion: float = float("nan")
 
     @property
     def throughput(self) -> float:
@@ -294,6 +352,22 @@ class Result:
     @property
     def accuracy(self) -> float:
         return self.scores.get("accuracy", float("nan"))
+
+    def sd(self, metric: str, prefix: bool = False) -> float:
+        """Standard deviation over the seeds (sample, n - 1); NaN for a single run."""
+        values = [r[metric] for r in (self.prefix_runs if prefix else self.runs) if metric in r]
+        return statistics.stdev(values) if len(values) > 1 else float("nan")
+
+    def spread(self, metric: str) -> float:
+        """max - min over the seeds; NaN for a single run."""
+        values = [r[metric] for r in self.runs if metric in r]
+        return max(values) - min(values) if len(values) > 1 else float("nan")
+
+    @property
+    def moa_throughput(self) -> float:
+        """Examples/s of the MOA calls alone: the loop's time less our dict conversion."""
+        left = self.seconds - self.conversion
+        return self.n / left if left > 0 else float("nan")
 
 
 def stream(key: str, n: int | None) -> list[tuple[dict, Any]]:
@@ -334,38 +408,78 @@ def run_dataset(
     data: list | None = None,
     vw_oaa: bool = False,
     progress: Callable[[str], None] = print,
+    seeds: int = SEEDS,
 ) -> list[Result]:
-    """Run every model (or the named model keys) prequentially on one dataset."""
+    """Run every model (or the named model keys or groups) prequentially on one dataset."""
     ds = DATASETS[key]
     data = stream(key, n) if data is None else data
+    features = list(dict.fromkeys(k for x, _ in data for k in x))
     if ds.task == "regression":
-        specs = regressor_specs()
+        specs = regressor_specs(features)
     else:
-        n_classes = len({y for _, y in data})
-        specs = classifier_specs(ds.task == "binary", n_classes, vw_oaa, PREFIX)
+        classes = _moa.sorted_labels([y for _, y in data])
+        specs = classifier_specs(
+            ds.task == "binary", len(classes), vw_oaa, PREFIX, features, classes
+        )
     results = []
     for spec in specs:
         if models is not None and spec.key not in models and spec.group not in models:
             continue
-        if spec.make is None:  # a row that cannot run here; the reason is its note
-            results.append(Result(key, spec.key, spec.label, note=spec.note))
+        reason = spec.missing() if spec.missing is not None else ""
+        if spec.make is None or reason:  # a row that cannot run here; the reason is its note
+            results.append(Result(key, spec.key, spec.label, note=reason or spec.note))
             continue
         part = data if spec.max_n is None else data[: spec.max_n]
-        progress(f"[{key}] {spec.label} on {len(part):,} examples ...")
-        warm = spec.make()
-        prequential(warm, part[:WARMUP], ds.task)
-        close(warm)
-        model = spec.make()
-        scores, prefix, seconds = prequential(model, part, ds.task)
-        close(model)
-        note = "; ".join(filter(None, [spec.note, _weights(model)]))
-        res = Result(key, spec.key, spec.label, len(part), seconds, scores, prefix, note)
-        shown = ", ".join(f"{k} {v:.4f}" for k, v in scores.items())
-        progress(
-            f"[{key}] {spec.label}: {shown}, {res.throughput:,.0f} examples/s ({seconds:.1f} s)"
-        )
+        try:
+            res = _run(ds, spec, part, range(seeds) if spec.seeded else (SEED,), progress)
+        except Exception as exc:  # one broken row is reported in its place, not the whole run lost
+            note = f"FAILED: {type(exc).__name__}: {exc}".strip().rstrip(":")
+            progress(f"[{key}] {spec.label}: {note}")
+            res = Result(key, spec.key, spec.label, note=note)
         results.append(res)
     return results
+
+
+def _run(
+    ds: Dataset, spec: Spec, part: list, seeds: Sequence[int], progress: Callable[[str], None]
+) -> Result:
+    """One row: a warm-up on a throw-away instance, then one timed run per seed."""
+    assert spec.make is not None
+    many = f" × {len(seeds)} seeds" if len(seeds) > 1 else ""
+    progress(f"[{ds.key}] {spec.label} on {len(part):,} examples{many} ...")
+    warm = spec.make(seeds[0])
+    prequential(warm, part[:WARMUP], ds.task)
+    close(warm)
+    runs, prefixes, times, conversions, weights = [], [], [], [], ""
+    for seed in seeds:
+        model = spec.make(seed)
+        scores, prefix, seconds = prequential(model, part, ds.task)
+        close(model)
+        runs.append(scores)
+        prefixes.append(prefix)
+        times.append(seconds)
+        conversions.append(getattr(final(model), "conversion_seconds", NAN))
+        weights = weights or _weights(model)
+    seeded = f"mean ± sd over seeds {seeds[0]}–{seeds[-1]}" if len(seeds) > 1 else ""
+    if weights and seeded:
+        weights = f"{weights} (seed {seeds[0]})"
+    middle = sorted(range(len(times)), key=times.__getitem__)[len(times) // 2]  # the median run
+    res = Result(
+        ds.key, spec.key, spec.label, len(part), times[middle], _mean(runs), _mean(prefixes),
+        "; ".join(filter(None, [seeded, spec.note, weights])), runs if seeded else [],
+        prefixes if seeded else [], tuple(seeds), conversions[middle],
+    )  # fmt: skip
+    shown = ", ".join(f"{k} {v:.4f}" for k, v in res.scores.items())
+    spread = ", ".join(f"sd {res.sd(k):.4f}" for k in res.scores) if seeded else ""
+    progress(f"[{ds.key}] {spec.label}: {shown}{' (' + spread + ')' if spread else ''}, "
+             f"{res.throughput:,.0f} examples/s ({res.seconds:.1f} s)")  # fmt: skip
+    return res
+
+
+def _mean(runs: Sequence[dict[str, float]]) -> dict[str, float]:
+    if not runs or not runs[0]:
+        return {}
+    return {k: statistics.fmean(r[k] for r in runs) for k in runs[0]}
 
 
 # --- report -------------------------------------------------------------------------------------
@@ -416,6 +530,35 @@ def _acc(r: Result | None, n: int) -> tuple[float, float]:
     return r.accuracy, r.prefix.get("accuracy", NAN)
 
 
+def _fmt(value: float, sd: float = NAN, spec: str = ".4f", sd_spec: str = "") -> str:
+    """``value`` (``± sd`` for a seeded row); "—" where not measured."""
+    if value != value:
+        return "—"
+    return f"{value:{spec}}" + (f" ± {sd:{sd_spec or spec}}" if sd == sd else "")
+
+
+def _score(r: Result, metric: str, prefix: bool = False) -> str:
+    """Accuracy to 4 decimals; MAE / RMSE to 4 significant digits, their sd to 2."""
+    specs = (".4f", ".4f") if metric == "accuracy" else (".4g", ".2g")
+    value = (r.prefix if prefix else r.scores).get(metric, NAN)
+    return _fmt(value, r.sd(metric, prefix), *specs)
+
+
+def _cell(r: Result | None, n: int) -> str:
+    """A matrix cell: accuracy over the stream, or over the prefix (†) for a prefix-only row."""
+    if r is None or not r.n:
+        return "—"
+    return f"{r.accuracy:.4f}†" if r.n < n else _score(r, "accuracy")
+
+
+def _moa_note(r: Result) -> str:
+    if r.conversion != r.conversion:
+        return ""
+    per = r.conversion / r.n * 1e6
+    return (f"without our conversion {r.moa_throughput:,.0f} examples/s "
+            f"(conversion {per:.1f} µs/example)")  # fmt: skip
+
+
 def _section(ds: Dataset, data: list, results: list[Result], cap: int) -> str:
     n, d = len(data), len({k for x, _ in data for k in x})
     facts = f"{n:,} examples{' (the first ' + f'{n:,})' if n == cap else ''}, {d} features"
@@ -429,11 +572,12 @@ def _section(ds: Dataset, data: list, results: list[Result], cap: int) -> str:
     rows = []
     for r in results:
         if ds.task == "regression":
-            row = [r.label, _num(r.scores.get("MAE")), _num(r.scores.get("RMSE"))]
+            row = [r.label, _score(r, "MAE"), _score(r, "RMSE")]
+        elif 0 < r.n < n:
+            row = [r.label, "—"] + ([_fmt(r.accuracy)] if wide else [])
         else:
-            full, pre = _acc(r, n)
-            row = [r.label, _num(full, ".4f")] + ([_num(pre, ".4f")] if wide else [])
-        note = r.note
+            row = [r.label, _score(r, "accuracy")] + ([_score(r, "accuracy", True)] if wide else [])
+        note = "; ".join(filter(None, [r.note, _moa_note(r)]))
         if 0 < r.n < n:
             note = "; ".join(filter(None, [f"first {r.n:,} examples only", note]))
         rows.append([*row, _num(r.throughput), _num(r.seconds, ".2f"), note])
@@ -442,6 +586,27 @@ def _section(ds: Dataset, data: list, results: list[Result], cap: int) -> str:
 
 
 REGRESSION_TARGETS = ("trump-approval", "chick-weights", "friedman")
+RIVER = ("linear", "hat", "arf", "knn")
+TIE = 0.0005  # issue 27: against the best peer, a tie within 0.05 point counts as met
+SPREAD = 0.005  # issue 27: the default learner's seed spread (max - min) at most 0.5 point
+
+
+def peers(results: list[Result], n: int) -> list[Result]:
+    """The rows that ran on the whole stream and are peers: river, MOA, untuned VW."""
+    return [
+        r for r in results
+        if r.n == n and (r.key in RIVER or r.key.startswith("moa:") or r.key == "vw")
+    ]  # fmt: skip
+
+
+def best_peer(ds: Dataset, results: list[Result], n: int) -> Result | None:
+    """The best peer on the whole stream (accuracy, or MAE for regression), None if none ran."""
+    rows = peers(results, n)
+    if not rows:
+        return None
+    if ds.task == "regression":
+        return min(rows, key=lambda r: r.scores["MAE"])
+    return max(rows, key=lambda r: r.accuracy)
 
 
 def summary(runs: list[tuple[Dataset, list, list[Result]]]) -> list[list[object]]:
@@ -459,21 +624,30 @@ def summary(runs: list[tuple[Dataset, list, list[Result]]]) -> list[list[object]
             status = "not measured" if ok is None else "met" if ok else "MISSED"
             rows.append([target, title, role, status, numbers])
 
+        peer = best_peer(ds, results, len(data))
         if ds.task == "regression":
-            river = [by[k] for k in ("linear", "hat", "knn") if k in by]
+            river = [by[k] for k in RIVER if k in by]
             if ds.key in REGRESSION_TARGETS and river:
                 b = min(river, key=lambda r: r.scores["MAE"])
                 mae = mkl.scores["MAE"]
                 add("MKLRegressor MAE ≤ best river regressor", mae <= b.scores["MAE"],
                     f"MKL {mae:.4g} vs {b.label} {b.scores['MAE']:.4g}")  # fmt: skip
+            if ds.key in REGRESSION_TARGETS and peer is not None:
+                mae, theirs = mkl.scores["MAE"], peer.scores["MAE"]
+                add("MKLRegressor MAE ≤ best peer regressor (river, MOA)", mae <= theirs,
+                    f"MKL {_score(mkl, 'MAE')} vs {peer.label} {theirs:.4g}")  # fmt: skip
             continue
         a = mkl.accuracy
 
-        river = [by[k] for k in ("linear", "hat", "arf", "knn") if k in by]
+        river = [by[k] for k in RIVER if k in by]
         if river:
             b = max(river, key=lambda r: r.accuracy)
             add("MKL ≥ best river learner", a >= b.accuracy,
                 f"MKL {a:.4f} vs {b.label} {b.accuracy:.4f}")  # fmt: skip
+        if peer is not None:
+            add("MKL ≥ best peer (river, MOA, VW; a tie within 0.05 point counts)",
+                a >= peer.accuracy - TIE - 1e-12,
+                f"MKL {_score(mkl, 'accuracy')} vs {peer.label} {peer.accuracy:.4f}")  # fmt: skip
         if "vw" in by:
             vw = by["vw"]
             whole = vw.n == len(data)
@@ -491,6 +665,11 @@ def summary(runs: list[tuple[Dataset, list, list[Result]]]) -> list[list[object]
         if "average" in by:
             avg = by["average"].accuracy
             add("MKL ≥ average kernel", a >= avg, f"MKL {a:.4f} vs average {avg:.4f}")
+        spread = mkl.spread("accuracy")
+        if spread == spread:
+            add(f"seed spread ≤ {SPREAD * 100:g} point (max − min over seeds)",
+                spread <= SPREAD + 1e-12,
+                f"{spread * 100:.2f} points over seeds {_seeds(mkl)}")  # fmt: skip
         if ds.key == "bananas":
             t = mkl.throughput
             add("throughput ≥ 20,000 examples/s", t >= 20_000, f"MKL {t:,.0f} examples/s")
@@ -501,16 +680,80 @@ def summary(runs: list[tuple[Dataset, list, list[Result]]]) -> list[list[object]
     return rows
 
 
+def _seeds(r: Result) -> str:
+    return f"{r.seeds[0]}–{r.seeds[-1]}" if len(r.seeds) > 1 else str(r.seeds[0])
+
+
+def best_peers(runs: list[tuple[Dataset, list, list[Result]]]) -> str:
+    """Per stream: the default learner (mean ± sd over its seeds) against the best peer."""
+    out = []
+    for task, metric in (("classification", "accuracy"), ("regression", "MAE")):
+        rows = []
+        for ds, data, results in runs:
+            mkl = next((r for r in results if r.key == "mkl" and r.n), None)
+            if (ds.task == "regression") != (task == "regression") or mkl is None:
+                continue
+            peer = best_peer(ds, results, len(data))
+            mine = mkl.scores[metric]
+            theirs = peer.scores[metric] if peer is not None else NAN
+            if task == "regression":
+                rows.append([ds.title, ds.role, _score(mkl, metric),
+                             peer.label if peer else "—", _fmt(theirs, spec=".4g"),
+                             _fmt(mine - theirs, spec="+.4g")])  # fmt: skip
+            else:
+                rows.append([ds.title, ds.role, _score(mkl, metric),
+                             _fmt(mkl.spread(metric) * 100, spec=".2f"),
+                             peer.label if peer else "—", _fmt(theirs),
+                             _fmt((mine - theirs) * 100, spec="+.2f")])  # fmt: skip
+        if not rows:
+            continue
+        if task == "regression":
+            head = ["stream", "role", "MKLRegressor MAE", "best peer", "its MAE", "MKL − peer"]
+        else:
+            head = ["stream", "role", "MKL accuracy", "seed spread (points)", "best peer",
+                    "its accuracy", "gap (points)"]  # fmt: skip
+        out.append(markdown(head, rows))
+    return "\n\n".join(out)
+
+
+def moa_speed(runs: list[tuple[Dataset, list, list[Result]]]) -> str:
+    """MOA's examples/s per stream: end to end (without our dict conversion)."""
+    rows = list(dict.fromkeys((r.key, r.label) for _, _, res in runs for r in res
+                              if r.key.startswith("moa:")))  # fmt: skip
+    if not rows:
+        return ""
+    matrix = []
+    for key, label in rows:
+        row: list[object] = [label]
+        for _, _, res in runs:
+            r = next((r for r in res if (r.key, r.label) == (key, label) and r.n), None)
+            row.append("—" if r is None else f"{r.throughput:,.0f} ({r.moa_throughput:,.0f})")
+        matrix.append(row)
+    per = []
+    for _, _, res in runs:
+        costs = [r.conversion / r.n * 1e6 for r in res if r.n and r.conversion == r.conversion]
+        per.append(f"{statistics.median(costs):.1f}" if costs else "—")
+    matrix.append(["our conversion, µs/example (median over the MOA rows)", *per])
+    return markdown(["model"] + [ds.title for ds, _, _ in runs], matrix)
+
+
 def render(runs: list[tuple[Dataset, list, list[Result]]], ctx: dict[str, Any]) -> str:
     runs = [(ds, data, _vw_rows(results)) for ds, data, results in runs]
     clf = [run for run in runs if run[0].task != "regression"]
     reg = [run for run in runs if run[0].task == "regression"]
     out = [
         f"Measured on {ctx['machine']}; `benchmarks/river_suite.py` {ctx['argv']}, total "
-        f"{ctx['seconds']:.0f} s. Streams capped at {ctx['cap']:,} examples.",
+        f"{ctx['seconds']:.0f} s. Streams capped at {ctx['cap']:,} examples. {ctx['seeding']}",
         "\n## Targets\n",
         markdown(["target", "dataset", "role", "status", "numbers"], summary(runs)),
     ]
+    table = best_peers(runs)
+    if table:
+        about = (
+            "The default learner (mean ± sd over its seeds) against the best of river's, MOA's "
+            "and untuned VW ksvm's rows that ran on the whole stream.\n"
+        )
+        out += ["\n## Best peer per stream\n", about, table]
     if clf:
         labels: dict[str, str] = {}
         for r in (r for _, _, res in clf for r in res):
@@ -519,13 +762,17 @@ def render(runs: list[tuple[Dataset, list, list[Result]]], ctx: dict[str, Any]) 
         for key, label in labels.items():
             row: list[object] = [label]
             for _, data, res in clf:
-                full, pre = _acc(next((r for r in res if r.key == key), None), len(data))
-                row.append(f"{pre:.4f}†" if full != full and pre == pre else _num(full, ".4f"))
+                row.append(_cell(next((r for r in res if r.key == key), None), len(data)))
             matrix.append(row)
         out += ["\n## Prequential accuracy, classification\n",
                 markdown(["model"] + [ds.title for ds, _, _ in clf], matrix)]  # fmt: skip
         if any("†" in str(cell) for row in matrix for cell in row):
             out.append(f"\n† on the first {PREFIX:,} examples only (VW ksvm; see the notes).")
+    tables = [t for t in (moa_speed(clf), moa_speed(reg)) if t]
+    if tables:
+        head = "\n## MOA through CapyMOA: examples/s end to end (without our conversion)\n"
+        out += [head, "\n\n".join(tables)]
+    if clf:
         out += ["\n## Classification, per stream\n"]
         out += [_section(ds, data, res, ctx["cap"]) for ds, data, res in clf]
     if reg:
@@ -539,17 +786,36 @@ NOTES = """\
 - Protocol: each stream is materialised into a list first; each model then runs test-then-train
   (`predict_one`, then `learn_one`) and examples/s is the wall clock of that loop alone (metrics
   are computed afterwards from the recorded predictions). A {warmup}-example warm-up on a
-  throw-away instance precedes every timed run (numba compilation). Models behind
+  throw-away instance precedes every timed run (numba compilation, JVM start). Models behind
   `preprocessing.StandardScaler()` are timed with it: streammkl, VW, river's linear models, KNN
   and the HoeffdingAdaptiveTreeRegressor (as river's docs show it); the classification trees and
-  ARF run on raw features, as river's docs show them.
+  ARF run on raw features, as river's docs show them, and so do MOA's learners.
+{seeding_notes}
 - streammkl rows take the defaults from `streammkl.river.defaults` at run time: the default bank,
   each of its kernels alone (`MKLClassifier(kernels=(k,))`) and the uniform average (all kernels,
   regularizer `L2(defaults.LAMBDA)`: every active kernel weighs the same, i.e. the plain sum of
-  kernels). Seeds: streammkl 0, river's trees and ARF {seed}. ARF keeps river's default
-  `n_models=10` at full stream length.
+  kernels). ARF keeps river's default `n_models=10` at full stream length.
 - Binary streams use river's `LogisticRegression`; the multiclass ImageSegments uses river's
   `SoftmaxRegression` (multinomial; no one-vs-rest wrapper needed).
+- MOA: {moa_version}, through `benchmarks/_moa.py`, every option at CapyMOA's default (below),
+  `random_seed={seed}`, one thread per learner, CapyMOA's JVM options (`CAPYMOA_JVM_ARGS`,
+  default `-Xmx8g -Xss10M`). Schema: the stream's features as numeric attributes (the values
+  every other learner of the suite gets; none is declared nominal), the class labels of the
+  materialised stream in sorted order (so MOA's ties fall as with an ARFF header; the suite
+  knows every class before the first example). A label outside the schema is refused, never
+  mapped; MOA votes only for the classes it has been trained on so far. Where MOA has no vote
+  (before the first label; ARF while its trees have no accuracy estimate yet) the prediction is
+  the first class, as MOA's and CapyMOA's own evaluators score it (`Utils.maxIndex` of an empty
+  or all-zero vote array; CapyMOA's `predict` returns None there). Each river dict
+  becomes one MOA `DenseInstance` per example (in `predict_one`; `learn_one` sets its class and
+  trains): examples/s is end to end, as for every row; "without our conversion" subtracts the
+  conversion time, measured around the conversion inside the same timed loop, so it is CapyMOA's
+  `predict`/`train` calls with the JPype crossing, plus the wrapper's few Python calls and the
+  release of the previous example's Java proxies. Checked against a run on instances converted
+  beforehand (median of 5, load average ~7): kNN on Bananas 10,200 vs 11,700 examples/s,
+  NaiveBayes 42,000 vs 65,000 (for the fastest learners that remainder is a third of the time).
+  CapyMOA's defaults:
+{moa_defaults}
 - Vowpal Wabbit {vw_version}: `vowpalwabbit.Workspace("--ksvm --kernel rbf --bandwidth B --quiet")`
   behind the same `StandardScaler`, predict before learn on every example (each dict is written
   as a VW text line and parsed, inside the timed loop). VW's rbf "bandwidth" multiplies the
@@ -563,13 +829,46 @@ NOTES = """\
 """
 
 
-def context(machine: str, seconds: float, cap: int, options: str) -> dict[str, Any]:
-    """What ``render`` needs besides the results: the run's circumstances and constants."""
+def context(
+    machine: str, seconds: float, cap: int, options: str, seeds: int = SEEDS, moa: bool = False
+) -> dict[str, Any]:
+    """What ``render`` needs besides the results: the run's circumstances and constants
+    (``moa``: whether MOA rows were selected; only then is CapyMOA asked for its versions)."""
+    span = f"0–{seeds - 1}" if seeds > 1 else "0"
     return {
         "machine": machine, "seconds": seconds, "cap": cap, "argv": options, "prefix": PREFIX,
         "vw_grid": VW_GRID, "vw_default": VW_DEFAULT, "vw_version": _vw_version(),
         "warmup": WARMUP, "seed": SEED,
+        "seeding": f"streammkl rows: mean ± sd over seeds {span}; every other row: one run.",
+        "seeding_notes": _wrapped(
+            f"Seeds: the streammkl rows (the default learner, each kernel alone, the average) "
+            f"run once per seed {span} (`seed=` of `MKLClassifier` / `MKLRegressor`: it draws "
+            f"the random features) and show mean ± sample standard deviation; the targets use "
+            f"the mean, the seed spread is max − min, examples/s and seconds are the median "
+            f"run's, the kernel weights the first seed's. Every other row runs once: river's "
+            f"trees and ARF with `seed={SEED}`, MOA's learners with `random_seed={SEED}` (kNN "
+            f"and NaiveBayes draw nothing); VW, river's linear models and KNN take no seed."
+        ),
+        **_moa_context(moa),
     }  # fmt: skip
+
+
+def _wrapped(text: str) -> str:
+    """A notes item: "- " then ``text`` wrapped at 100 columns, continued two spaces in."""
+    return textwrap.fill(text, 100, initial_indent="- ", subsequent_indent="  ")
+
+
+def _moa_context(wanted: bool) -> dict[str, str]:
+    reason = _moa.unavailable() if wanted else "no MOA row in this run"
+    if reason:
+        return {"moa_version": f"CapyMOA ({reason})", "moa_defaults": ""}
+    lines = []
+    for task, rows in (("classification", _moa.CLASSIFIERS), ("regression", _moa.REGRESSORS)):
+        module = "regressor" if task == "regression" else "classifier"
+        for key, (name, label) in rows.items():
+            shown = _moa.defaults(_moa.learner_class(task, key))
+            lines.append(f"  - {label} (`capymoa.{module}.{name}`): {shown}")
+    return {"moa_version": _moa.version(), "moa_defaults": "\n".join(lines)}
 
 
 def _vw_version() -> str:
@@ -586,7 +885,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--datasets", default=",".join(DEFAULT), help=f"comma-separated, from {', '.join(DATASETS)}"
     )
-    parser.add_argument("--models", default=None, help="comma-separated model keys or groups")
+    parser.add_argument(
+        "--models", default=None, help="comma-separated model keys or groups (e.g. mkl,moa)"
+    )
+    parser.add_argument(
+        "--seeds", type=int, default=SEEDS,
+        help=f"the streammkl rows run with seed=0..N-1 (default {SEEDS}); other rows run once",
+    )  # fmt: skip
     parser.add_argument(
         "--vw-oaa",
         action="store_true",
@@ -598,6 +903,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     unknown = [k for k in keys if k not in DATASETS]
     if unknown:
         parser.error(f"unknown dataset(s) {unknown}; choose from {list(DATASETS)}")
+    if args.seeds < 1:
+        parser.error("--seeds must be at least 1")
     models = None if args.models is None else [m.strip() for m in args.models.split(",")]
     n = QUICK if args.quick else FULL
     header = machine()
@@ -605,12 +912,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     runs = []
     for key in keys:
         data = stream(key, n)
-        runs.append((DATASETS[key], data, run_dataset(key, n, models, data, args.vw_oaa)))
+        results = run_dataset(key, n, models, data, args.vw_oaa, seeds=args.seeds)
+        runs.append((DATASETS[key], data, results))
     total = time.perf_counter() - start
     options = " ".join(sys.argv[1:] if argv is None else argv) or "(no options)"
-    body = render(runs, context(header, total, n, options))
-    full = not args.quick and keys == DEFAULT and models is None
-    title = "river suite: streammkl vs river and Vowpal Wabbit"
+    moa = any(r.key.startswith("moa:") for _, _, res in runs for r in res)
+    body = render(runs, context(header, total, n, options, args.seeds, moa))
+    full = not args.quick and keys == DEFAULT and models is None and args.seeds == SEEDS
+    title = "river suite: streammkl vs river, MOA (CapyMOA) and Vowpal Wabbit"
     publish("river_suite", title, body, full, args.out)
 
 

@@ -397,3 +397,25 @@ def test_the_comparator_thread_is_reniced_and_only_it() -> None:
     assert seen["worker"] == 19
     assert os.getpriority(os.PRIO_PROCESS, 0) == main  # the process (and this thread) unchanged
     assert load_settings(env={}).monitor.comparator_nice == 19
+
+
+def test_failed_comparator_fits_are_counted_and_logged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from streammkl.monitor.hindsight import EpochComparator
+
+    def fail(self: Any, *args: Any) -> Any:
+        raise IndexError("index is out of bounds")
+
+    monkeypatch.setattr(EpochComparator, "fit", fail)
+    cluster = FakeCluster()
+    drifting(cluster)
+    r = make(tmp_path, cluster, **{"monitor.detector": "none"})
+    with caplog.at_level("WARNING", logger="streammkl.daemon.monitoring"):
+        r.run()
+        values = r.monitor.snapshot()  # type: ignore[union-attr]
+    assert values["comparator_errors"] > 0 and np.isnan(values["window_regret"])
+    logged = [m for m in caplog.messages if "comparator fit(s) failed" in m]
+    assert logged and "IndexError: index is out of bounds" in logged[-1]
+    failed = sum(int(m.split()[0]) for m in logged)
+    assert failed == values["comparator_errors"]  # each failure logged once

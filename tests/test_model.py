@@ -61,6 +61,44 @@ def test_multiclass_scores_and_growing_classes():
     assert acc > 0.85
 
 
+def test_losses_of_classes_not_met_yet_leave_the_model_as_it_is():
+    # The regret comparator's warm start evaluated a window holding classes its model had not
+    # met: the loss was computed over the old scores while the targets widened the model, and
+    # the compiled loss indexed past the end of the scores (heap corruption in the daemon).
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(60, 2))
+    m = OnlineMKL(kernels=(kernels.Linear(), kernels.RBF(1.0, n_components=8)),
+                  loss=losses.Softmax(), averages=(10.0,))  # fmt: skip
+    m.learn_many(X, np.arange(60) % 2)
+    digest = m.digest()
+    Y = np.arange(60) % 40  # classes 2..39 never met
+    values = m.losses_many(X, Y)
+    loss, reg = m.objective_terms(X[5], 39)
+    assert m.digest() == digest and m.n_outputs == 2  # a reading changes nothing
+    # an unmet class scores 0, as after learning widens the model for it (zero weights)
+    scores = np.hstack([m.decision_many(X), np.zeros((60, 38))])
+    expected = [losses.Softmax().value(s, y) for s, y in zip(scores, Y, strict=True)]
+    np.testing.assert_allclose(values, expected, rtol=1e-12)
+    assert loss == pytest.approx(losses.Softmax().value(scores[5], 39), rel=1e-12)
+    assert reg == m.regularization_value()
+    with pytest.raises(ValueError, match="class index"):
+        losses.Softmax().value(np.zeros(2), 5.0)
+
+
+def test_new_classes_in_one_run_widen_the_model_as_one_at_a_time():
+    rng = np.random.default_rng(4)
+    X, Y = rng.normal(size=(80, 2)), rng.permutation(np.arange(80) % 9)
+    a = OnlineMKL(kernels=(kernels.Linear(),), loss=losses.MulticlassHinge())
+    b = OnlineMKL(kernels=(kernels.Linear(),), loss=losses.MulticlassHinge())
+    for x, y in zip(X, Y, strict=True):
+        a.learn(x, int(y))
+    b.learn_many(X, Y)
+    assert a.digest() == b.digest() and b.n_outputs == 9
+    with pytest.raises(ValueError, match="integer class index"):
+        b.learn_many(X[:2], [20, -1])  # refused before anything changes (no widening to 21)
+    assert b.digest() == a.digest()
+
+
 def test_learn_many_equals_repeated_learn():
     X, Y = _data(300)
     a, b = OnlineMKL(kernels=_bank(), budget=50), OnlineMKL(kernels=_bank(), budget=50)

@@ -92,3 +92,20 @@ def test_batching_does_not_change_the_numbers_and_kernels_can_change():
     sh.flush()
     assert sorted(sh.shadows) == ["linear", "poly2"]
     assert math.isnan(ShadowLearners(OnlineMKL(**_config())).regret)
+
+
+def test_the_daemon_default_bank_has_a_shadow_for_every_kernel():
+    # The exact quadratic map alone (a shadow's bank) laid its feature map out in Fortran order,
+    # which the compiled round's argument pack cannot take: monitor.shadows = true with the
+    # daemon's default bank ended the daemon at its first record.
+    from streammkl.river import MKLClassifier
+
+    clf = MKLClassifier(standardize=True)
+    rng = np.random.default_rng(0)
+    for i in range(8):
+        clf.learn_one({"a": float(rng.normal()), "b": float(rng.normal())}, i % 2)
+    shadows = ShadowLearners(clf.rounds().model, batch_size=4)
+    X = rng.normal(size=(8, 2))
+    shadows.observe_many(X, np.arange(8.0) % 2, np.ones(8))
+    assert set(shadows.shadows) == set(clf.rounds().kernel_names) and shadows.n_fed == 8
+    assert all(math.isfinite(v) for v in shadows.regrets().values())

@@ -153,5 +153,5 @@ def product_map(kernel: Kernel, idx: np.ndarray) -> np.ndarray:
                 cols.append((j, -1.0, np.sqrt(2 * c)))
             cols.extend((i, j, np.sqrt(2.0)) for i in idx[:pos])
             cols.append((j, j, 1.0))
-        return np.array(cols, dtype=np.float64).T.reshape(3, len(cols))
+        return np.ascontiguousarray(np.array(cols, dtype=np.float64).T.reshape(3, len(cols)))
     return np.vstack([idx.astype(np.float64), -np.ones(idx.size), np.ones(idx.size)])

@@ -46,8 +46,10 @@ class Loss(Spec):
         return 1.0
 
     def value_grad(self, scores: np.ndarray, y: float) -> tuple[float, np.ndarray]:
-        """``(L(scores, y), dL/dscores)``."""
+        """``(L(scores, y), dL/dscores)``; a multiclass ``y`` must index ``scores``."""
         scores = np.ascontiguousarray(np.atleast_1d(scores), dtype=np.float64)
+        if self.multiclass and not (0 <= y < scores.shape[0] and float(y).is_integer()):
+            raise ValueError(f"class index {y!r} outside the {scores.shape[0]} scores")
         v = np.empty_like(scores)
         loss = nb.loss_grad(self.code, self.param, scores, float(y), v)
         return loss, -v

@@ -225,7 +225,10 @@ class OnlineMKL(ModelRuns, ModelViews, ModelState):
             raise ValueError(f"x has {x.shape[0]} features; the model has {d}")
         return x
 
-    def _prepare_y(self, y: Any) -> float:
+    def _target(self, y: Any) -> float:
+        """``y`` as the core's target, checked against the loss (``ValueError`` otherwise);
+        changes nothing (a class index beyond the model's outputs is a valid target: the model
+        scores it 0 until it learns it)."""
         task = self.loss.task
         if task == "binary":
             if y not in (-1, 1) or isinstance(y, bool):
@@ -234,17 +237,15 @@ class OnlineMKL(ModelRuns, ModelViews, ModelState):
         if task == "multiclass":
             if isinstance(y, bool) or not float(y).is_integer() or y < 0:
                 raise ValueError(f"{self.loss!r} needs an integer class index >= 0, got {y!r}")
-            if y >= self.n_outputs:
-                self._rebuild(self.kernels, self.feature_keys, int(y) + 1)
             return float(y)
         y = float(y)
         if not math.isfinite(y):
             raise ValueError(f"regression target must be finite, got {y!r}")
         return y
 
-    def _prepare_targets(self, Y: Any) -> np.ndarray:
-        """``_prepare_y`` of every target: checked at once for a numeric array the loss accepts
-        as it is, else one by one (the same errors, the same widening for new classes)."""
+    def _targets(self, Y: Any) -> np.ndarray:
+        """:meth:`_target` of every target (checked at once for a numeric array); changes
+        nothing."""
         arr = np.asarray(Y)
         if arr.ndim == 1 and arr.dtype.kind in "iuf":
             y = arr.astype(np.float64)
@@ -252,12 +253,32 @@ class OnlineMKL(ModelRuns, ModelViews, ModelState):
             if task == "binary":
                 ok = bool(np.all((y == 1.0) | (y == -1.0)))
             elif task == "multiclass":
-                ok = bool(np.all((y >= 0) & (y < self.n_outputs) & (y == np.floor(y))))
+                ok = bool(np.all((y >= 0) & (y == np.floor(y))))
             else:
                 ok = bool(np.all(np.isfinite(y)))
             if ok:
                 return y
-        return np.array([self._prepare_y(v) for v in Y], dtype=np.float64)
+        return np.array([self._target(v) for v in Y], dtype=np.float64)
+
+    def _widen_for(self, targets: np.ndarray) -> None:
+        """Give the model outputs for every class index among checked ``targets``."""
+        if self.loss.task == "multiclass" and targets.size:
+            top = int(targets.max()) + 1
+            if top > self.n_outputs:
+                self._rebuild(self.kernels, self.feature_keys, top)
+
+    def _prepare_y(self, y: Any) -> float:
+        """:meth:`_target`, the model widened for a new class index (to learn it)."""
+        target = self._target(y)
+        self._widen_for(np.array([target]))
+        return target
+
+    def _prepare_targets(self, Y: Any) -> np.ndarray:
+        """:meth:`_targets`, every one checked before the model is widened (once) for the new
+        class indices among them (to learn them)."""
+        targets = self._targets(Y)
+        self._widen_for(targets)
+        return targets
 
     def _ensure_room(self, incoming: int = 1) -> None:
         assert self._state is not None

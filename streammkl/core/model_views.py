@@ -37,10 +37,10 @@ class ModelViews:
         def _prepare(self, x: Any) -> np.ndarray:
             raise NotImplementedError
 
-        def _prepare_y(self, y: Any) -> float:
+        def _target(self, y: Any) -> float:
             raise NotImplementedError
 
-        def _prepare_targets(self, Y: Any) -> np.ndarray:
+        def _targets(self, Y: Any) -> np.ndarray:
             raise NotImplementedError
 
     # --- prediction -------------------------------------------------------------------------
@@ -67,11 +67,14 @@ class ModelViews:
         return self._args.decision_many(X)
 
     def losses_many(self, X: Any, Y: Any) -> np.ndarray:
-        """Loss of the current model on every (x, y), without learning (one compiled loop)."""
+        """Loss of the current model on every (x, y), without learning (one compiled loop).
+        A class index the model has not met yet scores 0 (as after learning widens the model
+        for it); the model's outputs are not widened."""
+        targets = self._targets(Y)
         scores = self.decision_many(X)
-        if len(Y) != scores.shape[0]:
+        if len(targets) != scores.shape[0]:
             raise ValueError(f"{scores.shape[0]} rows but {len(Y)} targets")
-        targets = self._prepare_targets(Y)
+        scores = _with_unseen_classes(scores, targets, self.loss.task)
         out = np.empty(scores.shape[0])
         scratch = np.empty(scores.shape[1])
         nb.loss_values(self.loss.code, self.loss.param, scores, targets, scratch, out)
@@ -185,9 +188,10 @@ class ModelViews:
 
     def objective_terms(self, x: Any, y: Any) -> tuple[float, float]:
         """(loss, lambda * Omega) at the current theta, for regret accounting."""
-        y = self._prepare_y(y)
+        target = self._target(y)
         scores = np.atleast_1d(self.decision(x))
-        return self.loss.value(scores, y), self.regularization_value()
+        scores = _with_unseen_classes(scores[None, :], np.array([target]), self.loss.task)[0]
+        return self.loss.value(scores, target), self.regularization_value()
 
     @property
     def gradient_sq_sums(self) -> np.ndarray:
@@ -204,3 +208,15 @@ class ModelViews:
         if self._args is None:
             return np.zeros(len(self.kernels) + 1)
         return self._args.etas.copy()
+
+
+def _with_unseen_classes(scores: np.ndarray, targets: np.ndarray, task: str) -> np.ndarray:
+    """Rows of scores (n, K) with a zero column for every class index among ``targets`` beyond
+    K: what the model scores a class it has not met (its outputs start at zero). The compiled
+    loss indexes the scores by the target, so a class beyond them must have its column."""
+    if task != "multiclass" or not targets.size:
+        return scores
+    top = int(targets.max()) + 1
+    if top <= scores.shape[1]:
+        return scores
+    return np.hstack([scores, np.zeros((scores.shape[0], top - scores.shape[1]))])

@@ -12,6 +12,12 @@ chunks to a background thread, which fits the comparator and publishes an immuta
 :class:`RegretEstimate` by a single reference assignment. A fit never blocks ``observe``: while one
 runs, a newer window replaces the pending one (the older is counted as skipped). numba rounds
 release the GIL, so the fit runs in parallel with learning.
+
+The worker never reads the learner: each job is made on the learning thread at the cut and is
+immutable from then on (references to frozen chunks, a fresh configuration dict, the input
+names as a tuple); the worker's own models are the comparator's. What the worker writes is the
+published estimate, the history tuple and its error counters (single assignments), and the
+waiting time of the refresh schedule (under the lock that hands the jobs over).
 """
 
 from __future__ import annotations
@@ -193,10 +199,10 @@ class WindowedRegret:
         if not self.background:
             self._run(job, self.n_requested - 1)
             return
-        if self._waiting_since is None:
-            self._waiting_since = time.monotonic()
-        self.check(end)
-        with self._cond:
+        with self._cond:  # one step for the worker, which clears _waiting_since under it
+            if self._waiting_since is None:
+                self._waiting_since = time.monotonic()
+            self.check(end)
             if self._pending is not None:
                 self.n_skipped += 1
             self._pending = job
@@ -256,8 +262,9 @@ class WindowedRegret:
         # one reference assignment each: a reader on another thread sees the old or the new
         self.history = (*self.history, estimate)[-self._history_len :]
         self.latest = estimate
-        if self._pending is None:
-            self._waiting_since = None
+        with self._cond:  # no window waits any more unless one was requested meanwhile
+            if self._pending is None:
+                self._waiting_since = None
 
     # --- the refresh schedule -----------------------------------------------------------------
     def lag(self, n: int) -> float:

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from streammkl.core import losses as losses_mod
+from streammkl.labels import check_label
 from streammkl.river._probas import probas_of_rows, two_class_probas
 
 
@@ -60,6 +61,7 @@ class Classes:
         """The index of class ``y``, registering it (and, for a boolean, both booleans) when new;
         a third class under a binary loss is refused (nothing registered)."""
         y = plain_label(y)
+        check_label(y)  # NaN would be a new class at every call
         if y not in self.index:
             new = [False, True] if isinstance(y, bool) else [y]
             for label in new:

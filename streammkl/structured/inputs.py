@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from streammkl.labels import check_label
+
 __all__ = ["decode_label", "encode_label", "sequence_matrix"]
 
 
@@ -96,8 +98,7 @@ def check_labels(ys: Any, T: int) -> list[Hashable]:
     for i, y in enumerate(ys):
         if y is None:
             raise ValueError(f"ys[{i}] is None; None is reserved for 'no prediction'")
-        if isinstance(y, float) and math.isnan(y):
-            raise ValueError(f"ys[{i}] is NaN, which is not a usable label (NaN != NaN)")
+        check_label(y, f"ys[{i}]")
         try:
             hash(y)
         except TypeError:

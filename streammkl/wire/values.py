@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from streammkl.labels import self_unequal
 from streammkl.wire.schema import _INT64, _UNBOUNDED, Label, Limits, _kind, _Reject, _too_long
 
 
@@ -139,7 +140,10 @@ def _features(x: Any, dim: int | None, limits: Limits) -> tuple[Any, bool]:
 
 
 def _label(value: Any, where: str, classes: Any, numeric: bool, limits: Limits) -> Label:
-    if isinstance(value, float) and not math.isfinite(value):
+    # the learners' rule for a label (NaN != NaN); of JSON's values only a float can break it
+    if type(value) is float and self_unequal(value):
+        raise _Reject("non_finite", f"{where} is {value!r}, which is not equal to itself")
+    if isinstance(value, float) and math.isinf(value):  # JSON cannot carry it portably
         raise _Reject("non_finite", f"{where} is {value!r}")
     if isinstance(value, str) and len(value) > limits.max_label_length:
         raise _too_long("label_too_long", where, len(value), limits.max_label_length)

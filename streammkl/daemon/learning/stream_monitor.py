@@ -176,6 +176,7 @@ class StreamMonitor:
         self._restored: dict[str, Any] | None = None
         self._hits = self._labelled = 0  # prequential accuracy over the observed examples
         self._rises = 0  # the detector's rises already in the history
+        self._errors_logged = 0  # comparator errors already in the log
         self._last: dict[str, float] = {"t": 0.0, "hits": 0.0, "labelled": 0.0, "loss": 0.0}
         self._bandwidths: dict[str, float] = {}  # the fitted bandwidths in the history
 
@@ -216,6 +217,7 @@ class StreamMonitor:
         self._replay()
         det = self.monitor.detector
         self._rises = det.n_restarts if det is not None else 0
+        self._errors_logged = 0
 
     def _replay(self) -> None:
         det = self.monitor.detector
@@ -322,7 +324,16 @@ class StreamMonitor:
         learned record."""
         if self.loop is not None:
             self.values = self.loop.snapshot()
+            self._log_errors()
         return self.values
+
+    def _log_errors(self) -> None:
+        """Log the comparator fits that failed since the last time (``comparator_errors``)."""
+        failed = int(self.values["comparator_errors"]) - self._errors_logged  # as published
+        if failed > 0:
+            log.warning("%d comparator fit(s) failed (no windowed regret from them); the last: %s",
+                        failed, self.monitor.regret.last_error)  # fmt: skip
+            self._errors_logged += failed
 
     def to_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         """JSON state and arrays for the checkpoint."""
