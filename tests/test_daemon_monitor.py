@@ -411,7 +411,7 @@ def test_failed_comparator_fits_are_counted_and_logged(
     cluster = FakeCluster()
     drifting(cluster)
     r = make(tmp_path, cluster, **{"monitor.detector": "none"})
-    with caplog.at_level("WARNING", logger="streammkl.daemon.monitoring"):
+    with caplog.at_level("WARNING", logger="streammkl.daemon.learning.stream_monitor"):
         r.run()
         values = r.monitor.snapshot()  # type: ignore[union-attr]
     assert values["comparator_errors"] > 0 and np.isnan(values["window_regret"])

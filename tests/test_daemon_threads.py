@@ -45,7 +45,7 @@ import numba
 import pytest
 
 from simulators.hostile import good_record
-from streammkl.daemon.broker import free_port
+from streammkl.daemon.commands.broker import free_port
 from tests.daemon_kafka import (
     ROOT,
     create_topic,
@@ -274,7 +274,7 @@ def test_one_thread_at_a_time_touches_a_model(
     touches a model."""
     from prometheus_client import CollectorRegistry
 
-    from streammkl.daemon.runner import Runner
+    from streammkl.daemon.loop.runner import Runner
     from tests.daemon_fakes import FakeCluster
     from tests.test_daemon_runner import make_settings
 

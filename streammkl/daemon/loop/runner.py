@@ -11,34 +11,35 @@ touch the learner (its model's arrays grow, are rebuilt and freed by learning) a
 built on it; every other thread works on copies or on immutable values handed to it.
 
 - *The loop thread* (the caller of :meth:`Runner.run`) owns the learner, the monitor
-  (:class:`~streammkl.daemon.monitoring.StreamMonitor`: detector, window, shadow learners,
-  history), the offsets, the counters, the sink and the in-flight marker.
-- *The learner thread* (``streammkl-learn``, :class:`~streammkl.daemon.prequential.
-  PrequentialStep`) runs a batch's planned compiled run (``run_rounds``) and the monitor's
-  observation of it (shadows, detector, window cuts, history rows). Hand-over: the loop plans the
-  run (``plan_run`` reads the learner) and submits it; the learner and the monitor then belong
-  to the learner thread until the loop waits for the future (``_finish_learning``, from
-  :meth:`Runner.drain` or the next batch). Meanwhile the loop only writes the previous batch's
-  predictions (values already computed), polls and decodes. Whatever reads or replaces the model
-  -- checkpoint, reload, the published model view, mixing-group hooks, shutdown -- calls
-  :meth:`Runner.drain` first.
+  (:class:`~streammkl.daemon.learning.stream_monitor.StreamMonitor`: detector, window, shadow
+  learners, history), the offsets, the counters, the sink and the in-flight marker.
+- *The learner thread* (``streammkl-learn``, :class:`~streammkl.daemon.loop.prequential.
+  Prequential`) runs a batch's planned compiled run (the driver's ``run_rounds``) and the
+  monitor's observation of it (shadows, detector, window cuts, history rows). Hand-over: the
+  loop plans the run (``plan_run`` reads the learner) and submits it; the learner and the monitor
+  then belong to the learner thread until the loop waits for the future (``_finish_learning``,
+  from :meth:`Prequential.drain <streammkl.daemon.loop.prequential.Prequential.drain>` or the
+  next batch). Meanwhile the loop only writes the previous batch's predictions (values already
+  computed), polls and decodes. Whatever reads or replaces the model -- checkpoint, reload, the
+  published model view, mixing hooks, shutdown -- drains first (``self.prequential.drain()``).
 - *The comparator thread* (``streammkl-regret``, :class:`~streammkl.monitor.regret.
   WindowedRegret`) is handed an immutable job at each window cut, made on the thread that
   learns: references to frozen window chunks (never written again), a fresh configuration dict
   and the input names as a tuple. It fits models of its own (never the learner) and publishes an
   immutable estimate by one reference assignment, which the monitor's snapshot reads.
-- *HTTP threads* (``streammkl-http``, :class:`~streammkl.daemon.health.HealthServer`):
+- *HTTP threads* (``streammkl-http``, :class:`~streammkl.daemon.http.health.HealthServer`):
   ``/metrics`` reads the registry, whose model and monitor values are the
-  :class:`~streammkl.daemon.metrics.Snapshot` the loop publishes
-  (:class:`~streammkl.daemon.publishing.Publisher`, after a drain); ``/healthz`` and
+  :class:`~streammkl.daemon.http.metrics.Snapshot` the loop publishes
+  (:class:`~streammkl.daemon.loop.publishing.Publisher`, after a drain); ``/healthz`` and
   ``/readyz`` read the published status (a dict replaced, never changed) and
-  :attr:`Runner.work_started`. No scrape reads a live array.
+  :attr:`Publisher.work_started <streammkl.daemon.loop.publishing.Publisher.work_started>`. No
+  scrape reads a live array.
 - *Kafka client threads*: librdkafka calls back only inside ``consume``, on the loop thread;
   kafka-python's revocation listener runs on its IO thread while the loop thread waits inside
-  ``poll`` (so the two never run at once; :meth:`PrequentialStep.drain` says how).
-- The mixing group (:class:`~streammkl.daemon.group.GroupMember`) has no thread: its hooks run on
-  the loop thread and drain before they read or replace the model. Signal handlers only set
-  events (:meth:`Runner.stop`, :meth:`Runner.request_reload`).
+  ``poll`` (so the two never run at once; :meth:`Prequential.drain` says how).
+- The mixing member (:class:`~streammkl.daemon.mixing.member.MixingMember`) has no thread: its
+  hooks run on the loop thread and drain before they read or replace the model. Signal handlers
+  only set events (:meth:`Runner.stop`, :meth:`Runner.request_reload`).
 """
 
 from __future__ import annotations
