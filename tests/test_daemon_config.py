@@ -304,3 +304,20 @@ def test_the_demo_says_when_its_metrics_port_is_busy():
         port, note = metrics_port(taken)
         assert port == 0 and note is not None and f"{taken} is busy" in note
     assert metrics_port(0) == (0, None)
+
+
+def test_a_renamed_key_still_loads_with_a_warning_naming_the_new_one(tmp_path: Path) -> None:
+    """``kafka.merge_idle_ms`` (the partitions' interleaving; "merge" is the mixing's word) is
+    read as ``kafka.interleave_idle_ms`` from a file or the environment, with a FutureWarning
+    naming the new key; giving both is an error that names them."""
+    path = tmp_path / "old.toml"
+    path.write_text("[kafka]\nmerge_idle_ms = 250\n")
+    with pytest.warns(FutureWarning, match=r"kafka\.merge_idle_ms .* kafka\.interleave_idle_ms"):
+        assert load_settings(path, env={}).kafka.interleave_idle_ms == 250
+    with pytest.warns(FutureWarning, match=r"kafka\.interleave_idle_ms"):
+        env = {"STREAMMKL_KAFKA__MERGE_IDLE_MS": "40"}
+        assert load_settings(env=env).kafka.interleave_idle_ms == 40
+    both = {"STREAMMKL_KAFKA__MERGE_IDLE_MS": "40", "STREAMMKL_KAFKA__INTERLEAVE_IDLE_MS": "5"}
+    with pytest.raises(ConfigError, match=r"merge_idle_ms is the old name of kafka\.interleave"):
+        load_settings(env=both)
+    assert load_settings(env={}).kafka.interleave_idle_ms == 0  # the default, no warning

@@ -1,4 +1,4 @@
-"""Group mode: one model for a consumer group by iterative parameter mixing (daemon.group*).
+"""Mixing: one model for a consumer group by iterative parameter mixing (daemon.mixing).
 
 The fold of the mix log is tested on records built in memory; the protocol end to end with
 daemons against the real broker, including kill -9 at random moments (exactly-once counts and
@@ -24,7 +24,7 @@ from streammkl.daemon.config import ConfigError, load_settings
 from streammkl.daemon.mixing.log import (
     MixLog,
     canonical_bank,
-    check_group_learner,
+    check_base_state,
     core_state,
     learner_digest,
 )
@@ -370,14 +370,14 @@ def test_a_member_proposes_its_bank_and_is_refused_other_learner_settings():
 def test_group_mode_refuses_what_it_cannot_merge():
     learner = MKLClassifier(kernels=(kernels.RBF(0.5),), budget=64)  # kernelized: merged
     learner.rounds().declare_features([])
-    check_group_learner(learner.to_state())
+    check_base_state(learner.to_state())
     with pytest.raises(ValueError, match="kernelized MedianRBF"):
         learner = MKLClassifier(kernels=(kernels.MedianRBF(1.0, None),), budget=64)
         learner.rounds().declare_features([])
-        check_group_learner(learner.to_state())
+        check_base_state(learner.to_state())
     default = MKLClassifier()  # the default bank (MedianRBF Fourier maps) is accepted
     default.rounds().declare_features([])
-    check_group_learner(default.to_state())
+    check_base_state(default.to_state())
     for overrides, match in [
         ({"mixing.enabled": True}, "records.classes"),
         ({"mixing.enabled": True, "kafka.assignment": "all"}, "assignment"),

@@ -730,7 +730,7 @@ def _group_learner_accepted(settings: Any) -> None:
     from prometheus_client import CollectorRegistry
 
     from streammkl.daemon.learning.building import build_learner
-    from streammkl.daemon.mixing.log import check_group_learner
+    from streammkl.daemon.mixing.log import check_base_state
     from streammkl.daemon.mixing.member import MixingMember
     from streammkl.daemon.mixing.metrics import MixMetrics
 
@@ -739,7 +739,7 @@ def _group_learner_accepted(settings: Any) -> None:
     learner = build_learner(settings.learner)
     learner.rounds().declare_classes(list(settings.records.classes))
     learner.rounds().declare_features([])
-    check_group_learner(learner.to_state())
+    check_base_state(learner.to_state())
 
 
 def test_compose_group_runs_replicas_of_one_model_with_a_compacted_mix_topic() -> None:

@@ -9,7 +9,7 @@ A small private file ``inflight`` beside the checkpoints holds two things, writt
 ``pwrite`` each (no fsync: they must survive the death of the *process*, which the page cache
 does; after the death of the machine they are merely lost, which costs one more crash at most):
 
-- the **record slot** (a fixed binary slot with a CRC), written before a *risky* step -- one
+- the **record slot** (a fixed binary slot with a CRC), written before a *risky* round -- one
   record that makes the model grow (new features or classes) or any record of a *careful*
   replay -- and cleared after it: ``(topic, partition, offset, strikes)``;
 - the **journal** (JSON with a CRC): whether the process ended cleanly, how far it got (the
@@ -34,7 +34,7 @@ On start (:meth:`InflightMarker.recover`), an unclean end means:
 
 A single ``kill -9`` therefore changes nothing (with the default ``strikes = 2`` the suspect
 is simply learned again), and a record that kills the process is dead-lettered after
-``strikes`` deaths in a marked step (at most ``strikes + 1`` deaths if the first was outside
+``strikes`` deaths in a marked round (at most ``strikes + 1`` deaths if the first was outside
 one): no crash loop.
 """
 
@@ -116,7 +116,7 @@ class InflightMarker:
     directory
         The checkpoint directory.
     strikes
-        Deaths in a marked step after which a record is condemned (>= 1).
+        Deaths in a marked round after which a record is condemned (>= 1).
     key
         The checkpoints' HMAC key (``checkpoint.hmac_key_file``): the slot and the journal are
         signed with it, and only signed ones are believed. ``None``: CRC only.
@@ -181,7 +181,7 @@ class InflightMarker:
                     state.careful[tp] = max(off, state.careful.get(tp, -1))
                 if state.careful:
                     log.warning(
-                        "the previous process died outside a marked step: the records it had "
+                        "the previous process died outside a marked round: the records it had "
                         "in hand are replayed one by one, marked (%s)",
                         ", ".join(f"{t}/{p} up to {o}" for (t, p), o in state.careful.items()),
                     )
@@ -213,16 +213,16 @@ class InflightMarker:
 
     def alone(self, topic: str, partition: int, offset: int) -> bool:
         """Whether this record is processed alone and marked: a suspect, or within the span of
-        a process that died outside a marked step."""
+        a process that died outside a marked round."""
         s = self.state
         if (topic, partition, offset) in s.suspects:
             return True
         return offset <= s.careful.get((topic, partition), -1)
 
-    # -- the record slot (hot path of risky steps) -------------------------------------------
+    # -- the record slot (hot path of risky rounds) ------------------------------------------
 
     def begin(self, topic: str, partition: int, offset: int) -> None:
-        """Mark one record as in flight (before its risky step)."""
+        """Mark one record as in flight (before its risky round)."""
         if self._fd is None:
             return
         strikes = self.state.suspects.get((topic, partition, offset), 0)
@@ -233,7 +233,7 @@ class InflightMarker:
         self._busy = True
 
     def end(self) -> None:
-        """The marked record's step is over."""
+        """The marked record's round is over."""
         if self._busy and self._fd is not None:
             os.pwrite(self._fd, _IDLE, 0)
             self._busy = False

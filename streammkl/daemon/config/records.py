@@ -65,5 +65,5 @@ class LimitSettings(Section):
     prediction_top_k: int = Field(default=10, ge=0)
     #: Deaths of the process while one record was in flight (marked) after which that record
     #: is dead-lettered (``crashed_worker``) instead of being learned again. 1: at the first;
-    #: 2 (default): a single ``kill -9`` during a marked step changes nothing.
+    #: 2 (default): a single ``kill -9`` during a marked round changes nothing.
     crash_strikes: int = Field(default=2, ge=1, le=10)

@@ -1,4 +1,4 @@
-"""The Kafka source: one consumer adapter plus a deterministic merge of its partitions.
+"""The Kafka source: one consumer adapter plus a deterministic interleaving of its partitions.
 
 Positions are the daemon's, not the broker's: on every assignment each partition is sought to the
 next offset the model has not learned (the checkpoint's), falling back to the group's committed
@@ -8,14 +8,14 @@ written after each checkpoint for lag visibility only. A record below the next e
 expected offset beyond the partition's highwater (the log was reset) is warned about, counted and
 replaced by the earliest offset.
 
-**Deterministic interleaving.** Records fetched from several partitions are merged by
-``(Kafka timestamp, topic, partition, offset)``, taking each partition's records in offset order.
-The next record is only chosen once every assigned partition either has a buffered record or is
-caught up (fetch position = highwater, nothing buffered, for at least ``merge_idle_ms``); a
-partition whose data exists on the broker but is not fetched yet blocks the merge. So the order is
-a function of the logs alone — a replay after a crash learns exactly what an uninterrupted run
-learned — except when a record lands in a caught-up partition with a timestamp older than records
-already merged from the others (Kafka Streams' ``max.task.idle.ms`` trade-off).
+**Deterministic interleaving.** Records fetched from several partitions are interleaved by ``(Kafka
+timestamp, topic, partition, offset)``, taking each partition's records in offset order. The next
+record is only chosen once every assigned partition either has a buffered record or is caught up
+(fetch position = highwater, nothing buffered, for at least ``interleave_idle_ms``); a partition
+whose data exists on the broker but is not fetched yet blocks the interleaving. So the order is a
+function of the logs alone — a replay after a crash learns exactly what an uninterrupted run learned
+— except when a record lands in a caught-up partition with a timestamp older than records already
+interleaved from the others (Kafka Streams' ``max.task.idle.ms`` trade-off).
 
 **What is left to read** (:meth:`Source.backlog`, for ``run.exit_when_idle``): per owned partition
 the highwater minus the next offset to process -- *unknown*, never zero, while the partition has
@@ -73,7 +73,7 @@ class Backlog(NamedTuple):
 
 
 class Source:
-    """Consume the input topics into per-partition buffers and merge them deterministically.
+    """Consume the input topics into per-partition buffers and interleave them deterministically.
 
     Parameters
     ----------
@@ -330,13 +330,13 @@ class Source:
         if hw is None or pos is None or pos < hw:
             self._idle_since.pop(tp, None)
             return True
-        if self.settings.merge_idle_ms <= 0:
+        if self.settings.interleave_idle_ms <= 0:
             return False
         since = self._idle_since.setdefault(tp, self.clock())
-        return (self.clock() - since) * 1000.0 < self.settings.merge_idle_ms
+        return (self.clock() - since) * 1000.0 < self.settings.interleave_idle_ms
 
     def take(self, limit: int) -> list[Any]:
-        """Up to ``limit`` buffered records in the deterministic merge order."""
+        """Up to ``limit`` buffered records in the deterministic interleaving order."""
         out: list[Any] = []
         parts = self.assignment
         if len(parts) == 1:

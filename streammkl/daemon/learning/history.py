@@ -18,7 +18,7 @@
 Rows are buffered and appended when a checkpoint is written, so the file never runs ahead of the
 checkpoint by more than one interval; on restart the rows beyond the restored checkpoint are
 dropped (:meth:`History.trim`). When the file would exceed ``max_rows`` rows, every other row is
-dropped (events are kept) and the stride doubles: the whole run stays covered, at a coarser step.
+dropped (events are kept) and the stride doubles: the whole run stays covered, at a coarser spacing.
 """
 
 from __future__ import annotations
@@ -91,19 +91,19 @@ class History:
         self._rows_in_file: int | None = None
 
     @property
-    def step(self) -> int:
+    def spacing(self) -> int:
         """Examples between rows now."""
         return self.every * self.stride
 
     def due(self, t: int, since: int | None = None) -> bool:
-        """Whether example count ``t`` gets a row: whether a multiple of :attr:`step` is in
+        """Whether example count ``t`` gets a row: whether a multiple of :attr:`spacing` is in
         ``(since, t]`` (``since``: the count at the previous check; default ``t - 1``, so
         whether ``t`` is a multiple). Checked after each chunk of a run, a row lands on the
         chunk's end."""
-        step = self.every * self.stride
+        spacing = self.every * self.stride
         if since is None:
-            return t % step == 0
-        return since // step < t // step
+            return t % spacing == 0
+        return since // spacing < t // spacing
 
     def add(self, row: dict[str, Any]) -> None:
         """Buffer a row or an event (written by :meth:`flush`)."""
@@ -135,7 +135,7 @@ class History:
         self.pending.clear()
 
     def _thinned(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The events, and the first row at or after each multiple of :attr:`step` (the
+        """The events, and the first row at or after each multiple of :attr:`spacing` (the
         multiple itself when rows fall on multiples)."""
         out, since = [], 0
         for r in rows:

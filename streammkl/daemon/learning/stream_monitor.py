@@ -1,9 +1,9 @@
 """The regret/drift monitor on the daemon's prequential stream, checkpointed with the model.
 
 :class:`StreamMonitor` keeps a :class:`streammkl.monitor.Monitor` on the core model of a streammkl
-learner, with the loop that learns under it (:class:`streammkl.monitor.MonitoredLoop`: the step
+learner, with the loop that learns under it (:class:`streammkl.monitor.MonitoredLoop`: the driver
 learns through it, the shadow learners run in it beside the model, and it applies the schedule
-restarts the monitor asks for). The step reports each observed round or run segment back
+restarts the monitor asks for). The driver reports each observed round or run segment back
 (:meth:`StreamMonitor.observed`, :meth:`StreamMonitor.observed_segment`) for the prequential
 accuracy and the run history (:mod:`streammkl.daemon.learning.history`); comparator fits run on the
 monitor's worker thread.
@@ -248,11 +248,11 @@ class StreamMonitor:
 
     @property
     def history_every(self) -> int:
-        """The history interval in examples (the step cuts its run segments there)."""
+        """The history interval in examples (the driver cuts its run segments there)."""
         return int(self.history.every)
 
     def observed(self, hit: bool | None) -> None:
-        """The step's loop has just observed one learned record (``hit``: predicted correctly,
+        """The driver's loop has just observed one learned record (``hit``: predicted correctly,
         or ``None`` for regression)."""
         monitor = self.monitor
         det = monitor.detector
@@ -266,7 +266,7 @@ class StreamMonitor:
             self._row()
 
     def observed_segment(self, segment: Any, hits: list[bool] | None) -> None:
-        """The step's loop has just learned and observed a run segment
+        """The driver's loop has just learned and observed a run segment
         (:class:`streammkl.monitor.Segment`; ``hits`` per record, None for regression):
         history rows land on the multiples of the history interval, as record by record."""
         monitor = self.monitor

@@ -87,7 +87,7 @@ class IdleClock:
 
 def idle_end(clock: IdleClock, now: float, source: Source) -> IdleEnd | None:
     """How the loop ends now for want of records, or ``None`` while it goes on (see the module
-    docstring). Cheap until the clock has expired (called once per loop step)."""
+    docstring). Cheap until the clock has expired (called once per loop tick)."""
     where = source.settings.bootstrap_servers
     if not source.reached and source.refusal is not None:  # no point in waiting
         return IdleEnd(

@@ -171,7 +171,7 @@ class Prequential:
 
         Pipelined: this batch is decoded; the previous batch's learning is finished (its run
         waited for, its remaining records learned); this batch's leading compiled run, if the
-        step plans one, is started on the learner thread, where it runs without the GIL; and
+        driver plans one, is started on the learner thread, where it runs without the GIL; and
         only then are the previous batch's predictions written and its offsets taken, while the
         learner works. The rest of this batch is learned when the next batch (or
         :meth:`drain`) comes, in order. Whatever reads the model, the monitor or the offsets
@@ -414,7 +414,7 @@ class Prequential:
         refused: Refused,
     ) -> list[Outcome]:
         """The outcomes of ``xs[start:]`` (:data:`streammkl.daemon.learning.drivers.Outcome`),
-        learned in order: the records that bring nothing new through the step's
+        learned in order: the records that bring nothing new through the driver's
         ``learn_predict_many`` in stretches (its compiled runs, if any), each other record alone
         (:meth:`_learn_alone`); refusals and learner errors into ``refused`` (errors are data)."""
         driver = self.driver

@@ -77,7 +77,7 @@ from streammkl.daemon.learning.stream_monitor import StreamMonitor
 from streammkl.daemon.loop.idle import EXIT_OK, GcTuning, IdleClock, idle_end
 from streammkl.daemon.loop.prequential import REASONS, Prequential
 from streammkl.daemon.loop.publishing import Publisher
-from streammkl.daemon.mixing.member import Hook, MixingMember, group_learner
+from streammkl.daemon.mixing.member import Hook, MixingMember, mixing_learner
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +144,8 @@ class Runner:
             k, self.offsets, consumer_client or consumer_for(k, settings.mixing.enabled),
             on_revoke=self._on_revoke, on_reset=self._on_reset, group=k.assignment == "group",
         )  # fmt: skip
-        #: The one loop's step: decode, learn_predict, emit, account (I/O stays here).
+        #: The prequential handling of a batch: decode, learn_predict, emit, account (I/O
+        #: stays here).
         self.prequential = Prequential(
             settings, self.metrics, self.sink, self.marker, self.checkpoints, self.counters
         )
@@ -312,7 +313,7 @@ class Runner:
         (finishes the batch in flight) only when it reads or replaces the model."""
         assert self.mixing is not None
         before = self.mixing.round
-        hook(group_learner(self.learner), self.offsets, self.prequential.drain)
+        hook(mixing_learner(self.learner), self.offsets, self.prequential.drain)
         if self.mixing.round != before:  # a mixed model was adopted: commit it, show it
             self.checkpoints.touch()
             self.prequential.stale = True

@@ -118,7 +118,7 @@ def core_state(state: State) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     return dict(meta["core"]), split_scaler(arrays)[0]
 
 
-def check_group_learner(state: State) -> None:
+def check_base_state(state: State) -> None:
     """Raise a clear ValueError if a learner state cannot be the base of a group."""
     meta = state[0]
     if meta.get("format") is None or "core" not in meta:
@@ -422,7 +422,7 @@ def _unusable_base(rec: MixRecord) -> str:
         return "a base without a state"
     try:
         MKLClassifier.from_state(*rec.state)
-        check_group_learner(rec.state)
+        check_base_state(rec.state)
     except Exception as exc:
         return repr(exc)
     return ""

@@ -56,7 +56,7 @@ from streammkl.daemon.mixing.log import (
     MixLog,
     Skipped,
     canonical_bank,
-    check_group_learner,
+    check_base_state,
     switch_bank,
 )
 from streammkl.daemon.mixing.metrics import MixMetrics
@@ -81,7 +81,7 @@ def _nothing() -> None:
 READ_EVERY = 0.05
 
 
-def group_learner(learner: Learner) -> MKLClassifier:
+def mixing_learner(learner: Learner) -> MKLClassifier:
     """``learner`` as a mixing member's (a streammkl :class:`~streammkl.river.MKLClassifier`),
     or the settings error (:class:`LearnerConfigError`: at start, a refusal, exit 2)."""
     if not isinstance(learner, MKLClassifier):
@@ -125,7 +125,7 @@ class MixingMember:
         self.taken = 0  # records taken for learning since the base (rounds end at K of them)
         self._last_took = 0
         #: The examples learned since the base, with their predictions: (x, y, (pred, probas)),
-        #: appended by the daemon's prequential step (the round's stats and hindsight).
+        #: appended by the daemon's prequential handling (the round's stats and hindsight).
         self.kept: list[tuple[Any, Any, Any]] = []
         self.hindsight: dict[str, float] = {}  # of the last round merged with this delta
         #: This member's configured bank (``learner.kernels`` as specs; None: unset, it keeps
@@ -138,10 +138,10 @@ class MixingMember:
     def check_learner(learner: Learner) -> None:
         """Raise a :class:`LearnerConfigError` naming the setting if ``learner`` cannot be a
         group member's (at start: a refusal, exit 2)."""
-        fresh = group_learner(learner).clone()
+        fresh = mixing_learner(learner).clone()
         fresh.rounds().declare_features([])
         try:
-            check_group_learner(fresh.to_state())
+            check_base_state(fresh.to_state())
         except ValueError as exc:
             raise LearnerConfigError(f"learner.kernels (mixing.enabled): {exc}") from exc
 
@@ -326,7 +326,7 @@ class MixingMember:
             seam.declare_classes(list(self.settings.records.classes or ()))
             seam.declare_features([])  # the core model exists: every member shares it
             state = fresh.to_state()
-            check_group_learner(state)
+            check_base_state(state)
             self._publish(MixRecord("base", 0, self.name, state=state, sent=time.time()))
             while self.log.base is None:
                 self._apply(self.topic.read_to_end())

@@ -1,10 +1,10 @@
 """What the daemon's source and sink need from a Kafka client library, declared once.
 
 :class:`~streammkl.daemon.kafka.source.Source` and :class:`~streammkl.daemon.kafka.sink.Sink` hold
-every decision about *what* is consumed, learned and produced (own offsets, the deterministic merge,
-pausing, resets, retries, the outbox). They speak to a client library only through the two narrow
-protocols below, one adapter per library (:mod:`.kafka_python`, :mod:`.confluent`; tests add
-in-memory fakes). An adapter wraps one live client: it is built from the Kafka settings (raising
+every decision about *what* is consumed, learned and produced (own offsets, the deterministic
+interleaving, pausing, resets, retries, the outbox). They speak to a client library only through the
+two narrow protocols below, one adapter per library (:mod:`.kafka_python`, :mod:`.confluent`; tests
+add in-memory fakes). An adapter wraps one live client: it is built from the Kafka settings (raising
 :class:`ClientUnavailable` when it cannot be created now, so the caller retries later) and is
 dropped after ``close``; it holds no stream logic.
 """
