@@ -261,7 +261,7 @@ def test_monitored_runs_cut_anywhere_equal_the_per_record_path(tmp_path: Path, s
         if not checkpointed and monitor is not None and monitor.restart_pending:
             checkpointed = True
             meta, arrays = watch.to_state()
-            watch.flush()
+            watch.history.flush()
             learner = type(step.learner).from_state(*step.learner.to_state())
             step, watch = monitored(tmp_path / "run", learner)
             step.observer = watch
@@ -278,8 +278,8 @@ def test_monitored_runs_cut_anywhere_equal_the_per_record_path(tmp_path: Path, s
     a, b = watch.snapshot(), ref_watch.snapshot()
     differ = {k for k in a if not (a[k] == b[k] or (math.isnan(a[k]) and math.isnan(b[k])))}
     assert not differ, differ
-    watch.flush()
-    ref_watch.flush()
+    watch.history.flush()
+    ref_watch.history.flush()
     rows, ref_rows = history.read(tmp_path / "run"), history.read(tmp_path / "ref")
     assert rows == ref_rows and sum("event" in r for r in rows) == 2 and len(rows) > 10
 

@@ -20,6 +20,8 @@ import logging
 import time
 from typing import Any
 
+import numpy as np
+
 from streammkl.daemon.checkpoints.store import (
     Checkpoint,
     CheckpointError,
@@ -28,15 +30,16 @@ from streammkl.daemon.checkpoints.store import (
     encode_offsets,
     read_key,
 )
+from streammkl.daemon.config import CheckpointSettings
 from streammkl.daemon.kafka.clients.protocol import Output
-from streammkl.daemon.learning.learner import introspect
-from streammkl.daemon.learning.stream_monitor import INPUTS
+from streammkl.daemon.learning.learner import Learner, introspect
+from streammkl.daemon.learning.stream_monitor import INPUTS, StreamMonitor
 from streammkl.statefile import state_digest
 
 log = logging.getLogger(__name__)
 
 
-def class_path(obj: Any) -> str:
+def class_path(obj: object) -> str:
     """``module:QualName`` of an object's class."""
     cls = type(obj)
     return f"{cls.__module__}:{cls.__qualname__}"
@@ -61,7 +64,7 @@ class Checkpointer:
     """
 
     @classmethod
-    def from_settings(cls, cs: Any) -> Checkpointer:
+    def from_settings(cls, cs: CheckpointSettings) -> Checkpointer:
         """The checkpointer the ``[checkpoint]`` settings ``cs`` describe (its HMAC key read)."""
         key = read_key(cs.hmac_key_file) if cs.hmac_key_file is not None else None
         return cls(CheckpointStore(cs.dir, cs.keep, hmac_key=key), cs.every_records,
@@ -105,10 +108,10 @@ class Checkpointer:
     def commit(
         self,
         reason: str,
-        learner: Any,
+        learner: Learner,
         counters: dict[str, Any],
         outbox: list[Output],
-        monitor: Any = None,
+        monitor: StreamMonitor | None = None,
     ) -> Checkpoint:
         """Write the learner (quiescent: no round in flight), the monitor, the offsets, the
         counters and the outbox as one atomic checkpoint; returns it."""
@@ -134,7 +137,7 @@ class Checkpointer:
         self._at = time.monotonic()
         return self.last
 
-    def restore(self, template: Any) -> tuple[Checkpoint, Any, list[Output]] | None:
+    def restore(self, template: Learner) -> tuple[Checkpoint, Learner, list[Output]] | None:
         """The newest usable checkpoint for a learner of ``template``'s class: (checkpoint,
         learner, outbox), the offsets taken; ``None`` when there is none. A checkpoint of
         another learner class is fatal (:class:`CheckpointMismatch`); one whose model does not
@@ -149,7 +152,7 @@ class Checkpointer:
         return ckpt, learner, outbox
 
     @staticmethod
-    def _loadable(ckpt: Checkpoint, template: Any) -> tuple[Any, list[Output]]:
+    def _loadable(ckpt: Checkpoint, template: Learner) -> tuple[Learner, list[Output]]:
         model, summary = ckpt.meta.get("model") or {}, ckpt.meta.get("summary") or {}
         if not isinstance(model.get("meta"), dict) or not isinstance(
             summary.get("model_digest"), str
@@ -176,7 +179,7 @@ class Checkpointer:
         return learner, outbox
 
 
-def _versions(meta: Any) -> dict[str, Any]:
+def _versions(meta: object) -> dict[str, Any]:
     """The (format: version) pairs of a saved state's meta, nested ones included."""
     out: dict[str, Any] = {}
     if isinstance(meta, dict):
@@ -187,7 +190,9 @@ def _versions(meta: Any) -> dict[str, Any]:
     return out
 
 
-def _upgraded(meta: dict[str, Any], arrays: dict[str, Any], learner: Any, digest: str) -> bool:
+def _upgraded(
+    meta: dict[str, Any], arrays: dict[str, np.ndarray], learner: Learner, digest: str
+) -> bool:
     """Whether a model state saved by an older streammkl (an older version of one of its
     formats) was loaded as it was saved: its stored bytes have the digest it was saved with,
     and loading converted it to the current formats (so its digest is now another). Logged."""

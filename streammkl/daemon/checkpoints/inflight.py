@@ -47,6 +47,7 @@ import logging
 import os
 import struct
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,7 +76,7 @@ _DOMAINS = {"slot": b"streammkl-inflight-slot\0", "journal": b"streammkl-infligh
 REJECT_REASONS = ("unsigned", "forged")
 
 
-def _partitions(data: Any) -> dict[tuple[str, int], int]:
+def _partitions(data: Mapping[str, Mapping[str, int]] | None) -> dict[tuple[str, int], int]:
     return {(t, int(p)): int(o) for t, parts in (data or {}).items() for p, o in parts.items()}
 
 

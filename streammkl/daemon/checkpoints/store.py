@@ -330,11 +330,11 @@ def read_key(path: str | os.PathLike[str]) -> bytes:
     return key
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def malformed(meta: Any) -> str | None:
+def malformed(meta: object) -> str | None:
     """What is wrong with a checkpoint's ``meta.json`` content (``None``: nothing): the fields
     the store and the daemon read, with the types they read them as (the model's own state is
     checked by loading it)."""

@@ -19,6 +19,8 @@ import signal
 import sys
 import time
 import warnings
+from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 warnings.filterwarnings("ignore", message=".*read_text.*", category=DeprecationWarning)
@@ -40,7 +42,7 @@ def setup_logging(level: str = "INFO", secrets: list[str] | None = None) -> None
         logging.getLogger("kafka").setLevel(logging.CRITICAL)
 
 
-def _parse_value(text: str) -> Any:
+def _parse_value(text: str) -> Any:  # a JSON value, of any type
     try:
         return json.loads(text)
     except ValueError:
@@ -67,10 +69,10 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-def _install_signals(stop: Any) -> None:
+def _install_signals(stop: Callable[[], None]) -> None:
     hits = {"n": 0}
 
-    def handler(signum: int, frame: Any) -> None:
+    def handler(signum: int, frame: FrameType | None) -> None:
         hits["n"] += 1
         if hits["n"] > 1:
             os._exit(128 + signum)
@@ -171,7 +173,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
         print(f"created {topics}", flush=True)
     stopping = {"flag": False}
 
-    def handler(signum: int, frame: Any) -> None:
+    def handler(signum: int, frame: FrameType | None) -> None:
         stopping["flag"] = True
 
     signal.signal(signal.SIGTERM, handler)

@@ -17,6 +17,7 @@ import socket
 import threading
 import time
 from collections import deque
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from streammkl.daemon.commands.broker import EmbeddedBroker
 from streammkl.daemon.config import Settings, load_settings
 from streammkl.daemon.kafka.topics import ensure_topics
 from streammkl.daemon.loop.runner import Runner
+from streammkl.wire import Record
 
 INPUT, PREDICTIONS, DEAD = "streammkl.examples", "streammkl.predictions", "streammkl.dead-letters"
 
@@ -82,7 +84,7 @@ class _Simulator(threading.Thread):
                 params["loop"] = True
             scenario = get(self.args.scenario, seed=self.args.seed, **params)
 
-            def records() -> Any:
+            def records() -> Iterator[Record]:
                 for record in itertools.islice(scenario, self.count):
                     while self.sent - self.runner.counters["records_consumed"] > self.MAX_AHEAD:
                         if self.stop_flag.wait(0.02):

@@ -23,14 +23,18 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from streammkl.daemon.learning import history
+
+if TYPE_CHECKING:  # matplotlib is imported when a report is drawn (the report extra)
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 FIGURES = ("kernel_weights.png", "regret.png", "accuracy.png")
 
 
-def _finite(v: Any) -> bool:
+def _finite(v: object) -> bool:
     return isinstance(v, int | float) and math.isfinite(v)
 
 
@@ -61,7 +65,7 @@ def infinite_spans(rows: list[dict[str, Any]], key: str) -> list[tuple[float, fl
     return spans
 
 
-def _bound_panel(ax: Any, rows: list[dict[str, Any]]) -> None:
+def _bound_panel(ax: Axes, rows: list[dict[str, Any]]) -> None:
     """The Prop. 3 bound: its finite values (gaps where unknown), shaded where it is +inf."""
     bx, by = _series(rows, "regret_bound")
     finite = [v for v in by if math.isfinite(v)]
@@ -93,7 +97,7 @@ def legend_labels(names: list[str], entries: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def _stale_note(ax: Any, rows: list[dict[str, Any]]) -> None:
+def _stale_note(ax: Axes, rows: list[dict[str, Any]]) -> None:
     """Say how old the windowed-regret estimate is at the end of the history."""
     last = rows[-1]
     if not last.get("window_end"):
@@ -106,7 +110,7 @@ def _stale_note(ax: Any, rows: list[dict[str, Any]]) -> None:
                 color="crimson")  # fmt: skip
 
 
-def _drifts(ax: Any, events: list[float], label: bool = True) -> None:
+def _drifts(ax: Axes, events: list[float], label: bool = True) -> None:
     for i, t in enumerate(events):
         ax.axvline(
             t,
@@ -198,7 +202,7 @@ def write_report(directory: str | os.PathLike[str], out: str | os.PathLike[str])
     return paths
 
 
-def _save(fig: Any, path: Path) -> Path:
+def _save(fig: Figure, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     fig.tight_layout()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -75,7 +75,7 @@ class KafkaSettings(KafkaSecurity):
 
     @field_validator("predictions_topic", mode="before")
     @classmethod
-    def _empty_is_none(cls, v: Any) -> Any:
+    def _empty_is_none(cls, v: object) -> object:
         return None if v == "" else v
 
     @model_validator(mode="after")

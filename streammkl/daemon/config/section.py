@@ -4,7 +4,7 @@ one place a renamed key is still accepted (:func:`renamed`)."""
 from __future__ import annotations
 
 import warnings
-from typing import Any
+from collections.abc import Callable
 
 from pydantic import BaseModel, ConfigDict
 
@@ -15,18 +15,18 @@ class Section(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-def comma_list(value: Any) -> Any:
+def comma_list(value: object) -> object:
     """A ``before`` validator: ``"a, b"`` (an environment variable) becomes ``("a", "b")``."""
     if isinstance(value, str):
         return tuple(part.strip() for part in value.split(",") if part.strip())
     return value
 
 
-def renamed(section: str, old: str, new: str) -> Any:
+def renamed(section: str, old: str, new: str) -> Callable[[object], object]:
     """A ``before`` model validator: the key ``old`` of ``[section]`` (an older name of ``new``)
     is read as ``new``, with a :class:`FutureWarning` naming both; giving both is an error."""
 
-    def accept(data: Any) -> Any:
+    def accept(data: object) -> object:
         if not isinstance(data, dict) or old not in data:
             return data
         if new in data:

@@ -24,6 +24,7 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from streammkl.daemon.config import MetricsSettings
 from streammkl.daemon.http.webconfig import BasicAuth, WebConfig
 from streammkl.daemon.http.webserver import BoundedServer
 
@@ -54,7 +55,7 @@ class HealthServer:
     @classmethod
     def serve(
         cls,
-        ms: Any,
+        ms: MetricsSettings,
         registry: CollectorRegistry,
         status: Callable[[], dict[str, Any]],
         web: WebConfig | None = None,
@@ -136,7 +137,7 @@ class HealthServer:
                 self.end_headers()
                 self.wfile.write(body)
 
-            def log_message(self, *args: Any) -> None:  # silence per-request logging
+            def log_message(self, *args: object) -> None:  # silence per-request logging
                 pass
 
         self._server = BoundedServer(

@@ -100,7 +100,7 @@ def _file(path: Path, section: dict[str, Any], key: str) -> Path:
     return resolved
 
 
-def _tls_context(path: Path, tls: Any) -> ssl.SSLContext:
+def _tls_context(path: Path, tls: object) -> ssl.SSLContext:
     if not isinstance(tls, dict):
         raise _fail(path, "tls_server_config", "must be a mapping")
     unsupported = sorted(set(tls) & _UNSUPPORTED_TLS)
@@ -138,7 +138,7 @@ def _tls_context(path: Path, tls: Any) -> ssl.SSLContext:
     return ctx
 
 
-def _users(path: Path, users: Any) -> dict[str, bytes]:
+def _users(path: Path, users: object) -> dict[str, bytes]:
     if users is None:
         return {}
     if not isinstance(users, dict):

@@ -48,7 +48,7 @@ class BoundedServer(socketserver.TCPServer):
     def __init__(
         self,
         address: tuple[str, int],
-        handler: Any,
+        handler: type[socketserver.BaseRequestHandler],
         tls: ssl.SSLContext | None = None,
         timeout: float = 10.0,
         workers: int = 8,
@@ -70,6 +70,7 @@ class BoundedServer(socketserver.TCPServer):
 
     # -- the accept loop ----------------------------------------------------------------------
 
+    # socketserver's own signature (typeshed types both as Any: a socket and its address)
     def process_request(self, request: Any, client_address: Any) -> None:
         if not self._slots.acquire(timeout=self.connection_timeout):
             self.refused += 1
@@ -82,7 +83,7 @@ class BoundedServer(socketserver.TCPServer):
         except RuntimeError:  # the pool is shut down: we are closing
             self._done(request)
 
-    def _serve(self, request: socket.socket, client_address: Any) -> None:
+    def _serve(self, request: socket.socket, client_address: tuple[str, int]) -> None:
         conn: Any = request
         try:
             request.settimeout(self.connection_timeout)

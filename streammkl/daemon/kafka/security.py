@@ -12,7 +12,6 @@ options from them, and nothing else. :class:`RedactSecrets` masks the secrets in
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from streammkl.daemon.config.security import KafkaSecurity, secret
 
@@ -32,12 +31,12 @@ _LIBRDKAFKA = {
 }  # fmt: skip
 
 
-def _options(s: KafkaSecurity, names: dict[str, str], hostname: Any) -> dict[str, Any]:
+def _options(s: KafkaSecurity, names: dict[str, str], hostname: bool | str) -> dict[str, object]:
     """The settings under a client's option ``names``; ``hostname`` is that client's value
     for "verify the broker's host name" (``ssl_check_hostname``)."""
     if s.security_protocol == "PLAINTEXT":
         return {}
-    out: dict[str, Any] = {names["protocol"]: s.security_protocol}
+    out: dict[str, object] = {names["protocol"]: s.security_protocol}
     if s.security_protocol.startswith("SASL_"):
         out[names["mechanism"]] = s.sasl_mechanism
         out[names["username"]] = s.sasl_username
@@ -54,12 +53,12 @@ def _options(s: KafkaSecurity, names: dict[str, str], hostname: Any) -> dict[str
     return out
 
 
-def kafka_python_options(s: KafkaSecurity) -> dict[str, Any]:
+def kafka_python_options(s: KafkaSecurity) -> dict[str, object]:
     """kafka-python options (consumer, producer, admin client); none for PLAINTEXT."""
     return _options(s, _KAFKA_PYTHON, s.ssl_check_hostname)
 
 
-def librdkafka_options(s: KafkaSecurity) -> dict[str, Any]:
+def librdkafka_options(s: KafkaSecurity) -> dict[str, object]:
     """librdkafka (confluent-kafka) options; none for PLAINTEXT."""
     return _options(s, _LIBRDKAFKA, "https" if s.ssl_check_hostname else "none")
 

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import Any, Protocol
+
+from prometheus_client import Counter
 
 from streammkl.daemon.config import KafkaSettings
 from streammkl.daemon.kafka.clients.protocol import Output, ProducerClient, ProducerFactory
@@ -27,6 +29,15 @@ from streammkl.daemon.kafka.clients.protocol import Output, ProducerClient, Prod
 __all__ = ["PENDING_BYTES_LIMIT", "PENDING_LIMIT", "Sink"]
 
 log = logging.getLogger(__name__)
+
+
+class SinkMetrics(Protocol):
+    """The counters the sink updates (:class:`~streammkl.daemon.http.metrics.DaemonMetrics`'s)."""
+
+    producer_restarts: Counter
+    sink_errors: Counter
+    outputs_acknowledged: Counter
+
 
 #: Sent outputs kept before :meth:`Sink.poll` waits for acknowledgements (bounds memory between
 #: checkpoints) ...
@@ -50,7 +61,9 @@ class Sink:
         A :class:`~streammkl.daemon.http.metrics.DaemonMetrics` (or ``None``).
     """
 
-    def __init__(self, settings: KafkaSettings, client: ProducerFactory, metrics: Any = None):
+    def __init__(
+        self, settings: KafkaSettings, client: ProducerFactory, metrics: SinkMetrics | None = None
+    ) -> None:
         self.settings = settings
         self.client = client
         self.metrics = metrics

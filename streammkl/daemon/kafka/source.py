@@ -34,7 +34,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
 from streammkl.daemon.config import KafkaSettings
@@ -295,7 +295,7 @@ class Source:
         self._check_highwater()
         return new
 
-    def _buffer(self, batch: Any) -> int:
+    def _buffer(self, batch: Mapping[Partition, list[Any]]) -> int:
         """Append polled records to their partitions' buffers, dropping those below the next
         expected offset (already processed); pause a partition whose buffer is full."""
         new = 0

@@ -9,6 +9,7 @@ from typing import Any
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import KafkaError, TopicAlreadyExistsError
 
+from streammkl.daemon.config import KafkaSettings
 from streammkl.daemon.kafka.security import kafka_python_options
 
 log = logging.getLogger(__name__)
@@ -68,7 +69,7 @@ def ensure_topics(
             pass
 
 
-def ensure_output_topics(k: Any) -> None:
+def ensure_output_topics(k: KafkaSettings) -> None:
     """Create the predictions and dead-letter topics (``k``: the ``[kafka]`` settings) if
     ``kafka.create_topics`` and they are missing; an unreachable broker is logged, not raised
     (sends are retried later anyway)."""

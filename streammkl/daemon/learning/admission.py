@@ -29,10 +29,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from streammkl.core.kernels import AdditiveRBF, Kernel, Polynomial, from_spec
-from streammkl.river import defaults
+from streammkl.daemon.config import LimitSettings
+from streammkl.daemon.learning.learner import Inputs, Learner, Target
+from streammkl.river import MKLClassifier, MKLRegressor, defaults
+from streammkl.structured import SequenceLabeler
 
 #: Why the admission refuses a record (dead-letter reasons, bounded: safe as metric labels).
 REASONS = {
@@ -67,7 +69,7 @@ def model_cells(kernels: Iterable[Kernel], n_features: int, n_outputs: int, supp
     800
     """
     width = rff = 0
-    views: set[Any] = set()
+    views: set[tuple[str | int, ...] | None] = set()
     blocks = 0
     sparse = 0
     for kernel in kernels:
@@ -111,7 +113,11 @@ class Admission:
     """
 
     def __init__(
-        self, learner: Any, limits: Any, model_copies: int = 1, cells_per_input: int = 0
+        self,
+        learner: Learner,
+        limits: LimitSettings,
+        model_copies: int = 1,
+        cells_per_input: int = 0,
     ) -> None:
         self.learner = learner
         self.limits = limits
@@ -122,11 +128,11 @@ class Admission:
         """What a model of ``model`` cells over ``n_features`` inputs costs the process."""
         return model * self.model_copies + n_features * self.cells_per_input
 
-    def grows(self, x: Any, y: Any) -> bool:
+    def grows(self, x: Inputs, y: Target) -> bool:
         """Whether learning (or predicting) this record may make the model grow."""
         return True
 
-    def admit(self, x: Any, y: Any) -> Refusal | None:
+    def admit(self, x: Inputs, y: Target) -> Refusal | None:
         """``None`` if the learner may take the record, else why not."""
         return None
 
@@ -158,10 +164,12 @@ class MKLAdmission(Admission):
     ``learn_one`` admits new feature names (and, for the classifier, new classes); predicting
     ignores unknown names."""
 
+    learner: MKLClassifier | MKLRegressor
+
     def __init__(
         self,
-        learner: Any,
-        limits: Any,
+        learner: MKLClassifier | MKLRegressor,
+        limits: LimitSettings,
         classifier: bool,
         model_copies: int = 1,
         cells_per_input: int = 0,
@@ -170,24 +178,26 @@ class MKLAdmission(Admission):
         self.classifier = classifier
         self.rounds = learner.rounds()
 
-    def grows(self, x: Any, y: Any) -> bool:
+    def grows(self, x: Inputs, y: Target) -> bool:
         if y is None:
             return False
         rounds = self.rounds
         if self.classifier and not rounds.known_class(y):
             return True
-        return bool(rounds.unknown_features(x))
+        return bool(rounds.unknown_features(x))  # type: ignore[arg-type]  # vectors: dicts
 
-    def admit(self, x: Any, y: Any) -> Refusal | None:
+    def admit(self, x: Inputs, y: Target) -> Refusal | None:
         if y is None:
             return None
         learner, rounds = self.learner, self.rounds
         new_class = self.classifier and not rounds.known_class(y)
-        new = rounds.unknown_features(x)
+        new = rounds.unknown_features(x)  # type: ignore[arg-type]  # vectors: dicts
         if not new and not new_class:
             return None
         n_features = rounds.n_features + len(new)
-        n_classes = len(learner.classes_) + int(new_class) if self.classifier else 0
+        n_classes = (
+            len(learner.classes_) + int(new_class) if isinstance(learner, MKLClassifier) else 0
+        )
         core = rounds.model
         if core is not None:
             kernels: Iterable[Kernel] = core.kernels
@@ -203,24 +213,27 @@ class SequenceAdmission(Admission):
     """:class:`~streammkl.structured.SequenceLabeler`: token feature names (or vector widths)
     and labels; once trained it widens on unseen features even when only predicting."""
 
-    def _new(self, x: Any, y: Any) -> tuple[int, int]:
+    learner: SequenceLabeler
+
+    def _new(self, x: Inputs, y: Target) -> tuple[int, int]:
         learner = self.learner
         known = learner.feature_keys
+        assert isinstance(x, list) and (y is None or isinstance(y, list))  # decoded sequences
         if x and isinstance(x[0], dict):
             have = set(known)
-            names = {k for tok in x for k in tok}
+            names = {k for tok in x if isinstance(tok, dict) for k in tok}
             new_features = len(names - have)
         else:
-            new_features = max(0, max(len(tok) for tok in x) - len(known))
+            new_features = max(0, max(len(tok) for tok in x if isinstance(tok, list)) - len(known))
         if not learner.labels and y is None:
             return 0, 0  # an untrained labeler predicts without changing anything
         new_labels = len(set(y or ()) - set(learner.labels))
         return new_features, new_labels
 
-    def grows(self, x: Any, y: Any) -> bool:
+    def grows(self, x: Inputs, y: Target) -> bool:
         return any(self._new(x, y))
 
-    def admit(self, x: Any, y: Any) -> Refusal | None:
+    def admit(self, x: Inputs, y: Target) -> Refusal | None:
         new_features, new_labels = self._new(x, y)
         if not (new_features or new_labels):
             return None
@@ -232,18 +245,18 @@ class SequenceAdmission(Admission):
         return self._refuse(n_features, n_labels, self._cells(cells, n_features))
 
 
-def admission_for(learner: Any, limits: Any, sequence: bool = False, window: int = 0) -> Admission:
+def admission_for(
+    learner: Learner, limits: LimitSettings, sequence: bool = False, window: int = 0
+) -> Admission:
     """The admission policy of a learner (see the module docstring); ``window``: the regret
     monitor's window (0: no comparator), whose fits copy the model and the window's inputs."""
-    from streammkl.river import MKLClassifier, MKLRegressor
-    from streammkl.structured import SequenceLabeler
-
     # the epoch comparator (streammkl.monitor.epoch_fit.fit_comparator) holds the window, its
     # contiguous and shuffled copies, and three models besides the learner's own
     copies, per_input = (4, 3 * window) if window else (1, 0)
     if isinstance(learner, SequenceLabeler):
         return SequenceAdmission(learner, limits, copies, per_input)
     if type(learner) in (MKLClassifier, MKLRegressor) and not sequence:
+        assert isinstance(learner, MKLClassifier | MKLRegressor)
         classifier = isinstance(learner, MKLClassifier)
         return MKLAdmission(learner, limits, classifier, copies, per_input)
     return Admission(learner, limits)

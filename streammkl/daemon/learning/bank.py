@@ -9,16 +9,18 @@ kernel's name is its identity: its weight, its metrics label, what a change matc
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Sequence
 
+from streammkl.core.kernels import Kernel
+from streammkl.daemon.config import LearnerSpec, ReloadSettings
 from streammkl.daemon.learning.building import LearnerConfigError, build_component
-from streammkl.daemon.learning.learner import inspected
+from streammkl.daemon.learning.learner import Learner, inspected
 from streammkl.river.rounds import Rounds
 
 log = logging.getLogger(__name__)
 
 
-def configured_kernels(spec: Any) -> tuple[Any, ...] | None:
+def configured_kernels(spec: LearnerSpec) -> tuple[Kernel, ...] | None:
     """The kernel bank ``spec`` asks for; ``None`` when it names none (``kernels`` unset: the
     learner keeps the bank it has) or for a custom factory (its bank is its own business).
 
@@ -44,14 +46,16 @@ def configured_kernels(spec: Any) -> tuple[Any, ...] | None:
     return wanted
 
 
-def kernel_names(learner: Any) -> list[str]:
+def kernel_names(learner: Learner) -> list[str]:
     """Names of the learner's kernels, in bank order: their identity (fixed by their
     configuration, never by what they learned, such as a fitted bandwidth)."""
     names = getattr(inspected(learner), "kernel_names", None)
     return list(names) if names is not None else list(getattr(learner, "kernel_weights", {}))
 
 
-def kernel_change_risks(learner: Any, wanted: tuple[Any, ...], max_dropped: float) -> list[str]:
+def kernel_change_risks(
+    learner: Learner, wanted: tuple[Kernel, ...], max_dropped: float
+) -> list[str]:
     """Why changing the learner's bank to ``wanted`` looks like a mistake (empty: it does not):
     it would drop more than ``max_dropped`` of the learned blocks (non-zero norm), or a kernel
     selects features the learner has never seen (a typo selects nothing, and its block would
@@ -61,7 +65,7 @@ def kernel_change_risks(learner: Any, wanted: tuple[Any, ...], max_dropped: floa
     (when the learner can be copied and changed; else the names are compared), and every learned
     block that is gone from the copy, or no longer has its norm there, counts."""
     risks = []
-    norms = dict(getattr(inspected(learner), "block_norms", {}) or {})
+    norms: dict[str, float] = dict(getattr(inspected(learner), "block_norms", {}) or {})
     learned = [n for n, b in norms.items() if b > 0]
     after = _norms_after(learner, wanted)
     if after is None:
@@ -81,7 +85,7 @@ def kernel_change_risks(learner: Any, wanted: tuple[Any, ...], max_dropped: floa
     return risks
 
 
-def _norms_after(learner: Any, wanted: tuple[Any, ...]) -> dict[str, float] | None:
+def _norms_after(learner: Learner, wanted: tuple[Kernel, ...]) -> dict[str, float] | None:
     """The block norms a copy of ``learner`` has once its bank is ``wanted`` (None when the
     learner cannot be copied through its state or cannot change its kernels)."""
     if not callable(getattr(learner, "from_state", None)):
@@ -92,7 +96,7 @@ def _norms_after(learner: Any, wanted: tuple[Any, ...]) -> dict[str, float] | No
     return {str(k): float(v) for k, v in dict(norms).items()}
 
 
-def unseen_features(learner: Any, features: Any) -> list[Any]:
+def unseen_features(learner: Learner, features: Sequence[str | int]) -> list[str | int]:
     """The ``features`` (names or column indices) the learner has not seen; nothing for a
     learner that has seen no input yet or cannot tell."""
     if not features:
@@ -101,10 +105,12 @@ def unseen_features(learner: Any, features: Any) -> list[Any]:
     seen = inspected(learner)
     if keys is not None:
         known, n = set(keys), len(keys)
-        names = [f for f in features if isinstance(f, str) and f not in known]
+        names: list[str | int] = [f for f in features if isinstance(f, str) and f not in known]
     elif isinstance(seen, Rounds):  # streammkl river learners
         n = int(seen.n_features)
-        names = seen.unknown_features(dict.fromkeys(f for f in features if isinstance(f, str)))
+        names = list(
+            seen.unknown_features(dict.fromkeys(f for f in features if isinstance(f, str)))
+        )
     else:
         return []
     if n == 0:
@@ -112,7 +118,7 @@ def unseen_features(learner: Any, features: Any) -> list[Any]:
     return names + [f for f in features if not isinstance(f, str) and not 0 <= f < n]
 
 
-def change_kernels(learner: Any, wanted: tuple[Any, ...]) -> tuple[list[str], list[str]]:
+def change_kernels(learner: Learner, wanted: tuple[Kernel, ...]) -> tuple[list[str], list[str]]:
     """Make the learner's bank ``wanted`` (by kernel name) with ``add_kernel`` / ``remove_kernel``,
     every other block keeping its state. Returns (added, removed) names.
 
@@ -122,10 +128,8 @@ def change_kernels(learner: Any, wanted: tuple[Any, ...]) -> tuple[list[str], li
         If the learner cannot change its kernels, or a change is refused (e.g. removing the last
         kernel); kernels are added before any is removed, so a refusal leaves the old ones.
     """
-    if not (
-        callable(getattr(learner, "add_kernel", None))
-        and callable(getattr(learner, "remove_kernel", None))
-    ):
+    add, remove = getattr(learner, "add_kernel", None), getattr(learner, "remove_kernel", None)
+    if not (callable(add) and callable(remove)):
         raise LearnerConfigError(
             f"learner.kernels: {type(learner).__name__} cannot change its kernels at run time"
         )
@@ -138,22 +142,18 @@ def change_kernels(learner: Any, wanted: tuple[Any, ...]) -> tuple[list[str], li
     removed = [n for n in have if n not in names]
     try:
         for kernel in added:
-            learner.add_kernel(kernel)
+            add(kernel)
         for name in removed:
-            learner.remove_kernel(name)
+            remove(name)
     except (ValueError, KeyError, TypeError) as exc:
         raise LearnerConfigError(f"learner.kernels: the change was refused: {exc}") from exc
     return [k.name for k in added], removed
 
 
-def apply_kernels(learner: Any, spec: Any, guard: Any) -> bool:
-    """Make ``learner``'s bank the one ``spec`` (the ``[learner]`` settings) configures; whether
-    anything changed. A change that looks like a mistake (:func:`kernel_change_risks`) is refused
-    with a :class:`LearnerConfigError` unless ``guard.force`` (the ``[reload]`` settings); a
-    change the learner refuses leaves it untouched (tried on a copy first)."""
-    wanted = configured_kernels(spec)
-    if wanted is None or [k.name for k in wanted] == kernel_names(learner):
-        return False
+def check_change(learner: Learner, wanted: tuple[Kernel, ...], guard: ReloadSettings) -> None:
+    """Refuse a change of the bank to ``wanted`` that looks like a mistake
+    (:func:`kernel_change_risks`) with a :class:`LearnerConfigError`, unless ``guard.force`` (the
+    ``[reload]`` settings): then it is only logged."""
     risks = kernel_change_risks(learner, wanted, guard.max_dropped_fraction)
     if risks and not guard.force:
         raise LearnerConfigError(
@@ -162,6 +162,16 @@ def apply_kernels(learner: Any, spec: Any, guard: Any) -> bool:
         )  # fmt: skip
     if risks:
         log.warning("learner.kernels: forced change: %s", "; ".join(risks))
+
+
+def apply_kernels(learner: Learner, spec: LearnerSpec, guard: ReloadSettings) -> bool:
+    """Make ``learner``'s bank the one ``spec`` (the ``[learner]`` settings) configures; whether
+    anything changed. A change that looks like a mistake is refused (:func:`check_change`); a
+    change the learner refuses leaves it untouched (tried on a copy first)."""
+    wanted = configured_kernels(spec)
+    if wanted is None or [k.name for k in wanted] == kernel_names(learner):
+        return False
+    check_change(learner, wanted, guard)
     try:  # on a copy first: refused -> nothing changes on the live learner
         change_kernels(type(learner).from_state(*learner.to_state()), wanted)
     except LearnerConfigError:

@@ -11,8 +11,17 @@ named by the settings instead (allowed only with ``--allow-learner-factory``).
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, TypeVar, overload
+
+from streammkl.core._spec import Spec
+from streammkl.core.kernels import Kernel
+from streammkl.daemon.config import LearnerSpec
+from streammkl.daemon.learning.learner import Learner
+from streammkl.river import MKLClassifier, MKLRegressor
+from streammkl.structured import DependencyParser, SequenceLabeler
+
+Structured = TypeVar("Structured", SequenceLabeler, DependencyParser)
 
 
 class LearnerConfigError(ValueError):
@@ -31,7 +40,17 @@ def _norm(name: str) -> str:
     return name.lower().replace("_", "").replace("-", "")
 
 
-def build_component(kind: str, spec: Any, where: str) -> Any:
+@overload
+def build_component(kind: Literal["kernels"], spec: object, where: str) -> Kernel: ...
+
+
+@overload
+def build_component(
+    kind: Literal["loss", "regularizer", "schedule"], spec: object, where: str
+) -> Spec: ...
+
+
+def build_component(kind: str, spec: object, where: str) -> Spec:
     """Build one core object from ``"name"`` or ``{"type": "name", **params}``.
 
     Parameters
@@ -61,23 +80,27 @@ def build_component(kind: str, spec: Any, where: str) -> Any:
         known = ", ".join(sorted(c.__name__ for c in classes.values()))
         raise LearnerConfigError(f"{where}.type: unknown {kind} {name!r}; known: {known}")
     try:
-        return cls(**params)
+        built: Spec = cls(**params)
     except (TypeError, ValueError) as exc:
         raise LearnerConfigError(f"{where}: {cls.__name__}({params}) failed: {exc}") from exc
+    return built
 
 
-def load_factory(path: str) -> Any:
+def load_factory(path: str) -> Callable[[LearnerSpec], Learner]:
     """Import ``"package.module:callable"``."""
     module_name, _, attr = path.partition(":")
     if not module_name or not attr:
         raise LearnerConfigError(f"learner.factory: expected 'module:callable', got {path!r}")
     try:
-        return getattr(importlib.import_module(module_name), attr)
+        factory: Callable[[LearnerSpec], Learner] = getattr(
+            importlib.import_module(module_name), attr
+        )
     except (ImportError, AttributeError) as exc:
         raise LearnerConfigError(f"learner.factory: cannot import {path!r}: {exc}") from exc
+    return factory
 
 
-def build_learner(spec: Any, allow_factory: bool = False) -> Any:
+def build_learner(spec: LearnerSpec, allow_factory: bool = False) -> Learner:
     """Build the configured learner from a :class:`~streammkl.daemon.config.LearnerSpec`.
 
     ``learner.factory`` imports and runs code named by the settings: whoever can write the
@@ -95,14 +118,10 @@ def build_learner(spec: Any, allow_factory: bool = False) -> Any:
         return _sequence_labeler(spec)
     if spec.task == "parsing":
         return _dependency_parser(spec)
-    from streammkl import river as mkl_river
-
-    cls_name = "MKLClassifier" if spec.task == "classification" else "MKLRegressor"
-    cls = getattr(mkl_river, cls_name, None)
-    if cls is None:
-        raise LearnerConfigError(
-            f"learner.task: streammkl.river.{cls_name} is not available in this build"
-        )
+    cls: type[MKLClassifier | MKLRegressor] = (
+        MKLClassifier if spec.task == "classification" else MKLRegressor
+    )
+    cls_name = cls.__name__
     # standardize None: on (in a mixing group too: the merge pools the statistics)
     kwargs: dict[str, Any] = {"seed": spec.seed, "standardize": spec.standardize is not False}
     if spec.kernels is not None:
@@ -110,7 +129,12 @@ def build_learner(spec: Any, allow_factory: bool = False) -> Any:
             build_component("kernels", k, f"learner.kernels[{i}]")
             for i, k in enumerate(spec.kernels)
         )
-    for kind in ("loss", "regularizer", "schedule"):
+    kinds: tuple[Literal["loss", "regularizer", "schedule"], ...] = (
+        "loss",
+        "regularizer",
+        "schedule",
+    )
+    for kind in kinds:
         value = getattr(spec, kind)
         if value is not None:
             kwargs[kind] = build_component(kind, value, f"learner.{kind}")
@@ -127,11 +151,9 @@ def build_learner(spec: Any, allow_factory: bool = False) -> Any:
         raise LearnerConfigError(f"learner: {cls_name}(...) rejected the settings: {exc}") from exc
 
 
-def _sequence_labeler(spec: Any) -> Any:
+def _sequence_labeler(spec: LearnerSpec) -> SequenceLabeler:
     """:class:`streammkl.structured.SequenceLabeler` from the spec: ``loss`` is ``"hinge"`` or
     ``"crf"``; ``params`` passes its other arguments (``learn_transition_weight``, ...)."""
-    from streammkl.structured import SequenceLabeler
-
     kwargs: dict[str, Any] = {"seed": spec.seed, **spec.params}
     if spec.kernels is not None:
         kwargs["kernels"] = tuple(
@@ -152,10 +174,11 @@ def _sequence_labeler(spec: Any) -> Any:
     return _structured(SequenceLabeler, spec, kwargs)
 
 
-def _structured(cls: type, spec: Any, kwargs: dict[str, Any]) -> Any:
+def _structured(cls: type[Structured], spec: LearnerSpec, kwargs: dict[str, Any]) -> Structured:
     """A structured learner from ``kwargs`` plus the spec's regularizer and schedule; a refusal
     is a :class:`LearnerConfigError` naming the task and ``learner.params``."""
-    for kind in ("regularizer", "schedule"):
+    parts: tuple[Literal["regularizer", "schedule"], ...] = ("regularizer", "schedule")
+    for kind in parts:
         value = getattr(spec, kind)
         if value is not None:
             kwargs[kind] = build_component(kind, value, f"learner.{kind}")
@@ -168,13 +191,11 @@ def _structured(cls: type, spec: Any, kwargs: dict[str, Any]) -> Any:
         ) from exc
 
 
-def _dependency_parser(spec: Any) -> Any:
+def _dependency_parser(spec: LearnerSpec) -> DependencyParser:
     """:class:`streammkl.structured.DependencyParser` from the spec: ``regularizer``,
     ``schedule``, ``radius``, ``seed``; ``params`` passes its other arguments (``templates``,
     ``average``, ``single_root``, ``max_hash_bits``). Its groups are feature templates, not
     kernels: ``kernels``, ``loss``, ``budget`` and ``fit_intercept`` are refused."""
-    from streammkl.structured import DependencyParser
-
     for name in ("kernels", "loss", "budget", "fit_intercept"):
         if getattr(spec, name) is not None:
             raise LearnerConfigError(

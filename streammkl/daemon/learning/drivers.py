@@ -156,7 +156,7 @@ class LearnerDriver:
         asks), then the observer counts it (``hit``: predicted correctly; None: regression)."""
         raise NotImplementedError("only a fused driver tracks rounds")
 
-    # a learner's own return value: probabilities, a number, a label sequence (reason for Any)
+    # the learner's own return value (probabilities, a number, a label sequence): any learner's
     def _result(self, out: Any) -> tuple[Prediction, Probas | None]:
         """(prediction, probabilities) from ``predict_proba_one``'s or ``predict_one``'s value."""
         if not self.classifier:

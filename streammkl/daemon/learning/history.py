@@ -38,7 +38,7 @@ def _lines(rows: list[dict[str, Any]]) -> bytes:
     return "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows).encode()
 
 
-def clean(value: Any) -> Any:
+def clean(value: object) -> Any:  # the value made JSON-safe: of any JSON type
     """JSON-safe, recursively through dicts: NaN (not known) -> None, ±inf -> ``"+inf"`` /
     ``"-inf"`` (a bound that does not exist is not a missing value)."""
     if isinstance(value, float):

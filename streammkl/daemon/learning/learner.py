@@ -31,6 +31,8 @@ Probas = dict[Any, float]
 #: A prediction with its probabilities (``None`` but for classifiers), or ``None`` when none
 #: could be made (the error is reported beside it): what a driver returns per record.
 Outcome = tuple[Prediction, Probas | None] | None
+#: An example learned, as a mixing member keeps it: ``(x, y, (prediction, probabilities))``.
+Learned = tuple[Inputs, Target, tuple[Prediction, Probas | None]]
 #: A learner's state: JSON-able meta and named numeric arrays (``to_state`` / ``from_state``).
 State = tuple[dict[str, Any], dict[str, np.ndarray]]
 
@@ -48,6 +50,9 @@ class Learner(Protocol):
     def predict_one(self, x: Any) -> Any: ...
 
     def to_state(self) -> State: ...
+
+    @classmethod
+    def from_state(cls, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> Learner: ...
 
     @property
     def kernel_weights(self) -> Mapping[str, float]: ...

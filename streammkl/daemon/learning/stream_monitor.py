@@ -31,12 +31,16 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from streammkl.core import OnlineMKL
 from streammkl.daemon.config import MonitorSettings
 from streammkl.daemon.learning.history import History
+from streammkl.monitor import Monitor, MonitoredLoop, Segment
+from streammkl.monitor.regret import make_comparator
 
 log = logging.getLogger(__name__)
 
@@ -86,11 +90,11 @@ class Throttled:
 
     def __init__(
         self,
-        inner: Any,
+        inner: Any,  # a comparator (make_comparator's: EpochComparator, SpicyMKL's, ...)
         duty: float,
-        clock: Any = time.monotonic,
+        clock: Callable[[], float] = time.monotonic,
         nice: int = 0,
-        cpu: Any = None,
+        cpu: Callable[[], float] | None = None,
     ) -> None:
         self.inner = inner
         self.duty = duty
@@ -125,7 +129,7 @@ class Throttled:
         self.closed.set()
         self._awake.set()
 
-    def __getattr__(self, name: str) -> Any:  # method, exact, ...
+    def __getattr__(self, name: str) -> Any:  # the comparator's own: method, exact, ...
         return getattr(self.inner, name)
 
     def _idle_for(self, busy: float) -> float:
@@ -138,6 +142,7 @@ class Throttled:
             self.wait(pause)
         self._resumed = self.cpu()
 
+    # the comparator's fit, passed through: its arguments and result are its own
     def fit(self, *args: Any, **kwargs: Any) -> Any:
         if not self._niced:
             self._niced = True
@@ -166,11 +171,11 @@ class StreamMonitor:
         The checkpoint directory (the history file goes there).
     """
 
-    def __init__(self, settings: MonitorSettings, directory: Any) -> None:
+    def __init__(self, settings: MonitorSettings, directory: str | os.PathLike[str]) -> None:
         self.settings = settings
         self.history = History(directory, settings.history_every, settings.history_rows)
-        self.monitor: Any = None
-        self.loop: Any = None  # the MonitoredLoop learning under ``monitor``
+        self.monitor: Monitor | None = None
+        self.loop: MonitoredLoop | None = None  # the loop learning under ``monitor``
         self.values: dict[str, float] = {}  # the latest snapshot (published to metrics)
         self._saved_inputs: list[float] = []  # detector inputs to replay (before the build)
         self._restored: dict[str, Any] | None = None
@@ -187,10 +192,7 @@ class StreamMonitor:
 
     # -- building -----------------------------------------------------------------------------
 
-    def _build(self, core: Any) -> None:
-        from streammkl.monitor import Monitor, MonitoredLoop
-        from streammkl.monitor.regret import make_comparator
-
+    def _build(self, core: OnlineMKL) -> None:
         s = self.settings
         self.close(timeout=0)
         comparator = Throttled(
@@ -220,16 +222,23 @@ class StreamMonitor:
         self._errors_logged = 0
 
     def _replay(self) -> None:
-        det = self.monitor.detector
+        monitor = self.built
+        det = monitor.detector
         inputs, self._saved_inputs = self._saved_inputs, []
         if det is None or not inputs:
             return
         before = det.n_restarts + det.n_ignored
-        first = self.monitor.n - len(inputs)
+        first = monitor.n - len(inputs)
         for i, value in enumerate(inputs):
             det.update(value, first + i)
         if det.n_restarts + det.n_ignored != before:  # cannot happen for a faithful log
             raise RuntimeError("the drift detector fired while replaying its checkpointed inputs")
+
+    @property
+    def built(self) -> Monitor:
+        """The monitor, built by the first round observed (:meth:`loop_for`)."""
+        assert self.monitor is not None, "no round observed yet"
+        return self.monitor
 
     @property
     def _inputs(self) -> list[float]:
@@ -239,11 +248,12 @@ class StreamMonitor:
 
     # -- the hot path -------------------------------------------------------------------------
 
-    def loop_for(self, core: Any) -> Any:
+    def loop_for(self, core: OnlineMKL) -> MonitoredLoop:
         """The :class:`~streammkl.monitor.MonitoredLoop` on ``core`` (built, or rebuilt for a
         new core, with the monitor)."""
         if self.monitor is None or self.monitor.model is not core:
             self._build(core)
+        assert self.loop is not None
         return self.loop
 
     @property
@@ -254,7 +264,7 @@ class StreamMonitor:
     def observed(self, hit: bool | None) -> None:
         """The driver's loop has just observed one learned record (``hit``: predicted correctly,
         or ``None`` for regression)."""
-        monitor = self.monitor
+        monitor = self.built
         det = monitor.detector
         if det is not None and det.n_restarts != self._rises:
             self._rises = det.n_restarts
@@ -265,11 +275,11 @@ class StreamMonitor:
         if self.history.due(monitor.n):
             self._row()
 
-    def observed_segment(self, segment: Any, hits: list[bool] | None) -> None:
+    def observed_segment(self, segment: Segment, hits: list[bool] | None) -> None:
         """The driver's loop has just learned and observed a run segment
         (:class:`streammkl.monitor.Segment`; ``hits`` per record, None for regression):
         history rows land on the multiples of the history interval, as record by record."""
-        monitor = self.monitor
+        monitor = self.built
         for index in segment.rises:
             self.history.add({"t": index + 1, "event": "drift"})
         det = monitor.detector
@@ -282,15 +292,16 @@ class StreamMonitor:
 
     def _row(self) -> None:
         values = self.snapshot()
-        model = self.monitor.model
-        t = self.monitor.n
+        monitor = self.built
+        model = monitor.model
+        t = monitor.n
         last = self._last
         dt = t - last["t"]
         dl = self._labelled - last["labelled"]
         self.history.add(
             {
                 "t": t,
-                "beta": dict(zip(model.names, self.monitor.kernel_weights().tolist(), strict=True)),
+                "beta": dict(zip(model.names, monitor.kernel_weights().tolist(), strict=True)),
                 "objective": values["online_objective"],
                 "loss": values["online_loss"],
                 "window_regret": values["window_regret"],
@@ -331,8 +342,10 @@ class StreamMonitor:
         """Log the comparator fits that failed since the last time (``comparator_errors``)."""
         failed = int(self.values["comparator_errors"]) - self._errors_logged  # as published
         if failed > 0:
+            regret = self.built.regret
+            last = regret.last_error if regret is not None else None
             log.warning("%d comparator fit(s) failed (no windowed regret from them); the last: %s",
-                        failed, self.monitor.regret.last_error)  # fmt: skip
+                        failed, last)  # fmt: skip
             self._errors_logged += failed
 
     def to_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
@@ -348,7 +361,7 @@ class StreamMonitor:
         return meta, {INPUTS: np.asarray(self._inputs, dtype=np.float64)}
 
     def restore(
-        self, meta: dict[str, Any] | None, arrays: dict[str, np.ndarray], core: Any
+        self, meta: dict[str, Any] | None, arrays: dict[str, np.ndarray], core: OnlineMKL | None
     ) -> None:
         """Continue from a checkpoint (``meta`` ``None``: a fresh start); trims the history."""
         if meta is not None:

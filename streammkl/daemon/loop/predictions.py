@@ -6,26 +6,27 @@ import heapq
 import json
 import math
 from operator import itemgetter
-from typing import Any
 
 import orjson
+
+from streammkl.daemon.learning.learner import Prediction, Probas
 
 _ORJSON_OPTIONS = orjson.OPT_NON_STR_KEYS  # labels as keys: True -> "true", 1 -> "1"
 
 
-def label_key(label: Any) -> str:
+def label_key(label: object) -> str:
     """JSON object key of a label (``True`` -> ``"true"``, ``1`` -> ``"1"``)."""
     return label if isinstance(label, str) else json.dumps(label)
 
 
-def _finite(value: Any) -> Any:
+def _finite(value: object) -> object:
     return value if not isinstance(value, float) or math.isfinite(value) else None
 
 
 def prediction_bytes(
     rid: str | None,
-    prediction: Any,
-    proba: dict[Any, float] | None,
+    prediction: Prediction,
+    proba: Probas | None,
     version: int,
     topic: str,
     partition: int,
@@ -49,7 +50,7 @@ def prediction_bytes(
     """
     if top_k and proba is not None and len(proba) > top_k:
         proba = dict(heapq.nlargest(top_k, proba.items(), key=itemgetter(1)))
-    message = {
+    message: dict[str, object] = {
         "id": rid,
         "prediction": prediction,
         "proba": proba,

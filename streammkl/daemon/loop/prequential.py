@@ -45,7 +45,7 @@ from streammkl.daemon.kafka.sink import Sink
 from streammkl.daemon.learning.admission import REASONS as ADMISSION_REASONS
 from streammkl.daemon.learning.admission import Admission, Refusal
 from streammkl.daemon.learning.drivers import LearnerDriver
-from streammkl.daemon.learning.learner import Inputs, Outcome, Target
+from streammkl.daemon.learning.learner import Inputs, Learned, Outcome, Target
 from streammkl.daemon.loop.predictions import prediction_bytes
 from streammkl.wire import Record
 
@@ -69,8 +69,6 @@ def _named(x: list[float]) -> dict[str, float]:
 Valid = list[tuple[Message, Record]]
 #: Records refused (by the admission) or that the learner raised on, by index in the batch.
 Refused = dict[int, Exception | Refusal]
-#: What a mixing member keeps of each example learned: ``(x, y, outcome)``.
-Learned = list[tuple[Inputs, Target, Outcome]]
 
 
 class InFlight(NamedTuple):
@@ -129,7 +127,7 @@ class Prequential:
         self.stale = False
         #: When set (a mixing member), every example learned is appended to it as
         #: ``(x, y, (prediction, probabilities))`` (the member's hindsight view).
-        self.learned_sink: Learned | None = None
+        self.learned_sink: list[Learned] | None = None
 
     def use(self, driver: LearnerDriver, admission: Admission) -> None:
         """Learn with this driver (:mod:`streammkl.daemon.learning.drivers`) under this
@@ -350,9 +348,9 @@ class Prequential:
             events.append(ts / 1000.0 if ts is not None and ts >= 0 else (rec.ts or time.time()))
         if self.learned_sink is not None:  # a mixing member keeps its round's examples
             self.learned_sink.extend(
-                (rec.x, rec.y, outcomes[i])
+                (rec.x, rec.y, outcome)
                 for i, (_, rec) in enumerate(valid)
-                if rec.y is not None and outcomes[i] is not None and i not in refused
+                if rec.y is not None and (outcome := outcomes[i]) is not None and i not in refused
             )
         self._account(batch, events, predicted, learned, labelled, correct, loss)
 

@@ -216,7 +216,9 @@ class Runner:
         try:
             new = self.reload_settings()
             if self.mixing is not None:  # the group's bank changes for all members at once
-                proposed = self.mixing.propose(self.learner, new.learner, new.reload)
+                proposed = self.mixing.propose(
+                    mixing_learner(self.learner), new.learner, new.reload
+                )
             else:
                 changed = apply_kernels(self.learner, new.learner, new.reload)
         except (ConfigError, LearnerConfigError) as exc:

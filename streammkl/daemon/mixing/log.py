@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +47,7 @@ import numpy as np
 
 from streammkl.core import kernels as kernels_mod
 from streammkl.core import mixing_bandwidth
+from streammkl.core.kernels import Kernel
 from streammkl.core.mixing import ForeignDelta, MemberRound, check_mixable, merge
 from streammkl.core.model import OnlineMKL
 from streammkl.core.state import state_digest
@@ -135,7 +137,7 @@ def bank_of(state: State) -> list[dict[str, Any]] | None:
     return None if bank is None else [dict(k) for k in bank]
 
 
-def canonical_bank(kernels: Any) -> list[dict[str, Any]]:
+def canonical_bank(kernels: Iterable[Kernel | Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Kernel specs (or kernels) as the tables a learner state holds (JSON-normalised)."""
     return json.loads(json.dumps([kernels_mod.from_spec(k).to_spec() for k in kernels]))
 

@@ -49,9 +49,9 @@ import numpy as np
 
 from streammkl.core import kernels
 from streammkl.daemon.config import LearnerSpec, ReloadSettings, Settings
-from streammkl.daemon.learning.bank import configured_kernels, kernel_change_risks
+from streammkl.daemon.learning.bank import check_change, configured_kernels
 from streammkl.daemon.learning.building import LearnerConfigError
-from streammkl.daemon.learning.learner import Learner
+from streammkl.daemon.learning.learner import Learned, Learner, Prediction, Probas, Target
 from streammkl.daemon.mixing.log import (
     MixLog,
     Skipped,
@@ -126,7 +126,7 @@ class MixingMember:
         self._last_took = 0
         #: The examples learned since the base, with their predictions: (x, y, (pred, probas)),
         #: appended by the daemon's prequential handling (the round's stats and hindsight).
-        self.kept: list[tuple[Any, Any, Any]] = []
+        self.kept: list[Learned] = []
         self.hindsight: dict[str, float] = {}  # of the last round merged with this delta
         #: This member's configured bank (``learner.kernels`` as specs; None: unset, it keeps
         #: the group's), updated by every reload.
@@ -191,10 +191,10 @@ class MixingMember:
 
     # -- the learner ----------------------------------------------------------------------------
 
-    def _learned(self, learner: Any) -> int:
+    def _learned(self, learner: MKLClassifier) -> int:
         return int(learner.rounds().n_learned) - self.base_examples
 
-    def _adopt(self, learner: Any, offsets: dict[TP, int]) -> None:
+    def _adopt(self, learner: MKLClassifier, offsets: dict[TP, int]) -> None:
         """Make the learner the group's latest base and the offsets the group's frontier."""
         assert self.log.base is not None
         rounds = learner.rounds()
@@ -238,7 +238,7 @@ class MixingMember:
             "member the same learner.kernels", _names(bank), _names(self.configured),
         )  # fmt: skip
 
-    def propose(self, learner: Any, spec: LearnerSpec, guard: ReloadSettings) -> bool:
+    def propose(self, learner: MKLClassifier, spec: LearnerSpec, guard: ReloadSettings) -> bool:
         """Propose the bank ``spec`` (the ``[learner]`` settings) configures to the group, if it
         differs from the group's; whether a proposal was published. The learner itself keeps
         its bank: every member (this one too) switches when the open round closes, which every
@@ -258,14 +258,7 @@ class MixingMember:
         self._read()  # the group's bank as of now (a proposal pending included)
         if bank == self.log.bank:
             return False
-        risks = kernel_change_risks(learner, wanted, guard.max_dropped_fraction)
-        if risks and not guard.force:
-            raise LearnerConfigError(
-                "learner.kernels: the change is refused: " + "; ".join(risks)
-                + " (set reload.force = true to apply it anyway)"
-            )  # fmt: skip
-        if risks:
-            log.warning("learner.kernels: forced change: %s", "; ".join(risks))
+        check_change(learner, wanted, guard)
         try:  # on a copy: what the group's switch will do to the merged model
             _, added, removed = switch_bank(learner.to_state(), bank)
         except LearnerConfigError:
@@ -287,7 +280,7 @@ class MixingMember:
                 return self.name in res.members
         return False
 
-    def _delta(self, learner: Any, offsets: dict[TP, int]) -> MixRecord:
+    def _delta(self, learner: MKLClassifier, offsets: dict[TP, int]) -> MixRecord:
         return MixRecord(
             "delta", self.round, self.name, examples=self._learned(learner),
             offsets={f"{t}/{p}": o for (t, p), o in offsets.items()},
@@ -301,7 +294,7 @@ class MixingMember:
 
     # -- hooks ----------------------------------------------------------------------------------
 
-    def join(self, learner: Any, offsets: dict[TP, int], drain: Drain = _nothing) -> None:
+    def join(self, learner: MKLClassifier, offsets: dict[TP, int], drain: Drain = _nothing) -> None:
         """Connect, read the log, found round 0 if the log is empty, adopt the group's model and
         offsets (a restarted member drops what it had not published), propose its configured
         bank if the group's differs (as a single daemon applies settings edited while it was
@@ -356,14 +349,18 @@ class MixingMember:
                 f"{tp.topic}/{tp.partition}", 0
             )
 
-    def on_revoke(self, learner: Any, offsets: dict[TP, int], drain: Drain = _nothing) -> None:
+    def on_revoke(
+        self, learner: MKLClassifier, offsets: dict[TP, int], drain: Drain = _nothing
+    ) -> None:
         """Partitions are taken away: end the round now (publish; the wait comes later)."""
         if not self.published:
             drain()
             self._publish(self._delta(learner, offsets))
             self.published, self.published_at = True, time.monotonic()
 
-    def before_batch(self, learner: Any, offsets: dict[TP, int], drain: Drain = _nothing) -> None:
+    def before_batch(
+        self, learner: MKLClassifier, offsets: dict[TP, int], drain: Drain = _nothing
+    ) -> None:
         """Before learning: finish a round this member published, or adopt a newer base (after
         publishing, late, what it learned since its own)."""
         if time.monotonic() - self._read_at >= READ_EVERY or self.published:
@@ -385,7 +382,9 @@ class MixingMember:
         self.taken += records
         self._last_took = records
 
-    def after_batch(self, learner: Any, offsets: dict[TP, int], drain: Drain = _nothing) -> None:
+    def after_batch(
+        self, learner: MKLClassifier, offsets: dict[TP, int], drain: Drain = _nothing
+    ) -> None:
         """After learning: end the round after K records, or, when another member ended it, as
         soon as this one has no record at hand (so members that have data all contribute K and
         move through the stream at the same pace)."""
@@ -399,7 +398,7 @@ class MixingMember:
             self.published, self.published_at = True, time.monotonic()
             self._wait_close(learner, offsets)
 
-    def _wait_close(self, learner: Any, offsets: dict[TP, int]) -> None:
+    def _wait_close(self, learner: MKLClassifier, offsets: dict[TP, int]) -> None:
         """Wait until the round closes (all expected members published, or this member closes
         it after the timeout); adopt the merged model."""
         assert self.topic is not None
@@ -414,7 +413,9 @@ class MixingMember:
         self.metrics.wait_seconds.observe(time.monotonic() - self.published_at)
         self._adopt(learner, offsets)
 
-    def leave(self, learner: Any, offsets: dict[TP, int], drain: Drain = _nothing) -> None:
+    def leave(
+        self, learner: MKLClassifier, offsets: dict[TP, int], drain: Drain = _nothing
+    ) -> None:
         """Clean shutdown: end the round (so nothing learned is lost), then say bye."""
         if self.topic is None:
             return
@@ -435,7 +436,7 @@ class MixingMember:
             self.topic = None
 
 
-def _names(bank: list[dict[str, Any]] | None) -> Any:
+def _names(bank: list[dict[str, Any]] | None) -> str | list[str]:
     return "of the default bank" if bank is None else [kernels.from_spec(k).name for k in bank]
 
 
@@ -450,7 +451,7 @@ def describe(skip: Skipped) -> str:
     return f"skipped {what} ({skip.reason}: {skip.detail}); {cost}"
 
 
-def _loss(y: Any, outcome: Any) -> tuple[float, bool]:
+def _loss(y: Target, outcome: tuple[Prediction, Probas | None]) -> tuple[float, bool]:
     """Log-loss and mistake of one prediction ``(prediction, probabilities)`` of label y (the
     daemon's prequential conventions: probabilities floored at 1e-15)."""
     prediction, proba = outcome
@@ -458,7 +459,7 @@ def _loss(y: Any, outcome: Any) -> tuple[float, bool]:
     return -math.log(p if p > 1e-15 else 1e-15), prediction != y
 
 
-def prequential(kept: list[tuple[Any, Any, Any]]) -> dict[str, float]:
+def prequential(kept: list[Learned]) -> dict[str, float]:
     """The prequential view of a round's examples: the sums the group log folds."""
     loss = mistakes = 0.0
     for _, y, outcome in kept:
@@ -473,13 +474,14 @@ def prequential(kept: list[tuple[Any, Any, Any]]) -> dict[str, float]:
 HINDSIGHT_SAMPLE = 128
 
 
-def hindsight(rounds: Rounds, kept: list[tuple[Any, Any, Any]], round_: int) -> dict[str, float]:
+def hindsight(rounds: Rounds, kept: list[Learned], round_: int) -> dict[str, float]:
     """A sample of the round's examples (every k-th, at most ``HINDSIGHT_SAMPLE``) scored again
     by the merged model that holds them (the learner's, just adopted), next to their online
     scores: the group log's regret view (both sums over the same examples)."""
     kept = kept[:: -(-len(kept) // HINDSIGHT_SAMPLE)] if kept else kept
     online = prequential(kept)
-    rows = np.stack([rounds.input_vector(x) for x, _, _ in kept])  # one compiled loop
+    # vector records: every x is a feature dict; one compiled loop
+    rows = np.stack([rounds.input_vector(x) for x, _, _ in kept])  # type: ignore[arg-type]
     assert rounds.model is not None
     probas = rounds.probas(rounds.model.decision_many(rounds.scale_rows(rows)))
     again = prequential([(x, y, _outcome(p)) for (x, y, _), p in zip(kept, probas, strict=True)])
@@ -490,5 +492,5 @@ def hindsight(rounds: Rounds, kept: list[tuple[Any, Any, Any]], round_: int) -> 
     }  # fmt: skip
 
 
-def _outcome(proba: dict) -> tuple[Any, dict]:
+def _outcome(proba: Probas) -> tuple[Prediction, Probas]:
     return (max(proba, key=proba.__getitem__) if proba else None), proba

@@ -4,11 +4,9 @@ group), so dashboards and alerts can rely on them."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from streammkl.daemon.mixing.log import SKIP_REASONS
+from streammkl.daemon.mixing.log import SKIP_REASONS, MixLog, RoundResult, Skipped
 
 #: The merged model's prequential and hindsight views, folded from the mix log (the same on
 #: every member): MixLog attribute -> (metric, help).
@@ -97,19 +95,19 @@ class MixMetrics:
             registry=r,
         )
 
-    def totals(self, log: Any) -> None:
+    def totals(self, log: MixLog) -> None:
         """The group's prequential and hindsight sums (``log``: a
         :class:`streammkl.daemon.mixing.log.MixLog`)."""
         for attr, gauge in self.views.items():
             gauge.set(getattr(log, attr))
 
-    def skipped(self, skip: Any) -> None:
+    def skipped(self, skip: Skipped) -> None:
         """A record of the log was skipped (``skip``: a
         :class:`streammkl.daemon.mixing.log.Skipped`)."""
         self.skips.labels(skip.reason).inc()
         self.skipped_examples.inc(skip.examples or 0)
 
-    def merged(self, res: Any, members: int) -> None:
+    def merged(self, res: RoundResult, members: int) -> None:
         """A round closed (``res``: a :class:`streammkl.daemon.mixing.log.RoundResult`)."""
         self.rounds.inc()
         self.round.set(res.round + 1)

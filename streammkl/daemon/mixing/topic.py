@@ -139,7 +139,7 @@ def decode(value: bytes) -> MixRecord:
         raise ValueError(f"not a mix record: {exc!r}") from None
 
 
-def _kernels(value: Any) -> tuple[dict[str, Any], ...] | None:
+def _kernels(value: object) -> tuple[dict[str, Any], ...] | None:
     if value is None:
         return None
     if not isinstance(value, list) or not all(isinstance(k, dict) for k in value):
@@ -201,7 +201,7 @@ class MixTopic:
         self.consumer.assign([self.tp])
         self.consumer.seek_to_beginning(self.tp)
 
-    def _new_producer(self) -> Any:
+    def _new_producer(self) -> KafkaProducer:
         return self._producer_factory(
             acks="all", enable_idempotence=True, linger_ms=0,
             max_request_size=MAX_RECORD_BYTES, **self._common,

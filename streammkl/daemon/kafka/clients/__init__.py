@@ -6,8 +6,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from streammkl.daemon.config import KafkaSettings
 from streammkl.daemon.kafka.clients.confluent import ConfluentConsumer, ConfluentProducer
 from streammkl.daemon.kafka.clients.kafka_python import KafkaPythonConsumer, KafkaPythonProducer
 from streammkl.daemon.kafka.clients.protocol import (
@@ -34,7 +33,7 @@ PRODUCERS: dict[str, ProducerFactory] = {
 }
 
 
-def consumer_for(kafka: Any, mixing: bool = False) -> ConsumerFactory:
+def consumer_for(kafka: KafkaSettings, mixing: bool = False) -> ConsumerFactory:
     """The consumer adapter ``kafka.consumer_client`` names (``kafka``: the ``[kafka]``
     settings); always kafka-python's in a mixing group (``mixing``): a member blocks in its
     rounds and reads the mix topic inside rebalance callbacks, and measured, librdkafka then

@@ -169,7 +169,7 @@ class ConfluentConsumer:
             up = stats.get("cgrp", {}).get("state") == "up"
         self._connected = up
 
-    def _on_error(self, err: Any) -> None:
+    def _on_error(self, err: RdKafkaError) -> None:
         code = err.code() if hasattr(err, "code") else None
         if code in (RdKafkaError._ALL_BROKERS_DOWN, RdKafkaError._TRANSPORT):
             self._connected = False
@@ -183,10 +183,12 @@ class ConfluentConsumer:
     def subscribe(self, topics: list[str], on_assign: Rebalance, on_revoke: Rebalance) -> None:
         self._group = True
 
-        def assigned(consumer: Any, partitions: list[Any]) -> None:
+        def assigned(
+            consumer: confluent_kafka.Consumer, partitions: list[RdTopicPartition]
+        ) -> None:
             on_assign([Partition(p.topic, p.partition) for p in partitions])
 
-        def revoked(consumer: Any, partitions: list[Any]) -> None:
+        def revoked(consumer: confluent_kafka.Consumer, partitions: list[RdTopicPartition]) -> None:
             on_revoke([Partition(p.topic, p.partition) for p in partitions])
 
         self.consumer.subscribe(topics, on_assign=assigned, on_revoke=revoked)
@@ -322,13 +324,13 @@ class ConfluentProducer:
         self._failed: list[Output] = []
         self._error: BaseException | None = None
 
-    def _on_delivery(self, err: Any, msg: Any) -> None:
+    def _on_delivery(self, err: RdKafkaError | None, msg: confluent_kafka.Message) -> None:
         # Runs inside poll()/flush(), on the loop's thread; failures only.
         if err is None:  # (not configured to happen)
             return
-        self._failed.append(
-            Output(msg.topic(), msg.value() or b"", msg.key(), tuple(msg.headers() or ()))
-        )
+        # a delivered message has a topic; its headers are the (str, bytes) pairs we sent
+        topic, headers = msg.topic() or "", tuple(msg.headers() or ())
+        self._failed.append(Output(topic, msg.value() or b"", msg.key(), headers))  # type: ignore[arg-type]
         self._error = KafkaException(err)
 
     def serve(self, timeout: float) -> None:

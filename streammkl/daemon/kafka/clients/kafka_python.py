@@ -81,7 +81,7 @@ def producer_config(settings: KafkaSettings) -> dict[str, Any]:
     }
 
 
-def unpark(consumer: Any) -> None:
+def unpark(consumer: KafkaConsumer) -> None:
     """Work around a kafka-python 3.0 bug that stalls a paused-then-resumed partition forever.
 
     When a partition is paused with fetched records not yet drained, kafka-python parks them
@@ -136,7 +136,7 @@ class RefusalWatch(logging.Filter):
             logger.setLevel(level)
 
 
-def no_auto_create(consumer: Any) -> None:
+def no_auto_create(consumer: KafkaConsumer) -> None:
     """Work around kafka-python 3.0 not handing ``allow_auto_create_topics`` to its cluster
     metadata: a subscription to a missing topic had the broker create it (measured on Tansu: 4
     empty partitions, and the daemon ended idle with success). Internals, guarded: does nothing
@@ -155,10 +155,10 @@ class _Listener(ConsumerRebalanceListener):
     def __init__(self, on_assign: Rebalance, on_revoke: Rebalance) -> None:
         self.on_assign, self.on_revoke = on_assign, on_revoke
 
-    def on_partitions_revoked(self, revoked: Any) -> None:
+    def on_partitions_revoked(self, revoked: Iterable[TopicPartition]) -> None:
         self.on_revoke([Partition(tp.topic, tp.partition) for tp in revoked])
 
-    def on_partitions_assigned(self, assigned: Any) -> None:
+    def on_partitions_assigned(self, assigned: Iterable[TopicPartition]) -> None:
         self.on_assign([Partition(tp.topic, tp.partition) for tp in assigned])
 
 
