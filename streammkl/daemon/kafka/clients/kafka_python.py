@@ -10,6 +10,14 @@ kafka-python creates its consumer only once it has bootstrapped; when the broker
 credentials it says only "Unable to bootstrap", the SASL error going to its own log:
 :class:`RefusalWatch` reads that log while the consumer is created, so that the refusal is
 raised as :class:`~streammkl.daemon.kafka.clients.protocol.ClientRefused`.
+
+Two reads of kafka-python's internals remain, both here and both guarded (a changed layout
+falls back or does nothing): :func:`unpark` (its paused-then-resumed partitions stall forever:
+no public call restores the records a pause parked) and :func:`fetch_position` (the public
+``position()`` first refreshes committed offsets and validates positions, network round trips,
+and the source asks for the position while it interleaves partitions). Checked against
+kafka-python 3.0.12; ``tests/test_daemon_kafka.py``'s paused-backlog test on the real broker
+stalls without :func:`unpark`.
 """
 
 from __future__ import annotations
@@ -81,6 +89,9 @@ def producer_config(settings: KafkaSettings) -> dict[str, Any]:
     }
 
 
+# -- kafka-python internals (see the module docstring) ---------------------------------------
+
+
 def unpark(consumer: KafkaConsumer) -> None:
     """Work around a kafka-python 3.0 bug that stalls a paused-then-resumed partition forever.
 
@@ -95,6 +106,22 @@ def unpark(consumer: KafkaConsumer) -> None:
     current = getattr(fetcher, "_next_partition_records", None)
     if current is not None and not current and getattr(fetcher, "_paused_partition_records", None):
         fetcher._next_partition_records = None  # type: ignore[union-attr]
+
+
+def fetch_position(consumer: KafkaConsumer, tp: TopicPartition) -> int | None:
+    """The next offset kafka-python will fetch for ``tp`` as it holds it now (``None``: not
+    known yet), without the public ``position()``'s refresh.
+
+    Raises
+    ------
+    LookupError
+        When the client's layout differs, or ``tp`` is not assigned (ask ``position()``).
+    """
+    assignment = getattr(getattr(consumer, "_subscription", None), "assignment", None)
+    state = assignment.get(tp) if isinstance(assignment, dict) else None
+    if state is None or not hasattr(state, "position"):
+        raise LookupError(f"no fetch state for {tp}")
+    return None if state.position is None else int(state.position.offset)
 
 
 class RefusalWatch(logging.Filter):
@@ -255,9 +282,8 @@ class KafkaPythonConsumer:
     def position(self, tp: Partition) -> int | None:
         # The fetch position without kafka-python's blocking refresh (internals, with fallback).
         try:
-            state = self.consumer._subscription.assignment[tp]
-            return None if state.position is None else int(state.position.offset)
-        except (AttributeError, KeyError):
+            return fetch_position(self.consumer, _tp(tp))
+        except LookupError:
             pos = self.consumer.position(_tp(tp))
             return None if pos is None else int(pos)
 
