@@ -1,4 +1,4 @@
-"""Group mode: the members of a consumer group train ONE model by iterative parameter mixing.
+"""Mixing: the members of a consumer group train ONE model by iterative parameter mixing.
 
 Each member learns locally from its partitions. A round ends (:meth:`MixingMember.after_batch`)
 when the member has learned ``mixing.every_records`` examples since the round's base, when it
