@@ -61,7 +61,7 @@ def build_layout(
     keys = [str(j) for j in range(d)] if keys is None else list(keys)
     M = len(kernels)
     kinds = np.array([k.kind for k in kernels], dtype=np.int64)
-    kp = np.array([k._code_params() for k in kernels], dtype=np.float64)  # (p0, p1, normalize)
+    kp = np.array([k.code_params() for k in kernels], dtype=np.float64)  # (p0, p1, normalize)
     kp = kp.reshape(M, 3)
     is_explicit = np.array([not k.implicit for k in kernels], dtype=np.bool_)
     view_keys: list[tuple] = []
@@ -110,7 +110,7 @@ def build_layout(
             ex_off[m + 1] = ex_off[m] + D
         else:  # product maps: explicit linear (plain gather) or the exact quadratic map
             ex_kind[m] = nb.MAP_GATHER if isinstance(kernel, Polynomial) else nb.MAP_LINEAR
-            ex_norm[m] = bool(kernel._code_params()[2])
+            ex_norm[m] = bool(kernel.code_params()[2])
             src = product_map(kernel, idx)
             phi_src.append(src)
             ex_off[m + 1] = ex_off[m] + src.shape[1]

@@ -254,7 +254,7 @@ def transplant(
         for m in new_layout.im_blocks:
             v = new_layout.view_of[m]
             k = kernels[m]
-            p0, p1, normalize = k._code_params()
+            p0, p1, normalize = k.code_params()
             sq = new.ssq[:n, v]
             new.kself[:n, m] = [
                 nb.kernel_value(k.kind, p0, p1, normalize, s, 0.0, s, s) for s in sq
