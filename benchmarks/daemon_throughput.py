@@ -7,7 +7,7 @@ repetitions; the table gives medians (and the min-max range) because the machine
 1. raw: a kafka-python group consumer, ``poll(max_records=2000)``, ``json.loads`` of every value,
    one commit per batch (KAFKA.md's reference loop) — the issue's baseline; and the same loop on
    librdkafka (``consume(2000)``), the client the daemon consumes with by default;
-2. the daemon (:class:`streammkl.daemon.runner.Runner`, in-process, default learner and
+2. the daemon (:class:`streammkl.daemon.loop.runner.Runner`, in-process, default learner and
    settings, so the regret/drift monitor on): pipelined compiled runs (a batch's rounds in
    compiled loops on the learner thread while the loop fetches the next batch), the monitor
    learning each run in one loop and feeding its losses to the compiled ADWIN (a detected drift
@@ -59,14 +59,14 @@ from kafka.structs import OffsetAndMetadata  # noqa: E402
 from prometheus_client import CollectorRegistry  # noqa: E402
 
 from streammkl import wire  # noqa: E402
-from streammkl.daemon.broker import EmbeddedBroker  # noqa: E402
+from streammkl.daemon.commands.broker import EmbeddedBroker  # noqa: E402
 from streammkl.daemon.config import load_settings  # noqa: E402
-from streammkl.daemon.kafka_clients import confluent, kafka_python  # noqa: E402
-from streammkl.daemon.learner import build_learner  # noqa: E402
-from streammkl.daemon.monitoring import StreamMonitor  # noqa: E402
-from streammkl.daemon.runner import Runner  # noqa: E402
-from streammkl.daemon.steps import LearnerStep, MKLStep, make_step  # noqa: E402
-from streammkl.daemon.topics import ensure_topics  # noqa: E402
+from streammkl.daemon.kafka.clients import confluent, kafka_python  # noqa: E402
+from streammkl.daemon.kafka.topics import ensure_topics  # noqa: E402
+from streammkl.daemon.learning.building import build_learner  # noqa: E402
+from streammkl.daemon.learning.drivers import LearnerDriver, MKLDriver, driver_for  # noqa: E402
+from streammkl.daemon.learning.stream_monitor import StreamMonitor  # noqa: E402
+from streammkl.daemon.loop.runner import Runner  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "daemon_throughput.md"
 FAST = {"session_timeout_ms": 2000, "heartbeat_interval_ms": 500}
@@ -270,17 +270,17 @@ def daemon(
     }
     runner = Runner(load_settings(env={}, overrides=overrides), registry=CollectorRegistry())
     if previous:  # one fused round per record, as in session 1
-        runner.learner_step = PerRecord(runner.learner)
-        runner.prequential.use(runner.learner_step, runner.admission)
+        runner.driver = PerRecord(runner.learner)
+        runner.prequential.use(runner.driver, runner.admission)
     rounds: list[float] = []
-    time_rounds(runner.learner_step, rounds)
+    time_rounds(runner.driver, rounds)
     runner.start()  # restores, warms the learner up, joins the group
     while not runner.source.buffers:  # the clock starts when partitions are assigned
-        runner.step()
+        runner.tick()
     clock = Clock()
     clock.start()
     while runner.counters["records_consumed"] < n:
-        runner.step()
+        runner.tick()
     left = runner.sink.flush(timeout=60)
     out = clock.stop(n)
     runner.stop()
@@ -290,7 +290,7 @@ def daemon(
     return {**out, "p50_us": float(np.percentile(lat, 50)), "p99_us": float(np.percentile(lat, 99))}
 
 
-class PerRecord(MKLStep):
+class PerRecord(MKLDriver):
     """The fused step without compiled runs (the daemon's hot path before them)."""
 
     @property
@@ -303,7 +303,7 @@ def learner_runs(values: list[bytes], batch: int = 2000) -> dict[str, float]:
     the monitor, minus Kafka)."""
     recs = [wire.decode(v) for v in values]
     learner = build_learner(load_settings(env={}).learner)
-    step = make_step(learner)
+    step = driver_for(learner)
     step.warm_up()
     xs, ys = [r.x for r in recs], [r.y for r in recs]
     learner.rounds().learn_predict_many(xs[:10], ys[:10], validated=True)  # classes known
@@ -322,7 +322,7 @@ def learner_alone(
     comparator included."""
     recs = [wire.decode(v) for v in values] * repeat
     learner = build_learner(load_settings(env={}).learner)
-    step = make_step(learner) if fused else LearnerStep(learner)
+    step = driver_for(learner) if fused else LearnerDriver(learner)
     step.warm_up()
     watch = None
     if monitor is not None:
@@ -352,7 +352,7 @@ def learner_monitored_runs(
     ``batch``, each learned and observed by the monitor), no Kafka, no thread."""
     recs = [wire.decode(v) for v in values] * repeat
     learner = build_learner(load_settings(env={}).learner)
-    step = make_step(learner)
+    step = driver_for(learner)
     step.warm_up()
     settings = load_settings(env={}, overrides={f"monitor.{k}": v for k, v in monitor.items()})
     watch = StreamMonitor(settings.monitor, tempfile.mkdtemp())
@@ -376,14 +376,14 @@ def phases(values: list[bytes], batch: int = 2000) -> dict[str, float]:
     probabilities), emit (the prediction message, ``prediction_bytes``), account (counters and
     the checkpointer's next offsets) and commit (one checkpoint, divided by
     ``checkpoint.every_records``). Consuming and producing are the raw rows' CPU."""
-    from streammkl.daemon.checkpoint import CheckpointStore
-    from streammkl.daemon.checkpointing import Checkpointer
-    from streammkl.daemon.predictions import prediction_bytes
+    from streammkl.daemon.checkpoints.committer import Checkpointer
+    from streammkl.daemon.checkpoints.store import CheckpointStore
+    from streammkl.daemon.loop.predictions import prediction_bytes
 
     settings = load_settings(env={})
     limits = settings.records.wire_limits()
     learner = build_learner(settings.learner)
-    step = make_step(learner)
+    step = driver_for(learner)
     step.warm_up()
     perf = time.perf_counter
     t0 = perf()

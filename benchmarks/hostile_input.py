@@ -56,10 +56,10 @@ import confluent_kafka  # noqa: E402
 from _table import add_out, documented_run, machine, markdown, publish  # noqa: E402
 
 from simulators.hostile import ATTACKS, HOSTILE_SETTINGS, hostile_stream  # noqa: E402
-from streammkl.daemon.broker import EmbeddedBroker, free_port  # noqa: E402
+from streammkl.daemon.checkpoints.inspection import inspect_checkpoint  # noqa: E402
+from streammkl.daemon.commands.broker import EmbeddedBroker, free_port  # noqa: E402
 from streammkl.daemon.config import Settings  # noqa: E402
-from streammkl.daemon.inspection import inspect_checkpoint  # noqa: E402
-from streammkl.daemon.topics import ensure_topics  # noqa: E402
+from streammkl.daemon.kafka.topics import ensure_topics  # noqa: E402
 
 FAST = {"kafka.session_timeout_ms": 2000, "kafka.heartbeat_interval_ms": 500}
 
@@ -68,7 +68,7 @@ def daemon_argv(
     bootstrap: str, topic: str, ck: Path, port: int, extra: dict[str, Any]
 ) -> list[str]:
     argv = [
-        sys.executable, "-m", "streammkl.daemon.cli", "run", "--bootstrap-servers", bootstrap,
+        sys.executable, "-m", "streammkl.daemon", "run", "--bootstrap-servers", bootstrap,
         "--topic", topic, "--group-id", f"g-{uuid.uuid4().hex[:6]}", "--checkpoint-dir", str(ck),
         "--metrics-port", str(port), "--exit-when-idle", "4",
     ]  # fmt: skip

@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     broker = None
     bootstrap = args.bootstrap
     if bootstrap is None:
-        from streammkl.daemon.broker import EmbeddedBroker
+        from streammkl.daemon.commands.broker import EmbeddedBroker
 
         broker = EmbeddedBroker()
         broker.start()

@@ -4,8 +4,8 @@ broker's timing noise.
 Two members take turns (member a: partitions 0-2, b: 3-5 of the benchmark's kernel-drift
 stream, as ``benchmarks/scale_out.py`` splits them); in every round each learns its next K
 records from the group's base (a warm-up round of 50 while a bandwidth waits for the group's
-warm-up inputs, as ``daemon.group.GroupMember`` does, unless ``no warm-up round``), publishes
-its delta into a :class:`~streammkl.daemon.group_log.GroupLog`, and the log merges. It prints
+warm-up inputs, as ``daemon.group.MixingMember`` does, unless ``no warm-up round``), publishes
+its delta into a :class:`~streammkl.daemon.mixing.log.MixLog`, and the log merges. It prints
 the prequential accuracy of the merged group and of one learner over the whole stream, for:
 
 - the default bank (MedianRBF bandwidths) on standardised inputs, with and without the
@@ -55,7 +55,7 @@ def records(n: int, scale: float) -> tuple[list[Any], list[Any]]:
 def learner(bank: str, standardize: bool, classes: list) -> Any:
     from scale_out import KERNELS
 
-    from streammkl.daemon.learner import build_component
+    from streammkl.daemon.learning.building import build_component
     from streammkl.river import MKLClassifier
 
     params: dict[str, Any] = {"standardize": standardize, "seed": 0}
@@ -72,14 +72,14 @@ def correct(model: Any, rec: Any) -> bool:
 
 
 def case(recs: list, classes: list, bank: str, std: bool, warm: bool) -> tuple[float, float]:
-    from streammkl.daemon.group_log import GroupLog, learner_digest
-    from streammkl.daemon.group_topic import MixRecord
+    from streammkl.daemon.mixing.log import MixLog, learner_digest
+    from streammkl.daemon.mixing.topic import MixRecord
 
     one = learner(bank, std, classes)
     single = sum(correct(one, r) for r in recs) / len(recs)
     base = learner(bank, std, classes)
     base.rounds().declare_features([])
-    log = GroupLog()
+    log = MixLog()
     log.apply(MixRecord("base", 0, "a", state=base.to_state()))
     for m in "ab":  # a round waits for both
         log.apply(MixRecord("hello", 0, m))

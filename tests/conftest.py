@@ -25,7 +25,7 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if external:
         yield external
         return
-    from streammkl.daemon.broker import BrokerError, EmbeddedBroker
+    from streammkl.daemon.commands.broker import BrokerError, EmbeddedBroker
 
     log_path = Path(tmp_path_factory.mktemp("tansu")) / "tansu.log"
     broker = EmbeddedBroker(log_path=log_path)

@@ -1,9 +1,9 @@
 """Deterministic test doubles for the daemon: a tiny two-block learner and in-memory Kafka.
 
-``FakeLearner`` honours :class:`streammkl.daemon.learner.Learner` (learn/predict/persist/digest,
-kernel weights) with plain float arithmetic, so its digest is a function of the examples seen
-and their order. ``FakeCluster`` holds topics in memory; its client adapters (the daemon's
-``kafka_clients`` protocols): ``FakeConsumer`` hands records out in a seeded pseudo-random
+``FakeLearner`` honours :class:`streammkl.daemon.learning.learner.Learner` (learn/predict/persist/
+digest, kernel weights) with plain float arithmetic, so its digest is a function of the examples
+seen and their order. ``FakeCluster`` holds topics in memory; its client adapters (the daemon's
+``kafka.clients`` protocols): ``FakeConsumer`` hands records out in a seeded pseudo-random
 interleaving of partitions and batch sizes (so tests can prove the merge order does not depend on
 fetch timing); ``FakeProducer`` records what was sent and can be told to fail.
 """
@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from streammkl.daemon.kafka_clients import Output
+from streammkl.daemon.kafka.clients import Output
 
 TopicPartition = namedtuple("TopicPartition", ["topic", "partition"])
 
@@ -216,14 +216,14 @@ def crash_and_resume(
         crashed = make_runner("run", cluster, i + 1)
         crashed.start()
         for _ in range(n):
-            crashed.step()
+            crashed.tick()
     final = make_runner("run", cluster, 7)
     final.run()
     return reference, final
 
 
 class FakeConsumer:
-    """An in-memory consumer adapter (:class:`~streammkl.daemon.kafka_clients.ConsumerClient`);
+    """An in-memory consumer adapter (:class:`~streammkl.daemon.kafka.clients.ConsumerClient`);
     seeded random fetch interleaving."""
 
     def __init__(self, cluster: FakeCluster, settings: Any, seed: int) -> None:
@@ -349,7 +349,7 @@ class FakeConsumer:
 
 
 class FakeProducer:
-    """An in-memory producer adapter (:class:`~streammkl.daemon.kafka_clients.ProducerClient`):
+    """An in-memory producer adapter (:class:`~streammkl.daemon.kafka.clients.ProducerClient`):
     appends to the cluster at once; the cluster's ``fail_sends`` makes the next sends fail."""
 
     def __init__(self, cluster: FakeCluster) -> None:

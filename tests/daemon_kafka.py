@@ -16,7 +16,7 @@ from typing import Any
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from streammkl.daemon.topics import ensure_topics
+from streammkl.daemon.kafka.topics import ensure_topics
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -126,7 +126,7 @@ def daemon_argv(
     settings: dict[str, Any] | None = None,
 ) -> list[str]:
     argv = [
-        sys.executable, "-m", "streammkl.daemon.cli", "run",
+        sys.executable, "-m", "streammkl.daemon", "run",
         "--bootstrap-servers", bootstrap, "--topic", topic, "--group-id", group,
         "--checkpoint-dir", str(checkpoint_dir), "--metrics-port", str(port),
     ]  # fmt: skip
@@ -167,7 +167,7 @@ def run_daemon(argv: list[str], log_path: Path, timeout: float = 120.0) -> int:
 def inspect(checkpoint_dir: Path) -> dict[str, Any]:
     """``streammkl inspect DIR --json`` as a subprocess (the CLI path)."""
     out = subprocess.run(
-        [sys.executable, "-m", "streammkl.daemon.cli", "inspect", str(checkpoint_dir), "--json"],
+        [sys.executable, "-m", "streammkl.daemon", "inspect", str(checkpoint_dir), "--json"],
         capture_output=True,
         env=subprocess_env(),
         timeout=60,

@@ -36,7 +36,7 @@ from kafka.protocol.sasl import (
     SaslHandshakeResponse,
 )
 
-from streammkl.daemon.broker import free_port, port_accepts, tansu_binary
+from streammkl.daemon.commands.broker import free_port, port_accepts, tansu_binary
 
 FETCH, API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 1, 18, 17, 36
 SASL_AUTHENTICATION_FAILED = 58

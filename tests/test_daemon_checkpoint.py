@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from streammkl.daemon.checkpoint import (
+from streammkl.daemon.checkpoints.store import (
     CheckpointError,
     CheckpointStore,
     decode_offsets,
@@ -200,7 +200,7 @@ def test_signed_checkpoints_only_load_with_the_key(tmp_path: Path) -> None:
 
 
 def test_hmac_key_file_checks(tmp_path: Path) -> None:
-    from streammkl.daemon.checkpoint import read_key
+    from streammkl.daemon.checkpoints.store import read_key
 
     short = tmp_path / "short"
     short.write_text("abc\n")
@@ -231,7 +231,7 @@ def test_checkpoint_files_are_private_whatever_the_umask(tmp_path: Path, umask: 
 
 
 def test_inspect_verifies_signatures_with_the_key(tmp_path: Path) -> None:
-    from streammkl.daemon.cli import main
+    from streammkl.daemon.commands.cli import main
 
     key = tmp_path / "key"
     key.write_text("k" * 32)
@@ -248,7 +248,7 @@ def test_inspect_verifies_signatures_with_the_key(tmp_path: Path) -> None:
          "summary": {"model_digest": "d"}},
         {},
     )  # fmt: skip
-    from streammkl.daemon.inspection import inspect_checkpoint
+    from streammkl.daemon.checkpoints.inspection import inspect_checkpoint
 
     assert inspect_checkpoint(tmp_path / "ck")["examples_learned"] == 99
     info = inspect_checkpoint(tmp_path / "ck", str(key))

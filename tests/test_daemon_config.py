@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from streammkl import wire
 from streammkl.daemon.config import ConfigError, Settings, load_settings
-from streammkl.daemon.learner import LearnerConfigError, build_component, build_learner
+from streammkl.daemon.learning.building import LearnerConfigError, build_component, build_learner
 
 TOML = """
 [kafka]
@@ -172,7 +172,7 @@ def test_the_daemon_refuses_such_settings_at_start_with_exit_2(
 
     config = tmp_path / "streammkl.toml"
     config.write_text(toml)
-    argv = [sys.executable, "-m", "streammkl.daemon.cli", "run", "--config", str(config),
+    argv = [sys.executable, "-m", "streammkl.daemon", "run", "--config", str(config),
             "--bootstrap-servers", "127.0.0.1:9", "--checkpoint-dir", str(tmp_path / "ck"),
             "--metrics-port", "0"]  # fmt: skip
     out = subprocess.run(argv, capture_output=True, env=subprocess_env(), timeout=120, text=True)
@@ -263,7 +263,7 @@ def test_the_demo_picks_the_learner_task_its_scenario_needs(tmp_path, monkeypatc
     was dead-lettered as wrong_kind; the demo now sets learner.task, or says what to change."""
     import argparse
 
-    from streammkl.daemon.demo import demo_settings
+    from streammkl.daemon.commands.demo import demo_settings
 
     for name in [k for k in os.environ if k.startswith("STREAMMKL_")]:
         monkeypatch.delenv(name)
@@ -296,7 +296,7 @@ def test_the_demo_picks_the_learner_task_its_scenario_needs(tmp_path, monkeypatc
 def test_the_demo_says_when_its_metrics_port_is_busy():
     import socket
 
-    from streammkl.daemon.demo import metrics_port
+    from streammkl.daemon.commands.demo import metrics_port
 
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
@@ -304,3 +304,20 @@ def test_the_demo_says_when_its_metrics_port_is_busy():
         port, note = metrics_port(taken)
         assert port == 0 and note is not None and f"{taken} is busy" in note
     assert metrics_port(0) == (0, None)
+
+
+def test_a_renamed_key_still_loads_with_a_warning_naming_the_new_one(tmp_path: Path) -> None:
+    """``kafka.merge_idle_ms`` (the partitions' interleaving; "merge" is the mixing's word) is
+    read as ``kafka.interleave_idle_ms`` from a file or the environment, with a FutureWarning
+    naming the new key; giving both is an error that names them."""
+    path = tmp_path / "old.toml"
+    path.write_text("[kafka]\nmerge_idle_ms = 250\n")
+    with pytest.warns(FutureWarning, match=r"kafka\.merge_idle_ms .* kafka\.interleave_idle_ms"):
+        assert load_settings(path, env={}).kafka.interleave_idle_ms == 250
+    with pytest.warns(FutureWarning, match=r"kafka\.interleave_idle_ms"):
+        env = {"STREAMMKL_KAFKA__MERGE_IDLE_MS": "40"}
+        assert load_settings(env=env).kafka.interleave_idle_ms == 40
+    both = {"STREAMMKL_KAFKA__MERGE_IDLE_MS": "40", "STREAMMKL_KAFKA__INTERLEAVE_IDLE_MS": "5"}
+    with pytest.raises(ConfigError, match=r"merge_idle_ms is the old name of kafka\.interleave"):
+        load_settings(env=both)
+    assert load_settings(env={}).kafka.interleave_idle_ms == 0  # the default, no warning

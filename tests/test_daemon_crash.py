@@ -3,7 +3,7 @@
 The daemon (a real process, against the real broker) learns a stream with one poison record:
 learning it sends SIGKILL to the process (``tests.poison``), exactly as an out-of-memory kill or
 an abort in native code would end it, with nothing to catch. The in-flight marker
-(:mod:`streammkl.daemon.inflight`) names the record on the next start; after
+(:mod:`streammkl.daemon.checkpoints.inflight`) names the record on the next start; after
 ``limits.crash_strikes`` deaths it goes to the dead-letter topic with reason ``crashed_worker``
 and every other record is learned exactly once: the model equals that of a run over the same
 stream without the poison record. With ``checkpoint.hmac_key_file`` the marker is signed, and

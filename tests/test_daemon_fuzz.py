@@ -21,8 +21,8 @@ from prometheus_client import CollectorRegistry
 
 from simulators.hostile import ATTACKS, HOSTILE_SETTINGS, hostile_stream, mutate
 from streammkl.daemon.config import load_settings
-from streammkl.daemon.prequential import REASONS
-from streammkl.daemon.runner import Runner
+from streammkl.daemon.loop.prequential import REASONS
+from streammkl.daemon.loop.runner import Runner
 from tests import daemon_kafka as dk
 from tests.daemon_fakes import FakeCluster
 

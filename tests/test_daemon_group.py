@@ -1,4 +1,4 @@
-"""Group mode: one model for a consumer group by iterative parameter mixing (daemon.group*).
+"""Mixing: one model for a consumer group by iterative parameter mixing (daemon.mixing).
 
 The fold of the mix log is tested on records built in memory; the protocol end to end with
 daemons against the real broker, including kill -9 at random moments (exactly-once counts and
@@ -19,18 +19,18 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from streammkl.core import kernels
-from streammkl.daemon.broker import free_port
+from streammkl.daemon.commands.broker import free_port
 from streammkl.daemon.config import ConfigError, load_settings
-from streammkl.daemon.group import GroupMember
-from streammkl.daemon.group_log import (
-    GroupLog,
+from streammkl.daemon.mixing.log import (
+    MixLog,
     canonical_bank,
-    check_group_learner,
+    check_base_state,
     core_state,
     learner_digest,
 )
-from streammkl.daemon.group_topic import MixRecord, MixTopic, decode, encode
-from streammkl.daemon.metrics import GroupMetrics
+from streammkl.daemon.mixing.member import MixingMember
+from streammkl.daemon.mixing.metrics import MixMetrics
+from streammkl.daemon.mixing.topic import MixRecord, MixTopic, decode, encode
 from streammkl.river import MKLClassifier
 from tests.daemon_kafka import (
     create_topic,
@@ -97,7 +97,7 @@ def test_replays_change_nothing_and_every_reader_gets_the_same_model():
     da = _delta(base, 0, "a", X[:100], Y[:100], {"t/0": 100})
     db = _delta(base, 0, "b", X[100:250], Y[100:250], {"t/1": 150})
     close = MixRecord("close", 0, "b")
-    first, second = GroupLog(), GroupLog()
+    first, second = MixLog(), MixLog()
     for rec in [*head, da, db, close]:
         first.apply(_roundtrip(rec))
     replayed = [*head, head[0], da, da, db, close, db, close]  # a member re-published after a crash
@@ -115,7 +115,7 @@ def test_replays_change_nothing_and_every_reader_gets_the_same_model():
 def test_a_late_member_is_merged_next_round_and_nothing_is_counted_twice():
     X, Y = _stream(400, 1)
     base = _base()
-    log = GroupLog()
+    log = MixLog()
     for rec in [MixRecord("base", 0, "a", state=base), MixRecord("hello", 0, "a"),
                 MixRecord("hello", 0, "b")]:  # fmt: skip
         log.apply(rec)
@@ -139,11 +139,11 @@ def test_a_late_member_is_merged_next_round_and_nothing_is_counted_twice():
 def test_the_merged_models_prequential_and_hindsight_views_fold_once():
     """Deltas carry their examples' prequential sums; a member's hindsight report (online vs
     the merged model on the same examples) counts once per (round, member), replays or not."""
-    from streammkl.daemon.group import hindsight, prequential
+    from streammkl.daemon.mixing.member import hindsight, prequential
 
     X, Y = _stream(200, 7)
     base = _base()
-    log = GroupLog()
+    log = MixLog()
     for rec in [MixRecord("base", 0, "a", state=base), MixRecord("hello", 0, "a")]:
         log.apply(rec)
     learner = MKLClassifier(kernels=BANK)
@@ -174,7 +174,7 @@ def test_the_merged_models_prequential_and_hindsight_views_fold_once():
         report["h_mistakes"] - report["h_merged_mistakes"]
     )
     registry = CollectorRegistry()
-    GroupMetrics(registry).totals(log)  # exported as the streammkl_mix_* gauges
+    MixMetrics(registry).totals(log)  # exported as the streammkl_mix_* gauges
     sample = registry.get_sample_value
     assert sample("streammkl_mix_regret") == log.regret
     assert sample("streammkl_mix_loss_sum") == log.loss
@@ -214,7 +214,7 @@ def test_a_record_that_cannot_be_used_is_skipped_and_reported_by_every_reader():
         _delta(base, 0, "b", X[100:200], Y[100:200]),
         MixRecord("close", 0, "a", late=("c",)),
     ]  # fmt: skip
-    logs = [GroupLog(), GroupLog()]
+    logs = [MixLog(), MixLog()]
     for log in logs:
         for rec in records:
             log.apply(_roundtrip(rec) if rec.kind != "unreadable" else rec)
@@ -227,21 +227,21 @@ def test_a_record_that_cannot_be_used_is_skipped_and_reported_by_every_reader():
     ]  # fmt: skip
     assert first.skipped == second.skipped and first.skipped_examples == 40
     registry = CollectorRegistry()
-    metrics = GroupMetrics(registry)
+    metrics = MixMetrics(registry)
     for skip in first.skipped:
         metrics.skipped(skip)
     sample = registry.get_sample_value
     assert sample("streammkl_mix_deltas_skipped_total", {"reason": "foreign_bank"}) == 1
     assert sample("streammkl_mix_deltas_skipped_total", {"reason": "undecodable"}) == 2
     assert sample("streammkl_mix_skipped_examples_total") == 40
-    from streammkl.daemon.group import describe
+    from streammkl.daemon.mixing.member import describe
 
     line = describe(first.skipped[-1])
     assert (
         "member 'c' for round 0" in line and "its 40 examples are not in the merged model" in line
     )
     # the merge of a and b alone gives the same model: the bad records changed nothing else
-    clean = GroupLog()
+    clean = MixLog()
     for rec in [records[1], records[2], records[3], records[8], records[9], records[10]]:
         clean.apply(rec)
     assert clean.digest == first.digest
@@ -259,7 +259,7 @@ def test_a_bank_proposal_switches_every_reader_at_the_round_boundary():
             MixRecord("hello", 0, "b")]  # fmt: skip
     da = _delta(base, 0, "a", X[:100], Y[:100])
     proposal = MixRecord("bank", 0, "a", kernels=tuple(canonical_bank(new_bank)))
-    switched, plain = GroupLog(), GroupLog()
+    switched, plain = MixLog(), MixLog()
     for rec in [*head, da, proposal, MixRecord("close", 0, "a", late=("b",))]:
         switched.apply(_roundtrip(rec))
     for rec in [*head, da, MixRecord("close", 0, "a", late=("b",))]:
@@ -314,15 +314,15 @@ class MemoryTopic:
         pass
 
 
-def _member(records: list[MixRecord], name: str, **learner: object) -> tuple[GroupMember, Any]:
-    from streammkl.daemon.learner import build_learner
+def _member(records: list[MixRecord], name: str, **learner: object) -> tuple[MixingMember, Any]:
+    from streammkl.daemon.learning.building import build_learner
 
     overrides = {"mixing.enabled": True, "mixing.member": name, "records.classes": [0, 1],
                  "kafka.create_topics": False, "learner.kernels": KERNELS[:3],
                  "mixing.round_timeout_seconds": 0.2,
                  **{f"learner.{k}": v for k, v in learner.items()}}  # fmt: skip
     settings = load_settings(env={}, overrides=overrides)
-    member = GroupMember(settings, GroupMetrics(CollectorRegistry()),
+    member = MixingMember(settings, MixMetrics(CollectorRegistry()),
                          topic_factory=lambda k, t: MemoryTopic(records))  # fmt: skip
     return member, build_learner(settings.learner)
 
@@ -332,7 +332,7 @@ def test_a_member_proposes_its_bank_and_is_refused_other_learner_settings():
     group's model is adopted meanwhile); one with another loss is refused, naming it; a
     proposal that drops most learned blocks is refused unless forced (SIGHUP's guards)."""
     from streammkl.daemon.config import LearnerSpec, ReloadSettings
-    from streammkl.daemon.learner import LearnerConfigError
+    from streammkl.daemon.learning.building import LearnerConfigError
 
     records: list[MixRecord] = []
     a, learner_a = _member(records, "a")
@@ -370,21 +370,21 @@ def test_a_member_proposes_its_bank_and_is_refused_other_learner_settings():
 def test_group_mode_refuses_what_it_cannot_merge():
     learner = MKLClassifier(kernels=(kernels.RBF(0.5),), budget=64)  # kernelized: merged
     learner.rounds().declare_features([])
-    check_group_learner(learner.to_state())
+    check_base_state(learner.to_state())
     with pytest.raises(ValueError, match="kernelized MedianRBF"):
         learner = MKLClassifier(kernels=(kernels.MedianRBF(1.0, None),), budget=64)
         learner.rounds().declare_features([])
-        check_group_learner(learner.to_state())
+        check_base_state(learner.to_state())
     default = MKLClassifier()  # the default bank (MedianRBF Fourier maps) is accepted
     default.rounds().declare_features([])
-    check_group_learner(default.to_state())
+    check_base_state(default.to_state())
     for overrides, match in [
         ({"mixing.enabled": True}, "records.classes"),
         ({"mixing.enabled": True, "kafka.assignment": "all"}, "assignment"),
     ]:
         with pytest.raises(ConfigError, match=match):
             settings = load_settings(env={}, overrides=overrides)
-            GroupMember(settings, GroupMetrics(CollectorRegistry()))
+            MixingMember(settings, MixMetrics(CollectorRegistry()))
 
 
 # -- end to end, real broker ---------------------------------------------------------------------
@@ -415,10 +415,10 @@ def _argv(
     return argv if config is None else [*argv, "--config", str(config)]
 
 
-def _fold(bootstrap: str, mix: str) -> GroupLog:
+def _fold(bootstrap: str, mix: str) -> MixLog:
     topic = MixTopic(load_settings(env={}, overrides={"kafka.bootstrap_servers": bootstrap}).kafka,
                      mix)  # fmt: skip
-    log = GroupLog()
+    log = MixLog()
     try:
         for rec in topic.read_to_end(30):
             log.apply(rec)
@@ -435,7 +435,7 @@ def _run_group(
     seed: int,
     bank=KERNELS,
     learner=None,
-) -> GroupLog:
+) -> MixLog:
     topic, mix, group = unique("grp"), unique("mix"), unique("g")
     _produce(kafka_bootstrap, topic, n, seed, partitions=6)
     rng = random.Random(seed)
@@ -659,7 +659,7 @@ def test_repeated_kill9_loses_nothing_and_counts_nothing_twice(
 def test_a_failed_publish_is_retried_on_a_new_producer(monkeypatch):
     from kafka.errors import KafkaTimeoutError
 
-    import streammkl.daemon.group_topic as gt
+    import streammkl.daemon.mixing.topic as gt
 
     monkeypatch.setattr(gt.time, "sleep", lambda s: None)
     sent, producers = [], []
@@ -700,7 +700,7 @@ def test_a_failed_publish_is_retried_on_a_new_producer(monkeypatch):
 def test_group_members_standardize_like_one_daemon(tmp_path: Path) -> None:
     """learner.standardize is on by default for a group member as for one daemon (the merge
     pools the members' statistics: streammkl.river.pooling), and can be turned off."""
-    from streammkl.daemon.runner import Runner
+    from streammkl.daemon.loop.runner import Runner
 
     base = {"records.classes": [0, 1], "records.dim": 2, "checkpoint.dir": str(tmp_path / "a")}
     alone = Runner(load_settings(env={}, overrides=base), registry=CollectorRegistry())

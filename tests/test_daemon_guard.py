@@ -19,9 +19,9 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from streammkl.core import kernels
-from streammkl.daemon.admission import REASONS, model_cells
-from streammkl.daemon.inflight import InflightMarker
-from streammkl.daemon.runner import Runner
+from streammkl.daemon.checkpoints.inflight import InflightMarker
+from streammkl.daemon.learning.admission import REASONS, model_cells
+from streammkl.daemon.loop.runner import Runner
 from streammkl.river import MKLClassifier
 from streammkl.statefile import digest_of
 from tests.daemon_fakes import FakeCluster, bananas_like
@@ -219,7 +219,7 @@ def test_a_signed_marker_believes_only_its_own_signatures(
     # another key's signatures (a forger without this key): both parts ignored, with a warning
     (tmp_path / "inflight").write_bytes(genuine)
     other = InflightMarker(tmp_path, strikes=1, key=b"another key, not ours, 32 bytes!")
-    with caplog.at_level("WARNING", logger="streammkl.daemon.inflight"):
+    with caplog.at_level("WARNING", logger="streammkl.daemon.checkpoints.inflight"):
         state = other.recover()
     assert not state.condemned and not state.suspects and not state.careful
     assert other.rejected == [("slot", "forged"), ("journal", "forged")]
@@ -293,12 +293,12 @@ def test_readyz_is_not_ready_while_one_piece_of_work_runs_too_long(tmp_path: Pat
     cluster = FakeCluster()
     stream(cluster, good(10))
     r = runner(tmp_path, cluster, **{"metrics.slow_record_seconds": 5.0})
-    r.status = {"ready": True, "last_tick": time.monotonic()}
-    assert r.health()["ready"] and r.health()["busy_seconds"] == 0.0
-    r.work_started = time.monotonic() - 2.0
-    assert r.health()["ready"]
-    r.work_started = time.monotonic() - 6.0
-    state = r.health()
+    r.publisher.status = {"ready": True, "last_tick": time.monotonic()}
+    assert r.publisher.health()["ready"] and r.publisher.health()["busy_seconds"] == 0.0
+    r.publisher.work_started = time.monotonic() - 2.0
+    assert r.publisher.health()["ready"]
+    r.publisher.work_started = time.monotonic() - 6.0
+    state = r.publisher.health()
     assert not state["ready"] and state["slow_work"] and state["busy_seconds"] >= 6.0
 
 
@@ -345,12 +345,15 @@ def test_health_thresholds_come_from_the_settings_and_answer_over_http(tmp_path:
             except urllib.error.HTTPError as exc:
                 return exc.code
 
-        r.status = {"ready": True, "last_tick": time.monotonic()}
+        r.publisher.status = {"ready": True, "last_tick": time.monotonic()}
         assert code("/healthz") == 200 and code("/readyz") == 200
-        r.work_started = time.monotonic() - 2.5  # one piece of work running too long
+        r.publisher.work_started = time.monotonic() - 2.5  # one piece of work running too long
         assert code("/healthz") == 200 and code("/readyz") == 503
-        r.work_started = None
-        r.status = {"ready": True, "last_tick": time.monotonic() - 3.5}  # the loop stalled
+        r.publisher.work_started = None
+        r.publisher.status = {
+            "ready": True,
+            "last_tick": time.monotonic() - 3.5,
+        }  # the loop stalled
         assert code("/healthz") == 503 and code("/readyz") == 503
     finally:
         r.run()  # drains the stream and shuts down (the HTTP server too)
@@ -359,7 +362,7 @@ def test_health_thresholds_come_from_the_settings_and_answer_over_http(tmp_path:
 def test_fetched_records_are_bounded_in_bytes_per_partition(tmp_path: Path) -> None:
     """Big records (but under records.max_bytes) pause their partition once its buffer holds
     kafka.max_buffered_bytes_per_partition, whatever the record count; it resumes below half."""
-    from streammkl.daemon.source import Source
+    from streammkl.daemon.kafka.source import Source
 
     cluster = FakeCluster()
     stream(cluster, [b"x" * 20_000] * 200)

@@ -23,8 +23,8 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry, Counter
 
-from streammkl.daemon.health import HealthServer
-from streammkl.daemon.webconfig import WebConfigError, load_web_config
+from streammkl.daemon.http.health import HealthServer
+from streammkl.daemon.http.webconfig import WebConfigError, load_web_config
 from tests.test_prometheus_live import api, start_prometheus, stop
 from tests.tls import Certs, make_certs
 

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from streammkl.daemon.idle import EXIT_NO_TOPIC, EXIT_OK, EXIT_UNREAD, IDLE_PATIENCE
-from streammkl.daemon.runner import Runner
+from streammkl.daemon.loop.idle import EXIT_NO_TOPIC, EXIT_OK, EXIT_UNREAD, IDLE_PATIENCE
+from streammkl.daemon.loop.runner import Runner
 from tests.daemon_fakes import FakeCluster, FakeConsumer, TopicPartition, bananas_like
 from tests.test_daemon_runner import make_settings
 
@@ -75,7 +75,7 @@ def test_a_rebalance_in_flight_is_waited_for(tmp_path: Path) -> None:
     r = runner(tmp_path, cluster, consumers)
     r.start()
     while r.counters["examples_learned"] < 100:
-        assert r.step()
+        assert r.tick()
     time.sleep(max(0.0, r.idle.started + 1.6 - time.monotonic()))  # past the join grace
     consumer = consumers[0]
     consumer.rebalance([TopicPartition("in", 0), TopicPartition("in", 1)], delay=5 * LIMIT)
@@ -97,10 +97,10 @@ def test_a_backlog_that_stays_unknown_is_no_success(
         consumers[0].withhold(3600)
     else:
         while r.counters["examples_learned"] < 50:
-            assert r.step()
+            assert r.tick()
         time.sleep(max(0.0, r.idle.started + 1.6 - time.monotonic()))
         consumers[0].rebalance([TopicPartition("in", 0)], delay=3600)
-    with caplog.at_level("ERROR", logger="streammkl.daemon.runner"):
+    with caplog.at_level("ERROR", logger="streammkl.daemon.loop.runner"):
         idle = run_to_end(r)
     assert r.exit_code == EXIT_UNREAD
     assert idle >= IDLE_PATIENCE * LIMIT  # the patient wait
@@ -118,12 +118,12 @@ def test_records_known_to_wait_end_in_no_success(
     r = runner(tmp_path, cluster, consumers)
     r.start()
     while r.counters["examples_learned"] < 60:
-        assert r.step()
+        assert r.tick()
     add(cluster, 40, start=60)
     consumer = consumers[0]  # the fetch responses tell the new highwaters, but no record
     consumer.paused_set = set(consumer.assigned)
     consumer.pause = consumer.resume = lambda tp: None  # type: ignore[method-assign]
-    with caplog.at_level("ERROR", logger="streammkl.daemon.runner"):
+    with caplog.at_level("ERROR", logger="streammkl.daemon.loop.runner"):
         idle = run_to_end(r)
     assert r.exit_code == EXIT_UNREAD and idle >= IDLE_PATIENCE * LIMIT
     (line,) = [rec.getMessage() for rec in caplog.records]

@@ -26,8 +26,8 @@ import pytest
 from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient
 
-from streammkl.daemon.broker import free_port
-from streammkl.daemon.topics import ensure_topics
+from streammkl.daemon.commands.broker import free_port
+from streammkl.daemon.kafka.topics import ensure_topics
 from tests import daemon_kafka as dk
 from tests.daemon_fakes import bananas_like
 from tests.kafka_front import FrontedBroker
@@ -50,7 +50,7 @@ def run(argv: list[str], log: Path, timeout: float = 150.0) -> tuple[int, float,
 
 
 def errors(text: str) -> list[str]:
-    return [line for line in text.splitlines() if " ERROR streammkl.daemon.runner:" in line]
+    return [line for line in text.splitlines() if " ERROR streammkl.daemon.loop.runner:" in line]
 
 
 @pytest.mark.parametrize("client", CLIENTS)

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from streammkl.daemon.broker import EmbeddedBroker, free_port
+from streammkl.daemon.commands.broker import EmbeddedBroker, free_port
 from streammkl.daemon.config import load_settings
-from streammkl.daemon.runner import Runner
+from streammkl.daemon.loop.runner import Runner
 from tests.daemon_fakes import bananas_like
 from tests.daemon_kafka import (
     FAST_GROUP,
@@ -223,10 +223,10 @@ def test_demo_runs_bounded_and_summarises(tmp_path: Path, extra: list[str]) -> N
     import subprocess
     import sys
 
-    from streammkl.daemon.inspection import inspect_checkpoint
+    from streammkl.daemon.checkpoints.inspection import inspect_checkpoint
     from tests.daemon_kafka import subprocess_env
 
-    argv = [sys.executable, "-m", "streammkl.daemon.cli", "demo", "--duration", "6", "--rate"]
+    argv = [sys.executable, "-m", "streammkl.daemon", "demo", "--duration", "6", "--rate"]
     argv += ["500", "--metrics-port", "0", "--workdir", str(tmp_path), "--no-live", *extra]
     out = subprocess.run(
         argv,
@@ -295,13 +295,13 @@ def test_backlog_over_paused_partitions_is_consumed_to_the_end(
         **learner_overrides(),
     }
     runner = Runner(load_settings(env={}, overrides=overrides), registry=CollectorRegistry())
-    assert runner.learner_step.batched is (stride > 1 and real_learner_available())
+    assert runner.driver.batched is (stride > 1 and real_learner_available())
     runner.start()
     paused_seen = 0
     deadline = time.monotonic() + 120
     try:
         while runner.counters["records_consumed"] < n and time.monotonic() < deadline:
-            runner.step()
+            runner.tick()
             paused_seen = max(paused_seen, len(runner.source._paused))
     finally:
         runner.stop()

@@ -25,19 +25,19 @@ from kafka.admin import KafkaAdminClient
 from prometheus_client import CollectorRegistry
 
 from streammkl.daemon.config import ConfigError, load_settings
-from streammkl.daemon.kafka_clients import (
+from streammkl.daemon.kafka.clients import (
     ConfluentConsumer,
     ConfluentProducer,
     KafkaPythonConsumer,
     KafkaPythonProducer,
 )
-from streammkl.daemon.kafka_security import (
+from streammkl.daemon.kafka.security import (
     RedactSecrets,
     kafka_python_options,
     librdkafka_options,
 )
-from streammkl.daemon.runner import Runner
-from streammkl.daemon.topics import ensure_topics
+from streammkl.daemon.kafka.topics import ensure_topics
+from streammkl.daemon.loop.runner import Runner
 from tests import daemon_kafka as dk
 from tests.daemon_fakes import bananas_like
 from tests.tls import Certs, make_certs
@@ -211,7 +211,7 @@ def test_repr_and_logs_never_show_a_secret(
 def test_the_daemon_process_never_prints_a_secret(tmp_path: Path) -> None:
     """The real CLI with SASL_SSL towards a broker that is not there: whatever the clients
     complain about (connections refused, handshakes), the password never reaches stderr."""
-    argv = [sys.executable, "-m", "streammkl.daemon.cli", "run", "--bootstrap-servers",
+    argv = [sys.executable, "-m", "streammkl.daemon", "run", "--bootstrap-servers",
             "127.0.0.1:9", "--checkpoint-dir", str(tmp_path / "ck"), "--metrics-port", "0",
             "--exit-when-idle", "3", "--log-level", "DEBUG"]  # fmt: skip
     fast = {"kafka.session_timeout_ms": 1000, "kafka.heartbeat_interval_ms": 250}

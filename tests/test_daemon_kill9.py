@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from kafka import TopicPartition
 
-from streammkl.daemon.broker import free_port
-from streammkl.daemon.inspection import inspect_checkpoint
+from streammkl.daemon.checkpoints.inspection import inspect_checkpoint
+from streammkl.daemon.commands.broker import free_port
 from tests.daemon_fakes import bananas_like
 from tests.daemon_kafka import (
     committed,

@@ -15,14 +15,14 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from streammkl import wire
-from streammkl.daemon import history
-from streammkl.daemon.cli import main
+from streammkl.daemon.checkpoints.inspection import inspect_checkpoint
+from streammkl.daemon.commands.cli import main
 from streammkl.daemon.config import load_settings
-from streammkl.daemon.history import History
-from streammkl.daemon.inspection import inspect_checkpoint
-from streammkl.daemon.monitoring import INPUTS
-from streammkl.daemon.runner import Runner
-from streammkl.daemon.steps import MKLStep
+from streammkl.daemon.learning import history
+from streammkl.daemon.learning.drivers import MKLDriver
+from streammkl.daemon.learning.history import History
+from streammkl.daemon.learning.stream_monitor import INPUTS
+from streammkl.daemon.loop.runner import Runner
 from streammkl.monitor import METRICS
 from streammkl.statefile import digest_of
 from tests.daemon_fakes import FakeCluster, FakeLearner
@@ -126,7 +126,7 @@ def test_crashes_with_a_drift_detector_give_the_uninterrupted_model(
         r.start()
         restored.append((r.counters["examples_learned"], len(r.monitor._inputs)))  # type: ignore[union-attr]
         for _ in range(steps):
-            r.step()
+            r.tick()
         # abandoned: no final checkpoint (kill -9)
     final = make(tmp_path / "run", cluster, seed=99, **over)
     final.start()
@@ -166,14 +166,14 @@ def test_the_model_and_monitor_do_not_depend_on_the_batches(
     """Restarts wait for the monitor's stride: a round per record and compiled runs cut from
     batches of any size learn the same model, with the same drift detections and monitor."""
     ref, _, n = reference
-    assert ref.learner_step.batched  # the monitor on: compiled runs
+    assert ref.driver.batched  # the monitor on: compiled runs
     if per_record:
-        monkeypatch.setattr(MKLStep, "batched", property(lambda self: False))
+        monkeypatch.setattr(MKLDriver, "batched", property(lambda self: False))
     cluster = FakeCluster()
     drifting(cluster)
     r = make(tmp_path, cluster, **{"kafka.max_poll_records": batch})
     r.run()
-    assert r.learner_step.batched is not per_record
+    assert r.driver.batched is not per_record
     assert r.counters["examples_learned"] == n
     assert digest_of(r.learner) == digest_of(ref.learner)
     (meta, arrays), (ref_meta, ref_arrays) = r.monitor.to_state(), ref.monitor.to_state()  # type: ignore[union-attr]
@@ -292,7 +292,7 @@ class FakeClock:
         return False
 
     def throttle(self, inner: Any, duty: float) -> Any:
-        from streammkl.daemon.monitoring import Throttled
+        from streammkl.daemon.learning.stream_monitor import Throttled
 
         t = Throttled(inner, duty=duty, clock=self)
         t.wait = self.wait
@@ -349,7 +349,7 @@ def test_closing_ends_the_pacing_and_the_fit_finishes() -> None:
     import numpy as np
 
     from streammkl.core import OnlineMKL
-    from streammkl.daemon.monitoring import Throttled
+    from streammkl.daemon.learning.stream_monitor import Throttled
     from streammkl.monitor.hindsight import EpochComparator
     from streammkl.monitor.regret import WindowedRegret
 
@@ -378,7 +378,7 @@ def test_closing_ends_the_pacing_and_the_fit_finishes() -> None:
 
 @pytest.mark.skipif(sys.platform != "linux", reason="per-thread nice values are Linux's")
 def test_the_comparator_thread_is_reniced_and_only_it() -> None:
-    from streammkl.daemon.monitoring import Throttled
+    from streammkl.daemon.learning.stream_monitor import Throttled
 
     seen: dict[str, int] = {}
 
@@ -411,7 +411,7 @@ def test_failed_comparator_fits_are_counted_and_logged(
     cluster = FakeCluster()
     drifting(cluster)
     r = make(tmp_path, cluster, **{"monitor.detector": "none"})
-    with caplog.at_level("WARNING", logger="streammkl.daemon.monitoring"):
+    with caplog.at_level("WARNING", logger="streammkl.daemon.learning.stream_monitor"):
         r.run()
         values = r.monitor.snapshot()  # type: ignore[union-attr]
     assert values["comparator_errors"] > 0 and np.isnan(values["window_regret"])

@@ -14,8 +14,8 @@ from prometheus_client import CollectorRegistry
 from simulators import cli, get
 from streammkl import wire
 from streammkl.daemon.config import load_settings
-from streammkl.daemon.learner import LearnerConfigError, build_learner
-from streammkl.daemon.runner import Runner
+from streammkl.daemon.learning.building import LearnerConfigError, build_learner
+from streammkl.daemon.loop.runner import Runner
 from streammkl.statefile import digest_of
 from streammkl.structured import DependencyParser
 from streammkl.structured.conll import turkish_files

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from prometheus_client import CollectorRegistry
 
-from streammkl.daemon.broker import free_port
-from streammkl.daemon.inspection import inspect_checkpoint
-from streammkl.daemon.runner import Runner
+from streammkl.daemon.checkpoints.inspection import inspect_checkpoint
+from streammkl.daemon.commands.broker import free_port
+from streammkl.daemon.loop.runner import Runner
 from tests.daemon_fakes import FakeCluster, bananas_like
 from tests.daemon_kafka import (
     create_topic,
@@ -56,11 +56,11 @@ def test_reload_adds_and_removes_kernels_keeping_the_other_blocks(tmp_path: Path
     r, cluster = reloading(tmp_path, 300, wanted)
     r.start()
     while r.counters["examples_learned"] < 100:
-        r.step()
-    r.drain()  # the batch in flight on the learner thread: what reads the model drains first
+        r.tick()
+    r.prequential.drain()  # the batch in flight on the learner thread: whatever reads drains
     before = kernels_of(r)
     assert set(before) == {"linear", "rbf(gamma=2)"} and all(v > 0 for v in before.values())
-    learned, seq = r.counters["examples_learned"], r.last_checkpoint.seq
+    learned, seq = r.counters["examples_learned"], r.checkpoints.last.seq
 
     wanted["learner.kernels"] = [LINEAR, RBF, POLY]
     assert r.reload() is True
@@ -68,7 +68,7 @@ def test_reload_adds_and_removes_kernels_keeping_the_other_blocks(tmp_path: Path
     assert list(after) == ["linear", "rbf(gamma=2)", "poly2"]
     assert {k: after[k] for k in before} == before and after["poly2"] == 0.0  # others kept
     assert r.counters["examples_learned"] == learned  # at a batch boundary: nothing learned
-    assert r.last_checkpoint.seq == seq + 1 and r.last_checkpoint.meta["reason"] == "reload"
+    assert r.checkpoints.last.seq == seq + 1 and r.checkpoints.last.meta["reason"] == "reload"
     info = inspect_checkpoint(tmp_path / "ck")
     assert set(info["kernel_weights"]) == {"linear", "rbf(gamma=2)", "poly2"}
     assert info["examples_learned"] == learned
@@ -82,7 +82,7 @@ def test_reload_adds_and_removes_kernels_keeping_the_other_blocks(tmp_path: Path
 
     wanted["learner.kernels"] = [RBF, POLY]  # remove linear
     r.request_reload()
-    r.step()  # applied at the start of the next step, then the step learns
+    r.tick()  # applied at the start of the next step, then the step learns
     assert list(kernels_of(r)) == ["rbf(gamma=2)", "poly2"]
     r.run()
     assert r.counters["examples_learned"] == 300
@@ -110,7 +110,7 @@ def test_reload_adds_and_removes_kernels_keeping_the_other_blocks(tmp_path: Path
     )
     again.start()
     assert list(kernels_of(again)) == ["rbf(gamma=2)", "poly2", "linear"]
-    assert again.last_checkpoint.meta["reason"] == "reload"
+    assert again.checkpoints.last.meta["reason"] == "reload"
     np.testing.assert_equal(
         [kernels_of(again)[k] for k in ("rbf(gamma=2)", "poly2")],
         [kernels_of(r)[k] for k in ("rbf(gamma=2)", "poly2")],
@@ -125,18 +125,18 @@ def test_a_reload_that_looks_like_a_mistake_is_refused_unless_forced(tmp_path: P
     r.run()
     before = kernels_of(r)
     assert sum(v > 0 for v in before.values()) == 3
-    seq = r.last_checkpoint.seq
+    seq = r.checkpoints.last.seq
     typo = {"type": "RBF", "gamma": 1.0, "features": ["x_1"]}  # the stream has x1, x2
     wanted["learner.kernels"] = [LINEAR, RBF, POLY, typo]
     assert r.reload() is False
     wanted["learner.kernels"] = [{"type": "RBF", "gamma": 0.5}]  # drops 3 of 3 learned blocks
     assert r.reload() is False
-    assert kernels_of(r) == before and r.last_checkpoint.seq == seq  # nothing applied
+    assert kernels_of(r) == before and r.checkpoints.last.seq == seq  # nothing applied
     reg = r.metrics.registry
     assert reg.get_sample_value("streammkl_config_reloads_total", {"result": "failed"}) == 2
     wanted["reload.force"] = True
     assert r.reload() is True
-    assert list(kernels_of(r)) == ["rbf(gamma=0.5)"] and r.last_checkpoint.seq == seq + 1
+    assert list(kernels_of(r)) == ["rbf(gamma=0.5)"] and r.checkpoints.last.seq == seq + 1
     # the same guard at start: settings edited while stopped
     wanted.pop("reload.force")
     again = Runner(
@@ -145,7 +145,7 @@ def test_a_reload_that_looks_like_a_mistake_is_refused_unless_forced(tmp_path: P
         consumer_client=cluster.consumer(),
         producer_client=cluster.producer(),
     )
-    from streammkl.daemon.learner import LearnerConfigError
+    from streammkl.daemon.learning.building import LearnerConfigError
 
     with pytest.raises(LearnerConfigError, match=r"features never seen: \['x_1'\]"):
         again.start()
@@ -159,12 +159,12 @@ def test_every_error_while_reloading_is_a_counted_refusal(tmp_path: Path, monkey
     r, _ = reloading(tmp_path, 200, wanted)
     r.start()
     while r.counters["examples_learned"] < 100:
-        r.step()
-    r.drain()
+        r.tick()
+    r.prequential.drain()
     before = kernels_of(r)
     wanted.update({"learner.kernels": [], "reload.force": True})
     assert r.reload() is False
-    import streammkl.daemon.reloading as reloading_mod
+    import streammkl.daemon.learning.bank as reloading_mod
 
     def broken(learner: Any, wanted: Any) -> Any:
         raise AssertionError("Failed in nopython mode pipeline (step: nopython frontend)")
@@ -172,7 +172,7 @@ def test_every_error_while_reloading_is_a_counted_refusal(tmp_path: Path, monkey
     monkeypatch.setattr(reloading_mod, "change_kernels", broken)
     wanted["learner.kernels"] = [LINEAR, RBF, POLY]
     r.request_reload()
-    assert r.step() is True  # the refused reload did not end the loop
+    assert r.tick() is True  # the refused reload did not end the loop
     assert kernels_of(r).keys() == before.keys()
     r.run()
     assert r.counters["examples_learned"] == 200

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from streammkl.daemon.checkpoint import CheckpointError, CheckpointStore, encode_offsets
+from streammkl.daemon.checkpoints.inspection import inspect_checkpoint
+from streammkl.daemon.checkpoints.store import CheckpointError, CheckpointStore, encode_offsets
 from streammkl.daemon.config import load_settings
-from streammkl.daemon.inspection import inspect_checkpoint
-from streammkl.daemon.runner import Runner
+from streammkl.daemon.loop.runner import Runner
 from streammkl.statefile import digest_of
 from tests.daemon_fakes import FakeCluster, FakeLearner, TopicPartition, bananas_like
 
@@ -114,7 +114,7 @@ def test_crash_anywhere_then_restart_gives_the_uninterrupted_model(
         r = runner(tmp_path / "run", cluster, seed=100 + i)
         r.start()
         for _ in range(steps):
-            r.step()
+            r.tick()
         # kill -9: the object is abandoned, nothing is flushed or checkpointed
     final = runner(tmp_path / "run", cluster, seed=999)
     assert final.run() == 0
@@ -249,7 +249,7 @@ def test_undelivered_outputs_survive_a_crash_in_the_outbox(tmp_path: Path) -> No
     r = runner(tmp_path, cluster, **{"checkpoint.every_records": 10**6})
     r.start()
     while r.counters["records_consumed"] < 30:
-        r.step()
+        r.tick()
     r.sink.flush = lambda timeout=5.0: r.sink.unacknowledged()  # type: ignore[method-assign]
     assert r.checkpoint("test")
     assert inspect_checkpoint(tmp_path / "ck")["outbox"] == 30
@@ -312,15 +312,15 @@ def test_revocation_checkpoints_first_and_new_partitions_start_at_committed(
     consumer = r.source.consumer
     consumer.pending_assignment = [TopicPartition("in", 0)]
     while r.offsets.get(("in", 0)) != 30:
-        r.step()
+        r.tick()
     before = len(r.store.list())
     learned = r.counters["examples_learned"]
     consumer.rebalance([TopicPartition("in", 1)])
-    r.step()
+    r.tick()
     assert len(r.store.list()) == before + 1  # checkpoint on revocation
     assert r.store.load_latest().counters["examples_learned"] == learned  # type: ignore[union-attr]
     while r.offsets.get(("in", 1)) != 30:
-        r.step()
+        r.tick()
     assert r.counters["examples_learned"] == 30 + 10  # partition 1 from its committed offset 20
     r.stop()
     r.run()
@@ -367,8 +367,8 @@ def test_metrics_endpoint_values_and_probes(tmp_path: Path) -> None:
     port = r.http.port  # type: ignore[union-attr]
     assert scrape(port, "/readyz")[0] == 503  # not assigned yet
     while r.counters["records_consumed"] < N:
-        r.step()
-    r.step()
+        r.tick()
+    r.tick()
     code, body = scrape(port, "/readyz")
     assert code == 200 and json.loads(body)["assigned"] == ["in/0", "in/1"]
     assert scrape(port, "/healthz")[0] == 200
@@ -464,10 +464,10 @@ def test_default_learner_survives_crashes_exactly(
         r = make(cluster, 10 + i, "run")
         r.start()
         for _ in range(steps):
-            r.step()
+            r.tick()
     final = make(cluster, 99, "run")
     final.run()
-    assert ref.learner_step.batched is (task == "classification" and stride > 1)
+    assert ref.driver.batched is (task == "classification" and stride > 1)
     assert final.counters["examples_learned"] == ref.counters["examples_learned"] == 300
     assert digest_of(final.learner) == digest_of(ref.learner)
     assert {(p["partition"], p["offset"]) for p in predictions(cluster)} == {
@@ -477,7 +477,7 @@ def test_default_learner_survives_crashes_exactly(
 
 
 def test_unreachable_broker_at_start_is_retried_not_fatal(tmp_path: Path) -> None:
-    from streammkl.daemon.kafka_clients import ClientUnavailable
+    from streammkl.daemon.kafka.clients import ClientUnavailable
 
     cluster = FakeCluster()
     fill(cluster, n=30, partitions=1)
@@ -495,12 +495,12 @@ def test_unreachable_broker_at_start_is_retried_not_fatal(tmp_path: Path) -> Non
         registry=CollectorRegistry(), consumer_client=flaky, producer_client=cluster.producer(),
     )  # fmt: skip
     r.start()
-    r.step()
-    assert r.source.consumer is None and not r.status["ready"]
+    r.tick()
+    assert r.source.consumer is None and not r.publisher.status["ready"]
     while r.counters["examples_learned"] < 30:
-        r.step()
+        r.tick()
     assert calls["n"] == 3
-    assert r.status["ready"]
+    assert r.publisher.status["ready"]
     r.stop()
     r.run()
 

@@ -12,8 +12,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 from river import datasets, preprocessing
 
-from streammkl.daemon.checkpoint import CheckpointStore
-from streammkl.daemon.runner import Runner
+from streammkl.daemon.checkpoints.store import CheckpointStore
+from streammkl.daemon.loop.runner import Runner
 from streammkl.river import MKLClassifier
 from streammkl.statefile import digest_of
 from tests.daemon_fakes import FakeCluster, crash_and_resume

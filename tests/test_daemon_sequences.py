@@ -12,8 +12,8 @@ from prometheus_client import CollectorRegistry
 
 from streammkl import wire
 from streammkl.daemon.config import load_settings
-from streammkl.daemon.learner import LearnerConfigError, build_learner
-from streammkl.daemon.runner import Runner
+from streammkl.daemon.learning.building import LearnerConfigError, build_learner
+from streammkl.daemon.loop.runner import Runner
 from streammkl.statefile import digest_of
 from streammkl.structured import SequenceLabeler
 from tests.daemon_fakes import FakeCluster, crash_and_resume

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from streammkl.daemon.broker import EmbeddedBroker
+from streammkl.daemon.commands.broker import EmbeddedBroker
 from streammkl.daemon.config import load_settings
-from streammkl.daemon.kafka_clients import PRODUCERS
-from streammkl.daemon.sink import Output, Sink
+from streammkl.daemon.kafka.clients import PRODUCERS
+from streammkl.daemon.kafka.clients.protocol import Output
+from streammkl.daemon.kafka.sink import Sink
 from tests.daemon_kafka import create_topic, read_topic
 
 pytestmark = [pytest.mark.kafka, pytest.mark.xdist_group("kafka")]

@@ -12,10 +12,10 @@ from typing import Any, ClassVar
 from prometheus_client import CollectorRegistry
 
 from streammkl.daemon.config import load_settings
-from streammkl.daemon.kafka_clients import Output, Partition
-from streammkl.daemon.metrics import DaemonMetrics
-from streammkl.daemon.sink import Sink
-from streammkl.daemon.source import Source
+from streammkl.daemon.http.metrics import DaemonMetrics
+from streammkl.daemon.kafka.clients import Output, Partition
+from streammkl.daemon.kafka.sink import Sink
+from streammkl.daemon.kafka.source import Source
 from tests.daemon_fakes import FakeCluster, FakeConsumer
 
 KAFKA = load_settings(env={}, overrides={"kafka.topics": "in"}).kafka

@@ -13,11 +13,11 @@ import pytest
 
 from streammkl import wire
 from streammkl.core import kernels, losses, regularizers
-from streammkl.daemon import history
 from streammkl.daemon.config import load_settings
-from streammkl.daemon.monitoring import INPUTS, StreamMonitor
-from streammkl.daemon.predictions import prediction_bytes
-from streammkl.daemon.steps import LearnerStep, MKLStep, make_step
+from streammkl.daemon.learning import history
+from streammkl.daemon.learning.drivers import LearnerDriver, MKLDriver, driver_for
+from streammkl.daemon.learning.stream_monitor import INPUTS, StreamMonitor
+from streammkl.daemon.loop.predictions import prediction_bytes
 from streammkl.river import MKLClassifier, MKLRegressor
 from streammkl.statefile import digest_of
 
@@ -40,7 +40,7 @@ def stream(n: int, seed: int, task: str) -> list[tuple[dict[str, float], Any]]:
     return out
 
 
-def run(step: LearnerStep, records: list[tuple[dict[str, float], Any]]) -> list[Any]:
+def run(step: LearnerDriver, records: list[tuple[dict[str, float], Any]]) -> list[Any]:
     """The daemon's use of a step: fused when possible, else predict then learn."""
     out = []
     for x, y in records:
@@ -70,8 +70,8 @@ LEARNERS = {
 def test_fused_rounds_learn_and_predict_exactly_like_predict_then_learn(name: str) -> None:
     make, task = LEARNERS[name]
     records = stream(300, seed=7, task=task)
-    fused, generic = make_step(make()), LearnerStep(make())
-    assert isinstance(fused, MKLStep)
+    fused, generic = driver_for(make()), LearnerDriver(make())
+    assert isinstance(fused, MKLDriver)
     got, want = run(fused, records), run(generic, records)
     assert digest_of(fused.learner) == digest_of(generic.learner)
     for (p1, q1), (p2, q2) in zip(got, want, strict=True):
@@ -84,7 +84,7 @@ def test_fused_rounds_learn_and_predict_exactly_like_predict_then_learn(name: st
 
 
 def test_fused_rounds_are_the_common_case_and_report_the_round() -> None:
-    step = make_step(MKLClassifier(loss=losses.Hinge(), averages=()))  # loss at the scores
+    step = driver_for(MKLClassifier(loss=losses.Hinge(), averages=()))  # loss at the scores
     step.track = True
     records = [(x, y) for x, y in stream(200, seed=3, task="binary") if y is not None]
     fused = 0
@@ -106,7 +106,7 @@ def test_fused_rounds_are_the_common_case_and_report_the_round() -> None:
 
 
 def test_learner_refusals_leave_the_model_untouched() -> None:
-    step = make_step(MKLClassifier(loss=losses.Hinge()))
+    step = driver_for(MKLClassifier(loss=losses.Hinge()))
     run(step, [(x, y) for x, y in stream(20, seed=1, task="binary") if y is not None])
     digest = digest_of(step.learner)
     with pytest.raises(ValueError):  # a third class for a binary loss
@@ -197,7 +197,7 @@ def drifting(n: int, seed: int) -> list[tuple[dict[str, float], Any]]:
     return out
 
 
-def monitored(tmp: Path, learner: Any = None, **over: Any) -> tuple[MKLStep, StreamMonitor]:
+def monitored(tmp: Path, learner: Any = None, **over: Any) -> tuple[MKLDriver, StreamMonitor]:
     """A classifier's step with the daemon's monitor (no windowed regret: its fits run on a
     thread; a short detector memory, so the detector also starts afresh)."""
     overrides = {
@@ -207,8 +207,8 @@ def monitored(tmp: Path, learner: Any = None, **over: Any) -> tuple[MKLStep, Str
     settings = load_settings(env={}, overrides=overrides).monitor
     if learner is None:
         learner = MKLClassifier(kernels=(kernels.Linear(), kernels.RBF(1.0, n_components=16)))
-    step = make_step(learner)
-    assert isinstance(step, MKLStep)
+    step = driver_for(learner)
+    assert isinstance(step, MKLDriver)
     step.track = True
     return step, StreamMonitor(settings, tmp)
 
@@ -254,14 +254,14 @@ def test_monitored_runs_cut_anywhere_equal_the_per_record_path(tmp_path: Path, s
     for end in sorted(ends):
         batch, i = records[i:end], end
         xs, ys = [x for x, _ in batch], [y for _, y in batch]
-        end, X, Y = step.plan_run(xs, ys)  # PrequentialStep.process, then _drain
+        end, X, Y = step.plan_run(xs, ys)  # Prequential.process, then _drain
         outcomes = step.run_rounds(X, Y)[0] if end else []
         got += outcomes + step.learn_predict_many(xs[end:], ys[end:], None)
         monitor = watch.monitor
         if not checkpointed and monitor is not None and monitor.restart_pending:
             checkpointed = True
             meta, arrays = watch.to_state()
-            watch.flush()
+            watch.history.flush()
             learner = type(step.learner).from_state(*step.learner.to_state())
             step, watch = monitored(tmp_path / "run", learner)
             step.observer = watch
@@ -278,8 +278,8 @@ def test_monitored_runs_cut_anywhere_equal_the_per_record_path(tmp_path: Path, s
     a, b = watch.snapshot(), ref_watch.snapshot()
     differ = {k for k in a if not (a[k] == b[k] or (math.isnan(a[k]) and math.isnan(b[k])))}
     assert not differ, differ
-    watch.flush()
-    ref_watch.flush()
+    watch.history.flush()
+    ref_watch.history.flush()
     rows, ref_rows = history.read(tmp_path / "run"), history.read(tmp_path / "ref")
     assert rows == ref_rows and sum("event" in r for r in rows) == 2 and len(rows) > 10
 
@@ -307,11 +307,11 @@ def test_monitored_runs_feed_the_shadow_learners_as_the_per_record_path(tmp_path
 
 
 def test_monitored_runs_need_block_norm_regularizers() -> None:
-    step = make_step(MKLClassifier(regularizer=regularizers.SparseGroupLasso(1e-3)))
+    step = driver_for(MKLClassifier(regularizer=regularizers.SparseGroupLasso(1e-3)))
     step.track = True
     step.observer = object()
     assert not step.batched  # ||theta||_1 per round: one record at a time
-    plain = make_step(MKLClassifier())
+    plain = driver_for(MKLClassifier())
     plain.track, plain.observer = True, type("Stride1", (), {"stride": 1})()
     assert not plain.batched  # no room for a run
     plain.observer = type("Stride50", (), {"stride": 50})()

@@ -45,7 +45,7 @@ import numba
 import pytest
 
 from simulators.hostile import good_record
-from streammkl.daemon.broker import free_port
+from streammkl.daemon.commands.broker import free_port
 from tests.daemon_kafka import (
     ROOT,
     create_topic,
@@ -225,7 +225,7 @@ class OwnerGuard:
     the threads that call them and every call made while another thread was inside one."""
 
     METHODS = (
-        "learn", "learn_predict", "learn_prepared", "learn_many", "learn_many_prepared",
+        "learn", "learn_predict", "learn_many", "learn_many_prepared",
         "decision", "decision_many", "decision_prepared", "losses_many", "objective_terms",
         "regularization_value", "regularization_values", "kernel_weights_of", "declare_features",
         "restart_schedule", "save_point", "restore_point", "to_state", "digest", "config",
@@ -274,7 +274,7 @@ def test_one_thread_at_a_time_touches_a_model(
     touches a model."""
     from prometheus_client import CollectorRegistry
 
-    from streammkl.daemon.runner import Runner
+    from streammkl.daemon.loop.runner import Runner
     from tests.daemon_fakes import FakeCluster
     from tests.test_daemon_runner import make_settings
 
@@ -311,7 +311,7 @@ def test_one_thread_at_a_time_touches_a_model(
         done.set()
         scraper.join()
     assert not guard.violations, guard.violations[:5]
-    core = runner.learner.core
+    core = runner.learner.rounds().model
     assert guard.threads[id(core)] == {threading.current_thread().name, "streammkl-learn_0"}
     seen = set().union(*guard.threads.values())
     assert "streammkl-regret" in seen  # the comparator fitted (its own models)

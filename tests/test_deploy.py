@@ -248,7 +248,7 @@ def live_exposition(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFacto
     records and dead-lettering one bad record."""
     from simulators import get
     from streammkl import wire
-    from streammkl.daemon.broker import free_port
+    from streammkl.daemon.commands.broker import free_port
     from tests import daemon_kafka as dk
 
     tmp = tmp_path_factory.mktemp("deploy-live")
@@ -305,7 +305,8 @@ def test_alert_and_dashboard_metrics_are_exported_by_a_live_daemon(live_expositi
         if name not in exported and name not in PROMETHEUS_SERIES
     }
     assert not missing, (
-        "metrics used in deploy/ but not exported by the daemon (streammkl/daemon/metrics.py): "
+        "metrics used in deploy/ but not exported by the daemon "
+        "(streammkl/daemon/http/metrics.py): "
         + "; ".join(f"{n} (in {', '.join(w)}{declared(n)})" for n, w in missing.items())
     )
     # the scrape really carries the model: one weight per configured kernel
@@ -360,7 +361,7 @@ def instruction(name: str) -> list[str]:
 
 def test_settings_file_builds_the_deploy_learner() -> None:
     from streammkl.daemon.config import load_settings
-    from streammkl.daemon.learner import build_learner
+    from streammkl.daemon.learning.building import build_learner
 
     settings = load_settings(CONFIG, env={})
     assert settings.metrics.host == "127.0.0.1" and settings.metrics.port == 9108  # loopback
@@ -484,7 +485,7 @@ def test_compose_sasl_ssl_example_is_consistent(tmp_path: Path) -> None:
     controller's is SASL_SSL, and the daemon's settings in it validate and give its clients
     TLS + SASL with the generated CA and password."""
     from streammkl.daemon.config import load_settings
-    from streammkl.daemon.kafka_security import kafka_python_options, librdkafka_options
+    from streammkl.daemon.kafka.security import kafka_python_options, librdkafka_options
 
     if shutil.which("openssl") is None:
         pytest.skip("openssl is needed")
@@ -541,7 +542,7 @@ def test_compose_sasl_ssl_example_is_consistent(tmp_path: Path) -> None:
 
 def test_compose_simulator_produces_kernel_drift_to_the_daemon_topic() -> None:
     from simulators import cli as sim_cli
-    from streammkl.daemon.cli import build_parser
+    from streammkl.daemon.commands.cli import build_parser
 
     sim = compose()["services"]["simulator"]
     assert sim["image"] == compose()["services"]["streammkl"]["image"]
@@ -725,20 +726,20 @@ def test_install_script_is_idempotent(promtool: str) -> None:
 
 
 def _group_learner_accepted(settings: Any) -> None:
-    """The settings start a mixing group: GroupMember accepts them, the learner is mergeable."""
+    """The settings start a mixing group: MixingMember accepts them, the learner is mergeable."""
     from prometheus_client import CollectorRegistry
 
-    from streammkl.daemon.group import GroupMember
-    from streammkl.daemon.group_log import check_group_learner
-    from streammkl.daemon.learner import build_learner
-    from streammkl.daemon.metrics import GroupMetrics
+    from streammkl.daemon.learning.building import build_learner
+    from streammkl.daemon.mixing.log import check_base_state
+    from streammkl.daemon.mixing.member import MixingMember
+    from streammkl.daemon.mixing.metrics import MixMetrics
 
     assert settings.mixing.enabled
-    GroupMember(settings, GroupMetrics(CollectorRegistry()))
+    MixingMember(settings, MixMetrics(CollectorRegistry()))
     learner = build_learner(settings.learner)
     learner.rounds().declare_classes(list(settings.records.classes))
     learner.rounds().declare_features([])
-    check_group_learner(learner.to_state())
+    check_base_state(learner.to_state())
 
 
 def test_compose_group_runs_replicas_of_one_model_with_a_compacted_mix_topic() -> None:

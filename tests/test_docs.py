@@ -94,7 +94,7 @@ def test_shell_blocks_run(block: Block, tmp_path: Path, kafka_bootstrap: str) ->
 
 
 def _cli_options() -> list[tuple[str, str]]:
-    from streammkl.daemon.cli import build_parser
+    from streammkl.daemon.commands.cli import build_parser
 
     out = []
     for action in build_parser()._actions:

@@ -79,7 +79,7 @@ def test_append_private_tightens_an_existing_file(tmp_path: Path) -> None:
 
 def test_every_writer_of_state_uses_it(tmp_path: Path) -> None:
     """A saved learner, a saved sequence labeler and the run history are private too."""
-    from streammkl.daemon.history import History
+    from streammkl.daemon.learning.history import History
     from streammkl.river import MKLClassifier
     from streammkl.structured import SequenceLabeler
 

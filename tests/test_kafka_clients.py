@@ -1,7 +1,7 @@
 """Each client adapter against the real broker: the protocol the source and the sink rely on.
 
 Every test runs on both libraries (kafka-python and librdkafka) through the same
-:mod:`streammkl.daemon.kafka_clients` protocol, and checks the protocol's promises: records
+:mod:`streammkl.daemon.kafka.clients` protocol, and checks the protocol's promises: records
 converted with kafka-python's attribute names, start offsets (own, committed, earliest), the
 highwater and position from fetches, seek, pause and resume, commits seen by the group, the
 rebalance callbacks, and on the producer side the aggregate delivery accounting (``in_flight``,
@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 from kafka import TopicPartition
 
-from streammkl.daemon.broker import EmbeddedBroker
+from streammkl.daemon.commands.broker import EmbeddedBroker
 from streammkl.daemon.config import load_settings
-from streammkl.daemon.kafka_clients import (
+from streammkl.daemon.kafka.clients import (
     CONSUMERS,
     PRODUCERS,
     ConsumerClient,

@@ -13,8 +13,8 @@ from confluent_kafka import TopicPartition as RdTopicPartition
 from kafka import TopicPartition
 
 from streammkl.daemon.config import load_settings
-from streammkl.daemon.kafka_clients.confluent import ConfluentConsumer, consumer_config
-from streammkl.daemon.source import Source
+from streammkl.daemon.kafka.clients.confluent import ConfluentConsumer, consumer_config
+from streammkl.daemon.kafka.source import Source
 
 
 class Message:

@@ -17,8 +17,8 @@ from prometheus_client import CollectorRegistry
 
 from streammkl.core import OnlineMKL, bandwidth, kernels
 from streammkl.core.kernel_base import stable_seed
-from streammkl.daemon.learner import LearnerConfigError
-from streammkl.daemon.runner import Runner
+from streammkl.daemon.learning.building import LearnerConfigError
+from streammkl.daemon.loop.runner import Runner
 from streammkl.river import MKLClassifier, defaults
 from tests.daemon_fakes import FakeCluster, bananas_like
 from tests.test_daemon_runner import make_settings
@@ -90,7 +90,7 @@ def test_restart_and_reload_with_unchanged_settings_keep_the_model_bit_for_bit(
     run, the same names all along, nothing added or removed."""
     over = {} if bank is None else {"learner.kernels": bank}
     recs = records(300)
-    caplog.set_level(logging.INFO, logger="streammkl.daemon.reloading")
+    caplog.set_level(logging.INFO, logger="streammkl.daemon.learning.bank")
 
     cluster = FakeCluster()
     cluster.create("in", 1)
@@ -112,7 +112,7 @@ def test_restart_and_reload_with_unchanged_settings_keep_the_model_bit_for_bit(
     again.start()
     assert again.learner.rounds().digest() == digest  # restored as it was, nothing applied
     assert again.learner.rounds().kernel_bandwidths == fitted
-    assert again.last_checkpoint is not None and again.last_checkpoint.meta["reason"] != "reload"
+    assert again.checkpoints.last is not None and again.checkpoints.last.meta["reason"] != "reload"
     again.run()
     assert again.learner.rounds().kernel_names == names
 
@@ -234,7 +234,7 @@ def test_a_version_3_river_learner_and_daemon_checkpoint_keep_their_blocks(
     import shutil
 
     shutil.copytree(DATA / "checkpoint", tmp_path / "ck")
-    caplog.set_level(logging.INFO, logger="streammkl.daemon.reloading")
+    caplog.set_level(logging.INFO, logger="streammkl.daemon.learning.bank")
     cluster = FakeCluster()
     cluster.create("in", 1)
     fill(cluster, bananas_like(300, seed=2))
@@ -255,7 +255,7 @@ def test_a_reload_guard_counts_the_blocks_a_change_really_drops(tmp_path: Path) 
     """The guard makes the change on a copy and counts every learned block that loses its
     state there; a duplicate name is refused as such (it used to read "drops 2 of the 2
     learned blocks")."""
-    from streammkl.daemon.learner import configured_kernels, kernel_change_risks
+    from streammkl.daemon.learning.bank import configured_kernels, kernel_change_risks
 
     cluster = FakeCluster()
     cluster.create("in", 1)
@@ -286,9 +286,9 @@ def test_the_fitted_bandwidth_is_shown_apart_from_the_name(tmp_path: Path) -> No
     """Metrics (``streammkl_kernel_bandwidth`` under the stable ``kernel`` label), ``inspect``,
     the history (an event per change) and the report's legend show the bandwidth; the kernel
     label of every metric is the configured name all along."""
-    from streammkl.daemon import history
-    from streammkl.daemon.inspection import inspect_checkpoint
-    from streammkl.daemon.report import legend_labels
+    from streammkl.daemon.checkpoints.inspection import inspect_checkpoint
+    from streammkl.daemon.commands.report import legend_labels
+    from streammkl.daemon.learning import history
 
     cluster = FakeCluster()
     cluster.create("in", 1)

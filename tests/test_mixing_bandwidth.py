@@ -10,8 +10,8 @@ import pytest
 from streammkl.core import bandwidth, kernels
 from streammkl.core.mixing_bandwidth import align, decide
 from streammkl.core.model import OnlineMKL
-from streammkl.daemon.group_log import GroupLog, learner_digest
-from streammkl.daemon.group_topic import MixRecord, decode, encode
+from streammkl.daemon.mixing.log import MixLog, learner_digest
+from streammkl.daemon.mixing.topic import MixRecord, decode, encode
 from streammkl.river import MKLClassifier
 from streammkl.river.pooling import pool_scalers
 
@@ -33,7 +33,7 @@ def _base(**params) -> tuple:
 def _member(base: tuple, **params) -> MKLClassifier:
     learner = MKLClassifier(**params)
     learner.rounds().load_state(*base)
-    learner.rounds().model.hold_bandwidths = True  # what GroupMember does on every adopted base
+    learner.rounds().model.hold_bandwidths = True  # what MixingMember does on every adopted base
     return learner
 
 
@@ -50,8 +50,8 @@ def _delta(base: tuple, round_: int, name: str, xs, ys, **params) -> MixRecord:
     return decode(encode(rec)[1])
 
 
-def _log(base: tuple, members=("a", "b")) -> GroupLog:
-    log = GroupLog()
+def _log(base: tuple, members=("a", "b")) -> MixLog:
+    log = MixLog()
     log.apply(MixRecord("base", 0, members[0], state=base))
     for m in members:
         log.apply(MixRecord("hello", 0, m))

@@ -13,8 +13,9 @@ from typing import Any
 import numpy as np
 
 from streammkl.core import OnlineMKL, kernels, schedules
-from streammkl.daemon import history, report
-from streammkl.daemon.monitoring import Throttled
+from streammkl.daemon.commands import report
+from streammkl.daemon.learning import history
+from streammkl.daemon.learning.stream_monitor import Throttled
 from streammkl.monitor import Monitor
 from streammkl.monitor.regret import WindowedRegret, make_comparator
 

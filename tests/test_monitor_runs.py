@@ -13,7 +13,7 @@ import pytest
 
 from streammkl.core import OnlineMKL, kernels, regularizers, schedules
 from streammkl.core.regularizers import _TYPES as REGULARIZERS
-from streammkl.daemon.history import History
+from streammkl.daemon.learning.history import History
 from streammkl.monitor import Monitor, MonitoredLoop
 from streammkl.monitor.drift import LossDriftDetector
 from streammkl.monitor.hindsight import EpochComparator

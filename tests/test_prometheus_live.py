@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
-from streammkl.daemon.broker import free_port
+from streammkl.daemon.commands.broker import free_port
 from tests import daemon_kafka as dk
 
 pytestmark = [pytest.mark.kafka, pytest.mark.xdist_group("kafka")]
@@ -268,7 +268,7 @@ def test_regret_and_bound_series_exist_and_are_finite(run: Run) -> None:
         series = run.query(name, at)
         assert series, (
             f"Prometheus has no {name} series: the daemon does not export it "
-            "(streammkl/daemon/metrics.py)"
+            "(streammkl/daemon/http/metrics.py)"
         )
         # The windowed values come from comparators fitted on a background thread: NaN until
         # the first fit is published, which on a loaded machine may be after the last record
@@ -286,7 +286,7 @@ def test_drift_detection_visible_after_the_switch(run: Run) -> None:
     after = run.value(name, run.end_time)
     assert after is not None, (
         f"Prometheus has no {name} series: the daemon does not export it "
-        "(streammkl/daemon/metrics.py)"
+        "(streammkl/daemon/http/metrics.py)"
     )
     before = run.value(name, run.switch_time) or 0.0
     assert after > before, f"no drift detection after the switch at {PHASE}: {before} -> {after}"

@@ -212,7 +212,7 @@ def test_simulate_to_kafka_round_trip(kafka_bootstrap, tmp_path):
 @pytest.mark.xdist_group("kafka")
 def test_producer_recreated_after_a_broker_restart(tmp_path):
     """The idempotent producer is broken for good by a restart; a fresh one delivers the rest."""
-    from streammkl.daemon.broker import BrokerError, EmbeddedBroker
+    from streammkl.daemon.commands.broker import BrokerError, EmbeddedBroker
 
     broker = EmbeddedBroker(log_path=tmp_path / "tansu.log")
     try:

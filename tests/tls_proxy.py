@@ -16,7 +16,7 @@ import subprocess
 import threading
 from pathlib import Path
 
-from streammkl.daemon.broker import free_port, port_accepts, tansu_binary
+from streammkl.daemon.commands.broker import free_port, port_accepts, tansu_binary
 
 
 class TLSProxy:

@@ -1,9 +1,9 @@
 """Regret, bounds and kernel drift of an online learner — pure computation, no I/O.
 
 - :class:`Monitor` (``facade``): everything below behind ``observe`` / ``snapshot`` for the daemon;
-  it observes rounds and never changes the learner. ``metrics.METRICS`` gives each snapshot
-  value's Prometheus name and exact help text; ``readout`` builds its snapshot and checkpointed
-  counters.
+  it observes rounds and never changes the learner; its snapshot and the counters it
+  checkpoints are its own methods. ``metrics.METRICS`` gives each snapshot value's Prometheus
+  name and exact help text.
 - :class:`MonitoredLoop` (``loop``): the learning loop under a monitor: it learns (one round or
   compiled runs), runs the shadow learners beside the model and applies the schedule restarts
   the monitor asks for.

@@ -29,8 +29,9 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from streammkl.core import OnlineMKL
-from streammkl.monitor import readout, theory
+from streammkl.monitor import theory
 from streammkl.monitor.drift import BetaMovement, LossDriftDetector
+from streammkl.monitor.metrics import METRICS
 from streammkl.monitor.objective import OnlineObjective
 from streammkl.monitor.regret import WindowedRegret
 from streammkl.monitor.theory import etas_of
@@ -345,7 +346,39 @@ class Monitor:
 
     def snapshot(self) -> dict[str, float]:
         """Every monitored value as a float (keys and meanings: ``metrics.METRICS``)."""
-        return readout.snapshot(self)
+        regret = self.regret
+        est = regret.latest if regret is not None else None
+        stale = NAN if regret is None or est is None else float(regret.check(self.n))
+        det = self.detector
+        out = {
+            "examples": float(self.n),
+            "online_objective": self.objective.total,
+            "online_loss": self.objective.loss,
+            "nonfinite_terms": float(self.objective.n_nonfinite),
+            "window_regret": est.regret if est else NAN,
+            "window_regret_per_example": est.regret_per_example if est else NAN,
+            "window_size": float(est.window) if est else 0.0,
+            "window_end": float(est.end) if est else 0.0,
+            "window_regret_lag": regret.lag(self.n) if regret is not None else NAN,
+            "window_regret_stale": stale,
+            "window_online_objective": est.online_objective if est else NAN,
+            "window_comparator_objective": est.comparator_objective if est else NAN,
+            "window_comparator_exact": float(est.exact) if est else NAN,
+            "window_regret_bound": est.bound if est else NAN,
+            "comparator_fits_skipped": float(self.regret.n_skipped) if self.regret else 0.0,
+            "comparator_errors": float(self.regret.n_errors) if self.regret else 0.0,
+            "shadow_regret": self.shadow_regret,
+            "regret_bound": self.prop3_bound(),
+            "regret_bound_rounds": float(self.rounds),
+            "feature_norm_max": math.sqrt(self.norms.max_sq),
+            "drift_detections": float(det.n_restarts) if det else 0.0,
+            "drift_ignored": float(det.n_ignored) if det else 0.0,
+            "last_drift_example": float(det.last_restart) if det else -1.0,
+            "beta_movement": self.beta.value,
+            "beta_movement_span": float(self.beta.span),
+        }
+        assert out.keys() == METRICS.keys()
+        return out
 
     # --- control ------------------------------------------------------------------------------
     def wait(self, timeout: float | None = None) -> bool:
@@ -360,8 +393,33 @@ class Monitor:
     def to_state(self) -> dict[str, Any]:
         """JSON-able counters, the pending restart and the β samples, to checkpoint beside the
         model (windows and the detector are rebuilt)."""
-        return readout.to_state(self)
+        det = self.detector
+        return {
+            "n": self.n,
+            "objective": self.objective.to_state(),
+            "feature_norm_max_sq": self.norms.max_sq,
+            "drift_detections": det.n_restarts if det else 0,
+            "drift_ignored": det.n_ignored if det else 0,
+            "last_drift_example": det.last_restart if det else -1,
+            "theta_start_norm": self.theta_start_norm,
+            "reg_start": self.reg_start,
+            "restart_pending": self.restart_pending,
+            "rounds": self.rounds,
+            "beta_movement": self.beta.to_state(),
+        }
 
     def restore(self, state: dict[str, Any]) -> None:
         """Continue the counters of :meth:`to_state` (call on a fresh monitor)."""
-        readout.restore(self, state)
+        self.n = int(state["n"])
+        self.objective = OnlineObjective.from_state(state["objective"])
+        self.norms.max_sq = float(state["feature_norm_max_sq"])
+        if self.detector is not None:
+            self.detector.n_restarts = int(state["drift_detections"])
+            self.detector.n_ignored = int(state["drift_ignored"])
+            self.detector.last_restart = int(state["last_drift_example"])
+        self.theta_start_norm = float(state["theta_start_norm"])
+        self.reg_start = float(state["reg_start"])
+        self.restart_pending = bool(state.get("restart_pending", False))
+        self.rounds = int(state.get("rounds", self.model.schedule.t))
+        if "beta_movement" in state:
+            self.beta.restore(state["beta_movement"])

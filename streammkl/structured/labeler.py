@@ -17,11 +17,14 @@ otherwise. The projection onto ``||theta|| <= radius`` covers every block, bigra
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Hashable, Sequence
+from dataclasses import fields
 from typing import Any
 
 import numpy as np
 
+from streammkl import statefile
 from streammkl.core import compiled as cnb
 from streammkl.core import kernels as kernels_mod
 from streammkl.core import schedules as schedules_mod
@@ -29,14 +32,19 @@ from streammkl.core.kernels import Kernel
 from streammkl.core.regularizers import Regularizer
 from streammkl.core.schedules import Schedule
 from streammkl.core.state import BlockState, state_digest
-from streammkl.structured import persistence
-from streammkl.structured.inputs import check_labels, sequence_matrix
+from streammkl.statefile import StateError, check_header
+from streammkl.structured.inputs import check_labels, decode_label, encode_label, sequence_matrix
 from streammkl.structured.joint import TRANSITION, JointBlocks
 from streammkl.structured.labeler_options import check_options
+from streammkl.structured.persistence import load_with, optimizer_config, state_meta
 from streammkl.structured.sequence_loss import LOSSES as LOSSES  # re-exported
 from streammkl.structured.sequence_loss import loss_direction
 
 __all__ = ["TRANSITION", "SequenceLabeler"]
+
+FORMAT = "streammkl.SequenceLabeler"
+VERSION = 2  # 2: the array "gram" (projection budget policy); version 1 files still load
+_INT_ARRAYS = ("age", "counters")
 
 
 class SequenceLabeler:
@@ -352,23 +360,101 @@ class SequenceLabeler:
 
     # --- persistence ------------------------------------------------------------------------
     def config(self) -> dict[str, Any]:
-        return persistence.config(self)
+        """Constructor arguments as JSON-able specs (``SequenceLabeler(**config)`` rebuilds it)."""
+        return {
+            "kernels": [k.to_spec() for k in self.kernels],
+            "loss": self.loss,
+            **optimizer_config(self._regularizers, self._schedule, self.radius),
+            "budget": self.budget,
+            "budget_policy": self.budget_policy,
+            "seed": self.seed,
+            "learn_transition_weight": self.learn_transition_weight,
+            "transition_weight": self.transition_weight,
+        }
 
     def to_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-        """(JSON-able meta, named arrays), enough to resume bit for bit (no pickle)."""
-        return persistence.to_state(self)
+        """(JSON-able meta, named arrays), enough to resume bit for bit (no pickle): ``meta``
+        holds the format, version, configuration as specs, labels with type tags, feature keys
+        and counters; ``arrays`` the core block-state arrays plus the bigram block
+        ``transition``."""
+        meta = state_meta(
+            FORMAT, VERSION, self.config(), self.t, self._schedule.t,
+            labels=[encode_label(y) for y in self.labels],
+            feature_keys=list(self.feature_keys), input_mode=self.input_mode,
+        )  # fmt: skip
+        arrays: dict[str, np.ndarray] = {}
+        if self._state is not None:
+            arrays = self._state.to_arrays()
+            arrays["transition"] = self.transition.copy()
+        return meta, arrays
 
     @classmethod
     def from_state(cls, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> SequenceLabeler:
-        return persistence.from_state(cls, meta, arrays)
+        """The labeler :meth:`to_state` gave ``(meta, arrays)`` for. The format is checked (a
+        newer version refused) and every array's dtype and shape validated against the
+        configuration, so a corrupt or foreign state gives a clear error, not a wrong model."""
+        check_header(meta, FORMAT, VERSION, "SequenceLabeler")
+        try:
+            model = cls(**meta["config"])
+            labels = [decode_label(item) for item in meta["labels"]]
+            keys = [str(k) for k in meta["feature_keys"]]
+            mode = meta["input_mode"]
+            t, schedule_t = int(meta["t"]), int(meta["schedule_t"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise _fail(f"bad meta ({type(exc).__name__}: {exc})") from None
+        if mode not in (None, "dict", "array"):
+            raise _fail(f"bad input_mode {mode!r}")
+        if len(set(labels)) != len(labels):
+            raise _fail("repeated labels")
+        # the class's own restore, on the instance just built
+        cls._restore(model, labels, keys, mode, (t, schedule_t), arrays, int(meta["version"]))
+        return model
 
-    def save(self, path: str) -> None:
-        """Write the state to one file (a zip holding ``meta.json`` and one ``.npy`` per array)."""
-        persistence.save(self, path)
+    def _restore(
+        self,
+        labels: list[Hashable],
+        keys: list[str],
+        mode: str | None,
+        counters: tuple[int, int],
+        arrays: dict[str, np.ndarray],
+        version: int,
+    ) -> None:
+        """Load a checked state's labels, inputs, counters and arrays into this fresh labeler."""
+        self.labels = labels
+        self._label_index = {y: i for i, y in enumerate(labels)}
+        self.feature_keys, self.input_mode = keys, mode
+        self.t, self._schedule.t = counters
+        if not arrays:
+            if labels:
+                raise _fail("labels are known but the arrays are missing")
+            return
+        if not labels:
+            raise _fail("arrays present but no labels")
+        joint = self._joint
+        self._rebuild(keys, len(labels))
+        template = joint.state
+        assert template is not None  # built by _rebuild
+        n = _support_size(arrays)
+        checked = {}
+        for f in fields(BlockState):
+            if f.name == "gram" and version < 2:
+                continue  # saved before the projection policy existed: built by sync_gram
+            checked[f.name] = _checked(arrays, f.name, _expected_shape(template, f.name, n))
+        joint.state = BlockState.from_arrays(checked, template.capacity)
+        assert joint.layout is not None  # set by _rebuild
+        joint.state.sync_gram(joint.layout, joint.keeps_gram)
+        K = len(labels)
+        joint.transition = _checked(arrays, "transition", (K, K))
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the state to one file (:mod:`streammkl.statefile`: a zip holding ``meta.json``
+        and one ``.npy`` per array; versioned, checksummed, written atomically and privately)."""
+        statefile.write(path, *self.to_state())
 
     @classmethod
-    def load(cls, path: str) -> SequenceLabeler:
-        return persistence.load(cls, path)
+    def load(cls, path: str | os.PathLike) -> SequenceLabeler:
+        """The labeler saved at ``path``."""
+        return load_with(cls.from_state, path, "SequenceLabeler")
 
     def digest(self) -> str:
         """sha256 of the canonical state."""
@@ -380,3 +466,40 @@ class SequenceLabeler:
             f"regularizer={self._regularizers!r}, learn_transition_weight="
             f"{self.learn_transition_weight}, t={self.t})"
         )
+
+
+def _fail(msg: str) -> StateError:
+    return StateError(f"SequenceLabeler state: {msg}")
+
+
+def _support_size(arrays: dict[str, np.ndarray]) -> int:
+    counters = arrays.get("counters")
+    if counters is None or np.shape(counters) != (2,):
+        raise _fail("array 'counters' missing or not of shape (2,)")
+    n = int(counters[0])
+    if n < 0 or counters[1] < n:
+        raise _fail(f"array 'counters' is inconsistent: {counters.tolist()}")
+    return n
+
+
+def _expected_shape(template: BlockState, name: str, n: int) -> tuple[int, ...]:
+    shape = list(getattr(template, name).shape)
+    if name in ("sx", "ssq", "sv", "kself", "age"):
+        shape[0] = n
+    elif name == "coef":
+        shape[1] = n
+    elif name == "gram" and shape[2]:
+        shape[2] = shape[3] = n
+    return tuple(shape)
+
+
+def _checked(arrays: dict[str, np.ndarray], name: str, shape: tuple[int, ...]) -> np.ndarray:
+    if name not in arrays:
+        raise _fail(f"array {name!r} is missing")
+    arr = np.asarray(arrays[name])
+    kind = "i" if name in _INT_ARRAYS else "f"
+    if arr.dtype.kind != kind or arr.shape != shape:
+        raise _fail(f"array {name!r} has {arr.dtype}{arr.shape}; expected {kind}-type {shape}")
+    if kind == "f" and not np.all(np.isfinite(arr)):
+        raise _fail(f"array {name!r} holds NaN or Inf")
+    return np.array(arr, dtype=np.int64 if kind == "i" else np.float64)

@@ -13,11 +13,13 @@ projection. ``kernel_weights`` maps each template to its beta.
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
+from streammkl import statefile
 from streammkl.core import compiled as cnb
 from streammkl.core import regularizers as regs_mod
 from streammkl.core import schedules as schedules_mod
@@ -25,11 +27,15 @@ from streammkl.core.hashed import HashedBlocks
 from streammkl.core.regularizers import Regularizer
 from streammkl.core.schedules import Schedule
 from streammkl.core.state import state_digest
-from streammkl.structured import parser_state
+from streammkl.statefile import StateError, check_header
+from streammkl.structured.persistence import load_with, optimizer_config, state_meta
 from streammkl.structured.templates import DEFAULT_TEMPLATES, MAX_BITS, TemplateSet
 from streammkl.structured.trees import check_heads, words_of
 
 __all__ = ["DependencyParser"]
+
+FORMAT = "streammkl.DependencyParser"
+VERSION = 1
 
 
 class DependencyParser:
@@ -320,23 +326,57 @@ class DependencyParser:
         return type(self)(**copy.deepcopy({**self._params(), **(new_params or {})}))
 
     def config(self) -> dict[str, Any]:
-        return parser_state.config(self)
+        """Constructor arguments as JSON-able specs (``DependencyParser(**config)`` rebuilds it);
+        templates carry their ``@bits``, so the hash sizes survive a change of defaults."""
+        return {
+            "templates": self._templates.specs,
+            **optimizer_config(self._regularizers, self._schedule, self.radius),
+            "average": self.average,
+            "single_root": self.single_root,
+            "max_hash_bits": self.max_hash_bits,
+            "seed": self.seed,
+        }
 
     def to_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-        """(JSON-able meta, named arrays: the non-zeros), enough to resume bit for bit."""
-        return parser_state.to_state(self)
+        """(JSON-able meta, named arrays), enough to resume bit for bit (no pickle): ``meta``
+        holds the format, version, the configuration with every template's hash size written
+        out, and the counters; ``arrays`` the non-zeros of the hashed blocks with their scales
+        (``core.hashed.HashedBlocks.to_arrays``), so a model's state grows with what it learned,
+        not with its tens of millions of coordinates."""
+        meta = state_meta(FORMAT, VERSION, self.config(), self.t, self._schedule.t)
+        return meta, self._blocks.to_arrays()
 
     @classmethod
     def from_state(cls, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> DependencyParser:
-        return parser_state.from_state(cls, meta, arrays)
+        """The parser :meth:`to_state` gave ``(meta, arrays)`` for: the format checked (a newer
+        version refused), every array validated and the block norms recounted from the
+        weights."""
+        check_header(meta, FORMAT, VERSION, "DependencyParser")
+        try:
+            model = cls(**meta["config"])
+            t, schedule_t = int(meta["t"]), int(meta["schedule_t"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise _fail(f"bad meta ({type(exc).__name__}: {exc})") from None
+        cls._restore(model, arrays, (t, schedule_t))  # the class's own, on the instance just built
+        return model
 
-    def save(self, path: str) -> None:
-        """Write the state to one zip file (``meta.json`` + one ``.npy`` per array), atomically."""
-        parser_state.save(self, path)
+    def _restore(self, arrays: dict[str, np.ndarray], counters: tuple[int, int]) -> None:
+        """Load a state's arrays and counters into this fresh parser."""
+        try:
+            self._blocks.load_arrays(arrays)
+        except ValueError as exc:
+            raise _fail(str(exc)) from None
+        self.t, self._schedule.t = counters
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the state to one zip file (``meta.json`` + one ``.npy`` per array), atomically
+        (:mod:`streammkl.statefile`)."""
+        statefile.write(path, *self.to_state())
 
     @classmethod
-    def load(cls, path: str) -> DependencyParser:
-        return parser_state.load(cls, path)
+    def load(cls, path: str | os.PathLike) -> DependencyParser:
+        """The parser saved at ``path``."""
+        return load_with(cls.from_state, path, "DependencyParser")
 
     def digest(self) -> str:
         """sha256 of the canonical state."""
@@ -347,3 +387,7 @@ class DependencyParser:
             f"DependencyParser({len(self.names)} templates, {self.n_features:,} hashed "
             f"coordinates, regularizer={self._regularizers!r}, average={self.average}, t={self.t})"
         )
+
+
+def _fail(msg: str) -> StateError:
+    return StateError(f"DependencyParser state: {msg}")

@@ -24,9 +24,14 @@ Example file::
     schedule = {type = "InvSqrt", eta0 = 1.0}
     budget = 500
 
-The sections live in modules named for what they hold (``kafka``, ``records``, ``service``,
-``learning``), :class:`Settings` gathers them (``settings``), :func:`load_settings` layers the
-sources and explains errors (``loading``); import them from here.
+The sections live in modules named for what they hold (``kafka`` with its TLS / SASL part
+``security``, ``records``, ``service``, ``learning``), :class:`Settings` gathers them
+(``settings``), :func:`load_settings` layers the sources and explains errors (``loading``);
+import them from here.
+
+*Wing of the daemon.* In: a TOML file, ``STREAMMKL_*`` variables, command-line overrides. Out:
+one frozen :class:`Settings`, or a :class:`ConfigError` naming the field. It imports nothing
+else of the daemon: every other wing reads its sections.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ from streammkl.daemon.config.learning import (
 from streammkl.daemon.config.loading import ENV_PREFIX, ConfigError, load_settings
 from streammkl.daemon.config.records import LimitSettings, RecordSettings
 from streammkl.daemon.config.service import CheckpointSettings, MetricsSettings, RunSettings
-from streammkl.daemon.config.settings import Settings
+from streammkl.daemon.config.settings import Settings, reloaded_settings
 
 __all__ = [
     "ENV_PREFIX",
@@ -58,4 +63,5 @@ __all__ = [
     "RunSettings",
     "Settings",
     "load_settings",
+    "reloaded_settings",
 ]

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from streammkl.daemon.config.section import comma_list
-from streammkl.daemon.kafka_security import KafkaSecurity
+from streammkl.daemon.config.section import comma_list, renamed
+from streammkl.daemon.config.security import KafkaSecurity
 
 
 class KafkaSettings(KafkaSecurity):
     """Broker, topics and consumer-group settings (docs/daemon.md on the broker explains the
-    timeouts), and TLS / SASL (:class:`~streammkl.daemon.kafka_security.KafkaSecurity`)."""
+    timeouts), and TLS / SASL (:class:`~streammkl.daemon.config.security.KafkaSecurity`)."""
 
     bootstrap_servers: str = "127.0.0.1:9092"
     topics: tuple[str, ...] = ("streammkl.examples",)
@@ -38,9 +38,10 @@ class KafkaSettings(KafkaSecurity):
     request_timeout_ms: int = Field(default=30_000, ge=1_000)
     #: How long one connection attempt to the bootstrap servers may block (retried forever).
     bootstrap_timeout_ms: int = Field(default=5_000, ge=100)
-    #: How long to wait for a caught-up partition before merging the others without it
-    #: (Kafka Streams' ``max.task.idle.ms``; 0 = never wait for data not yet produced).
-    merge_idle_ms: int = Field(default=0, ge=0)
+    #: How long to wait for a caught-up partition before interleaving the others without it
+    #: (Kafka Streams' ``max.task.idle.ms``; 0 = never wait for data not yet produced). Its old
+    #: name ``merge_idle_ms`` is still read (deprecated: "merge" is the mixing's word).
+    interleave_idle_ms: int = Field(default=0, ge=0)
     #: Bound on records fetched ahead of processing, per partition (the partition is paused) ...
     max_buffered_per_partition: int = Field(default=10_000, ge=1)
     #: ... and on their bytes (10,000 records of 1 MiB would be 10 GB).
@@ -61,6 +62,9 @@ class KafkaSettings(KafkaSecurity):
     check_crcs: bool = True
 
     _split_topics = field_validator("topics", mode="before")(comma_list)
+    _old_interleave = model_validator(mode="before")(
+        renamed("kafka", "merge_idle_ms", "interleave_idle_ms")
+    )
 
     @field_validator("topics")
     @classmethod
@@ -71,7 +75,7 @@ class KafkaSettings(KafkaSecurity):
 
     @field_validator("predictions_topic", mode="before")
     @classmethod
-    def _empty_is_none(cls, v: Any) -> Any:
+    def _empty_is_none(cls, v: object) -> object:
         return None if v == "" else v
 
     @model_validator(mode="after")

@@ -15,7 +15,8 @@ class LearnerSpec(Section):
 
     A component is a name (``"Hinge"``) or a table ``{type = "RBF", gamma = 0.5}``;
     ``kernels = None`` keeps the learner's default bank. ``factory = "module:callable"`` builds
-    any other learner honouring :class:`streammkl.daemon.learner.Learner` (called with this spec).
+    any other learner honouring :class:`streammkl.daemon.learning.learner.Learner` (called with
+    this spec).
     """
 
     task: Literal["classification", "regression", "sequence", "parsing"] = "classification"

@@ -11,8 +11,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from streammkl.daemon.config.security import SECRET_FIELDS
 from streammkl.daemon.config.settings import Settings
-from streammkl.daemon.kafka_security import SECRET_FIELDS
 
 ENV_PREFIX = "STREAMMKL_"
 
@@ -21,7 +21,7 @@ class ConfigError(ValueError):
     """Invalid settings; the message names each offending field and its source."""
 
 
-def _env_value(raw: str) -> Any:
+def _env_value(raw: str) -> Any:  # a JSON value, of any type
     text = raw.strip()
     if text == "":
         return None
@@ -33,7 +33,7 @@ def _env_value(raw: str) -> Any:
     return raw
 
 
-def _set(tree: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+def _set(tree: dict[str, Any], path: tuple[str, ...], value: object) -> None:
     node = tree
     for key in path[:-1]:
         child = node.get(key)

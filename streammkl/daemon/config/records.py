@@ -43,8 +43,9 @@ class RecordSettings(Section):
 
 
 class LimitSettings(Section):
-    """What the model admits, and the net under it (:mod:`streammkl.daemon.admission`,
-    :mod:`streammkl.daemon.inflight`). Checked when a record would make the model grow."""
+    """What the model admits, and the net under it (:mod:`streammkl.daemon.learning.admission`,
+    :mod:`streammkl.daemon.checkpoints.inflight`). Checked when a record would make the model
+    grow."""
 
     #: Inputs (distinct feature names) the model admits over its lifetime; a record that would
     #: take it beyond is a dead letter (``too_many_features``). Each input costs every later
@@ -64,5 +65,5 @@ class LimitSettings(Section):
     prediction_top_k: int = Field(default=10, ge=0)
     #: Deaths of the process while one record was in flight (marked) after which that record
     #: is dead-lettered (``crashed_worker``) instead of being learned again. 1: at the first;
-    #: 2 (default): a single ``kill -9`` during a marked step changes nothing.
+    #: 2 (default): a single ``kill -9`` during a marked round changes nothing.
     crash_strikes: int = Field(default=2, ge=1, le=10)

@@ -34,7 +34,7 @@ class MetricsSettings(Section):
 
     It exposes the model (kernel weights, block norms, regret) and topic names: it listens on
     the loopback interface unless told otherwise, and ``web_config_file`` adds TLS and basic
-    authentication (Prometheus exporter-toolkit format, :mod:`streammkl.daemon.webconfig`).
+    authentication (Prometheus exporter-toolkit format, :mod:`streammkl.daemon.http.webconfig`).
     """
 
     enabled: bool = True

@@ -1,6 +1,6 @@
-"""The whole settings object: one frozen :class:`Settings` of every section, and the rules that
-tie sections together (topics the daemon writes are never topics it reads; what a mixing group
-needs)."""
+"""The whole settings object: one frozen :class:`Settings` of every section, the rules that tie
+sections together (topics the daemon writes are never topics it reads; what a mixing group
+needs), and what a reload keeps of new settings (:func:`reloaded_settings`)."""
 
 from __future__ import annotations
 
@@ -78,3 +78,18 @@ class Settings(Section):
                 "same outputs, in the same order)"
             )
         return self
+
+
+def reloaded_settings(old: Settings, new: Settings) -> tuple[Settings, list[str]]:
+    """The settings in force after a reload (``old`` with ``new``'s kernel list) and the changed
+    settings that wait for a restart (dotted names)."""
+    ignored = [n for n in type(new).model_fields if getattr(new, n) != getattr(old, n)]
+    ignored = [n for n in ignored if n not in ("learner", "reload")] + [
+        f"learner.{n}"
+        for n in type(new.learner).model_fields
+        if n != "kernels" and getattr(new.learner, n) != getattr(old.learner, n)
+    ]
+    kept = old.model_copy(
+        update={"learner": old.learner.model_copy(update={"kernels": new.learner.kernels})}
+    )
+    return kept, ignored

@@ -1,0 +1,361 @@
+"""The librdkafka adapters (confluent-kafka): a consumer and a producer client.
+
+The daemon's default clients. kafka-python parses fetch responses in pure Python (11-17 us of the
+loop's time and the GIL per record) and spends 29-34 us per produced message; librdkafka fetches,
+parses, batches and retries in its own C threads: handing a record to the loop costs about 1 us,
+``produce`` about 1.8 us (``benchmarks/results/daemon_throughput.md``).
+
+What differs from kafka-python, and is absorbed here:
+
+- rebalance callbacks run inside ``consume()``, on the loop's thread; ``on_assign`` must assign
+  the partitions *with* their start offsets (a seek right after an assignment fails: the
+  partition is not fetching yet); and since librdkafka's ``position()`` stays unknown until a
+  record is delivered, every partition starts at an offset known here (own, else the group's
+  committed one, else the earliest), so that the source can tell a caught-up partition from one
+  not fetched yet;
+- an own offset beyond the log: librdkafka resets the fetch to the earliest offset by itself; the
+  records it delivers are below the own offset, so the source drops them and, seeing the own
+  offset beyond the highwater (from the fetch responses, ``cached=True``: Tansu's ListOffsets for
+  the end is wrong), counts the reset and seeks back to the earliest offset;
+- readiness: librdkafka reconnects by itself; the broker counts as connected while its statistics
+  (every second) show a broker ``UP`` and, in group mode, the group ``up``; an "all brokers down"
+  error clears it at once; a SASL authentication error is kept as the :attr:`refusal` until a
+  broker is up;
+- delivery: librdkafka reports only failures (``delivery.report.only.error``: a report per
+  acknowledged message cost ~0.7 us of the loop's CPU each); its queue length counts every message
+  neither acknowledged nor reported, which is :meth:`ConfluentProducer.in_flight`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import confluent_kafka
+from confluent_kafka import KafkaError as RdKafkaError
+from confluent_kafka import KafkaException
+from confluent_kafka import TopicPartition as RdTopicPartition
+
+from streammkl.daemon.config import KafkaSettings
+from streammkl.daemon.kafka.clients.protocol import Output, Partition, Rebalance
+from streammkl.daemon.kafka.security import librdkafka_options
+
+log = logging.getLogger(__name__)
+
+#: librdkafka's "no offset" (start where the group's committed offset, else the reset policy, says).
+OFFSET_INVALID = confluent_kafka.OFFSET_INVALID
+#: How long a metadata or watermark request may block the loop (the broker may be down).
+REQUEST_TIMEOUT_S = 2.0
+
+
+class Received:
+    """A consumed record with kafka-python's ``ConsumerRecord`` attribute names (what the
+    daemon reads): ``timestamp`` in ms (``None`` when the broker gave none)."""
+
+    __slots__ = ("key", "offset", "partition", "timestamp", "topic", "value")
+
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        timestamp: int | None,
+        key: bytes | None,
+        value: bytes | None,
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.timestamp = timestamp
+        self.key = key
+        self.value = value
+
+    def __repr__(self) -> str:
+        return f"Received({self.topic!r}, {self.partition}, {self.offset})"
+
+
+def consumer_config(settings: KafkaSettings) -> dict[str, Any]:
+    """librdkafka consumer options (the equivalents of kafka-python's)."""
+    return {
+        "bootstrap.servers": settings.bootstrap_servers,
+        "group.id": settings.group_id,
+        "client.id": settings.client_id,
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "earliest",
+        "session.timeout.ms": settings.session_timeout_ms,
+        "heartbeat.interval.ms": settings.heartbeat_interval_ms,
+        "max.poll.interval.ms": max(settings.max_poll_interval_ms, settings.session_timeout_ms),
+        "socket.connection.setup.timeout.ms": max(1_000, settings.bootstrap_timeout_ms),
+        "reconnect.backoff.max.ms": 1_000,
+        "check.crcs": settings.check_crcs,
+        "statistics.interval.ms": 1_000,
+        # records fetched ahead of the loop, per partition (librdkafka's default: 64 MB): a loop
+        # that falls behind holds at most this much of the log in memory, besides its buffers
+        "queued.max.messages.kbytes": 16_384,
+        "logger": logging.getLogger("streammkl.daemon.librdkafka"),
+        **librdkafka_options(settings),
+    }
+
+
+def producer_config(settings: KafkaSettings) -> dict[str, Any]:
+    """librdkafka producer options (the equivalents of kafka-python's)."""
+    return {
+        "bootstrap.servers": settings.bootstrap_servers,
+        "client.id": f"{settings.client_id}-sink",
+        "acks": "all",
+        # Not idempotent, as with kafka-python: the sink re-sends failures itself.
+        "enable.idempotence": False,
+        "linger.ms": settings.producer_linger_ms,
+        "batch.size": settings.producer_batch_bytes,
+        # A message not delivered within this long fails to the delivery callback (re-sent).
+        "message.timeout.ms": max(5_000, settings.request_timeout_ms),
+        "request.timeout.ms": 5_000,
+        "reconnect.backoff.max.ms": 1_000,
+        "socket.connection.setup.timeout.ms": max(1_000, settings.bootstrap_timeout_ms),
+        # librdkafka's own queue of unsent messages: bounded in bytes (default 1 GB), not only in
+        # count; a full queue makes produce() raise BufferError (the sink serves, then retries)
+        "queue.buffering.max.kbytes": 65_536,
+        "logger": logging.getLogger("streammkl.daemon.librdkafka"),
+        **librdkafka_options(settings),
+    }
+
+
+def _rd(tp: Partition, offset: int = OFFSET_INVALID) -> RdTopicPartition:
+    return RdTopicPartition(tp.topic, tp.partition, offset)
+
+
+class ConfluentConsumer:
+    """:class:`~streammkl.daemon.kafka.clients.protocol.ConsumerClient` over a
+    ``confluent_kafka.Consumer`` (built by ``factory`` from a librdkafka configuration dict)."""
+
+    def __init__(
+        self, settings: KafkaSettings, factory: Callable[..., Any] = confluent_kafka.Consumer
+    ) -> None:
+        conf = consumer_config(settings)
+        conf["stats_cb"] = self._on_stats
+        conf["error_cb"] = self._on_error
+        self._group = False
+        self._connected = False
+        self._starts: dict[Partition, int | None] = {}
+        self._refusal: str | None = None
+        self._last_error: str | None = None
+        # librdkafka connects in the background: an unreachable broker only delays assignment
+        self.consumer = factory(conf)
+
+    @property
+    def connected(self) -> bool:
+        return self._connected
+
+    @property
+    def refusal(self) -> str | None:
+        return self._refusal
+
+    @property
+    def last_error(self) -> str | None:
+        return self._last_error
+
+    def _on_stats(self, text: str) -> None:
+        try:
+            stats = json.loads(text)
+        except ValueError:
+            return
+        up = any(b.get("state") == "UP" for b in stats.get("brokers", {}).values())
+        if up:
+            self._refusal = None
+        if up and self._group:
+            up = stats.get("cgrp", {}).get("state") == "up"
+        self._connected = up
+
+    def _on_error(self, err: RdKafkaError) -> None:
+        code = err.code() if hasattr(err, "code") else None
+        if code in (RdKafkaError._ALL_BROKERS_DOWN, RdKafkaError._TRANSPORT):
+            self._connected = False
+        text = err.str() if hasattr(err, "str") else str(err)
+        if code == RdKafkaError._AUTHENTICATION:
+            self._refusal = text
+        if code != RdKafkaError._ALL_BROKERS_DOWN:  # says less than the error before it
+            self._last_error = text
+        log.info("librdkafka: %s", err)
+
+    def subscribe(self, topics: list[str], on_assign: Rebalance, on_revoke: Rebalance) -> None:
+        self._group = True
+
+        def assigned(
+            consumer: confluent_kafka.Consumer, partitions: list[RdTopicPartition]
+        ) -> None:
+            on_assign([Partition(p.topic, p.partition) for p in partitions])
+
+        def revoked(consumer: confluent_kafka.Consumer, partitions: list[RdTopicPartition]) -> None:
+            on_revoke([Partition(p.topic, p.partition) for p in partitions])
+
+        self.consumer.subscribe(topics, on_assign=assigned, on_revoke=revoked)
+
+    def start_assigned(self, starts: Mapping[Partition, int | None]) -> None:
+        # Unresolvable (the broker went away): librdkafka resolves it, and the partition
+        # counts as not caught up until it delivers.
+        resolved = dict(starts)
+        missing = [tp for tp, own in starts.items() if own is None]
+        if missing:
+            try:
+                committed = self.consumer.committed(
+                    [_rd(tp) for tp in missing], timeout=REQUEST_TIMEOUT_S
+                )
+                for tp, c in zip(missing, committed, strict=True):
+                    resolved[tp] = c.offset if c.offset >= 0 else self.beginning(tp)
+            except KafkaException as exc:
+                log.info("could not resolve start offsets (%s): librdkafka will", exc)
+        self._starts = resolved
+        self.consumer.assign(
+            [_rd(tp, OFFSET_INVALID if at is None else at) for tp, at in resolved.items()]
+        )
+
+    def assign(self, starts: Mapping[Partition, int | None]) -> None:
+        self.start_assigned(starts)
+
+    def partitions(self, topic: str) -> Iterable[int]:
+        try:
+            meta = self.consumer.list_topics(topic, timeout=REQUEST_TIMEOUT_S)
+        except KafkaException as exc:
+            log.info("no metadata for %s: %s", topic, exc)
+            return ()
+        info = meta.topics.get(topic)
+        if info is None or info.error is not None:
+            return ()
+        return sorted(info.partitions)
+
+    def topic_missing(self, topic: str) -> bool:
+        try:
+            meta = self.consumer.list_topics(topic, timeout=REQUEST_TIMEOUT_S)
+        except KafkaException:
+            return False
+        info = meta.topics.get(topic)
+        return info is None or (
+            info.error is not None and info.error.code() == RdKafkaError.UNKNOWN_TOPIC_OR_PART
+        )
+
+    def poll(self, timeout_ms: int, max_records: int) -> Mapping[Partition, list[Any]]:
+        """Whatever librdkafka has fetched (up to ``max_records``), waiting up to ``timeout_ms``
+        only when it has nothing: a record never waits for a full batch."""
+        consume = self.consumer.consume
+        messages = consume(max_records, 0)
+        if not messages and timeout_ms > 0:
+            messages = consume(1, timeout_ms / 1000.0)
+            if messages and max_records > 1:
+                messages += consume(max_records - 1, 0)
+        out: dict[Partition, list[Any]] = {}
+        keys: dict[tuple[str, int], Partition] = {}
+        for m in messages:
+            err = m.error()
+            if err is not None:
+                if err.code() != RdKafkaError._PARTITION_EOF:
+                    log.info("consume: %s", err)
+                continue
+            topic, part = m.topic(), m.partition()
+            tp = keys.get((topic, part))
+            if tp is None:
+                tp = keys[(topic, part)] = Partition(topic, part)
+                out[tp] = []
+            kind, ts = m.timestamp()
+            out[tp].append(
+                Received(topic, part, m.offset(), ts if kind else None, m.key(), m.value())
+            )
+        if messages:
+            self._connected = True  # data arrived: the broker is there
+        return out
+
+    def beginning(self, tp: Partition) -> int:
+        low, _ = self.consumer.get_watermark_offsets(_rd(tp), timeout=REQUEST_TIMEOUT_S)
+        return max(int(low), 0)
+
+    def seek(self, tp: Partition, offset: int) -> None:
+        self.consumer.seek(_rd(tp, offset))
+
+    def highwater(self, tp: Partition) -> int | None:
+        try:
+            _, high = self.consumer.get_watermark_offsets(_rd(tp), cached=True)
+        except KafkaException:
+            return None
+        return None if high < 0 else int(high)
+
+    def position(self, tp: Partition) -> int | None:
+        # After the last record delivered; before any, the offset the partition started at.
+        try:
+            (p,) = self.consumer.position([_rd(tp)])
+        except KafkaException:
+            return None
+        return int(p.offset) if p.offset >= 0 else self._starts.get(tp)
+
+    def pause(self, tp: Partition) -> None:
+        self.consumer.pause([_rd(tp)])
+
+    def resume(self, tp: Partition) -> None:
+        self.consumer.resume([_rd(tp)])
+
+    def commit(self, offsets: Mapping[Partition, int], blocking: bool) -> None:
+        try:
+            marked = [_rd(tp, at) for tp, at in offsets.items()]
+            self.consumer.commit(offsets=marked, asynchronous=not blocking)
+        except KafkaException as exc:
+            log.info("offset commit skipped: %s", exc)
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+class ConfluentProducer:
+    """:class:`~streammkl.daemon.kafka.clients.protocol.ProducerClient` over a
+    ``confluent_kafka.Producer`` (built by ``factory`` from a librdkafka configuration dict).
+
+    :meth:`produce` *is* librdkafka's ``produce`` (no Python frame in between: it is called once
+    per prediction).
+    """
+
+    def __init__(
+        self, settings: KafkaSettings, factory: Callable[..., Any] = confluent_kafka.Producer
+    ) -> None:
+        conf = producer_config(settings)
+        conf["on_delivery"] = self._on_delivery
+        conf["delivery.report.only.error"] = True
+        self.producer = factory(conf)
+        self.produce: Callable[..., None] = self.producer.produce
+        self._failed: list[Output] = []
+        self._error: BaseException | None = None
+
+    def _on_delivery(self, err: RdKafkaError | None, msg: confluent_kafka.Message) -> None:
+        # Runs inside poll()/flush(), on the loop's thread; failures only.
+        if err is None:  # (not configured to happen)
+            return
+        # a delivered message has a topic; its headers are the (str, bytes) pairs we sent
+        topic, headers = msg.topic() or "", tuple(msg.headers() or ())
+        self._failed.append(Output(topic, msg.value() or b"", msg.key(), headers))  # type: ignore[arg-type]
+        self._error = KafkaException(err)
+
+    def serve(self, timeout: float) -> None:
+        self.producer.poll(timeout)
+
+    def failures(self) -> tuple[list[Output], BaseException | None]:
+        failed, self._failed = self._failed, []
+        error, self._error = self._error, None
+        return failed, error
+
+    def in_flight(self) -> int:
+        # not yet acknowledged, or a failure report not yet served
+        return len(self.producer)
+
+    def flush(self, timeout: float) -> None:
+        self.producer.flush(timeout)
+
+    def abandon(self) -> None:
+        try:  # every message it still holds fails to our callback, to be sent again
+            self.producer.purge(in_queue=True, in_flight=True)
+            # flush, not poll(0): the reports of purged in-flight messages come from the
+            # broker threads, possibly after this call; flush serves them as they arrive
+            self.producer.flush(1.0)
+        except Exception as exc:
+            log.debug("purging the old producer: %s", exc)
+
+    def close(self) -> None:
+        pass  # librdkafka closes on garbage collection (after the sink's flush)

@@ -1,0 +1,451 @@
+"""The Kafka source: one consumer adapter plus a deterministic interleaving of its partitions.
+
+Positions are the daemon's, not the broker's: on every assignment each partition is sought to the
+next offset the model has not learned (the checkpoint's), falling back to the group's committed
+offset for partitions this process never owned, then to the earliest offset. Committed offsets are
+written after each checkpoint for lag visibility only. A record below the next expected offset
+(positions that went backwards, e.g. after a Tansu restart) is dropped as already processed; an
+expected offset beyond the partition's highwater (the log was reset) is warned about, counted and
+replaced by the earliest offset.
+
+**Deterministic interleaving.** Records fetched from several partitions are interleaved by ``(Kafka
+timestamp, topic, partition, offset)``, taking each partition's records in offset order. The next
+record is only chosen once every assigned partition either has a buffered record or is caught up
+(fetch position = highwater, nothing buffered, for at least ``interleave_idle_ms``); a partition
+whose data exists on the broker but is not fetched yet blocks the interleaving. So the order is a
+function of the logs alone — a replay after a crash learns exactly what an uninterrupted run learned
+— except when a record lands in a caught-up partition with a timestamp older than records already
+interleaved from the others (Kafka Streams' ``max.task.idle.ms`` trade-off).
+
+**What is left to read** (:meth:`Source.backlog`, for ``run.exit_when_idle``): per owned partition
+the highwater minus the next offset to process -- *unknown*, never zero, while the partition has
+had no fetch response (just assigned, a rebalance, a stalled broker), and, in a group, while the
+membership is settling (no assignment yet, or partitions revoked and none assigned since).
+Besides, the source remembers whether the broker was ever reached and whether it refused the
+client's credentials.
+
+Everything here is independent of the client library: the consumer is a
+:class:`~streammkl.daemon.kafka.clients.protocol.ConsumerClient` adapter
+(:mod:`streammkl.daemon.kafka.clients`: kafka-python or librdkafka; tests use in-memory fakes).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, NamedTuple
+
+from streammkl.daemon.config import KafkaSettings
+from streammkl.daemon.kafka.clients.protocol import (
+    ClientRefused,
+    ClientUnavailable,
+    ConsumerClient,
+    ConsumerFactory,
+    OffsetsOutOfRange,
+    Partition,
+)
+
+log = logging.getLogger(__name__)
+
+TP = tuple[str, int]
+#: How long the answer of :meth:`Source.missing_topics` is kept (it asks the broker).
+TOPICS_CHECK_SECONDS = 5.0
+
+
+class Backlog(NamedTuple):
+    """What is left to read on the owned partitions.
+
+    Parameters
+    ----------
+    records
+        Records known to wait (highwater minus the next offset to process, summed over the
+        partitions where both are known).
+    unknown
+        What keeps the rest from being known: partitions (``topic/partition``) without a
+        highwater or a next offset yet, or ``"the group's assignment"`` while it settles. Empty:
+        ``records`` is the whole backlog.
+    """
+
+    records: int
+    unknown: tuple[str, ...]
+
+
+class Source:
+    """Consume the input topics into per-partition buffers and interleave them deterministically.
+
+    Parameters
+    ----------
+    settings
+        Kafka settings.
+    offsets
+        The daemon's next offset per (topic, partition), shared with the runner (which advances
+        it as records are processed); the source reads it on assignment and updates it on reset.
+    client
+        The consumer adapter's class (any callable building a
+        :class:`~streammkl.daemon.kafka.clients.protocol.ConsumerClient` from the settings).
+    on_revoke
+        Called before partitions are taken away (the runner checkpoints there); not when the
+        source itself closes (the runner checkpointed before closing).
+    on_reset
+        Called with (topic, partition, old offset, new offset) when an offset is reset.
+    group
+        ``True``: consumer-group membership (``subscribe``); ``False``: this process assigns
+        itself every partition of the topics (one model over the whole stream).
+    """
+
+    def __init__(
+        self,
+        settings: KafkaSettings,
+        offsets: dict[TP, int],
+        client: ConsumerFactory,
+        on_revoke: Callable[[], None] = lambda: None,
+        on_reset: Callable[[str, int, int, int], None] = lambda *a: None,
+        group: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.settings = settings
+        self.offsets = offsets
+        self.client = client
+        self.on_revoke = on_revoke
+        self.on_reset = on_reset
+        #: Called at the start of every assignment, before positions are read (mixing groups).
+        self.on_assign: Callable[[list[Partition]], None] | None = None
+        self.group = group
+        self.clock = clock
+        #: The consumer adapter (``None`` until the client could be created, and after close).
+        self.consumer: ConsumerClient | None = None
+        self.buffers: dict[Partition, deque[Any]] = {}
+        self.assignment_changes = 0
+        self._idle_since: dict[Partition, float] = {}
+        self._paused: set[Partition] = set()
+        self._bytes: dict[Partition, int] = {}  # bytes of the values in each buffer
+        self._last_refresh = -1e18
+        self._in_callback = False
+        self._closing = False
+        self._next_connect = 0.0
+        #: Whether the broker was ever reached (connected, or partitions assigned).
+        self.reached = False
+        #: Why the broker refuses this client's credentials, while it does (``None``: it does not).
+        self.refusal: str | None = None
+        #: The last reason the client could not be created or connect (for messages).
+        self.last_error: str | None = None
+        self._settling = False  # group: partitions revoked and none assigned since
+        self._missing: tuple[float, list[str]] | None = None  # (when asked, missing topics)
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def start(self) -> Source:
+        """Create the consumer and subscribe (or assign).
+
+        An unreachable broker is not fatal: the attempt is repeated by :meth:`fetch`, a second
+        after this one ended.
+        """
+        try:
+            consumer = self.client(self.settings)
+        except ClientUnavailable as exc:
+            self._next_connect = self.clock() + 1.0
+            self.last_error = str(exc)
+            if isinstance(exc, ClientRefused):
+                self.refusal = str(exc)
+            log.warning("cannot reach %s (%s); retrying", self.settings.bootstrap_servers, exc)
+            return self
+        self.consumer = consumer
+        if self.group:
+            consumer.subscribe(list(self.settings.topics), self._assigned, self._revoked)
+        else:
+            self._refresh_manual()
+        return self
+
+    def close(self) -> None:
+        """Close the consumer (no commit: offsets are committed after checkpoints only)."""
+        if self.consumer is not None:
+            self._closing = True
+            try:
+                self.consumer.close()
+            except Exception as exc:  # closing must not mask the shutdown path
+                log.warning("consumer close failed: %s", exc)
+            finally:
+                self._closing = False
+            self.consumer = None
+
+    @property
+    def assignment(self) -> list[Partition]:
+        """Partitions currently owned, sorted."""
+        return sorted(self.buffers)
+
+    @property
+    def broker_connected(self) -> bool:
+        """Whether the broker is reachable (the group coordinator is known, in group mode)."""
+        return self.consumer is not None and self.consumer.connected
+
+    # -- rebalance ----------------------------------------------------------------------------
+
+    def _revoked(self, revoked: Iterable[Partition]) -> None:
+        # kafka-python: on its IO thread, where the callback may write files and use the
+        # producer, but must not block on this consumer (commits are sent asynchronously).
+        revoked = list(revoked)
+        if self.group and not self._closing:
+            self._settling = True  # a rebalance: what to read is unknown until the assignment
+        if revoked and self.buffers and not self._closing:
+            self._in_callback = True
+            try:
+                self.on_revoke()
+            finally:
+                self._in_callback = False
+        for tp in revoked:
+            self.buffers.pop(tp, None)
+            self._bytes.pop(tp, None)
+            self._idle_since.pop(tp, None)
+            self._paused.discard(tp)
+
+    def _assigned(self, assigned: Iterable[Partition], manual: bool = False) -> None:
+        # Inside the client's poll (no blocking consumer call on kafka-python's IO thread). A
+        # partition with an own offset starts there; any other where the adapter resolves it
+        # (the group's committed offset, else the earliest one).
+        assigned = list(assigned)
+        if self.on_assign is not None:  # a mixing group sets the offsets first
+            self.on_assign(assigned)
+        self.assignment_changes += 1
+        self.reached = True
+        self._settling = False
+        self.buffers = {}
+        self._bytes = {}
+        self._idle_since.clear()
+        self._paused.clear()
+        starts = {tp: self.offsets.get((tp.topic, tp.partition)) for tp in sorted(assigned)}
+        assert self.consumer is not None
+        if manual:
+            self.consumer.assign(starts)
+        else:
+            self.consumer.start_assigned(starts)
+        self.buffers = {tp: deque() for tp in starts}
+        log.info(
+            "assigned %s (own offsets %s)",
+            [f"{t.topic}/{t.partition}" for t in self.buffers],
+            {f"{t.topic}/{t.partition}": self.offsets.get(t) for t in self.buffers},
+        )
+
+    def _refresh_manual(self) -> None:
+        assert self.consumer is not None
+        self._last_refresh = self.clock()
+        wanted: set[Partition] = set()
+        for topic in self.settings.topics:
+            for part in self.consumer.partitions(topic):
+                wanted.add(Partition(topic, part))
+        if wanted and wanted != set(self.buffers):
+            self._assigned(wanted, manual=True)
+
+    # -- fetching -----------------------------------------------------------------------------
+
+    def _watch_reach(self, consumer: ConsumerClient) -> None:
+        """Until the broker is reached: whether it is now, or refuses the credentials."""
+        if consumer.connected:
+            self.reached = True
+            self.refusal = None
+            return
+        self.refusal = consumer.refusal or self.refusal
+        self.last_error = consumer.last_error or self.last_error
+
+    def _reset(self, tp: Partition, why: str) -> None:
+        assert self.consumer is not None
+        key = (tp.topic, tp.partition)
+        old = self.offsets.get(key, 0)
+        begin = self.consumer.beginning(tp)
+        log.warning(
+            "%s/%d: offset %d is %s (the log was reset?); restarting from the earliest offset %d",
+            tp.topic, tp.partition, old, why, begin,
+        )  # fmt: skip
+        self.offsets[key] = begin
+        self.consumer.seek(tp, begin)
+        self.buffers[tp] = deque()
+        self._bytes[tp] = 0
+        self.on_reset(tp.topic, tp.partition, old, begin)
+
+    def _check_highwater(self) -> None:
+        assert self.consumer is not None
+        for tp in self.assignment:
+            hw = self.consumer.highwater(tp)
+            own = self.offsets.get((tp.topic, tp.partition))
+            if hw is not None and own is not None and own > hw:
+                self._reset(tp, f"beyond the highwater {hw}")
+
+    def fetch(self, timeout_ms: int) -> int:
+        """Poll once into the buffers; returns the number of new records buffered."""
+        consumer = self.consumer
+        if consumer is None:  # not connected yet
+            if self.clock() >= self._next_connect:
+                self.start()
+            else:
+                time.sleep(min(timeout_ms / 1000.0, 0.1))
+            return 0
+        if not self.reached:
+            self._watch_reach(consumer)
+        if not self.group and self.clock() - self._last_refresh > 5.0:
+            self._refresh_manual()
+        try:
+            batch = consumer.poll(timeout_ms, self.settings.max_poll_records)
+        except OffsetsOutOfRange as exc:
+            for tp in exc.partitions:
+                if tp in self.buffers:
+                    self._reset(tp, "out of the log's range")
+            batch = {}
+        new = self._buffer(batch)
+        self._check_highwater()
+        return new
+
+    def _buffer(self, batch: Mapping[Partition, list[Any]]) -> int:
+        """Append polled records to their partitions' buffers, dropping those below the next
+        expected offset (already processed); pause a partition whose buffer is full."""
+        new = 0
+        for tp, records in batch.items():
+            buf = self.buffers.get(tp)
+            if buf is None:  # revoked meanwhile
+                continue
+            expected = buf[-1].offset + 1 if buf else self.offsets.get((tp.topic, tp.partition))
+            size = 0
+            for rec in records:
+                if expected is not None and rec.offset < expected:  # already processed
+                    continue
+                buf.append(rec)
+                size += len(rec.value) if rec.value else 0
+                expected = rec.offset + 1
+                new += 1
+            size += self._bytes.get(tp, 0)
+            self._bytes[tp] = size
+            if buf:
+                self._idle_since.pop(tp, None)
+            s = self.settings
+            full = len(buf) >= s.max_buffered_per_partition
+            if (full or size >= s.max_buffered_bytes_per_partition) and tp not in self._paused:
+                self.consumer.pause(tp)  # type: ignore[union-attr]
+                self._paused.add(tp)
+        return new
+
+    def _may_have_more(self, tp: Partition) -> bool:
+        assert self.consumer is not None
+        hw = self.consumer.highwater(tp)
+        pos = self.consumer.position(tp)
+        if hw is None or pos is None or pos < hw:
+            self._idle_since.pop(tp, None)
+            return True
+        if self.settings.interleave_idle_ms <= 0:
+            return False
+        since = self._idle_since.setdefault(tp, self.clock())
+        return (self.clock() - since) * 1000.0 < self.settings.interleave_idle_ms
+
+    def take(self, limit: int) -> list[Any]:
+        """Up to ``limit`` buffered records in the deterministic interleaving order."""
+        out: list[Any] = []
+        parts = self.assignment
+        if len(parts) == 1:
+            buf = self.buffers[parts[0]]
+            while buf and len(out) < limit:
+                out.append(buf.popleft())
+            if out:
+                self._bytes[parts[0]] = self._bytes.get(parts[0], 0) - sum(
+                    len(r.value) for r in out if r.value
+                )
+        else:
+            silent: dict[Partition, bool] = {}
+            while len(out) < limit:
+                best_key: tuple[Any, ...] | None = None
+                best_tp = None
+                for tp in parts:
+                    buf = self.buffers[tp]
+                    if buf:
+                        head = buf[0]
+                        key = (head.timestamp, tp.topic, tp.partition, head.offset)
+                        if best_key is None or key < best_key:
+                            best_key, best_tp = key, tp
+                        continue
+                    if tp not in silent:
+                        silent[tp] = not self._may_have_more(tp)
+                    if not silent[tp]:
+                        best_tp = None
+                        break
+                if best_tp is None:
+                    break
+                rec = self.buffers[best_tp].popleft()
+                if rec.value:
+                    self._bytes[best_tp] = self._bytes.get(best_tp, 0) - len(rec.value)
+                out.append(rec)
+        s = self.settings
+        for tp in list(self._paused):
+            few = len(self.buffers.get(tp, ())) < s.max_buffered_per_partition // 2
+            if few and self._bytes.get(tp, 0) < s.max_buffered_bytes_per_partition // 2:
+                if self.consumer is not None:
+                    self.consumer.resume(tp)
+                self._paused.discard(tp)
+        return out
+
+    @property
+    def buffered(self) -> int:
+        """Records fetched but not yet handed out."""
+        return sum(len(b) for b in self.buffers.values())
+
+    def lag(self) -> dict[TP, int]:
+        """Highwater minus the next offset to process, per owned partition (known ones)."""
+        out: dict[TP, int] = {}
+        if self.consumer is None:
+            return out
+        for tp in self.assignment:
+            hw = self.consumer.highwater(tp)
+            own = self.offsets.get((tp.topic, tp.partition))
+            if hw is not None and own is not None:
+                out[(tp.topic, tp.partition)] = max(0, hw - own)
+        return out
+
+    def backlog(self) -> Backlog:
+        """What is left to read on the owned partitions (see the module docstring); the next
+        offset of a partition without an own one is the client's fetch position."""
+        consumer = self.consumer
+        if consumer is None:
+            return Backlog(0, ("the partitions (no consumer)",))
+        unknown: list[str] = []
+        if self.group and (self._settling or not self.assignment_changes):
+            unknown.append("the group's assignment")
+        records = 0
+        for tp in self.assignment:
+            hw = consumer.highwater(tp)
+            nxt = self.offsets.get((tp.topic, tp.partition))
+            if nxt is None:
+                nxt = consumer.position(tp)
+            if hw is None or nxt is None:
+                unknown.append(f"{tp.topic}/{tp.partition}")
+            else:
+                records += max(0, hw - nxt)
+        if not self.group and not self.buffers:
+            unknown.append("the topics' partitions")
+        return Backlog(records, tuple(unknown))
+
+    def missing_topics(self) -> list[str]:
+        """The input topics the broker says do not exist (asked at most every
+        :data:`TOPICS_CHECK_SECONDS`, never about a topic with an owned partition; nothing is
+        missing while no consumer exists, or the broker cannot be asked)."""
+        consumer = self.consumer
+        if consumer is None:
+            return []
+        now = self.clock()
+        if self._missing is None or now - self._missing[0] > TOPICS_CHECK_SECONDS:
+            owned = {tp.topic for tp in self.buffers}
+            found = [
+                t for t in self.settings.topics if t not in owned and consumer.topic_missing(t)
+            ]
+            self._missing = (now, found)
+        return list(self._missing[1])
+
+    def commit(self, blocking: bool = True) -> None:
+        """Commit the owned partitions' offsets (for lag visibility; failures only logged).
+
+        ``blocking=False`` (inside a rebalance callback, on kafka-python's IO thread) sends the
+        commit asynchronously.
+        """
+        owned = {
+            tp: self.offsets[(tp.topic, tp.partition)]
+            for tp in self.assignment
+            if (tp.topic, tp.partition) in self.offsets
+        }
+        if owned and self.consumer is not None:
+            self.consumer.commit(owned, blocking and not self._in_callback)

@@ -1,0 +1,262 @@
+"""What a learner may admit from one record: caps on features, classes and work.
+
+:func:`streammkl.wire.decode` bounds a record by itself (bytes, names per record, lengths). What
+a record costs the *model* depends on what the model already holds: ten new feature names are
+nothing for a fresh model and a rebuild of every array for one that holds 10,000. This module
+decides, before a record reaches the learner, whether the growth it brings is admitted:
+
+- ``too_many_features``: the model would hold more than ``limits.max_model_features`` inputs;
+- ``too_many_classes``: more than ``limits.max_classes`` classes (labels of a sequence);
+- ``over_work_budget``: the model's state would exceed ``limits.max_record_work`` cells. Every
+  array of the model is rebuilt when it grows, and every later round reads its explicit part,
+  so the cells of the grown model are the work this record causes (one cell = one float64);
+  with the regret monitor's comparator, the model counts four times (its fits copy it) and each
+  input three windows (``monitor.window`` inputs, copied twice to fit on).
+
+A refused record is a dead letter with that reason; the model is untouched. Records that bring
+nothing new (the steady state) are not checked at all: their round costs what the admitted model
+costs. The decisions are a function of the model's state and the record only, so a replay after
+a crash decides the same way and the exactly-once effect holds.
+
+Learners are read through their public API: the streammkl river learners (``n_features``,
+``unknown_features``, ``known_class``, ``core.kernels``), :class:`~streammkl.structured.
+SequenceLabeler` (``feature_keys``, ``labels``, ``kernels``); any other learner is admitted
+unchecked (only the wire limits apply) and each of its records counts as growing (so each is
+marked in flight, :mod:`streammkl.daemon.checkpoints.inflight`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from streammkl.core.kernels import AdditiveRBF, Kernel, Polynomial, from_spec
+from streammkl.daemon.config import LimitSettings
+from streammkl.daemon.learning.learner import Inputs, Learner, Target
+from streammkl.river import MKLClassifier, MKLRegressor, defaults
+from streammkl.structured import SequenceLabeler
+
+#: Why the admission refuses a record (dead-letter reasons, bounded: safe as metric labels).
+REASONS = {
+    "too_many_features": "the model would hold more inputs than limits.max_model_features",
+    "too_many_classes": "the model would hold more classes than limits.max_classes",
+    "over_work_budget": "the grown model would exceed limits.max_record_work cells",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A record the learner must not admit: ``reason`` (one of :data:`REASONS`, or a wire
+    reason) and a message naming the numbers."""
+
+    reason: str
+    message: str
+
+
+def model_cells(kernels: Iterable[Kernel], n_features: int, n_outputs: int, support: int) -> int:
+    """Cells (float64 values) of an online MKL model's state: explicit weights (outputs x the
+    width of every feature map), random Fourier frequencies (inputs x components), feature
+    masks, and a support set of ``support`` pairs for the kernelized blocks.
+
+    Two outputs over a linear map (10 weights) and the exact quadratic map (1 + 10 + 55); an
+    additive map has its components per input (16 x 10 weights per output, and 3 x 160 cells
+    describing them):
+
+    >>> from streammkl.core import kernels as k
+    >>> model_cells([k.Linear(), k.Polynomial(explicit=True)], 10, 2, 0)
+    152
+    >>> model_cells([k.AdditiveRBF(n_components=16)], 10, 2, 0)
+    800
+    """
+    width = rff = 0
+    views: set[tuple[str | int, ...] | None] = set()
+    blocks = 0
+    sparse = 0
+    for kernel in kernels:
+        blocks += 1
+        selected = n_features if kernel.features is None else min(len(kernel.features), n_features)
+        if kernel.implicit:
+            views.add(kernel.features)
+        elif isinstance(kernel, AdditiveRBF):  # R components per input, stored sparsely
+            width += (kernel.n_components or 0) * selected
+            sparse += 3 * (kernel.n_components or 0) * selected  # input, offset, frequency
+        elif kernel.n_components:
+            width += kernel.n_components
+            rff += kernel.n_components
+        elif isinstance(kernel, Polynomial):
+            q = selected if kernel.max_inputs is None else min(selected, kernel.max_inputs)
+            width += 1 + q + q * (q + 1) // 2
+        else:
+            width += selected
+    cells = n_outputs * width + n_features * (rff + len(views)) + sparse
+    if views:
+        cells += support * (n_features + n_outputs + len(views) + 2 * blocks)
+    return cells
+
+
+class Admission:
+    """A learner of unknown shape: nothing is refused, every labelled record counts as growing.
+
+    Parameters
+    ----------
+    learner
+        The learner.
+    limits
+        The ``[limits]`` settings (``max_model_features``, ``max_classes``,
+        ``max_record_work``).
+    model_copies
+        How many copies of the model's state the process holds (the regret monitor's
+        comparator fits on its own copies: 4 in all).
+    cells_per_input
+        Cells that each input costs outside the model (the monitor's window of inputs and the
+        comparator's copies of it: 3 x window per input).
+    """
+
+    def __init__(
+        self,
+        learner: Learner,
+        limits: LimitSettings,
+        model_copies: int = 1,
+        cells_per_input: int = 0,
+    ) -> None:
+        self.learner = learner
+        self.limits = limits
+        self.model_copies = model_copies
+        self.cells_per_input = cells_per_input
+
+    def _cells(self, model: int, n_features: int) -> int:
+        """What a model of ``model`` cells over ``n_features`` inputs costs the process."""
+        return model * self.model_copies + n_features * self.cells_per_input
+
+    def grows(self, x: Inputs, y: Target) -> bool:
+        """Whether learning (or predicting) this record may make the model grow."""
+        return True
+
+    def admit(self, x: Inputs, y: Target) -> Refusal | None:
+        """``None`` if the learner may take the record, else why not."""
+        return None
+
+    def _refuse(self, n_features: int, n_classes: int, cells: int) -> Refusal | None:
+        lim = self.limits
+        if n_features > lim.max_model_features:
+            return Refusal(
+                "too_many_features",
+                f"the record would take the model to {n_features} inputs, the limit is "
+                f"{lim.max_model_features} (limits.max_model_features)",
+            )
+        if n_classes > lim.max_classes:
+            return Refusal(
+                "too_many_classes",
+                f"the record would take the model to {n_classes} classes, the limit is "
+                f"{lim.max_classes} (limits.max_classes)",
+            )
+        if cells > lim.max_record_work:
+            return Refusal(
+                "over_work_budget",
+                f"the grown model would hold {cells} cells ({n_features} inputs, {n_classes} "
+                f"classes), the budget is {lim.max_record_work} (limits.max_record_work)",
+            )
+        return None
+
+
+class MKLAdmission(Admission):
+    """:class:`~streammkl.river.MKLClassifier` / :class:`~streammkl.river.MKLRegressor`:
+    ``learn_one`` admits new feature names (and, for the classifier, new classes); predicting
+    ignores unknown names."""
+
+    learner: MKLClassifier | MKLRegressor
+
+    def __init__(
+        self,
+        learner: MKLClassifier | MKLRegressor,
+        limits: LimitSettings,
+        classifier: bool,
+        model_copies: int = 1,
+        cells_per_input: int = 0,
+    ) -> None:
+        super().__init__(learner, limits, model_copies, cells_per_input)
+        self.classifier = classifier
+        self.rounds = learner.rounds()
+
+    def grows(self, x: Inputs, y: Target) -> bool:
+        if y is None:
+            return False
+        rounds = self.rounds
+        if self.classifier and not rounds.known_class(y):
+            return True
+        return bool(rounds.unknown_features(x))  # type: ignore[arg-type]  # vectors: dicts
+
+    def admit(self, x: Inputs, y: Target) -> Refusal | None:
+        if y is None:
+            return None
+        learner, rounds = self.learner, self.rounds
+        new_class = self.classifier and not rounds.known_class(y)
+        new = rounds.unknown_features(x)  # type: ignore[arg-type]  # vectors: dicts
+        if not new and not new_class:
+            return None
+        n_features = rounds.n_features + len(new)
+        n_classes = (
+            len(learner.classes_) + int(new_class) if isinstance(learner, MKLClassifier) else 0
+        )
+        core = rounds.model
+        if core is not None:
+            kernels: Iterable[Kernel] = core.kernels
+        else:  # not built yet: the configured bank (or the default one)
+            bank = learner.kernels if learner.kernels is not None else defaults.kernel_bank()
+            kernels = [from_spec(k) for k in bank]
+        support = learner.budget if learner.budget is not None else rounds.n_support + 1
+        cells = model_cells(kernels, n_features, max(n_classes, 1), support)
+        return self._refuse(n_features, n_classes, self._cells(cells, n_features))
+
+
+class SequenceAdmission(Admission):
+    """:class:`~streammkl.structured.SequenceLabeler`: token feature names (or vector widths)
+    and labels; once trained it widens on unseen features even when only predicting."""
+
+    learner: SequenceLabeler
+
+    def _new(self, x: Inputs, y: Target) -> tuple[int, int]:
+        learner = self.learner
+        known = learner.feature_keys
+        assert isinstance(x, list) and (y is None or isinstance(y, list))  # decoded sequences
+        if x and isinstance(x[0], dict):
+            have = set(known)
+            names = {k for tok in x if isinstance(tok, dict) for k in tok}
+            new_features = len(names - have)
+        else:
+            new_features = max(0, max(len(tok) for tok in x if isinstance(tok, list)) - len(known))
+        if not learner.labels and y is None:
+            return 0, 0  # an untrained labeler predicts without changing anything
+        new_labels = len(set(y or ()) - set(learner.labels))
+        return new_features, new_labels
+
+    def grows(self, x: Inputs, y: Target) -> bool:
+        return any(self._new(x, y))
+
+    def admit(self, x: Inputs, y: Target) -> Refusal | None:
+        new_features, new_labels = self._new(x, y)
+        if not (new_features or new_labels):
+            return None
+        learner = self.learner
+        n_features = len(learner.feature_keys) + new_features
+        n_labels = len(learner.labels) + new_labels
+        support = learner.budget if learner.budget is not None else learner.n_support + 1
+        cells = model_cells(learner.kernels, n_features, n_labels, support) + n_labels**2
+        return self._refuse(n_features, n_labels, self._cells(cells, n_features))
+
+
+def admission_for(
+    learner: Learner, limits: LimitSettings, sequence: bool = False, window: int = 0
+) -> Admission:
+    """The admission policy of a learner (see the module docstring); ``window``: the regret
+    monitor's window (0: no comparator), whose fits copy the model and the window's inputs."""
+    # the epoch comparator (streammkl.monitor.epoch_fit.fit_comparator) holds the window, its
+    # contiguous and shuffled copies, and three models besides the learner's own
+    copies, per_input = (4, 3 * window) if window else (1, 0)
+    if isinstance(learner, SequenceLabeler):
+        return SequenceAdmission(learner, limits, copies, per_input)
+    if type(learner) in (MKLClassifier, MKLRegressor) and not sequence:
+        assert isinstance(learner, MKLClassifier | MKLRegressor)
+        classifier = isinstance(learner, MKLClassifier)
+        return MKLAdmission(learner, limits, classifier, copies, per_input)
+    return Admission(learner, limits)

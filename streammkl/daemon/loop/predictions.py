@@ -1,0 +1,72 @@
+"""The prediction message the daemon writes to the predictions topic (one per record)."""
+
+from __future__ import annotations
+
+import heapq
+import json
+import math
+from operator import itemgetter
+
+import orjson
+
+from streammkl.daemon.learning.learner import Prediction, Probas
+
+_ORJSON_OPTIONS = orjson.OPT_NON_STR_KEYS  # labels as keys: True -> "true", 1 -> "1"
+
+
+def label_key(label: object) -> str:
+    """JSON object key of a label (``True`` -> ``"true"``, ``1`` -> ``"1"``)."""
+    return label if isinstance(label, str) else json.dumps(label)
+
+
+def _finite(value: object) -> object:
+    return value if not isinstance(value, float) or math.isfinite(value) else None
+
+
+def prediction_bytes(
+    rid: str | None,
+    prediction: Prediction,
+    proba: Probas | None,
+    version: int,
+    topic: str,
+    partition: int,
+    offset: int,
+    top_k: int = 0,
+) -> bytes:
+    """The prediction message: compact JSON with the keys in this order, labels as object keys
+    the way ``json.dumps`` writes them (``True`` -> ``"true"``), non-finite numbers as ``null``;
+    with ``top_k`` > 0, only the ``top_k`` most probable classes (the message stays small
+    however many classes the model knows).
+
+    orjson writes it (0.5 us against 3 us for fragments joined in Python; the float text is
+    the shortest that round-trips, as ``repr``); the standard library takes what orjson refuses
+    (integers beyond 64 bits, label types it does not know).
+
+    >>> prediction_bytes("e1", True, {False: 0.25, True: 0.75}, 7, "in", 0, 41)
+    b'{"id":"e1","prediction":true,"proba":{"false":0.25,"true":0.75},"model_version":7,\
+"topic":"in","partition":0,"offset":41}'
+    >>> prediction_bytes(None, "b", {"a": 0.2, "b": 0.5, "c": 0.3}, 1, "in", 0, 0, top_k=2)[:52]
+    b'{"id":null,"prediction":"b","proba":{"b":0.5,"c":0.3'
+    """
+    if top_k and proba is not None and len(proba) > top_k:
+        proba = dict(heapq.nlargest(top_k, proba.items(), key=itemgetter(1)))
+    message: dict[str, object] = {
+        "id": rid,
+        "prediction": prediction,
+        "proba": proba,
+        "model_version": version,
+        "topic": topic,
+        "partition": partition,
+        "offset": offset,
+    }
+    try:
+        return orjson.dumps(message, option=_ORJSON_OPTIONS)
+    except (orjson.JSONEncodeError, TypeError):
+        pass
+    if isinstance(prediction, list):
+        message["prediction"] = [_finite(v) for v in prediction]
+    else:
+        message["prediction"] = _finite(prediction)
+    if proba is not None:
+        message["proba"] = {label_key(k): _finite(v) for k, v in proba.items()}
+    return json.dumps(message, separators=(",", ":"), default=str).encode()

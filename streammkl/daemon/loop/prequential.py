@@ -1,0 +1,453 @@
+"""The prequential handling of a batch: decode -> learn_predict (guarded) -> emit -> account.
+
+:class:`Prequential` is an object the :class:`~streammkl.daemon.loop.runner.Runner` holds: it
+works on the runner's driver, counters, sink, metrics, in-flight marker and checkpointer, and
+never touches Kafka itself. Every record is either predicted (then learned when labelled) or
+dead-lettered with its reason; nothing a record contains can stop the loop.
+
+**One loop for every learner.** A batch is decoded (:meth:`Prequential._decode_all`); the driver
+(:mod:`streammkl.daemon.learning.drivers`) returns one outcome per record -- ``(prediction,
+probabilities)`` or ``None`` -- and the errors as data (``refused``: index -> refusal or
+exception); :meth:`Prequential._emit` writes predictions and dead letters and counts them.
+Compiled runs are an optimisation inside the driver, not a second loop: a streammkl classifier's
+driver plans the batch's leading run (``plan_run``), which is learned on a learner thread (GIL
+released) while the previous batch is emitted; the rest is learned through the driver's
+``learn_predict_many``.
+
+**Guarded against poison records.** Records that bring nothing new are learned in stretches (the
+driver's ``learn_predict_many``, with its compiled runs); a record that makes the model grow --
+new features, a new class -- is checked by the admission
+(:mod:`streammkl.daemon.learning.admission`: refused records become dead letters) and learned
+alone, marked in flight (:mod:`streammkl.daemon.checkpoints.inflight`), so that if it kills the
+process the restart knows which record it was. After a crash, the records the marker asks for (a
+suspect; the span of a process that died outside a marked round) are learned alone too.
+
+Hot-loop choices (measured, ``benchmarks/daemon_throughput.py``): a prediction's JSON is written
+by orjson (:func:`streammkl.daemon.loop.predictions.prediction_bytes`); histogram observations are
+list appends folded once per batch; counters are kept in locals and added once per batch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, NamedTuple
+
+from streammkl import wire
+from streammkl.daemon.checkpoints.committer import Checkpointer
+from streammkl.daemon.checkpoints.inflight import InflightMarker
+from streammkl.daemon.config import Settings
+from streammkl.daemon.http.metrics import DaemonMetrics
+from streammkl.daemon.kafka.clients.protocol import Message, Output
+from streammkl.daemon.kafka.sink import Sink
+from streammkl.daemon.learning.admission import REASONS as ADMISSION_REASONS
+from streammkl.daemon.learning.admission import Admission, Refusal
+from streammkl.daemon.learning.drivers import LearnerDriver
+from streammkl.daemon.learning.learner import Inputs, Learned, Outcome, Target
+from streammkl.daemon.loop.predictions import prediction_bytes
+from streammkl.wire import Record
+
+#: Rejection reasons (a bounded set: metric labels): wire's decode reasons, the admission's
+#: (features, classes, work), a learner that raised on a record, and a record that killed the
+#: process (:mod:`streammkl.daemon.checkpoints.inflight`).
+REASONS = (*wire.REASONS, *(r for r in ADMISSION_REASONS if r not in wire.REASONS),
+           "learner_error", "crashed_worker")  # fmt: skip
+
+_INDEX_KEYS = tuple(str(i) for i in range(4096))  # feature names of dense vectors
+
+
+def _named(x: list[float]) -> dict[str, float]:
+    """A dense vector's features, named ``"0"``, ``"1"``, ... (as the learners see them)."""
+    if len(x) <= len(_INDEX_KEYS):
+        return dict(zip(_INDEX_KEYS, x, strict=False))
+    return {str(i): v for i, v in enumerate(x)}
+
+
+#: A decoded record with the message it came in.
+Valid = list[tuple[Message, Record]]
+#: Records refused (by the admission) or that the learner raised on, by index in the batch.
+Refused = dict[int, Exception | Refusal]
+
+
+class InFlight(NamedTuple):
+    """The batch whose learning is under way (its leading run on the learner thread)."""
+
+    batch: list[Message]
+    valid: Valid
+    xs: list[Inputs]
+    ys: list[Target]
+    end: int  # the records [0, end) are the run's
+    future: Future[tuple[list[Outcome], float]] | None
+
+
+class Finished(NamedTuple):
+    """A batch whose rounds are done, for :meth:`Prequential._emit`."""
+
+    batch: list[Message]
+    valid: Valid
+    refused: Refused
+    outcomes: list[Outcome]
+    per: float  # seconds per record
+
+
+class Prequential:
+    """The pure handling between the runner's I/O edges: batches in, predictions and dead
+    letters to the sink, counts to the counters and metrics, next offsets to the checkpointer.
+
+    Parameters
+    ----------
+    settings, metrics, sink
+        The runner's settings, metrics and sink.
+    marker
+        The in-flight marker (:class:`~streammkl.daemon.checkpoints.inflight.InflightMarker`).
+    checkpoints
+        The :class:`~streammkl.daemon.checkpoints.committer.Checkpointer` (told each handled batch).
+    counters
+        The runner's counters (checkpointed with the model).
+    """
+
+    #: The batch whose learning is under way.
+    _inflight: InFlight | None = None
+    _learn_pool: ThreadPoolExecutor | None = None
+
+    def __init__(
+        self, settings: Settings, metrics: DaemonMetrics, sink: Sink, marker: InflightMarker,
+        checkpoints: Checkpointer, counters: dict[str, Any],
+    ) -> None:  # fmt: skip
+        self.settings, self.metrics, self.sink = settings, metrics, sink
+        self.marker, self.checkpoints, self.counters = marker, checkpoints, counters
+        self._wire_limits = settings.records.wire_limits()
+        r = settings.records
+        self._classes = frozenset(r.classes) if r.classes is not None else None
+        self.driver: LearnerDriver | None = None
+        self.admission: Admission | None = None
+        #: A batch was accounted since the runner last read the model (its view is stale).
+        self.stale = False
+        #: When set (a mixing member), every example learned is appended to it as
+        #: ``(x, y, (prediction, probabilities))`` (the member's hindsight view).
+        self.learned_sink: list[Learned] | None = None
+
+    def use(self, driver: LearnerDriver, admission: Admission) -> None:
+        """Learn with this driver (:mod:`streammkl.daemon.learning.drivers`) under this
+        admission from now on (the runner's learner changed: built, restored)."""
+        self.driver, self.admission = driver, admission
+
+    def close(self) -> None:
+        """Stop the learner thread (after :meth:`drain`)."""
+        if self._learn_pool is not None:
+            self._learn_pool.shutdown(wait=True)
+            self._learn_pool = None
+
+    def _reject(self, msg: Message, reason: str, message: str) -> None:
+        c = self.counters
+        c["records_rejected"] += 1
+        c["rejected_by_reason"][reason] = c["rejected_by_reason"].get(reason, 0) + 1
+        c["dead_letters"] += 1
+        self.metrics.rejected.labels(reason).inc()
+        self.metrics.dead_letters.inc()
+        headers: tuple[tuple[str, bytes], ...] = (
+            ("reason", reason.encode()),
+            ("error", message[:1000].encode(errors="replace")),
+            ("source_topic", msg.topic.encode()),
+            ("source_partition", str(msg.partition).encode()),
+            ("source_offset", str(msg.offset).encode()),
+        )
+        k = self.settings.kafka
+        value = msg.value or b""
+        if len(value) > k.dead_letter_max_bytes:  # deliverable, so that it is ever delivered
+            headers += (
+                ("value_truncated_from", str(len(value)).encode()),
+                ("value_sha256", hashlib.sha256(value).hexdigest().encode()),
+            )
+            value = value[: k.dead_letter_max_bytes]
+        self.sink.send(Output(k.dead_letter_topic, value, msg.key, headers))
+
+    def process(self, batch: list[Message]) -> None:
+        """Handle a batch of consumer records in order (between the runner's I/O edges).
+
+        Pipelined: this batch is decoded; the previous batch's learning is finished (its run
+        waited for, its remaining records learned); this batch's leading compiled run, if the
+        driver plans one, is started on the learner thread, where it runs without the GIL; and
+        only then are the previous batch's predictions written and its offsets taken, while the
+        learner works. The rest of this batch is learned when the next batch (or
+        :meth:`drain`) comes, in order. Whatever reads the model, the monitor or the offsets
+        calls :meth:`drain` first.
+        """
+        high = {(msg.topic, msg.partition): msg.offset for msg in batch}  # offsets ascend
+        self.marker.entered(high)
+        driver = self.driver
+        assert driver is not None, "use() gives the driver"
+        numeric = not driver.classifier and not driver.sequence
+        valid = self._decode_all(batch, kind=driver.record_kind, numeric_label=numeric)
+        finished = self._finish_learning()
+        xs, ys = [rec.x for _, rec in valid], [rec.y for _, rec in valid]
+        if self.marker.watching and self._any_alone(valid):
+            end, X, Y = 0, None, None  # after a crash: every record alone and marked
+        else:
+            end, X, Y = driver.plan_run(xs, ys)
+        future = None
+        if end:
+            if self._learn_pool is None:
+                self._learn_pool = ThreadPoolExecutor(1, thread_name_prefix="streammkl-learn")
+            future = self._learn_pool.submit(driver.run_rounds, X, Y)  # type: ignore[arg-type]
+        self._inflight = InFlight(batch, valid, xs, ys, end, future)
+        if finished is not None:  # reads no model state the running rounds change
+            self._emit(finished)
+
+    def _decode_all(
+        self,
+        batch: list[Message],
+        kind: str = "vector",
+        numeric_label: bool = False,
+    ) -> Valid:
+        """Decode a batch in order: the valid (message, record) pairs, a dense vector's
+        features named ``"0"``, ``"1"``, ...; the rest dead-lettered. Offsets are taken by
+        :meth:`_account`, once the whole batch is handled."""
+        rs = self.settings.records
+        decode, decode_error = wire.decode, wire.DecodeError
+        dim, classes, strict, max_bytes = rs.dim, self._classes, rs.strict, rs.max_bytes
+        named = _named
+        obs_decode = self.metrics.decode_seconds.observe
+        perf = time.perf_counter
+        marker = self.marker
+        watching = marker.watching
+        limits = self._wire_limits
+        valid: Valid = []
+        for msg in batch:
+            if watching and marker.condemned(msg.topic, msg.partition, msg.offset):
+                deaths = marker.condemned(msg.topic, msg.partition, msg.offset)
+                self._reject(
+                    msg, "crashed_worker",
+                    f"the process died {deaths} time(s) while this record was in flight; it is "
+                    "not learned again (limits.crash_strikes)",
+                )  # fmt: skip
+                continue
+            t0 = perf()
+            rec = decode(
+                msg.value or b"", dim=dim, classes=classes, strict=strict, max_bytes=max_bytes,
+                kind=kind, numeric_label=numeric_label, limits=limits,  # type: ignore[arg-type]
+            )  # fmt: skip
+            obs_decode(perf() - t0)
+            if isinstance(rec, decode_error):
+                self._reject(msg, rec.reason, rec.message)
+                continue
+            if kind == "vector" and not isinstance(rec.x, dict):
+                # kind="vector": x is one dense vector, never a sequence (decode rejects those);
+                # mypy cannot see that invariant, and a cast() would cost a call per record.
+                rec.x = named(rec.x)  # type: ignore[arg-type]
+            valid.append((msg, rec))
+        return valid
+
+    def drain(self) -> None:
+        """Finish the batch in flight, if any: wait for its run, learn its remaining records,
+        emit its predictions, take its offsets and counts. After it the learner is quiescent.
+
+        Threads: the learner thread touches only the learner, inside ``run_rounds``, and this
+        waits for it. With kafka-python a revocation calls this (through the checkpoint) on its
+        IO thread, but only from within ``consumer.poll`` (the coordinator's rebalance), while
+        the loop thread waits there (measured: the listener runs on ``kafka-io-*`` during the
+        loop's poll); librdkafka calls it on the loop thread itself, inside ``consume``: the two
+        never run it at the same time."""
+        finished = self._finish_learning()
+        if finished is not None:
+            self._emit(finished)
+
+    def _finish_learning(self) -> Finished | None:
+        """The learning half of :meth:`drain`: the in-flight batch's run waited for and its
+        remaining records learned; returns what :meth:`_emit` needs (or ``None``)."""
+        if self._inflight is None:
+            return None
+        batch, valid, xs, ys, end, future = self._inflight
+        self._inflight = None
+        outcomes: list[Outcome] = []
+        per = 0.0
+        if future is not None:
+            outcomes, seconds = future.result()  # (observed by the monitor, when it is on)
+            per = seconds / end
+        refused: Refused = {}
+        if end < len(xs):
+            t0 = time.perf_counter()
+            outcomes += self._learn_tail(valid, xs, ys, end, refused)
+            took = (time.perf_counter() - t0) / (len(xs) - end)
+            per = took if not end else (per * end + took * (len(xs) - end)) / len(xs)
+        return Finished(batch, valid, refused, outcomes, per)
+
+    def _emit(self, finished: Finished) -> None:
+        """Predictions, dead letters and accounting of a batch whose rounds are done; the
+        learn (predict) histogram observes the batch's mean time per learned (predict-only)
+        record. The prequential loss: log-loss of the probabilities (classification), wrong
+        labels (sequences: per label, as the per-character accuracy), squared error
+        (regression)."""
+        batch, valid, refused, outcomes, per = finished
+        out_topic = self.settings.kafka.predictions_topic
+        top_k = self.settings.limits.prediction_top_k
+        send = self.sink.send_prediction
+        m = self.metrics
+        obs_learn, obs_predict = m.learn_seconds.observe, m.predict_seconds.observe
+        driver = self.driver
+        assert driver is not None
+        sequence, classifier = driver.sequence, driver.classifier and not driver.sequence
+        learned = predicted = labelled = correct = 0
+        loss = 0.0
+        version = self.counters["examples_learned"]
+        events: list[float] = []
+        log, isfinite = math.log, math.isfinite
+        for i, (msg, rec) in enumerate(valid):
+            outcome, y = outcomes[i], rec.y
+            error = refused.get(i)
+            if outcome is None:  # refused by the admission, or the prediction failed
+                if isinstance(error, Refusal):
+                    self._reject(msg, error.reason, error.message)
+                else:
+                    self._reject(msg, "learner_error", f"predict failed: {error!r}")
+                continue
+            prediction, proba = outcome
+            predicted += 1
+            record_version = version
+            if y is None:
+                obs_predict(per)
+            else:
+                if error is None:
+                    learned += 1
+                    version += 1
+                    obs_learn(per)
+                else:
+                    self._reject(msg, "learner_error", f"learn failed: {error!r}")
+                if classifier:
+                    labelled += 1
+                    p = proba.get(y, 0.0) if proba else 0.0
+                    loss -= log(p if p > 1e-15 else 1e-15)
+                    correct += prediction == y
+                elif sequence:
+                    assert isinstance(y, list)  # decoded as a sequence (or a sentence's heads)
+                    labelled += len(y)
+                    tags = prediction if isinstance(prediction, list) else ()
+                    hits = sum(1 for p, t in zip(tags, y, strict=False) if p == t)
+                    correct += hits
+                    loss += len(y) - hits
+                else:
+                    assert isinstance(y, int | float)  # decoded with numeric_label
+                    labelled += 1
+                    err = prediction - float(y) if isinstance(prediction, float) else math.inf
+                    if isfinite(err * err):  # a diverged model must not poison the total
+                        loss += err * err
+            if out_topic:
+                send(
+                    out_topic,
+                    prediction_bytes(
+                        rec.id, prediction, proba, record_version, msg.topic, msg.partition,
+                        msg.offset, top_k,
+                    ),
+                    msg.key,
+                )  # fmt: skip
+            # Kafka timestamp (produce time); the record's own ts (event time, possibly a replay's
+            # historical time) only when the broker gave none.
+            ts = msg.timestamp
+            events.append(ts / 1000.0 if ts is not None and ts >= 0 else (rec.ts or time.time()))
+        if self.learned_sink is not None:  # a mixing member keeps its round's examples
+            self.learned_sink.extend(
+                (rec.x, rec.y, outcome)
+                for i, (_, rec) in enumerate(valid)
+                if rec.y is not None and (outcome := outcomes[i]) is not None and i not in refused
+            )
+        self._account(batch, events, predicted, learned, labelled, correct, loss)
+
+    def _account(
+        self,
+        batch: list[Message],
+        events: list[float],
+        predicted: int,
+        learned: int,
+        labelled: int,
+        correct: int,
+        loss: float,
+    ) -> None:
+        """Fold a processed batch's counts into the counters and metrics, and take the next
+        offset of every record of the batch (each is predicted or dead-lettered by now)."""
+        c, m = self.counters, self.metrics
+        topics: dict[str, int] = {}
+        for msg in batch:
+            topics[msg.topic] = topics.get(msg.topic, 0) + 1
+        self.checkpoints.handled(batch)  # the next offsets: part of the next commit
+        now = time.time()
+        obs_latency = m.latency_seconds.observe
+        for event in events:
+            obs_latency(now - event if now > event else 0.0)
+        c["records_consumed"] += len(batch)
+        c["records_predicted"] += predicted
+        c["examples_learned"] += learned
+        c["labelled_predictions"] += labelled
+        c["correct_predictions"] += int(correct)
+        c["online_loss"] += loss
+        for topic, count in topics.items():
+            m.consumed.labels(topic).inc(count)
+        m.learned.inc(learned)
+        m.predicted.inc(predicted)
+        m.flush()
+        self.stale = True
+
+    # -- learning guarded against poison records ----------------------------------------------
+
+    def _any_alone(self, valid: Valid) -> bool:
+        alone = self.marker.alone
+        return any(alone(m.topic, m.partition, m.offset) for m, _ in valid)
+
+    def _alone(self, msg: Message, x: Inputs, y: Target) -> bool:
+        """Whether a record is learned alone, marked in flight: it makes the model grow (its
+        admission is checked then), or a crash asks for it (a suspect, a careful replay)."""
+        marker = self.marker
+        if marker.watching and marker.alone(msg.topic, msg.partition, msg.offset):
+            return True
+        assert self.admission is not None
+        return self.admission.grows(x, y)
+
+    def _learn_tail(
+        self,
+        valid: Valid,
+        xs: list[Inputs],
+        ys: list[Target],
+        start: int,
+        refused: Refused,
+    ) -> list[Outcome]:
+        """The outcomes of ``xs[start:]`` (:data:`streammkl.daemon.learning.drivers.Outcome`),
+        learned in order: the records that bring nothing new through the driver's
+        ``learn_predict_many`` in stretches (its compiled runs, if any), each other record alone
+        (:meth:`_learn_alone`); refusals and learner errors into ``refused`` (errors are data)."""
+        driver = self.driver
+        assert driver is not None
+        out: list[Outcome] = []
+        n = len(xs)
+        i = start
+        while i < n:
+            j = i
+            while j < n and not self._alone(valid[j][0], xs[j], ys[j]):
+                j += 1
+            if j > i:
+
+                def note(k: int, exc: Exception, base: int = i) -> None:
+                    refused[base + k] = exc
+
+                out += driver.learn_predict_many(xs[i:j], ys[i:j], note)
+            if j < n:
+                out.append(self._learn_alone(valid[j][0], xs[j], ys[j], j, refused))
+            i = j + 1
+        return out
+
+    def _learn_alone(self, msg: Message, x: Inputs, y: Target, i: int, refused: Refused) -> Outcome:
+        """One record that makes the model grow (or that a crash asks for): admitted or
+        refused, then learned marked in flight; its outcome (``None``: refused)."""
+        assert self.admission is not None and self.driver is not None
+        refusal = self.admission.admit(x, y)
+        if refusal is not None:
+            refused[i] = refusal
+            return None
+
+        def note(k: int, exc: Exception) -> None:
+            refused[i] = exc
+
+        self.marker.begin(msg.topic, msg.partition, msg.offset)
+        outcome = self.driver.learn_predict_many([x], [y], note)[0]
+        self.marker.end()  # (not on an exception out of the loop: that is a crash too)
+        return outcome

@@ -1,0 +1,449 @@
+"""The state of a mixing group, folded from its mix topic (pure: no I/O, no clocks).
+
+Every member (and any reader, e.g. the scale-out benchmark) applies the same records in the same
+order (the mix topic has one partition) and so computes the same rounds, bases, digests and
+offsets:
+
+- the first ``base`` record is round 0's base; later ones are ignored;
+- a ``delta`` for round q is kept (the first per (q, member): replays change nothing) until the
+  next ``close``; it moves the *frontier* (the next offset of every input partition the group
+  has learned up to, its maximum over all deltas), so the next owner of a partition starts
+  where its previous owner's last published delta ended, and nothing is learned twice;
+- the open round r closes as soon as every expected member has a delta for it, or at its first
+  ``close`` record (written by a member that waited ``round_timeout_seconds``); closing merges
+  every kept delta: those of round r (fresh) and
+  those of earlier rounds that came after their round's close (stale, merged from their own
+  base: bounded staleness) — :func:`streammkl.core.mixing.merge`, the example-weighted delta
+  merge followed by the prox — and opens round r + 1;
+- the members a round waits for are those that said ``hello`` or published a delta, minus those
+  that said ``bye`` or missed a close (a late member is back as soon as it publishes);
+- a ``bank`` record proposes another kernel bank: the last one folded before the open round
+  closes is applied to the merged model (``add_kernel`` / ``remove_kernel``: new blocks start
+  at zero, the others keep their merged state), so every member switches at that round
+  boundary; a late delta learned before a switch gets the same switch (and so does its base)
+  before it is merged;
+- a record that cannot be used (undecodable, a base or bank that cannot be applied, a delta
+  learned with another bank or that the merge refuses, one staler than ``KEEP_BASES``) is
+  skipped and reported (:attr:`MixLog.skipped`, with the examples it carried, which are then
+  not in the merged model): never an error, so no record can stop a reader, on any replay;
+- the group's prequential view: every merged delta's ``stats`` (the log-loss, mistakes and
+  labels of the predictions its member made on the delta's examples) add up, exactly once like
+  the examples, to ``loss`` / ``mistakes`` / ``labelled``; and the **hindsight** view: after
+  adopting a merged model that holds its delta, a member scores that round's examples again
+  with it and publishes both sums with its next delta (or its ``bye``): ``regret`` is
+  Σ (online loss − merged model's loss) over the rounds reported so (each (round, member) once),
+  on ``regret_examples`` examples (docs/scale-out.md, "The theory").
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from streammkl.core import kernels as kernels_mod
+from streammkl.core import mixing_bandwidth
+from streammkl.core.kernels import Kernel
+from streammkl.core.mixing import ForeignDelta, MemberRound, check_mixable, merge
+from streammkl.core.model import OnlineMKL
+from streammkl.core.state import state_digest
+from streammkl.daemon.learning.bank import change_kernels
+from streammkl.daemon.mixing.topic import UNREADABLE, MixRecord, State
+from streammkl.river import MKLClassifier
+from streammkl.river.pooling import pool_scalers, split_scaler
+
+#: Bases kept for stale deltas; a delta staler than this cannot be merged (it is reported).
+KEEP_BASES = 32
+
+#: Why a record of the mix log was skipped (the ``reason`` of :class:`Skipped`).
+SKIP_REASONS = (
+    "undecodable",  # not a mix record (its bytes could not be decoded)
+    "bad_base",  # a base that is not a group learner's state
+    "bad_bank",  # a bank proposal that cannot be built or applied
+    "foreign_bank",  # a delta learned with another configuration or kernel bank than its base
+    "unmergeable",  # a delta the merge refuses for another reason (a damaged state)
+    "too_stale",  # a delta learned from a base older than the KEEP_BASES kept
+)
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A record of the mix log that could not be used (the same on every reader)."""
+
+    round: int
+    member: str
+    kind: str
+    reason: str  # one of SKIP_REASONS
+    examples: int | None  # a delta's examples, which the merged model then lacks (None: unknown)
+    detail: str
+
+
+@dataclass(frozen=True)
+class RoundResult:
+    """What closing one round did (the same on every reader, except ``seconds``)."""
+
+    round: int
+    members: tuple[str, ...]  # fresh deltas merged
+    stale: tuple[tuple[str, int], ...]  # (member, rounds late) merged from an older base
+    late: tuple[str, ...]  # expected members without a delta (they join the next round)
+    examples: int
+    digest: str
+    delta_norm: float
+    active_before: int
+    active_after: int
+    seconds: float
+    loss: float = 0.0  # the prequential view of the merged deltas' examples
+    mistakes: int = 0
+    labelled: int = 0
+    #: Wall-clock spread of the fresh deltas' publishes (writers' clocks): how long the first
+    #: member to end the round waited for the last one.
+    spread: float = 0.0
+    #: The kernels added and removed by a bank switch at this round boundary (None: none).
+    bank: tuple[tuple[str, ...], tuple[str, ...]] | None = None
+
+
+def learner_digest(state: State) -> str:
+    """The digest of a learner state (what ``learner.rounds().digest()`` returns for it)."""
+    return state_digest(*state)
+
+
+def core_state(state: State) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The core model's (meta, arrays) inside a river learner's state (without the arrays of
+    its input standardisation)."""
+    meta, arrays = state
+    if meta.get("core") is None:
+        raise ValueError("the learner has no core model yet")
+    return dict(meta["core"]), split_scaler(arrays)[0]
+
+
+def check_base_state(state: State) -> None:
+    """Raise a clear ValueError if a learner state cannot be the base of a group."""
+    meta = state[0]
+    if meta.get("format") is None or "core" not in meta:
+        raise ValueError("mixing groups need a streammkl river learner (MKLClassifier)")
+    if meta["core"] is not None:
+        check_mixable(OnlineMKL.from_state(*core_state(state)))
+
+
+def bank_of(state: State) -> list[dict[str, Any]] | None:
+    """The kernel bank a learner state was configured with (its ``kernels`` parameter, as
+    ``to_spec()`` tables; None: the default bank). A group compares its members' settings with
+    it, whatever bandwidths its ``MedianRBF`` kernels have fitted since."""
+    bank = state[0].get("params", {}).get("kernels")
+    return None if bank is None else [dict(k) for k in bank]
+
+
+def canonical_bank(kernels: Iterable[Kernel | Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Kernel specs (or kernels) as the tables a learner state holds (JSON-normalised)."""
+    return json.loads(json.dumps([kernels_mod.from_spec(k).to_spec() for k in kernels]))
+
+
+def switch_bank(state: State, bank: list[dict[str, Any]]) -> tuple[State, list[str], list[str]]:
+    """A learner state with another kernel bank: ``add_kernel`` / ``remove_kernel`` by kernel
+    (new blocks start at zero, the others keep their state) and ``bank`` as its configured
+    kernels. Returns (state, added, removed); raises whatever the learner refuses."""
+    learner = MKLClassifier.from_state(*state)
+    added, removed = change_kernels(learner, tuple(kernels_mod.from_spec(k) for k in bank))
+    meta, arrays = learner.to_state()
+    meta["params"] = {**meta["params"], "kernels": bank}
+    return (meta, arrays), added, removed
+
+
+@dataclass
+class MixLog:
+    """The fold of a mix topic (see the module docstring)."""
+
+    dual: str = "sum"  # how FTRL's dual increments merge (core.mixing.merge)
+    round: int = -1  # the open round (-1: no base yet)
+    base: State | None = None
+    digest: str = ""
+    examples: int = 0  # examples in the current base (the sum over all merged rounds)
+    frontier: dict[str, int] = field(default_factory=dict)
+    members: set[str] = field(default_factory=set)
+    pending: dict[tuple[int, str], MixRecord] = field(default_factory=dict)
+    results: list[RoundResult] = field(default_factory=list)
+    duplicates: int = 0
+    #: (round, member) of deltas learned from another base than the group's for that round:
+    #: that member's merged model differed from the others' (never expected; reported).
+    mismatches: list[tuple[int, str]] = field(default_factory=list)
+    digests: dict[int, str] = field(default_factory=dict)  # round -> digest of its base
+    dropped: list[tuple[int, str]] = field(default_factory=list)
+    loss: float = 0.0  # the group's prequential log-loss (merged deltas' examples)
+    mistakes: int = 0
+    labelled: int = 0
+    regret: float = 0.0  # Σ (online loss − loss of the merged model in hindsight)
+    regret_mistakes: int = 0  # Σ (online mistakes − the merged model's mistakes in hindsight)
+    regret_examples: int = 0  # the examples those sums are over
+    #: Records that could not be used, in log order (every reader skips the same ones).
+    skipped: list[Skipped] = field(default_factory=list)
+    skipped_examples: int = 0  # examples of skipped deltas: not in the merged model
+    #: The bank proposal to apply when the open round closes (the last one folded).
+    proposal: MixRecord | None = None
+    bank_changes: int = 0  # bank switches applied
+    _switches: dict[int, list[dict[str, Any]]] = field(default_factory=dict)  # round -> bank
+    _hindsight: set[tuple[int, str]] = field(default_factory=set)
+    _bases: dict[int, State] = field(default_factory=dict)
+    _seen: set[str] = field(default_factory=set)
+
+    def fresh(self) -> set[str]:
+        """Members with a delta for the open round."""
+        return {m for (q, m) in self.pending if q == self.round}
+
+    def complete(self) -> bool:
+        """Whether every expected member has a delta for the open round."""
+        return self.round >= 0 and self.members <= self.fresh()
+
+    def has_delta(self, round_: int, member: str) -> bool:
+        return f"delta/{round_:010d}/{member}" in self._seen
+
+    @property
+    def bank(self) -> list[dict[str, Any]] | None:
+        """The group's configured kernel bank, a pending proposal included (None: the default
+        bank, or no base yet)."""
+        if self.proposal is not None and self.proposal.kernels is not None:
+            return [dict(k) for k in self.proposal.kernels]
+        return None if self.base is None else bank_of(self.base)
+
+    def apply(self, rec: MixRecord) -> RoundResult | None:
+        """Apply one record; returns the round it closed, if any. A record that cannot be
+        used is skipped (:attr:`skipped`), never raised."""
+        if rec.kind == UNREADABLE:
+            self._skip(rec, "undecodable", rec.invalid)
+            return None
+        if rec.kind in ("delta", "base") and rec.key in self._seen:
+            self.duplicates += 1
+            return None
+        if rec.kind in ("delta", "base"):
+            self._seen.add(rec.key)
+        if "h_round" in rec.stats:
+            self._hindsight_of(rec)
+        if rec.kind == "base":
+            if self.base is None:
+                why = _unusable_base(rec)
+                if why:
+                    self._skip(rec, "bad_base", why)
+                else:
+                    assert rec.state is not None
+                    self._adopt(0, rec.state, examples=rec.examples)
+        elif rec.kind == "bank":
+            why = _unusable_bank(rec) if self.base is not None else "before the group's base"
+            if why:
+                self._skip(rec, "bad_bank", why)
+            else:
+                self.proposal = rec
+        elif rec.kind == "hello":
+            self.members.add(rec.member)
+        elif rec.kind == "bye":
+            self.members.discard(rec.member)
+            if self.fresh() and self.complete():
+                return self._close()
+        elif rec.kind == "delta":
+            self.members.add(rec.member)
+            want = self.digests.get(rec.round)
+            if rec.base_digest and want is not None and rec.base_digest != want:
+                self.mismatches.append((rec.round, rec.member))
+            for tp, offset in rec.offsets.items():
+                self.frontier[tp] = max(self.frontier.get(tp, 0), offset)
+            self.pending[(rec.round, rec.member)] = rec
+            if rec.round == self.round and self.complete():
+                return self._close()
+        elif rec.kind == "close" and rec.round == self.round and self.base is not None:
+            return self._close()
+        return None
+
+    def _hindsight_of(self, rec: MixRecord) -> None:
+        """Fold a member's hindsight report of one of its merged rounds (once per round)."""
+        st = rec.stats
+        key = (int(st["h_round"]), rec.member)
+        if key in self._hindsight:
+            return
+        self._hindsight.add(key)
+        self.regret += st.get("h_loss", 0.0) - st.get("h_merged_loss", 0.0)
+        self.regret_mistakes += int(st.get("h_mistakes", 0) - st.get("h_merged_mistakes", 0))
+        self.regret_examples += int(st.get("h_labelled", 0))
+
+    def _adopt(self, round_: int, state: State, examples: int) -> None:
+        self.round, self.base, self.examples = round_, state, examples
+        self.digest = learner_digest(state)
+        self.digests[round_] = self.digest
+        self._bases[round_] = state
+        for old in [q for q in self._bases if q <= round_ - KEEP_BASES]:
+            del self._bases[old]
+
+    def _skip(self, rec: MixRecord, reason: str, detail: str) -> None:
+        examples = rec.examples if rec.kind == "delta" else None
+        self.skipped.append(Skipped(rec.round, rec.member, rec.kind, reason, examples, detail))
+        self.skipped_examples += examples or 0
+
+    def _close(self) -> RoundResult:
+        t0 = time.perf_counter()
+        assert self.base is not None
+        r = self.round
+        taken = sorted(k for k in self.pending if k[0] <= r)
+        rounds: list[Merged] = []
+        sent = [self.pending[k].sent for k in taken if k[0] == r]
+        for key in taken:
+            rec = self.pending.pop(key)
+            since = self._bases.get(rec.round)
+            if rec.state is None:
+                self._skip(rec, "unmergeable", "a delta without a state")
+            elif since is None:
+                self.dropped.append(key)  # staler than KEEP_BASES: cannot be merged
+                self._skip(rec, "too_stale", f"learned from round {rec.round}'s base, not kept")
+            elif rec.state[0].get("core") is not None:  # else: learned nothing, ever
+                item = self._switched(rec, since, r)
+                if item is not None:
+                    rounds.append(item)
+        fresh = tuple(m for (q, m) in taken if q == r)
+        stale = tuple((m, r - q) for (q, m) in taken if q < r)
+        late = tuple(sorted(self.members - set(fresh)))
+        self.members -= set(late)
+        stats: dict[str, float] = {}
+        rounds, state = self._merge_usable(rounds, stats)
+        n = sum(rec.examples for rec, _, _ in rounds)
+        state, bank = self._switch(state, r + 1)
+        self._adopt(r + 1, state, self.examples + n)
+        loss = sum(rec.stats.get("loss", 0.0) for rec, _, _ in rounds)
+        mistakes = int(sum(rec.stats.get("mistakes", 0) for rec, _, _ in rounds))
+        labelled = int(sum(rec.stats.get("labelled", 0) for rec, _, _ in rounds))
+        self.loss += loss
+        self.mistakes += mistakes
+        self.labelled += labelled
+        result = RoundResult(
+            r, fresh, stale, late, n, self.digest, stats.get("delta_norm", 0.0),
+            int(stats.get("active_before", 0)), int(stats.get("active_after", 0)),
+            time.perf_counter() - t0, loss, mistakes, labelled,
+            max(sent, default=0.0) - min(sent, default=0.0), bank,
+        )  # fmt: skip
+        self.results.append(result)
+        return result
+
+    def _switched(self, rec: MixRecord, since: State, r: int) -> Merged | None:
+        """A delta ready to merge into round ``r``'s close: (record, state, the base it learned
+        from when stale). A late delta learned before a bank switch gets every switch made
+        since (it and its base alike: its delta is then over the group's bank, new blocks at
+        zero); None (skipped) if that fails."""
+        assert rec.state is not None
+        state, old = rec.state, since
+        try:
+            for q in sorted(q for q in self._switches if rec.round < q <= r):
+                state = switch_bank(state, self._switches[q])[0]
+                old = switch_bank(old, self._switches[q])[0]
+        except Exception as exc:
+            self._skip(rec, "foreign_bank", f"the group's bank switch cannot apply: {exc!r}")
+            return None
+        return rec, state, None if rec.round == r else old
+
+    def _merge_usable(self, rounds: list[Merged], stats: dict[str, float]) -> tuple[list, State]:
+        """The merge of the deltas (the base if none), and the deltas it holds. A delta the
+        merge refuses is skipped (each is then tried alone against the base, so one bad record
+        costs only its own examples), the others are merged: the same on every reader."""
+        assert self.base is not None
+        if not rounds:
+            return rounds, self.base
+        try:
+            return rounds, self._merged(rounds, stats)
+        except Exception:
+            pass
+        usable = []
+        for item in rounds:
+            try:
+                self._merged([item], {})
+            except ForeignDelta as exc:
+                self._skip(item[0], "foreign_bank", str(exc))
+            except Exception as exc:
+                self._skip(item[0], "unmergeable", repr(exc))
+            else:
+                usable.append(item)
+        if not usable:
+            return usable, self.base
+        try:
+            return usable, self._merged(usable, stats)
+        except Exception as exc:  # each merges alone, not together: none is merged
+            for item in usable:
+                self._skip(item[0], "unmergeable", f"merged with the others: {exc!r}")
+            return [], self.base
+
+    def _switch(
+        self, state: State, round_: int
+    ) -> tuple[State, tuple[tuple[str, ...], tuple[str, ...]] | None]:
+        """Round ``round_``'s base: ``state`` with the pending bank proposal applied (a proposal
+        that cannot be applied is skipped: the bank stays)."""
+        rec, self.proposal = self.proposal, None
+        if rec is None or rec.kernels is None:
+            return state, None
+        bank = canonical_bank(rec.kernels)
+        try:
+            switched, added, removed = switch_bank(state, bank)
+        except Exception as exc:
+            self._skip(rec, "bad_bank", f"cannot be applied: {exc!r}")
+            return state, None
+        if bank == bank_of(state) and not (added or removed):
+            return state, None
+        self._switches[round_] = bank
+        self.bank_changes += 1
+        return switched, (tuple(added), tuple(removed))
+
+    def _merged(self, rounds: list[Merged], stats: dict[str, float]) -> State:
+        """The merged learner state: the base learner's with the merged core (on the group's
+        bandwidths, :mod:`streammkl.core.mixing_bandwidth`) and pooled input statistics."""
+        assert self.base is not None
+        rounds = sorted(rounds, key=lambda p: (p[0].member, p[2] is None))
+        parts = [
+            (rec.member, rec.examples, core_state(state), old and core_state(old))
+            for rec, state, old in rounds
+        ]
+        base, states, olds, rows, keys = mixing_bandwidth.align(core_state(self.base), parts)
+        members = [
+            MemberRound(name, n, *state, old)
+            for (name, n, _, _), state, old in zip(parts, states, olds, strict=True)
+        ]
+        merged = merge(*base, members, stats, dual=self.dual)
+        mixing_bandwidth.decide(merged, rows, keys)
+        core_meta, arrays = merged.to_state()
+        out = dict(self.base[0])
+        out["core"] = core_meta
+        out["features"] = list(merged.feature_keys)
+        if split_scaler(self.base[1])[1]:  # standardize: one input scale for the group
+            learners = [(_stats(state), old and _stats(old)) for _, state, old in rounds]
+            arrays.update(pool_scalers(_stats(self.base), learners, merged.feature_keys))
+        return out, arrays
+
+
+#: A delta ready to merge: (record, its state, the older base it learned from when stale).
+Merged = tuple[MixRecord, State, State | None]
+
+
+def _unusable_base(rec: MixRecord) -> str:
+    """Why a ``base`` record cannot be a group's base ("" if it can)."""
+    if rec.state is None:
+        return "a base without a state"
+    try:
+        MKLClassifier.from_state(*rec.state)
+        check_base_state(rec.state)
+    except Exception as exc:
+        return repr(exc)
+    return ""
+
+
+def _unusable_bank(rec: MixRecord) -> str:
+    """Why a ``bank`` record cannot be a bank ("" if it can be built; whether it applies to
+    the merged model is known at the close)."""
+    if not rec.kernels:
+        return "no kernels"
+    try:
+        names = [kernels_mod.from_spec(k).name for k in rec.kernels]
+    except Exception as exc:
+        return repr(exc)
+    if len(set(names)) != len(names):
+        return f"two kernels share a name in {names}"
+    return ""
+
+
+def _stats(state: State) -> tuple[list[str], dict[str, np.ndarray]]:
+    """(input names, arrays) of a learner state, for :func:`pool_scalers`."""
+    return list(state[0].get("features") or []), dict(state[1])

@@ -1,0 +1,269 @@
+"""The ``mix`` topic of a mixing group: its records, their encoding, and the Kafka clients.
+
+One partition, so that every member reads the same records in the same order: the group's state
+is a function of that log alone (:mod:`streammkl.daemon.mixing.log`). Records are keyed by
+``kind/round/member`` and carry a JSON head plus, for ``base`` and ``delta``, a learner state
+(numpy arrays, never pickle), in one compressed ``.npz`` blob:
+
+- ``base``  (round 0): the group's starting model (the first one in the log wins);
+- ``hello`` / ``bye``: a member joins / leaves cleanly;
+- ``delta``: a member's end of a round: its state (learned from the round's base, so
+  Δ = state - base), the examples it learned since that base and the next offset of every
+  input partition it has learned up to;
+- ``close``: a round that timed out is merged with the deltas that precede it in the log
+  (whoever writes it first; it names the members it did not wait for). A round whose expected
+  members have all published closes without one;
+- ``bank``: a member proposes another kernel bank (its ``learner.kernels``, changed by SIGHUP
+  or while it was stopped); every reader switches the group's model to it when the open round
+  closes (:mod:`streammkl.daemon.mixing.log`).
+
+A record that cannot be decoded is not an error for the reader: :meth:`MixTopic.read` hands it
+on as an *unreadable* record (named by its key when the key can be parsed), which the group log
+skips and reports like any record it cannot use.
+
+Publishes are idempotent by key: a member that publishes the same (round, member) twice (a
+replay after a crash) changes nothing, because readers keep the first record of every key.
+Kafka transactions are not needed (nor honoured by the embedded broker:
+benchmarks/results/kafka_transactions.md). A compacted topic keeps the newest record per key;
+every key here is written once, so compaction only drops replays.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.errors import KafkaError, TopicAlreadyExistsError
+
+from streammkl.daemon.config import KafkaSettings
+from streammkl.daemon.kafka.security import kafka_python_options
+
+log = logging.getLogger(__name__)
+
+KINDS = ("base", "hello", "delta", "close", "bye", "bank")
+#: The kind of a record that could not be decoded (never written).
+UNREADABLE = "unreadable"
+State = tuple[dict[str, Any], dict[str, np.ndarray]]
+
+#: Largest mix record (a model state); the broker must accept it too.
+MAX_RECORD_BYTES = 32 << 20
+
+
+@dataclass(frozen=True)
+class MixRecord:
+    """One record of the mix topic (see the module docstring)."""
+
+    kind: str
+    round: int
+    member: str
+    examples: int = 0
+    offsets: Mapping[str, int] = field(default_factory=dict)  # "topic/partition" -> next
+    late: tuple[str, ...] = ()
+    state: State | None = None
+    sent: float = 0.0  # wall clock of the writer, for reports only
+    base_digest: str = ""  # a delta's: the digest of the base its member learned from
+    #: A delta's: the prequential view of its examples (``loss``: the sum of their log-losses,
+    #: ``mistakes``, ``labelled``); a delta's or a bye's: the hindsight view of the member's
+    #: last merged round (``h_round`` and the ``h_``-prefixed sums, daemon.group_log).
+    stats: Mapping[str, float] = field(default_factory=dict)
+    #: A bank proposal's kernel specs (``Kernel.to_spec()`` of the proposer's configured bank).
+    kernels: tuple[dict[str, Any], ...] | None = None
+    #: An unreadable record's reason (it could not be decoded; ``kind`` is ``UNREADABLE``).
+    invalid: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.kind}/{self.round:010d}/{self.member}"
+
+    @classmethod
+    def unreadable(cls, key: bytes | None, why: str) -> MixRecord:
+        """What a reader makes of a record it cannot decode: its round and member from its key
+        (``kind/round/member``) when they can be read, else round -1 and member ``"?"``."""
+        try:
+            kind, round_, member = (key or b"").decode().split("/", 2)
+            return cls(UNREADABLE, int(round_), member, invalid=f"{kind}: {why}")
+        except ValueError:
+            return cls(UNREADABLE, -1, "?", invalid=why)
+
+
+def encode(rec: MixRecord) -> tuple[bytes, bytes]:
+    """(key, value) of a record."""
+    head = {
+        "kind": rec.kind, "round": rec.round, "member": rec.member, "examples": rec.examples,
+        "offsets": dict(rec.offsets), "late": list(rec.late), "sent": rec.sent,
+        "base_digest": rec.base_digest, "stats": dict(rec.stats),
+        "meta": None if rec.state is None else rec.state[0],
+        "kernels": None if rec.kernels is None else [dict(k) for k in rec.kernels],
+    }  # fmt: skip
+    payload = {"__head__": np.frombuffer(json.dumps(head).encode(), dtype=np.uint8)}
+    if rec.state is not None:
+        payload.update({f"a/{k}": np.ascontiguousarray(v) for k, v in rec.state[1].items()})
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **payload)  # type: ignore[arg-type]
+    return rec.key.encode(), buf.getvalue()
+
+
+def decode(value: bytes) -> MixRecord:
+    """A record from its value; ValueError if it is not one."""
+    try:
+        with np.load(io.BytesIO(value), allow_pickle=False) as npz:
+            files = {k: npz[k] for k in npz.files}
+        head = json.loads(files.pop("__head__").tobytes().decode())
+        kind = str(head["kind"])
+        if kind not in KINDS:
+            raise ValueError(f"unknown kind {kind!r}")
+        arrays = {k[2:]: v for k, v in files.items() if k.startswith("a/")}
+        meta = head.get("meta")
+        return MixRecord(
+            kind=kind,
+            round=int(head["round"]),
+            member=str(head["member"]),
+            examples=int(head.get("examples", 0)),
+            offsets={str(k): int(v) for k, v in (head.get("offsets") or {}).items()},
+            late=tuple(str(m) for m in head.get("late") or ()),
+            state=None if meta is None else (dict(meta), arrays),
+            sent=float(head.get("sent", 0.0)),
+            base_digest=str(head.get("base_digest", "")),
+            stats={str(k): float(v) for k, v in (head.get("stats") or {}).items()},
+            kernels=_kernels(head.get("kernels")),
+        )
+    except Exception as exc:  # zip / json / key errors all mean the same thing
+        raise ValueError(f"not a mix record: {exc!r}") from None
+
+
+def _kernels(value: object) -> tuple[dict[str, Any], ...] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(k, dict) for k in value):
+        raise ValueError(f"kernels must be a list of tables, got {value!r}")
+    return tuple(dict(k) for k in value)
+
+
+def create_mix_topic(settings: KafkaSettings, topic: str) -> None:
+    """Create the mix topic (1 partition, ``cleanup.policy=compact``) if it is missing."""
+    admin = KafkaAdminClient(
+        bootstrap_servers=settings.bootstrap_servers.split(","),
+        request_timeout_ms=settings.bootstrap_timeout_ms,
+        **kafka_python_options(settings),
+    )
+    try:
+        if topic not in set(admin.list_topics()):
+            try:
+                admin.create_topics(
+                    [NewTopic(topic, 1, 1, topic_configs={"cleanup.policy": "compact"})]
+                )
+                log.info("created the compacted mix topic %s", topic)
+            except TopicAlreadyExistsError:  # raced with another member
+                pass
+    finally:
+        try:
+            admin.close()
+        except KafkaError:
+            pass
+
+
+class MixTopic:
+    """Publish to and read the mix topic (kafka-python clients; the reader is assigned, not
+    subscribed: it needs no group and reads from the beginning)."""
+
+    def __init__(
+        self,
+        settings: KafkaSettings,
+        topic: str,
+        producer_factory: Callable[..., Any] = KafkaProducer,
+        consumer_factory: Callable[..., Any] = KafkaConsumer,
+    ) -> None:
+        self.topic = topic
+        self.tp = TopicPartition(topic, 0)
+        self.bad_records = 0
+        self._producer_factory = producer_factory
+        common = {
+            "bootstrap_servers": settings.bootstrap_servers.split(","),
+            "request_timeout_ms": settings.request_timeout_ms,
+            **kafka_python_options(settings),
+        }
+        self._common = common
+        self.producer = self._new_producer()
+        self.consumer = consumer_factory(
+            enable_auto_commit=False, auto_offset_reset="earliest",
+            fetch_max_bytes=MAX_RECORD_BYTES, max_partition_fetch_bytes=MAX_RECORD_BYTES,
+            fetch_max_wait_ms=10,  # a round waits on this topic: no long polls
+            **common,
+        )  # fmt: skip
+        self.consumer.assign([self.tp])
+        self.consumer.seek_to_beginning(self.tp)
+
+    def _new_producer(self) -> KafkaProducer:
+        return self._producer_factory(
+            acks="all", enable_idempotence=True, linger_ms=0,
+            max_request_size=MAX_RECORD_BYTES, **self._common,
+        )  # fmt: skip
+
+    def publish(self, rec: MixRecord, timeout: float = 30.0, attempts: int = 0) -> None:
+        """Send one record and wait for the broker's acknowledgement. A failure is retried
+        (``attempts`` times, 0: until it succeeds) with a new producer each time (an idempotent
+        producer stays broken after a broker restart, KAFKA.md); a replay is harmless: readers
+        keep the first record of every key."""
+        key, value = encode(rec)
+        tried = 0
+        while True:
+            try:
+                self.producer.send(self.topic, key=key, value=value, partition=0).get(
+                    timeout=timeout
+                )
+                return
+            except KafkaError as exc:
+                tried += 1
+                if attempts and tried >= attempts:
+                    raise
+                log.warning("mix topic: publishing %s failed (%s); retrying", rec.key, exc)
+                time.sleep(min(1.0 * tried, 5.0))
+                try:
+                    self.producer.close(timeout=1)
+                except Exception:  # a broken producer may not close cleanly
+                    pass
+                self.producer = self._new_producer()
+
+    def read(self, timeout_ms: int = 0) -> list[MixRecord]:
+        """The records that arrived since the last read; one that cannot be decoded comes as
+        an unreadable record (:meth:`MixRecord.unreadable`: the group log skips and reports
+        it)."""
+        out = []
+        for records in self.consumer.poll(timeout_ms=timeout_ms).values():
+            for r in records:
+                try:
+                    out.append(decode(r.value))
+                except ValueError as exc:
+                    self.bad_records += 1
+                    out.append(MixRecord.unreadable(r.key, f"offset {r.offset}: {exc}"))
+        return out
+
+    def read_to_end(self, max_seconds: float = 10.0) -> list[MixRecord]:
+        """Everything up to the partition's end as of now (the fetch highwater: Tansu's
+        ``end_offsets`` is wrong, KAFKA.md), or what arrived within ``max_seconds``."""
+        out: list[MixRecord] = []
+        deadline = time.monotonic() + max_seconds
+        fetched = False
+        while time.monotonic() < deadline:
+            batch = self.read(timeout_ms=100)
+            out += batch
+            high = self.consumer.highwater(self.tp)
+            fetched = fetched or high is not None
+            if fetched and not batch and self.consumer.position(self.tp) >= (high or 0):
+                break
+        return out
+
+    def close(self) -> None:
+        for client in (self.producer, self.consumer):
+            try:
+                client.close(timeout=2) if client is self.producer else client.close()
+            except Exception as exc:  # closing must not mask a shutdown
+                log.warning("mix topic client close failed: %s", exc)
