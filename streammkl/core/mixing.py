@@ -99,16 +99,16 @@ def column_keys(kernels: Sequence[Kernel], keys: Sequence[str], layout: Layout) 
     for m, kernel in enumerate(kernels):
         a, e = int(layout.ex_off[m]), int(layout.ex_off[m + 1])
         kind = int(layout.ex_kind[m])
+        used = a + int(layout.ex_used[m])  # the free columns of the layout's room read nothing
         if kind == nb.MAP_ADDITIVE and isinstance(kernel, AdditiveRBF):
             R = kernel.n_components or 0
-            idx = kernel.feature_indices(len(keys))
-            for j in range(a, e):
-                out[j] = (kernel.name, keys[int(idx[(j - a) // R])], (j - a) % R)
+            for j in range(a, used):
+                out[j] = (kernel.name, keys[int(layout.phi_src[0, j])], (j - a) % R)
         elif kind == nb.MAP_RFF:
             for j in range(a, e):
                 out[j] = (kernel.name, j - a)
         else:
-            for j in range(a, e):
+            for j in range(a, used):
                 first, second = int(layout.phi_src[0, j]), int(layout.phi_src[1, j])
                 out[j] = (
                     kernel.name,

@@ -33,6 +33,7 @@ from streammkl.core import losses as losses_mod
 from streammkl.core import regularizers as regs_mod
 from streammkl.core import schedules as schedules_mod
 from streammkl.core.kernels import Kernel, MedianRBF
+from streammkl.core.layout import grown
 from streammkl.core.losses import Loss
 from streammkl.core.model_checks import check_compatible, resolve_radius
 from streammkl.core.regularizers import Regularizer
@@ -43,11 +44,12 @@ from streammkl.core.update import RoundArgs, step_arrays
 __all__ = ["STATE_VERSION", "OnlineMKL"]
 
 FORMAT = "streammkl.OnlineMKL"
-STATE_VERSION = 4  # 2: the adaptive schedules' arrays; 3: BlockState.gram (projection budget
+STATE_VERSION = 5  # 2: the adaptive schedules' arrays; 3: BlockState.gram (projection budget
 # policy); 4: a MedianRBF keeps its configured name and spec, its fitted bandwidth is saved
-# apart ("bandwidths"). Older states still load (the missing arrays: zeros, or built by
-# sync_gram; a version-3 fitted MedianRBF, saved as an RBF with "median_from": its template
-# and its bandwidth, with the features it was learned over).
+# apart ("bandwidths"); 5: the additive Gaussian map is anchored at 0 (phi(x) - phi(0)). Older
+# states still load (the missing arrays: zeros, or built by sync_gram; a version-3 fitted
+# MedianRBF, saved as an RBF with "median_from": its template and its bandwidth, with the
+# features it was learned over; a version-4 additive block's constant moved into the bias).
 
 _F64 = np.dtype(np.float64)
 #: Target types the compiled round takes as they are (it checks their values itself).
@@ -153,7 +155,7 @@ class OnlineMKL:
         self.radius = resolve_radius(radius, self.regularizers, self.loss)
         averaged = self.average or bool(self.averages)
         check_compatible(self.kernels, self.regularizers, self.schedule, averaged)
-        self.feature_keys: list[str] = []
+        self.feature_keys = []
         self.n_outputs = 2 if self.loss.multiclass else 1
         self.t = 0  # rounds learned
         self._names: tuple[tuple[Kernel, ...], list[str]] | None = None  # (bank, its names)
@@ -170,20 +172,70 @@ class OnlineMKL:
         #: saved with the state (a member sets it on every model it adopts).
         self.hold_bandwidths = False
 
-    # --- lazy state -------------------------------------------------------------------------
-    def declare_features(self, keys: Iterable[str]) -> None:
-        """Name new inputs (appended as new columns); kernels may select them by name."""
-        new = [str(k) for k in keys if str(k) not in self._key_set()]
-        if new:
-            self._rebuild(self.kernels, self.feature_keys + new, self.n_outputs)
+    # --- the model's arrays (made at the first input, grown with the inputs and classes) ----
+    @property
+    def feature_keys(self) -> list[str]:
+        """The inputs' names, in column order (the model's own list: copy it to keep it)."""
+        return self._keys
 
-    def _key_set(self) -> set[str]:
-        return set(self.feature_keys)
+    @feature_keys.setter
+    def feature_keys(self, keys: Iterable[str]) -> None:
+        self._keys = [str(k) for k in keys]
+        self._key_index = {k: i for i, k in enumerate(self._keys)}
 
-    def _rebuild(self, kernels: Sequence[Kernel], keys: list[str], n_outputs: int) -> None:
+    def declare_features(self, keys: Iterable[str], rescale: bool = True) -> None:
+        """Name new inputs (appended as new columns); kernels may select them by name. Costs
+        O(the new inputs' columns) (amortised): only their own columns are laid out.
+
+        ``rescale``: whether a bandwidth set at fewer inputs is rescaled for the wider input
+        (``core.bandwidth.for_inputs``, which rebuilds the block): right for inputs that come
+        with dense records (squared distances grow with the inputs); pass False for inputs
+        that come with a sparse record (a bag of words, one-hot categories: its distances grow
+        with its non-zeros, not with the vocabulary), whose bandwidths then stay as they are
+        until the warm-up measures them."""
+        index = self._key_index
+        new = list(dict.fromkeys(k for k in map(str, keys) if k not in index))
+        if not new:
+            return
+        d = len(self._keys)
+        self._keys.extend(new)
+        index.update((k, d + i) for i, k in enumerate(new))
+        try:
+            self._grow_inputs(rescale and not self.hold_bandwidths)
+        except BaseException:  # nothing changed: the names are taken back
+            del self._keys[d:]
+            for k in new:
+                del index[k]
+            raise
+
+    def _grow_inputs(self, rescale: bool) -> None:
+        """Lay out the inputs named since the arrays were last laid out: in place within the
+        layout's capacity, else at twice the capacity (O(width), amortised); a bandwidth the
+        number of inputs rescales (``core.bandwidth``, when ``rescale``) rebuilds the bank
+        instead."""
+        layout, state = self._layout, self._state
+        if layout is None or state is None:
+            self._rebuild(self.kernels, self.n_outputs)
+            return
+        kernels = bandwidth.for_inputs(self.kernels, len(self._keys), rescale)
+        if any(a is not b for a, b in zip(kernels, self.kernels, strict=True)):
+            self._rebuild(kernels, self.n_outputs)  # a new bandwidth: its block restarts
+            return
+        new = grown(layout, self.kernels, self._keys, self.seed, self._key_index)
+        if new is not layout:  # reallocated: the state moves to the new columns
+            names = self.names
+            self._state = transplant(layout, state, names, new, names, self.kernels)
+            self._state.sync_gram(new, budgets.keeps_gram(self.budget, self.budget_policy))
+            self._layout = new
+            self._refresh_args()
+
+    def _rebuild(self, kernels: Sequence[Kernel], n_outputs: int) -> None:
+        """The arrays for the bank ``kernels`` on every named input and ``n_outputs`` outputs:
+        every block whose kernel stays keeps its state (``state.transplant``)."""
+        keys = self._keys
         kernels = bandwidth.for_inputs(kernels, len(keys), rescale=not self.hold_bandwidths)
-        index = {k: i for i, k in enumerate(keys)}
-        layout = build_layout(kernels, len(keys), self.seed, index, keys)
+        capacity = 0 if self._layout is None else self._layout.capacity
+        layout = build_layout(kernels, len(keys), self.seed, self._key_index, keys, capacity)
         names = [k.name for k in kernels]
         if self._state is None or self._layout is None:
             cap = budgets.initial_capacity(self.budget)
@@ -193,7 +245,6 @@ class OnlineMKL:
             state = transplant(self._layout, self._state, self.names, layout, names, kernels)
         state.sync_gram(layout, budgets.keeps_gram(self.budget, self.budget_policy))
         self.kernels = tuple(kernels)
-        self.feature_keys = list(keys)
         self.n_outputs = n_outputs
         self._layout, self._state = layout, state
         self._refresh_args()
@@ -225,10 +276,12 @@ class OnlineMKL:
         if not np.all(np.isfinite(x)):
             bad = int(np.flatnonzero(~np.isfinite(x))[0])
             raise ValueError(f"x[{bad}] = {x[bad]} is not finite")
-        d = len(self.feature_keys)
-        if x.shape[0] > d or self._state is None:
-            keys = self.feature_keys + [str(j) for j in range(d, x.shape[0])]
-            self._rebuild(self.kernels, keys, self.n_outputs)
+        d = len(self._keys)
+        if x.shape[0] > d:  # a sparse record does not widen the distances (declare_features)
+            dense = 4 * np.count_nonzero(x) >= x.shape[0]
+            self.declare_features((str(j) for j in range(d, x.shape[0])), rescale=dense)
+        if self._state is None:
+            self._rebuild(self.kernels, self.n_outputs)
         elif x.shape[0] < d:
             raise ValueError(f"x has {x.shape[0]} features; the model has {d}")
         return x
@@ -273,7 +326,7 @@ class OnlineMKL:
         if self.loss.task == "multiclass" and targets.size:
             top = int(targets.max()) + 1
             if top > self.n_outputs:
-                self._rebuild(self.kernels, self.feature_keys, top)
+                self._rebuild(self.kernels, top)
 
     def _prepare_y(self, y: Any) -> float:
         """:meth:`_target`, the model widened for a new class index (to learn it)."""
@@ -556,6 +609,25 @@ class OnlineMKL:
         self._layout, self._state = layout, state
         self._refresh_args()
 
+    def cost(self, new_inputs: int = 0) -> tuple[int, int]:
+        """A cheap, honest estimate of the work, in array entries touched: (one round now,
+        laying out ``new_inputs`` more inputs). A round sweeps every column of the explicit
+        blocks once per pass (features, the scores of the iterate and of each average, the
+        step, each average's update) over the score rows, and each kernelized block's
+        support (``n_support`` x inputs); the growth is :meth:`Layout.growth_entries` over the
+        rows the state keeps per column (the iterate, each average). Before the first input:
+        (0, 0). Both scale with the model's inputs, not with a record's non-zeros (the
+        explicit round is dense in the columns)."""
+        layout, state = self._layout, self._state
+        if layout is None or state is None:
+            return 0, 0
+        E = int(state.avg_w.shape[0])
+        rows = self.n_outputs * (1 + E)
+        # the features once; per row, the scores and the update of the iterate and each average
+        explicit = layout.width * (1 + 2 * rows)
+        kernelized = int(state.n_support) * layout.n_inputs * int(layout.im_blocks.size)
+        return explicit + kernelized, layout.growth_entries(self.kernels, new_inputs, rows)
+
     @property
     def warmup_rows(self) -> np.ndarray:
         """The bandwidth warm-up's inputs kept so far (rows over the inputs they were kept
@@ -745,7 +817,7 @@ class OnlineMKL:
         if self._state is None:
             self.kernels = kernels
         else:
-            self._rebuild(kernels, self.feature_keys, self.n_outputs)
+            self._rebuild(kernels, self.n_outputs)
 
     # --- persistence (no pickle) ------------------------------------------------------------
     def config(self) -> dict[str, Any]:
@@ -774,11 +846,12 @@ class OnlineMKL:
             "config": self.config(),
             "bandwidths": bandwidth.saved(self.kernels),
             "feature_keys": list(self.feature_keys),
+            "capacity": len(self.feature_keys) if self._layout is None else self._layout.capacity,
             "n_outputs": self.n_outputs,
             "t": self.t,
             "schedule_t": self.schedule.t,
         }
-        arrays = self._state.to_arrays() if self._state is not None else {}
+        arrays = self._state.to_arrays(self._layout) if self._state is not None else {}
         if self._warmup is not None and len(self._warmup):
             arrays["warmup_inputs"] = self._warmup.rows.copy()
         return meta, arrays
@@ -804,9 +877,13 @@ class OnlineMKL:
         if arrays:
             keys = model.feature_keys
             index = {k: i for i, k in enumerate(keys)}
-            layout = build_layout(model.kernels, len(keys), model.seed, index, keys)
+            room = int(meta.get("capacity", len(keys)))  # the room it had: the same sums
+            layout = build_layout(model.kernels, len(keys), model.seed, index, keys, room)
             state = BlockState.from_arrays(arrays, budgets.initial_capacity(model.budget))
+            state.spread(layout)
             state.sync_gram(layout, budgets.keeps_gram(model.budget, model.budget_policy))
+            if version < 5:
+                _rebase_additive(layout, state)
             model.adopt(layout, state)
         return model
 
@@ -873,3 +950,22 @@ def _templates_of(
         if not template.implicit:
             fitted[template.name]["drawn_as"] = old.name
     return out, fitted
+
+
+def _rebase_additive(layout: Layout, state: BlockState) -> None:
+    """A state saved before the additive Gaussian map was anchored at 0 (version < 5), made to
+    predict what it did: its features were ``phi = c cos(w x + b)``, now ``phi - c cos(b)``, so
+    each score row loses ``sum_j theta_j c cos(b_j)`` over the additive blocks, which moves
+    into the row's bias (and each average's into its own bias). The block's weights, norms and
+    adaptive state stay: the same weights over features shifted by a constant."""
+    src = layout.phi_src
+    for m in layout.ex_blocks:
+        if layout.ex_kind[m] != nb.MAP_ADDITIVE:
+            continue
+        a, used = int(layout.ex_off[m]), int(layout.ex_used[m])
+        if not used:
+            continue
+        phi0 = np.sqrt(2.0 / used) * src[3, a : a + used]
+        state.bias += state.scale[m] * (state.w[:, a : a + used] @ phi0)
+        if state.avg_w.shape[0]:
+            state.avg_bias += state.avg_w[:, :, a : a + used] @ phi0
