@@ -180,3 +180,18 @@ def test_grown_selections_save_and_load_in_place_and_a_version_4_state_keeps_its
     )
     assert abs(const) > 1e-6
     np.testing.assert_allclose([v4.decision(p) for p in probe], np.array(want) + const, rtol=1e-9)
+
+
+def test_the_seam_prices_a_record_by_its_new_inputs():
+    from streammkl.river import MKLClassifier
+
+    learner = MKLClassifier()
+    seam = learner.rounds()
+    assert seam.cost({"a": 1.0}) == (0, 0)  # before the first round
+    learner.learn_one({"a": 1.0, "b": 2.0}, True)
+    round_entries, growth = seam.cost({"a": 3.0})
+    assert round_entries == seam.model.cost(0)[0] > 0 and growth == 0  # known inputs only
+    _, one = seam.cost({"a": 1.0, "c": 1.0})
+    _, two = seam.cost({"c": 1.0, "d": 1.0})
+    assert 0 < one < two
+    assert seam.cost({"a": 1.0, "c": 1.0}) == (round_entries, one)  # it changed nothing

@@ -226,7 +226,8 @@ class Rounds:
         the inputs of ``x`` the learner has not met yet). A round's entries are what a
         round costs whatever its record (the explicit round sweeps every column); the growth
         is 0 for a record of known inputs. Before the first round: (0, 0). For an admission
-        budget: multiply by the machine's seconds per entry (``benchmarks/core_update.py``)."""
+        budget in seconds: scale by a measured round (its time over its entries); the two
+        share a unit, so the growth's share of a record's cost needs no calibration."""
         if self.model is None:
             return 0, 0
         new = 0 if x is None else len(self.unknown_features(x))
