@@ -18,8 +18,10 @@ map). Beyond the capacity, :func:`grown` lays the inputs out again at twice the 
 old columns copied, O(width)): amortised, a new input costs O(D) once.
 
 The per-input map of each block is also kept (``in_pos``: the position of an input in block
-m's map, -1 where the block does not read it), which is how a sparse record finds the columns
-of its non-zeros (:mod:`streammkl.core._numba.lazy`).
+m's map, -1 where the block does not read it; ``ex_used``: the columns its inputs fill, a
+prefix of its span), which is what a saved state keeps (:meth:`Layout.used_columns`: the
+same arrays whatever the room) and how a sparse round would find the columns of a record's
+non-zeros.
 """
 
 from __future__ import annotations
