@@ -3,8 +3,8 @@
 kafka-python parses fetch responses and accumulates produced records in pure Python (11-17 us of
 the loop's time per consumed record, ~30 us per produced one: ``benchmarks/results/
 daemon_throughput.md``), so the daemon's default is librdkafka (:mod:`.confluent`); this client is
-``kafka.consumer_client = "kafka-python"`` / ``kafka.producer_client = "kafka-python"``, and the
-consumer of a mixing group. Rebalance callbacks run on kafka-python's IO thread.
+``kafka.consumer_client = "kafka-python"`` / ``kafka.producer_client = "kafka-python"``.
+Rebalance callbacks run on kafka-python's IO thread.
 
 kafka-python creates its consumer only once it has bootstrapped; when the broker refuses the
 credentials it says only "Unable to bootstrap", the SASL error going to its own log:
