@@ -239,10 +239,14 @@ class KafkaPythonConsumer:
 
     def start_assigned(self, starts: Mapping[Partition, int | None]) -> None:
         # On kafka-python's IO thread: seek only (no blocking call); a partition without an own
-        # offset starts where kafka-python resolves it (committed, else auto_offset_reset).
+        # offset starts where kafka-python resolves it (committed, else auto_offset_reset). A
+        # partition that stays assigned across a rebalance keeps its pause: resumed, since the
+        # source starts every assignment unpaused.
         for tp, own in starts.items():
             if own is not None:
                 self.consumer.seek(_tp(tp), own)
+        if starts:
+            self.consumer.resume(*[_tp(tp) for tp in starts])
 
     def assign(self, starts: Mapping[Partition, int | None]) -> None:
         self.consumer.assign([_tp(tp) for tp in starts])
