@@ -275,14 +275,17 @@ def scenario_runs(bootstrap: str, scenario: str, n: int, counts: list[int], ever
 
 
 def projected(single: dict, merged: dict, members: int) -> float:
-    """Records/s the group would carry on ``members`` dedicated cores (the broker elsewhere),
-    by Gustafson's law: the work grows with the group (every member learns K records of its own
-    partitions per round), so the scaled speedup over one member on one core is
-    ``N - s (N - 1)``, with ``s`` the serial fraction measured at this N (the largest share of
-    wall time a member spent on the group: waiting, draining, publishing, folding, rebasing),
-    and one member on one core learns ``1 / (CPU seconds per record)`` records/s."""
+    """Records/s the group would learn on ``members`` dedicated cores (the broker elsewhere),
+    by Gustafson's law for a scaled workload (every member learns K records of its own
+    partitions per round, so the work grows with N): each member learns at one member's
+    CPU-bound rate (1 / its CPU seconds per record) for the share ``1 - s`` of its time that is
+    not spent on the group. The group's time ``s`` (waiting, draining, publishing, folding,
+    rebasing: the serial fraction, the largest member's) is replicated on every member, not
+    done once, so it counts as overhead on each: speedup ``N (1 - s)`` over one member on one
+    core (Gustafson's ``s + N (1 - s)`` credits the serial part with useful work; here it has
+    none)."""
     s = merged["blocked_fraction_max"]
-    return 1e6 / single["cpu_us_per_record"] * (members - s * (members - 1))
+    return 1e6 / single["cpu_us_per_record"] * members * max(0.0, 1.0 - s)
 
 
 def verdicts(n: int, single: dict, indep: dict, merged: dict, members: int) -> list[str]:
@@ -471,13 +474,13 @@ def full(bootstrap: str, args: Any, work: Path, machine: str) -> int:
         r = scenario_runs(bootstrap, scenario, args.records, [2, 3], args.every, args.seed, work)
         s = r["single"]
         rows.append([scenario, 1, "single", f"{100 * s['accuracy']:.2f}", s["records_per_s"],
-                     f"{s['cpu_us_per_record']:.1f}", f"{s['density']:.2f}", "", "", "", "", "",
-                     ""])  # fmt: skip
+                     f"{s['cpu_us_per_record']:.1f}", f"{s['density']:.2f}", "", "", "", "",
+                     f"{1e6 / s['cpu_us_per_record']:,.0f}"])  # fmt: skip
         for m, g in r["groups"].items():
             i, mg = g["independent"], g["merged"]
             rows.append([scenario, m, "independent", f"{100 * i['accuracy']:.2f}",
                          i["records_per_s"], f"{i['cpu_us_per_record']:.1f}",
-                         f"{i['density']:.2f}", "", "", "", "", "", ""])  # fmt: skip
+                         f"{i['density']:.2f}", "", "", "", "", ""])  # fmt: skip
             rows.append([scenario, m, "merged", f"{100 * mg['accuracy']:.2f}", mg["records_per_s"],
                          f"{mg['cpu_us_per_record']:.1f}", f"{mg['density']:.2f}",
                          f"{mg['learned_total']}/{args.records}", mg["rounds"],
@@ -493,8 +496,9 @@ def full(bootstrap: str, args: Any, work: Path, machine: str) -> int:
         f"{os.getloadavg()[0]:.2f}. CPU us / record: all the members' CPU (every thread) in the "
         "learning window per record. Blocked: the largest share of the window a member spent "
         "on the group (waiting, draining, publishing, folding the log, rebasing), the serial "
-        "fraction s. Projected: Gustafson's scaled speedup N - s (N - 1) times one member's "
-        "records per CPU second (docs/scale-out.md).\n\n"
+        "fraction s. Projected: Gustafson's scaled speedup with the group's time replicated on "
+        "every member, N (1 - s), times one member's records per CPU second (single: that "
+        "rate; docs/scale-out.md).\n\n"
         + _table.markdown(["scenario", "members", "models", "prequential acc. %", "records/s",
                            "CPU us / record", "density", "learned / produced", "rounds",
                            "merge ms", "blocked % (max member)",
