@@ -323,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--members", type=int, default=2)
     ap.add_argument("--records", type=int, default=60_000)
-    ap.add_argument("--every", type=int, default=500, help="K: examples per member per round")
+    ap.add_argument("--every", type=int, default=250, help="K: examples per member per round")
     ap.add_argument("--scenario", default="kernel-drift",
                     choices=["kernel-drift", "stationary-mixture"])  # fmt: skip
     ap.add_argument("--json", action="store_true", help="print one JSON object (quick form)")
