@@ -349,10 +349,16 @@ def test_a_member_proposes_its_bank_and_is_refused_other_learner_settings():
     time.sleep(0.06)  # the loop reads the log every 50 ms (group.READ_EVERY)
     a.before_batch(learner_a, {})  # a reads the proposal: a pending proposal ends its round
     assert a.log.proposal is not None
-    a.after_batch(learner_a, {})  # ... at once (closed without b after the short timeout)
-    assert [r.kind for r in records[-2:]] == ["delta", "close"]
-    assert a.log.bank_changes == 1 and a.log.proposal is None
-    b.before_batch(learner_b, {})  # b adopts the switched base
+    a.after_batch(learner_a, {})  # ... at once, and learns on (pipelined: no wait)
+    assert records[-1].kind == "delta" and a.published and a.log.round == 0
+    b.before_batch(learner_b, {})  # b reads a's delta and the proposal: it has nothing to
+    b.took(0)  # read, so it ends the round at once, which closes it (every member published)
+    b.after_batch(learner_b, {})
+    assert records[-1].kind == "delta" and b.published
+    a.before_batch(learner_a, {})  # both read the close and move onto the switched base
+    b.before_batch(learner_b, {})
+    for m in (a, b):
+        assert m.log.bank_changes == 1 and m.log.proposal is None and not m.published
     rounds_a, rounds_b = learner_a.rounds(), learner_b.rounds()
     assert rounds_a.kernel_names == rounds_b.kernel_names == [k.name for k in BANK]
     assert rounds_a.digest() == rounds_b.digest() == a.log.digest == b.log.digest
@@ -435,8 +441,10 @@ def _run_group(
     seed: int,
     bank=KERNELS,
     learner=None,
+    client: str = "librdkafka",
 ) -> MixLog:
     topic, mix, group = unique("grp"), unique("mix"), unique("g")
+    learner = {**(learner or {}), "kafka.consumer_client": client}
     _produce(kafka_bootstrap, topic, n, seed, partitions=6)
     rng = random.Random(seed)
     argvs = [_argv(kafka_bootstrap, topic, group, tmp_path / f"m{i}", f"m{i}", mix, bank=bank,
@@ -471,15 +479,20 @@ def _run_group(
 
 @pytest.mark.kafka
 @pytest.mark.xdist_group("kafka")
-@pytest.mark.parametrize(("n", "kills", "seed", "bank"),
-                         [(4000, 0, 3, KERNELS), (8000, 1, 4, KERNELS), (8000, 1, 8, None)],
-                         ids=["no-fault", "kill9-once", "kill9-once-default-bank"])  # fmt: skip
+@pytest.mark.parametrize(("n", "kills", "seed", "bank", "client"),
+                         [(4000, 0, 3, KERNELS, "librdkafka"),
+                          (8000, 1, 4, KERNELS, "librdkafka"),
+                          (8000, 1, 4, KERNELS, "kafka-python"),
+                          (8000, 1, 8, None, "librdkafka")],
+                         ids=["no-fault", "kill9-once", "kill9-once-kafka-python",
+                              "kill9-once-default-bank"])  # fmt: skip
 def test_two_members_learn_one_model_exactly_once(
-    kafka_bootstrap: str, tmp_path: Path, n: int, kills: int, seed: int, bank
+    kafka_bootstrap: str, tmp_path: Path, n: int, kills: int, seed: int, bank, client: str
 ) -> None:
     """kill9-once: SIGKILL of a member at a random moment, then a restart (with the fixed
-    bank, and with the default one: held bandwidths, pooled input statistics)."""
-    _run_group(kafka_bootstrap, tmp_path, n=n, kills=kills, seed=seed, bank=bank)
+    bank, and with the default one: held bandwidths, pooled input statistics), with either
+    consumer client (``kafka.consumer_client``: the group consumes with the one it names)."""
+    _run_group(kafka_bootstrap, tmp_path, n=n, kills=kills, seed=seed, bank=bank, client=client)
 
 
 @pytest.mark.kafka
@@ -650,10 +663,11 @@ def test_bad_records_in_the_mix_log_are_skipped_by_every_member_and_on_restart(
 @pytest.mark.slow
 @pytest.mark.kafka
 @pytest.mark.xdist_group("kafka")
+@pytest.mark.parametrize("client", ["librdkafka", "kafka-python"])
 def test_repeated_kill9_loses_nothing_and_counts_nothing_twice(
-    kafka_bootstrap: str, tmp_path: Path
+    kafka_bootstrap: str, tmp_path: Path, client: str
 ) -> None:
-    _run_group(kafka_bootstrap, tmp_path, n=60000, kills=4, seed=5)
+    _run_group(kafka_bootstrap, tmp_path, n=60000, kills=4, seed=5, client=client)
 
 
 def test_a_failed_publish_is_retried_on_a_new_producer(monkeypatch):
@@ -715,3 +729,79 @@ def test_group_members_standardize_like_one_daemon(tmp_path: Path) -> None:
         ).learner.standardize
         is False
     )
+
+
+def _learn(member: MixingMember, learner: Any, xs: list, ys: list) -> None:
+    """One batch as the daemon loop runs it: the hooks around the learning."""
+    member.before_batch(learner, {})
+    member.took(len(xs))
+    for x, y in zip(xs, ys, strict=True):
+        learner.learn_one(x, y)
+    member.after_batch(learner, {})
+
+
+def test_pipelined_rounds_rebase_a_members_progress_and_count_every_example_once():
+    """A member publishes its round and learns on (no wait); when the merged model comes, what
+    it learned since is rebased onto it (merged + local - published), then published with its
+    next round: every example once in the merged model, every member on the merged digest."""
+    records: list[MixRecord] = []
+    (a, la), (b, lb) = _member(records, "a"), _member(records, "b")
+    a.join(la, {})
+    b.join(lb, {})
+    for m in (a, b):
+        m.K = m.K_round = 40
+    X, Y = _stream(400, 11)
+    _learn(a, la, X[:40], Y[:40])  # round 0 published; a learns on
+    assert records[-1].kind == "delta" and a.published
+    _learn(a, la, X[40:60], Y[40:60])
+    assert a.published and a.log.round == 0  # no wait: 20 examples beyond its delta
+    published = core_state(records[-1].state)[1]
+    local = core_state(la.to_state())[1]
+    _learn(b, lb, X[60:100], Y[60:100])  # b's delta closes round 0
+    a.before_batch(la, {})  # a reads the merge and rebases its 20 examples onto it
+    assert a.log.round == 1 and not a.published and a.log.examples == 80
+    merged = core_state(a.log.base)[1]
+    rebased_ = core_state(la.to_state())[1]
+    for key in ("counters", "step_acc"):  # counts and schedule sums: merged + own since
+        np.testing.assert_allclose(rebased_[key], merged[key] + local[key] - published[key])
+    assert la.rounds().n_learned == 80 + 20  # the group's 80 and its own 20 since
+    _learn(a, la, X[100:120], Y[100:120])  # 40 since its publish: round 1's delta
+    assert records[-1].kind == "delta" and records[-1].examples == 40
+    _learn(b, lb, X[120:160], Y[120:160])  # b rebases (nothing of its own), learns, publishes
+    for m, lr in ((a, la), (b, lb)):
+        m.before_batch(lr, {})
+        assert m.log.round == 2 and m.log.examples == 160 and m.log.mismatches == []
+    assert la.rounds().digest() == lb.rounds().digest() == a.log.digest
+
+
+def test_a_slow_members_round_is_merged_late_not_lost_nor_counted_twice():
+    """A member that does not publish in time: the other learns its K ahead, waits the timeout,
+    closes the round without it and learns on; the slow member's delta is merged the round
+    after, from the base it learned from (stale), and its rebase keeps its later examples."""
+    records: list[MixRecord] = []
+    (a, la), (b, lb) = _member(records, "a"), _member(records, "b")
+    a.join(la, {})
+    b.join(lb, {})
+    for m in (a, b):
+        m.K = m.K_round = 40
+    X, Y = _stream(400, 12)
+    _learn(a, la, X[:40], Y[:40])
+    _learn(a, la, X[40:80], Y[40:80])  # K ahead: waits 0.2 s, closes round 0 without b
+    assert [r.kind for r in records[-3:]] == ["delta", "close", "delta"]
+    assert a.log.round == 1 and a.log.results[-1].late == ("b",)
+    b.took(30)  # b learned 30 meanwhile, on round 0's base
+    for x, y in zip(X[80:110], Y[80:110], strict=True):
+        lb.learn_one(x, y)
+    b.after_batch(lb, {})
+    # round 1 closed on a's delta alone (a late member is not waited for again until it
+    # publishes): b publishes its 30 late (stale, from round 0's base) and moves on
+    b.before_batch(lb, {})
+    assert b.log.round == 2 and not b.published
+    assert (records[-1].kind, records[-1].round, records[-1].examples) == ("delta", 0, 30)
+    _learn(b, lb, X[110:150], Y[110:150])  # b's round 2
+    _learn(a, la, X[150:190], Y[150:190])  # a moves onto round 2 and publishes its round 2
+    for m, lr in ((a, la), (b, lb)):
+        m.before_batch(lr, {})
+        assert m.log.round == 3 and m.log.examples == 190 and m.log.mismatches == []
+    assert a.log.results[-1].stale == (("b", 2),)  # 2 rounds stale, from its own base
+    assert la.rounds().digest() == lb.rounds().digest() == a.log.digest

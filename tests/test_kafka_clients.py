@@ -102,6 +102,55 @@ def test_assigned_partitions_start_at_own_else_earliest_offsets(
 
 
 @CLIENTS
+def test_a_partition_paused_before_a_rebalance_is_fetched_when_assigned_again(
+    kafka_bootstrap: str, client: str
+) -> None:
+    """The source starts every assignment unpaused: a partition this member paused (its buffer
+    was full) and gets again after a rebalance (a member joined and left) is fetched."""
+    topic = unique("rp")
+    create_topic(kafka_bootstrap, topic, 2)
+    produce(kafka_bootstrap, topic, [b"v%d" % i for i in range(10)], lambda i: i % 2)
+    k = settings(kafka_bootstrap, **{"kafka.topics": topic})
+    owned: dict[str, list[Partition]] = {}
+
+    def member(name: str) -> ConsumerClient:
+        consumer = CONSUMERS[client](k)
+
+        def assigned(parts: list[Partition]) -> None:
+            owned[name] = list(parts)
+            consumer.start_assigned(dict.fromkeys(parts, 0))  # own offsets: the first
+
+        consumer.subscribe([topic], assigned, lambda parts: None)
+        return consumer
+
+    first = member("first")
+    try:
+        poll_until(first, count(10), 60)
+        for part in owned["first"]:
+            first.pause(part)
+        second = member("second")
+        try:
+            deadline = time.monotonic() + 60
+            while len(owned.get("first", ())) != 1 or not owned.get("second"):
+                assert time.monotonic() < deadline, owned
+                first.poll(100, 500)
+                second.poll(100, 500)
+        finally:
+            second.close()
+        got: dict[Partition, list[Any]] = {}
+        deadline = time.monotonic() + 60
+        while len(owned["first"]) != 2 or sum(len(r) for r in got.values()) < 10:
+            assert time.monotonic() < deadline, (owned, {p: len(r) for p, r in got.items()})
+            for tp, records in first.poll(100, 500).items():
+                got.setdefault(tp, []).extend(records)
+            if len(owned["first"]) != 2:
+                got.clear()  # (records of the one-partition assignment)
+        assert sorted(got) == sorted(owned["first"])  # both partitions, from their first
+    finally:
+        first.close()
+
+
+@CLIENTS
 def test_group_members_start_at_the_committed_offset_and_hear_rebalances(
     kafka_bootstrap: str, client: str
 ) -> None:

@@ -100,21 +100,19 @@ def column_keys(kernels: Sequence[Kernel], keys: Sequence[str], layout: Layout) 
         a, e = int(layout.ex_off[m]), int(layout.ex_off[m + 1])
         kind = int(layout.ex_kind[m])
         used = a + int(layout.ex_used[m])  # the free columns of the layout's room read nothing
+        name = kernel.name  # (computed, not stored: once per kernel)
         if kind == nb.MAP_ADDITIVE and isinstance(kernel, AdditiveRBF):
             R = kernel.n_components or 0
-            for j in range(a, used):
-                out[j] = (kernel.name, keys[int(layout.phi_src[0, j])], (j - a) % R)
+            src = layout.phi_src[0, a:used].astype(np.int64).tolist()
+            out[a:used] = [(name, keys[f], i % R) for i, f in enumerate(src)]
         elif kind == nb.MAP_RFF:
-            for j in range(a, e):
-                out[j] = (kernel.name, j - a)
+            out[a:e] = [(name, j) for j in range(e - a)]
         else:
-            for j in range(a, used):
-                first, second = int(layout.phi_src[0, j]), int(layout.phi_src[1, j])
-                out[j] = (
-                    kernel.name,
-                    keys[first] if first >= 0 else None,
-                    keys[second] if second >= 0 else None,
-                )
+            src = layout.phi_src[:, a:used].astype(np.int64).tolist()
+            out[a:used] = [
+                (name, keys[f] if f >= 0 else None, keys[g] if g >= 0 else None)
+                for f, g in zip(src[0], src[1], strict=True)
+            ]
     return out
 
 
@@ -122,8 +120,7 @@ class _Aligned:
     """A member's (or the base's) state on the merged layout: theta, u, averages and the
     per-block schedule state, with zeros where it had no such column."""
 
-    def __init__(self, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray], target: Any):
-        model = OnlineMKL.from_state(dict(meta), dict(arrays))
+    def __init__(self, model: OnlineMKL, target: Any):
         S, L = model.state, model.layout
         K = target.n_outputs
         P = target.layout.width
@@ -181,6 +178,7 @@ def merge(
     rounds: Sequence[MemberRound],
     stats: dict[str, float] | None = None,
     dual: str = "sum",
+    prox: bool = True,
 ) -> OnlineMKL:
     """The next base: the merged model of the members' rounds from this base (see the module's
     docstring). The result does not depend on the order of ``rounds``.
@@ -196,7 +194,12 @@ def merge(
     learner that took their mean steps (mini-batch-like). Adding ("sum", the default) makes the
     merged model the learner that took all the examples' gradients, which is best while rounds
     are short; averaging is steadier when rounds are long (members' gradients, taken from the
-    same stale base, repeat each other) — measured in benchmarks/results/scale_out.md."""
+    same stale base, repeat each other) — measured in benchmarks/results/scale_out.md.
+
+    ``prox=False`` leaves out the regularizer's prox steps of a mirror-descent schedule (FTRL's
+    weights are always the prox of its dual: its closed form, not an extra step): a *rebase*
+    (one member, since = the state it published, weight 1) moves a member's own progress onto
+    a merged model whose prox was applied, and the member's next rounds take their own."""
     if dual not in ("sum", "mean"):
         raise ValueError(f"dual must be 'sum' or 'mean', got {dual!r}")
     base = OnlineMKL.from_state(dict(base_meta), dict(base_arrays))
@@ -222,9 +225,9 @@ def merge(
     if base.feature_keys == [] and not any(m.feature_keys for m in models):
         return base
     target = _Target(base, models + olds)
-    ref = _Aligned(base_meta, base_arrays, target)
-    aligned = [_Aligned(r.meta, r.arrays, target) for r in rounds]
-    refs = [ref if r.since is None else _Aligned(*r.since, target) for r in rounds]
+    ref = _Aligned(base, target)  # (read only: the models are built once per merge)
+    aligned = [_Aligned(m, target) for m in models]
+    refs = [ref if old is None else _Aligned(old, target) for old in sinces]
     N = sum(r.examples for r in rounds)
     weights = [r.examples / N for r in rounds] if N > 0 else [0.0] * len(rounds)
 
@@ -265,7 +268,7 @@ def merge(
         before = _block_norms(target.layout, stored) > 0
         _ftrl_theta(merged, target.layout, state, stored)
     else:
-        _prox_theta(merged, target.layout, state, theta)
+        _prox_theta(merged, target.layout, state, theta, prox)
     merged.adopt(target.layout, state)
     if stats is not None:
         kernelized = stats.pop("delta_sqnorm", 0.0)
@@ -314,12 +317,16 @@ def _steps(model: OnlineMKL, S: BlockState) -> np.ndarray:
     return np.full(M + 1, sched.eta(t))
 
 
-def _prox_theta(model: OnlineMKL, L: Layout, S: BlockState, theta: np.ndarray) -> None:
-    """theta merged into ``S``, then the regularizer's prox steps (and the projection) at the
-    step the next round would take."""
+def _prox_theta(
+    model: OnlineMKL, L: Layout, S: BlockState, theta: np.ndarray, prox: bool = True
+) -> None:
+    """theta merged into ``S``, then (``prox``) the regularizer's prox steps (and the
+    projection) at the step the next round would take."""
     S.w[:] = theta
     S.scale[:] = 1.0  # kernelized blocks: their merged coefficients are already scaled
     S.norms[L.ex_blocks] = _block_norms(L, theta)[L.ex_blocks]
+    if not prox:
+        return
     from streammkl.core.update import step_arrays
 
     codes, params, groups = step_arrays(model.regularizers, len(model.kernels), model.names)

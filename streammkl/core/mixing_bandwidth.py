@@ -35,7 +35,7 @@ from streammkl.core import bandwidth
 from streammkl.core.kernels import Kernel, MedianRBF
 from streammkl.core.model import OnlineMKL
 
-__all__ = ["align", "decide", "median_bank"]
+__all__ = ["align", "decide", "keep", "median_bank"]
 
 StateT = tuple[Mapping[str, Any], Mapping[str, np.ndarray]]
 
@@ -149,4 +149,17 @@ def decide(merged: OnlineMKL, rows: np.ndarray, keys: Sequence[str]) -> None:
     if bandwidth.bank_key(bank) != bandwidth.bank_key(merged.kernels):
         merged.hold_bandwidths = True
         merged.replace_kernels(tuple(bank))
+    merged.keep_warmup(rows if bandwidth.has_pending(merged.kernels) else None)
+
+
+def keep(merged: OnlineMKL, rows: np.ndarray, keys: Sequence[str]) -> None:
+    """A rebase's reservoir (:func:`streammkl.core.mixing.merge` with ``prox=False``): the
+    pooled rows, kept while a bandwidth is provisional, and no bandwidth decided (the group's
+    merges decide them; a member holds them)."""
+    merged.hold_bandwidths = True
+    if not median_bank(merged.kernels) or not merged.feature_keys:
+        return
+    if list(keys) != merged.feature_keys:
+        where = {k: j for j, k in enumerate(keys)}
+        rows = rows[:, [where[k] for k in merged.feature_keys]]
     merged.keep_warmup(rows if bandwidth.has_pending(merged.kernels) else None)

@@ -72,8 +72,10 @@ class MixingSettings(Section):
     topic: str = "streammkl.mix"
     #: K: a member ends a round after learning this many examples (and at every rebalance and
     #: clean shutdown); the others end theirs when they see it. Small K: fresher models, more
-    #: merges (each costs a publish, a wait and a prox); large K: staler members.
-    every_records: int = Field(default=500, ge=1)
+    #: merges (each costs a publish, a merge and a rebase); large K: staler members (pipelined
+    #: rounds: a gradient misses at most 2 (N - 1) K of the others' examples; 250 gives the
+    #: staleness the barrier protocol had at 500, docs/scale-out.md).
+    every_records: int = Field(default=250, ge=1)
     #: This member's name in the group, stable across restarts (default: ``kafka.client_id``
     #: and the host name).
     member: str | None = Field(default=None, min_length=1, max_length=200)

@@ -141,7 +141,7 @@ class Runner:
         k = settings.kafka
         self.sink = Sink(k, producer_client or PRODUCERS[k.producer_client], self.metrics)
         self.source = Source(
-            k, self.offsets, consumer_client or consumer_for(k, settings.mixing.enabled),
+            k, self.offsets, consumer_client or consumer_for(k),
             on_revoke=self._on_revoke, on_reset=self._on_reset, group=k.assignment == "group",
         )  # fmt: skip
         #: The prequential handling of a batch: decode, learn_predict, emit, account (I/O
@@ -387,8 +387,8 @@ class Runner:
             self._mixing_hook(self.mixing.before_batch)
             limit = self.mixing.room(limit)
         batch = self.source.take(limit)
-        if self.mixing is not None:
-            self.mixing.took(len(batch))
+        if self.mixing is not None:  # an empty batch: idle, or records not fetched yet?
+            self.mixing.took(len(batch), not batch and any(self.source.backlog()))
         now = time.monotonic()
         self.idle.fetched(now, bool(arrived or batch))
         if self.source.assignment_changes != self._assignments_seen:

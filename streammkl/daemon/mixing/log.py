@@ -389,29 +389,55 @@ class MixLog:
         return switched, (tuple(added), tuple(removed))
 
     def _merged(self, rounds: list[Merged], stats: dict[str, float]) -> State:
-        """The merged learner state: the base learner's with the merged core (on the group's
-        bandwidths, :mod:`streammkl.core.mixing_bandwidth`) and pooled input statistics."""
+        """The merged learner state (:func:`merge_states`) of the deltas over the base."""
         assert self.base is not None
-        rounds = sorted(rounds, key=lambda p: (p[0].member, p[2] is None))
-        parts = [
-            (rec.member, rec.examples, core_state(state), old and core_state(old))
-            for rec, state, old in rounds
-        ]
-        base, states, olds, rows, keys = mixing_bandwidth.align(core_state(self.base), parts)
-        members = [
-            MemberRound(name, n, *state, old)
-            for (name, n, _, _), state, old in zip(parts, states, olds, strict=True)
-        ]
-        merged = merge(*base, members, stats, dual=self.dual)
+        parts = [(rec.member, rec.examples, state, old) for rec, state, old in rounds]
+        return merge_states(self.base, parts, stats, self.dual)
+
+
+#: One member's part of a merge: (name, examples, state, the older state it learned from, or
+#: None for the merge's base).
+Part = tuple[str, int, State, State | None]
+
+
+def merge_states(
+    base: State, parts: list[Part], stats: dict[str, float] | None = None, dual: str = "sum",
+    rebase: bool = False,
+) -> State:  # fmt: skip
+    """The merged learner state: the base learner's with the merged core (on the group's
+    bandwidths, :mod:`streammkl.core.mixing_bandwidth`) and pooled input statistics.
+
+    ``rebase``: one member's progress moved onto a merged model (:func:`rebased`): no prox step
+    of its own and no bandwidth decision (those are the group's, made by its merges)."""
+    parts = sorted(parts, key=lambda p: (p[0], p[3] is None))
+    cores = [(name, n, core_state(state), old and core_state(old)) for name, n, state, old in parts]
+    aligned, states, olds, rows, keys = mixing_bandwidth.align(core_state(base), cores)
+    members = [
+        MemberRound(name, n, *state, old)
+        for (name, n, _, _), state, old in zip(cores, states, olds, strict=True)
+    ]
+    merged = merge(*aligned, members, stats, dual=dual, prox=not rebase)
+    if rebase:
+        mixing_bandwidth.keep(merged, rows, keys)
+    else:
         mixing_bandwidth.decide(merged, rows, keys)
-        core_meta, arrays = merged.to_state()
-        out = dict(self.base[0])
-        out["core"] = core_meta
-        out["features"] = list(merged.feature_keys)
-        if split_scaler(self.base[1])[1]:  # standardize: one input scale for the group
-            learners = [(_stats(state), old and _stats(old)) for _, state, old in rounds]
-            arrays.update(pool_scalers(_stats(self.base), learners, merged.feature_keys))
-        return out, arrays
+    core_meta, arrays = merged.to_state()
+    out = dict(base[0])
+    out["core"] = core_meta
+    out["features"] = list(merged.feature_keys)
+    if split_scaler(base[1])[1]:  # standardize: one input scale for the group
+        learners = [(_stats(state), old and _stats(old)) for _, _, state, old in parts]
+        arrays.update(pool_scalers(_stats(base), learners, merged.feature_keys))
+    return out, arrays
+
+
+def rebased(merged: State, local: State, since: State, examples: int) -> State:
+    """A member's learner moved onto the group's merged model: ``merged + (local - since)``
+    for every part of the state (weights or FTRL's dual, AdaGrad's sums, biases, averaged
+    iterates, the round counts, support sets, warm-up inputs and input statistics), where
+    ``since`` is the state the member published and ``examples`` what it learned after it. The
+    member then holds the group's progress and its own unpublished progress, each once."""
+    return merge_states(merged, [("", examples, local, since)], rebase=True)
 
 
 #: A delta ready to merge: (record, its state, the older base it learned from when stale).

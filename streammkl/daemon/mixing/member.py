@@ -1,13 +1,17 @@
 """Mixing: the members of a consumer group train ONE model by iterative parameter mixing.
 
 Each member learns locally from its partitions. A round ends (:meth:`MixingMember.after_batch`)
-when the member has learned ``mixing.every_records`` examples since the round's base, when it
-sees another member's delta for its round, at a rebalance (:meth:`MixingMember.on_revoke`) and at
-a clean shutdown (:meth:`MixingMember.leave`): it publishes its state and count to the mix topic
-(:mod:`streammkl.daemon.mixing.topic`), waits until every expected member has published or
-``mixing.round_timeout_seconds`` passed (then it closes the round without the late ones, who join
-the next round), and adopts the merged model that every member computes alike from the log
-(:mod:`streammkl.daemon.mixing.log`), together with the group's offsets.
+when the member has learned ``mixing.every_records`` (K) examples since its last publish, when
+it sees another member's delta for its round and has nothing to read, at a rebalance
+(:meth:`MixingMember.on_revoke`) and at a clean shutdown (:meth:`MixingMember.leave`): it
+publishes its state and count to the mix topic (:mod:`streammkl.daemon.mixing.topic`) and
+**keeps learning** (pipelined rounds). The round closes when every expected member has published
+or ``mixing.round_timeout_seconds`` passed (a ``close`` without the late ones, whose deltas are
+merged the next round); every member computes the same merged model from the log
+(:mod:`streammkl.daemon.mixing.log`) and *rebases* what it learned since its publish onto it
+(``merged + local - published``, :func:`streammkl.daemon.mixing.log.rebased`), with the group's
+offsets. A member is at most one round ahead: K records after a publish whose round has not
+closed, it waits for it (the staleness bound, docs/scale-out.md).
 
 Exactly once, without Kafka transactions: the log is the group's checkpoint. A member's learned
 records count once they are in a published delta (keyed by (round, member), deduplicated by
@@ -55,12 +59,14 @@ from streammkl.daemon.learning.learner import Learned, Learner, Prediction, Prob
 from streammkl.daemon.mixing.log import (
     MixLog,
     Skipped,
+    bank_of,
     canonical_bank,
     check_base_state,
+    rebased,
     switch_bank,
 )
-from streammkl.daemon.mixing.metrics import MixMetrics
-from streammkl.daemon.mixing.topic import UNREADABLE, MixRecord, MixTopic, create_mix_topic
+from streammkl.daemon.mixing.metrics import BLOCKED_PARTS, MixMetrics
+from streammkl.daemon.mixing.topic import UNREADABLE, MixRecord, MixTopic, State, create_mix_topic
 from streammkl.river import MKLClassifier
 from streammkl.river.rounds import Rounds
 
@@ -115,24 +121,36 @@ class MixingMember:
         self._topic_factory = topic_factory
         self.topic: MixTopic | None = None
         self.log = MixLog(dual=settings.mixing.dual)
-        self.round = -1  # the round of the base the learner derives from
-        self.base_examples = 0  # the learner's core count at that base
+        #: The round of the base the learner's unpublished progress derives from.
+        self.round = -1
+        #: The state that progress is measured from: the base of ``round`` or, once this member
+        #: published its delta for ``round``, that delta's state (rebased when the round closes).
+        self.ref: State | None = None
+        self.mark = 0  # the learner's core count at ``ref``
+        #: Whether this member published its delta for ``round`` (its base has not come yet).
         self.published = False
         self.published_at = 0.0
         self.digests: dict[int, str] = {}  # round -> digest of the base adopted
         self._read_at = 0.0
         self._attempts = 0  # publishes retry until they succeed (bounded at shutdown)
-        self.taken = 0  # records taken for learning since the base (rounds end at K of them)
+        self.taken = 0  # records taken for learning since the last publish (K of them a round)
         self._last_took = 0
-        #: The examples learned since the base, with their predictions: (x, y, (pred, probas)),
-        #: appended by the daemon's prequential handling (the round's stats and hindsight).
+        self._waiting = False  # the last batch was empty while records wait on the partitions
+        #: The examples learned since the last publish, with their predictions:
+        #: (x, y, (pred, probas)), appended by the daemon's prequential handling (the next
+        #: delta's prequential view).
         self.kept: list[Learned] = []
+        #: The examples of the published delta, for its hindsight view once it is merged.
+        self._kept_published: list[Learned] = []
         self.hindsight: dict[str, float] = {}  # of the last round merged with this delta
         #: This member's configured bank (``learner.kernels`` as specs; None: unset, it keeps
         #: the group's), updated by every reload.
         self.configured: list[dict[str, Any]] | None = None
         self._reported = 0  # skipped records of the log already reported
         self._warned_bank: list[dict[str, Any]] | None = None
+        #: Seconds the loop spent on the group, by part (:data:`BLOCKED_PARTS`), since join.
+        self.blocked: dict[str, float] = dict.fromkeys(BLOCKED_PARTS, 0.0)
+        self.joined_at = time.monotonic()
 
     @staticmethod
     def check_learner(learner: Learner) -> None:
@@ -144,6 +162,13 @@ class MixingMember:
             check_base_state(fresh.to_state())
         except ValueError as exc:
             raise LearnerConfigError(f"learner.kernels (mixing.enabled): {exc}") from exc
+
+    def _spent(self, part: str, since: float) -> float:
+        """Count the time since ``since`` as blocked on the group (``part``); returns now."""
+        now = time.perf_counter()
+        self.blocked[part] += now - since
+        self.metrics.blocked.labels(part).inc(now - since)
+        return now
 
     # -- the log --------------------------------------------------------------------------------
 
@@ -182,7 +207,13 @@ class MixingMember:
 
     def _read(self, timeout_ms: int = 0) -> None:
         assert self.topic is not None
-        self._apply(self.topic.read(timeout_ms))
+        t0 = time.perf_counter()
+        records = self.topic.read(timeout_ms)
+        if records:  # the fold: decoding (a read that waited counts from its return) and
+            if timeout_ms:  # merges, when a round closes
+                t0 = time.perf_counter()
+            self._apply(records)
+            self._spent("fold", t0)
         self._read_at = time.monotonic()
 
     def _publish(self, rec: MixRecord) -> None:
@@ -192,17 +223,30 @@ class MixingMember:
     # -- the learner ----------------------------------------------------------------------------
 
     def _learned(self, learner: MKLClassifier) -> int:
-        return int(learner.rounds().n_learned) - self.base_examples
+        """Examples learned since :attr:`ref` (the next delta's)."""
+        return int(learner.rounds().n_learned) - self.mark
 
     def _adopt(self, learner: MKLClassifier, offsets: dict[TP, int]) -> None:
-        """Make the learner the group's latest base and the offsets the group's frontier."""
+        """Make the learner the group's latest base (nothing of its own unpublished) and the
+        offsets the group's frontier."""
         assert self.log.base is not None
         rounds = learner.rounds()
         rounds.load_state(*self.log.base, with_bank=True)  # the group's bank, if it changed
+        self._after_base(learner)
+        for key, offset in self.log.frontier.items():
+            topic, _, part = key.rpartition("/")
+            offsets[(topic, int(part))] = offset
+        self._check_digest(rounds)
+
+    def _check_digest(self, rounds: Rounds) -> None:
+        digest = rounds.digest()
+        if digest != self.log.digest:  # the learner must hold exactly the merged model
+            raise RuntimeError(f"adopted round {self.round} but digest {digest} differs")
+
+    def _after_base(self, learner: MKLClassifier) -> None:
+        """Bookkeeping once the learner derives from the log's latest base."""
         self._warn_bank()
-        if self.published and self.kept and self._merged_mine():
-            self.hindsight = hindsight(rounds, self.kept, self.round)
-        self.kept.clear()
+        rounds = learner.rounds()
         core = rounds.model
         if core is not None:  # the group decides the bandwidths (core.mixing_bandwidth)
             core.hold_bandwidths = True
@@ -212,18 +256,50 @@ class MixingMember:
         left = 0 if core is None else core.warmup_left
         self.K_round = min(self.K, left) if left else self.K
         self.round = self.log.round
-        self.base_examples = int(rounds.n_learned)
+        self.ref = self.log.base
         self.published = False
-        self.taken = 0
-        for key, offset in self.log.frontier.items():
-            topic, _, part = key.rpartition("/")
-            offsets[(topic, int(part))] = offset
-        digest = rounds.digest()
-        if digest != self.log.digest:  # the learner must hold exactly the merged model
-            raise RuntimeError(f"adopted round {self.round} but digest {digest} differs")
-        self.digests[self.round] = digest
+        self.digests[self.round] = self.log.digest
         self.metrics.round.set(self.round)
         self.metrics.examples.set(self.log.examples)
+
+    def _rebase(self, learner: MKLClassifier, offsets: dict[TP, int], drain: Drain) -> None:
+        """The log's base is newer than the learner's: move the learner onto it. Its own
+        unpublished progress (learned since :attr:`ref`) is kept on top of the merged model,
+        ``w <- w_merged + (w_local - w_ref)`` for every part of the state; a delta it did not
+        publish for its old round (the round closed without it) is published first, stale."""
+        assert self.log.base is not None and self.ref is not None
+        t0 = time.perf_counter()
+        drain()
+        t0 = self._spent("drain", t0)
+        if not self.published and (self._learned(learner) > 0 or self.kept):
+            self._publish_delta(learner, offsets)  # late: merged next round, from its base
+            t0 = time.perf_counter()
+        rounds = learner.rounds()
+        mine = self._merged_mine()
+        n = self._learned(learner)
+        local = None if n == 0 and not self.kept else snapshot(learner)
+        rounds.load_state(*self.log.base, with_bank=True)  # the merged model, exactly
+        self._check_digest(rounds)
+        if self._kept_published and mine:  # the merged model holds them: score them again
+            self.hindsight = hindsight(rounds, self._kept_published, self.round)
+        self._kept_published.clear()
+        ref = self.ref
+        self._after_base(learner)
+        if local is not None:
+            bank = bank_of(self.log.base)
+            if bank is not None and bank_of(local) != bank:  # the round switched the bank:
+                local = switch_bank(local, bank)[0]  # its progress and its reference alike
+                ref = switch_bank(ref, bank)[0]  # (new blocks at zero: no delta there)
+            rounds.load_state(*rebased(self.log.base, local, ref, n), with_bank=True)
+            core = rounds.model
+            if core is not None:
+                core.hold_bandwidths = True
+        self.mark = int(rounds.n_learned) - n
+        for key, offset in self.log.frontier.items():  # others' partitions: the group's
+            topic, _, part = key.rpartition("/")
+            tp = (topic, int(part))
+            offsets[tp] = max(offsets.get(tp, 0), offset)
+        self._spent("rebase", t0)
 
     def _warn_bank(self) -> None:
         """Say so (once per bank) when the group learns with another bank than this member's
@@ -280,13 +356,32 @@ class MixingMember:
                 return self.name in res.members
         return False
 
-    def _delta(self, learner: MKLClassifier, offsets: dict[TP, int]) -> MixRecord:
-        return MixRecord(
+    def _publish_delta(self, learner: MKLClassifier, offsets: dict[TP, int]) -> None:
+        """Publish what the learner learned since the base of :attr:`round` (it is drained):
+        its state, examples, offsets and prequential view; the learner then keeps learning,
+        and its progress is measured from this state until the round's merge comes."""
+        t0 = time.perf_counter()
+        state = snapshot(learner)
+        self._publish(MixRecord(
             "delta", self.round, self.name, examples=self._learned(learner),
             offsets={f"{t}/{p}": o for (t, p), o in offsets.items()},
-            state=learner.to_state(), sent=time.time(), base_digest=self.digests[self.round],
-            stats={**prequential(self.kept), **self._take_hindsight()},
-        )  # fmt: skip
+            state=state, sent=time.time(), base_digest=self.digests[self.round],
+            stats={**prequential(self.kept), **self._take_hindsight(),
+                   **self._blocked_stats()},
+        ))  # fmt: skip
+        self.ref, self.mark = state, int(learner.rounds().n_learned)
+        self._kept_published[:] = self.kept
+        self.kept.clear()
+        self.published, self.published_at = True, time.monotonic()
+        self.taken = 0
+        self._spent("publish", t0)
+
+    def _blocked_stats(self) -> dict[str, float]:
+        """This member's time on the group so far (in every delta and its bye: readers of the
+        log see what the protocol cost each member)."""
+        out = {f"blocked_{part}": seconds for part, seconds in self.blocked.items()}
+        out["member_seconds"] = time.monotonic() - self.joined_at
+        return out
 
     def _take_hindsight(self) -> dict[str, float]:
         out, self.hindsight = self.hindsight, {}
@@ -331,8 +426,11 @@ class MixingMember:
                 f"learner: this member cannot adopt the group's model ({exc}); every member of "
                 f"the group of {self.settings.mixing.topic} needs the same [learner] settings"
             ) from exc
-        self.published = self.log.has_delta(self.round, self.name)  # published before a crash
-        self.published_at = time.monotonic()
+        self.mark = int(learner.rounds().n_learned)
+        if self.log.has_delta(self.round, self.name):  # published before a crash: this
+            self.published = True  # member's part of the open round is in the log already
+            self.published_at = time.monotonic()
+        self.joined_at = time.monotonic()
         self.propose(learner, self.settings.learner, self.settings.reload)
         self._publish(MixRecord("hello", self.round, self.name, sent=time.time()))
         log.info("joined the mixing group as %s at round %d", self.name, self.round)
@@ -352,71 +450,92 @@ class MixingMember:
     def on_revoke(
         self, learner: MKLClassifier, offsets: dict[TP, int], drain: Drain = _nothing
     ) -> None:
-        """Partitions are taken away: end the round now (publish; the wait comes later)."""
+        """Partitions are taken away: publish what was learned from them (no wait). If this
+        member's delta of the open round is published already and it learned more since, the
+        round must close first (a member publishes once per round; every member publishes at
+        its own revocation, so the wait is short, bounded by the timeout): then what it learned
+        since is rebased and published as the next round's delta, and the partitions' next
+        owners start where it ended."""
+        t0 = time.perf_counter()
+        drain()
+        self._spent("drain", t0)
         if not self.published:
-            drain()
-            self._publish(self._delta(learner, offsets))
-            self.published, self.published_at = True, time.monotonic()
+            self._publish_delta(learner, offsets)
+        elif self._learned(learner) > 0 or self.kept:
+            self._wait_close()
+            self._rebase(learner, offsets, drain)
+            self._publish_delta(learner, offsets)
 
     def before_batch(
         self, learner: MKLClassifier, offsets: dict[TP, int], drain: Drain = _nothing
     ) -> None:
-        """Before learning: finish a round this member published, or adopt a newer base (after
-        publishing, late, what it learned since its own)."""
-        if time.monotonic() - self._read_at >= READ_EVERY or self.published:
+        """Before learning: read the log (at every batch while a delta waits for its round to
+        close) and move onto a newer base when one came (:meth:`_rebase`)."""
+        if self.published or time.monotonic() - self._read_at >= READ_EVERY:
             self._read()
-        if self.published or self.log.round > self.round:
-            drain()
-        if self.published:
-            self._wait_close(learner, offsets)
-        elif self.log.round > self.round:
-            if self._learned(learner) > 0:
-                self._publish(self._delta(learner, offsets))  # stale: merged next round
-            self._adopt(learner, offsets)
+        if self.log.round > self.round:
+            self._rebase(learner, offsets, drain)
 
     def room(self, limit: int) -> int:
         """How many records the next batch may take so that the round ends at K of them."""
         return max(1, min(limit, self.K_round - self.taken))
 
-    def took(self, records: int) -> None:
+    def took(self, records: int, waiting: bool = False) -> None:
+        """The loop took ``records`` for the next batch; ``waiting``: none, while records wait
+        on this member's partitions (not fetched yet: a slow or starved member, not an idle
+        one)."""
         self.taken += records
         self._last_took = records
+        self._waiting = waiting
 
     def after_batch(
         self, learner: MKLClassifier, offsets: dict[TP, int], drain: Drain = _nothing
     ) -> None:
-        """After learning: end the round after K records, or, when another member ended it, as
-        soon as this one has no record at hand (so members that have data all contribute K and
-        move through the stream at the same pace)."""
-        if self.published:
+        """After learning: end the round after K records, or when another member ended it and
+        this one has nothing to read (an idle member: members that have data all contribute
+        K and so move through the stream at the same pace), or when a bank switch is pending.
+        A member whose previous delta's round has not closed yet waits for it first: members
+        are at most one round apart."""
+        if self.published:  # at most one round ahead: K more records wait for the merge
+            if self.taken < self.K_round:
+                return
+            t0 = time.perf_counter()
+            drain()
+            self._spent("drain", t0)
+            self._wait_close()
+            self._rebase(learner, offsets, drain)
+            self._publish_delta(learner, offsets)
             return
         triggered = self.log.fresh() - {self.name}
+        idle = self._last_took == 0 and not self._waiting
         switching = self.log.proposal is not None  # a bank proposal: switch at once
-        if self.taken >= self.K_round or switching or (triggered and self._last_took == 0):
+        if self.taken >= self.K_round or switching or (triggered and idle):
+            t0 = time.perf_counter()
             drain()
-            self._publish(self._delta(learner, offsets))
-            self.published, self.published_at = True, time.monotonic()
-            self._wait_close(learner, offsets)
+            self._spent("drain", t0)
+            self._publish_delta(learner, offsets)
 
-    def _wait_close(self, learner: MKLClassifier, offsets: dict[TP, int]) -> None:
-        """Wait until the round closes (all expected members published, or this member closes
-        it after the timeout); adopt the merged model."""
+    def _wait_close(self) -> None:
+        """Wait until the round of this member's published delta closes (every expected
+        member published, or this member closes it after the timeout)."""
         assert self.topic is not None
         r = self.round
+        t0, folded = time.perf_counter(), self.blocked["fold"]
         closed_by_me = False
         while self.log.round <= r:
             if not closed_by_me and time.monotonic() - self.published_at > self.timeout:
                 late = tuple(sorted(self.log.members - self.log.fresh()))
                 self._publish(MixRecord("close", r, self.name, late=late, sent=time.time()))
                 closed_by_me = True
-            self._read(timeout_ms=50)
+            self._read(timeout_ms=20)
         self.metrics.wait_seconds.observe(time.monotonic() - self.published_at)
-        self._adopt(learner, offsets)
+        self._spent("wait", t0 + (self.blocked["fold"] - folded))  # the folds are counted
 
     def leave(
         self, learner: MKLClassifier, offsets: dict[TP, int], drain: Drain = _nothing
     ) -> None:
-        """Clean shutdown: end the round (so nothing learned is lost), then say bye."""
+        """Clean shutdown: publish what is left (so nothing learned is lost), wait for the
+        last round and adopt it, then say bye."""
         if self.topic is None:
             return
         drain()
@@ -424,16 +543,26 @@ class MixingMember:
         try:
             self._read()
             if self.log.round > self.round:
-                self.before_batch(learner, offsets)
+                self._rebase(learner, offsets, drain)
+            if self.published:
+                self._wait_close()
+                self._rebase(learner, offsets, drain)
             if not self.published:
-                self._publish(self._delta(learner, offsets))
-                self.published, self.published_at = True, time.monotonic()
-            self._wait_close(learner, offsets)
+                self._publish_delta(learner, offsets)
+            self._wait_close()
+            self._rebase(learner, offsets, drain)  # nothing learned since: the merged model
             self._publish(MixRecord("bye", self.round, self.name, sent=time.time(),
-                                    stats=self._take_hindsight()))  # fmt: skip
+                                    stats={**self._take_hindsight(),
+                                           **self._blocked_stats()}))  # fmt: skip
         finally:
             self.topic.close()
             self.topic = None
+
+
+def snapshot(learner: MKLClassifier) -> State:
+    """The learner's state, its arrays copied (the learner keeps learning)."""
+    meta, arrays = learner.to_state()
+    return meta, {k: np.array(v, copy=True) for k, v in arrays.items()}
 
 
 def _names(bank: list[dict[str, Any]] | None) -> str | list[str]:

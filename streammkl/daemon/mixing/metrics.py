@@ -30,6 +30,12 @@ GROUP_VIEWS = {
 }
 
 
+#: What a member's time on the group is spent on (``streammkl_mix_blocked_seconds_total``):
+#: waiting for a round to close, draining the learner thread before reading or replacing the
+#: model, publishing a delta, folding the log (decoding records, merging rounds) and rebasing.
+BLOCKED_PARTS = ("wait", "drain", "publish", "fold", "rebase")
+
+
 class MixMetrics:
     """A mixing group's metrics (:mod:`streammkl.daemon.mixing.member`); declared by every
     daemon (zero outside a group), so dashboards and alerts can rely on them."""
@@ -89,6 +95,16 @@ class MixMetrics:
             "Examples of skipped deltas (learned by a member, not in the merged model)",
             registry=r,
         )
+        self.blocked = Counter(
+            "streammkl_mix_blocked_seconds",
+            "Seconds the loop spent on the group, by part: waiting for a round to close, "
+            "draining the learner before reading or replacing the model, publishing, folding "
+            "the mix log (merges included) and rebasing onto a merged model",
+            ["part"],
+            registry=r,
+        )
+        for part in BLOCKED_PARTS:
+            self.blocked.labels(part)
         self.bank_changes = Counter(
             "streammkl_mix_bank_changes",
             "Switches of the group's kernel bank (at a round boundary, on every member)",

@@ -33,13 +33,10 @@ PRODUCERS: dict[str, ProducerFactory] = {
 }
 
 
-def consumer_for(kafka: KafkaSettings, mixing: bool = False) -> ConsumerFactory:
+def consumer_for(kafka: KafkaSettings) -> ConsumerFactory:
     """The consumer adapter ``kafka.consumer_client`` names (``kafka``: the ``[kafka]``
-    settings); always kafka-python's in a mixing group (``mixing``): a member blocks in its
-    rounds and reads the mix topic inside rebalance callbacks, and measured, librdkafka then
-    left reassigned partitions unconsumed after repeated kill -9 of a member (35k of 60k
-    learned); kafka-python's consumer did not."""
-    return KafkaPythonConsumer if mixing else CONSUMERS[kafka.consumer_client]
+    settings), in a mixing group as for one daemon."""
+    return CONSUMERS[kafka.consumer_client]
 
 
 __all__ = [

@@ -7,6 +7,12 @@ parses, batches and retries in its own C threads: handing a record to the loop c
 
 What differs from kafka-python, and is absorbed here:
 
+- a partition paused before a rebalance stays paused when it is assigned again (librdkafka
+  keeps the pause per partition; kafka-python keeps it for a partition that stays assigned):
+  every assignment resumes what it assigns, since the source starts every assignment unpaused.
+  Without this, a member whose buffers were full (a backlog) when a rebalance came (another
+  member killed or started) never fetched its reassigned partitions again: the "reassigned
+  partitions left unconsumed" of mixing groups, seen with independent members too;
 - rebalance callbacks run inside ``consume()``, on the loop's thread; ``on_assign`` must assign
   the partitions *with* their start offsets (a seek right after an assignment fails: the
   partition is not fetching yet); and since librdkafka's ``position()`` stays unknown until a
@@ -211,6 +217,8 @@ class ConfluentConsumer:
         self.consumer.assign(
             [_rd(tp, OFFSET_INVALID if at is None else at) for tp, at in resolved.items()]
         )
+        if resolved:  # librdkafka keeps a partition paused across a rebalance and reassignment
+            self.consumer.resume([_rd(tp) for tp in resolved])
 
     def assign(self, starts: Mapping[Partition, int | None]) -> None:
         self.start_assigned(starts)

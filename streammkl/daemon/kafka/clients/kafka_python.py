@@ -3,8 +3,8 @@
 kafka-python parses fetch responses and accumulates produced records in pure Python (11-17 us of
 the loop's time per consumed record, ~30 us per produced one: ``benchmarks/results/
 daemon_throughput.md``), so the daemon's default is librdkafka (:mod:`.confluent`); this client is
-``kafka.consumer_client = "kafka-python"`` / ``kafka.producer_client = "kafka-python"``, and the
-consumer of a mixing group. Rebalance callbacks run on kafka-python's IO thread.
+``kafka.consumer_client = "kafka-python"`` / ``kafka.producer_client = "kafka-python"``.
+Rebalance callbacks run on kafka-python's IO thread.
 
 kafka-python creates its consumer only once it has bootstrapped; when the broker refuses the
 credentials it says only "Unable to bootstrap", the SASL error going to its own log:
@@ -239,10 +239,14 @@ class KafkaPythonConsumer:
 
     def start_assigned(self, starts: Mapping[Partition, int | None]) -> None:
         # On kafka-python's IO thread: seek only (no blocking call); a partition without an own
-        # offset starts where kafka-python resolves it (committed, else auto_offset_reset).
+        # offset starts where kafka-python resolves it (committed, else auto_offset_reset). A
+        # partition that stays assigned across a rebalance keeps its pause: resumed, since the
+        # source starts every assignment unpaused.
         for tp, own in starts.items():
             if own is not None:
                 self.consumer.seek(_tp(tp), own)
+        if starts:
+            self.consumer.resume(*[_tp(tp) for tp in starts])
 
     def assign(self, starts: Mapping[Partition, int | None]) -> None:
         self.consumer.assign([_tp(tp) for tp in starts])

@@ -121,7 +121,8 @@ class ConsumerClient(Protocol):
 
     def start_assigned(self, starts: Mapping[Partition, int | None]) -> None:
         """The group just assigned these partitions: fetch each from its offset (``None``: the
-        group's committed offset, else the earliest)."""
+        group's committed offset, else the earliest), unpaused (a partition paused before the
+        rebalance is resumed: both libraries keep some pauses across one)."""
         ...
 
     def assign(self, starts: Mapping[Partition, int | None]) -> None:
