@@ -17,6 +17,14 @@ function of the logs alone — a replay after a crash learns exactly what an uni
 — except when a record lands in a caught-up partition with a timestamp older than records already
 interleaved from the others (Kafka Streams' ``max.task.idle.ms`` trade-off).
 
+**A re-created topic.** The source remembers each input topic's id (KIP-516; the checkpoint
+keeps them with the offsets): when a topic's partitions are assigned (and, without a group, at
+each refresh of the partitions) under another id than the one remembered, the topic was deleted
+and re-created -- while the daemon ran (a broker restarted empty) or while it was stopped -- and
+its own offsets belong to the old log: they are reset to the earliest offset, logged as a
+warning and counted like any reset. (A broker without topic ids: only an own offset beyond the
+new log's highwater is noticed, and reset.)
+
 **What is left to read** (:meth:`Source.backlog`, for ``run.exit_when_idle``): per owned partition
 the highwater minus the next offset to process -- *unknown*, never zero, while the partition has
 had no fetch response (just assigned, a rebalance, a stalled broker), and, in a group, while the
@@ -93,6 +101,10 @@ class Source:
     group
         ``True``: consumer-group membership (``subscribe``); ``False``: this process assigns
         itself every partition of the topics (one model over the whole stream).
+    clock
+        Monotonic seconds (tests inject their own).
+    topic_ids
+        Each input topic's id as last seen (the checkpoint's), shared and updated.
     """
 
     def __init__(
@@ -104,9 +116,12 @@ class Source:
         on_reset: Callable[[str, int, int, int], None] = lambda *a: None,
         group: bool = True,
         clock: Callable[[], float] = time.monotonic,
+        topic_ids: dict[str, str] | None = None,
     ) -> None:
         self.settings = settings
         self.offsets = offsets
+        #: Each input topic's id as last seen (shared with the checkpoints, which keep them).
+        self.topic_ids: dict[str, str] = {} if topic_ids is None else topic_ids
         self.client = client
         self.on_revoke = on_revoke
         self.on_reset = on_reset
@@ -180,6 +195,10 @@ class Source:
         """Whether the broker is reachable (the group coordinator is known, in group mode)."""
         return self.consumer is not None and self.consumer.connected
 
+    def silence(self) -> float | None:
+        """Seconds since the broker last answered the consumer (``None``: not known)."""
+        return None if self.consumer is None else self.consumer.silence()
+
     # -- rebalance ----------------------------------------------------------------------------
 
     def _revoked(self, revoked: Iterable[Partition]) -> None:
@@ -214,6 +233,7 @@ class Source:
         self._bytes = {}
         self._idle_since.clear()
         self._paused.clear()
+        self._check_ids({tp.topic for tp in assigned})
         starts = {tp: self.offsets.get((tp.topic, tp.partition)) for tp in sorted(assigned)}
         assert self.consumer is not None
         if manual:
@@ -227,6 +247,32 @@ class Source:
             {f"{t.topic}/{t.partition}": self.offsets.get(t) for t in self.buffers},
         )
 
+    def _check_ids(self, topics: Iterable[str]) -> list[str]:
+        """Compare the topics' ids with those remembered: a topic re-created has its own offsets
+        reset to the earliest offset (0: a new log's start; the client's reset policy takes a
+        later start). Returns the topics found re-created."""
+        assert self.consumer is not None
+        recreated = []
+        for topic in sorted(topics):
+            now = self.consumer.topic_id(topic)
+            before = self.topic_ids.get(topic)
+            if now is None:
+                continue
+            self.topic_ids[topic] = now
+            if before is None or before == now:
+                continue
+            recreated.append(topic)
+            own = {key: off for key, off in self.offsets.items() if key[0] == topic}
+            log.warning(
+                "input topic %s was re-created (id %s, was %s): its partitions restart from the "
+                "earliest offset (own offsets were %s)",
+                topic, now, before, {p: o for (_, p), o in sorted(own.items())} or "none",
+            )  # fmt: skip
+            for key, off in sorted(own.items()):
+                self.offsets[key] = 0
+                self.on_reset(topic, key[1], off, 0)
+        return recreated
+
     def _refresh_manual(self) -> None:
         assert self.consumer is not None
         self._last_refresh = self.clock()
@@ -234,8 +280,11 @@ class Source:
         for topic in self.settings.topics:
             for part in self.consumer.partitions(topic):
                 wanted.add(Partition(topic, part))
-        if wanted and wanted != set(self.buffers):
-            self._assigned(wanted, manual=True)
+        if not wanted:
+            return
+        owned = {tp.topic for tp in self.buffers}
+        if wanted != set(self.buffers) or self._check_ids(owned & {tp.topic for tp in wanted}):
+            self._assigned(wanted, manual=True)  # (a re-created topic: sought to its start)
 
     # -- fetching -----------------------------------------------------------------------------
 
