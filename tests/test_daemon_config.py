@@ -321,3 +321,19 @@ def test_a_renamed_key_still_loads_with_a_warning_naming_the_new_one(tmp_path: P
     with pytest.raises(ConfigError, match=r"merge_idle_ms is the old name of kafka\.interleave"):
         load_settings(env=both)
     assert load_settings(env={}).kafka.interleave_idle_ms == 0  # the default, no warning
+
+
+def test_a_setting_overridden_says_so(caplog: pytest.LogCaptureFixture) -> None:
+    """A mixing group consumes with kafka-python whatever ``kafka.consumer_client`` says: the
+    substitution is logged (it used to be silent); naming kafka-python logs nothing."""
+    from streammkl.daemon.kafka.clients import KafkaPythonConsumer, consumer_for
+
+    named = load_settings(env={"STREAMMKL_KAFKA__CONSUMER_CLIENT": "librdkafka"}).kafka
+    with caplog.at_level("WARNING", logger="streammkl.daemon.kafka.clients"):
+        assert consumer_for(named, mixing=True) is KafkaPythonConsumer
+    assert "kafka.consumer_client = 'librdkafka' is overridden" in caplog.text
+    caplog.clear()
+    plain = load_settings(env={"STREAMMKL_KAFKA__CONSUMER_CLIENT": "kafka-python"}).kafka
+    with caplog.at_level("WARNING", logger="streammkl.daemon.kafka.clients"):
+        assert consumer_for(plain, mixing=True) is KafkaPythonConsumer
+    assert "overridden" not in caplog.text

@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from streammkl.daemon.config import KafkaSettings
 from streammkl.daemon.kafka.clients.confluent import ConfluentConsumer, ConfluentProducer
 from streammkl.daemon.kafka.clients.kafka_python import KafkaPythonConsumer, KafkaPythonProducer
@@ -20,6 +22,8 @@ from streammkl.daemon.kafka.clients.protocol import (
     ProducerClient,
     ProducerFactory,
 )
+
+log = logging.getLogger(__name__)
 
 #: The consumer adapter for each ``kafka.consumer_client``.
 CONSUMERS: dict[str, ConsumerFactory] = {
@@ -38,7 +42,14 @@ def consumer_for(kafka: KafkaSettings, mixing: bool = False) -> ConsumerFactory:
     settings); always kafka-python's in a mixing group (``mixing``): a member blocks in its
     rounds and reads the mix topic inside rebalance callbacks, and measured, librdkafka then
     left reassigned partitions unconsumed after repeated kill -9 of a member (35k of 60k
-    learned); kafka-python's consumer did not."""
+    learned); kafka-python's consumer did not. The substitution is logged (a warning) when the
+    settings named another client."""
+    if mixing and CONSUMERS[kafka.consumer_client] is not KafkaPythonConsumer:
+        log.warning(
+            "kafka.consumer_client = %r is overridden: a mixing group consumes with kafka-python",
+            kafka.consumer_client,
+        )
+        return KafkaPythonConsumer
     return KafkaPythonConsumer if mixing else CONSUMERS[kafka.consumer_client]
 
 
