@@ -153,6 +153,7 @@ class Source:
         self._missing: tuple[float, list[str]] | None = None  # (when asked, missing topics)
         self._vanished: set[str] = set()  # input topics seen missing while nothing was owned
         self._back_since: float | None = None  # when they were all back (none owned since)
+        self._watched_at = -1e18  # when _watch_return last asked about the topics
         #: Times the group was rejoined with a new consumer (a topic came back unassigned).
         self.rejoins = 0
 
@@ -364,16 +365,20 @@ class Source:
         back with its partitions in the metadata, until it left the group; a member that is
         merely one too many (more members than partitions) never saw a topic missing, and is
         left alone. Returns whether the consumer was replaced (nothing to poll this time)."""
-        if not self.broker_connected:  # (asking about topics would block until it is)
+        consumer = self.consumer
+        if consumer is None or not consumer.connected:  # (asking would block until it is)
             return False
-        missing = set(self.missing_topics())
+        now = self.clock()
+        if now - self._watched_at < TOPICS_CHECK_SECONDS:
+            return False
+        self._watched_at = now  # (its own answers: missing_topics' are the idle end's)
+        missing = {t for t in self.settings.topics if consumer.topic_missing(t)}
         if missing:
             self._vanished |= missing
             self._back_since = None
             return False
         if not self._vanished:
             return False
-        now = self.clock()
         if self._back_since is None:
             self._back_since = now
             return False
