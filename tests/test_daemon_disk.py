@@ -56,13 +56,13 @@ def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
 def fill(directory: Path) -> Path:
     """A file taking every free byte of ``directory``'s filesystem."""
     filler = directory / "filler"
-    with open(filler, "wb") as out:
-        try:
-            while True:
-                out.write(b"\0" * 65_536)
-                out.flush()
-        except OSError:
-            pass
+    with open(filler, "wb", buffering=0) as out:  # unbuffered: nothing left for the close
+        for size in (65_536, 512):
+            try:
+                while True:
+                    out.write(b"\0" * size)
+            except OSError:
+                pass
     return filler
 
 
@@ -162,3 +162,45 @@ def test_a_read_only_directory_pauses_and_resumes(kafka_bootstrap: str, tmp_path
         mend=lambda: ckpt.chmod(0o700),
         prefix=[setpriv, f"--bounding-set={drop}", f"--inh-caps={drop}"],
     )  # fmt: skip
+
+
+def test_the_backoff_doubles_to_its_bound_and_resets_when_written() -> None:
+    """The pause's schedule, on an injected clock: retries after 1, 2, 4, 8, 8 s; reasons by
+    errno; a written checkpoint ends the pause and the next fault starts at 1 s again."""
+    import errno
+
+    from streammkl.daemon.loop.disk import MAX_RETRY, DiskFault, fault_reason
+
+    now = [100.0]
+    disk = DiskFault(clock=lambda: now[0])
+    assert not disk.failing
+    waits = []
+    for _ in range(5):
+        assert disk.failed(OSError(errno.ENOSPC, "No space left on device")) == "no_space"
+        waits.append(disk.retry_at - now[0])
+        now[0] = disk.retry_at
+    assert waits == [1.0, 2.0, 4.0, MAX_RETRY, MAX_RETRY] and disk.failing
+    assert disk.cleared() == "23.0 s" and not disk.failing
+    disk.failed(OSError(errno.EROFS, "Read-only file system"))
+    assert disk.retry_at - now[0] == 1.0
+    assert fault_reason(OSError(errno.EACCES, "denied")) == "read_only"
+    assert fault_reason(OSError(errno.EIO, "I/O error")) == "io"
+
+
+def test_a_history_append_cut_by_a_full_disk_is_rewritten(small_tmpfs: Path) -> None:
+    """The history's append fails on the full tmpfs (possibly cut mid-line); once space is back
+    the next flush rewrites the file: every row there once, none lost."""
+    from streammkl.daemon.learning.history import History, read
+
+    history = History(small_tmpfs, every=1, max_rows=10_000)
+    history.add({"t": 1, "loss": 0.5})
+    history.flush()
+    filler = fill(small_tmpfs)
+    for t in range(2, 200):
+        history.add({"t": t, "loss": 0.5, "pad": "x" * 200})
+    with pytest.raises(OSError):
+        history.flush()
+    filler.unlink()
+    history.add({"t": 200, "loss": 0.5})
+    history.flush()
+    assert [int(r["t"]) for r in read(small_tmpfs)] == list(range(1, 201))
