@@ -171,3 +171,45 @@ def test_exit_in_seconds_under_slowloris(kafka_bootstrap: str, tmp_path: Path) -
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+@pytest.mark.slow
+def test_startupz_covers_a_cold_warm_up(kafka_bootstrap: str, tmp_path: Path) -> None:
+    """The real learner with an empty numba cache (``NUMBA_CACHE_DIR``): while it compiles,
+    ``/startupz`` and ``/readyz`` are 503 (the body names the phase) and ``/healthz`` 200;
+    then ``/startupz`` is 200 and the first record is predicted. Prints the times (the
+    deployment's startup probe allows 6 minutes)."""
+    topic = dk.unique("cold")
+    dk.create_topic(kafka_bootstrap, topic, 1)
+    produce(kafka_bootstrap, topic, 0, 1)
+    port = free_port()
+    argv = dk.daemon_argv(kafka_bootstrap, topic, dk.unique("g"), tmp_path / "ck", port=port)
+    env_cache = tmp_path / "numba-cache"
+    env_cache.mkdir()
+    os.environ["NUMBA_CACHE_DIR"] = str(env_cache)  # inherited by the child only
+    try:
+        proc = dk.start_daemon(argv, tmp_path / "daemon.log")
+    finally:
+        del os.environ["NUMBA_CACHE_DIR"]
+    t0 = time.monotonic()
+    phases: set[str] = set()
+    try:
+        while time.monotonic() - t0 < 600:
+            code, body = dk.http_get(port, "/startupz")
+            if code == 200:
+                break
+            if code == 503:
+                phases.add(json.loads(body).get("phase", ""))
+                assert dk.http_get(port, "/healthz")[0] == 200
+                assert dk.http_get(port, "/readyz")[0] == 503
+            assert proc.poll() is None
+            time.sleep(1.0)
+        started = time.monotonic() - t0
+        dk.wait_until(lambda: learned(port) >= 1, 120, "the first record learned")
+        first = time.monotonic() - t0
+        print(f"cold start: /startupz 200 after {started:.0f} s, first record {first:.0f} s; "
+              f"phases seen {sorted(phases)}")  # fmt: skip
+        assert any("compiling" in p for p in phases), phases
+    finally:
+        proc.kill()
+        proc.wait()
