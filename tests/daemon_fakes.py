@@ -15,6 +15,7 @@ import json
 import math
 import random
 import time
+import uuid
 from collections import namedtuple
 from typing import Any
 
@@ -160,9 +161,17 @@ class FakeCluster:
         self.topics: dict[str, list[list[Record]]] = {}
         self.committed: dict[str, dict[TopicPartition, int]] = {}
         self.fail_sends = 0  # the next N sends fail
+        self.ids: dict[str, str] = {}  # topic -> its id (another when re-created)
 
     def create(self, topic: str, partitions: int = 1) -> None:
+        if topic not in self.topics:
+            self.ids[topic] = str(uuid.uuid4())
         self.topics.setdefault(topic, [[] for _ in range(partitions)])
+
+    def delete(self, topic: str) -> None:
+        """The topic is gone (with its log and id), as after a memory-only broker's restart."""
+        self.topics.pop(topic, None)
+        self.ids.pop(topic, None)
 
     def append(
         self, topic: str, value: bytes, partition: int = 0, key: bytes | None = None,
@@ -244,6 +253,7 @@ class FakeConsumer:
         self.last_error: str | None = None
         self.assign_at = 0.0  # a pending assignment waits until then (a slow rebalance)
         self.withheld_until = 0.0  # until then no fetch returns: no record, no highwater
+        self.withheld_for = 0.0
         self._revoked = False  # revoked, the pending assignment not given yet
 
     def subscribe(self, topics: list[str], on_assign: Any, on_revoke: Any) -> None:
@@ -262,6 +272,7 @@ class FakeConsumer:
     def withhold(self, seconds: float) -> None:
         """No fetch returns for ``seconds`` (a stalled broker): no record, no highwater."""
         self.withheld_until = time.monotonic() + seconds
+        self.withheld_for = seconds
 
     def _own(self, partitions: list[Any]) -> None:
         self.assigned = [TopicPartition(*tp) for tp in partitions]
@@ -282,6 +293,14 @@ class FakeConsumer:
 
     def topic_missing(self, topic: str) -> bool:
         return topic not in self.cluster.topics
+
+    def topic_id(self, topic: str) -> str | None:
+        return self.cluster.ids.get(topic)
+
+    def silence(self) -> float | None:
+        """Seconds since a withholding began (a stalled broker says nothing), else 0."""
+        since = self.withheld_until - self.withheld_for
+        return max(0.0, time.monotonic() - since) if time.monotonic() < self.withheld_until else 0.0
 
     def committed(self, tp: Any) -> int | None:
         return self.cluster.committed.get(self.settings.group_id, {}).get(tp)

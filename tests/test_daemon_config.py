@@ -321,3 +321,19 @@ def test_a_renamed_key_still_loads_with_a_warning_naming_the_new_one(tmp_path: P
     with pytest.raises(ConfigError, match=r"merge_idle_ms is the old name of kafka\.interleave"):
         load_settings(env=both)
     assert load_settings(env={}).kafka.interleave_idle_ms == 0  # the default, no warning
+
+
+def test_a_mixing_member_consumes_with_the_client_its_settings_name() -> None:
+    """No silent substitution: a mixing group consumes with the client ``kafka.consumer_client``
+    names, as one daemon does (it used to be kafka-python whatever the settings said)."""
+    from streammkl.daemon.kafka.clients import CONSUMERS, KafkaPythonConsumer, consumer_for
+
+    for name in ("librdkafka", "kafka-python"):
+        env = {
+            "STREAMMKL_KAFKA__CONSUMER_CLIENT": name,
+            "STREAMMKL_MIXING__ENABLED": "true",
+            "STREAMMKL_RECORDS__CLASSES": "[0, 1]",
+        }
+        kafka = load_settings(env=env).kafka
+        assert consumer_for(kafka) is CONSUMERS[name]
+    assert CONSUMERS["librdkafka"] is not KafkaPythonConsumer

@@ -293,6 +293,8 @@ def test_readyz_is_not_ready_while_one_piece_of_work_runs_too_long(tmp_path: Pat
     cluster = FakeCluster()
     stream(cluster, good(10))
     r = runner(tmp_path, cluster, **{"metrics.slow_record_seconds": 5.0})
+    assert r.publisher.health()["started"] is False  # not started: alive, not ready
+    r.publisher.starting = None  # (as Runner.start leaves it)
     r.publisher.status = {"ready": True, "last_tick": time.monotonic()}
     assert r.publisher.health()["ready"] and r.publisher.health()["busy_seconds"] == 0.0
     r.publisher.work_started = time.monotonic() - 2.0
@@ -336,7 +338,7 @@ def test_health_thresholds_come_from_the_settings_and_answer_over_http(tmp_path:
     )  # fmt: skip
     r.start()
     try:
-        assert r.http is not None and r.http.stall_seconds == 3.0
+        assert r.http is not None and r.publisher.settings.stall_seconds == 3.0
 
         def code(path: str) -> int:
             try:
@@ -345,6 +347,7 @@ def test_health_thresholds_come_from_the_settings_and_answer_over_http(tmp_path:
             except urllib.error.HTTPError as exc:
                 return exc.code
 
+        assert code("/startupz") == 200  # started: restored, compiled, connected
         r.publisher.status = {"ready": True, "last_tick": time.monotonic()}
         assert code("/healthz") == 200 and code("/readyz") == 200
         r.publisher.work_started = time.monotonic() - 2.5  # one piece of work running too long

@@ -1,8 +1,9 @@
-"""The metrics endpoint against hostile clients: TLS, basic auth, deadlines, a bounded pool.
+"""The metrics endpoint against hostile clients: TLS, basic auth, deadlines, lanes, slowloris.
 
 A real HTTP(S) client (``urllib`` with a verifying TLS context) talks to the real server;
 certificates come from a throwaway CA (``tests.tls``). The scrape by a real Prometheus over TLS
-with basic authentication is ``test_prometheus_scrapes_over_tls_with_basic_auth``.
+with basic authentication is ``test_prometheus_scrapes_over_tls_with_basic_auth``; the slowloris
+client is ``simulators.slowloris`` (real sockets, 200 connections dripping a byte at a time).
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry, Counter
 
+from simulators.slowloris import Slowloris, probe
 from streammkl.daemon.http.health import HealthServer
 from streammkl.daemon.http.webconfig import WebConfigError, load_web_config
+from streammkl.daemon.http.webserver import Request, Response, Route
 from tests.test_prometheus_live import api, start_prometheus, stop
 from tests.tls import Certs, make_certs
 
@@ -139,8 +142,8 @@ def test_half_sent_requests_cannot_hold_the_server(tls_server: HealthServer, cer
             if attempt == 9:
                 raise
     assert code == 200 and b"streammkl_probe" in body
-    workers = [t for t in threading.enumerate() if t.name.startswith("streammkl-http_")]
-    assert len(workers) <= 4
+    workers = [t for t in threading.enumerate() if t.name.startswith("streammkl-http-work_")]
+    assert len(workers) == 4  # the pool, never a thread per connection
     for sock in stalled:  # the server closed every one of them (its deadline, 1 s)
         try:
             assert sock.recv(1024) == b""
@@ -247,3 +250,127 @@ def test_prometheus_scrapes_over_tls_with_basic_auth(tmp_path: Path, certs: Cert
     finally:
         stop(proc)
         server.stop()
+
+
+def wait_for(predicate: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("source", ["127.0.0.2", "127.0.0.1"], ids=["other-client", "same-client"])
+def test_probes_answer_under_slowloris(source: str) -> None:
+    """200 connections dripping their heads a byte every 0.5 s, reopened when closed: every
+    one of 200 probes is answered, and scrapes too (before: 1 of 200 probes, slowest 9.1 s).
+    From another address the policy per client bounds the attacker; from the probes' own, a
+    probe's head arrives with its connection and is served at once, while the attacker's
+    connections evict its own oldest ones."""
+    server = HealthServer(registry(), status, max_connections=4).start()
+    try:
+        with Slowloris("127.0.0.1", server.port, 200, source=source) as attack:
+            wait_for(lambda: attack.dropped > 0, 20, "the server to close late heads")
+            probes = probe("127.0.0.1", server.port, "/healthz", count=200, timeout=5.0)
+            scrapes = probe("127.0.0.1", server.port, "/metrics", count=20, timeout=5.0)
+            assert attack.held > 0  # the attack went on all along
+        assert probes.answered == 200, (probes.codes, probes.slowest)
+        assert scrapes.answered == 20
+        closed = server.server.closed if server.server is not None else {}
+        assert closed["head_late"] + closed["evicted"] + closed["refused"] > 0
+    finally:
+        server.stop()
+
+
+def test_probes_answer_under_slowloris_over_tls(tls_server: HealthServer, certs: Certs) -> None:
+    """The same attack completing its TLS handshakes first (each costs the server a handshake)
+    against TLS + basic auth: every authenticated probe is answered."""
+    client = ssl.create_default_context(cafile=str(certs.ca))
+    token = base64.b64encode(f"prometheus:{PASSWORD}".encode()).decode()
+    with Slowloris("127.0.0.1", tls_server.port, 100, tls=client) as attack:
+        wait_for(lambda: attack.held > 0, 20, "the attack to connect")
+        probes = probe(
+            "127.0.0.1", tls_server.port, "/readyz", count=50, timeout=10.0, tls=client,
+            headers={"Authorization": f"Basic {token}"},
+        )  # fmt: skip
+    assert probes.answered == 50, probes.codes
+
+
+def test_a_saturated_work_lane_leaves_the_probes_their_workers() -> None:
+    """A route added beside the others (as a ``POST /predict`` would be) whose handler blocks
+    holds the ``work`` lane's 2 workers and fills its queue; a further request there gets 503 at
+    once, and the probes, on a lane of their own, are still answered."""
+    release = threading.Event()
+    entered = threading.Semaphore(0)
+
+    def stuck(request: Request) -> Response:
+        entered.release()
+        release.wait(30)
+        return Response(200, b"done " + request.body + b"\n")
+
+    route = Route("POST", "/stuck", stuck, lane="work", max_body=64)
+    server = HealthServer(registry(), status, max_connections=2, routes=[route]).start()
+    results: list[int] = []
+
+    def post() -> None:
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{server.port}/stuck", data=b"x", method="POST"
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                results.append(resp.status)
+        except urllib.error.HTTPError as exc:
+            results.append(exc.code)
+
+    posts = [threading.Thread(target=post) for _ in range(6)]  # 2 workers + a queue of 4
+    try:
+        for t in posts:
+            t.start()
+        for _ in range(2):
+            assert entered.acquire(timeout=10)
+        time.sleep(0.3)  # the other 4 reach the queue
+        busy = probe("127.0.0.1", server.port, "/metrics", count=1, timeout=5.0)
+        assert busy.codes == [503]
+        probes = probe("127.0.0.1", server.port, "/healthz", count=50, timeout=2.0)
+        assert probes.answered == 50
+        base = f"http://127.0.0.1:{server.port}"
+        assert get(base + "/stuck")[0] == 405  # the route's method only
+        assert get(base + "/nowhere")[0] == 404
+    finally:
+        release.set()
+        for t in posts:
+            t.join(30)
+        server.stop()
+    assert results == [200] * 6
+
+
+def test_stop_returns_in_seconds_whatever_the_clients_do() -> None:
+    """Slow heads, a handler that never returns and a client that never reads: ``stop`` returns
+    within its 2 s, and every thread left is a daemon thread (the interpreter's exit never waits
+    for them; before, the process lingered ~100 s after its final checkpoint)."""
+    never = threading.Event()
+
+    def stuck(request: Request) -> Response:
+        never.wait(60)
+        return Response(200)
+
+    route = Route("GET", "/stuck", stuck, lane="work")
+    server = HealthServer(registry(), status, routes=[route]).start()
+    holder = threading.Thread(
+        target=probe, args=("127.0.0.1", server.port, "/stuck", 1, 30.0), daemon=True
+    )
+    holder.start()
+    quiet = socket.create_connection(("127.0.0.1", server.port))
+    quiet.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")  # never reads the answer
+    try:
+        with Slowloris("127.0.0.1", server.port, 50):
+            time.sleep(1.0)
+            t0 = time.monotonic()
+            server.stop(timeout=2.0)
+            took = time.monotonic() - t0
+        assert took < 3.0
+        left = [t for t in threading.enumerate() if t.name.startswith("streammkl-http")]
+        assert all(t.daemon for t in left)
+        assert len(left) == 1 and left[0].name.startswith("streammkl-http-work_")  # stuck
+    finally:
+        never.set()
+        quiet.close()

@@ -513,3 +513,41 @@ def test_an_idle_run_that_consumed_nothing_still_leaves_a_checkpoint(tmp_path: P
     runner(tmp_path, cluster).run()
     info = inspect_checkpoint(tmp_path / "ck")
     assert info["records_consumed"] == 0 and info["reason"] == "shutdown"
+
+
+def test_a_member_rejoins_only_when_a_topic_it_saw_missing_came_back_unassigned(
+    tmp_path: Path,
+) -> None:
+    """The return watch (``Source._watch_return``), on an injected clock: a member left without
+    partitions while its topics exist all along (one member too many) never rejoins; one that
+    saw its topic missing, then back, and still owns nothing 15 s later rejoins once with a new
+    consumer, which gets the partitions."""
+    from streammkl.daemon.kafka.source import Source
+
+    now = [0.0]
+    kafka = make_settings(tmp_path).kafka
+
+    def ticks(source: Source, seconds: float) -> None:
+        end = now[0] + seconds
+        while now[0] < end:
+            now[0] += 1.0
+            source.fetch(0)
+
+    cluster = FakeCluster()
+    cluster.create("in", 1)
+    extra = Source(kafka, {}, cluster.consumer(), group=True, clock=lambda: now[0]).start()
+    assert extra.consumer is not None
+    extra.consumer.rebalance([])  # the group gives this member nothing
+    ticks(extra, 60.0)
+    assert extra.rejoins == 0 and extra.assignment == []
+
+    cluster = FakeCluster()  # the topic missing (a restarted memory-only broker)
+    back = Source(kafka, {}, cluster.consumer(), group=True, clock=lambda: now[0]).start()
+    ticks(back, 10.0)
+    assert back.assignment == [] and back.rejoins == 0
+    cluster.create("in", 1)  # back; the group (this fake's subscription) still gives nothing
+    ticks(back, 12.0)
+    assert back.rejoins == 0  # not yet: 15 s after it was seen back
+    ticks(back, 15.0)
+    assert back.rejoins == 1
+    assert [(tp.topic, tp.partition) for tp in back.assignment] == [("in", 0)]

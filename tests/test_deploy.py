@@ -664,7 +664,7 @@ def test_k8s_deployment_probes_config_checkpoints_and_scraping(tmp_path: Path) -
     for probe, path in (
         ("livenessProbe", "/healthz"),
         ("readinessProbe", "/readyz"),
-        ("startupProbe", "/healthz"),
+        ("startupProbe", "/startupz"),
     ):
         assert container[probe]["httpGet"] == {"path": path, "port": named["name"]}
     notes = pod["metadata"]["annotations"]

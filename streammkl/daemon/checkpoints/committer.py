@@ -77,6 +77,9 @@ class Checkpointer:
         #: The next offset of every partition: shared with the source (which seeks there) and
         #: advanced by the loop once a batch is handled.
         self.offsets: dict[tuple[str, int], int] = {}
+        #: The input topics' ids the offsets belong to (the source keeps them; a re-created topic
+        #: has another id, and its offsets are reset).
+        self.topic_ids: dict[str, str] = {}
         self.last: Checkpoint | None = None  # the newest checkpoint written or restored
         self.changed = False  # anything to commit since the last checkpoint
         self.since = 0  # records handled since the last checkpoint
@@ -125,6 +128,7 @@ class Checkpointer:
         content = {
             "reason": reason,
             "offsets": encode_offsets(self.offsets),
+            "topic_ids": dict(sorted(self.topic_ids.items())),
             "counters": counters,
             "model": {"class": class_path(learner), "meta": meta},
             "summary": summary,
@@ -148,6 +152,7 @@ class Checkpointer:
             return None
         ckpt, (learner, outbox) = found
         self.offsets.update(ckpt.offsets)
+        self.topic_ids.update(ckpt.topic_ids)
         self.last = ckpt
         return ckpt, learner, outbox
 

@@ -3,8 +3,9 @@
 A checkpoint is a directory ``ckpt-<seq>/`` holding
 
 - ``meta.json``: format/version, sequence number, creation time, the next offset of every
-  partition, the daemon counters, the learner's JSON state, a summary (digest, kernel weights) and
-  the outbox (outputs not yet acknowledged by the broker, re-sent on restart);
+  partition (and the input topics' ids they belong to), the daemon counters, the learner's JSON
+  state, a summary (digest, kernel weights) and the outbox (outputs not yet acknowledged by the
+  broker, re-sent on restart);
 - ``arrays.npz``: the learner's numpy arrays (``allow_pickle=False`` on load; object arrays are
   refused on save);
 - ``SHA256SUMS``: the sha256 of both files;
@@ -87,6 +88,11 @@ class Checkpoint:
     def offsets(self) -> dict[tuple[str, int], int]:
         """Next offset to process, per (topic, partition)."""
         return decode_offsets(self.meta.get("offsets", {}))
+
+    @property
+    def topic_ids(self) -> dict[str, str]:
+        """The input topics' ids the offsets belong to (empty in older checkpoints)."""
+        return dict(self.meta.get("topic_ids", {}))
 
     @property
     def counters(self) -> dict[str, Any]:
@@ -351,6 +357,11 @@ def malformed(meta: object) -> str | None:
         for part, off in parts.items():
             if not (isinstance(part, str) and part.isdigit()) or not _is_int(off) or off < 0:
                 return f"offsets[{topic!r}][{part!r}] = {off!r} is not a partition's offset"
+    ids = meta.get("topic_ids", {})
+    if not isinstance(ids, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in ids.items()
+    ):
+        return "topic_ids is not an object of strings"
     counters = meta.get("counters", {})
     if not isinstance(counters, dict):
         return "counters is not an object"

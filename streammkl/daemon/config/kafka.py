@@ -38,6 +38,10 @@ class KafkaSettings(KafkaSecurity):
     request_timeout_ms: int = Field(default=30_000, ge=1_000)
     #: How long one connection attempt to the bootstrap servers may block (retried forever).
     bootstrap_timeout_ms: int = Field(default=5_000, ge=100)
+    #: The clients refresh the topics' metadata this often: a topic that appears (created
+    #: late, re-created after a broker restart) is consumed within about this long (the
+    #: clients' own default, 5 minutes, left a re-created input topic unread that long).
+    metadata_max_age_ms: int = Field(default=5_000, ge=1_000)
     #: How long to wait for a caught-up partition before interleaving the others without it
     #: (Kafka Streams' ``max.task.idle.ms``; 0 = never wait for data not yet produced). Its old
     #: name ``merge_idle_ms`` is still read (deprecated: "merge" is the mixing's word).

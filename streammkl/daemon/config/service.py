@@ -30,7 +30,7 @@ class CheckpointSettings(Section):
 
 
 class MetricsSettings(Section):
-    """The HTTP endpoint serving ``/metrics``, ``/healthz`` and ``/readyz``.
+    """The HTTP endpoint serving ``/metrics``, ``/healthz``, ``/readyz`` and ``/startupz``.
 
     It exposes the model (kernel weights, block norms, regret) and topic names: it listens on
     the loopback interface unless told otherwise, and ``web_config_file`` adds TLS and basic
@@ -46,10 +46,21 @@ class MetricsSettings(Section):
     stall_seconds: float = Field(default=120.0, gt=0)
     #: ``/readyz`` fails while one piece of work (a record, a batch) has run this long.
     slow_record_seconds: float = Field(default=30.0, gt=0)
-    #: A connection must send its request (and TLS handshake) within this time.
+    #: ``/readyz`` fails when records are known to wait and none was taken for this long, or
+    #: when the broker has not answered the consumer for this long (a frozen or hung broker
+    #: keeps its connections: they alone do not say it works).
+    progress_seconds: float = Field(default=10.0, gt=0)
+    #: A connection must send its request head (and finish its TLS handshake) within this time;
+    #: meanwhile it holds no worker.
+    header_timeout_seconds: float = Field(default=2.0, gt=0)
+    #: A request must be answered within this time once its head has arrived (body, response).
     request_timeout_seconds: float = Field(default=10.0, gt=0)
-    #: Requests served at once (a bounded pool); further connections wait in the backlog.
+    #: Requests to ``/metrics`` served at once (a bounded pool; the probes have workers of
+    #: their own); further requests wait in a short queue, then get 503.
     max_connections: int = Field(default=8, ge=1, le=256)
+    #: Connections one client address may hold at once; a new one beyond closes the client's
+    #: oldest connection still sending its head.
+    max_connections_per_client: int = Field(default=8, ge=1, le=256)
 
 
 class RunSettings(Section):

@@ -273,6 +273,21 @@ class DaemonMetrics:
             registry=r,
         )
         self.checkpoints = Counter("streammkl_checkpoints", "Checkpoints written", registry=r)
+        self.checkpoint_failures = Counter(
+            "streammkl_checkpoint_failures",
+            "Checkpoint (or history) writes that failed, by reason: no_space (ENOSPC, EDQUOT), "
+            "read_only (EROFS, EACCES, EPERM), io (any other OSError); the loop pauses, not "
+            "ready, and retries with a backoff",
+            ["reason"],
+            registry=r,
+        )
+        for why in ("no_space", "read_only", "io"):
+            self.checkpoint_failures.labels(why)
+        self.warm_up_seconds = Gauge(
+            "streammkl_warm_up_seconds",
+            "How long the start's compilation of the learner's loops took (numba warm-up)",
+            registry=r,
+        )
         self.checkpoint_fallbacks = Counter(
             "streammkl_checkpoint_fallbacks",
             "Checkpoints skipped at start (fell back to an older one), by why: corrupt "

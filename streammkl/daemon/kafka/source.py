@@ -17,6 +17,14 @@ function of the logs alone — a replay after a crash learns exactly what an uni
 — except when a record lands in a caught-up partition with a timestamp older than records already
 interleaved from the others (Kafka Streams' ``max.task.idle.ms`` trade-off).
 
+**A re-created topic.** The source remembers each input topic's id (KIP-516; the checkpoint
+keeps them with the offsets): when a topic's partitions are assigned (and, without a group, at
+each refresh of the partitions) under another id than the one remembered, the topic was deleted
+and re-created -- while the daemon ran (a broker restarted empty) or while it was stopped -- and
+its own offsets belong to the old log: they are reset to the earliest offset, logged as a
+warning and counted like any reset. (A broker without topic ids: only an own offset beyond the
+new log's highwater is noticed, and reset.)
+
 **What is left to read** (:meth:`Source.backlog`, for ``run.exit_when_idle``): per owned partition
 the highwater minus the next offset to process -- *unknown*, never zero, while the partition has
 had no fetch response (just assigned, a rebalance, a stalled broker), and, in a group, while the
@@ -52,6 +60,9 @@ log = logging.getLogger(__name__)
 TP = tuple[str, int]
 #: How long the answer of :meth:`Source.missing_topics` is kept (it asks the broker).
 TOPICS_CHECK_SECONDS = 5.0
+#: A group member left without partitions this long after an input topic it saw missing came
+#: back leaves and rejoins the group with a new consumer (see :meth:`Source._watch_return`).
+REJOIN_SECONDS = 15.0
 
 
 class Backlog(NamedTuple):
@@ -93,6 +104,10 @@ class Source:
     group
         ``True``: consumer-group membership (``subscribe``); ``False``: this process assigns
         itself every partition of the topics (one model over the whole stream).
+    clock
+        Monotonic seconds (tests inject their own).
+    topic_ids
+        Each input topic's id as last seen (the checkpoint's), shared and updated.
     """
 
     def __init__(
@@ -104,9 +119,12 @@ class Source:
         on_reset: Callable[[str, int, int, int], None] = lambda *a: None,
         group: bool = True,
         clock: Callable[[], float] = time.monotonic,
+        topic_ids: dict[str, str] | None = None,
     ) -> None:
         self.settings = settings
         self.offsets = offsets
+        #: Each input topic's id as last seen (shared with the checkpoints, which keep them).
+        self.topic_ids: dict[str, str] = {} if topic_ids is None else topic_ids
         self.client = client
         self.on_revoke = on_revoke
         self.on_reset = on_reset
@@ -133,6 +151,11 @@ class Source:
         self.last_error: str | None = None
         self._settling = False  # group: partitions revoked and none assigned since
         self._missing: tuple[float, list[str]] | None = None  # (when asked, missing topics)
+        self._vanished: set[str] = set()  # input topics seen missing while nothing was owned
+        self._back_since: float | None = None  # when they were all back (none owned since)
+        self._watched_at = -1e18  # when _watch_return last asked about the topics
+        #: Times the group was rejoined with a new consumer (a topic came back unassigned).
+        self.rejoins = 0
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -180,6 +203,10 @@ class Source:
         """Whether the broker is reachable (the group coordinator is known, in group mode)."""
         return self.consumer is not None and self.consumer.connected
 
+    def silence(self) -> float | None:
+        """Seconds since the broker last answered the consumer (``None``: not known)."""
+        return None if self.consumer is None else self.consumer.silence()
+
     # -- rebalance ----------------------------------------------------------------------------
 
     def _revoked(self, revoked: Iterable[Partition]) -> None:
@@ -205,6 +232,9 @@ class Source:
         # partition with an own offset starts there; any other where the adapter resolves it
         # (the group's committed offset, else the earliest one).
         assigned = list(assigned)
+        if assigned:
+            self._vanished.clear()
+            self._back_since = None
         if self.on_assign is not None:  # a mixing group sets the offsets first
             self.on_assign(assigned)
         self.assignment_changes += 1
@@ -214,6 +244,7 @@ class Source:
         self._bytes = {}
         self._idle_since.clear()
         self._paused.clear()
+        self._check_ids({tp.topic for tp in assigned})
         starts = {tp: self.offsets.get((tp.topic, tp.partition)) for tp in sorted(assigned)}
         assert self.consumer is not None
         if manual:
@@ -227,6 +258,32 @@ class Source:
             {f"{t.topic}/{t.partition}": self.offsets.get(t) for t in self.buffers},
         )
 
+    def _check_ids(self, topics: Iterable[str]) -> list[str]:
+        """Compare the topics' ids with those remembered: a topic re-created has its own offsets
+        reset to the earliest offset (0: a new log's start; the client's reset policy takes a
+        later start). Returns the topics found re-created."""
+        assert self.consumer is not None
+        recreated = []
+        for topic in sorted(topics):
+            now = self.consumer.topic_id(topic)
+            before = self.topic_ids.get(topic)
+            if now is None:
+                continue
+            self.topic_ids[topic] = now
+            if before is None or before == now:
+                continue
+            recreated.append(topic)
+            own = {key: off for key, off in self.offsets.items() if key[0] == topic}
+            log.warning(
+                "input topic %s was re-created (id %s, was %s): its partitions restart from the "
+                "earliest offset (own offsets were %s)",
+                topic, now, before, {p: o for (_, p), o in sorted(own.items())} or "none",
+            )  # fmt: skip
+            for key, off in sorted(own.items()):
+                self.offsets[key] = 0
+                self.on_reset(topic, key[1], off, 0)
+        return recreated
+
     def _refresh_manual(self) -> None:
         assert self.consumer is not None
         self._last_refresh = self.clock()
@@ -234,8 +291,11 @@ class Source:
         for topic in self.settings.topics:
             for part in self.consumer.partitions(topic):
                 wanted.add(Partition(topic, part))
-        if wanted and wanted != set(self.buffers):
-            self._assigned(wanted, manual=True)
+        if not wanted:
+            return
+        owned = {tp.topic for tp in self.buffers}
+        if wanted != set(self.buffers) or self._check_ids(owned & {tp.topic for tp in wanted}):
+            self._assigned(wanted, manual=True)  # (a re-created topic: sought to its start)
 
     # -- fetching -----------------------------------------------------------------------------
 
@@ -284,6 +344,8 @@ class Source:
             self._watch_reach(consumer)
         if not self.group and self.clock() - self._last_refresh > 5.0:
             self._refresh_manual()
+        if self.group and not self.buffers and self._watch_return():
+            return 0
         try:
             batch = consumer.poll(timeout_ms, self.settings.max_poll_records)
         except OffsetsOutOfRange as exc:
@@ -294,6 +356,45 @@ class Source:
         new = self._buffer(batch)
         self._check_highwater()
         return new
+
+    def _watch_return(self) -> bool:
+        """In a group, while nothing is owned: notice input topics missing, then back, and
+        rejoin with a new consumer when the group still gives nothing :data:`REJOIN_SECONDS`
+        later. Measured on Tansu, both clients: after a broker restart, a member that rejoined
+        while its topic was missing got an empty assignment at every later join, the topic
+        back with its partitions in the metadata, until it left the group; a member that is
+        merely one too many (more members than partitions) never saw a topic missing, and is
+        left alone. Returns whether the consumer was replaced (nothing to poll this time)."""
+        consumer = self.consumer
+        if consumer is None or not consumer.connected:  # (asking would block until it is)
+            return False
+        now = self.clock()
+        if now - self._watched_at < TOPICS_CHECK_SECONDS:
+            return False
+        self._watched_at = now  # (its own answers: missing_topics' are the idle end's)
+        missing = {t for t in self.settings.topics if consumer.topic_missing(t)}
+        if missing:
+            self._vanished |= missing
+            self._back_since = None
+            return False
+        if not self._vanished:
+            return False
+        if self._back_since is None:
+            self._back_since = now
+            return False
+        if now - self._back_since < REJOIN_SECONDS:
+            return False
+        log.warning(
+            "input topic(s) %s came back but the group gave no partition for %.0f s: leaving "
+            "and rejoining the group with a new consumer",
+            ", ".join(sorted(self._vanished)), now - self._back_since,
+        )  # fmt: skip
+        self._vanished.clear()
+        self._back_since = None
+        self.rejoins += 1
+        self.close()
+        self.start()
+        return True
 
     def _buffer(self, batch: Mapping[Partition, list[Any]]) -> int:
         """Append polled records to their partitions' buffers, dropping those below the next

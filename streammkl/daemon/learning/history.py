@@ -24,6 +24,7 @@ dropped (events are kept) and the stride doubles: the whole run stays covered, a
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 from pathlib import Path
@@ -32,6 +33,8 @@ from typing import Any
 from streammkl.files import append_private, atomic_write
 
 FILENAME = "history.jsonl"
+
+log = logging.getLogger(__name__)
 
 
 def _lines(rows: list[dict[str, Any]]) -> bytes:
@@ -48,6 +51,10 @@ def clean(value: object) -> Any:  # the value made JSON-safe: of any JSON type
     if isinstance(value, dict):
         return {k: clean(v) for k, v in value.items()}
     return value
+
+
+def _key(row: dict[str, Any]) -> tuple[int, str]:
+    return int(row["t"]), str(row.get("event", ""))
 
 
 def read(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
@@ -89,6 +96,8 @@ class History:
         self.stride = 1
         self.pending: list[dict[str, Any]] = []
         self._rows_in_file: int | None = None
+        self._trim_to: int | None = None  # a trim that failed (a disk fault), retried
+        self._cut = False  # an append failed (a disk fault): the next flush rewrites the file
 
     @property
     def spacing(self) -> int:
@@ -113,24 +122,40 @@ class History:
         """Drop what is beyond example count ``t_max`` (rows from after the restored checkpoint)
         and pending rows; called on start."""
         self.pending.clear()
-        rows = [r for r in read(self.path) if int(r["t"]) <= t_max]
-        self._rewrite(rows)
+        self._trim_to = t_max
+        try:
+            self._trim()
+        except OSError as exc:  # a full or read-only disk: retried by the next flush
+            log.warning("history: could not drop the rows beyond the checkpoint now: %s", exc)
+
+    def _trim(self) -> None:
+        if self._trim_to is not None:
+            rows = [r for r in read(self.path) if int(r["t"]) <= self._trim_to]
+            self._rewrite(rows)
+            self._trim_to = None
 
     def flush(self) -> None:
         """Append the buffered rows; thin the file out first if it would exceed ``max_rows``."""
         if not self.pending:
             return
+        self._trim()
         if self._rows_in_file is None:
             self._rows_in_file = sum(1 for r in read(self.path) if "event" not in r)
         new = [r for r in self.pending if "event" not in r]
-        if self._rows_in_file + len(new) > self.max_rows:
-            rows = read(self.path) + self.pending
+        if self._cut or self._rows_in_file + len(new) > self.max_rows:
+            merged = {_key(r): r for r in [*read(self.path), *self.pending]}
+            rows = [merged[k] for k in sorted(merged)]
             while sum(1 for r in rows if "event" not in r) > self.max_rows:
                 self.stride *= 2
                 rows = self._thinned(rows)
             self._rewrite(rows)
+            self._cut = False
         else:
-            append_private(self.path, _lines(self.pending))
+            try:
+                append_private(self.path, _lines(self.pending))
+            except OSError:  # a full disk may have cut the append: the next flush rewrites
+                self._cut = True
+                raise
             self._rows_in_file += len(new)
         self.pending.clear()
 

@@ -2,10 +2,28 @@
 
 :class:`Publisher` re-reads the model's internals (kernel weights, sparsity, the monitor's
 values) at most every 0.5 s while batches flow and as soon as the loop is idle, so a scrape after
-the stream ends sees the final model, and keeps the status ``/healthz`` and ``/readyz`` report.
-:meth:`Publisher.publish` runs on the loop thread (it is handed the learner and the monitor);
-:meth:`Publisher.health` runs on the HTTP threads and reads only the published status and
-:attr:`Publisher.work_started`.
+the stream ends sees the final model, and keeps the status ``/healthz``, ``/readyz`` and
+``/startupz`` report. :meth:`Publisher.publish` runs on the loop thread (it is handed the learner
+and the monitor); :meth:`Publisher.health` runs on the HTTP threads and reads only the published
+status, :attr:`Publisher.work_started` and :attr:`Publisher.starting` (values replaced, never
+changed in place).
+
+**The verdicts.** *Started* once the loop's start is over (checkpoint restored, the learner's
+loops compiled, the clients created): until then the process is alive (it is working on its
+start) but neither started nor ready, and says what it is doing. *Alive* while the loop ticks
+(``metrics.stall_seconds``). *Ready* when nothing below holds; each that does is a reason in the
+status (``/readyz`` answers 503 with them):
+
+- no partition assigned, or the broker not connected (as the client sees its connections);
+- the broker has not answered for ``metrics.progress_seconds`` (a frozen or hung broker keeps
+  its connections: only its silence says it);
+- records are known to wait (highwater beyond the next offset) and none was taken for
+  ``metrics.progress_seconds``;
+- the outputs are not acknowledged (the sink is failing);
+- a piece of work has run ``metrics.slow_record_seconds``;
+- a fault the loop reports (:attr:`Publisher.fault`: the checkpoint directory cannot be
+  written, the loop pauses);
+- the loop is stopping.
 """
 
 from __future__ import annotations
@@ -63,6 +81,12 @@ class Publisher:
         }  # fmt: skip
         #: When the loop's current piece of work started (what ``/readyz`` times; None: idle).
         self.work_started: float | None = None
+        #: What the start is doing while the loop has not started (``None`` once it has).
+        self.starting: str | None = "starting"
+        #: A fault the loop reports (not ready while it lasts; ``None``: none).
+        self.fault: str | None = None
+        self._progress_at = time.monotonic()  # records taken, or none waiting
+        self._born = time.monotonic()
         self.model_view: dict[str, Any] = introspect(learner)
         self._model_view_at = 0.0
         self._monitor_view_at = 0.0
@@ -100,7 +124,12 @@ class Publisher:
             values = monitor.snapshot()
             self._monitor_view_at = now
         source, sink = self.source, self.sink
-        ready = bool(source.buffers) and source.broker_connected and sink.healthy and not stopping
+        lag = source.lag() if source.consumer is not None else {}
+        waiting = sum(lag.values())
+        if busy or not waiting:
+            self._progress_at = now
+        reasons = self._reasons(waiting, now - self._progress_at, stopping)
+        ready = not reasons
         c = self.counters
         ckpt = self.checkpoints.last
         self.metrics.publish(
@@ -109,7 +138,7 @@ class Publisher:
                 labelled_predictions=c["labelled_predictions"],
                 correct_predictions=c["correct_predictions"],
                 online_loss=c["online_loss"],
-                lag=source.lag() if source.consumer is not None else {},
+                lag=lag,
                 checkpoint_time=None if ckpt is None else ckpt.meta["created"],
                 checkpoint_size_bytes=0 if ckpt is None else ckpt.size_bytes,
                 ready=ready,
@@ -119,21 +148,55 @@ class Publisher:
         )
         self.status = {
             "ready": ready,
+            "reasons": reasons,
             "last_tick": now,
             "assigned": [f"{t.topic}/{t.partition}" for t in source.assignment],
             "broker_connected": source.broker_connected,
             "sink_healthy": sink.healthy,
+            "records_waiting": waiting,
             "examples_learned": c["examples_learned"],
         }
 
+    def _reasons(self, waiting: int, stuck: float, stopping: bool) -> list[str]:
+        """Why the loop is not ready now (empty: it is); see the module docstring."""
+        source, limit = self.source, self.settings.progress_seconds
+        reasons = []
+        if not source.buffers:
+            reasons.append("no partition assigned")
+        if not source.broker_connected:
+            reasons.append("the broker is not connected")
+        silence = source.silence()
+        if silence is not None and silence > limit:
+            reasons.append(f"the broker has not answered for {silence:.0f} s")
+        if waiting and stuck > limit:
+            reasons.append(f"{waiting} record(s) wait and none was taken for {stuck:.0f} s")
+        if not self.sink.healthy:
+            reasons.append("outputs are not acknowledged (sends are failing)")
+        if self.fault is not None:
+            reasons.append(self.fault)
+        if stopping:
+            reasons.append("stopping")
+        return reasons
+
     def health(self) -> dict[str, Any]:
-        """What ``/healthz`` and ``/readyz`` report (called on the HTTP thread): the published
-        status, and not ready while one piece of work has run ``metrics.slow_record_seconds``."""
+        """What the probes report (called on the HTTP thread): the published status with the
+        verdicts ``started``, ``alive`` and ``ready`` (the module docstring)."""
+        now = time.monotonic()
+        starting = self.starting
+        if starting is not None:
+            return {"started": False, "alive": True, "ready": False, "reasons": [starting],
+                    "phase": starting, "starting_seconds": round(now - self._born, 1)}  # fmt: skip
         state = dict(self.status)
+        state["reasons"] = list(state.get("reasons", ()))
+        state["started"] = True
+        state["alive"] = now - state.get("last_tick", 0.0) <= self.settings.stall_seconds
+        if not state["alive"]:
+            state["reasons"].append(f"the loop has not ticked for {now - state['last_tick']:.0f} s")
         started = self.work_started
-        busy = 0.0 if started is None else max(0.0, time.monotonic() - started)
+        busy = 0.0 if started is None else max(0.0, now - started)
         state["busy_seconds"] = round(busy, 3)
         if busy > self.settings.slow_record_seconds:
-            state["ready"] = False
             state["slow_work"] = True
+            state["reasons"].append(f"one piece of work has run {busy:.0f} s")
+        state["ready"] = bool(state.get("ready")) and not state["reasons"]
         return state

@@ -31,9 +31,13 @@ built on it; every other thread works on copies or on immutable values handed to
   ``/metrics`` reads the registry, whose model and monitor values are the
   :class:`~streammkl.daemon.http.metrics.Snapshot` the loop publishes
   (:class:`~streammkl.daemon.loop.publishing.Publisher`, after a drain); ``/healthz`` and
-  ``/readyz`` read the published status (a dict replaced, never changed) and
-  :attr:`Publisher.work_started <streammkl.daemon.loop.publishing.Publisher.work_started>`. No
-  scrape reads a live array.
+  ``/readyz`` and ``/startupz`` read the published status (a dict replaced, never changed),
+  :attr:`Publisher.work_started <streammkl.daemon.loop.publishing.Publisher.work_started>`,
+  :attr:`~streammkl.daemon.loop.publishing.Publisher.starting` and
+  :attr:`~streammkl.daemon.loop.publishing.Publisher.fault` (values the loop thread replaces,
+  never changes in place). No scrape reads a live array. The HTTP server's own threads (an event
+  thread, the lanes' workers: :mod:`streammkl.daemon.http.webserver`) are daemon threads and
+  hold nothing of the loop's: its stop returns within seconds whatever the clients do.
 - *Kafka client threads*: librdkafka calls back only inside ``consume``, on the loop thread;
   kafka-python's revocation listener runs on its IO thread while the loop thread waits inside
   ``poll`` (so the two never run at once; :meth:`Prequential.drain` says how).
@@ -74,6 +78,7 @@ from streammkl.daemon.learning.building import LearnerConfigError, build_learner
 from streammkl.daemon.learning.drivers import MKLDriver, driver_for
 from streammkl.daemon.learning.learner import Learner, introspect
 from streammkl.daemon.learning.stream_monitor import StreamMonitor
+from streammkl.daemon.loop.disk import EXIT_NO_CHECKPOINT, DiskFault
 from streammkl.daemon.loop.idle import EXIT_OK, GcTuning, IdleClock, idle_end
 from streammkl.daemon.loop.prequential import REASONS, Prequential
 from streammkl.daemon.loop.publishing import Publisher
@@ -143,6 +148,7 @@ class Runner:
         self.source = Source(
             k, self.offsets, consumer_client or consumer_for(k),
             on_revoke=self._on_revoke, on_reset=self._on_reset, group=k.assignment == "group",
+            topic_ids=self.checkpoints.topic_ids,
         )  # fmt: skip
         #: The prequential handling of a batch: decode, learn_predict, emit, account (I/O
         #: stays here).
@@ -159,6 +165,8 @@ class Runner:
         self.exit_code = EXIT_OK
         self._assignments_seen = 0
         self._stop = threading.Event()
+        #: The checkpoint directory's faults (a full or read-only disk pauses the loop).
+        self.disk = DiskFault()
         self.gc = GcTuning(settings.run.gc_threshold)
         #: What the outside sees: the metrics' snapshot and the health status.
         self.publisher = Publisher(
@@ -289,12 +297,25 @@ class Runner:
         outbox = self.sink.flush(timeout=5.0)
         if outbox:
             log.warning("%d output(s) unacknowledged; kept in the checkpoint outbox", len(outbox))
-        ckpt = self.checkpoints.commit(reason, self.learner, self.counters, outbox, self.monitor)
+        try:
+            ckpt = self.checkpoints.commit(
+                reason, self.learner, self.counters, outbox, self.monitor
+            )
+        except OSError as exc:  # a full or read-only disk: the loop pauses (DiskFault)
+            self._disk_failed(exc)
+            return False
         self.publisher.viewed(model_view(ckpt))  # read once, for the checkpoint's summary
         self.prequential.stale = False
         self.marker.covered(self.offsets)  # crash verdicts behind the checkpoint are settled
         if self.monitor is not None:
-            self.monitor.history.flush()  # the history, up to this checkpoint
+            try:
+                self.monitor.history.flush()  # the history, up to this checkpoint
+            except OSError as exc:  # rows kept in memory and written by the next checkpoint
+                self._disk_failed(exc)
+                return False
+        if self.disk.failing:
+            log.warning("the checkpoint directory is writable again after %s", self.disk.cleared())
+            self.publisher.fault = None
         elapsed = time.perf_counter() - t0
         self.metrics.checkpoints.inc()
         self.metrics.checkpoint_seconds.observe(elapsed)
@@ -302,6 +323,12 @@ class Runner:
         self.source.commit()
         self._publish(force_model=False)
         return True
+
+    def _disk_failed(self, exc: OSError) -> None:
+        why = self.disk.failed(exc)
+        self.metrics.checkpoint_failures.labels(why).inc()
+        self.publisher.fault = f"the checkpoint directory cannot be written ({why}: {exc})"
+        self._publish()
 
     # -- processing ---------------------------------------------------------------------------
 
@@ -341,6 +368,7 @@ class Runner:
             self.http = HealthServer.serve(
                 ms, self.metrics.registry, self.publisher.health, self.web
             )
+        self.publisher.starting = "restoring the checkpoint"
         self.restore()
         self.marker.recover()  # what a crash of the previous process asks of this one
         for part, why in self.marker.rejected:  # not signed with the key: ignored
@@ -357,10 +385,14 @@ class Runner:
             # at the restored position, like a SIGHUP there, and checkpointed at once
             self.checkpoints.touch()
             self.checkpoint("reload")
+        self.publisher.starting = "compiling the learner's loops (numba warm-up)"
+        t0 = time.monotonic()
         try:
             self.driver.warm_up()
         except Exception as exc:  # only a speed-up: never a reason not to start
             log.warning("learner warm-up failed (first records will be slower): %r", exc)
+        self.metrics.warm_up_seconds.set(time.monotonic() - t0)
+        self.publisher.starting = "connecting to the broker"
         ensure_output_topics(k)
         if self.mixing is not None:
             self._mixing_hook(self.mixing.join)
@@ -370,6 +402,8 @@ class Runner:
         self.idle = IdleClock(self.settings.run.exit_when_idle, 3.0 * k.session_timeout_ms / 1000.0)
         self.started = True
         self._timeout_ms = k.poll_timeout_ms
+        self._publish()
+        self.publisher.starting = None  # started: /startupz answers 200, /readyz judges the loop
 
     def tick(self) -> bool:
         """One iteration of the loop: fetch, process a batch, settle outputs, maybe checkpoint.
@@ -378,6 +412,8 @@ class Runner:
         """
         if self.stopping:
             return False
+        if self.disk.failing:  # paused: nothing is taken until a checkpoint is written again
+            return self._paused()
         if self._reload.is_set():
             self.reload()
         k = self.settings.kafka
@@ -421,6 +457,18 @@ class Runner:
                 return False
         return True
 
+    def _paused(self) -> bool:
+        """One tick of the pause after a checkpoint failed: outputs settle, the status is
+        published, and the checkpoint is tried again when the backoff says."""
+        self.sink.poll()
+        wait = self.disk.retry_at - time.monotonic()
+        if wait > 0:
+            self._publish()
+            self._stop.wait(min(wait, 0.25))
+            return True
+        self.checkpoint("retry", force=True)
+        return True
+
     def run(self) -> int:
         """Run (after :meth:`start`, if not done yet) until :meth:`stop` or idle; return the exit
         code (0, or why an idle end is no success: :mod:`streammkl.daemon.loop.idle`).
@@ -448,7 +496,15 @@ class Runner:
                 except Exception as exc:
                     log.error("could not end the mixing round at shutdown: %r", exc)
             # forced too when none exists yet (an idle run), so that `inspect` has one to read
-            self.checkpoint("shutdown", force=bool(self.sink.pending) or not self.checkpoints.last)
+            written = self.checkpoint(
+                "shutdown", force=bool(self.sink.pending) or not self.checkpoints.last
+            )
+            if not written and self.disk.failing:
+                log.error(
+                    "the final checkpoint could not be written (%s): the next start resumes from "
+                    "the last one written and replays what followed", self.publisher.fault,
+                )  # fmt: skip
+                self.exit_code = EXIT_NO_CHECKPOINT
             left = self.sink.close(timeout=1.0)
             if left:
                 log.error("%d output(s) undelivered at exit; kept in the outbox", len(left))

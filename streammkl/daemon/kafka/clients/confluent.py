@@ -26,7 +26,9 @@ What differs from kafka-python, and is absorbed here:
 - readiness: librdkafka reconnects by itself; the broker counts as connected while its statistics
   (every second) show a broker ``UP`` and, in group mode, the group ``up``; an "all brokers down"
   error clears it at once; a SASL authentication error is kept as the :attr:`refusal` until a
-  broker is up;
+  broker is up; the same statistics say how long ago each broker last sent anything
+  (``rxidle``): :meth:`ConfluentConsumer.silence` is the least of them (a frozen broker keeps
+  its connections ``UP``: measured, only its silence grows);
 - delivery: librdkafka reports only failures (``delivery.report.only.error``: a report per
   acknowledged message cost ~0.7 us of the loop's CPU each); its queue length counts every message
   neither acknowledged nor reported, which is :meth:`ConfluentProducer.in_flight`.
@@ -36,16 +38,18 @@ from __future__ import annotations
 
 import json
 import logging
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import confluent_kafka
 from confluent_kafka import KafkaError as RdKafkaError
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaException, TopicCollection
 from confluent_kafka import TopicPartition as RdTopicPartition
+from confluent_kafka.admin import AdminClient
 
 from streammkl.daemon.config import KafkaSettings
-from streammkl.daemon.kafka.clients.protocol import Output, Partition, Rebalance
+from streammkl.daemon.kafka.clients.protocol import Output, Partition, Rebalance, topic_uuid
 from streammkl.daemon.kafka.security import librdkafka_options
 
 log = logging.getLogger(__name__)
@@ -98,6 +102,10 @@ def consumer_config(settings: KafkaSettings) -> dict[str, Any]:
         "reconnect.backoff.max.ms": 1_000,
         "check.crcs": settings.check_crcs,
         "statistics.interval.ms": 1_000,
+        # a topic that appears (created late, re-created after a broker restart) is assigned
+        # after the next refresh: librdkafka's default (300 s) left the consumer `assigned []`
+        # for over 5 minutes (measured)
+        "topic.metadata.refresh.interval.ms": settings.metadata_max_age_ms,
         # records fetched ahead of the loop, per partition (librdkafka's default: 64 MB): a loop
         # that falls behind holds at most this much of the log in memory, besides its buffers
         "queued.max.messages.kbytes": 16_384,
@@ -124,6 +132,7 @@ def producer_config(settings: KafkaSettings) -> dict[str, Any]:
         # librdkafka's own queue of unsent messages: bounded in bytes (default 1 GB), not only in
         # count; a full queue makes produce() raise BufferError (the sink serves, then retries)
         "queue.buffering.max.kbytes": 65_536,
+        "topic.metadata.refresh.interval.ms": settings.metadata_max_age_ms,
         "logger": logging.getLogger("streammkl.daemon.librdkafka"),
         **librdkafka_options(settings),
     }
@@ -148,6 +157,11 @@ class ConfluentConsumer:
         self._starts: dict[Partition, int | None] = {}
         self._refusal: str | None = None
         self._last_error: str | None = None
+        self._silence: float | None = None
+        self._admin: AdminClient | None = None  # created when a topic id is first asked
+        self._admin_conf = {
+            k: v for k, v in conf.items() if k in ("bootstrap.servers", "client.id", "logger")
+        } | librdkafka_options(settings)
         # librdkafka connects in the background: an unreachable broker only delays assignment
         self.consumer = factory(conf)
 
@@ -163,12 +177,18 @@ class ConfluentConsumer:
     def last_error(self) -> str | None:
         return self._last_error
 
+    def silence(self) -> float | None:
+        return self._silence
+
     def _on_stats(self, text: str) -> None:
         try:
             stats = json.loads(text)
         except ValueError:
             return
-        up = any(b.get("state") == "UP" for b in stats.get("brokers", {}).values())
+        brokers = stats.get("brokers", {}).values()
+        idle = [b["rxidle"] for b in brokers if b.get("state") == "UP" and b.get("rxidle", -1) >= 0]
+        self._silence = min(idle) / 1e6 if idle else None
+        up = any(b.get("state") == "UP" for b in brokers)
         if up:
             self._refusal = None
         if up and self._group:
@@ -243,6 +263,24 @@ class ConfluentConsumer:
         return info is None or (
             info.error is not None and info.error.code() == RdKafkaError.UNKNOWN_TOPIC_OR_PART
         )
+
+    def topic_id(self, topic: str) -> str | None:
+        # the consumer's metadata has no topic ids: an admin client asks (DescribeTopics)
+        try:
+            if self._admin is None:
+                self._admin = AdminClient(self._admin_conf)
+            futures = self._admin.describe_topics(
+                TopicCollection([topic]), request_timeout=REQUEST_TIMEOUT_S
+            )
+            found = futures[topic].result(timeout=REQUEST_TIMEOUT_S + 0.5)
+        except (KafkaException, TimeoutError, KeyError, ValueError) as exc:
+            log.debug("no topic id for %s: %s", topic, exc)
+            return None
+        tid = found.topic_id
+        if tid is None:
+            return None
+        high, low = tid.get_most_significant_bits(), tid.get_least_significant_bits()
+        return topic_uuid(uuid.UUID(int=((high % (1 << 64)) << 64) | (low % (1 << 64))))
 
     def poll(self, timeout_ms: int, max_records: int) -> Mapping[Partition, list[Any]]:
         """Whatever librdkafka has fetched (up to ``max_records``), waiting up to ``timeout_ms``

@@ -11,11 +11,13 @@ credentials it says only "Unable to bootstrap", the SASL error going to its own 
 :class:`RefusalWatch` reads that log while the consumer is created, so that the refusal is
 raised as :class:`~streammkl.daemon.kafka.clients.protocol.ClientRefused`.
 
-Two reads of kafka-python's internals remain, both here and both guarded (a changed layout
+Three reads of kafka-python's internals remain, all here and all guarded (a changed layout
 falls back or does nothing): :func:`unpark` (its paused-then-resumed partitions stall forever:
-no public call restores the records a pause parked) and :func:`fetch_position` (the public
+no public call restores the records a pause parked), :func:`fetch_position` (the public
 ``position()`` first refreshes committed offsets and validates positions, network round trips,
-and the source asks for the position while it interleaves partitions). Checked against
+and the source asks for the position while it interleaves partitions) and :func:`last_answer`
+(when a broker last sent anything: no public call says it, and a frozen broker keeps its
+connections). Checked against
 kafka-python 3.0.12; ``tests/test_daemon_kafka.py``'s paused-backlog test on the real broker
 stalls without :func:`unpark`.
 """
@@ -24,6 +26,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
@@ -39,6 +43,7 @@ from streammkl.daemon.kafka.clients.protocol import (
     Output,
     Partition,
     Rebalance,
+    topic_uuid,
 )
 from streammkl.daemon.kafka.security import kafka_python_options
 
@@ -66,6 +71,9 @@ def consumer_config(settings: KafkaSettings) -> dict[str, Any]:
         "reconnect_backoff_max_ms": 1000,
         "bootstrap_timeout_ms": settings.bootstrap_timeout_ms,
         "check_crcs": settings.check_crcs,
+        # a topic that appears (created late, re-created after a broker restart) is assigned
+        # after the next refresh (kafka-python's default: 5 minutes)
+        "metadata_max_age_ms": settings.metadata_max_age_ms,
         **kafka_python_options(settings),
     }
 
@@ -85,6 +93,7 @@ def producer_config(settings: KafkaSettings) -> dict[str, Any]:
         "retries": 2,
         "reconnect_backoff_max_ms": 1_000,
         "bootstrap_timeout_ms": settings.bootstrap_timeout_ms,
+        "metadata_max_age_ms": settings.metadata_max_age_ms,
         **kafka_python_options(settings),
     }
 
@@ -122,6 +131,22 @@ def fetch_position(consumer: KafkaConsumer, tp: TopicPartition) -> int | None:
     if state is None or not hasattr(state, "position"):
         raise LookupError(f"no fetch state for {tp}")
     return None if state.position is None else int(state.position.offset)
+
+
+def last_answer(consumer: KafkaConsumer) -> float | None:
+    """When (``time.monotonic()``) a broker last sent anything to ``consumer``, over its
+    connections that completed their set-up (so did receive); ``None`` when none has, or the
+    client's layout differs."""
+    conns = getattr(getattr(consumer, "_manager", None), "_conns", None)
+    if not isinstance(conns, dict):
+        return None
+    try:
+        reads = [
+            float(c.transport.last_read) for c in list(conns.values()) if c.connected
+        ]  # fmt: skip
+    except (AttributeError, TypeError, ValueError):
+        return None
+    return max(reads, default=None)
 
 
 class RefusalWatch(logging.Filter):
@@ -212,6 +237,7 @@ class KafkaPythonConsumer:
                 raise ClientUnavailable(str(exc)) from exc
         no_auto_create(self.consumer)
         self._group = False
+        self._answered: float | None = None
 
     #: Only a refused creation is seen (:class:`RefusalWatch`): a created consumer was accepted.
     refusal: str | None = None
@@ -232,6 +258,13 @@ class KafkaPythonConsumer:
             return any(client.connected(b.node_id) for b in client.cluster.brokers())
         except Exception:  # internals changed: do not claim readiness we cannot check
             return False
+
+    def silence(self) -> float | None:
+        # remembered: a connection closed (a request timed out) takes its last read with it
+        answered = last_answer(self.consumer)
+        if answered is not None and (self._answered is None or answered > self._answered):
+            self._answered = answered
+        return None if self._answered is None else max(0.0, time.monotonic() - self._answered)
 
     def subscribe(self, topics: list[str], on_assign: Rebalance, on_revoke: Rebalance) -> None:
         self._group = True
@@ -260,6 +293,15 @@ class KafkaPythonConsumer:
             return not self.consumer.partitions_for_topic(topic)
         except KafkaError:
             return False
+
+    def topic_id(self, topic: str) -> str | None:
+        # from the metadata the client refreshes anyway (never blocks: it runs in callbacks)
+        cluster = getattr(self.consumer, "_cluster", None)
+        try:
+            value = cluster.topic_id(topic) if cluster is not None else None
+        except (AttributeError, TypeError):
+            return None
+        return topic_uuid(value if isinstance(value, uuid.UUID) else None)
 
     def poll(self, timeout_ms: int, max_records: int) -> Mapping[Partition, list[Any]]:
         unpark(self.consumer)

@@ -12,6 +12,7 @@ dropped after ``close``; it holds no stream logic.
 from __future__ import annotations
 
 import base64
+import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
@@ -75,6 +76,14 @@ class Output(NamedTuple):
         )
 
 
+def topic_uuid(value: uuid.UUID | None) -> str | None:
+    """A topic id as the adapters give it (``uuid.UUID`` text), ``None`` for none or the null
+    id (a broker without topic ids)."""
+    if value is None or value.int == 0:
+        return None
+    return str(value)
+
+
 class ClientUnavailable(Exception):
     """The client cannot be created now (e.g. the broker is unreachable); try again later."""
 
@@ -114,6 +123,13 @@ class ConsumerClient(Protocol):
         """The last error connecting to the broker (for messages; ``None``: none seen)."""
         ...
 
+    def silence(self) -> float | None:
+        """Seconds since a broker last answered this client, as last known (``None``: the client
+        cannot tell, or holds no connection). A consumer's fetches wait at most ~0.5 s for data,
+        so a broker that works answers every second or so, even with nothing to fetch; a frozen
+        or hung broker keeps its connections but stays silent."""
+        ...
+
     def subscribe(self, topics: list[str], on_assign: Rebalance, on_revoke: Rebalance) -> None:
         """Join the group for ``topics``. The callbacks run inside :meth:`poll` (or
         :meth:`close`); ``on_assign`` must call :meth:`start_assigned`."""
@@ -137,6 +153,12 @@ class ConsumerClient(Protocol):
     def topic_missing(self, topic: str) -> bool:
         """Whether the broker says ``topic`` does not exist (asks it; ``False`` when it cannot be
         asked now). Never creates the topic."""
+        ...
+
+    def topic_id(self, topic: str) -> str | None:
+        """The topic's id (KIP-516: a topic deleted and re-created gets another), as
+        ``uuid.UUID`` text; ``None`` when the broker gives none or cannot be asked now. May ask
+        the broker (at most ~2 s)."""
         ...
 
     def poll(self, timeout_ms: int, max_records: int) -> Mapping[Partition, list[Any]]:
