@@ -126,7 +126,9 @@ def _plain(raw: bytes, limits: Limits) -> Record | None:
         if type(v) is not float or not low <= v <= bound:
             return None
     y, rid = obj.get("y"), obj.get("id")
-    if (y is not None and type(y) not in _PLAIN_LABELS) or (rid is not None and type(rid) is not str):
+    if y is not None and type(y) not in _PLAIN_LABELS:
+        return None
+    if rid is not None and type(rid) is not str:
         return None
     return Record(x, y, rid, None, raw)
 

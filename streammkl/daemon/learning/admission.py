@@ -9,9 +9,13 @@ decides, before a record reaches the learner, whether the growth it brings is ad
 - ``too_many_classes``: more than ``limits.max_classes`` classes (labels of a sequence);
 - ``over_work_budget``: the model's state would exceed ``limits.max_record_work`` cells. Every
   array of the model is rebuilt when it grows, and every later round reads its explicit part,
-  so the cells of the grown model are the work this record causes (one cell = one float64);
-  with the regret monitor's comparator, the model counts four times (its fits copy it) and each
-  input three windows (``monitor.window`` inputs, copied twice to fit on).
+  so the cells of the grown model are the work this record causes (one cell = one float64).
+  The model counts once: the regret monitor's windowed regret (its window of inputs and the
+  comparator's copies of the model) is the monitor's to bound, not the record's: it keeps
+  itself within the same budget and gives the windowed regret up on a model too wide for it
+  (:class:`~streammkl.daemon.learning.stream_monitor.StreamMonitor`), so a record is never
+  refused for what a metric would cost (counting them here made the documented
+  ``max_model_features`` unreachable: the default bank's model met the budget at ~840 inputs).
 
 A refused record is a dead letter with that reason; the model is untouched. Records that bring
 nothing new (the steady state) are not checked at all: their round costs what the admitted model
@@ -104,29 +108,11 @@ class Admission:
     limits
         The ``[limits]`` settings (``max_model_features``, ``max_classes``,
         ``max_record_work``).
-    model_copies
-        How many copies of the model's state the process holds (the regret monitor's
-        comparator fits on its own copies: 4 in all).
-    cells_per_input
-        Cells that each input costs outside the model (the monitor's window of inputs and the
-        comparator's copies of it: 3 x window per input).
     """
 
-    def __init__(
-        self,
-        learner: Learner,
-        limits: LimitSettings,
-        model_copies: int = 1,
-        cells_per_input: int = 0,
-    ) -> None:
+    def __init__(self, learner: Learner, limits: LimitSettings) -> None:
         self.learner = learner
         self.limits = limits
-        self.model_copies = model_copies
-        self.cells_per_input = cells_per_input
-
-    def _cells(self, model: int, n_features: int) -> int:
-        """What a model of ``model`` cells over ``n_features`` inputs costs the process."""
-        return model * self.model_copies + n_features * self.cells_per_input
 
     def grows(self, x: Inputs, y: Target) -> bool:
         """Whether learning (or predicting) this record may make the model grow."""
@@ -171,10 +157,8 @@ class MKLAdmission(Admission):
         learner: MKLClassifier | MKLRegressor,
         limits: LimitSettings,
         classifier: bool,
-        model_copies: int = 1,
-        cells_per_input: int = 0,
     ) -> None:
-        super().__init__(learner, limits, model_copies, cells_per_input)
+        super().__init__(learner, limits)
         self.classifier = classifier
         self.rounds = learner.rounds()
 
@@ -206,7 +190,7 @@ class MKLAdmission(Admission):
             kernels = [from_spec(k) for k in bank]
         support = learner.budget if learner.budget is not None else rounds.n_support + 1
         cells = model_cells(kernels, n_features, max(n_classes, 1), support)
-        return self._refuse(n_features, n_classes, self._cells(cells, n_features))
+        return self._refuse(n_features, n_classes, cells)
 
 
 class SequenceAdmission(Admission):
@@ -242,21 +226,15 @@ class SequenceAdmission(Admission):
         n_labels = len(learner.labels) + new_labels
         support = learner.budget if learner.budget is not None else learner.n_support + 1
         cells = model_cells(learner.kernels, n_features, n_labels, support) + n_labels**2
-        return self._refuse(n_features, n_labels, self._cells(cells, n_features))
+        return self._refuse(n_features, n_labels, cells)
 
 
-def admission_for(
-    learner: Learner, limits: LimitSettings, sequence: bool = False, window: int = 0
-) -> Admission:
-    """The admission policy of a learner (see the module docstring); ``window``: the regret
-    monitor's window (0: no comparator), whose fits copy the model and the window's inputs."""
-    # the epoch comparator (streammkl.monitor.epoch_fit.fit_comparator) holds the window, its
-    # contiguous and shuffled copies, and three models besides the learner's own
-    copies, per_input = (4, 3 * window) if window else (1, 0)
+def admission_for(learner: Learner, limits: LimitSettings, sequence: bool = False) -> Admission:
+    """The admission policy of a learner (see the module docstring)."""
     if isinstance(learner, SequenceLabeler):
-        return SequenceAdmission(learner, limits, copies, per_input)
+        return SequenceAdmission(learner, limits)
     if type(learner) in (MKLClassifier, MKLRegressor) and not sequence:
         assert isinstance(learner, MKLClassifier | MKLRegressor)
         classifier = isinstance(learner, MKLClassifier)
-        return MKLAdmission(learner, limits, classifier, copies, per_input)
+        return MKLAdmission(learner, limits, classifier)
     return Admission(learner, limits)
