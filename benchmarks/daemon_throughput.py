@@ -606,8 +606,8 @@ def main(argv: list[str] | None = None) -> int:
         "",
         "## Where a record's time goes",
         "",
-        "The daemon's own work per record, no Kafka, one thread's CPU time (`phases()`: the default "
-        "learner, monitor off, batches of 2000; medians over the repetitions), beside the "
+        "The daemon's own work per record, no Kafka, one thread's CPU time (`phases()`: the "
+        "default learner, monitor off, batches of 2000; medians over the repetitions), beside the "
         "clients' CPU per record from the rows above:",
         "",
         "| phase | µs/record |",
