@@ -57,10 +57,14 @@ class Refusal:
     message: str
 
 
-def model_cells(kernels: Iterable[Kernel], n_features: int, n_outputs: int, support: int) -> int:
+def model_cells(
+    kernels: Iterable[Kernel], n_features: int, n_outputs: int, support: int, iterates: int = 1
+) -> int:
     """Cells (float64 values) of an online MKL model's state: explicit weights (outputs x the
-    width of every feature map), random Fourier frequencies (inputs x components), feature
-    masks, and a support set of ``support`` pairs for the kernelized blocks.
+    width of every feature map, ``iterates`` times: the weights and each averaged iterate the
+    model keeps -- the default learner keeps three, so four), random Fourier frequencies
+    (inputs x components), feature masks, and a support set of ``support`` pairs for the
+    kernelized blocks.
 
     Two outputs over a linear map (10 weights) and the exact quadratic map (1 + 10 + 55); an
     additive map has its components per input (16 x 10 weights per output, and 3 x 160 cells
@@ -71,6 +75,8 @@ def model_cells(kernels: Iterable[Kernel], n_features: int, n_outputs: int, supp
     152
     >>> model_cells([k.AdditiveRBF(n_components=16)], 10, 2, 0)
     800
+    >>> model_cells([k.Linear(), k.Polynomial(explicit=True)], 10, 2, 0, iterates=4)
+    608
     """
     width = rff = 0
     views: set[tuple[str | int, ...] | None] = set()
@@ -92,7 +98,7 @@ def model_cells(kernels: Iterable[Kernel], n_features: int, n_outputs: int, supp
             width += 1 + q + q * (q + 1) // 2
         else:
             width += selected
-    cells = n_outputs * width + n_features * (rff + len(views)) + sparse
+    cells = n_outputs * width * iterates + n_features * (rff + len(views)) + sparse
     if views:
         cells += support * (n_features + n_outputs + len(views) + 2 * blocks)
     return cells
@@ -185,11 +191,13 @@ class MKLAdmission(Admission):
         core = rounds.model
         if core is not None:
             kernels: Iterable[Kernel] = core.kernels
+            iterates = 1 + len(core.averages) + int(core.average)
         else:  # not built yet: the configured bank (or the default one)
             bank = learner.kernels if learner.kernels is not None else defaults.kernel_bank()
             kernels = [from_spec(k) for k in bank]
+            iterates = 1 + len(learner.averages if learner.averages is not None else ())
         support = learner.budget if learner.budget is not None else rounds.n_support + 1
-        cells = model_cells(kernels, n_features, max(n_classes, 1), support)
+        cells = model_cells(kernels, n_features, max(n_classes, 1), support, iterates)
         return self._refuse(n_features, n_classes, cells)
 
 

@@ -27,9 +27,9 @@ chunks, and the contiguous and shuffled copies a comparator fits on) and the mod
 (the comparator's warm start, the model it fits, its best state): with the learner's own model,
 ``4 model + 3 W d`` cells for ``d`` inputs. While that fits ``limits.max_record_work`` the
 windowed regret runs; a model grown wider (the default bank, W = 2000 and the default budget:
-beyond ~1,700 inputs) has the monitor rebuilt without it at that round -- its counters, drift
-detector and pending restart carried over as through a checkpoint, so the model learns as
-before -- and logged once; ``streammkl_window_size`` is 0 from then on. The admission counts
+beyond ~1,600 inputs with 2 classes) has the monitor rebuilt without it at that round -- its
+counters, drift detector and pending restart carried over as through a checkpoint, so the
+model learns as before -- and logged once; ``streammkl_window_size`` is 0 from then on. The admission counts
 the model alone (:mod:`streammkl.daemon.learning.admission`): a record is never refused for
 what a metric would cost.
 """
@@ -224,7 +224,8 @@ class StreamMonitor:
         docstring): ``(1 + WINDOW_COPIES) model + WINDOW_COPIES W d``."""
         d = len(core.feature_keys)
         support = core.budget if core.budget is not None else core.n_support + 1
-        model = model_cells(core.kernels, d, core.n_outputs, support)
+        iterates = 1 + len(core.averages) + int(core.average)
+        model = model_cells(core.kernels, d, core.n_outputs, support, iterates)
         return model + self.WINDOW_COPIES * (self.settings.window * d + model)
 
     def _window_fits(self, core: OnlineMKL) -> bool:
