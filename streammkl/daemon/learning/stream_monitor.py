@@ -29,9 +29,9 @@ chunks, and the contiguous and shuffled copies a comparator fits on) and the mod
 windowed regret runs; a model grown wider (the default bank, W = 2000 and the default budget:
 beyond ~1,600 inputs with 2 classes) has the monitor rebuilt without it at that round -- its
 counters, drift detector and pending restart carried over as through a checkpoint, so the
-model learns as before -- and logged once; ``streammkl_window_size`` is 0 from then on. The admission counts
-the model alone (:mod:`streammkl.daemon.learning.admission`): a record is never refused for
-what a metric would cost.
+model learns as before -- and logged once; ``streammkl_window_size`` is 0 from then on. The
+admission counts the model alone (:mod:`streammkl.daemon.learning.admission`): a record is
+never refused for what a metric would cost.
 """
 
 from __future__ import annotations
