@@ -58,7 +58,7 @@ class Linear(Kernel):
     def _default_name(self) -> str:
         return "linear-normalized" if self.normalize else "linear"
 
-    def _code_params(self) -> tuple[float, float, bool]:
+    def code_params(self) -> tuple[float, float, bool]:
         return 0.0, 0.0, self.normalize
 
     def params(self) -> dict[str, Any]:
@@ -114,7 +114,7 @@ class Polynomial(Kernel):
             base += f"(c={self.coef0:g})"
         return base if self.normalize else base + "-raw"
 
-    def _code_params(self) -> tuple[float, float, bool]:
+    def code_params(self) -> tuple[float, float, bool]:
         return float(self.degree), self.coef0, self.normalize
 
     def params(self) -> dict[str, Any]:
@@ -164,7 +164,7 @@ class _Gaussian(Kernel):
         """The name the random Fourier features are drawn under (the kernel's own)."""
         return self.name
 
-    def _code_params(self) -> tuple[float, float, bool]:
+    def code_params(self) -> tuple[float, float, bool]:
         return self._bandwidth(), 0.0, False
 
     def fourier_columns(self, keys: Sequence[str], seed: int) -> np.ndarray:
@@ -393,7 +393,7 @@ class B1Spline(Kernel):
     def _default_name(self) -> str:
         return f"b1(h={self.h:g})"
 
-    def _code_params(self) -> tuple[float, float, bool]:
+    def code_params(self) -> tuple[float, float, bool]:
         return self.h, 0.0, False
 
     def params(self) -> dict[str, Any]:
