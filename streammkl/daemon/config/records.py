@@ -59,8 +59,9 @@ class LimitSettings(Section):
     #: The regret monitor's windowed regret (its window of inputs and the comparator's copies
     #: of the model) runs while it and the model fit the same number, and is given up on a
     #: model too wide for it: a record is never refused for a metric. 16 M cells = 128 MB: the
-    #: default bank's model (weights and three averaged iterates) at the documented
-    #: ``max_model_features`` (10,000 inputs) holds 9.6 M cells with 2 classes, 15.3 M with 10.
+    #: default bank's model (weights and three averaged iterates, at the arrays' capacity)
+    #: holds 15.9 M cells with 2 classes at 16,384 inputs of room, where the documented
+    #: ``max_model_features`` (10,000) lands.
     max_record_work: int = Field(default=16_000_000, ge=1_000)
     #: A prediction carries the probabilities of at most this many classes (the most
     #: probable; 0 = all).

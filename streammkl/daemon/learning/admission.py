@@ -60,21 +60,22 @@ class Refusal:
 def model_cells(
     kernels: Iterable[Kernel], n_features: int, n_outputs: int, support: int, iterates: int = 1
 ) -> int:
-    """Cells (float64 values) of an online MKL model's state: explicit weights (outputs x the
-    width of every feature map, ``iterates`` times: the weights and each averaged iterate the
-    model keeps -- the default learner keeps three, so four), random Fourier frequencies
-    (inputs x components), feature masks, and a support set of ``support`` pairs for the
-    kernelized blocks.
+    """Cells (float64 values) of an online MKL model's state for ``n_features`` inputs (pass
+    the arrays' capacity: :func:`grown_capacity`): explicit weights (outputs x the width of
+    every feature map, ``iterates`` times: the weights and each averaged iterate the model
+    keeps -- the default learner keeps three, so four), random Fourier frequencies (inputs x
+    components), an additive map's four rows per component, feature masks, and a support set
+    of ``support`` pairs for the kernelized blocks.
 
     Two outputs over a linear map (10 weights) and the exact quadratic map (1 + 10 + 55); an
-    additive map has its components per input (16 x 10 weights per output, and 3 x 160 cells
+    additive map has its components per input (16 x 10 weights per output, and 4 x 160 cells
     describing them):
 
     >>> from streammkl.core import kernels as k
     >>> model_cells([k.Linear(), k.Polynomial(explicit=True)], 10, 2, 0)
     152
     >>> model_cells([k.AdditiveRBF(n_components=16)], 10, 2, 0)
-    800
+    960
     >>> model_cells([k.Linear(), k.Polynomial(explicit=True)], 10, 2, 0, iterates=4)
     608
     """
@@ -89,7 +90,7 @@ def model_cells(
             views.add(kernel.features)
         elif isinstance(kernel, AdditiveRBF):  # R components per input, stored sparsely
             width += (kernel.n_components or 0) * selected
-            sparse += 3 * (kernel.n_components or 0) * selected  # input, offset, frequency
+            sparse += 4 * (kernel.n_components or 0) * selected  # phi_src: 4 rows a component
         elif kernel.n_components:
             width += kernel.n_components
             rff += kernel.n_components
@@ -102,6 +103,17 @@ def model_cells(
     if views:
         cells += support * (n_features + n_outputs + len(views) + 2 * blocks)
     return cells
+
+
+def grown_capacity(capacity: int, n_features: int) -> int:
+    """The inputs a model's arrays have room for once it holds ``n_features``: its capacity,
+    or, beyond it, twice the capacity (at least ``n_features``), as the core lays inputs out
+    (``streammkl.core.layout.grown``: doubling, so that an input costs amortised O(1)).
+
+    >>> grown_capacity(8192, 9000), grown_capacity(8192, 8000), grown_capacity(64, 1000)
+    (16384, 8192, 1000)
+    """
+    return capacity if n_features <= capacity else max(2 * capacity, n_features)
 
 
 class Admission:
@@ -189,15 +201,19 @@ class MKLAdmission(Admission):
             len(learner.classes_) + int(new_class) if isinstance(learner, MKLClassifier) else 0
         )
         core = rounds.model
+        room = n_features
         if core is not None:
             kernels: Iterable[Kernel] = core.kernels
             iterates = 1 + len(core.averages) + int(core.average)
+            layout = core.layout
+            if layout is not None:  # the arrays have room for a capacity of inputs
+                room = grown_capacity(layout.capacity, n_features)
         else:  # not built yet: the configured bank (or the default one)
             bank = learner.kernels if learner.kernels is not None else defaults.kernel_bank()
             kernels = [from_spec(k) for k in bank]
             iterates = 1 + len(learner.averages if learner.averages is not None else ())
         support = learner.budget if learner.budget is not None else rounds.n_support + 1
-        cells = model_cells(kernels, n_features, max(n_classes, 1), support, iterates)
+        cells = model_cells(kernels, room, max(n_classes, 1), support, iterates)
         return self._refuse(n_features, n_classes, cells)
 
 

@@ -27,7 +27,7 @@ chunks, and the contiguous and shuffled copies a comparator fits on) and the mod
 (the comparator's warm start, the model it fits, its best state): with the learner's own model,
 ``4 model + 3 W d`` cells for ``d`` inputs. While that fits ``limits.max_record_work`` the
 windowed regret runs; a model grown wider (the default bank, W = 2000 and the default budget:
-beyond ~1,600 inputs with 2 classes) has the monitor rebuilt without it at that round -- its
+beyond ~1,300 inputs with 2 classes) has the monitor rebuilt without it at that round -- its
 counters, drift detector and pending restart carried over as through a checkpoint, so the
 model learns as before -- and logged once; ``streammkl_window_size`` is 0 from then on. The
 admission counts the model alone (:mod:`streammkl.daemon.learning.admission`): a record is
@@ -221,11 +221,13 @@ class StreamMonitor:
 
     def window_cells(self, core: OnlineMKL) -> int:
         """Cells the learner's model and the windowed regret hold for ``core`` (see the module
-        docstring): ``(1 + WINDOW_COPIES) model + WINDOW_COPIES W d``."""
+        docstring): ``(1 + WINDOW_COPIES) model + WINDOW_COPIES W d``, the model at its arrays'
+        capacity."""
         d = len(core.feature_keys)
         support = core.budget if core.budget is not None else core.n_support + 1
         iterates = 1 + len(core.averages) + int(core.average)
-        model = model_cells(core.kernels, d, core.n_outputs, support, iterates)
+        room = d if core.layout is None else core.layout.capacity  # the arrays' inputs
+        model = model_cells(core.kernels, room, core.n_outputs, support, iterates)
         return model + self.WINDOW_COPIES * (self.settings.window * d + model)
 
     def _window_fits(self, core: OnlineMKL) -> bool:
