@@ -58,11 +58,11 @@ class LimitSettings(Section):
     #: (``over_work_budget``): its state, rebuilt when it grows and read by every later round.
     #: The regret monitor's windowed regret (its window of inputs and the comparator's copies
     #: of the model) runs while it and the model fit the same number, and is given up on a
-    #: model too wide for it: a record is never refused for a metric. 16 M cells = 128 MB: the
-    #: default bank's model (weights and three averaged iterates, at the arrays' capacity)
-    #: holds 15.9 M cells with 2 classes at 16,384 inputs of room, where the documented
-    #: ``max_model_features`` (10,000) lands.
-    max_record_work: int = Field(default=16_000_000, ge=1_000)
+    #: model too wide for it: a record is never refused for a metric. 20 M cells = 160 MB: the
+    #: default bank's model (weights and three averaged iterates, at the arrays' capacity,
+    #: which doubles when full) holds 19.4 M cells with 2 classes at the largest room the
+    #: documented ``max_model_features`` (10,000) can land in (just under 20,000 inputs).
+    max_record_work: int = Field(default=20_000_000, ge=1_000)
     #: A prediction carries the probabilities of at most this many classes (the most
     #: probable; 0 = all).
     prediction_top_k: int = Field(default=10, ge=0)

@@ -27,7 +27,7 @@ chunks, and the contiguous and shuffled copies a comparator fits on) and the mod
 (the comparator's warm start, the model it fits, its best state): with the learner's own model,
 ``4 model + 3 W d`` cells for ``d`` inputs. While that fits ``limits.max_record_work`` the
 windowed regret runs; a model grown wider (the default bank, W = 2000 and the default budget:
-beyond ~1,300 inputs with 2 classes) has the monitor rebuilt without it at that round -- its
+beyond ~1,300-2,000 inputs) has the monitor rebuilt without it at that round -- its
 counters, drift detector and pending restart carried over as through a checkpoint, so the
 model learns as before -- and logged once; ``streammkl_window_size`` is 0 from then on. The
 admission counts the model alone (:mod:`streammkl.daemon.learning.admission`): a record is
