@@ -370,8 +370,9 @@ def learner_monitored_runs(
 
 
 def phases(values: list[bytes], batch: int = 2000) -> dict[str, float]:
-    """Where a record's time goes in the daemon's own code, no Kafka (µs of wall time per
-    record, one thread, the default learner with the monitor off): decode (``wire.decode``),
+    """Where a record's time goes in the daemon's own code, no Kafka (µs of the thread's CPU
+    time per record -- less sensitive to a shared machine's load than the wall clock -- one
+    thread, the default learner with the monitor off): decode (``wire.decode``),
     featurize (the step's ``plan_run``: dict -> dense rows), round (the compiled run, with the
     probabilities), emit (the prediction message, ``prediction_bytes``), account (counters and
     the checkpointer's next offsets) and commit (one checkpoint, divided by
@@ -385,7 +386,7 @@ def phases(values: list[bytes], batch: int = 2000) -> dict[str, float]:
     learner = build_learner(settings.learner)
     step = driver_for(learner)
     step.warm_up()
-    perf = time.perf_counter
+    perf = time.thread_time
     t0 = perf()
     recs = [wire.decode(v, limits=limits) for v in values]
     decode = perf() - t0
@@ -605,8 +606,8 @@ def main(argv: list[str] | None = None) -> int:
         "",
         "## Where a record's time goes",
         "",
-        "The daemon's own work per record, no Kafka, one thread (`phases()`: the default "
-        "learner, monitor off, batches of 2000; medians over the repetitions), beside the "
+        "The daemon's own work per record, no Kafka, one thread's CPU time (`phases()`: the "
+        "default learner, monitor off, batches of 2000; medians over the repetitions), beside the "
         "clients' CPU per record from the rows above:",
         "",
         "| phase | µs/record |",

@@ -24,7 +24,7 @@ from streammkl.daemon.learning.admission import REASONS, model_cells
 from streammkl.daemon.loop.runner import Runner
 from streammkl.river import MKLClassifier
 from streammkl.statefile import digest_of
-from tests.daemon_fakes import FakeCluster, bananas_like
+from tests.daemon_fakes import FakeCluster, bananas_like, crash_and_resume
 from tests.test_daemon_runner import make_settings
 
 
@@ -304,25 +304,67 @@ def test_readyz_is_not_ready_while_one_piece_of_work_runs_too_long(tmp_path: Pat
     assert not state["ready"] and state["slow_work"] and state["busy_seconds"] >= 6.0
 
 
-@pytest.mark.parametrize("monitor", [False, True])
-def test_the_work_budget_counts_the_monitor_window_of_each_input(
-    tmp_path: Path, monitor: bool
+@pytest.mark.parametrize(
+    ("monitor", "budget", "windowed"),
+    [(False, 1_000_000, None), (True, 1_000_000, False), (True, 16_000_000, True)],
+)
+def test_the_work_budget_counts_the_model_once_and_the_monitor_bounds_its_window(
+    tmp_path: Path, monitor: bool, budget: int, windowed: bool | None
 ) -> None:
-    """With the regret monitor, the comparator copies the model (4 copies in all) and each
-    input costs 3 x monitor.window cells: a record that the model alone could take is
-    refused."""
+    """The admission counts the model alone: a record the model can take is admitted with the
+    regret monitor on too. The monitor keeps its windowed regret within the same budget: with
+    the model, the window (3 x monitor.window cells per input) and the comparator's three
+    models must fit, else it gives the windowed regret up, its counters carried on."""
     cluster = FakeCluster()
     values = good(30)
     values.insert(12, json.dumps({"x": {f"w{i}": 1.0 for i in range(300)}, "y": 1}).encode())
     stream(cluster, values)
-    over = {"limits.max_record_work": 1_000_000, "monitor.enabled": monitor, "monitor.window": 2000}
+    over = {"limits.max_record_work": budget, "monitor.enabled": monitor, "monitor.window": 2000}
     r = runner(tmp_path, cluster, **over)
     r.run()
-    # the model alone: 2 x (302 + 384 + 8385) + 302 x 384 = 134,110 cells; with the monitor
-    # 4 x 134,110 + 302 x 6,000 = 2,348,440
-    expected = {"over_work_budget": 1} if monitor else {}
-    assert r.counters["rejected_by_reason"] == expected
-    assert r.learner.rounds().n_features == (2 if monitor else 302)
+    core = r.learner.rounds().model
+    assert core is not None
+    support = core.n_support + 1
+    assert core.layout is not None and core.layout.capacity >= 302  # room for more inputs
+    # the arrays' capacity, w and 3 averaged iterates
+    model = model_cells(core.kernels, core.layout.capacity, 2, support, iterates=4)
+    assert model < 1_000_000
+    assert r.counters["rejected_by_reason"] == {}
+    assert r.learner.rounds().n_features == 302
+    if not monitor:
+        assert r.monitor is None
+        return
+    assert r.monitor is not None
+    assert r.monitor.window_cells(core) == 4 * model + 3 * 2000 * 302
+    assert r.monitor.windowed is windowed
+    assert r.monitor.built.n == r.counters["examples_learned"] == 31
+
+
+def test_a_model_too_wide_for_the_windowed_regret_keeps_its_monitor_and_its_exactly_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A record that takes the model beyond what the windowed regret may hold is learned; the
+    monitor drops the windowed regret at that round and goes on (examples counted, detector
+    kept), and a crash and restart around it end on the uninterrupted model's digest."""
+    values = good(60)
+    values.insert(20, json.dumps({"x": {f"w{i}": 1.0 for i in range(300)}, "y": 1}).encode())
+    over = {"limits.max_record_work": 1_000_000, "monitor.enabled": True,
+            "monitor.window": 2000, "kafka.max_poll_records": 8,
+            "checkpoint.every_records": 16}  # fmt: skip
+
+    def make(name: str, cluster: FakeCluster, seed: int) -> Runner:
+        return runner(tmp_path / name, cluster, seed, **over)
+
+    with caplog.at_level("WARNING"):
+        reference, final = crash_and_resume(make, values, steps=(4, 7))
+    for r in (reference, final):
+        assert r.counters["rejected_by_reason"] == {}
+        assert r.learner.rounds().n_features == 302
+        assert r.monitor is not None and not r.monitor.windowed
+        assert r.monitor.built.n == 61
+        assert r.monitor.snapshot()["window_size"] == 0.0
+    assert digest_of(final.learner) == digest_of(reference.learner)
+    assert any("windowed regret off" in rec.getMessage() for rec in caplog.records)
 
 
 def test_health_thresholds_come_from_the_settings_and_answer_over_http(tmp_path: Path) -> None:

@@ -242,3 +242,48 @@ def test_null_is_a_missing_feature_as_for_the_river_learners() -> None:
     assert isinstance(seq, Record) and seq.x == [{"a": 1.0}, {"a": 2.0}]
     vec = decode(b'{"x": [1, null]}')  # a vector has no names: null there stays an error
     assert isinstance(vec, DecodeError) and vec.reason == "non_numeric"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"x": {"a": 0.5, "b": -2.5}, "y": false, "id": "r1"}',
+        '{"x": {"a": 0.5}, "y": "spam"}',
+        '{"x": {"a": 0.5}, "extra": [1, 2]}',  # non-strict: an unknown field is ignored
+        '{"x": {"a": 1e31}, "y": true}',  # beyond max_abs_value: value_too_large
+        '{"x": {"a": -1e31}}',
+        '{"x": {"a": 1}, "y": true}',  # an integer value: converted to a float
+        '{"x": {"a": 0.5}, "y": 3}',  # an integer label: checked as a label
+        '{"x": {"a": 0.5}, "y": 1.5}',
+        '{"x": {"a": 0.5}, "id": 7}',  # bad_id
+        '{"x": {"a": 0.5}, "ts": 1.5}',
+        '{"x": {}, "y": true}',  # bad_x
+        '{"x": {"a": null, "b": 0.5}}',  # a missing feature
+        '{"x": {"a": "1"}}',  # non_numeric
+        '{"x": {"a": true}}',
+        '{"x": [0.5, 1.5], "y": true}',  # a dense vector
+        '{"y": true}',  # missing_x
+        "[1, 2]",  # not_an_object
+        '{"x": {"a": NaN}}',  # orjson refuses NaN: the standard library's parse
+    ],
+)
+def test_the_plain_record_fast_path_decides_as_the_general_walk(text: str) -> None:
+    """Short records take a one-pass route (``_plain``); whatever it accepts is what the
+    general walk (``_decode``) gives, and what it leaves goes there (same outcome)."""
+    from streammkl.wire import codec
+
+    raw = text.encode()
+    limits = Limits(max_features=4)
+    assert len(raw) <= limits.short_record
+    fast = codec._plain(raw, limits)
+    try:
+        slow: Record | str = codec._decode(raw, None, None, False, 1 << 20, "vector", False, limits)
+    except Exception as exc:  # a rejection (the general walk raises it as _Reject)
+        slow = getattr(exc, "reason", repr(exc))
+    if fast is not None:
+        assert fast == slow
+    out = decode(raw, kind="vector", limits=limits)
+    assert (out.reason if isinstance(out, DecodeError) else out) == slow
+    too_many = b'{"x": {"a": 0.5, "b": 0.5, "c": 0.5, "d": 0.5, "e": 0.5}}'
+    assert codec._plain(too_many, limits) is None
+    assert reject(too_many, limits=limits).reason == "too_many_features"

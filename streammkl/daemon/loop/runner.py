@@ -189,11 +189,11 @@ class Runner:
         self.monitor: StreamMonitor | None = None
         ms = self.settings.monitor
         if ms.enabled and self.driver.fused:  # the monitor needs a streammkl core model
-            self.monitor = StreamMonitor(ms, self.settings.checkpoint.dir)
+            limits = self.settings.limits
+            self.monitor = StreamMonitor(ms, self.settings.checkpoint.dir, limits.max_record_work)
             self.driver.track = True
             self.driver.observer = self.monitor  # the compiled runs feed it by chunks
-        window = ms.window if self.monitor is not None else 0
-        self.admission = admission_for(learner, self.settings.limits, sequence, window)
+        self.admission = admission_for(learner, self.settings.limits, sequence)
         self.prequential.use(self.driver, self.admission)
 
     # -- control ------------------------------------------------------------------------------
