@@ -116,3 +116,68 @@ def test_loss_gradient_matches_finite_differences(loss):
             assert np.linalg.norm(g) <= loss.lipschitz + 1e-12
         checked += 1
     assert checked > 100
+
+
+def _additive_features(k, X, keys, seed):
+    """The additive map's features by hand: sqrt(2 / (R d)) cos(w x_j + b) per component."""
+    freqs, offsets = k.components(keys, seed)
+    R, d = k.n_components, X.shape[1]
+    cols = [np.cos(np.outer(X[:, j], freqs[j * R : (j + 1) * R]) + offsets[j * R : (j + 1) * R])
+            for j in range(d)]  # fmt: skip
+    return np.sqrt(2.0 / (R * d)) * np.hstack(cols)
+
+
+def test_quadrature_additive_map_is_the_same_kernel_for_every_seed_and_near_the_gaussian():
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(60, 3))
+    keys = ["a", "b", "c"]
+    k = Kmod.AdditiveRBF(0.7, 16, draws="quadrature")
+    assert k.name == "additive-rff(gamma=0.7,D=16/input,quadrature)"
+    assert Kmod.from_spec(k.to_spec()) == k and Kmod.from_spec(k.to_spec()).name == k.name
+    # the brute-force reference: the quadrature kernel (1/d) sum_j (1/P) sum_i cos(w_i (x-y))
+    P = 8
+    w = np.sqrt(2 * 0.7) * np.array([_half_normal_midpoint(i, P) for i in range(P)])
+    diff = X[:, None, :] - X[None, :, :]
+    want = np.cos(diff[..., None] * w).mean(axis=(2, 3))
+    grams = []
+    for seed in (0, 1, 7):
+        Z = _additive_features(k, X, keys, seed)
+        np.testing.assert_allclose(np.sum(Z * Z, axis=1), 1.0, rtol=1e-12)  # exact norms
+        grams.append(Z @ Z.T)
+        np.testing.assert_allclose(grams[-1], want, atol=1e-12)
+    assert not np.allclose(k.components(keys, 0)[1], k.components(keys, 1)[1])  # offsets differ
+    # near the exact additive Gaussian kernel, an order closer than 16 i.i.d. components
+    exact = k.gram(X)
+    quad_err = np.abs(grams[0] - exact).max()
+    iid = Kmod.AdditiveRBF(0.7, 16)
+    iid_err = np.mean([np.abs(_additive_features(iid, X, keys, s) @ _additive_features(
+        iid, X, keys, s).T - exact).max() for s in range(5)])  # fmt: skip
+    assert quad_err < 0.05 and quad_err < iid_err / 3
+
+
+def _half_normal_midpoint(i: int, P: int) -> float:
+    """Phi^-1((1 + (i + 1/2) / P) / 2) by bisection on math.erf (independent of scipy)."""
+    import math
+
+    target = 0.5 * (1.0 + (i + 0.5) / P)
+    lo, hi = 0.0, 10.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if 0.5 * (1.0 + math.erf(mid / math.sqrt(2.0))) < target:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
+def test_additive_draws_keep_old_specs_and_refuse_unknown_ones():
+    old = {"type": "AdditiveRBF", "gamma": 1.0, "n_components": 16}  # a spec from before draws
+    k = Kmod.from_spec(old)
+    assert k.draws == "random" and k.name == "additive-rff(gamma=1,D=16/input)"
+    assert "draws" not in k.to_spec()
+    odd = Kmod.AdditiveRBF(1.0, 5, draws="quadrature")
+    freqs, offsets = odd.components(["a"], 0)
+    assert freqs[0] == freqs[1] and offsets[1] - offsets[0] == pytest.approx(np.pi / 2)
+    assert freqs.size == 5 and np.isfinite(freqs).all()
+    with pytest.raises(ValueError, match="draws"):
+        Kmod.AdditiveRBF(1.0, 16, draws="sobol")

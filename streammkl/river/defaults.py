@@ -5,7 +5,8 @@ of the suite is validation.
 The default bank assumes standardised inputs (``preprocessing.StandardScaler() | MKLClassifier()``)
 and fits its Gaussian bandwidths to the data: a linear kernel; an additive Gaussian kernel (one
 smooth function per input: per-value effects of discrete inputs, monotone or bumpy effects of
-continuous ones); Gaussian kernels at 1, 4 and 16 times the inverse median squared distance of
+continuous ones; its frequencies a deterministic quadrature, so it does not hang on the seed);
+Gaussian kernels at 1, 4 and 16 times the inverse median squared distance of
 the first inputs (the median heuristic, ``core.bandwidth``), as 256-component random Fourier
 maps; and the normalised quadratic kernel (its exact explicit map). Every block is explicit, so
 the default schedule is FTRL-proximal with one AdaGrad step per block: the group lasso on the
@@ -24,6 +25,10 @@ RBF_SCALES = (1.0, 4.0, 16.0)  # gamma = scale / median ||x - x'||^2
 RFF_COMPONENTS = 256
 ADDITIVE_GAMMA = 1.0  # per standardised input
 ADDITIVE_COMPONENTS = 16  # per input
+# Deterministic frequencies (quadrature of the spectral integral), not i.i.d. draws: measured,
+# 5 seeds, 20k caps: Agrawal 0.9592 +- 0.0144 (spread 3.5 points) -> 0.9732 +- 0.0006 (0.15);
+# every other stream of the suite within 0.03 point of i.i.d. draws, at the same cost.
+ADDITIVE_DRAWS = "quadrature"
 LAMBDA = 1e-2  # GroupLasso: lambda sum_m ||theta_m||
 ETA0 = 1.0
 BUDGET = 256
@@ -33,7 +38,7 @@ AVERAGES: tuple = (100, 1000, 10000)  # horizons of the averaged iterates
 def kernel_bank() -> tuple:
     return (
         kernels.Linear(),
-        kernels.AdditiveRBF(ADDITIVE_GAMMA, ADDITIVE_COMPONENTS),
+        kernels.AdditiveRBF(ADDITIVE_GAMMA, ADDITIVE_COMPONENTS, draws=ADDITIVE_DRAWS),
         *(kernels.MedianRBF(s, RFF_COMPONENTS) for s in RBF_SCALES),
         kernels.Polynomial(degree=2, explicit=True),
     )
