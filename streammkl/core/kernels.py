@@ -31,8 +31,8 @@ from streammkl.core._spec import build
 from streammkl.core.kernel_base import Kernel, check_components, stable_seed
 
 __all__ = [
-    "RBF", "AdditiveRBF", "B1Spline", "Bandwidth", "Kernel", "Linear", "MedianRBF", "Polynomial",
-    "from_spec",
+    "RBF", "AdditiveRBF", "AdditiveStumps", "B1Spline", "Bandwidth", "Kernel", "Linear",
+    "MedianRBF", "Polynomial", "from_spec",
 ]  # fmt: skip
 
 
@@ -314,6 +314,69 @@ class AdditiveRBF(RBF):
         return np.exp(-self.gamma * diff * diff).mean(axis=2)
 
 
+class AdditiveStumps(Kernel):
+    """Thresholds on single inputs: ``n_components`` stumps per input, ``sign(x_j - t_i)``
+    (``+1`` at equality), at the thresholds ``t_i = Phi^-1((i + 1/2) / R)``, the midpoints of
+    ``R`` strata of equal probability of the standard normal (so on standardised inputs each
+    input is cut at its quantiles, as a tree's split would be); explicit only.
+
+    ``phi(x) = (R d)^(-1/2) (sign(x_j - t_i))_{j, i}``, so ``||phi(x)|| = 1`` exactly and
+    ``k(x, y) = (1/d) sum_j (1 - 2 n_j(x, y) / R)``, where ``n_j`` counts the thresholds that
+    separate ``x_j`` from ``y_j``: an additive kernel of step functions (an additive model of
+    thresholds, what one-attribute rules of a tree express), piecewise constant where the
+    additive Gaussian is smooth; with thresholds drawn from the standard normal instead it would
+    be the expected ``1 - 2 |Phi(x_j) - Phi(y_j)|``, a Laplacian-like kernel in quantile space.
+    The thresholds are fixed (no seed). Cost as the additive Gaussian map's, without cosines.
+    """
+
+    kind = -1  # explicit only: gram below
+
+    def __init__(
+        self,
+        n_components: int = 16,
+        features: Sequence[int | str] | None = None,
+        name: str | None = None,
+    ):
+        check_components("AdditiveStumps", n_components)
+        super().__init__(features, name)
+        self._n_components = int(n_components)
+
+    @property
+    def implicit(self) -> bool:
+        return False
+
+    @property
+    def n_components(self) -> int:
+        return self._n_components
+
+    def _default_name(self) -> str:
+        return f"stumps(D={self._n_components}/input)"
+
+    def _code_params(self) -> tuple[float, float, bool]:
+        return 0.0, 0.0, False
+
+    def thresholds(self) -> np.ndarray:
+        """The ``n_components`` thresholds every input is cut at (increasing)."""
+        R = self._n_components
+        return np.asarray(special.ndtri((np.arange(R) + 0.5) / R), dtype=np.float64)
+
+    def gram(
+        self, X: np.ndarray, Y: np.ndarray | None = None, index: Mapping[str, int] | None = None
+    ) -> np.ndarray:
+        X = np.ascontiguousarray(np.atleast_2d(X), dtype=np.float64)
+        Y = X if Y is None else np.ascontiguousarray(np.atleast_2d(Y), dtype=np.float64)
+        idx = self.feature_indices(X.shape[1], index)
+        if idx.size == 0:
+            return np.zeros((X.shape[0], Y.shape[0]))
+        t = self.thresholds()
+        sx = np.where(X[:, idx, None] >= t, 1.0, -1.0)  # n x d x R
+        sy = np.where(Y[:, idx, None] >= t, 1.0, -1.0)
+        return np.einsum("ajr,bjr->ab", sx, sy) / (idx.size * t.size)
+
+    def params(self) -> dict[str, Any]:
+        return {"n_components": self._n_components, **super().params()}
+
+
 @dataclass(frozen=True)
 class Bandwidth:
     """A ``MedianRBF``'s fitted bandwidth (state, not configuration): ``gamma``, the number of
@@ -455,7 +518,8 @@ def _quadrature(R: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarra
 
 
 _TYPES: dict[str, type[Kernel]] = {
-    c.__name__: c for c in (Linear, Polynomial, RBF, AdditiveRBF, MedianRBF, B1Spline)
+    c.__name__: c
+    for c in (Linear, Polynomial, RBF, AdditiveRBF, AdditiveStumps, MedianRBF, B1Spline)
 }
 
 

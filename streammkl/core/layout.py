@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from streammkl.core import _numba as nb
-from streammkl.core.kernels import RBF, AdditiveRBF, Kernel, MedianRBF, Polynomial
+from streammkl.core.kernels import RBF, AdditiveRBF, AdditiveStumps, Kernel, MedianRBF, Polynomial
 
 __all__ = ["Layout", "build_layout", "product_map"]
 
@@ -94,6 +94,13 @@ def build_layout(
             inputs = np.repeat(idx.astype(np.float64), R)
             ex_kind[m] = nb.MAP_ADDITIVE
             phi_src.append(np.vstack([inputs, offsets, freqs]).reshape(3, R * idx.size))
+            ex_off[m + 1] = ex_off[m] + R * idx.size
+        elif isinstance(kernel, AdditiveStumps):  # sparse: (input, threshold, unused)
+            R = kernel.n_components or 0
+            inputs = np.repeat(idx.astype(np.float64), R)
+            thresholds = np.tile(kernel.thresholds(), idx.size)
+            ex_kind[m] = nb.MAP_STUMPS
+            phi_src.append(np.vstack([inputs, thresholds, np.zeros(R * idx.size)]))
             ex_off[m + 1] = ex_off[m] + R * idx.size
         elif isinstance(kernel, RBF | MedianRBF):
             sel, offsets = kernel.fourier_map([keys[j] for j in idx], seed)

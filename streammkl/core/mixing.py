@@ -40,7 +40,7 @@ import numpy as np
 from streammkl.core import _numba as nb
 from streammkl.core import bandwidth
 from streammkl.core import schedules as schedules_mod
-from streammkl.core.kernels import AdditiveRBF, Kernel, MedianRBF
+from streammkl.core.kernels import AdditiveRBF, AdditiveStumps, Kernel, MedianRBF
 from streammkl.core.model import OnlineMKL
 from streammkl.core.state import BlockState, Layout, build_layout
 from streammkl.core.support_merge import merge_support
@@ -99,7 +99,8 @@ def column_keys(kernels: Sequence[Kernel], keys: Sequence[str], layout: Layout) 
     for m, kernel in enumerate(kernels):
         a, e = int(layout.ex_off[m]), int(layout.ex_off[m + 1])
         kind = int(layout.ex_kind[m])
-        if kind == nb.MAP_ADDITIVE and isinstance(kernel, AdditiveRBF):
+        per_input = (nb.MAP_ADDITIVE, nb.MAP_STUMPS)
+        if kind in per_input and isinstance(kernel, AdditiveRBF | AdditiveStumps):
             R = kernel.n_components or 0
             idx = kernel.feature_indices(len(keys))
             for j in range(a, e):

@@ -8,7 +8,7 @@ import numpy as np
 from numba import njit
 
 from streammkl.core._jit import JIT_INLINE
-from streammkl.core._numba.codes import MAP_ADDITIVE, MAP_GATHER, MAP_LINEAR
+from streammkl.core._numba.codes import MAP_ADDITIVE, MAP_GATHER, MAP_LINEAR, MAP_STUMPS
 
 FAST_COS_LIMIT = 1.0e5  # |x| below this: Cody-Waite reduction by pi/2 is exact enough
 
@@ -71,7 +71,8 @@ def _explicit_phi(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b
     components on 2 inputs), and no view is made. An additive block (``MAP_ADDITIVE``) reads
     its components sparsely from ``phi_src``: input index, offset, frequency, so ``phi_j = c
     cos(w_j x[i_j] + b_j)`` costs one product per component and no frequency matrix (which
-    would be O(d^2)).
+    would be O(d^2)); a stumps block (``MAP_STUMPS``) likewise reads input index and threshold,
+    ``phi_j = c sign(x[i_j] - t_j)`` (``+c`` at equality), with ``c = 1 / sqrt(n)``.
     """
     d = x.shape[0]
     for m in ex_blocks:
@@ -89,6 +90,13 @@ def _explicit_phi(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b
                 i = int(phi_src[0, ua + j])
                 phi[ua + j] = phi_src[1, ua + j] + (phi_src[2, ua + j] * x[i] if i < d else 0.0)
             cosines(phi, a, e, c)
+        elif ex_kind[m] == MAP_STUMPS:
+            n = e - a
+            c = math.sqrt(1.0 / n) if n else 0.0
+            for j in range(a, e):
+                i = int(phi_src[0, j])
+                v = x[i] if i < d else 0.0
+                phi[j] = c if v >= phi_src[1, j] else -c
         elif ex_kind[m] == MAP_GATHER:
             for j in range(a, e):
                 src = int(phi_src[0, j])
