@@ -195,22 +195,36 @@ def test_stumps_map_matches_its_brute_force_kernel_with_exact_norms():
     assert Kmod.from_spec(k.to_spec()) == k and Kmod.from_spec(k.to_spec()).name == k.name
     t = np.array([_normal_quantile((i + 0.5) / 8) for i in range(8)])
     np.testing.assert_allclose(k.thresholds(), t, rtol=1e-9)
-    # brute force: (1/d) sum_j (1/R) sum_i s(x_j - t_i) s(y_j - t_i), s(0) = +1
+
+    # brute force: (1/(R d)) sum_j sum_i a_i(x_j) a_i(y_j), a_i(v) = (s(v - t_i) - s(-t_i)) / 2
+    # with s(0) = +1 (anchored at 0: the stumps between 0 and v)
+    def s(v):
+        return 1 if v >= 0 else -1
+
+    def stump(v, ti):
+        return (s(v - ti) - s(-ti)) / 2
+
     want = np.zeros((40, 40))
     for a in range(40):
         for b in range(40):
-            want[a, b] = np.mean([[(1 if X[a, j] >= ti else -1) * (1 if X[b, j] >= ti else -1)
+            want[a, b] = np.mean([[stump(X[a, j], ti) * stump(X[b, j], ti)
                                    for ti in k.thresholds()] for j in range(3)])  # fmt: skip
     np.testing.assert_allclose(k.gram(X), want, rtol=1e-12, atol=1e-15)
     model = OnlineMKL(kernels=(k,), seed=0)
     model.learn(X[0], 1.0)
-    L = model._layout
+    L = model.layout
     Z = np.zeros((40, L.width))
     for i, x in enumerate(X):
         nb.explicit_phi(x, L.ex_blocks, L.ex_off, L.ex_kind, L.ex_norm, L.phi_src, L.rff_wt,
                         L.rff_b, Z[i])  # fmt: skip
     np.testing.assert_allclose(Z @ Z.T, want, atol=1e-12)
-    np.testing.assert_allclose(np.sum(Z * Z, axis=1), 1.0, rtol=1e-12)  # exact norms
+    np.testing.assert_array_equal(Z[:, L.ex_used[0] :], 0.0)  # the layout's free room reads 0
+    x0 = X[0].copy()
+    x0[1] = 0.0  # an input at 0 has no feature
+    z0 = np.zeros(L.width)
+    nb.explicit_phi(x0, L.ex_blocks, L.ex_off, L.ex_kind, L.ex_norm, L.phi_src, L.rff_wt,
+                    L.rff_b, z0)  # fmt: skip
+    assert not z0[8:16].any() and z0[:8].any()
 
 
 def _normal_quantile(p: float) -> float:
@@ -241,6 +255,6 @@ def test_stumps_learn_a_threshold_with_ftrl_and_the_group_lasso():
         if i >= 2000:
             hits += np.sign(np.ravel(model.decision(x))[0]) == t
         model.learn(x, t)
-    assert hits / 1000 > 0.9  # measured 0.926 (16 fixed thresholds: 0.4 and -0.8 fall between)
+    assert hits / 1000 > 0.85  # measured 0.887 (16 fixed thresholds: 0.4, -0.8 fall between)
     norms = model.block_norms
     assert norms[1] == max(norms)  # the stumps carry the rule

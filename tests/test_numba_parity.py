@@ -26,7 +26,7 @@ SCALAR_KERNELS = [
     "prox_norm_step", "schedule_eta", "fast_cos", "uniform", "gather", "scatter",
     "weighted_squared_l1", "weighted_l1_ball", "decreasing_root", "ball_multiplier", "block_steps",
     "secular_root", "dot4_row", "dot4_rows", "dot4_row_sq", "dot4_rows_sq", "rows_dot4",
-    "axpby_sqnorm_row", "absmax", "cosines", "negate_row", "blockwise", "prox_blockwise",
+    "axpby_sqnorm_row", "absmax", "cosines", "cos_of", "negate_row", "blockwise", "prox_blockwise",
 ]  # fmt: skip
 MODEL_LOOPS = [
     "learn_many", "learn_round", "explicit_phi", "block_scores", "apply_prox_steps",
@@ -119,6 +119,8 @@ def test_scalar_and_vector_kernels():
     assert _both("absmax", v, 2, 13) == np.abs(v[2:13]).max()
     _both("cosines", rng.normal(size=9) * 50, 1, 8, 0.5)
     _both("cosines", np.array([1.0, 2e5, -3.0]), 0, 3, 0.5)  # libm's cosine beyond the range
+    offsets = rng.normal(size=9) * 50
+    np.testing.assert_allclose(_both("cos_of", offsets), np.cos(offsets), rtol=1e-13, atol=1e-15)
     N = A.copy()
     _both("negate_row", N, 0, 2, 3, 11)
     nb.negate_row(N, 0, 2, 3, 11)

@@ -228,7 +228,7 @@ def test_kernel_weights_sum_to_one_in_prometheus(run: Run) -> None:
 
 def test_deploy_alert_rules_evaluate_on_the_live_series(run: Run) -> None:
     rules = [r for g in api(run.url, "/api/v1/rules")["groups"] for r in g["rules"]]
-    assert len(rules) == 8
+    assert len(rules) == 9
     assert all(r["health"] == "ok" for r in rules), [(r["name"], r.get("lastError")) for r in rules]
 
     def active() -> dict[str, set[str]]:

@@ -12,6 +12,16 @@ from typing import Any
 
 from streammkl.files import atomic_write
 
+
+def _cpu_option(name: str) -> bool:
+    """Whether numba's CPU target takes the option ``name``."""
+    try:
+        from numba.core.cpu import CPUTargetOptions
+    except ImportError:  # pragma: no cover - numba moved its internals
+        return False
+    return hasattr(CPUTargetOptions, name)
+
+
 JIT: dict[str, Any] = {"cache": True, "nogil": True, "fastmath": {"nsz", "arcp", "contract", "afn"}}
 
 # Small scalar helpers called from inner loops: inlined at the numba IR level.
@@ -23,7 +33,10 @@ JIT_INLINE: dict[str, Any] = {**JIT, "inline": "always"}
 # and an atomic operation: measured at a third of the default round's time, and most of a
 # small bank's). Safe because such a function creates no array that outlives the call: every
 # array it touches belongs to its caller. numba refuses to compile one that allocates.
-JIT_NORC: dict[str, Any] = {**JIT, "_nrt": False}
+# ``_nrt`` is an underscored option of numba's CPU target (0.59 to 0.68 at least): where a numba
+# release no longer has it, these functions compile with reference counting (slower, same
+# numbers) instead of failing at import.
+JIT_NORC: dict[str, Any] = {**JIT, "_nrt": False} if _cpu_option("_nrt") else dict(JIT)
 
 # Loops whose results must match another implementation bit for bit (the compiled ADWIN against
 # river's): no fastmath at all (``contract`` fuses into FMAs, ``afn`` approximates log/sqrt).

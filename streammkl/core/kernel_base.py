@@ -19,7 +19,7 @@ __all__ = ["Kernel", "check_components", "stable_seed"]
 
 
 class Kernel(Spec):
-    """Base class: subclasses set ``kind`` and implement ``_default_name`` and ``_code_params``."""
+    """Base class: subclasses set ``kind`` and implement ``_default_name`` and ``code_params``."""
 
     kind: int = -1
 
@@ -53,7 +53,7 @@ class Kernel(Spec):
     def _default_name(self) -> str:
         raise NotImplementedError
 
-    def _code_params(self) -> tuple[float, float, bool]:
+    def code_params(self) -> tuple[float, float, bool]:
         raise NotImplementedError
 
     def params(self) -> dict[str, Any]:
@@ -104,7 +104,7 @@ class Kernel(Spec):
         if X.shape[1] != Y.shape[1]:
             raise ValueError(f"gram: X has {X.shape[1]} columns, Y has {Y.shape[1]}")
         mask = self.feature_mask(X.shape[1], index)
-        p0, p1, normalize = self._code_params()
+        p0, p1, normalize = self.code_params()
         out = np.empty((X.shape[0], Y.shape[0]))
         full = self.features is None
         return nb.gram(self.kind, p0, p1, normalize, mask, full, X, Y, out)

@@ -59,7 +59,7 @@ class Linear(Kernel):
     def _default_name(self) -> str:
         return "linear-normalized" if self.normalize else "linear"
 
-    def _code_params(self) -> tuple[float, float, bool]:
+    def code_params(self) -> tuple[float, float, bool]:
         return 0.0, 0.0, self.normalize
 
     def params(self) -> dict[str, Any]:
@@ -115,7 +115,7 @@ class Polynomial(Kernel):
             base += f"(c={self.coef0:g})"
         return base if self.normalize else base + "-raw"
 
-    def _code_params(self) -> tuple[float, float, bool]:
+    def code_params(self) -> tuple[float, float, bool]:
         return float(self.degree), self.coef0, self.normalize
 
     def params(self) -> dict[str, Any]:
@@ -165,7 +165,7 @@ class _Gaussian(Kernel):
         """The name the random Fourier features are drawn under (the kernel's own)."""
         return self.name
 
-    def _code_params(self) -> tuple[float, float, bool]:
+    def code_params(self) -> tuple[float, float, bool]:
         return self._bandwidth(), 0.0, False
 
     def fourier_columns(self, keys: Sequence[str], seed: int) -> np.ndarray:
@@ -315,18 +315,20 @@ class AdditiveRBF(RBF):
 
 
 class AdditiveStumps(Kernel):
-    """Thresholds on single inputs: ``n_components`` stumps per input, ``sign(x_j - t_i)``
-    (``+1`` at equality), at the thresholds ``t_i = Phi^-1((i + 1/2) / R)``, the midpoints of
-    ``R`` strata of equal probability of the standard normal (so on standardised inputs each
-    input is cut at its quantiles, as a tree's split would be); explicit only.
+    """Thresholds on single inputs: ``n_components`` stumps per input at the thresholds ``t_i =
+    Phi^-1((i + 1/2) / R)``, the midpoints of ``R`` strata of equal probability of the standard
+    normal (so on standardised inputs each input is cut at its quantiles, as a tree's split
+    would be); explicit only, no seed.
 
-    ``phi(x) = (R d)^(-1/2) (sign(x_j - t_i))_{j, i}``, so ``||phi(x)|| = 1`` exactly and
-    ``k(x, y) = (1/d) sum_j (1 - 2 n_j(x, y) / R)``, where ``n_j`` counts the thresholds that
-    separate ``x_j`` from ``y_j``: an additive kernel of step functions (an additive model of
-    thresholds, what one-attribute rules of a tree express), piecewise constant where the
-    additive Gaussian is smooth; with thresholds drawn from the standard normal instead it would
-    be the expected ``1 - 2 |Phi(x_j) - Phi(y_j)|``, a Laplacian-like kernel in quantile space.
-    The thresholds are fixed (no seed). Cost as the additive Gaussian map's, without cosines.
+    Anchored at 0 like the additive Gaussian map (an input at 0 has no feature, so a sparse
+    record's map stays sparse): the stump ``i`` of input ``j`` is ``a_i(x_j) = (sign(x_j - t_i)
+    - sign(-t_i)) / 2`` (``sign(0) = +1``), i.e. ``+1`` if ``x_j >= t_i > 0``, ``-1`` if ``x_j <
+    t_i <= 0``, else 0, and ``phi(x) = n^(-1/2) (a_i(x_j))_{j, i}`` over the ``n = R d``
+    components laid out, so ``k(x, y) = (1/n) sum_j #{i : t_i between 0 and both x_j and y_j}``:
+    the additive *min* (intersection) kernel on the inputs' quantile scale, ``min(F(x_j),
+    F(y_j))`` on each side of 0 with ``F`` the stumps' count, an additive model of step
+    functions (what one-attribute rules of a tree express), piecewise constant where the
+    additive Gaussian is smooth. Cost as the additive Gaussian map's, without cosines.
     """
 
     kind = -1  # explicit only: gram below
@@ -352,7 +354,7 @@ class AdditiveStumps(Kernel):
     def _default_name(self) -> str:
         return f"stumps(D={self._n_components}/input)"
 
-    def _code_params(self) -> tuple[float, float, bool]:
+    def code_params(self) -> tuple[float, float, bool]:
         return 0.0, 0.0, False
 
     def thresholds(self) -> np.ndarray:
@@ -369,8 +371,7 @@ class AdditiveStumps(Kernel):
         if idx.size == 0:
             return np.zeros((X.shape[0], Y.shape[0]))
         t = self.thresholds()
-        sx = np.where(X[:, idx, None] >= t, 1.0, -1.0)  # n x d x R
-        sy = np.where(Y[:, idx, None] >= t, 1.0, -1.0)
+        sx, sy = _stumps(X[:, idx], t), _stumps(Y[:, idx], t)  # n x d x R
         return np.einsum("ajr,bjr->ab", sx, sy) / (idx.size * t.size)
 
     def params(self) -> dict[str, Any]:
@@ -490,11 +491,17 @@ class B1Spline(Kernel):
     def _default_name(self) -> str:
         return f"b1(h={self.h:g})"
 
-    def _code_params(self) -> tuple[float, float, bool]:
+    def code_params(self) -> tuple[float, float, bool]:
         return self.h, 0.0, False
 
     def params(self) -> dict[str, Any]:
         return {"h": self.h, **super().params()}
+
+
+def _stumps(X: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """``a_i(x) = +1`` if ``x >= t_i > 0``, ``-1`` if ``x < t_i <= 0``, else 0 (n x d x R)."""
+    v = X[:, :, None]
+    return np.where((t > 0) & (v >= t), 1.0, 0.0) - np.where((t <= 0) & (v < t), 1.0, 0.0)
 
 
 def _quadrature(R: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:

@@ -1,9 +1,27 @@
-"""The layout of a kernel bank as plain numpy arrays (``Layout``, built by ``build_layout``).
+"""The layout of a kernel bank as plain numpy arrays (``Layout``, built by ``build_layout``),
+laid out for inputs that keep arriving.
 
-``Layout`` is fixed by (kernels, input width d, feature names, seed): which blocks are explicit,
-their feature maps (``product_map`` for the linear and quadratic maps, random Fourier frequencies,
-the additive Gaussian map's sparse components), and the distinct feature subsets ("views") of
-the implicit blocks. The learned state over it is ``streammkl.core.state.BlockState``.
+``Layout`` is fixed by (kernels, the inputs' names in admission order, seed): which blocks are
+explicit, their feature maps (``product_map`` for the linear and quadratic maps, random Fourier
+frequencies, the additive Gaussian map's sparse components), and the distinct feature subsets
+("views") of the implicit blocks. The learned state over it is
+``streammkl.core.state.BlockState``.
+
+Inputs arrive over a model's life, so the arrays are allocated for a *capacity* of inputs
+(``Layout.capacity`` >= the inputs laid out, ``Layout.n_inputs``) and every block that grows
+with the inputs (linear, additive, the quadratic map up to its ``max_inputs``) owns columns
+for that capacity. A column that no input fills yet reads the input ``SLACK`` (beyond every
+input: it reads 0) and its feature is exactly 0, so the rounds need not know it is there, and
+a new input within the capacity only writes its own columns (:meth:`Layout.extend`: O(D) for
+the random Fourier rows, O(R) for an additive block, the new input's pairs for the quadratic
+map). Beyond the capacity, :func:`grown` lays the inputs out again at twice the capacity (the
+old columns copied, O(width)): amortised, a new input costs O(D) once.
+
+The per-input map of each block is also kept (``in_pos``: the position of an input in block
+m's map, -1 where the block does not read it; ``ex_used``: the columns its inputs fill, a
+prefix of its span), which is what a saved state keeps (:meth:`Layout.used_columns`: the
+same arrays whatever the room) and how a sparse round would find the columns of a record's
+non-zeros.
 """
 
 from __future__ import annotations
@@ -16,7 +34,10 @@ import numpy as np
 from streammkl.core import _numba as nb
 from streammkl.core.kernels import RBF, AdditiveRBF, AdditiveStumps, Kernel, MedianRBF, Polynomial
 
-__all__ = ["Layout", "build_layout", "product_map"]
+__all__ = ["SLACK", "Layout", "build_layout", "grown", "product_map"]
+
+#: The input index of a column no input fills yet (beyond any input: it reads 0).
+SLACK = float(2**62)
 
 
 @dataclass
@@ -25,20 +46,25 @@ class Layout:
     kp: np.ndarray  # (M, 3) p0, p1, normalize
     is_explicit: np.ndarray  # (M,) bool
     view_of: np.ndarray  # (M,) int64 view index of implicit blocks (-1 for explicit)
-    masks: np.ndarray  # (V, d) float feature masks of the views
+    masks: np.ndarray  # (V, capacity) float feature masks of the views
     view_full: np.ndarray  # (V,) bool: the view reads every input
     ex_blocks: np.ndarray  # indices of explicit blocks
     im_blocks: np.ndarray  # indices of implicit blocks
-    ex_off: np.ndarray  # (M + 1,) column offsets of the blocks in phi / w
+    ex_off: np.ndarray  # (M + 1,) column offsets of the blocks in phi / w (capacity included)
     ex_kind: np.ndarray  # (M,) feature-map code of explicit blocks
     ex_norm: np.ndarray  # (M,) bool: normalise phi_m to unit norm
-    phi_src: np.ndarray  # (3, P): input index / rff row, second input index (-1), factor
-    rff_wt: np.ndarray  # (d, R) Fourier frequencies, transposed (the feature loop runs along R)
+    phi_src: np.ndarray  # (4, P): input / rff row, second input (-1), factor, additive anchor
+    rff_wt: np.ndarray  # (capacity, R) Fourier frequencies, transposed (loops run along R)
     rff_b: np.ndarray  # (R,) Fourier offsets
+    in_pos: np.ndarray  # (M, capacity) int64: position of input j in block m's map, or -1
+    blk_inputs: np.ndarray  # (M,) int64: the inputs each explicit block reads so far
+    ex_used: np.ndarray  # (M,) int64: the columns of each block its inputs fill (a prefix)
+    n_inputs: int = 0  # inputs laid out (the model's width d)
 
     @property
     def rff_w(self) -> np.ndarray:
-        """The Fourier frequencies (R, d), one row per component (a view of ``rff_wt``)."""
+        """The Fourier frequencies (R, capacity), one row per component (a view of
+        ``rff_wt``)."""
         return self.rff_wt.T
 
     @property
@@ -47,7 +73,261 @@ class Layout:
 
     @property
     def width(self) -> int:
+        """Columns of the explicit blocks (free columns of the capacity included)."""
         return int(self.ex_off[-1])
+
+    @property
+    def capacity(self) -> int:
+        """Inputs the arrays have room for."""
+        return int(self.masks.shape[1])
+
+    def used_columns(self) -> np.ndarray:
+        """The columns the inputs fill, block by block (what a saved state keeps: the same
+        whatever the capacity)."""
+        spans = [np.arange(a, a + n) for a, n in zip(self.ex_off[:-1], self.ex_used, strict=True)]
+        return np.concatenate(spans) if spans else np.zeros(0, dtype=np.int64)
+
+    def growth_entries(self, kernels: Sequence[Kernel], n_new: int, rows: int) -> int:
+        """Array entries written to lay out ``n_new`` more inputs (an estimate, cheap: no
+        allocation): each new input's own columns (``D`` per Fourier block, ``R`` per additive
+        block, 1 per linear block, its pairs with the inputs before it in a quadratic map up to
+        ``max_inputs``) times the ``rows`` the state keeps per column, plus, when the inputs
+        overflow the capacity, the copy of every column into a layout of twice the capacity
+        (paid once per doubling: amortised O(1) per input)."""
+        if n_new <= 0:
+            return 0
+        per_input = 0
+        quad = 0
+        for m, kernel in enumerate(kernels):
+            if kernel.implicit or not self.is_explicit[m]:
+                per_input += 1  # a mask entry
+                continue
+            a, e = int(self.ex_off[m]), int(self.ex_off[m + 1])
+            if isinstance(kernel, RBF | MedianRBF) and not isinstance(kernel, AdditiveRBF):
+                per_input += e - a  # its row of frequencies
+            elif isinstance(kernel, AdditiveRBF | AdditiveStumps):
+                per_input += kernel.n_components or 0
+            elif isinstance(kernel, Polynomial):
+                p0 = int(self.blk_inputs[m])
+                take = max(min(n_new, _quad_inputs(kernel, self.capacity) - p0), 0)
+                quad += _quad_base(kernel.coef0, p0 + take) - _quad_base(kernel.coef0, p0)
+            else:
+                per_input += 1
+        entries = (n_new * per_input + quad) * max(rows, 1)
+        if self.n_inputs + n_new > self.capacity:
+            entries += 2 * (self.width + self.rff_wt.size) * max(rows, 1)  # the doubling's copy
+        return entries
+
+    def extend(
+        self,
+        kernels: Sequence[Kernel],
+        keys: Sequence[str],
+        seed: int,
+        index: Mapping[str, int] | None = None,
+    ) -> None:
+        """Lay out the inputs ``keys[n_inputs:]`` (the names of every input, in admission
+        order; ``index``: name -> position, when the caller keeps one) in place: only their
+        own columns are written. Needs ``len(keys) <= capacity`` (else :func:`grown`).
+
+        A block reads its inputs in column order (``Kernel.feature_indices`` is sorted), so a
+        layout grown input by input and one laid out at once agree column for column."""
+        d_old, d = self.n_inputs, len(keys)
+        if d > self.capacity:
+            raise ValueError(f"{d} inputs exceed the layout's capacity of {self.capacity}")
+        if d <= d_old:
+            return
+        fresh = np.arange(d_old, d, dtype=np.int64)
+        for m, kernel in enumerate(kernels):
+            if kernel.features is None:
+                new = fresh
+            else:
+                if index is None:
+                    index = {k: i for i, k in enumerate(keys)}
+                idx = kernel.feature_indices(d, index)
+                new = idx[idx >= d_old]
+            if new.size == 0:
+                continue
+            if kernel.implicit:
+                self.masks[self.view_of[m], new] = 1.0
+                continue
+            self._place(m, kernel, new, [keys[j] for j in new.tolist()], seed)
+        self.n_inputs = d
+
+    def _place(self, m: int, kernel: Kernel, new: np.ndarray, keys: list[str], seed: int) -> None:
+        """The columns of the inputs ``new`` (named ``keys``) in explicit block ``m``."""
+        a, e = int(self.ex_off[m]), int(self.ex_off[m + 1])
+        src = self.phi_src
+        if isinstance(kernel, RBF | MedianRBF) and not isinstance(kernel, AdditiveRBF):
+            r0 = int(src[0, a])
+            D = e - a
+            self.rff_wt[new, r0 : r0 + D] = kernel.fourier_columns(keys, seed).T
+            self.in_pos[m, new] = new  # (every input is a row of the frequencies)
+            self.blk_inputs[m] += new.size
+            return
+        p0 = int(self.blk_inputs[m])
+        if isinstance(kernel, Polynomial):
+            q = _quad_inputs(kernel, self.capacity)
+            take = new[: max(q - p0, 0)]
+            before = [int(j) for j in self._block_inputs(m, p0)]
+            for p, j in enumerate(take.tolist(), start=p0):
+                cols = _quad_group(kernel.coef0, before, j)
+                base = a + _quad_base(kernel.coef0, p)
+                src[:3, base : base + cols.shape[1]] = cols
+                before.append(j)
+            self.in_pos[m, take] = np.arange(p0, p0 + take.size)
+            self.blk_inputs[m] += take.size
+            self.ex_used[m] = _quad_base(kernel.coef0, int(self.blk_inputs[m]))
+            return
+        pos = np.arange(p0, p0 + new.size)
+        self.in_pos[m, new] = pos
+        self.blk_inputs[m] += new.size
+        if isinstance(kernel, AdditiveRBF):
+            R = kernel.n_components or 0
+            self.ex_used[m] = R * self.blk_inputs[m]
+            freqs, offsets = kernel.components(keys, seed)
+            lo, hi = a + R * p0, a + R * (p0 + new.size)
+            src[0, lo:hi] = np.repeat(new.astype(np.float64), R)
+            src[1, lo:hi] = offsets
+            src[2, lo:hi] = freqs
+            src[3, lo:hi] = nb.cos_of(offsets)
+            return
+        if isinstance(kernel, AdditiveStumps):
+            R = kernel.n_components
+            self.ex_used[m] = R * self.blk_inputs[m]
+            lo, hi = a + R * p0, a + R * (p0 + new.size)
+            src[0, lo:hi] = np.repeat(new.astype(np.float64), R)
+            src[1, lo:hi] = np.tile(kernel.thresholds(), new.size)
+            return
+        src[0, a + p0 : a + p0 + new.size] = new  # linear
+        src[2, a + p0 : a + p0 + new.size] = 1.0
+        self.ex_used[m] = self.blk_inputs[m]
+
+    def _block_inputs(self, m: int, n: int) -> np.ndarray:
+        """The first ``n`` inputs block ``m`` reads, in its map's order."""
+        pos = self.in_pos[m, : self.n_inputs]
+        cols = np.flatnonzero((pos >= 0) & (pos < n))
+        return cols[np.argsort(pos[cols])]
+
+
+def _inputs_cap(kernel: Kernel, capacity: int) -> int:
+    """Inputs a block reads at most when the model holds ``capacity`` inputs."""
+    return capacity if kernel.features is None else min(len(kernel.features), capacity)
+
+
+def _quad_inputs(kernel: Polynomial, capacity: int) -> int:
+    q = _inputs_cap(kernel, capacity)
+    return q if kernel.max_inputs is None else min(q, kernel.max_inputs)
+
+
+def _quad_base(c: float, p: int) -> int:
+    """Offset, within the quadratic map, of the group of the input at position p (after the
+    constant and the groups of positions < p)."""
+    lead = 1 if c > 0 else 0
+    return lead * (1 + p) + p * (p + 1) // 2
+
+
+def _quad_group(c: float, before: Sequence[int], j: int) -> np.ndarray:
+    """(3, n) columns of the input j's group in the quadratic map: ``sqrt(2c) x_j``, ``sqrt(2)
+    x_i x_j`` for the inputs i before it, ``x_j^2``."""
+    cols: list[tuple[float, float, float]] = [(j, -1.0, np.sqrt(2 * c))] if c > 0 else []
+    cols.extend((i, j, np.sqrt(2.0)) for i in before)
+    cols.append((j, j, 1.0))
+    return np.array(cols, dtype=np.float64).T.reshape(3, len(cols))
+
+
+def _block_width(kernel: Kernel, capacity: int) -> int:
+    if kernel.implicit:
+        return 0
+    if isinstance(kernel, AdditiveRBF | AdditiveStumps):
+        return (kernel.n_components or 0) * _inputs_cap(kernel, capacity)
+    if isinstance(kernel, RBF | MedianRBF):
+        return kernel.n_components or 0
+    if isinstance(kernel, Polynomial):
+        return _quad_base(kernel.coef0, _quad_inputs(kernel, capacity))  # the constant too
+    return _inputs_cap(kernel, capacity)
+
+
+def _empty(kernels: Sequence[Kernel], capacity: int, seed: int) -> Layout:
+    """A layout of the bank with room for ``capacity`` inputs and none laid out."""
+    M = len(kernels)
+    kinds = np.array([k.kind for k in kernels], dtype=np.int64)
+    kp = np.array([k.code_params() for k in kernels], dtype=np.float64).reshape(M, 3)
+    is_explicit = np.array([not k.implicit for k in kernels], dtype=np.bool_)
+    view_keys: list[tuple] = []
+    full: list[bool] = []
+    view_of = np.full(M, -1, dtype=np.int64)
+    ex_off = np.zeros(M + 1, dtype=np.int64)
+    ex_kind = np.zeros(M, dtype=np.int64)
+    ex_norm = np.zeros(M, dtype=np.bool_)
+    ex_used = np.zeros(M, dtype=np.int64)
+    for m, kernel in enumerate(kernels):
+        if kernel.implicit:
+            key = ("all",) if kernel.features is None else tuple(kernel.features)
+            if key not in view_keys:
+                view_keys.append(key)
+                full.append(kernel.features is None)
+            view_of[m] = view_keys.index(key)
+        ex_off[m + 1] = ex_off[m] + _block_width(kernel, capacity)
+        if isinstance(kernel, AdditiveRBF):
+            ex_kind[m] = nb.MAP_ADDITIVE
+        elif isinstance(kernel, AdditiveStumps):
+            ex_kind[m] = nb.MAP_STUMPS  # a free column: input SLACK, threshold -1: phi = 0
+        elif isinstance(kernel, RBF | MedianRBF) and not kernel.implicit:
+            ex_kind[m] = nb.MAP_RFF
+        elif not kernel.implicit:
+            ex_kind[m] = nb.MAP_GATHER if isinstance(kernel, Polynomial) else nb.MAP_LINEAR
+            ex_norm[m] = bool(kernel.code_params()[2])
+    if not view_keys:
+        full.append(True)
+    P = int(ex_off[-1])
+    src = np.zeros((4, P))
+    src[0] = SLACK
+    src[1] = -1.0
+    rff_offsets: list[np.ndarray] = []
+    n_rff = 0
+    for m, kernel in enumerate(kernels):
+        a, e = int(ex_off[m]), int(ex_off[m + 1])
+        kind = ex_kind[m]
+        if kernel.implicit:
+            continue
+        if kind == nb.MAP_RFF:
+            assert isinstance(kernel, RBF | MedianRBF)
+            D = e - a
+            src[0, a:e] = np.arange(n_rff, n_rff + D, dtype=np.float64)
+            src[2, a:e] = 1.0
+            ex_used[m] = D
+            rff_offsets.append(kernel.fourier_offsets(seed))
+            n_rff += D
+        elif kind == nb.MAP_ADDITIVE:
+            src[1, a:e] = 0.0  # a free component: offset 0, frequency 0, anchor cos(0) = 1
+            src[3, a:e] = 1.0
+        elif kind == nb.MAP_GATHER:
+            assert isinstance(kernel, Polynomial)
+            if kernel.coef0 > 0:
+                src[:3, a] = (-1.0, -1.0, kernel.coef0)  # the constant
+                ex_used[m] = 1
+        else:
+            src[2, a:e] = 1.0
+    return Layout(
+        kinds=kinds,
+        kp=kp,
+        is_explicit=is_explicit,
+        view_of=view_of,
+        masks=np.zeros((len(full), capacity)),
+        view_full=np.array(full, dtype=np.bool_),
+        ex_blocks=np.flatnonzero(is_explicit).astype(np.int64),
+        im_blocks=np.flatnonzero(~is_explicit).astype(np.int64),
+        ex_off=ex_off,
+        ex_kind=ex_kind,
+        ex_norm=ex_norm,
+        phi_src=src,
+        rff_wt=np.zeros((capacity, n_rff)),
+        rff_b=np.concatenate(rff_offsets) if rff_offsets else np.zeros(0),
+        in_pos=np.full((M, capacity), -1, dtype=np.int64),
+        blk_inputs=np.zeros(M, dtype=np.int64),
+        ex_used=ex_used,
+        n_inputs=0,
+    )
 
 
 def build_layout(
@@ -56,90 +336,44 @@ def build_layout(
     seed: int,
     index: Mapping[str, int] | None = None,
     keys: Sequence[str] | None = None,
+    capacity: int | None = None,
 ) -> Layout:
-    """Arrays describing the bank on ``d`` inputs; ``keys[j]`` names input j (seeds RFF maps)."""
-    keys = [str(j) for j in range(d)] if keys is None else list(keys)
-    M = len(kernels)
-    kinds = np.array([k.kind for k in kernels], dtype=np.int64)
-    kp = np.array([k._code_params() for k in kernels], dtype=np.float64)  # (p0, p1, normalize)
-    kp = kp.reshape(M, 3)
-    is_explicit = np.array([not k.implicit for k in kernels], dtype=np.bool_)
-    view_keys: list[tuple] = []
-    masks: list[np.ndarray] = []
-    full: list[bool] = []
-    view_of = np.full(M, -1, dtype=np.int64)
-    ex_off = np.zeros(M + 1, dtype=np.int64)
-    ex_kind = np.zeros(M, dtype=np.int64)
-    ex_norm = np.zeros(M, dtype=np.bool_)
-    phi_src: list[np.ndarray] = []
-    rff_rows: list[np.ndarray] = []
-    rff_offsets: list[np.ndarray] = []
-    n_rff = 0
-    for m, kernel in enumerate(kernels):
-        idx = kernel.feature_indices(d, index)
-        if kernel.implicit:
-            key = ("all",) if kernel.features is None else tuple(idx.tolist())
-            if key not in view_keys:
-                view_keys.append(key)
-                mask = np.zeros(d)
-                mask[idx] = 1.0
-                masks.append(mask)
-                full.append(kernel.features is None)
-            view_of[m] = view_keys.index(key)
-            ex_off[m + 1] = ex_off[m]
-            continue
-        if isinstance(kernel, AdditiveRBF):  # sparse: (input, offset, frequency) per component
-            freqs, offsets = kernel.components([keys[j] for j in idx], seed)
-            R = kernel.n_components or 0
-            inputs = np.repeat(idx.astype(np.float64), R)
-            ex_kind[m] = nb.MAP_ADDITIVE
-            phi_src.append(np.vstack([inputs, offsets, freqs]).reshape(3, R * idx.size))
-            ex_off[m + 1] = ex_off[m] + R * idx.size
-        elif isinstance(kernel, AdditiveStumps):  # sparse: (input, threshold, unused)
-            R = kernel.n_components or 0
-            inputs = np.repeat(idx.astype(np.float64), R)
-            thresholds = np.tile(kernel.thresholds(), idx.size)
-            ex_kind[m] = nb.MAP_STUMPS
-            phi_src.append(np.vstack([inputs, thresholds, np.zeros(R * idx.size)]))
-            ex_off[m + 1] = ex_off[m] + R * idx.size
-        elif isinstance(kernel, RBF | MedianRBF):
-            sel, offsets = kernel.fourier_map([keys[j] for j in idx], seed)
-            D = sel.shape[0]
-            cols = np.zeros((D, d))
-            if idx.size:
-                cols[:, idx] = sel
-            rff_rows.append(cols)
-            rff_offsets.append(offsets)
-            ex_kind[m] = nb.MAP_RFF
-            rows = np.arange(n_rff, n_rff + D, dtype=np.float64)
-            phi_src.append(np.vstack([rows, -np.ones(D), np.ones(D)]))
-            n_rff += D
-            ex_off[m + 1] = ex_off[m] + D
-        else:  # product maps: explicit linear (plain gather) or the exact quadratic map
-            ex_kind[m] = nb.MAP_GATHER if isinstance(kernel, Polynomial) else nb.MAP_LINEAR
-            ex_norm[m] = bool(kernel._code_params()[2])
-            src = product_map(kernel, idx)
-            phi_src.append(src)
-            ex_off[m + 1] = ex_off[m] + src.shape[1]
-    if not masks:
-        masks.append(np.ones(d))
-        full.append(True)
-    return Layout(
-        kinds=kinds,
-        kp=kp,
-        is_explicit=is_explicit,
-        view_of=view_of,
-        masks=np.ascontiguousarray(np.array(masks).reshape(len(masks), d)),
-        view_full=np.array(full, dtype=np.bool_),
-        ex_blocks=np.flatnonzero(is_explicit).astype(np.int64),
-        im_blocks=np.flatnonzero(~is_explicit).astype(np.int64),
-        ex_off=ex_off,
-        ex_kind=ex_kind,
-        ex_norm=ex_norm,
-        phi_src=np.hstack(phi_src) if phi_src else np.zeros((3, 0)),
-        rff_wt=np.ascontiguousarray(np.vstack(rff_rows).T) if rff_rows else np.zeros((d, 0)),
-        rff_b=np.concatenate(rff_offsets) if rff_offsets else np.zeros(0),
-    )
+    """Arrays describing the bank on ``d`` inputs; ``keys[j]`` names input j (seeds the random
+    maps); room for ``capacity`` inputs (at least d; ``d`` by default)."""
+    keys = [str(j) for j in range(d)] if keys is None else list(keys[:d])
+    layout = _empty(kernels, max(d, capacity or 0), seed)
+    layout.extend(kernels, keys, seed, index)
+    return layout
+
+
+def grown(
+    layout: Layout,
+    kernels: Sequence[Kernel],
+    keys: Sequence[str],
+    seed: int,
+    index: Mapping[str, int] | None = None,
+) -> Layout:
+    """``layout`` with the inputs ``keys[layout.n_inputs:]`` laid out too: in place when they
+    fit its capacity (the same object), else a new layout with room for twice as many inputs
+    (the old columns copied, the old draws reused)."""
+    if len(keys) <= layout.capacity:
+        layout.extend(kernels, keys, seed, index)
+        return layout
+    capacity = max(2 * layout.capacity, len(keys))
+    out = _empty(kernels, capacity, seed)
+    d_old = layout.n_inputs
+    for m in range(len(kernels)):
+        a, e = int(layout.ex_off[m]), int(layout.ex_off[m + 1])
+        na = int(out.ex_off[m])
+        out.phi_src[:, na : na + (e - a)] = layout.phi_src[:, a:e]
+    out.rff_wt[:d_old] = layout.rff_wt[:d_old]
+    out.masks[:, :d_old] = layout.masks[:, :d_old]
+    out.in_pos[:, :d_old] = layout.in_pos[:, :d_old]
+    out.blk_inputs[:] = layout.blk_inputs
+    out.ex_used[:] = layout.ex_used
+    out.n_inputs = d_old
+    out.extend(kernels, keys, seed, index)
+    return out
 
 
 def product_map(kernel: Kernel, idx: np.ndarray) -> np.ndarray:
@@ -154,11 +388,10 @@ def product_map(kernel: Kernel, idx: np.ndarray) -> np.ndarray:
         if kernel.max_inputs is not None:
             idx = idx[: kernel.max_inputs]
         c = kernel.coef0
-        cols: list[tuple[float, float, float]] = [(-1.0, -1.0, c)] if c > 0 else []
-        for pos, j in enumerate(idx):
-            if c > 0:
-                cols.append((j, -1.0, np.sqrt(2 * c)))
-            cols.extend((i, j, np.sqrt(2.0)) for i in idx[:pos])
-            cols.append((j, j, 1.0))
-        return np.ascontiguousarray(np.array(cols, dtype=np.float64).T.reshape(3, len(cols)))
+        cols = [np.array([[-1.0], [-1.0], [c]])] if c > 0 else []
+        for pos, j in enumerate(idx.tolist()):
+            cols.append(_quad_group(c, idx[:pos].tolist(), j))
+        if not cols:
+            return np.zeros((3, 0))
+        return np.ascontiguousarray(np.hstack(cols))
     return np.vstack([idx.astype(np.float64), -np.ones(idx.size), np.ones(idx.size)])

@@ -99,17 +99,17 @@ def column_keys(kernels: Sequence[Kernel], keys: Sequence[str], layout: Layout) 
     for m, kernel in enumerate(kernels):
         a, e = int(layout.ex_off[m]), int(layout.ex_off[m + 1])
         kind = int(layout.ex_kind[m])
+        used = a + int(layout.ex_used[m])  # the free columns of the layout's room read nothing
         per_input = (nb.MAP_ADDITIVE, nb.MAP_STUMPS)
         if kind in per_input and isinstance(kernel, AdditiveRBF | AdditiveStumps):
             R = kernel.n_components or 0
-            idx = kernel.feature_indices(len(keys))
-            for j in range(a, e):
-                out[j] = (kernel.name, keys[int(idx[(j - a) // R])], (j - a) % R)
+            for j in range(a, used):
+                out[j] = (kernel.name, keys[int(layout.phi_src[0, j])], (j - a) % R)
         elif kind == nb.MAP_RFF:
             for j in range(a, e):
                 out[j] = (kernel.name, j - a)
         else:
-            for j in range(a, e):
+            for j in range(a, used):
                 first, second = int(layout.phi_src[0, j]), int(layout.phi_src[1, j])
                 out[j] = (
                     kernel.name,
@@ -125,7 +125,7 @@ class _Aligned:
 
     def __init__(self, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray], target: Any):
         model = OnlineMKL.from_state(dict(meta), dict(arrays))
-        S, L = model._state, model._layout
+        S, L = model.state, model.layout
         K = target.n_outputs
         P = target.layout.width
         self.t = model.t
@@ -246,7 +246,7 @@ def merge(
     state.avg_w[:] = weighted("avg_w")
     state.avg_bias[:] = weighted("avg_bias")
     state.avg_loss[:] = weighted("avg_loss")
-    state.avg_count[:] = float(base._state.avg_count[0]) + N if base._state is not None else N
+    state.avg_count[:] = float(base.state.avg_count[0]) + N if base.state is not None else N
     mean = dual == "mean"
     state.step_acc[:] = weighted("acc") if mean else added("acc")
     schedule_t = _merged_schedule_t(ref, aligned, refs, weights if mean else None)
@@ -256,7 +256,6 @@ def merge(
     merged.kernels = target.kernels
     merged.t = base.t + N
     merged.schedule.t = schedule_t
-    merged._layout, merged._state = target.layout, state
     theta = weighted("theta")
     if target.layout.im_blocks.size:
         members = [(r.examples, m, old) for r, m, old in zip(rounds, models, sinces, strict=True)]
@@ -265,10 +264,10 @@ def merge(
     if isinstance(merged.schedule, schedules_mod.FTRL):
         stored = weighted("stored") if mean else added("stored")
         before = _block_norms(target.layout, stored) > 0
-        _ftrl_theta(merged, stored)
+        _ftrl_theta(merged, target.layout, state, stored)
     else:
-        _prox_theta(merged, theta)
-    merged._refresh_args()
+        _prox_theta(merged, target.layout, state, theta)
+    merged.adopt(target.layout, state)
     if stats is not None:
         kernelized = stats.pop("delta_sqnorm", 0.0)
         stats["delta_norm"] = float(np.sqrt(np.linalg.norm(theta - ref.theta) ** 2 + kernelized))
@@ -305,10 +304,8 @@ def _block_norms(layout: Layout, W: np.ndarray) -> np.ndarray:
     )
 
 
-def _steps(model: OnlineMKL) -> np.ndarray:
+def _steps(model: OnlineMKL, S: BlockState) -> np.ndarray:
     """The step of the merged model's next round for every block (and the bias)."""
-    S = model._state
-    assert S is not None
     sched = model.schedule
     M = len(model.kernels)
     if sched.adaptive:
@@ -318,11 +315,9 @@ def _steps(model: OnlineMKL) -> np.ndarray:
     return np.full(M + 1, sched.eta(t))
 
 
-def _prox_theta(model: OnlineMKL, theta: np.ndarray) -> None:
-    """theta merged, then the regularizer's prox steps (and the projection) at the step the
-    next round would take."""
-    S, L = model._state, model._layout
-    assert S is not None and L is not None
+def _prox_theta(model: OnlineMKL, L: Layout, S: BlockState, theta: np.ndarray) -> None:
+    """theta merged into ``S``, then the regularizer's prox steps (and the projection) at the
+    step the next round would take."""
     S.w[:] = theta
     S.scale[:] = 1.0  # kernelized blocks: their merged coefficients are already scaled
     S.norms[L.ex_blocks] = _block_norms(L, theta)[L.ex_blocks]
@@ -330,17 +325,16 @@ def _prox_theta(model: OnlineMKL, theta: np.ndarray) -> None:
 
     codes, params, groups = step_arrays(model.regularizers, len(model.kernels), model.names)
     nb.apply_prox_steps(
-        _steps(model), codes, params, groups, model.radius, L.is_explicit, L.ex_blocks,
+        _steps(model, S), codes, params, groups, model.radius, L.is_explicit, L.ex_blocks,
         L.ex_off, S.w, S.scale, S.norms, S.coef, S.n_support, np.zeros(len(model.kernels)),
     )  # fmt: skip
 
 
-def _ftrl_theta(model: OnlineMKL, stored: np.ndarray) -> None:
-    """FTRL from the merged dual: theta_m = eta_m u_m b_m / c_m with c_m = eta_m ||u_m|| and b
-    the prox of t Omega in the metric of the steps (the round's own closed form)."""
-    S, L = model._state, model._layout
-    assert S is not None and L is not None
-    etas = _steps(model)
+def _ftrl_theta(model: OnlineMKL, L: Layout, S: BlockState, stored: np.ndarray) -> None:
+    """FTRL from the merged dual into ``S``: theta_m = eta_m u_m b_m / c_m with c_m = eta_m
+    ||u_m|| and b the prox of t Omega in the metric of the steps (the round's own closed
+    form)."""
+    etas = _steps(model, S)
     M = len(model.kernels)
     S.w[:] = stored
     S.stored_norms[:] = _block_norms(L, stored)

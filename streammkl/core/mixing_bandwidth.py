@@ -55,11 +55,6 @@ def _model(state: StateT) -> OnlineMKL:
     return model
 
 
-def _rows(model: OnlineMKL) -> np.ndarray:
-    warm = model._warmup
-    return np.zeros((0, len(model.feature_keys))) if warm is None else warm.rows
-
-
 def align(
     base: StateT, members: Sequence[tuple[str, int, StateT, StateT | None]]
 ) -> tuple[StateT, list[StateT], list[StateT | None], np.ndarray, list[str]]:
@@ -94,7 +89,7 @@ def align(
         if len(model.kernels) == len(bank) and bandwidth.bank_key(model.kernels) != key:
             # round 0's templates, or a late delta learned before the group's warm-up ended:
             # blocks of another bandwidth restart (dropped), the others keep their weights
-            model._swap_kernels(tuple(bank))
+            model.replace_kernels(tuple(bank))
             changed = True
     keys = list(b.feature_keys)
     keys += sorted({k for m in models + olds if m is not None for k in m.feature_keys} - set(keys))
@@ -123,11 +118,12 @@ def _pool(
 ) -> np.ndarray:
     """The group's reservoir: the base's rows, then every member's rows beyond its own base's,
     one member at a time in name order, at most ``WARMUP`` in all."""
-    pooled = [_on(base, _rows(base), keys)]
+    pooled = [_on(base, base.warmup_rows, keys)]
     own: list[np.ndarray] = []
     for i in sorted(range(len(models)), key=lambda i: names[i]):
-        start = _rows(olds[i] if olds[i] is not None else base).shape[0]  # type: ignore[arg-type]
-        own.append(_on(models[i], _rows(models[i])[start:], keys))
+        old = olds[i]
+        start = (old if old is not None else base).warmup_rows.shape[0]
+        own.append(_on(models[i], models[i].warmup_rows[start:], keys))
     turn = 0
     while sum(p.shape[0] for p in pooled) < bandwidth.WARMUP and any(
         o.shape[0] > turn for o in own
@@ -152,5 +148,5 @@ def decide(merged: OnlineMKL, rows: np.ndarray, keys: Sequence[str]) -> None:
         bank = bandwidth.after_warmup(bank, rows)
     if bandwidth.bank_key(bank) != bandwidth.bank_key(merged.kernels):
         merged.hold_bandwidths = True
-        merged._swap_kernels(tuple(bank))
-    merged._warmup = bandwidth.Reservoir(rows) if bandwidth.has_pending(merged.kernels) else None
+        merged.replace_kernels(tuple(bank))
+    merged.keep_warmup(rows if bandwidth.has_pending(merged.kernels) else None)

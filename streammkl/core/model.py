@@ -6,9 +6,10 @@ ball of radius gamma, with kernel weights ``beta_m ∝ ||theta_m||`` (``∝ ||th
 for GroupLq). ``learn_predict(x, y)`` is the same round returning the prediction it made before
 its update: one compiled call, the way to run a prequential (test-then-train) evaluation.
 
-Compiled runs of rounds (``learn_many``) live in :mod:`streammkl.core.model_runs`; predictions
-and read-only views in :mod:`streammkl.core.model_views`; restarts, save points, bank changes
-and persistence in :mod:`streammkl.core.model_state`; what the constructor refuses in
+The class reads in this order: construction and the model's arrays (built lazily from the first
+input, grown with the inputs and classes); single rounds; compiled runs of rounds
+(``learn_many``); predictions and read-only views; restarts, save points and bank changes;
+persistence (JSON + named arrays, no pickle). What the constructor refuses is in
 :mod:`streammkl.core.model_checks`.
 """
 
@@ -16,11 +17,14 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from streammkl import statefile
 from streammkl.core import _numba as nb
 from streammkl.core import bandwidth
 from streammkl.core import budget as budgets
@@ -28,25 +32,31 @@ from streammkl.core import kernels as kernels_mod
 from streammkl.core import losses as losses_mod
 from streammkl.core import regularizers as regs_mod
 from streammkl.core import schedules as schedules_mod
-from streammkl.core.kernels import Kernel
+from streammkl.core.kernels import Kernel, MedianRBF
+from streammkl.core.layout import grown
 from streammkl.core.losses import Loss
 from streammkl.core.model_checks import check_compatible, resolve_radius
-from streammkl.core.model_runs import ModelRuns
-from streammkl.core.model_state import STATE_VERSION, ModelState
-from streammkl.core.model_views import ModelViews
 from streammkl.core.regularizers import Regularizer
 from streammkl.core.schedules import Schedule
-from streammkl.core.state import BlockState, Layout, build_layout, transplant
+from streammkl.core.state import BlockState, Layout, build_layout, state_digest, transplant
 from streammkl.core.update import RoundArgs, step_arrays
 
 __all__ = ["STATE_VERSION", "OnlineMKL"]
+
+FORMAT = "streammkl.OnlineMKL"
+STATE_VERSION = 5  # 2: the adaptive schedules' arrays; 3: BlockState.gram (projection budget
+# policy); 4: a MedianRBF keeps its configured name and spec, its fitted bandwidth is saved
+# apart ("bandwidths"); 5: the additive Gaussian map is anchored at 0 (phi(x) - phi(0)). Older
+# states still load (the missing arrays: zeros, or built by sync_gram; a version-3 fitted
+# MedianRBF, saved as an RBF with "median_from": its template and its bandwidth, with the
+# features it was learned over; a version-4 additive block's constant moved into the bias).
 
 _F64 = np.dtype(np.float64)
 #: Target types the compiled round takes as they are (it checks their values itself).
 _NUMBERS = frozenset({float, int, np.float64, np.int64})
 
 
-class OnlineMKL(ModelRuns, ModelViews, ModelState):
+class OnlineMKL:
     """Online proximal multiple kernel learning over arrays.
 
     Parameters
@@ -145,7 +155,7 @@ class OnlineMKL(ModelRuns, ModelViews, ModelState):
         self.radius = resolve_radius(radius, self.regularizers, self.loss)
         averaged = self.average or bool(self.averages)
         check_compatible(self.kernels, self.regularizers, self.schedule, averaged)
-        self.feature_keys: list[str] = []
+        self.feature_keys = []
         self.n_outputs = 2 if self.loss.multiclass else 1
         self.t = 0  # rounds learned
         self._names: tuple[tuple[Kernel, ...], list[str]] | None = None  # (bank, its names)
@@ -162,20 +172,70 @@ class OnlineMKL(ModelRuns, ModelViews, ModelState):
         #: saved with the state (a member sets it on every model it adopts).
         self.hold_bandwidths = False
 
-    # --- lazy state -------------------------------------------------------------------------
-    def declare_features(self, keys: Iterable[str]) -> None:
-        """Name new inputs (appended as new columns); kernels may select them by name."""
-        new = [str(k) for k in keys if str(k) not in self._key_set()]
-        if new:
-            self._rebuild(self.kernels, self.feature_keys + new, self.n_outputs)
+    # --- the model's arrays (made at the first input, grown with the inputs and classes) ----
+    @property
+    def feature_keys(self) -> list[str]:
+        """The inputs' names, in column order (the model's own list: copy it to keep it)."""
+        return self._keys
 
-    def _key_set(self) -> set[str]:
-        return set(self.feature_keys)
+    @feature_keys.setter
+    def feature_keys(self, keys: Iterable[str]) -> None:
+        self._keys = [str(k) for k in keys]
+        self._key_index = {k: i for i, k in enumerate(self._keys)}
 
-    def _rebuild(self, kernels: Sequence[Kernel], keys: list[str], n_outputs: int) -> None:
+    def declare_features(self, keys: Iterable[str], rescale: bool = True) -> None:
+        """Name new inputs (appended as new columns); kernels may select them by name. Costs
+        O(the new inputs' columns) (amortised): only their own columns are laid out.
+
+        ``rescale``: whether a bandwidth set at fewer inputs is rescaled for the wider input
+        (``core.bandwidth.for_inputs``, which rebuilds the block): right for inputs that come
+        with dense records (squared distances grow with the inputs); pass False for inputs
+        that come with a sparse record (a bag of words, one-hot categories: its distances grow
+        with its non-zeros, not with the vocabulary), whose bandwidths then stay as they are
+        until the warm-up measures them."""
+        index = self._key_index
+        new = list(dict.fromkeys(k for k in map(str, keys) if k not in index))
+        if not new:
+            return
+        d = len(self._keys)
+        self._keys.extend(new)
+        index.update((k, d + i) for i, k in enumerate(new))
+        try:
+            self._grow_inputs(rescale and not self.hold_bandwidths)
+        except BaseException:  # nothing changed: the names are taken back
+            del self._keys[d:]
+            for k in new:
+                del index[k]
+            raise
+
+    def _grow_inputs(self, rescale: bool) -> None:
+        """Lay out the inputs named since the arrays were last laid out: in place within the
+        layout's capacity, else at twice the capacity (O(width), amortised); a bandwidth the
+        number of inputs rescales (``core.bandwidth``, when ``rescale``) rebuilds the bank
+        instead."""
+        layout, state = self._layout, self._state
+        if layout is None or state is None:
+            self._rebuild(self.kernels, self.n_outputs)
+            return
+        kernels = bandwidth.for_inputs(self.kernels, len(self._keys), rescale)
+        if any(a is not b for a, b in zip(kernels, self.kernels, strict=True)):
+            self._rebuild(kernels, self.n_outputs)  # a new bandwidth: its block restarts
+            return
+        new = grown(layout, self.kernels, self._keys, self.seed, self._key_index)
+        if new is not layout:  # reallocated: the state moves to the new columns
+            names = self.names
+            self._state = transplant(layout, state, names, new, names, self.kernels)
+            self._state.sync_gram(new, budgets.keeps_gram(self.budget, self.budget_policy))
+            self._layout = new
+            self._refresh_args()
+
+    def _rebuild(self, kernels: Sequence[Kernel], n_outputs: int) -> None:
+        """The arrays for the bank ``kernels`` on every named input and ``n_outputs`` outputs:
+        every block whose kernel stays keeps its state (``state.transplant``)."""
+        keys = self._keys
         kernels = bandwidth.for_inputs(kernels, len(keys), rescale=not self.hold_bandwidths)
-        index = {k: i for i, k in enumerate(keys)}
-        layout = build_layout(kernels, len(keys), self.seed, index, keys)
+        capacity = 0 if self._layout is None else self._layout.capacity
+        layout = build_layout(kernels, len(keys), self.seed, self._key_index, keys, capacity)
         names = [k.name for k in kernels]
         if self._state is None or self._layout is None:
             cap = budgets.initial_capacity(self.budget)
@@ -185,7 +245,6 @@ class OnlineMKL(ModelRuns, ModelViews, ModelState):
             state = transplant(self._layout, self._state, self.names, layout, names, kernels)
         state.sync_gram(layout, budgets.keeps_gram(self.budget, self.budget_policy))
         self.kernels = tuple(kernels)
-        self.feature_keys = list(keys)
         self.n_outputs = n_outputs
         self._layout, self._state = layout, state
         self._refresh_args()
@@ -217,10 +276,12 @@ class OnlineMKL(ModelRuns, ModelViews, ModelState):
         if not np.all(np.isfinite(x)):
             bad = int(np.flatnonzero(~np.isfinite(x))[0])
             raise ValueError(f"x[{bad}] = {x[bad]} is not finite")
-        d = len(self.feature_keys)
-        if x.shape[0] > d or self._state is None:
-            keys = self.feature_keys + [str(j) for j in range(d, x.shape[0])]
-            self._rebuild(self.kernels, keys, self.n_outputs)
+        d = len(self._keys)
+        if x.shape[0] > d:  # a sparse record does not widen the distances (declare_features)
+            dense = 4 * np.count_nonzero(x) >= x.shape[0]
+            self.declare_features((str(j) for j in range(d, x.shape[0])), rescale=dense)
+        if self._state is None:
+            self._rebuild(self.kernels, self.n_outputs)
         elif x.shape[0] < d:
             raise ValueError(f"x has {x.shape[0]} features; the model has {d}")
         return x
@@ -265,7 +326,7 @@ class OnlineMKL(ModelRuns, ModelViews, ModelState):
         if self.loss.task == "multiclass" and targets.size:
             top = int(targets.max()) + 1
             if top > self.n_outputs:
-                self._rebuild(self.kernels, self.feature_keys, top)
+                self._rebuild(self.kernels, top)
 
     def _prepare_y(self, y: Any) -> float:
         """:meth:`_target`, the model widened for a new class index (to learn it)."""
@@ -365,3 +426,546 @@ class OnlineMKL(ModelRuns, ModelViews, ModelState):
             f"OnlineMKL(kernels={list(self.names)}, loss={self.loss!r}, "
             f"regularizer={self.regularizers!r}, schedule={self.schedule!r}, t={self.t})"
         )
+
+    # --- compiled runs of rounds ------------------------------------------------------------
+    def learn_many(
+        self, X: Any, Y: Any, block_norms: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Rounds over the rows of X in order, in one compiled loop.
+
+        Returns the prequential losses (n,) and scores (n, K), each before its own update.
+        ``block_norms``, if given, is a C-contiguous float64 (n, M) array that receives the
+        block norms before each round (``regularization_values`` turns them into
+        ``lambda Omega(theta_t)``, the monitor's objective terms).
+        """
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        if X.ndim != 2:
+            raise ValueError(f"X must be 2-D, got shape {X.shape}")
+        self._check_norms_out(block_norms, X.shape[0])
+        if X.shape[0] == 0:
+            return np.zeros(0), np.zeros((0, self.n_outputs))
+        self._prepare(X[0])
+        if not np.all(np.isfinite(X)):
+            raise ValueError("X contains NaN or Inf")
+        if X.shape[1] != len(self.feature_keys):
+            raise ValueError(f"X has {X.shape[1]} columns; the model has {len(self.feature_keys)}")
+        return self._rounds(X, self._prepare_targets(Y), block_norms)
+
+    def _check_norms_out(self, block_norms: np.ndarray | None, n: int) -> None:
+        if block_norms is None:
+            return
+        shape = (n, len(self.kernels))
+        if (
+            block_norms.shape != shape
+            or block_norms.dtype != np.float64
+            or not block_norms.flags.c_contiguous
+            or not block_norms.flags.writeable
+        ):
+            raise ValueError(f"block_norms must be a writeable C-contiguous float64 {shape} array")
+
+    def learn_many_prepared(
+        self, X: np.ndarray, Y: np.ndarray, block_norms: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``learn_many`` for callers that hold finite float64 rows of the model's width and
+        targets the loss accepts (the river adapters): skips the per-row checks.
+
+        Falls back to :meth:`learn_many` when the model is not built yet or the width differs,
+        so a wrong call is still caught there.
+        """
+        if (
+            self._state is None
+            or X.ndim != 2
+            or X.shape[1] != len(self.feature_keys)
+            or Y.shape != (X.shape[0],)
+        ):
+            return self.learn_many(X, Y, block_norms)
+        task = self.loss.task
+        if task == "multiclass" and Y.size and Y.max() >= self.n_outputs:
+            return self.learn_many(X, Y, block_norms)  # widens the model for the new class
+        self._check_norms_out(block_norms, X.shape[0])
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        return self._rounds(X, np.ascontiguousarray(Y, dtype=np.float64), block_norms)
+
+    def _warm(self, X: np.ndarray) -> None:
+        """Keep warm-up inputs; once there are enough, measure the Gaussian bandwidths."""
+        assert self._warmup is not None
+        self._warmup.add(X)
+        if self._warmup.full and not self.hold_bandwidths:
+            kernels = bandwidth.after_warmup(self.kernels, self._warmup.rows)
+            self._warmup = None
+            last = None if self._args is None else self._args.pred.copy()
+            self.replace_kernels(kernels)
+            if last is not None and self._args is not None:
+                self._args.pred[:] = last  # the last round's prediction survives the new bank
+
+    def _rounds(
+        self, X: np.ndarray, Y: np.ndarray, block_norms: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The compiled loop over validated rows (see :meth:`learn_many`); a run that crosses
+        the end of the bandwidth warm-up is cut there (the bank changes)."""
+        if self._warmup is not None:
+            cut = bandwidth.WARMUP - len(self._warmup)
+            if 0 < cut < X.shape[0]:  # (0: full, kept for a group that decides)
+                head = None if block_norms is None else block_norms[:cut]
+                tail = None if block_norms is None else block_norms[cut:]
+                losses, preds = self._rounds(X[:cut], Y[:cut], head)
+                more, more_preds = self._rounds(X[cut:], Y[cut:], tail)
+                return np.concatenate([losses, more]), np.concatenate([preds, more_preds])
+            out = self._compiled_rounds(X, Y, block_norms)
+            self._warm(X)
+            return out
+        return self._compiled_rounds(X, Y, block_norms)
+
+    def _compiled_rounds(
+        self, X: np.ndarray, Y: np.ndarray, block_norms: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        self._ensure_room(X.shape[0])
+        assert self._args is not None
+        losses, preds = self._args.learn_many(X, Y, self.schedule.t, self.t, block_norms)
+        self.schedule.t += X.shape[0]
+        self.t += X.shape[0]
+        return losses, preds
+
+    # --- prediction -------------------------------------------------------------------------
+    def decision(self, x: Any, averaged: bool = False) -> float | np.ndarray:
+        """Scores at x: a float (binary/regression) or one score per class (multiclass)."""
+        x = self._prepare(x)
+        assert self._args is not None and self._state is not None
+        if averaged and not self.average:
+            raise ValueError("averaged=True needs OnlineMKL(average=True)")
+        fx = self._args.decision(x, self._state.w_avg if averaged else None)
+        return fx.copy() if self.loss.multiclass else float(fx[0])
+
+    def decision_many(self, X: Any) -> np.ndarray:
+        """Scores for every row of X, shape (n, K), in one compiled loop."""
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        if X.ndim != 2:
+            raise ValueError(f"X must be 2-D, got shape {X.shape}")
+        if X.shape[0] == 0:
+            return np.zeros((0, self.n_outputs))
+        self._prepare(X[0])
+        if X.shape[1] != len(self.feature_keys) or not np.all(np.isfinite(X)):
+            raise ValueError(f"X must be finite with {len(self.feature_keys)} columns")
+        assert self._args is not None
+        return self._args.decision_many(X)
+
+    def losses_many(self, X: Any, Y: Any) -> np.ndarray:
+        """Loss of the current model on every (x, y), without learning (one compiled loop).
+        A class index the model has not met yet scores 0 (as after learning widens the model
+        for it); the model's outputs are not widened."""
+        targets = self._targets(Y)
+        scores = self.decision_many(X)
+        if len(targets) != scores.shape[0]:
+            raise ValueError(f"{scores.shape[0]} rows but {len(Y)} targets")
+        scores = _with_unseen_classes(scores, targets, self.loss.task)
+        out = np.empty(scores.shape[0])
+        scratch = np.empty(scores.shape[1])
+        nb.loss_values(self.loss.code, self.loss.param, scores, targets, scratch, out)
+        return out
+
+    def block_decisions(self, x: Any) -> np.ndarray:
+        """Per-block scores f_m(x), shape (M, K)."""
+        self.decision(x)
+        assert self._args is not None
+        return self._args.block_scores().copy()
+
+    def decision_prepared(self, x: np.ndarray) -> np.ndarray:
+        """Scores (K,) for a finite float64 vector of the model's width; a view, copy to keep."""
+        if self._state is None or x.shape[0] != len(self.feature_keys):
+            return np.atleast_1d(self.decision(x))
+        assert self._args is not None
+        return self._args.decision(x)
+
+    # --- the model ---------------------------------------------------------------------------
+
+    @property
+    def names(self) -> list[str]:
+        cached = getattr(self, "_names", None)  # (absent from states pickled before it)
+        if cached is None or cached[0] is not self.kernels:  # built once per bank
+            cached = self._names = (self.kernels, [k.name for k in self.kernels])
+        return list(cached[1])
+
+    @property
+    def kernel_bandwidths(self) -> dict[str, float]:
+        """The bandwidths fitted to the data, by kernel name: gamma of every ``MedianRBF`` that
+        has one (from its first input on). Model state: it changes at the warm-up and when the
+        inputs grow, while the kernel's name (its configuration) stays."""
+        return {k.name: k.fit.gamma for k in self.kernels if isinstance(k, MedianRBF) and k.fit}
+
+    @property
+    def layout(self) -> Layout | None:
+        """The bank's layout on the model's inputs (None before the first input)."""
+        return self._layout
+
+    @property
+    def state(self) -> BlockState | None:
+        """The learned arrays (None before the first input). Read them between rounds, never
+        keep them across one: a round writes them in place, growth reallocates them."""
+        return self._state
+
+    def adopt(self, layout: Layout, state: BlockState) -> None:
+        """Learn on from these arrays (a group's merged model, a restored state): they must be
+        made for the model's kernels, inputs (:attr:`feature_keys`) and outputs."""
+        self._layout, self._state = layout, state
+        self._refresh_args()
+
+    def cost(self, new_inputs: int = 0) -> tuple[int, int]:
+        """A cheap, honest estimate of the work, in array entries touched: (one round now,
+        laying out ``new_inputs`` more inputs). A round sweeps every column of the explicit
+        blocks once per pass (features, the scores of the iterate and of each average, the
+        step, each average's update) over the score rows, and each kernelized block's
+        support (``n_support`` x inputs); the growth is :meth:`Layout.growth_entries` over the
+        rows the state keeps per column (the iterate, each average). Before the first input:
+        (0, 0). Both scale with the model's inputs, not with a record's non-zeros (the
+        explicit round is dense in the columns)."""
+        layout, state = self._layout, self._state
+        if layout is None or state is None:
+            return 0, 0
+        E = int(state.avg_w.shape[0])
+        rows = self.n_outputs * (1 + E)
+        # the features once; per row, the scores and the update of the iterate and each average
+        explicit = layout.width * (1 + 2 * rows)
+        kernelized = int(state.n_support) * layout.n_inputs * int(layout.im_blocks.size)
+        return explicit + kernelized, layout.growth_entries(self.kernels, new_inputs, rows)
+
+    @property
+    def warmup_rows(self) -> np.ndarray:
+        """The bandwidth warm-up's inputs kept so far (rows over the inputs they were kept
+        with; none once every bandwidth is measured)."""
+        if self._warmup is None:
+            return np.zeros((0, len(self.feature_keys)))
+        return self._warmup.rows
+
+    def keep_warmup(self, rows: np.ndarray | None) -> None:
+        """Keep ``rows`` as the bandwidth warm-up's inputs (None: no warm-up pending)."""
+        self._warmup = None if rows is None else bandwidth.Reservoir(rows)
+
+    @property
+    def built(self) -> bool:
+        """Whether the model's arrays exist (after the first input or ``declare_features``)."""
+        return self._state is not None
+
+    @property
+    def weight_power(self) -> float:
+        for reg in self.regularizers:
+            if not isinstance(reg, regs_mod.Ball):
+                return float(reg.weight_power)
+        return 1.0
+
+    @property
+    def block_norms(self) -> np.ndarray:
+        if self._state is None:
+            return np.zeros(len(self.kernels))
+        return self._state.norms.copy()
+
+    @property
+    def kernel_weights(self) -> np.ndarray:
+        return self.kernel_weights_of(self.block_norms)
+
+    def kernel_weights_of(self, block_norms: np.ndarray) -> np.ndarray:
+        """β for the block norms ``block_norms`` (M,) (e.g. a row ``learn_many`` recorded):
+        what :attr:`kernel_weights` was when the model had those norms."""
+        return regs_mod.kernel_weights(self.regularizers, block_norms)
+
+    @property
+    def n_support(self) -> int:
+        return 0 if self._state is None else self._state.n_support
+
+    @property
+    def active_kernels(self) -> list[str]:
+        return [n for n, b in zip(self.names, self.block_norms, strict=True) if b > 0]
+
+    def l1_norm(self) -> float:
+        """||theta||_1 over the explicit blocks."""
+        if self._state is None or self._layout is None:
+            return 0.0
+        total = 0.0
+        for m in self._layout.ex_blocks:
+            a, e = self._layout.ex_off[m], self._layout.ex_off[m + 1]
+            total += self._state.scale[m] * float(np.abs(self._state.w[:, a:e]).sum())
+        return total
+
+    @property
+    def norm_only(self) -> bool:
+        """Whether every regularizer is a function of the block norms alone (then
+        :meth:`regularization_values` applies)."""
+        return all(r.norm_only for r in self.regularizers)
+
+    def regularization_value(self) -> float:
+        """lambda * Omega(theta) at the current theta."""
+        b = self.block_norms
+        if self.norm_only:  # the same numbers as regularization_values on a run's rows
+            return float(self.regularization_values(b[None, :])[0])
+        l1 = self.l1_norm()
+        return float(sum(r.value(b, l1) for r in self.regularizers))
+
+    def regularization_values(self, block_norms: np.ndarray) -> np.ndarray:
+        """``lambda * Omega`` for each row of block norms (n, M), e.g. those ``learn_many``
+        recorded before each round. Row i's value does not depend on the other rows. Only for
+        regularizers of the block norms alone (:attr:`norm_only`)."""
+        if not self.norm_only:
+            raise TypeError(
+                "regularization_values needs regularizers of the block norms alone; "
+                f"{[r for r in self.regularizers if not r.norm_only]} also need ||theta||_1"
+            )
+        B = np.asarray(block_norms, dtype=np.float64)
+        if B.ndim != 2 or B.shape[1] != len(self.kernels):
+            raise ValueError(f"block_norms must be (n, {len(self.kernels)}), got {B.shape}")
+        regs = self.regularizers
+        total = regs[0].values_norms(B, self.names)
+        for r in regs[1:]:
+            total = total + r.values_norms(B, self.names)
+        return total
+
+    def objective_terms(self, x: Any, y: Any) -> tuple[float, float]:
+        """(loss, lambda * Omega) at the current theta, for regret accounting."""
+        target = self._target(y)
+        scores = np.atleast_1d(self.decision(x))
+        scores = _with_unseen_classes(scores[None, :], np.array([target]), self.loss.task)[0]
+        return self.loss.value(scores, target), self.regularization_value()
+
+    @property
+    def gradient_sq_sums(self) -> np.ndarray:
+        """AdaGrad's and FTRL's accumulators: per block the sum of squared gradient norms
+        ``sum_t ||g_m,t||^2`` since the last restart, then the bias's (zeros otherwise)."""
+        if self._state is None:
+            return np.zeros(len(self.kernels) + 1)
+        return self._state.step_acc.copy()
+
+    @property
+    def block_steps(self) -> np.ndarray:
+        """The step each block took in the last round (then the bias step): ``eta_t`` for every
+        block with a global schedule, AdaGrad's per-block steps otherwise (zeros before)."""
+        if self._args is None:
+            return np.zeros(len(self.kernels) + 1)
+        return self._args.etas.copy()
+
+    # --- schedule restarts ------------------------------------------------------------------
+    def restart_schedule(self) -> None:
+        """Start the schedule again (a detected drift): the next round is t = 1. AdaGrad's
+        accumulators are cleared too (large steps again); FTRL keeps its steps, re-centres its
+        accumulated gradients on the current theta (theta does not move) and restarts the
+        regularizer's weight t."""
+        self.schedule.restart()
+        if self._state is None:
+            return
+        S = self._state
+        S.avg_count[:] = 0.0  # the averages restart from the next iterate ...
+        S.avg_loss[:] = 0.0  # ... and the last iterate predicts until one does better
+        if not self.schedule.adaptive:
+            return
+        if isinstance(self.schedule, schedules_mod.FTRL):
+            assert self._layout is not None
+            consts = self.schedule.constants
+            etas = consts[0] / np.sqrt(consts[1] + S.step_acc[:-1])
+            for m in self._layout.ex_blocks:
+                a, e = self._layout.ex_off[m], self._layout.ex_off[m + 1]
+                S.w[:, a:e] *= S.scale[m] / etas[m]  # u_m = theta_m / eta_m
+                S.scale[m] = etas[m] if S.scale[m] != 0.0 else 0.0
+                S.stored_norms[m] = S.norms[m] / etas[m]
+        else:
+            S.step_acc[:] = 0.0
+
+    # --- save points ------------------------------------------------------------------------
+    def save_point(self) -> tuple[Any, ...]:
+        """Everything learning changes, copied (a few µs for a bank of explicit blocks): a run
+        learned after it can be taken back by :meth:`restore_point`."""
+        state = None if self._state is None else self._state.copy()
+        warmup = None if self._warmup is None else bandwidth.Reservoir(self._warmup.rows)
+        return (
+            self.kernels, list(self.feature_keys), self.n_outputs, self._layout, state,
+            self.schedule.t, self.t, warmup,
+        )  # fmt: skip
+
+    def restore_point(self, point: tuple[Any, ...]) -> None:
+        """Back to :meth:`save_point`'s model, in place (the same object, bit for bit)."""
+        kernels, keys, n_outputs, layout, state, schedule_t, t, warmup = point
+        self.kernels, self.feature_keys, self.n_outputs = kernels, list(keys), n_outputs
+        self._warmup = None if warmup is None else bandwidth.Reservoir(warmup.rows)
+        self._layout = layout
+        self._state = None if state is None else state.copy()
+        self.schedule.t, self.t = schedule_t, t
+        if self._state is not None:
+            self._refresh_args()
+        else:
+            self._args = None
+
+    # --- runtime kernel changes -------------------------------------------------------------
+    def add_kernel(self, kernel: Kernel) -> None:
+        """Add a block (starting at theta_m = 0); every other block keeps its state."""
+        kernel = kernels_mod.from_spec(kernel)
+        if kernel.name in self.names:
+            raise ValueError(f"a kernel named {kernel.name!r} is already in the bank")
+        self.replace_kernels((*self.kernels, kernel))
+
+    def remove_kernel(self, name: str) -> None:
+        """Drop a block; every other block keeps its state."""
+        if name not in self.names:
+            raise KeyError(f"no kernel named {name!r}; have {self.names}")
+        if len(self.kernels) == 1:
+            raise ValueError("cannot remove the last kernel")
+        self.replace_kernels(tuple(k for k in self.kernels if k.name != name))
+
+    def replace_kernels(self, kernels: tuple[Kernel, ...]) -> None:
+        """Learn on with the bank ``kernels``: blocks whose kernel (name and parameters) stays
+        keep their state, the others start at zero (an added kernel, a refitted bandwidth)."""
+        check_compatible(
+            kernels, self.regularizers, self.schedule, self.average or bool(self.averages)
+        )
+        if self._warmup is None and bandwidth.has_pending(kernels):
+            self._warmup = bandwidth.Reservoir()  # an added MedianRBF: its own warm-up inputs
+        if self._state is None:
+            self.kernels = kernels
+        else:
+            self._rebuild(kernels, self.n_outputs)
+
+    # --- persistence (no pickle) ------------------------------------------------------------
+    def config(self) -> dict[str, Any]:
+        return {
+            "kernels": [k.to_spec() for k in self.kernels],
+            "loss": self.loss.to_spec(),
+            "regularizer": [r.to_spec() for r in self.regularizers],
+            "schedule": self.schedule.to_spec(),
+            "radius": self.radius or None,
+            "budget": self.budget,
+            "budget_policy": self.budget_policy,
+            "seed": self.seed,
+            "fit_intercept": self.fit_intercept,
+            "intercept_lr": self.intercept_lr,
+            "average": self.average,
+            "averages": list(self.averages),
+            "average_discount": self.average_discount,
+            "average_every": self.average_every,
+        }
+
+    def to_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """(JSON-able meta, named arrays): everything needed to resume bit-for-bit."""
+        meta = {
+            "format": FORMAT,
+            "version": STATE_VERSION,
+            "config": self.config(),
+            "bandwidths": bandwidth.saved(self.kernels),
+            "feature_keys": list(self.feature_keys),
+            "capacity": len(self.feature_keys) if self._layout is None else self._layout.capacity,
+            "n_outputs": self.n_outputs,
+            "t": self.t,
+            "schedule_t": self.schedule.t,
+        }
+        arrays = self._state.to_arrays(self._layout) if self._state is not None else {}
+        if self._warmup is not None and len(self._warmup):
+            arrays["warmup_inputs"] = self._warmup.rows.copy()
+        return meta, arrays
+
+    @classmethod
+    def from_state(cls, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> Any:
+        version = statefile.check_header(meta, FORMAT, STATE_VERSION, "OnlineMKL")
+        config, fitted = dict(meta["config"]), dict(meta.get("bandwidths", {}))
+        if version < 4:
+            config["kernels"], fitted = _templates_of(config["kernels"])
+        model = cls(**config)
+        model.kernels = bandwidth.restored(model.kernels, fitted)
+        model.schedule.t = int(meta["schedule_t"])
+        model.t = int(meta["t"])
+        model.n_outputs = int(meta["n_outputs"])
+        model.feature_keys = list(meta["feature_keys"])
+        arrays = dict(arrays)
+        warm = arrays.pop("warmup_inputs", None)
+        if bandwidth.has_pending(model.kernels):
+            model.keep_warmup(np.zeros((0, 0)) if warm is None else warm)
+        else:
+            model.keep_warmup(None)
+        if arrays:
+            keys = model.feature_keys
+            index = {k: i for i, k in enumerate(keys)}
+            room = int(meta.get("capacity", len(keys)))  # the room it had: the same sums
+            layout = build_layout(model.kernels, len(keys), model.seed, index, keys, room)
+            state = BlockState.from_arrays(arrays, budgets.initial_capacity(model.budget))
+            state.spread(layout)
+            state.sync_gram(layout, budgets.keeps_gram(model.budget, model.budget_policy))
+            if version < 5:
+                _rebase_additive(layout, state)
+            model.adopt(layout, state)
+        return model
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write the model to ``path`` (:mod:`streammkl.statefile`), atomically; the path."""
+        return statefile.write(path, *self.to_state())
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> Any:
+        """The model saved at ``path``; ``StateError`` for a corrupt, foreign or newer file."""
+        return cls.from_state(*statefile.read(path, "OnlineMKL"))
+
+    def __getstate__(self) -> dict[str, Any]:
+        # the argument pack holds compiled entry points and a numba pack (not picklable):
+        # rebuilt on load
+        state = self.__dict__.copy()
+        state["_args"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if self._state is not None:
+            self._refresh_args()
+
+    def digest(self) -> str:
+        """sha256 of the canonical state (config, counters and every array's bytes)."""
+        return state_digest(*self.to_state())
+
+
+def _with_unseen_classes(scores: np.ndarray, targets: np.ndarray, task: str) -> np.ndarray:
+    """Rows of scores (n, K) with a zero column for every class index among ``targets`` beyond
+    K: what the model scores a class it has not met (its outputs start at zero). The compiled
+    loss indexes the scores by the target, so a class beyond them must have its column."""
+    if task != "multiclass" or not targets.size:
+        return scores
+    top = int(targets.max()) + 1
+    if top <= scores.shape[1]:
+        return scores
+    return np.hstack([scores, np.zeros((scores.shape[0], top - scores.shape[1]))])
+
+
+def _templates_of(
+    specs: Sequence[dict[str, Any]],
+) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """A version-3 bank's specs as templates and fitted bandwidths: an ``RBF`` with
+    ``median_from`` was a ``MedianRBF`` that had fitted its bandwidth (and was named after it;
+    its random features were drawn under that name, which the bandwidth keeps)."""
+    out: list[dict[str, Any]] = []
+    fitted: dict[str, dict[str, Any]] = {}
+    for spec in specs:
+        origin = spec.get("median_from")
+        if spec.get("type") != "RBF" or origin is None:
+            out.append(spec)
+            continue
+        template = kernels_mod.MedianRBF(
+            float(origin["scale"]), spec.get("n_components"), spec.get("features")
+        )
+        old = kernels_mod.RBF(float(spec["gamma"]), spec.get("n_components"), spec.get("features"))
+        out.append(template.to_spec())
+        fitted[template.name] = {
+            "gamma": float(spec["gamma"]), "inputs": int(origin["inputs"]),
+            "final": bool(origin["final"]),
+        }  # fmt: skip
+        if not template.implicit:
+            fitted[template.name]["drawn_as"] = old.name
+    return out, fitted
+
+
+def _rebase_additive(layout: Layout, state: BlockState) -> None:
+    """A state saved before the additive Gaussian map was anchored at 0 (version < 5), made to
+    predict what it did: its features were ``phi = c cos(w x + b)``, now ``phi - c cos(b)``, so
+    each score row loses ``sum_j theta_j c cos(b_j)`` over the additive blocks, which moves
+    into the row's bias (and each average's into its own bias). The block's weights, norms and
+    adaptive state stay: the same weights over features shifted by a constant."""
+    src = layout.phi_src
+    for m in layout.ex_blocks:
+        if layout.ex_kind[m] != nb.MAP_ADDITIVE:
+            continue
+        a, used = int(layout.ex_off[m]), int(layout.ex_used[m])
+        if not used:
+            continue
+        phi0 = np.sqrt(2.0 / used) * src[3, a : a + used]
+        state.bias += state.scale[m] * (state.w[:, a : a + used] @ phi0)
+        if state.avg_w.shape[0]:
+            state.avg_bias += state.avg_w[:, :, a : a + used] @ phi0

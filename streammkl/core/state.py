@@ -98,13 +98,21 @@ class BlockState:
         """A deep copy (every array copied, capacity kept)."""
         return BlockState(**{f.name: getattr(self, f.name).copy() for f in fields(self)})
 
-    def to_arrays(self) -> dict[str, np.ndarray]:
-        """Named arrays trimmed to the used support set (the serialisable state)."""
+    def to_arrays(self, layout: Layout | None = None) -> dict[str, np.ndarray]:
+        """Named arrays trimmed to the used support set (the serialisable state); with the
+        ``layout`` they live on, also to the columns and inputs it fills (the same arrays
+        whatever room the layout keeps for inputs to come)."""
         n = self.n_support
+        cols = None if layout is None else layout.used_columns()
+        d = None if layout is None else layout.n_inputs
         out = {}
         for f in fields(self):
             arr = getattr(self, f.name)
-            if f.name in ("sx", "ssq", "sv", "kself", "age"):
+            if cols is not None and f.name in ("w", "avg_w", "w_avg") and arr.shape[-1]:
+                arr = arr[..., cols]
+            if f.name == "sx" and d is not None:
+                arr = arr[:n, :d]
+            elif f.name in ("sx", "ssq", "sv", "kself", "age"):
                 arr = arr[:n]
             elif f.name == "coef":
                 arr = arr[:, :n]
@@ -132,6 +140,21 @@ class BlockState:
         )
         state.resize_support(max(capacity, state.n_support))
         return state
+
+    def spread(self, layout: Layout) -> None:
+        """Arrays saved by :meth:`to_arrays` over the ``layout``'s used columns and inputs put
+        back on all its columns (the free ones of its capacity at zero), in place."""
+        cols = layout.used_columns()
+        for name in ("w", "avg_w", "w_avg"):
+            arr = getattr(self, name)
+            if arr.shape[-1] == cols.size and cols.size != layout.width:
+                out = np.zeros((*arr.shape[:-1], layout.width))
+                out[..., cols] = arr
+                setattr(self, name, out)
+        if self.sx.shape[1] < layout.capacity:
+            sx = np.zeros((self.sx.shape[0], layout.capacity))
+            sx[:, : self.sx.shape[1]] = self.sx
+            self.sx = sx
 
     def resize_support(self, capacity: int) -> None:
         """Reallocate the support arrays to ``capacity`` slots, keeping the first n_support."""
@@ -254,7 +277,7 @@ def transplant(
         for m in new_layout.im_blocks:
             v = new_layout.view_of[m]
             k = kernels[m]
-            p0, p1, normalize = k._code_params()
+            p0, p1, normalize = k.code_params()
             sq = new.ssq[:n, v]
             new.kself[:n, m] = [
                 nb.kernel_value(k.kind, p0, p1, normalize, s, 0.0, s, s) for s in sq

@@ -73,7 +73,7 @@ def pairs_of(model: OnlineMKL, keys: Sequence[str], layout: Layout, n_outputs: i
     """``model``'s support pairs on the merged layout: its input columns placed by input name
     (``keys``: the merged model's inputs; inputs it never met are 0, as in its own pairs for
     inputs added after them), its outputs padded to ``n_outputs``."""
-    S = model._state
+    S = model.state
     M = layout.kinds.shape[0]
     n = 0 if S is None else S.n_support
     sx = np.zeros((n, len(keys)))
@@ -85,7 +85,8 @@ def pairs_of(model: OnlineMKL, keys: Sequence[str], layout: Layout, n_outputs: i
         own = model.feature_keys[: S.sx.shape[1]]
         sx[:, [where[k] for k in own]] = S.sx[:n, : len(own)]
         sv[:, : S.sv.shape[1]] = S.sv[:n]
-        implicit = ~model._layout.is_explicit if model._layout is not None else np.zeros(M, bool)
+        own_layout = model.layout
+        implicit = ~own_layout.is_explicit if own_layout is not None else np.zeros(M, bool)
         coef[:] = S.coef[:, :n] * (S.scale * implicit)[:, None]
         age[:] = S.age[:n]
     return Pairs(_keyed(age, sx, sv), sx, sv, coef, age)
@@ -169,7 +170,7 @@ def merge_support(
         if ref is not None:
             changes.append((-w, pairs_of(ref, keys, layout, K)))
     own = pairs_of(base, keys, layout, K)
-    next_age = int(base._state.counters[1]) if base._state is not None else 0
+    next_age = int(base.state.counters[1]) if base.state is not None else 0
     base_weight = (N - fresh) / N if N > 0 else 1.0  # 0 exactly when every member is fresh
     union, next_age = unite([(base_weight, own), *changes], next_age)
     n = len(union)
@@ -191,10 +192,10 @@ def merge_support(
     if base.budget is not None and n > base.budget:
         steps = int(
             nb.shrink_support(
-                base._policy, base.budget, layout.im_blocks, layout.view_of, layout.masks,
-                layout.view_full, layout.kinds, layout.kp, state.sx, state.ssq, state.sv,
-                state.coef, state.kself, state.age, state.counters, state.scale, state.norms,
-                state.gram,
+                budgets.policy_code(base.budget_policy), base.budget, layout.im_blocks,
+                layout.view_of, layout.masks, layout.view_full, layout.kinds, layout.kp,
+                state.sx, state.ssq, state.sv, state.coef, state.kself, state.age,
+                state.counters, state.scale, state.norms, state.gram,
             )
         )  # fmt: skip
     kept = state.n_support

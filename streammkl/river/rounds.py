@@ -99,7 +99,11 @@ class Rounds:
             new = features.new_names(x)
             model = self.model_for_learning()
             if new or not features.names:
-                model.declare_features(new)  # first: if it refuses, nothing changed
+                # a sparse raw record (bag of words, one-hot) does not widen the distances
+                wide = self.learner.standardize or 4 * sum(1 for v in x.values() if v) >= (
+                    len(features) + len(new)
+                )
+                model.declare_features(new, rescale=wide)  # first: if it refuses, nothing changed
                 features.add(new)
         if self.model is None or not self.model.feature_keys:
             return None
@@ -216,6 +220,18 @@ class Rounds:
     def n_support(self) -> int:
         """Support vectors stored by the kernelized blocks."""
         return 0 if self.model is None else self.model.n_support
+
+    def cost(self, x: Mapping | None = None) -> tuple[int, int]:
+        """A cheap estimate of the work, in array entries touched: (one round now, laying out
+        the inputs of ``x`` the learner has not met yet). A round's entries are what a
+        round costs whatever its record (the explicit round sweeps every column); the growth
+        is 0 for a record of known inputs. Before the first round: (0, 0). For an admission
+        budget in seconds: scale by a measured round (its time over its entries); the two
+        share a unit, so the growth's share of a record's cost needs no calibration."""
+        if self.model is None:
+            return 0, 0
+        new = 0 if x is None else len(self.unknown_features(x))
+        return self.model.cost(new)
 
     @property
     def kernel_names(self) -> list[str]:

@@ -63,7 +63,7 @@ from streammkl.core._numba.prox import (
     weighted_squared_l1,
 )  # fmt: skip
 from streammkl.core._numba.features import (
-    FAST_COS_LIMIT, absmax, axpby_sqnorm, axpby_sqnorm_row, axpy_sqnorm, cosines, dot4,
+    FAST_COS_LIMIT, absmax, axpby_sqnorm, axpby_sqnorm_row, axpy_sqnorm, cos_of, cosines, dot4,
     dot4_pair, dot4_row, dot4_row_sq, dot4_rows, dot4_rows_sq, explicit_phi, explicit_phi_of,
     fast_cos, negate_row,
     rows_dot4,

@@ -7,7 +7,7 @@ import math
 import numpy as np
 from numba import njit
 
-from streammkl.core._jit import JIT_INLINE
+from streammkl.core._jit import JIT, JIT_INLINE
 from streammkl.core._numba.codes import MAP_ADDITIVE, MAP_GATHER, MAP_LINEAR, MAP_STUMPS
 
 FAST_COS_LIMIT = 1.0e5  # |x| below this: Cody-Waite reduction by pi/2 is exact enough
@@ -59,6 +59,18 @@ def _cosines(phi, a, e, c):
 cosines = njit(**JIT_INLINE)(_cosines)
 
 
+def _cos_of(b):
+    """``fast_cos`` of every entry of ``b`` (a new array): the additive map's anchors, the
+    same numbers the rounds compute at an input of 0."""
+    out = np.empty(b.shape[0])
+    for j in range(b.shape[0]):
+        out[j] = fast_cos(b[j])
+    return out
+
+
+cos_of = njit(**JIT)(_cos_of)
+
+
 def _explicit_phi(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b, phi):
     """Feature maps of all explicit blocks, concatenated into ``phi``.
 
@@ -69,12 +81,23 @@ def _explicit_phi(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b
     components runs contiguously with unsigned indices: numba then drops the negative-index
     checks and LLVM vectorises them (measured: 4.5 -> 0.8 us for the default bank's 384
     components on 2 inputs), and no view is made. An additive block (``MAP_ADDITIVE``) reads
-    its components sparsely from ``phi_src``: input index, offset, frequency, so ``phi_j = c
-    cos(w_j x[i_j] + b_j)`` costs one product per component and no frequency matrix (which
-    would be O(d^2)); a stumps block (``MAP_STUMPS``) likewise reads input index and threshold,
-    ``phi_j = c sign(x[i_j] - t_j)`` (``+c`` at equality), with ``c = 1 / sqrt(n)``.
+    its components sparsely from ``phi_src``: input index, offset, frequency and anchor, so
+    ``phi_j = c (cos(w_j x[i_j] + b_j) - cos(b_j))`` (the map anchored at 0: an input of 0 has
+    no feature, so a sparse record's map is sparse) costs one product per component and no
+    frequency matrix (which would be O(d^2)); ``c = sqrt(2 / n)`` over the n components of the
+    inputs laid out (a free column of the layout's capacity reads no input). A sparse record
+    (fewer than a quarter of its inputs non-zero) computes the cosines of its non-zeros only,
+    the other components being exactly 0, and the Fourier projection skips its zeros: its
+    features cost O(nnz(x) D), not O(d D).
+    A stumps block (``MAP_STUMPS``) reads input index and threshold the same way: ``phi_j =
+    c`` if ``x[i_j] >= t_j > 0``, ``-c`` if ``x[i_j] < t_j <= 0``, else 0 (``sign(x - t) -
+    sign(-t)``, halved: anchored at 0 like the additive map), ``c = 1 / sqrt(n)``.
     """
     d = x.shape[0]
+    nnz = 0
+    for i in range(d):
+        nnz += x[i] != 0.0
+    sparse = 4 * nnz < d  # mostly zeros: the additive map's cosines of the non-zeros only
     for m in ex_blocks:
         a = ex_off[m]
         e = ex_off[m + 1]
@@ -84,19 +107,40 @@ def _explicit_phi(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b
                 phi[j] = x[src] if src < d else 0.0
         elif ex_kind[m] == MAP_ADDITIVE:
             n = e - a
-            c = math.sqrt(2.0 / n) if n else 0.0
             ua = np.uint64(a)
+            used = 0
             for j in range(np.uint64(n)):
-                i = int(phi_src[0, ua + j])
-                phi[ua + j] = phi_src[1, ua + j] + (phi_src[2, ua + j] * x[i] if i < d else 0.0)
-            cosines(phi, a, e, c)
-        elif ex_kind[m] == MAP_STUMPS:
+                used += int(phi_src[0, ua + j]) < d
+            c = math.sqrt(2.0 / used) if used else 0.0
+            if sparse:  # a component of an input at 0 is 0: the cosines of the non-zeros only
+                for j in range(np.uint64(n)):
+                    i = int(phi_src[0, ua + j])
+                    xi = x[i] if i < d else 0.0
+                    if xi == 0.0:
+                        phi[ua + j] = 0.0
+                        continue
+                    z = phi_src[1, ua + j] + phi_src[2, ua + j] * xi
+                    cz = fast_cos(z) if abs(z) <= FAST_COS_LIMIT else math.cos(z)
+                    phi[ua + j] = c * cz - c * phi_src[3, ua + j]
+            else:
+                for j in range(np.uint64(n)):
+                    i = int(phi_src[0, ua + j])
+                    xi = x[i] if i < d else 0.0
+                    phi[ua + j] = phi_src[1, ua + j] + phi_src[2, ua + j] * xi
+                cosines(phi, a, e, c)
+                for j in range(np.uint64(n)):  # anchored at 0: minus c cos(b) (~0 at x_i = 0)
+                    phi[ua + j] -= c * phi_src[3, ua + j]
+        elif ex_kind[m] == MAP_STUMPS:  # anchored at 0: 0 unless t lies between 0 and x
             n = e - a
-            c = math.sqrt(1.0 / n) if n else 0.0
+            used = 0
+            for j in range(a, e):
+                used += int(phi_src[0, j]) < d
+            c = math.sqrt(1.0 / used) if used else 0.0
             for j in range(a, e):
                 i = int(phi_src[0, j])
                 v = x[i] if i < d else 0.0
-                phi[j] = c if v >= phi_src[1, j] else -c
+                t = phi_src[1, j]
+                phi[j] = c if (t > 0.0 and v >= t) else (-c if (t <= 0.0 and v < t) else 0.0)
         elif ex_kind[m] == MAP_GATHER:
             for j in range(a, e):
                 src = int(phi_src[0, j])
@@ -137,10 +181,11 @@ explicit_phi = njit(**JIT_INLINE)(_explicit_phi)
 def _explicit_phi_of(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b, phi, phi_x,
                      phi_valid):  # fmt: skip
     """``explicit_phi`` unless ``phi`` already holds the maps of this very ``x`` (the input
-    ``phi_x`` they were computed for, ``phi_valid[0] = 1``): a prediction then the round on
-    the same input featurise once, the same numbers (the maps are a function of x)."""
+    ``phi_x[:d]`` they were computed for, ``phi_valid[0] = d + 1``; 0: none): a prediction then
+    the round on the same input featurise once, the same numbers (the maps are a function of
+    x)."""
     d = x.shape[0]
-    if phi_valid[0] == 1 and phi_x.shape[0] == d:
+    if phi_valid[0] == d + 1:
         same = True
         for j in range(d):
             if x[j] != phi_x[j]:
@@ -149,10 +194,10 @@ def _explicit_phi_of(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_wt, rf
         if same:
             return
     explicit_phi(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b, phi)
-    if phi_x.shape[0] == d:
+    if phi_x.shape[0] >= d:
         for j in range(d):
             phi_x[j] = x[j]
-        phi_valid[0] = 1
+        phi_valid[0] = d + 1
 
 
 explicit_phi_of = njit(**JIT_INLINE)(_explicit_phi_of)

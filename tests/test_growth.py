@@ -1,0 +1,197 @@
+"""Inputs that keep arriving: the layout grows in place within its capacity and doubles beyond
+it (a new input writes only its own columns), with the same numbers as a model laid out on
+every input at once; sparse records featurise their non-zeros only; the cost estimate."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from streammkl.core import OnlineMKL, kernels, losses, regularizers, schedules
+from streammkl.core import _numba as nb
+from streammkl.core.layout import build_layout, grown
+
+D_IN = 12
+
+
+def _bank():
+    return (
+        kernels.Linear(),
+        kernels.AdditiveRBF(1.0, 8),
+        kernels.RBF(0.3, n_components=32),
+        kernels.Polynomial(degree=2, explicit=True, max_inputs=5),
+    )
+
+
+def _model():
+    return OnlineMKL(
+        kernels=_bank(),
+        loss=losses.Softmax(),
+        regularizer=regularizers.GroupLasso(1e-3),
+        schedule=schedules.FTRL(1.0),
+        seed=3,
+        fit_intercept=True,
+        averages=(10, 100),
+    )
+
+
+def _stream(n=300, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, D_IN)) * (rng.random(size=(n, D_IN)) < 0.3)  # mostly zeros
+    Y = (X[:, 0] + X[:, 3] * X[:, 4] - np.abs(X[:, 7]) > 0).astype(int)
+    return X, Y
+
+
+def test_inputs_one_at_a_time_give_the_numbers_of_all_at_once():
+    keys = [f"f{j}" for j in range(D_IN)]
+    at_once, one_by_one = _model(), _model()
+    at_once.declare_features(keys)
+    capacities = []
+    for k in keys:
+        one_by_one.declare_features([k])
+        capacities.append(one_by_one.layout.capacity)
+    assert capacities == [1, 2, 4, 4, 8, 8, 8, 8, 16, 16, 16, 16]  # doubled, else in place
+    assert at_once.layout.capacity == D_IN
+    X, Y = _stream()
+    for x, y in zip(X, Y, strict=True):
+        a = at_once.learn_predict(x, int(y))
+        b = one_by_one.learn_predict(x, int(y))
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(at_once.block_norms, one_by_one.block_norms, rtol=1e-9)
+    _, arrays_a = at_once.to_state()
+    meta_b, arrays_b = one_by_one.to_state()
+    assert arrays_a.keys() == arrays_b.keys()
+    for name in arrays_a:  # the saved state does not depend on the room kept for inputs
+        np.testing.assert_allclose(arrays_a[name], arrays_b[name], rtol=1e-9, atol=1e-12)
+    back = OnlineMKL.from_state(meta_b, arrays_b)
+    np.testing.assert_allclose(back.decision(X[0]), one_by_one.decision(X[0]), rtol=1e-12)
+
+
+def test_growth_within_capacity_keeps_the_arrays_and_their_columns():
+    bank = _bank()
+    keys = [f"f{j}" for j in range(6)]
+    layout = build_layout(bank, 3, seed=1, keys=keys, capacity=8)
+    src, rff, used_before = layout.phi_src.copy(), layout.rff_wt.copy(), layout.ex_used.copy()
+    same = grown(layout, bank, keys, seed=1)
+    assert same is layout and layout.n_inputs == 6 and layout.capacity == 8
+    changed = np.flatnonzero(np.any(layout.phi_src != src, axis=0))
+    ref = build_layout(bank, 6, seed=1, keys=keys)  # laid out at once, no room to spare
+    fresh = np.zeros(layout.width, dtype=bool)  # the columns of the new inputs, block by block
+    for m in range(len(bank)):
+        a = layout.ex_off[m]
+        used = int(layout.ex_used[m])
+        assert used == int(ref.ex_used[m])
+        ra = ref.ex_off[m]
+        np.testing.assert_array_equal(
+            layout.phi_src[:3, a : a + used], ref.phi_src[:3, ra : ra + used]
+        )
+        fresh[a + int(used_before[m]) : a + used] = True
+    assert changed.size and np.all(fresh[changed])  # nothing else was written
+    assert np.all(rff[:3] == layout.rff_wt[:3]) and np.any(layout.rff_wt[3:6] != 0)
+    np.testing.assert_array_equal(layout.rff_wt[:6], ref.rff_wt)
+    bigger = grown(layout, bank, [*keys, "g0", "g1", "g2"], seed=1)
+    assert bigger is not layout and bigger.capacity == 16 and bigger.n_inputs == 9
+
+
+@pytest.mark.parametrize("density", [0.05, 0.9])
+def test_the_additive_map_is_anchored_at_zero_sparse_or_dense(density):
+    rng = np.random.default_rng(4)
+    bank = (kernels.AdditiveRBF(0.7, 6),)
+    d = 40
+    layout = build_layout(bank, d, seed=2, keys=[f"k{j}" for j in range(d)])
+    x = rng.normal(size=d) * (rng.random(size=d) < density)
+    phi = np.zeros(layout.width)
+    nb.explicit_phi(x, layout.ex_blocks, layout.ex_off, layout.ex_kind, layout.ex_norm,
+                    layout.phi_src, layout.rff_wt, layout.rff_b, phi)  # fmt: skip
+    i = layout.phi_src[0].astype(np.int64)
+    b, w = layout.phi_src[1], layout.phi_src[2]
+    c = np.sqrt(2.0 / layout.width)
+    want = np.where(x[i] != 0.0, c * (np.cos(b + w * x[i]) - np.cos(b)), 0.0)
+    np.testing.assert_allclose(phi, want, rtol=1e-12, atol=1e-14)
+    if density < 0.25:  # exactly 0 on a sparse record: its map is sparse
+        assert np.all(phi[x[i] == 0.0] == 0.0) and np.count_nonzero(phi) <= 6 * np.count_nonzero(x)
+
+
+def test_cost_estimate_counts_the_new_inputs_columns():
+    m = _model()
+    assert m.cost(5) == (0, 0)
+    m.declare_features([f"f{j}" for j in range(4)])
+    round_entries, growth = m.cost(0)
+    K, E = m.n_outputs, 2
+    assert growth == 0
+    assert round_entries == m.layout.width * (1 + 2 * K * (1 + E))
+    _, one = m.cost(1)  # within nothing: the capacity is full, so the doubling's copy counts
+    m.declare_features(["f4"])
+    assert m.layout.capacity == 8
+    _, next_one = m.cost(1)  # in place: its own columns only (the quadratic map is full)
+    assert next_one == (1 + 8 + 32) * K * (1 + E)  # linear, additive, its Fourier row
+    assert one > next_one
+    _, three = m.cost(3)
+    assert three == 3 * next_one
+    fresh = _model()
+    fresh.declare_features(["a"])
+    fresh.declare_features(["b"])  # capacity 2, full
+    _, third = fresh.cost(1)
+    fresh.declare_features(["c"])  # capacity 4
+    _, fourth = fresh.cost(1)  # the 4th input's group in the quadratic map: 1 + 3 + 1 columns
+    assert fourth == (1 + 8 + 32 + 5) * K * (1 + E) and third > fourth
+
+
+def _selecting_model():
+    return OnlineMKL(
+        kernels=(
+            kernels.Linear(features=["c", "a"]),
+            kernels.AdditiveRBF(1.0, 4, features=["c", "b", "a"]),
+            kernels.Polynomial(degree=2, explicit=True, features=["c", "a", "b"]),
+        ),
+        loss=losses.Logistic(),
+        schedule=schedules.FTRL(1.0),
+        seed=5,
+    )
+
+
+def test_grown_selections_save_and_load_in_place_and_a_version_4_state_keeps_its_predictions():
+    """Inputs that arrive one by one in another order than kernels list them: the state saved
+    from the grown layout loads onto the same columns; a version-4 state (its additive map
+    not anchored at 0) loads predicting what it did."""
+    rng = np.random.default_rng(6)
+    model = _selecting_model()
+    for k in ("a", "b", "c"):
+        model.declare_features([k])
+    X = rng.normal(size=(80, 3))
+    for x in X:
+        model.learn(x, 1.0 if x[0] - x[2] > 0 else -1.0)
+    meta, arrays = model.to_state()
+    back = OnlineMKL.from_state(meta, arrays)
+    probe = rng.normal(size=(10, 3))
+    want = [model.decision(p) for p in probe]
+    np.testing.assert_allclose([back.decision(p) for p in probe], want, rtol=1e-12)
+    # a version-4 state: the same columns, its additive map not anchored
+    old = dict(arrays)
+    v4 = OnlineMKL.from_state({**meta, "version": 4}, old)
+    np.testing.assert_array_equal(v4.state.w, back.state.w)  # on the same columns
+    # v4's additive map was not anchored: c cos(w x + b), not minus c cos(b); the loaded model
+    # predicts what that map gave, its constant moved into the bias
+    L = back.layout
+    m = 1
+    a, used = int(L.ex_off[m]), int(L.ex_used[m])
+    const = back.state.scale[m] * (
+        back.state.w[0, a : a + used] @ (np.sqrt(2.0 / used) * np.cos(L.phi_src[1, a : a + used]))
+    )
+    assert abs(const) > 1e-6
+    np.testing.assert_allclose([v4.decision(p) for p in probe], np.array(want) + const, rtol=1e-9)
+
+
+def test_the_seam_prices_a_record_by_its_new_inputs():
+    from streammkl.river import MKLClassifier
+
+    learner = MKLClassifier()
+    seam = learner.rounds()
+    assert seam.cost({"a": 1.0}) == (0, 0)  # before the first round
+    learner.learn_one({"a": 1.0, "b": 2.0}, True)
+    round_entries, growth = seam.cost({"a": 3.0})
+    assert round_entries == seam.model.cost(0)[0] > 0 and growth == 0  # known inputs only
+    _, one = seam.cost({"a": 1.0, "c": 1.0})
+    _, two = seam.cost({"c": 1.0, "d": 1.0})
+    assert 0 < one < two
+    assert seam.cost({"a": 1.0, "c": 1.0}) == (round_entries, one)  # it changed nothing
