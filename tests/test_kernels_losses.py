@@ -196,13 +196,13 @@ def test_stumps_map_matches_its_brute_force_kernel_with_exact_norms():
     t = np.array([_normal_quantile((i + 0.5) / 8) for i in range(8)])
     np.testing.assert_allclose(k.thresholds(), t, rtol=1e-9)
 
-    # brute force: (1/(R d)) sum_j sum_i a_i(x_j) a_i(y_j), a_i(v) = (s(v - t_i) - s(-t_i)) / 2
+    # brute force: (1/(R d)) sum_j sum_i a_i(x_j) a_i(y_j), a_i(v) = s(v - t_i) - s(-t_i)
     # with s(0) = +1 (anchored at 0: the stumps between 0 and v)
     def s(v):
         return 1 if v >= 0 else -1
 
     def stump(v, ti):
-        return (s(v - ti) - s(-ti)) / 2
+        return s(v - ti) - s(-ti)
 
     want = np.zeros((40, 40))
     for a in range(40):

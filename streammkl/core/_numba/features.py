@@ -90,8 +90,9 @@ def _explicit_phi(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b
     the other components being exactly 0, and the Fourier projection skips its zeros: its
     features cost O(nnz(x) D), not O(d D).
     A stumps block (``MAP_STUMPS``) reads input index and threshold the same way: ``phi_j =
-    c`` if ``x[i_j] >= t_j > 0``, ``-c`` if ``x[i_j] < t_j <= 0``, else 0 (``sign(x - t) -
-    sign(-t)``, halved: anchored at 0 like the additive map), ``c = 1 / sqrt(n)``.
+    c`` if ``x[i_j] >= t_j > 0``, ``-c`` if ``x[i_j] < t_j <= 0``, else 0 (``(sign(x - t) -
+    sign(-t)) / sqrt(n)``: the sign map anchored at 0 like the additive map), ``c = 2 /
+    sqrt(n)``.
     """
     d = x.shape[0]
     nnz = 0
@@ -135,7 +136,7 @@ def _explicit_phi(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b
             used = 0
             for j in range(a, e):
                 used += int(phi_src[0, j]) < d
-            c = math.sqrt(1.0 / used) if used else 0.0
+            c = 2.0 / math.sqrt(used) if used else 0.0
             for j in range(a, e):
                 i = int(phi_src[0, j])
                 v = x[i] if i < d else 0.0
