@@ -334,3 +334,32 @@ def test_load_state_replaces_the_model_in_place_and_declared_classes_fix_the_ord
     other = MKLClassifier(kernels=(K.Linear(),))
     with pytest.raises(ValueError, match="other parameters"):
         other.rounds().load_state(*a.to_state())
+
+
+def test_the_accurate_bank_is_the_default_plus_stumps_and_a_narrower_gaussian() -> None:
+    from streammkl.core import kernels
+    from streammkl.river import defaults
+
+    default = [k.name for k in defaults.kernel_bank()]
+    accurate = [k.name for k in defaults.accurate_bank()]
+    assert accurate == [*default, "stumps(D=32/input)", "rff(gamma=64/median,D=256)"]
+    assert all(not k.implicit for k in defaults.accurate_bank())  # FTRL, as the default
+    assert isinstance(defaults.accurate_bank()[-2], kernels.AdditiveStumps)
+
+
+def test_a_learner_on_the_accurate_bank_saves_and_loads_its_stumps(tmp_path) -> None:
+    import itertools
+
+    from river import datasets
+
+    from streammkl.river import MKLClassifier, defaults
+
+    data = list(itertools.islice(datasets.synth.Agrawal(seed=1), 300))
+    clf = MKLClassifier(kernels=defaults.accurate_bank(), standardize=True, seed=3)
+    for x, y in data:
+        clf.learn_one(x, y)
+    assert clf.kernel_weights["stumps(D=32/input)"] >= 0.0
+    clf.save(tmp_path / "m.smkl")
+    again = MKLClassifier.load(tmp_path / "m.smkl")
+    for x, _ in data[:20]:
+        assert again.predict_proba_one(x) == clf.predict_proba_one(x)

@@ -24,14 +24,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy import special
 
 from streammkl.core import _numba as nb
 from streammkl.core._spec import build
 from streammkl.core.kernel_base import Kernel, check_components, stable_seed
 
 __all__ = [
-    "RBF", "AdditiveRBF", "B1Spline", "Bandwidth", "Kernel", "Linear", "MedianRBF", "Polynomial",
-    "from_spec",
+    "RBF", "AdditiveRBF", "AdditiveStumps", "B1Spline", "Bandwidth", "Kernel", "Linear",
+    "MedianRBF", "Polynomial", "from_spec",
 ]  # fmt: skip
 
 
@@ -239,7 +240,25 @@ class AdditiveRBF(RBF):
     effects of discrete inputs (a feature in {0, 0.5, 1} whose middle value matters) and
     monotone or bumpy effects of continuous ones, at a cost linear in the number of inputs.
     On standardised inputs ``gamma = 1`` puts the kernel's width at the inputs' scale.
+
+    ``draws`` is how an input's components are drawn: ``"random"`` (i.i.d. frequencies
+    ``w ~ N(0, 2 gamma)`` and offsets ``b ~ U[0, 2 pi)``: the plain random Fourier map) or
+    ``"quadrature"`` (a deterministic quadrature of the Gaussian's spectral integral ``E_w
+    cos(w (x - y))``: ``P = n_components // 2`` frequencies at the midpoints of ``P`` strata
+    of equal probability of the half-normal, ``w_i = sqrt(2 gamma) Phi^-1((1 + (i + 1/2) / P)
+    / 2)``, each used twice, at a random offset ``b_i`` and at ``b_i + pi/2``). A pair's
+    product is ``(2/R) cos(w_i (x - y))`` whatever ``b_i``, so the block's kernel, ``(1/P)
+    sum_i cos(w_i (x - y))`` per input, is the same for every seed: a positive semi-definite
+    shift-invariant kernel within 0.03 of the Gaussian for ``|x - y| sqrt(gamma) <= 2`` and
+    0.07 up to 4 at 16 components (0.017 / 0.035 at 32), where 16 random components are off
+    by ~0.25 (their standard deviation). Only the offsets depend on the seed, and they only
+    rotate each pair's two features (which per-block steps and block norms do not see). On
+    Agrawal the default learner's 5-seed spread falls from 3.4 to 0.13 point with it, at the
+    same cost (``streammkl.river.defaults``). An odd ``n_components`` gives the last component
+    an i.i.d. draw. The name says ``quadrature``.
     """
+
+    DRAWS = ("random", "quadrature")
 
     def __init__(
         self,
@@ -247,11 +266,22 @@ class AdditiveRBF(RBF):
         n_components: int = 16,
         features: Sequence[int | str] | None = None,
         name: str | None = None,
+        draws: str = "random",
     ):
+        if draws not in self.DRAWS:
+            raise ValueError(f"AdditiveRBF: draws must be one of {self.DRAWS}, got {draws!r}")
         super().__init__(gamma, n_components, features, name)
+        self.draws = draws
 
     def _default_name(self) -> str:
-        return f"additive-rff(gamma={self.gamma:g},D={self._n_components}/input)"
+        how = "" if self.draws == "random" else f",{self.draws}"
+        return f"additive-rff(gamma={self.gamma:g},D={self._n_components}/input{how})"
+
+    def params(self) -> dict[str, Any]:
+        out = super().params()
+        if self.draws != "random":  # specs written before ``draws`` existed stay the same
+            out["draws"] = self.draws
+        return out
 
     def components(self, keys: Sequence[str], seed: int) -> tuple[np.ndarray, np.ndarray]:
         """Frequencies and offsets (each ``n_components * len(keys)``): the components of
@@ -264,8 +294,12 @@ class AdditiveRBF(RBF):
         std = np.sqrt(2.0 * self.gamma)
         for j, key in enumerate(keys):
             rng = np.random.default_rng(stable_seed(seed, self.name, key))
-            freqs[j * R : (j + 1) * R] = std * rng.standard_normal(R)
-            offsets[j * R : (j + 1) * R] = rng.uniform(0.0, 2.0 * np.pi, size=R)
+            if self.draws == "random":
+                freqs[j * R : (j + 1) * R] = std * rng.standard_normal(R)
+                offsets[j * R : (j + 1) * R] = rng.uniform(0.0, 2.0 * np.pi, size=R)
+            else:
+                freqs[j * R : (j + 1) * R], offsets[j * R : (j + 1) * R] = _quadrature(R, rng)
+                freqs[j * R : (j + 1) * R] *= std
         return freqs, offsets
 
     def gram(
@@ -278,6 +312,72 @@ class AdditiveRBF(RBF):
             return np.zeros((X.shape[0], Y.shape[0]))
         diff = X[:, None, idx] - Y[None, :, idx]
         return np.exp(-self.gamma * diff * diff).mean(axis=2)
+
+
+class AdditiveStumps(Kernel):
+    """Thresholds on single inputs: ``n_components`` stumps per input at the thresholds ``t_i =
+    Phi^-1((i + 1/2) / R)``, the midpoints of ``R`` strata of equal probability of the standard
+    normal (so on standardised inputs each input is cut at its quantiles, as a tree's split
+    would be); explicit only, no seed.
+
+    Anchored at 0 like the additive Gaussian map (an input at 0 has no feature, so a sparse
+    record's map stays sparse): the stump ``i`` of input ``j`` is ``a_i(x_j) = (sign(x_j - t_i)
+    - sign(-t_i)) / 2`` (``sign(0) = +1``), i.e. ``+1`` if ``x_j >= t_i > 0``, ``-1`` if ``x_j <
+    t_i <= 0``, else 0, and ``phi(x) = 2 n^(-1/2) (a_i(x_j))_{j, i}`` over the ``n = R d``
+    components laid out (the sign map ``n^(-1/2) sign(x_j - t_i)`` minus its value at 0; the
+    same scale, measured better than half of it: Agrawal 0.9816 vs 0.9768 in the accurate
+    bank), so ``k(x, y) = (4/n) sum_j #{i : t_i between 0 and both x_j and y_j}``:
+    the additive *min* (intersection) kernel on the inputs' quantile scale, ``min(F(x_j),
+    F(y_j))`` on each side of 0 with ``F`` the stumps' count, an additive model of step
+    functions (what one-attribute rules of a tree express), piecewise constant where the
+    additive Gaussian is smooth. Cost as the additive Gaussian map's, without cosines.
+    """
+
+    kind = -1  # explicit only: gram below
+
+    def __init__(
+        self,
+        n_components: int = 16,
+        features: Sequence[int | str] | None = None,
+        name: str | None = None,
+    ):
+        check_components("AdditiveStumps", n_components)
+        super().__init__(features, name)
+        self._n_components = int(n_components)
+
+    @property
+    def implicit(self) -> bool:
+        return False
+
+    @property
+    def n_components(self) -> int:
+        return self._n_components
+
+    def _default_name(self) -> str:
+        return f"stumps(D={self._n_components}/input)"
+
+    def code_params(self) -> tuple[float, float, bool]:
+        return 0.0, 0.0, False
+
+    def thresholds(self) -> np.ndarray:
+        """The ``n_components`` thresholds every input is cut at (increasing)."""
+        R = self._n_components
+        return np.asarray(special.ndtri((np.arange(R) + 0.5) / R), dtype=np.float64)
+
+    def gram(
+        self, X: np.ndarray, Y: np.ndarray | None = None, index: Mapping[str, int] | None = None
+    ) -> np.ndarray:
+        X = np.ascontiguousarray(np.atleast_2d(X), dtype=np.float64)
+        Y = X if Y is None else np.ascontiguousarray(np.atleast_2d(Y), dtype=np.float64)
+        idx = self.feature_indices(X.shape[1], index)
+        if idx.size == 0:
+            return np.zeros((X.shape[0], Y.shape[0]))
+        t = self.thresholds()
+        sx, sy = _stumps(X[:, idx], t), _stumps(Y[:, idx], t)  # n x d x R
+        return 4.0 * np.einsum("ajr,bjr->ab", sx, sy) / (idx.size * t.size)
+
+    def params(self) -> dict[str, Any]:
+        return {"n_components": self._n_components, **super().params()}
 
 
 @dataclass(frozen=True)
@@ -400,8 +500,35 @@ class B1Spline(Kernel):
         return {"h": self.h, **super().params()}
 
 
+def _stumps(X: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """``a_i(x) = +1`` if ``x >= t_i > 0``, ``-1`` if ``x < t_i <= 0``, else 0 (n x d x R)."""
+    v = X[:, :, None]
+    return np.where((t > 0) & (v >= t), 1.0, 0.0) - np.where((t <= 0) & (v < t), 1.0, 0.0)
+
+
+def _quadrature(R: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """``R`` unit-variance frequencies and offsets of the quadrature one-dimensional Gaussian
+    map (``AdditiveRBF(draws="quadrature")``): the midpoints of ``P = R // 2`` equal-probability
+    strata of the half-normal (``cos`` is even), each twice, at offsets ``b`` and ``b + pi/2``;
+    an odd ``R`` ends with an i.i.d. draw."""
+    P = R // 2
+    w = special.ndtri(0.5 + 0.5 * (np.arange(P) + 0.5) / P)
+    b = rng.uniform(0.0, 2.0 * np.pi, size=P)
+    freqs = np.empty(R)
+    offsets = np.empty(R)
+    freqs[0 : 2 * P : 2] = w
+    freqs[1 : 2 * P : 2] = w
+    offsets[0 : 2 * P : 2] = b
+    offsets[1 : 2 * P : 2] = b + 0.5 * np.pi
+    if R % 2:
+        freqs[-1] = rng.standard_normal()
+        offsets[-1] = rng.uniform(0.0, 2.0 * np.pi)
+    return freqs, offsets
+
+
 _TYPES: dict[str, type[Kernel]] = {
-    c.__name__: c for c in (Linear, Polynomial, RBF, AdditiveRBF, MedianRBF, B1Spline)
+    c.__name__: c
+    for c in (Linear, Polynomial, RBF, AdditiveRBF, AdditiveStumps, MedianRBF, B1Spline)
 }
 
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from streammkl.core import _numba as nb
-from streammkl.core.kernels import RBF, AdditiveRBF, Kernel, MedianRBF, Polynomial
+from streammkl.core.kernels import RBF, AdditiveRBF, AdditiveStumps, Kernel, MedianRBF, Polynomial
 
 __all__ = ["SLACK", "Layout", "build_layout", "grown", "product_map"]
 
@@ -105,7 +105,7 @@ class Layout:
             a, e = int(self.ex_off[m]), int(self.ex_off[m + 1])
             if isinstance(kernel, RBF | MedianRBF) and not isinstance(kernel, AdditiveRBF):
                 per_input += e - a  # its row of frequencies
-            elif isinstance(kernel, AdditiveRBF):
+            elif isinstance(kernel, AdditiveRBF | AdditiveStumps):
                 per_input += kernel.n_components or 0
             elif isinstance(kernel, Polynomial):
                 p0 = int(self.blk_inputs[m])
@@ -191,6 +191,13 @@ class Layout:
             src[2, lo:hi] = freqs
             src[3, lo:hi] = nb.cos_of(offsets)
             return
+        if isinstance(kernel, AdditiveStumps):
+            R = kernel.n_components
+            self.ex_used[m] = R * self.blk_inputs[m]
+            lo, hi = a + R * p0, a + R * (p0 + new.size)
+            src[0, lo:hi] = np.repeat(new.astype(np.float64), R)
+            src[1, lo:hi] = np.tile(kernel.thresholds(), new.size)
+            return
         src[0, a + p0 : a + p0 + new.size] = new  # linear
         src[2, a + p0 : a + p0 + new.size] = 1.0
         self.ex_used[m] = self.blk_inputs[m]
@@ -231,7 +238,7 @@ def _quad_group(c: float, before: Sequence[int], j: int) -> np.ndarray:
 def _block_width(kernel: Kernel, capacity: int) -> int:
     if kernel.implicit:
         return 0
-    if isinstance(kernel, AdditiveRBF):
+    if isinstance(kernel, AdditiveRBF | AdditiveStumps):
         return (kernel.n_components or 0) * _inputs_cap(kernel, capacity)
     if isinstance(kernel, RBF | MedianRBF):
         return kernel.n_components or 0
@@ -263,6 +270,8 @@ def _empty(kernels: Sequence[Kernel], capacity: int, seed: int) -> Layout:
         ex_off[m + 1] = ex_off[m] + _block_width(kernel, capacity)
         if isinstance(kernel, AdditiveRBF):
             ex_kind[m] = nb.MAP_ADDITIVE
+        elif isinstance(kernel, AdditiveStumps):
+            ex_kind[m] = nb.MAP_STUMPS  # a free column: input SLACK, threshold -1: phi = 0
         elif isinstance(kernel, RBF | MedianRBF) and not kernel.implicit:
             ex_kind[m] = nb.MAP_RFF
         elif not kernel.implicit:

@@ -40,7 +40,7 @@ import numpy as np
 from streammkl.core import _numba as nb
 from streammkl.core import bandwidth
 from streammkl.core import schedules as schedules_mod
-from streammkl.core.kernels import AdditiveRBF, Kernel, MedianRBF
+from streammkl.core.kernels import AdditiveRBF, AdditiveStumps, Kernel, MedianRBF
 from streammkl.core.model import OnlineMKL
 from streammkl.core.state import BlockState, Layout, build_layout
 from streammkl.core.support_merge import merge_support
@@ -101,7 +101,8 @@ def column_keys(kernels: Sequence[Kernel], keys: Sequence[str], layout: Layout) 
         kind = int(layout.ex_kind[m])
         used = a + int(layout.ex_used[m])  # the free columns of the layout's room read nothing
         name = kernel.name  # (computed, not stored: once per kernel)
-        if kind == nb.MAP_ADDITIVE and isinstance(kernel, AdditiveRBF):
+        per_input = (nb.MAP_ADDITIVE, nb.MAP_STUMPS)
+        if kind in per_input and isinstance(kernel, AdditiveRBF | AdditiveStumps):
             R = kernel.n_components or 0
             src = layout.phi_src[0, a:used].astype(np.int64).tolist()
             out[a:used] = [(name, keys[f], i % R) for i, f in enumerate(src)]

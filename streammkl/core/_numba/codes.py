@@ -8,6 +8,7 @@ K_LINEAR, K_POLY, K_RBF, K_B1 = 0, 1, 2, 3
 # explicit feature-map kinds
 MAP_GATHER, MAP_RFF, MAP_LINEAR = 0, 1, 2  # product map, random Fourier, plain gather
 MAP_ADDITIVE = 3  # random Fourier components that each read one input (stored sparsely)
+MAP_STUMPS = 4  # threshold indicators that each read one input (stored sparsely)
 # losses
 L_HINGE, L_LOGISTIC, L_SQUARED, L_EPS, L_HUBER, L_MC_HINGE, L_SOFTMAX = 0, 1, 2, 3, 4, 5, 6
 # prox steps

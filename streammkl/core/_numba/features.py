@@ -8,7 +8,7 @@ import numpy as np
 from numba import njit
 
 from streammkl.core._jit import JIT, JIT_INLINE
-from streammkl.core._numba.codes import MAP_ADDITIVE, MAP_GATHER, MAP_LINEAR
+from streammkl.core._numba.codes import MAP_ADDITIVE, MAP_GATHER, MAP_LINEAR, MAP_STUMPS
 
 FAST_COS_LIMIT = 1.0e5  # |x| below this: Cody-Waite reduction by pi/2 is exact enough
 
@@ -89,6 +89,10 @@ def _explicit_phi(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b
     (fewer than a quarter of its inputs non-zero) computes the cosines of its non-zeros only,
     the other components being exactly 0, and the Fourier projection skips its zeros: its
     features cost O(nnz(x) D), not O(d D).
+    A stumps block (``MAP_STUMPS``) reads input index and threshold the same way: ``phi_j =
+    c`` if ``x[i_j] >= t_j > 0``, ``-c`` if ``x[i_j] < t_j <= 0``, else 0 (``(sign(x - t) -
+    sign(-t)) / sqrt(n)``: the sign map anchored at 0 like the additive map), ``c = 2 /
+    sqrt(n)``.
     """
     d = x.shape[0]
     nnz = 0
@@ -127,6 +131,17 @@ def _explicit_phi(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b
                 cosines(phi, a, e, c)
                 for j in range(np.uint64(n)):  # anchored at 0: minus c cos(b) (~0 at x_i = 0)
                     phi[ua + j] -= c * phi_src[3, ua + j]
+        elif ex_kind[m] == MAP_STUMPS:  # anchored at 0: 0 unless t lies between 0 and x
+            n = e - a
+            used = 0
+            for j in range(a, e):
+                used += int(phi_src[0, j]) < d
+            c = 2.0 / math.sqrt(used) if used else 0.0
+            for j in range(a, e):
+                i = int(phi_src[0, j])
+                v = x[i] if i < d else 0.0
+                t = phi_src[1, j]
+                phi[j] = c if (t > 0.0 and v >= t) else (-c if (t <= 0.0 and v < t) else 0.0)
         elif ex_kind[m] == MAP_GATHER:
             for j in range(a, e):
                 src = int(phi_src[0, j])

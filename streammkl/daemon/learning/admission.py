@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from streammkl.core.kernels import AdditiveRBF, Kernel, Polynomial, from_spec
+from streammkl.core.kernels import AdditiveRBF, AdditiveStumps, Kernel, Polynomial, from_spec
 from streammkl.daemon.config import LimitSettings
 from streammkl.daemon.learning.learner import Inputs, Learner, Target
 from streammkl.river import MKLClassifier, MKLRegressor, defaults
@@ -88,7 +88,7 @@ def model_cells(
         selected = n_features if kernel.features is None else min(len(kernel.features), n_features)
         if kernel.implicit:
             views.add(kernel.features)
-        elif isinstance(kernel, AdditiveRBF):  # R components per input, stored sparsely
+        elif isinstance(kernel, AdditiveRBF | AdditiveStumps):  # R per input, stored sparsely
             width += (kernel.n_components or 0) * selected
             sparse += 4 * (kernel.n_components or 0) * selected  # phi_src: 4 rows a component
         elif kernel.n_components:

@@ -1,0 +1,135 @@
+"""Does every kernel of the bank earn its place, and does the learner hang on its seed?
+
+The default learner (``StandardScaler() | MKLClassifier(seed=s)``) and variants of its bank,
+each over seeds 0..N-1, prequential accuracy (``predict_one`` then ``learn_one``) on the
+classification streams of ``benchmarks/river_suite.py`` (same streams, same order, same
+20,000-example caps). Per stream and bank: mean ± standard deviation over the seeds and the
+seed spread (max - min), in points. Banks:
+
+- ``default``: ``streammkl.river.defaults.kernel_bank()``;
+- ``i.i.d. additive draws``: the default with its additive Gaussian block drawn i.i.d. (the
+  default before the quadrature draws: what they change);
+- ``+ stumps``: the default with ``AdditiveStumps(32)`` (thresholds on single inputs);
+- ``+ narrow rff``: the default with ``MedianRBF(64, 256)`` (a narrower Gaussian: local memory);
+- ``+ stumps + narrow rff``: both.
+
+Targets (issue 27 section 3): the default's seed spread <= 0.5 point on every stream.
+
+Run: ``python benchmarks/bank_ablation.py [--seeds 5] [--jobs 2] [--datasets ...]``; the
+documented run is every option at its default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _table import add_out, documented_run, machine, markdown, publish
+
+SPREAD_TARGET = 0.5  # points
+
+
+def _with(*extra: object, iid: bool = False) -> Callable[[], tuple]:
+    def bank() -> tuple:
+        from streammkl.core import kernels
+        from streammkl.river import defaults
+
+        out = list(defaults.kernel_bank())
+        if iid:
+            out = [
+                kernels.AdditiveRBF(k.gamma, k.n_components or 0)
+                if isinstance(k, kernels.AdditiveRBF)
+                else k
+                for k in out
+            ]
+        return (*out, *extra)
+
+    return bank
+
+
+def _banks() -> dict[str, Callable[[], tuple]]:
+    from streammkl.core import kernels
+
+    stumps = kernels.AdditiveStumps(32)
+    narrow = kernels.MedianRBF(64.0, 256)
+    return {
+        "default": _with(),
+        "i.i.d. additive draws": _with(iid=True),
+        "+ stumps": _with(stumps),
+        "+ narrow rff": _with(narrow),
+        "+ stumps + narrow rff": _with(stumps, narrow),
+    }
+
+
+def _run(job: tuple[str, str, int]) -> float:
+    key, bank, seed = job
+    import river_suite as rs
+    from river import preprocessing
+
+    from streammkl.river import MKLClassifier
+
+    data = list(itertools.islice(rs.DATASETS[key].load(), rs.FULL))
+    model = preprocessing.StandardScaler() | MKLClassifier(kernels=_banks()[bank](), seed=seed)
+    hits = 0
+    for x, y in data:
+        hits += model.predict_one(x) == y
+        model.learn_one(x, y)
+    return hits / len(data)
+
+
+def main(argv: list[str] | None = None) -> None:
+    import river_suite as rs
+
+    classification = [k for k, d in rs.DATASETS.items() if d.task != "regression"]
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--jobs", type=int, default=2, help="worker processes")
+    parser.add_argument("--datasets", default=",".join(classification))
+    parser.add_argument("--banks", default=",".join(_banks()), help="comma-separated bank names")
+    add_out(parser)
+    args = parser.parse_args(argv)
+    keys = [k for k in args.datasets.split(",") if k]
+    banks = [b for b in args.banks.split(",") if b]
+    unknown = [b for b in banks if b not in _banks()] + [k for k in keys if k not in rs.DATASETS]
+    if unknown:
+        parser.error(f"unknown bank(s) or dataset(s): {unknown}")
+    header = machine()
+    start = time.perf_counter()
+    jobs = [(k, b, s) for k in keys for b in banks for s in range(args.seeds)]
+    with ProcessPoolExecutor(args.jobs) as pool:
+        accs = dict(zip(jobs, pool.map(_run, jobs), strict=True))
+    names = [rs.DATASETS[k].title for k in keys]
+    rows, verdicts = [], []
+    for b in banks:
+        cells = []
+        for k in keys:
+            a = [accs[(k, b, s)] for s in range(args.seeds)]
+            sd = statistics.stdev(a) if len(a) > 1 else 0.0
+            spread = 100 * (max(a) - min(a))
+            cells.append(f"{statistics.mean(a):.4f} ± {sd:.4f} ({spread:.2f})")
+            if b == "default":
+                status = "met" if spread <= SPREAD_TARGET else "MISSED"
+                ds = rs.DATASETS[k]
+                verdicts.append([ds.title, ds.role, f"{spread:.2f}", status])
+        rows.append([b, *cells])
+    body = "\n\n".join([
+        f"{header}; {args.seeds} seeds, total {time.perf_counter() - start:.0f} s. "
+        "Prequential accuracy, mean ± sd over the seeds (seed spread max - min, in points).",
+        markdown(["bank", *names], rows),
+        f"The default's seed spread (target <= {SPREAD_TARGET} point):",
+        markdown(["stream", "role", "spread (points)", "status"], verdicts),
+    ])  # fmt: skip
+    print(body)
+    full = documented_run(parser, args)
+    publish("bank_ablation", "Bank ablation and seed spread", body, full, args.out)
+
+
+if __name__ == "__main__":
+    main()
