@@ -1,4 +1,4 @@
-"""``streammkl run | inspect | broker | simulate | demo``.
+"""``streammkl run | inspect | report | broker | simulate | demo | warmup``.
 
 The CLI owns signals: SIGTERM/SIGINT only call :meth:`Runner.stop`, the loop finishes its batch,
 checkpoints, flushes and exits 0. A second signal exits at once (safe: the checkpoint makes a
@@ -28,9 +28,13 @@ warnings.filterwarnings("ignore", message=".*read_text.*", category=DeprecationW
 log = logging.getLogger("streammkl")
 
 
-def setup_logging(level: str = "INFO", secrets: list[str] | None = None) -> None:
+def setup_logging(
+    level: str = "INFO", secrets: list[str] | None = None, repeat_window: float = 10.0
+) -> None:
     """Log to stderr, ``secrets`` masked in every line; kafka-python's per-connection errors
-    only at DEBUG."""
+    only at DEBUG; a line repeated from the same call site at most once per ``repeat_window``
+    seconds, with the count of those held back (:mod:`streammkl.daemon.commands.logfilter`)."""
+    from streammkl.daemon.commands.logfilter import install_repeat_limit
     from streammkl.daemon.kafka.security import install_redaction
 
     logging.basicConfig(
@@ -38,6 +42,7 @@ def setup_logging(level: str = "INFO", secrets: list[str] | None = None) -> None
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     install_redaction(secrets or [])
+    install_repeat_limit(repeat_window)
     if level.upper() != "DEBUG":
         logging.getLogger("kafka").setLevel(logging.CRITICAL)
 
@@ -92,7 +97,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"streammkl run: {exc}", file=sys.stderr)
         return 2
-    setup_logging(settings.run.log_level, settings.kafka.secret_values())
+    setup_logging(
+        settings.run.log_level, settings.kafka.secret_values(), settings.run.log_repeat_seconds
+    )
     from streammkl.daemon.checkpoints.store import CheckpointError
     from streammkl.daemon.http.webconfig import WebConfigError
     from streammkl.daemon.loop.runner import Runner
@@ -197,6 +204,23 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(args)
 
 
+def cmd_warmup(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from streammkl.daemon.commands.demo import scenario_examples
+    from streammkl.daemon.commands.warmup import run_warm_up
+    from streammkl.daemon.config import ConfigError, load_settings
+
+    try:
+        settings = load_settings(args.config)
+    except ConfigError as exc:
+        print(f"streammkl warmup: {exc}", file=sys.stderr)
+        return 2
+    examples = scenario_examples(args.scenario) if args.scenario else None
+    run_warm_up(Console(stderr=False), settings, examples)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``streammkl`` argument parser."""
     parser = argparse.ArgumentParser(
@@ -275,6 +299,17 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--no-live", action="store_true", help="plain progress lines, no live view")
     demo.add_argument("--verbose", action="store_true")
     demo.set_defaults(func=cmd_demo)
+
+    warm = sub.add_parser(
+        "warmup",
+        help="compile the learner's numerical code once (numba), with a progress bar; "
+        "make install runs it",
+    )
+    warm.add_argument("--config", help="TOML settings file (default: $STREAMMKL_CONFIG)")
+    warm.add_argument(
+        "--scenario", help="learn a few records of this simulator scenario (default: synthetic)"
+    )
+    warm.set_defaults(func=cmd_warmup)
     return parser
 
 

@@ -76,6 +76,7 @@ from streammkl.daemon.learning.learner import Learner, introspect
 from streammkl.daemon.learning.stream_monitor import StreamMonitor
 from streammkl.daemon.loop.idle import EXIT_OK, GcTuning, IdleClock, idle_end
 from streammkl.daemon.loop.prequential import REASONS, Prequential
+from streammkl.daemon.loop.progress import ProgressLine
 from streammkl.daemon.loop.publishing import Publisher
 from streammkl.daemon.mixing.member import Hook, MixingMember, mixing_learner
 
@@ -160,6 +161,8 @@ class Runner:
         self._assignments_seen = 0
         self._stop = threading.Event()
         self.gc = GcTuning(settings.run.gc_threshold)
+        #: The periodic INFO line (rate, lag, score, dead letters, checkpoint age).
+        self.progress = ProgressLine(settings.run.progress_seconds, settings.learner.task)
         #: What the outside sees: the metrics' snapshot and the health status.
         self.publisher = Publisher(
             settings.metrics, self.metrics, self.source, self.sink, self.checkpoints,
@@ -410,6 +413,7 @@ class Runner:
         if self.checkpoints.due():
             self.checkpoint("periodic")
         self._publish(busy=bool(batch))
+        self.progress.tick(self.counters, self.metrics.snapshots.snapshot)
         if self.idle.limit is not None:
             end = idle_end(self.idle, now, self.source)
             if end is not None:

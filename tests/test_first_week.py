@@ -1,0 +1,111 @@
+"""What a user meets in the first week: the warm-up's progress, the progress line, repeated log
+lines held back with a count, and scores named for the task."""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import pytest
+
+from streammkl.daemon.commands.logfilter import RepeatLimit
+from streammkl.daemon.config import load_settings
+from streammkl.daemon.http.metrics import Snapshot
+from streammkl.daemon.learning.scores import headline, prequential_scores
+from streammkl.daemon.learning.warmup import WarmUpProgress, synthetic_examples, warm_up
+from streammkl.daemon.loop.progress import ProgressLine
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def record(msg: str, *args: object, level: int = logging.WARNING) -> logging.LogRecord:
+    return logging.LogRecord("streammkl.kafka", level, __file__, 1, msg, args, None)
+
+
+def test_repeated_lines_are_held_back_and_counted() -> None:
+    clock = Clock()
+    limit = RepeatLimit(10.0, clock)
+    shown = []
+    for i in range(412):  # ~40 lines/s for 10 s: one shown
+        clock.t = i * 0.024
+        rec = record("cannot reach %s (%s); retrying", "127.0.0.1:1", f"attempt {i}")
+        if limit.filter(rec):
+            shown.append(rec.getMessage())
+    assert len(shown) == 1 and "×" not in shown[0]
+    clock.t = 10.5
+    rec = record("cannot reach %s (%s); retrying", "127.0.0.1:1", "again")
+    assert limit.filter(rec)
+    assert rec.getMessage().endswith("(×412 in the last 10 s)"), rec.getMessage()
+    # another call site, DEBUG lines and a window of 0 are never held back
+    assert limit.filter(record("librdkafka: %s", "down"))
+    assert all(limit.filter(record("x %s", i, level=logging.DEBUG)) for i in range(5))
+    assert all(RepeatLimit(0.0, clock).filter(record("y")) for _ in range(5))
+
+
+def test_progress_line_says_rate_lag_score_dead_letters_and_checkpoint_age() -> None:
+    clock, wall = Clock(), Clock()
+    wall.t = 1000.0
+    progress = ProgressLine(10.0, "classification", clock, wall)
+    counters = {"records_consumed": 0, "examples_learned": 0, "labelled_predictions": 0,
+                "correct_predictions": 0, "online_loss": 0.0, "dead_letters": 0}  # fmt: skip
+    snap = Snapshot(lag={("t", 0): 120}, checkpoint_time=996.0)
+    assert progress.tick(counters, snap) is None  # not due yet
+    clock.t = 10.0
+    counters.update(records_consumed=10_120, examples_learned=10_100, labelled_predictions=10_100,
+                    correct_predictions=9_635, online_loss=1_500.0, dead_letters=3)  # fmt: skip
+    line = progress.tick(counters, snap)
+    assert line is not None
+    assert "1,012 records/s (10,120 in 10 s)" in line
+    assert "learned 10,100" in line and "lag 120" in line
+    assert "accuracy 0.954 (last 10 s: 0.954)" in line
+    assert "dead letters 3 (+3)" in line and "checkpoint 4 s ago" in line
+    clock.t = 20.0  # idle: one line saying so, then silence
+    assert progress.tick(counters, snap) is not None
+    clock.t = 30.0
+    assert progress.tick(counters, snap) is None
+    regression = ProgressLine(10.0, "regression", clock, wall)
+    clock.t = 40.0
+    counters.update(labelled_predictions=100, online_loss=25.0, correct_predictions=0)
+    line = regression.tick(counters, Snapshot())
+    assert line is not None and "RMSE 0.5" in line and "accuracy" not in line
+    assert "no checkpoint yet" in line
+    assert ProgressLine(0.0, "classification", clock).tick(counters, snap) is None
+
+
+@pytest.mark.parametrize(
+    ("task", "names"),
+    [
+        ("classification", ["accuracy", "log-loss"]),
+        ("regression", ["RMSE", "MSE"]),
+        ("sequence", ["label accuracy", "label error rate"]),
+        ("parsing", ["UAS", "head error rate"]),
+    ],
+)
+def test_scores_are_named_for_the_task(task: str, names: list[str]) -> None:
+    scores = prequential_scores(task, 100, 80, 36.0)
+    assert list(scores) == names
+    if task == "regression":
+        assert scores["RMSE"] == pytest.approx(math.sqrt(0.36))
+        assert headline(task, 100, 80, 36.0) == "RMSE 0.6"
+    else:
+        assert scores[names[0]] == pytest.approx(0.8)
+        assert headline(task, 100, 80, 36.0).startswith(f"{names[0]} 0.800")
+    assert prequential_scores(task, 0, 0, 0.0) == {} and headline(task, 0, 0, 0.0) == "-"
+
+
+def test_warm_up_reports_each_stage_then_done(tmp_path: object) -> None:
+    settings = load_settings(None, overrides={"monitor.enabled": False})
+    seen: list[WarmUpProgress] = []
+    report = warm_up(settings, synthetic_examples(300), seen.append)
+    stages = [p.stage for p in seen if p.compiling is None and not p.done]
+    assert stages == list(range(1, seen[0].stages + 1))  # every stage announced, in order
+    assert seen[-1].done and seen[-1].compiled == report.compiled
+    assert all(p.what for p in seen) and report.seconds > 0
+    # a compile in progress names the function (none when numba's cache was warm)
+    assert all("." in p.compiling for p in seen if p.compiling)
