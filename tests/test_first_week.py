@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import math
+from pathlib import Path
 
 import pytest
 
@@ -99,7 +100,7 @@ def test_scores_are_named_for_the_task(task: str, names: list[str]) -> None:
     assert prequential_scores(task, 0, 0, 0.0) == {} and headline(task, 0, 0, 0.0) == "-"
 
 
-def test_warm_up_reports_each_stage_then_done(tmp_path: object) -> None:
+def test_warm_up_reports_each_stage_then_done() -> None:
     settings = load_settings(None, overrides={"monitor.enabled": False})
     seen: list[WarmUpProgress] = []
     report = warm_up(settings, synthetic_examples(300), seen.append)
@@ -109,3 +110,83 @@ def test_warm_up_reports_each_stage_then_done(tmp_path: object) -> None:
     assert all(p.what for p in seen) and report.seconds > 0
     # a compile in progress names the function (none when numba's cache was warm)
     assert all("." in p.compiling for p in seen if p.compiling)
+
+
+def test_exported_model_predicts_exactly_what_the_daemon_would(tmp_path: Path) -> None:
+    import json
+
+    from prometheus_client import CollectorRegistry
+
+    from streammkl.daemon.checkpoints.export import export_model
+    from streammkl.daemon.commands.cli import main
+    from streammkl.daemon.loop.runner import Runner
+    from streammkl.river import MKLClassifier
+    from streammkl.statefile import digest_of
+    from tests.daemon_fakes import FakeCluster, bananas_like
+
+    cluster = FakeCluster()
+    cluster.create("in", 1)
+    for i, r in enumerate(bananas_like(300)):
+        cluster.append("in", json.dumps(r).encode(), 0, f"k{i}".encode(), i)
+    settings = load_settings(env={}, overrides={
+        "kafka.topics": "in", "kafka.create_topics": False, "kafka.poll_timeout_ms": 0,
+        "kafka.max_poll_records": 50, "checkpoint.dir": str(tmp_path / "ck"),
+        "run.exit_when_idle": 0.05, "metrics.enabled": False, "monitor.enabled": False,
+    })  # fmt: skip
+    runner = Runner(
+        settings,
+        registry=CollectorRegistry(),
+        consumer_client=cluster.consumer(0),
+        producer_client=cluster.producer(),
+    )
+    runner.run()
+    daemon = runner.learner
+    assert isinstance(daemon, MKLClassifier) and runner.counters["examples_learned"] == 300
+    done = export_model(tmp_path / "ck", tmp_path / "model.smkl")
+    model = MKLClassifier.load(done.path)
+    assert digest_of(model) == digest_of(daemon) == done.model_digest
+    assert done.examples_learned == 300
+    for r in bananas_like(50, seed=7):  # records the daemon has not seen
+        x = r["x"]
+        assert model.predict_proba_one(x) == daemon.predict_proba_one(x)
+        assert model.predict_one(x) == daemon.predict_one(x)
+    # the command: a line saying what was written and how to load it; errors without a trace
+    assert main(["export", str(tmp_path / "ck"), str(tmp_path / "m2.smkl")]) == 0
+    assert digest_of(MKLClassifier.load(tmp_path / "m2.smkl")) == done.model_digest
+    assert main(["export", str(tmp_path / "nothing"), str(tmp_path / "m3.smkl")]) == 1
+
+
+def test_regret_and_its_bound_are_both_visible(tmp_path: Path) -> None:
+    """The regret (~10^2) and its bound (~10^7) on one log axis: both within the limits (on a
+    shared linear axis the regret was a flat line at 0); a negative regret: symlog."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from streammkl.daemon.commands import report
+
+    rows = [{"t": 500 * i, "window_end": 500 * i, "window_regret": 80.0 + i,
+             "window_regret_bound": 8e6 + i} for i in range(1, 6)]  # fmt: skip
+    fig, ax = plt.subplots()
+    report._regret_panel(ax, rows)
+    low, high = ax.get_ylim()
+    assert ax.get_yscale() == "log" and low <= 80.0 and high >= 8e6
+    rows[0]["window_regret"] = -3.0
+    fig2, ax2 = plt.subplots()
+    report._regret_panel(ax2, rows)
+    assert ax2.get_yscale() == "symlog"
+    plt.close(fig)
+    plt.close(fig2)
+
+
+def test_inspect_text_is_for_people(tmp_path: Path) -> None:
+    from streammkl.daemon.checkpoints.inspection import render_text
+
+    text = render_text({"created": 1795772471.3, "offsets": {"in": {"10": 5, "2": 7}},
+                        "prequential": {"RMSE": 0.41234567}, "skipped_by_reason": {},
+                        "prequential_accuracy": None})  # fmt: skip
+    assert "created: 2026-11-27 09:41:11 UTC (" in text
+    assert "offsets (next to read):\n  in/2: 7\n  in/10: 5" in text  # partitions in order
+    assert "RMSE: 0.412346" in text and "skipped_by_reason: -" in text
+    assert "prequential_accuracy: -" in text and "{" not in text

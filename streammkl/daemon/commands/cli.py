@@ -1,4 +1,4 @@
-"""``streammkl run | inspect | report | broker | simulate | demo | warmup``.
+"""``streammkl run | inspect | report | export | broker | simulate | demo | warmup``.
 
 The CLI owns signals: SIGTERM/SIGINT only call :meth:`Runner.stop`, the loop finishes its batch,
 checkpoints, flushes and exits 0. A second signal exits at once (safe: the checkpoint makes a
@@ -20,6 +20,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -126,7 +127,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from streammkl.daemon.checkpoints.inspection import inspect_checkpoint
+    from streammkl.daemon.checkpoints.inspection import inspect_checkpoint, render_text
     from streammkl.daemon.checkpoints.store import CheckpointError
 
     try:
@@ -137,18 +138,12 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(info, indent=2, sort_keys=True))
         return 0
-    for key, value in info.items():
-        if isinstance(value, dict):
-            print(f"{key}:")
-            for k, v in value.items():
-                print(f"  {k}: {v}")
-        else:
-            print(f"{key}: {value}")
+    print(render_text(info))
     return 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from streammkl.daemon.commands.report import write_report
+    from streammkl.daemon.commands.report import summary, write_report
 
     try:
         paths = write_report(args.checkpoint_dir, args.out)
@@ -161,6 +156,10 @@ def cmd_report(args: argparse.Namespace) -> int:
         return 1
     for path in paths:
         print(path)
+    lines = summary(args.checkpoint_dir)
+    (Path(args.out) / "summary.txt").write_text("\n".join(lines) + "\n")
+    print(Path(args.out) / "summary.txt")
+    print("\n".join(lines))
     return 0
 
 
@@ -202,6 +201,24 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     setup_logging("WARNING" if not args.verbose else "INFO")
     return run_demo(args)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from streammkl.daemon.checkpoints.export import export_model
+    from streammkl.daemon.checkpoints.store import CheckpointError
+
+    try:
+        done = export_model(args.checkpoint_dir, args.out, args.hmac_key_file)
+    except (FileNotFoundError, CheckpointError, ValueError) as exc:
+        print(f"streammkl export: {exc}", file=sys.stderr)
+        return 1
+    name = done.model_class.rpartition(":")[2]
+    print(
+        f"{done.path}: {name} after {done.examples_learned} examples (digest "
+        f"{done.model_digest[:16]}…, from {done.checkpoint}); load it with "
+        f"{name}.load({str(done.path)!r})"
+    )
+    return 0
 
 
 def cmd_warmup(args: argparse.Namespace) -> int:
@@ -266,6 +283,14 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("checkpoint_dir", help="the daemon's checkpoint directory")
     rep.add_argument("--out", default="report", help="output directory (default ./report)")
     rep.set_defaults(func=cmd_report)
+
+    exp = sub.add_parser(
+        "export", help="write the newest checkpoint's model as a file the learner's load() reads"
+    )
+    exp.add_argument("checkpoint_dir", help="the daemon's checkpoint directory")
+    exp.add_argument("out", help="the model file to write (e.g. model.smkl)")
+    exp.add_argument("--hmac-key-file", help="only checkpoints signed with this key count")
+    exp.set_defaults(func=cmd_export)
 
     brk = sub.add_parser("broker", help="run the embedded Tansu broker in the foreground")
     brk.add_argument("--port", type=int, default=9092)

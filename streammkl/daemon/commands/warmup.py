@@ -47,15 +47,20 @@ def run_warm_up(
         with bar:
             report = warm_up(settings, examples, show)
     else:
-        seen = {"stage": 0}
+        seen = {"stage": 0, "at": 0.0}
 
-        def show(p: WarmUpProgress) -> None:
-            if p.stage != seen["stage"] and not p.done:
-                seen["stage"] = p.stage
+        def show(p: WarmUpProgress) -> None:  # a line per stage, and every 15 s within one
+            if p.done:
+                return
+            if p.stage != seen["stage"]:
+                seen["stage"], seen["at"] = p.stage, p.elapsed
                 console.print(
                     f"  [{p.stage}/{p.stages}] {p.what} ({p.elapsed:.0f} s, "
                     f"{p.compiled} functions compiled so far)"
                 )
+            elif p.compiling and p.elapsed - seen["at"] >= 15.0:
+                seen["at"] = p.elapsed
+                console.print(f"      compiling {p.compiling} (#{p.compiled}, {p.elapsed:.0f} s)")
 
         report = warm_up(settings, examples, show)
     if report.compiled:
