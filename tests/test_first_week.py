@@ -190,3 +190,29 @@ def test_inspect_text_is_for_people(tmp_path: Path) -> None:
     assert "offsets (next to read):\n  in/2: 7\n  in/10: 5" in text  # partitions in order
     assert "RMSE: 0.412346" in text and "skipped_by_reason: -" in text
     assert "prequential_accuracy: -" in text and "{" not in text
+
+
+def test_command_line_small_things(capsys: pytest.CaptureFixture[str]) -> None:
+    from streammkl import __version__
+    from streammkl.daemon.commands.cli import build_parser, main
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out.strip() == f"streammkl {__version__}"
+    # an unknown scenario, or one that needs a file: a clear error before any broker starts
+    for bad in ("nope", "conllu"):
+        assert main(["demo", "--scenario", bad, "--duration", "1"]) == 2
+        err = capsys.readouterr().err
+        assert f"unknown scenario {bad!r}" in err and "kernel-drift" in err
+        assert "Traceback" not in err
+    parser = build_parser()
+    assert parser._subparsers is not None
+    commands = parser._subparsers._group_actions[0].choices
+    assert isinstance(commands, dict)
+    helps = {name: sub.format_help() for name, sub in commands.items()}
+    for option in ("--port", "--host", "--log-level"):  # every broker option says what it is
+        line = next(ln for ln in helps["broker"].splitlines() if ln.strip().startswith(option))
+        assert "default" in line or "default" in helps["broker"].split(option, 2)[-1][:200]
+    assert "defaults: --bootstrap-servers 127.0.0.1:9092" in " ".join(helps["run"].split())
+    assert "one of: kernel-drift" in " ".join(helps["demo"].split())
+    assert "conllu" not in helps["demo"]

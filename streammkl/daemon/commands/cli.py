@@ -199,6 +199,16 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from streammkl.daemon.commands.demo import run_demo
 
+    known = _demo_scenarios()
+    if args.scenario not in known:  # before the broker starts, not a traceback after it
+        print(
+            f"streammkl demo: unknown scenario {args.scenario!r}; choose one of: "
+            f"{', '.join(known)} (streammkl simulate --list describes them; a replay of your "
+            "own file: streammkl simulate ... then streammkl run)",
+            file=sys.stderr,
+        )
+        return 2
+
     setup_logging("WARNING" if not args.verbose else "INFO")
     return run_demo(args)
 
@@ -238,14 +248,44 @@ def cmd_warmup(args: argparse.Namespace) -> int:
     return 0
 
 
+def _demo_scenarios() -> list[str]:
+    """The scenarios the demo can run without more input (a replay of a user's file needs
+    ``streammkl simulate`` and its parameters)."""
+    try:
+        from simulators import names, params_of
+    except ImportError:  # pragma: no cover - the simulators package ships with streammkl
+        return []
+    out = []
+    for name in names():
+        try:
+            required = [p for p, spec in params_of(name).items() if "(required)" in spec.help]
+        except (ValueError, TypeError):
+            continue
+        if not required:
+            out.append(name)
+    return out
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``streammkl`` argument parser."""
+    from streammkl import __version__
+
     parser = argparse.ArgumentParser(
         prog="streammkl", description="Online multiple kernel learning on event streams."
     )
+    parser.add_argument("--version", action="version", version=f"streammkl {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser("run", help="run the daemon (consume, predict, learn, checkpoint)")
+    run = sub.add_parser(
+        "run",
+        help="run the daemon (consume, predict, learn, checkpoint)",
+        description="Run the daemon. Every option overrides the settings file and the "
+        "environment (STREAMMKL_SECTION__KEY); unset options keep the settings' values "
+        "(defaults: docs/daemon.md, Settings).",
+        epilog="defaults: --bootstrap-servers 127.0.0.1:9092, --topic streammkl.examples, "
+        "--group-id streammkl, --checkpoint-dir ./checkpoints, --metrics-port 9108, "
+        "--log-level INFO, run forever (no --exit-when-idle)",
+    )
     run.add_argument("--config", help="TOML settings file (default: $STREAMMKL_CONFIG)")
     run.add_argument("--bootstrap-servers", help="Kafka brokers host:port[,host:port]")
     run.add_argument("--topic", help="input topic(s), comma-separated")
@@ -293,12 +333,17 @@ def build_parser() -> argparse.ArgumentParser:
     exp.set_defaults(func=cmd_export)
 
     brk = sub.add_parser("broker", help="run the embedded Tansu broker in the foreground")
-    brk.add_argument("--port", type=int, default=9092)
-    brk.add_argument("--host", default="127.0.0.1")
+    brk.add_argument("--port", type=int, default=9092, help="port to listen on (default 9092)")
+    brk.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     brk.add_argument(
         "--create-topic", action="append", metavar="NAME[:PARTITIONS]", help="create a topic"
     )
-    brk.add_argument("--log-level", default="INFO")
+    brk.add_argument(
+        "--log-level",
+        default="INFO",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="the broker wrapper's log level (default INFO)",
+    )
     brk.set_defaults(func=cmd_broker)
 
     sim = sub.add_parser("simulate", help="produce a simulated stream to Kafka or JSON Lines")
@@ -313,7 +358,14 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="broker + simulator + daemon + metrics + live view")
     demo.add_argument("--config", help="TOML settings file (e.g. to choose the learner)")
     demo.add_argument("--duration", type=float, default=60.0, help="seconds (default 60)")
-    demo.add_argument("--scenario", default="kernel-drift", help="simulator scenario")
+    demo.add_argument(
+        "--scenario",
+        default="kernel-drift",
+        metavar="NAME",
+        help="simulator scenario (default kernel-drift; one of: "
+        + ", ".join(_demo_scenarios())
+        + ")",
+    )
     demo.add_argument(
         "--rate", type=float, default=1000.0, help="records per second at most (default 1000)"
     )
