@@ -47,6 +47,10 @@ def test_repeated_lines_are_held_back_and_counted() -> None:
     assert limit.filter(record("librdkafka: %s", "down"))
     assert all(limit.filter(record("x %s", i, level=logging.DEBUG)) for i in range(5))
     assert all(RepeatLimit(0.0, clock).filter(record("y")) for _ in range(5))
+    periodic = [record("%s", f"progress {i}") for i in range(3)]
+    for rec in periodic:
+        rec.periodic = True
+    assert all(limit.filter(rec) for rec in periodic)  # the progress line is never held back
 
 
 def test_progress_line_says_rate_lag_score_dead_letters_and_checkpoint_age() -> None:

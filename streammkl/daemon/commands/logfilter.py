@@ -5,7 +5,8 @@ librdkafka error); a mixing group logged one line per mixing round. :class:`Repe
 the first line of each call site through, then at most one line per ``window`` seconds for it,
 which says how many were held back meanwhile. A call site is the logger, the level and the
 message's template (``"librdkafka: %s"``: its arguments may vary). DEBUG lines are never held
-back (whoever asks for them wants them all).
+back (whoever asks for them wants them all), nor lines logged as periodic on purpose
+(``extra={"periodic": True}``: the progress line).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ class RepeatLimit(logging.Filter):
         self._lock = threading.Lock()
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if self.window <= 0 or record.levelno <= logging.DEBUG:
+        if self.window <= 0 or record.levelno <= logging.DEBUG or getattr(record, "periodic", 0):
             return True
         site = (record.name, record.levelno, str(record.msg))
         now = self.clock()

@@ -11,6 +11,7 @@ records arrive).
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -46,17 +47,23 @@ class ProgressLine:
         self._last: dict[str, float] = {}
         self._idle_logged = False
 
-    def tick(self, counters: Mapping[str, Any], snapshot: Snapshot) -> str | None:
-        """Log the line if it is due; returns it (``None``: not due, or nothing to say)."""
+    def tick(
+        self, counters: Mapping[str, Any], snapshot: Snapshot, final: bool = False
+    ) -> str | None:
+        """Log the line if it is due (``final``: at shutdown, due whenever records were
+        handled since the last one); returns it (``None``: not due, or nothing to say)."""
         if self.every <= 0:
             return None
         now = self.clock()
-        if now - self._last_t < self.every:
+        if final:
+            if float(counters.get("records_consumed", 0)) == self._last.get("records_consumed"):
+                return None
+        elif now - self._last_t < self.every:
             return None
         line = self.line(counters, snapshot, now - self._last_t)
         self._last_t = now
         if line is not None:
-            log.info("%s", line)
+            log.info("%s", line, extra={"periodic": True})  # (not a repeat to hold back)
         return line
 
     def line(self, counters: Mapping[str, Any], snapshot: Snapshot, span: float) -> str | None:
@@ -92,4 +99,34 @@ class ProgressLine:
         )
 
 
-__all__ = ["ProgressLine"]
+class TopicWatch:
+    """A WARNING when an input topic does not exist on the broker (a mistyped ``kafka.topics``
+    otherwise showed as one INFO line and silence), again each time it goes missing, and an
+    INFO line when it appears. Asked at most every ``every`` seconds."""
+
+    def __init__(self, every: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.every, self.clock = every, clock
+        self._last = -math.inf
+        self._warned: set[str] = set()
+
+    def check(self, missing_topics: Callable[[], list[str]], where: str = "") -> list[str]:
+        """Ask ``missing_topics`` if due; log the changes; returns the topics warned about now."""
+        now = self.clock()
+        if now - self._last < self.every:
+            return []
+        self._last = now
+        missing = set(missing_topics())
+        new = sorted(missing - self._warned)
+        for topic in new:
+            log.warning(
+                "input topic %r does not exist on the broker%s: nothing to read from it. Check "
+                "kafka.topics (--topic) for a typo, or create the topic",
+                topic, f" at {where}" if where else "",
+            )  # fmt: skip
+        for topic in sorted(self._warned - missing):
+            log.info("input topic %r exists now", topic)
+        self._warned = missing
+        return new
+
+
+__all__ = ["ProgressLine", "TopicWatch"]

@@ -76,7 +76,7 @@ from streammkl.daemon.learning.learner import Learner, introspect
 from streammkl.daemon.learning.stream_monitor import StreamMonitor
 from streammkl.daemon.loop.idle import EXIT_OK, GcTuning, IdleClock, idle_end
 from streammkl.daemon.loop.prequential import REASONS, Prequential
-from streammkl.daemon.loop.progress import ProgressLine
+from streammkl.daemon.loop.progress import ProgressLine, TopicWatch
 from streammkl.daemon.loop.publishing import Publisher
 from streammkl.daemon.mixing.member import Hook, MixingMember, mixing_learner
 
@@ -163,6 +163,7 @@ class Runner:
         self.gc = GcTuning(settings.run.gc_threshold)
         #: The periodic INFO line (rate, lag, score, dead letters, checkpoint age).
         self.progress = ProgressLine(settings.run.progress_seconds, settings.learner.task)
+        self.topic_watch = TopicWatch()  # a WARNING for an input topic that does not exist
         #: What the outside sees: the metrics' snapshot and the health status.
         self.publisher = Publisher(
             settings.metrics, self.metrics, self.source, self.sink, self.checkpoints,
@@ -414,6 +415,8 @@ class Runner:
             self.checkpoint("periodic")
         self._publish(busy=bool(batch))
         self.progress.tick(self.counters, self.metrics.snapshots.snapshot)
+        if self.source.reached:
+            self.topic_watch.check(self.source.missing_topics, k.bootstrap_servers)
         if self.idle.limit is not None:
             end = idle_end(self.idle, now, self.source)
             if end is not None:
@@ -460,6 +463,7 @@ class Runner:
             self.prequential.close()
             self.source.close()
             self._publish(force_model=True)
+            self.progress.tick(self.counters, self.metrics.snapshots.snapshot, final=True)
             if self.monitor is not None:
                 self.monitor.close()
             if self.http is not None and not self.keep_http:
