@@ -35,7 +35,11 @@ class RepeatLimit(logging.Filter):
         self._lock = threading.Lock()
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if self.window <= 0 or record.levelno <= logging.DEBUG or getattr(record, "periodic", 0):
+        if (
+            self.window <= 0
+            or record.levelno <= logging.DEBUG
+            or getattr(record, "periodic", False)
+        ):
             return True
         site = (record.name, record.levelno, str(record.msg))
         now = self.clock()
