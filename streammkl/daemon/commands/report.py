@@ -21,6 +21,7 @@ schedule is labelled stale, with its lag in examples.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 from pathlib import Path
@@ -224,14 +225,16 @@ def write_report(directory: str | os.PathLike[str], out: str | os.PathLike[str])
     paths.append(_save(fig, out / FIGURES[1]))
 
     # prequential accuracy (or loss)
+    steps = sorted(b - a for a, b in itertools.pairwise(t) if b > a)
+    span = f"interval of {steps[len(steps) // 2]:.0f} examples" if steps else "interval"
     fig, ax = plt.subplots(figsize=(9, 4))
     if _series(rows, "accuracy")[1]:
         ax.plot(*_series(rows, "accuracy"), label="prequential accuracy (so far)")
-        ax.plot(*_series(rows, "accuracy_recent"), alpha=0.6, label="per interval")
-        ax.set(ylabel="accuracy", ylim=(0, 1))
-    else:
-        ax.plot(*_series(rows, "loss_recent"), label="mean prequential loss per interval")
-        ax.set(ylabel="loss")
+        ax.plot(*_series(rows, "accuracy_recent"), alpha=0.6, label=f"per {span}")
+        ax.set(ylabel="accuracy (fraction right)", ylim=(0, 1))
+    else:  # a regression: its loss is the squared error (mean per interval)
+        ax.plot(*_series(rows, "loss_recent"), label=f"mean prequential loss per {span}")
+        ax.set(ylabel="prequential loss (squared error for a regression)")
     _drifts(ax, events)
     ax.set(xlabel="examples")
     ax.set_title("Prequential performance")
