@@ -38,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--train", type=int, default=5000)
     parser.add_argument("--n", type=int, default=5000)
+    _table.add_out(parser)
     args = parser.parse_args(argv)
     total = args.train + args.n + 200
     records = list(itertools.islice(get("kernel-drift", seed=0, n_samples=total), total))
@@ -71,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
         f"bytes; {len(times)} timed calls.\n\n"
         + _table.markdown(["route", "p50", "p99", "vs Kafka p50"], rows)
     )
-    _table.write("predict_latency", "Prediction outside Kafka: latency", body)
+    full = _table.documented_run(parser, args)
+    _table.publish("predict_latency", "Prediction outside Kafka: latency", body, full, args.out)
     return 0
 
 
