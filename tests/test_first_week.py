@@ -220,3 +220,27 @@ def test_command_line_small_things(capsys: pytest.CaptureFixture[str]) -> None:
     assert "defaults: --bootstrap-servers 127.0.0.1:9092" in " ".join(helps["run"].split())
     assert "one of: kernel-drift" in " ".join(helps["demo"].split())
     assert "conllu" not in helps["demo"]
+
+
+def test_a_start_that_compiles_says_so(caplog: pytest.LogCaptureFixture) -> None:
+    """The daemon's start wraps its learner's warm-up in logging_compiles: a compile is logged
+    (what, why, how long), a warm cache logs nothing."""
+    from numba import njit
+
+    from streammkl.daemon.learning.warmup import COLD_COMPILE_NOTE, logging_compiles
+
+    logger = logging.getLogger("streammkl.test-compiles")
+
+    @njit(cache=False)
+    def fresh(x: float) -> float:  # never compiled before this test: a compile happens
+        return x * 2.0 + 1.0
+
+    with caplog.at_level(logging.INFO, logger=logger.name), logging_compiles(logger):
+        assert fresh(1.0) == 3.0
+    text = caplog.text
+    assert COLD_COMPILE_NOTE in text and "fresh" in text
+    assert "compiled 1 functions in" in text
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger=logger.name), logging_compiles(logger):
+        assert fresh(2.0) == 5.0  # compiled already: silent
+    assert caplog.text == ""

@@ -17,6 +17,8 @@ starts; a caller that serves health endpoints can report its progress
 from __future__ import annotations
 
 import copy
+import logging
+import math
 import tempfile
 import threading
 import time
@@ -139,6 +141,36 @@ def _listening(tracker: _Tracker) -> Iterator[None]:
         event.unregister("numba:compile", listener)
 
 
+@contextmanager
+def logging_compiles(logger: logging.Logger, every: float = 15.0) -> Iterator[_Tracker]:
+    """Log what numba compiles meanwhile: one INFO line at the first compile (what and why, how
+    long it takes), then one every ``every`` seconds with the function and the count, and one at
+    the end. Silent when nothing is compiled (a warm cache): the daemon's start wraps its
+    learner's warm-up in it, so a first run on a new machine never compiles in silence."""
+    state = {"said": -math.inf, "first": True}
+
+    def report(p: WarmUpProgress) -> None:
+        if p.compiling is None:
+            return
+        if state["first"]:
+            state["first"] = False
+            state["said"] = p.elapsed
+            logger.info("%s; now: %s (streammkl warmup does it ahead)", COLD_COMPILE_NOTE,
+                        p.compiling)  # fmt: skip
+        elif p.elapsed - state["said"] >= every:
+            state["said"] = p.elapsed
+            logger.info("still compiling: %s (#%d, %.0f s)", p.compiling, p.compiled, p.elapsed)
+
+    tracker = _Tracker(report, 1)
+    with _listening(tracker):
+        yield tracker
+    if tracker.compiled:
+        logger.info(
+            "compiled %d functions in %.0f s (cached for the next starts)",
+            tracker.compiled, time.monotonic() - tracker.t0,
+        )  # fmt: skip
+
+
 def synthetic_examples(
     n: int = _ONE_BY_ONE + _RUN + 200, seed: int = 0
 ) -> list[tuple[Inputs, Target]]:
@@ -246,4 +278,11 @@ def _fit_comparator(
     comparator.fit(config, tuple(core.feature_keys), rounds.prepare_rows(X), Y)
 
 
-__all__ = ["COLD_COMPILE_NOTE", "WarmUpProgress", "WarmUpReport", "synthetic_examples", "warm_up"]
+__all__ = [
+    "COLD_COMPILE_NOTE",
+    "WarmUpProgress",
+    "WarmUpReport",
+    "logging_compiles",
+    "synthetic_examples",
+    "warm_up",
+]

@@ -74,6 +74,7 @@ from streammkl.daemon.learning.building import LearnerConfigError, build_learner
 from streammkl.daemon.learning.drivers import MKLDriver, driver_for
 from streammkl.daemon.learning.learner import Learner, introspect
 from streammkl.daemon.learning.stream_monitor import StreamMonitor
+from streammkl.daemon.learning.warmup import logging_compiles
 from streammkl.daemon.loop.idle import EXIT_OK, GcTuning, IdleClock, idle_end
 from streammkl.daemon.loop.prequential import REASONS, Prequential
 from streammkl.daemon.loop.progress import ProgressLine, TopicWatch
@@ -362,7 +363,8 @@ class Runner:
             self.checkpoints.touch()
             self.checkpoint("reload")
         try:
-            self.driver.warm_up()
+            with logging_compiles(log):  # a first start on a new machine says it compiles
+                self.driver.warm_up()
         except Exception as exc:  # only a speed-up: never a reason not to start
             log.warning("learner warm-up failed (first records will be slower): %r", exc)
         ensure_output_topics(k)
