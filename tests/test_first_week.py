@@ -40,11 +40,13 @@ def test_repeated_lines_are_held_back_and_counted() -> None:
             shown.append(rec.getMessage())
     assert len(shown) == 1 and "×" not in shown[0]
     clock.t = 10.5
-    rec = record("cannot reach %s (%s); retrying", "127.0.0.1:1", "again")
+    rec = record("cannot reach %s (%s); retrying", "127.0.0.1:1", "attempt 413")
     assert limit.filter(rec)
     assert rec.getMessage().endswith("(×412 in the last 10 s)"), rec.getMessage()
-    # another call site, DEBUG lines and a window of 0 are never held back
+    # another line (another topic), DEBUG lines and a window of 0 are never held back
     assert limit.filter(record("librdkafka: %s", "down"))
+    assert limit.filter(record("mix topic: skipped member %r", "zz"))
+    assert limit.filter(record("mix topic: skipped member %r", "intruder"))
     assert all(limit.filter(record("x %s", i, level=logging.DEBUG)) for i in range(5))
     assert all(RepeatLimit(0.0, clock).filter(record("y")) for _ in range(5))
     periodic = [record("%s", f"progress {i}") for i in range(3)]

@@ -3,18 +3,32 @@
 A broker that cannot be reached made the daemon log ~40 lines a second (each client retry, each
 librdkafka error); a mixing group logged one line per mixing round. :class:`RepeatLimit` lets
 the first line of each call site through, then at most one line per ``window`` seconds for it,
-which says how many were held back meanwhile. A call site is the logger, the level and the
-message's template (``"librdkafka: %s"``: its arguments may vary). DEBUG lines are never held
-back (whoever asks for them wants them all), nor lines logged as periodic on purpose
+which says how many were held back meanwhile. A line's identity is its logger, its level and its
+text with every number replaced (``cannot reach 127.0.0.1:9092 (after 12 ms)``: ports, counts
+and durations vary; two different topics or members are two different lines). DEBUG lines are
+never held back (whoever asks for them wants them all), nor lines logged as periodic on purpose
 (``extra={"periodic": True}``: the progress line).
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable
+
+_NUMBER = re.compile(r"\d+")
+
+
+def _shape(record: logging.LogRecord) -> str:
+    """What makes two lines "the same": the message with every number as ``#`` (an attempt
+    count, a port, a duration differ; a topic or member name does not)."""
+    try:
+        text = record.getMessage()
+    except Exception:  # a malformed record: its template
+        text = str(record.msg)
+    return _NUMBER.sub("#", text)[:300]
 
 
 class RepeatLimit(logging.Filter):
@@ -41,7 +55,7 @@ class RepeatLimit(logging.Filter):
             or getattr(record, "periodic", False)
         ):
             return True
-        site = (record.name, record.levelno, str(record.msg))
+        site = (record.name, record.levelno, _shape(record))
         now = self.clock()
         with self._lock:
             shown, held = self._seen.get(site, (None, 0))
@@ -53,7 +67,7 @@ class RepeatLimit(logging.Filter):
                 self._seen = {site: (now, 0)}
         if held:
             span = now - shown if shown is not None else self.window
-            record.msg = f"{record.msg} (×{held + 1} in the last {span:.0f} s)"
+            record.msg = f"{record.msg} (×{held + 1} in the last {span:.0f} s)"  # (+ this one)
         return True
 
 
