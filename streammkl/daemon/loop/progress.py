@@ -11,7 +11,6 @@ records arrive).
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -102,11 +101,12 @@ class ProgressLine:
 class TopicWatch:
     """A WARNING when an input topic does not exist on the broker (a mistyped ``kafka.topics``
     otherwise showed as one INFO line and silence), again each time it goes missing, and an
-    INFO line when it appears. Asked at most every ``every`` seconds."""
+    INFO line when it appears. Asked at most every ``every`` seconds (the runner asks only while
+    no partition is assigned: the question is a metadata request on the loop's thread)."""
 
     def __init__(self, every: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.every, self.clock = every, clock
-        self._last = -math.inf
+        self._last = clock()  # a first check after ``every`` s: a group join takes a few
         self._warned: set[str] = set()
 
     def check(self, missing_topics: Callable[[], list[str]], where: str = "") -> list[str]:

@@ -417,7 +417,7 @@ class Runner:
             self.checkpoint("periodic")
         self._publish(busy=bool(batch))
         self.progress.tick(self.counters, self.metrics.snapshots.snapshot)
-        if self.source.reached:
+        if self.source.reached and not self.source.buffers:  # (nothing assigned: why?)
             self.topic_watch.check(self.source.missing_topics, k.bootstrap_servers)
         if self.idle.limit is not None:
             end = idle_end(self.idle, now, self.source)
