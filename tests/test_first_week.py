@@ -47,6 +47,10 @@ def test_repeated_lines_are_held_back_and_counted() -> None:
     assert limit.filter(record("librdkafka: %s", "down"))
     assert limit.filter(record("mix topic: skipped member %r", "zz"))
     assert limit.filter(record("mix topic: skipped member %r", "intruder"))
+    # a mixing group's round lines: one per 10 s, with the count
+    merged = "round %d merged: %d examples from %s, digest %s, %.1f ms"
+    assert limit.filter(record(merged, 1, 500, ["a", "b"], "3f2a9c01be77", 2.5, level=20))
+    assert not limit.filter(record(merged, 2, 500, ["a", "b"], "9be0c3d4a1f2", 2.7, level=20))
     assert all(limit.filter(record("x %s", i, level=logging.DEBUG)) for i in range(5))
     assert all(RepeatLimit(0.0, clock).filter(record("y")) for _ in range(5))
     periodic = [record("%s", f"progress {i}") for i in range(3)]

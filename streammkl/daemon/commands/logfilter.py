@@ -18,12 +18,13 @@ import threading
 import time
 from collections.abc import Callable
 
-_NUMBER = re.compile(r"\d+")
+_NUMBER = re.compile(r"\b[0-9a-f]{8,}\b|\d+")  # numbers, and hex digests
 
 
 def _shape(record: logging.LogRecord) -> str:
-    """What makes two lines "the same": the message with every number as ``#`` (an attempt
-    count, a port, a duration differ; a topic or member name does not)."""
+    """What makes two lines "the same": the message with every number and hex digest as ``#``
+    (an attempt count, a port, a duration, a mixing round's digest differ; a topic or member
+    name does not)."""
     try:
         text = record.getMessage()
     except Exception:  # a malformed record: its template
