@@ -72,7 +72,7 @@ def test_promtool_check_rules(promtool: str) -> None:
     out = run_promtool(promtool, "check", "rules", "alerts.yml")
     assert out.returncode == 0, out.stdout + out.stderr
     names = [a["alert"] for a in alerts()]
-    assert len(names) == len(set(names)) == 9
+    assert len(names) == len(set(names)) == 10
 
 
 def test_promtool_unit_tests_pass(promtool: str) -> None:

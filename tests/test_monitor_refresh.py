@@ -168,8 +168,8 @@ def test_the_snapshot_says_when_the_windowed_regret_is_stale() -> None:
     monitor = Monitor(model, window=40, every=20, comparator=Gated(), detector=None,
                       refresh_examples=60)  # fmt: skip
     try:
-        snap = monitor.snapshot()
-        assert math.isnan(snap["window_regret_stale"]) and math.isnan(snap["window_regret_lag"])
+        snap = monitor.snapshot()  # 0 or 1, never NaN: an alert can fire on it
+        assert snap["window_regret_stale"] == 0.0 and math.isnan(snap["window_regret_lag"])
         for x, y in zip(X[:20], Y[:20], strict=True):
             monitor.observe(x, y, 0.5, 0.0)
         assert monitor.wait(timeout=30)
@@ -185,3 +185,32 @@ def test_the_snapshot_says_when_the_windowed_regret_is_stale() -> None:
     finally:
         gate.set()
         monitor.close(timeout=5)
+
+
+def test_stale_before_the_first_estimate_when_no_fit_ends() -> None:
+    """A backlog from the start: no fit ever ends, no estimate exists, and the flag says 1
+    (it read NaN there, so nothing could alert on it)."""
+    model, X, Y = trained(200)
+    gate = threading.Event()
+
+    class Starved:  # a worker that gets no CPU: its first fit never ends
+        method, exact = "starved", False
+
+        def fit(self, config: Any, keys: Any, Xw: Any, Yw: Any) -> Any:
+            gate.wait()
+            return epochs(model, max_epochs=1).fit(config, keys, Xw, Yw)
+
+    monitor = Monitor(model, window=40, every=20, comparator=Starved(), detector=None,
+                      refresh_examples=60)  # fmt: skip
+    try:
+        for x, y in zip(X[:40], Y[:40], strict=True):
+            monitor.observe(x, y, 0.5, 0.0)
+        assert monitor.snapshot()["window_regret_stale"] == 0.0  # within the schedule
+        for x, y in zip(X[40:100], Y[40:100], strict=True):
+            monitor.observe(x, y, 0.5, 0.0)
+        snap = monitor.snapshot()
+        assert snap["window_regret_stale"] == 1.0 and math.isnan(snap["window_regret"])
+    finally:
+        gate.set()
+        monitor.close(timeout=5)
+    assert Monitor(model, window=None).snapshot()["window_regret_stale"] == 0.0

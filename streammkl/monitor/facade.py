@@ -348,7 +348,9 @@ class Monitor:
         """Every monitored value as a float (keys and meanings: ``metrics.METRICS``)."""
         regret = self.regret
         est = regret.latest if regret is not None else None
-        stale = NAN if regret is None or est is None else float(regret.check(self.n))
+        # always 0 or 1, so that an alert can fire on it: before the first estimate too (a
+        # backlog that never let a fit finish is exactly when it must say 1); 0 without one
+        stale = 0.0 if regret is None else float(regret.check(self.n))
         det = self.detector
         out = {
             "examples": float(self.n),

@@ -79,7 +79,8 @@ METRICS: dict[str, MetricSpec] = {
         "1 when the latest windowed-regret estimate is older than the refresh schedule allows "
         "(monitor.refresh_examples examples behind, or a window waiting monitor.refresh_seconds "
         "for its fit: a loaded machine; the comparator then skips its pauses until it catches "
-        "up), else 0; NaN before the first estimate or without a windowed regret.",
+        "up; also before the first estimate, once one is that late), else 0 (always 0 or 1; "
+        "0 without a windowed regret).",
     ),
     "window_online_objective": MetricSpec(
         "streammkl_window_online_objective",

@@ -10,8 +10,17 @@ import os
 from typing import Any
 
 from streammkl.daemon.checkpoints.store import CheckpointStore, read_key
+from streammkl.daemon.learning.scores import prequential_scores
 
-__all__ = ["inspect_checkpoint"]
+__all__ = ["TASKS", "inspect_checkpoint", "render_text"]
+
+#: The task of each of streammkl's learner classes (what its prequential counts mean).
+TASKS = {
+    "streammkl.river.classifier:MKLClassifier": "classification",
+    "streammkl.river.regressor:MKLRegressor": "regression",
+    "streammkl.structured.labeler:SequenceLabeler": "sequence",
+    "streammkl.structured.parser:DependencyParser": "parsing",
+}
 
 
 def inspect_checkpoint(
@@ -27,6 +36,7 @@ def inspect_checkpoint(
     c = ckpt.counters
     s = ckpt.meta["summary"]
     labelled = c.get("labelled_predictions", 0)
+    task = TASKS.get(ckpt.meta["model"]["class"], "classification")
     return {
         "checkpoint": str(ckpt.path),
         "seq": ckpt.seq,
@@ -43,7 +53,14 @@ def inspect_checkpoint(
         "rejected_by_reason": c.get("rejected_by_reason", {}),
         "dead_letters": c.get("dead_letters", 0),
         "offset_resets": c.get("offset_resets", 0),
-        "prequential_accuracy": (c.get("correct_predictions", 0) / labelled) if labelled else None,
+        "task": task,
+        # the task's own scores (an RMSE for a regression, never an "accuracy")
+        "prequential": prequential_scores(
+            task, labelled, c.get("correct_predictions", 0), c.get("online_loss", 0.0)
+        ),
+        "prequential_accuracy": (c.get("correct_predictions", 0) / labelled)
+        if labelled and task != "regression"
+        else None,
         "online_loss": c.get("online_loss", 0.0),
         "offsets": ckpt.meta["offsets"],
         "kernel_weights": s.get("kernel_weights", {}),
@@ -68,3 +85,47 @@ def _monitor_summary(meta: dict[str, Any] | None) -> dict[str, Any] | None:
         "drift_detections": state.get("drift_detections"),
         "last_drift_example": state.get("last_drift_example"),
     }
+
+
+def render_text(info: dict[str, Any]) -> str:
+    """``inspect``'s summary for a person: times as UTC dates (with their age), offsets as
+    ``topic/partition: offset``, numbers rounded; ``--json`` keeps the raw values."""
+    import datetime
+    import time
+
+    lines: list[str] = []
+    for key, value in info.items():
+        if key == "created" and isinstance(value, int | float):
+            when = datetime.datetime.fromtimestamp(value, datetime.UTC)
+            age = max(0.0, time.time() - value)
+            lines.append(f"created: {when:%Y-%m-%d %H:%M:%S} UTC ({_age(age)} ago)")
+        elif key == "offsets" and isinstance(value, dict):
+            lines.append("offsets (next to read):")
+            for topic, parts in sorted(value.items()):
+                for part, offset in sorted(parts.items(), key=lambda kv: int(kv[0])):
+                    lines.append(f"  {topic}/{part}: {offset}")
+        elif isinstance(value, dict):
+            lines.append(f"{key}:" + ("" if value else " -"))
+            for k, v in value.items():
+                lines.append(f"  {k}: {_fmt(v)}")
+        else:
+            lines.append(f"{key}: {_fmt(value)}")
+    return "\n".join(lines)
+
+
+def _fmt(value: object) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def _age(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"

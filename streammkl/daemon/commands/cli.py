@@ -1,4 +1,4 @@
-"""``streammkl run | inspect | broker | simulate | demo``.
+"""``streammkl run | inspect | report | export | broker | simulate | demo | warmup``.
 
 The CLI owns signals: SIGTERM/SIGINT only call :meth:`Runner.stop`, the loop finishes its batch,
 checkpoints, flushes and exits 0. A second signal exits at once (safe: the checkpoint makes a
@@ -20,6 +20,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -28,9 +29,13 @@ warnings.filterwarnings("ignore", message=".*read_text.*", category=DeprecationW
 log = logging.getLogger("streammkl")
 
 
-def setup_logging(level: str = "INFO", secrets: list[str] | None = None) -> None:
+def setup_logging(
+    level: str = "INFO", secrets: list[str] | None = None, repeat_window: float = 10.0
+) -> None:
     """Log to stderr, ``secrets`` masked in every line; kafka-python's per-connection errors
-    only at DEBUG."""
+    only at DEBUG; a line repeated from the same call site at most once per ``repeat_window``
+    seconds, with the count of those held back (:mod:`streammkl.daemon.commands.logfilter`)."""
+    from streammkl.daemon.commands.logfilter import install_repeat_limit
     from streammkl.daemon.kafka.security import install_redaction
 
     logging.basicConfig(
@@ -38,6 +43,7 @@ def setup_logging(level: str = "INFO", secrets: list[str] | None = None) -> None
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     install_redaction(secrets or [])
+    install_repeat_limit(repeat_window)
     if level.upper() != "DEBUG":
         logging.getLogger("kafka").setLevel(logging.CRITICAL)
 
@@ -92,7 +98,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"streammkl run: {exc}", file=sys.stderr)
         return 2
-    setup_logging(settings.run.log_level, settings.kafka.secret_values())
+    setup_logging(
+        settings.run.log_level, settings.kafka.secret_values(), settings.run.log_repeat_seconds
+    )
     from streammkl.daemon.checkpoints.store import CheckpointError
     from streammkl.daemon.http.webconfig import WebConfigError
     from streammkl.daemon.loop.runner import Runner
@@ -119,7 +127,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from streammkl.daemon.checkpoints.inspection import inspect_checkpoint
+    from streammkl.daemon.checkpoints.inspection import inspect_checkpoint, render_text
     from streammkl.daemon.checkpoints.store import CheckpointError
 
     try:
@@ -130,18 +138,12 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(info, indent=2, sort_keys=True))
         return 0
-    for key, value in info.items():
-        if isinstance(value, dict):
-            print(f"{key}:")
-            for k, v in value.items():
-                print(f"  {k}: {v}")
-        else:
-            print(f"{key}: {value}")
+    print(render_text(info))
     return 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from streammkl.daemon.commands.report import write_report
+    from streammkl.daemon.commands.report import summary, write_report
 
     try:
         paths = write_report(args.checkpoint_dir, args.out)
@@ -154,6 +156,10 @@ def cmd_report(args: argparse.Namespace) -> int:
         return 1
     for path in paths:
         print(path)
+    lines = summary(args.checkpoint_dir)
+    (Path(args.out) / "summary.txt").write_text("\n".join(lines) + "\n")
+    print(Path(args.out) / "summary.txt")
+    print("\n".join(lines))
     return 0
 
 
@@ -193,18 +199,93 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from streammkl.daemon.commands.demo import run_demo
 
+    known = _demo_scenarios()
+    if args.scenario not in known:  # before the broker starts, not a traceback after it
+        print(
+            f"streammkl demo: unknown scenario {args.scenario!r}; choose one of: "
+            f"{', '.join(known)} (streammkl simulate --list describes them; a replay of your "
+            "own file: streammkl simulate ... then streammkl run)",
+            file=sys.stderr,
+        )
+        return 2
+
     setup_logging("WARNING" if not args.verbose else "INFO")
     return run_demo(args)
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from streammkl.daemon.checkpoints.export import export_model
+    from streammkl.daemon.checkpoints.store import CheckpointError
+
+    try:
+        done = export_model(args.checkpoint_dir, args.out, args.hmac_key_file)
+    except (FileNotFoundError, CheckpointError, ValueError) as exc:
+        print(f"streammkl export: {exc}", file=sys.stderr)
+        return 1
+    name = done.model_class.rpartition(":")[2]
+    print(
+        f"{done.path}: {name} after {done.examples_learned} examples (digest "
+        f"{done.model_digest[:16]}…, from {done.checkpoint}); load it with "
+        f"{name}.load({str(done.path)!r})"
+    )
+    return 0
+
+
+def cmd_warmup(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from streammkl.daemon.commands.demo import scenario_examples
+    from streammkl.daemon.commands.warmup import run_warm_up
+    from streammkl.daemon.config import ConfigError, load_settings
+
+    try:
+        settings = load_settings(args.config)
+    except ConfigError as exc:
+        print(f"streammkl warmup: {exc}", file=sys.stderr)
+        return 2
+    examples = scenario_examples(args.scenario) if args.scenario else None
+    run_warm_up(Console(stderr=False), settings, examples)
+    return 0
+
+
+def _demo_scenarios() -> list[str]:
+    """The scenarios the demo can run without more input (a replay of a user's file needs
+    ``streammkl simulate`` and its parameters)."""
+    try:
+        from simulators import names, params_of
+    except ImportError:  # pragma: no cover - the simulators package ships with streammkl
+        return []
+    out = []
+    for name in names():
+        try:
+            required = [p for p, spec in params_of(name).items() if "(required)" in spec.help]
+        except (ValueError, TypeError):
+            continue
+        if not required:
+            out.append(name)
+    return out
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``streammkl`` argument parser."""
+    from streammkl import __version__
+
     parser = argparse.ArgumentParser(
         prog="streammkl", description="Online multiple kernel learning on event streams."
     )
+    parser.add_argument("--version", action="version", version=f"streammkl {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser("run", help="run the daemon (consume, predict, learn, checkpoint)")
+    run = sub.add_parser(
+        "run",
+        help="run the daemon (consume, predict, learn, checkpoint)",
+        description="Run the daemon. Every option overrides the settings file and the "
+        "environment (STREAMMKL_SECTION__KEY); unset options keep the settings' values "
+        "(defaults: docs/daemon.md, Settings).",
+        epilog="defaults: --bootstrap-servers 127.0.0.1:9092, --topic streammkl.examples, "
+        "--group-id streammkl, --checkpoint-dir ./checkpoints, --metrics-port 9108, "
+        "--log-level INFO, run forever (no --exit-when-idle)",
+    )
     run.add_argument("--config", help="TOML settings file (default: $STREAMMKL_CONFIG)")
     run.add_argument("--bootstrap-servers", help="Kafka brokers host:port[,host:port]")
     run.add_argument("--topic", help="input topic(s), comma-separated")
@@ -243,13 +324,26 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--out", default="report", help="output directory (default ./report)")
     rep.set_defaults(func=cmd_report)
 
+    exp = sub.add_parser(
+        "export", help="write the newest checkpoint's model as a file the learner's load() reads"
+    )
+    exp.add_argument("checkpoint_dir", help="the daemon's checkpoint directory")
+    exp.add_argument("out", help="the model file to write (e.g. model.smkl)")
+    exp.add_argument("--hmac-key-file", help="only checkpoints signed with this key count")
+    exp.set_defaults(func=cmd_export)
+
     brk = sub.add_parser("broker", help="run the embedded Tansu broker in the foreground")
-    brk.add_argument("--port", type=int, default=9092)
-    brk.add_argument("--host", default="127.0.0.1")
+    brk.add_argument("--port", type=int, default=9092, help="port to listen on (default 9092)")
+    brk.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     brk.add_argument(
         "--create-topic", action="append", metavar="NAME[:PARTITIONS]", help="create a topic"
     )
-    brk.add_argument("--log-level", default="INFO")
+    brk.add_argument(
+        "--log-level",
+        default="INFO",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="the broker wrapper's log level (default INFO)",
+    )
     brk.set_defaults(func=cmd_broker)
 
     sim = sub.add_parser("simulate", help="produce a simulated stream to Kafka or JSON Lines")
@@ -264,7 +358,14 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="broker + simulator + daemon + metrics + live view")
     demo.add_argument("--config", help="TOML settings file (e.g. to choose the learner)")
     demo.add_argument("--duration", type=float, default=60.0, help="seconds (default 60)")
-    demo.add_argument("--scenario", default="kernel-drift", help="simulator scenario")
+    demo.add_argument(
+        "--scenario",
+        default="kernel-drift",
+        metavar="NAME",
+        help="simulator scenario (default kernel-drift; one of: "
+        + ", ".join(_demo_scenarios())
+        + ")",
+    )
     demo.add_argument(
         "--rate", type=float, default=1000.0, help="records per second at most (default 1000)"
     )
@@ -275,6 +376,17 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--no-live", action="store_true", help="plain progress lines, no live view")
     demo.add_argument("--verbose", action="store_true")
     demo.set_defaults(func=cmd_demo)
+
+    warm = sub.add_parser(
+        "warmup",
+        help="compile the learner's numerical code once (numba), with a progress bar; "
+        "make install runs it",
+    )
+    warm.add_argument("--config", help="TOML settings file (default: $STREAMMKL_CONFIG)")
+    warm.add_argument(
+        "--scenario", help="learn a few records of this simulator scenario (default: synthetic)"
+    )
+    warm.set_defaults(func=cmd_warmup)
     return parser
 
 

@@ -73,6 +73,12 @@ class RunSettings(Section):
     #: credentials, or an input topic is missing (None = run forever).
     exit_when_idle: float | None = Field(default=None, gt=0)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    #: One INFO progress line every this many seconds: records/s, lag, the prequential accuracy
+    #: (or loss), dead letters, checkpoint age (0 = none).
+    progress_seconds: float = Field(default=10.0, ge=0)
+    #: A log line repeated from one place (an unreachable broker's retries) is shown at most
+    #: once per this many seconds, with the count of those held back (0 = every line).
+    log_repeat_seconds: float = Field(default=10.0, ge=0)
     #: Python's cyclic garbage collector, tuned for the loop (``gc.freeze`` after start-up and a
     #: first-generation threshold of this many allocations; 0 = Python's defaults). Every record
     #: allocates a few containers, and with the default threshold (700) the collector ran

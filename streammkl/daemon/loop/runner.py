@@ -78,9 +78,11 @@ from streammkl.daemon.learning.building import LearnerConfigError, build_learner
 from streammkl.daemon.learning.drivers import MKLDriver, driver_for
 from streammkl.daemon.learning.learner import Learner, introspect
 from streammkl.daemon.learning.stream_monitor import StreamMonitor
+from streammkl.daemon.learning.warmup import logging_compiles
 from streammkl.daemon.loop.disk import EXIT_NO_CHECKPOINT, DiskFault
 from streammkl.daemon.loop.idle import EXIT_OK, GcTuning, IdleClock, idle_end
 from streammkl.daemon.loop.prequential import REASONS, Prequential
+from streammkl.daemon.loop.progress import ProgressLine, TopicWatch
 from streammkl.daemon.loop.publishing import Publisher
 from streammkl.daemon.mixing.member import Hook, MixingMember, mixing_learner
 
@@ -168,6 +170,9 @@ class Runner:
         #: The checkpoint directory's faults (a full or read-only disk pauses the loop).
         self.disk = DiskFault()
         self.gc = GcTuning(settings.run.gc_threshold)
+        #: The periodic INFO line (rate, lag, score, dead letters, checkpoint age).
+        self.progress = ProgressLine(settings.run.progress_seconds, settings.learner.task)
+        self.topic_watch = TopicWatch()  # a WARNING for an input topic that does not exist
         #: What the outside sees: the metrics' snapshot and the health status.
         self.publisher = Publisher(
             settings.metrics, self.metrics, self.source, self.sink, self.checkpoints,
@@ -388,7 +393,8 @@ class Runner:
         self.publisher.starting = "compiling the learner's loops (numba warm-up)"
         t0 = time.monotonic()
         try:
-            self.driver.warm_up()
+            with logging_compiles(log):  # a first start on a new machine says it compiles
+                self.driver.warm_up()
         except Exception as exc:  # only a speed-up: never a reason not to start
             log.warning("learner warm-up failed (first records will be slower): %r", exc)
         self.metrics.warm_up_seconds.set(time.monotonic() - t0)
@@ -446,6 +452,9 @@ class Runner:
         if self.checkpoints.due():
             self.checkpoint("periodic")
         self._publish(busy=bool(batch))
+        self.progress.tick(self.counters, self.metrics.snapshots.snapshot)
+        if self.source.reached and not self.source.buffers:  # (nothing assigned: why?)
+            self.topic_watch.check(self.source.missing_topics, k.bootstrap_servers)
         if self.idle.limit is not None:
             end = idle_end(self.idle, now, self.source)
             if end is not None:
@@ -512,6 +521,7 @@ class Runner:
             self.prequential.close()
             self.source.close()
             self._publish(force_model=True)
+            self.progress.tick(self.counters, self.metrics.snapshots.snapshot, final=True)
             if self.monitor is not None:
                 self.monitor.close()
             if self.http is not None and not self.keep_http:
