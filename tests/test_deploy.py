@@ -297,7 +297,20 @@ def declared(name: str) -> str:
 @pytest.mark.kafka
 @pytest.mark.xdist_group("kafka")
 def test_alert_and_dashboard_metrics_are_exported_by_a_live_daemon(live_exposition: str) -> None:
+    """The deploy daemon (mixing off) exports every metric deploy/ uses but the mixing group's,
+    which only a mixing daemon exports (``DaemonMetrics(mixing=True)``, its own registry)."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from streammkl.daemon.http.metrics import DaemonMetrics
+
     exported = exported_names(live_exposition)
+    assert not {n for n in exported if n.startswith("streammkl_mix_")}, "mixing is off"
+    mixing = DaemonMetrics(CollectorRegistry(), mixing=True).registry
+    exported |= {
+        n
+        for n in exported_names(generate_latest(mixing).decode())
+        if n.startswith("streammkl_mix_")
+    }
     used = used_metric_names()
     missing = {
         name: sorted(where)
