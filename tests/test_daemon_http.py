@@ -374,3 +374,28 @@ def test_stop_returns_in_seconds_whatever_the_clients_do() -> None:
     finally:
         never.set()
         quiet.close()
+
+
+def test_head_is_answered_like_get_without_a_body() -> None:
+    server = HealthServer(registry(), status).start()
+    try:
+        base = f"http://127.0.0.1:{server.port}"
+        for path in ("/metrics", "/healthz", "/readyz", "/startupz"):
+            code, headers, body = get(base + path)
+            req = urllib.request.Request(base + path, method="HEAD")
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                assert resp.status == code == 200, path
+                assert resp.read() == b""
+                assert resp.headers["Content-Type"] == headers["Content-Type"]
+                if path == "/metrics":  # the probes' bodies carry a clock: lengths may differ
+                    assert int(resp.headers["Content-Length"]) == len(body)
+                else:
+                    assert int(resp.headers["Content-Length"]) > 0
+        with pytest.raises(urllib.error.HTTPError) as info:
+            urllib.request.urlopen(urllib.request.Request(base + "/metrics", method="PUT"))
+        assert info.value.code == 405 and info.value.headers["Allow"] == "GET, HEAD"
+        with pytest.raises(urllib.error.HTTPError) as info:
+            urllib.request.urlopen(urllib.request.Request(base + "/nope", method="HEAD"))
+        assert info.value.code == 404
+    finally:
+        server.stop()

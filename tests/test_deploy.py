@@ -294,10 +294,25 @@ def declared(name: str) -> str:
     return "; declared by streammkl.monitor.METRICS" if name in specs else ""
 
 
+def mixing_exposition() -> str:
+    """The ``streammkl_mix_*`` families a daemon with ``mixing.enabled`` exports (its
+    ``DaemonMetrics(mixing=True)``; the live daemon here does not mix)."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from streammkl.daemon.http.metrics import DaemonMetrics
+
+    text = generate_latest(DaemonMetrics(CollectorRegistry(), mixing=True).registry).decode()
+    return "\n".join(line for line in text.splitlines() if "streammkl_mix_" in line) + "\n"
+
+
 @pytest.mark.kafka
 @pytest.mark.xdist_group("kafka")
 def test_alert_and_dashboard_metrics_are_exported_by_a_live_daemon(live_exposition: str) -> None:
+    """The deploy daemon (mixing off) exports every metric deploy/ uses but the mixing group's,
+    which only a mixing daemon exports (:func:`mixing_exposition`)."""
     exported = exported_names(live_exposition)
+    assert not {n for n in exported if n.startswith("streammkl_mix_")}, "mixing is off"
+    exported |= exported_names(mixing_exposition())
     used = used_metric_names()
     missing = {
         name: sorted(where)
@@ -320,7 +335,8 @@ def test_alert_and_dashboard_metrics_are_exported_by_a_live_daemon(live_expositi
 @pytest.mark.kafka
 @pytest.mark.xdist_group("kafka")
 def test_labels_used_in_deploy_exist_on_the_live_metrics(live_exposition: str) -> None:
-    labels = set(re.findall(r"[{,]\s*([a-zA-Z_]\w*)=\"", live_exposition))
+    exposition = live_exposition + mixing_exposition()  # (the mixing group's: see above)
+    labels = set(re.findall(r"[{,]\s*([a-zA-Z_]\w*)=\"", exposition))
     texts = [a["expr"] for a in alerts()] + [
         str(a.get("annotations", {}).get("summary", "")) for a in alerts()
     ]

@@ -30,7 +30,8 @@ class CheckpointSettings(Section):
 
 
 class MetricsSettings(Section):
-    """The HTTP endpoint serving ``/metrics``, ``/healthz``, ``/readyz`` and ``/startupz``.
+    """The HTTP endpoint serving ``/metrics``, ``/healthz``, ``/readyz`` and ``/startupz`` (and
+    ``POST /predict`` with ``predict = true``).
 
     It exposes the model (kernel weights, block norms, regret) and topic names: it listens on
     the loopback interface unless told otherwise, and ``web_config_file`` adds TLS and basic
@@ -61,6 +62,9 @@ class MetricsSettings(Section):
     #: Connections one client address may hold at once; a new one beyond closes the client's
     #: oldest connection still sending its head.
     max_connections_per_client: int = Field(default=8, ge=1, le=256)
+    #: Serve ``POST /predict`` (one record in, the model's prediction out) from a snapshot of
+    #: the model published at each checkpoint, behind the same TLS and authentication.
+    predict: bool = False
 
 
 class RunSettings(Section):

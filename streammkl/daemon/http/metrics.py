@@ -185,7 +185,8 @@ class SnapshotCollector(Collector):
         age = -1.0 if s.checkpoint_time is None else max(0.0, time.time() - s.checkpoint_time)
         yield GaugeMetricFamily(
             "streammkl_checkpoint_age_seconds",
-            "Seconds since the last checkpoint (-1 before the first)",
+            "Seconds since the last checkpoint written or restored; -1 means never "
+            "checkpointed (no checkpoint yet: a fresh model before its first commit)",
             value=age,
         )
         yield GaugeMetricFamily(
@@ -237,9 +238,12 @@ class DaemonMetrics:
     ----------
     registry
         Where to register; tests pass a fresh :class:`~prometheus_client.CollectorRegistry`.
+    mixing
+        Whether the daemon mixes (``mixing.enabled``): the ``streammkl_mix_*`` metrics are
+        exported only then (declared on a registry nobody scrapes otherwise).
     """
 
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    def __init__(self, registry: CollectorRegistry | None = None, mixing: bool = False) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
         self.consumed = Counter(
@@ -321,7 +325,7 @@ class DaemonMetrics:
         self.rebalances = Counter(
             "streammkl_rebalances", "Partition assignments received", registry=r
         )
-        self.mix = MixMetrics(r)
+        self.mix = MixMetrics(r if mixing else CollectorRegistry())
         self.learn_seconds = BatchHistogram(
             "streammkl_learn_duration_seconds",
             "Duration of learning one example (for streammkl learners one fused round, which also "

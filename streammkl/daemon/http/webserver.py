@@ -21,9 +21,11 @@ few such clients held every worker of the bounded pool that served ``/healthz`` 
    writes the response, within ``request_timeout`` seconds (the event thread shuts the socket
    down at the deadline, however slowly the client reads).
 
-One request per connection (``Connection: close``). :meth:`WebServer.stop` closes every socket
-and returns within ``timeout`` seconds whatever the clients do; every thread is a daemon thread,
-so a stuck handler never holds the interpreter's exit.
+One request per connection (``Connection: close``). ``HEAD`` is answered for every ``GET`` route
+as ``GET`` is, without the body (its ``Content-Length`` that of the ``GET`` answer).
+:meth:`WebServer.stop` closes every socket and returns within ``timeout`` seconds whatever the
+clients do; every thread is a daemon thread, so a stuck handler never holds the interpreter's
+exit.
 
 A route is added by naming it (:class:`Route`): a method, a path, a handler from
 :class:`Request` to :class:`Response`, its lane and the body it accepts (``max_body`` bytes, 0:
@@ -95,8 +97,9 @@ class Response:
     content_type: str = "text/plain; charset=utf-8"
     headers: Mapping[str, str] = field(default_factory=dict)
 
-    def encode(self, extra: Mapping[str, str] | None = None) -> bytes:
-        """The bytes on the wire (HTTP/1.1, ``Connection: close``), with ``extra`` headers."""
+    def encode(self, extra: Mapping[str, str] | None = None, head: bool = False) -> bytes:
+        """The bytes on the wire (HTTP/1.1, ``Connection: close``), with ``extra`` headers;
+        ``head``: without the body (the answer to ``HEAD``; ``Content-Length`` as for ``GET``)."""
         try:
             phrase = http.HTTPStatus(self.status).phrase
         except ValueError:
@@ -108,7 +111,7 @@ class Response:
             "Connection: close",
         ]
         lines += [f"{k}: {v}" for k, v in {**(extra or {}), **self.headers}.items()]
-        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + self.body
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (b"" if head else self.body)
 
 
 class Route(NamedTuple):
@@ -145,6 +148,7 @@ class _Job(NamedTuple):
     target: str
     headers: http.client.HTTPMessage
     rest: bytes  # what followed the head (the body's start)
+    head: bool = False  # a HEAD request: answered as GET, without the body
 
 
 class WebServer:
@@ -380,10 +384,12 @@ class WebServer:
             return self._answer_now(conn, Response(400, b"bad request\n"))
         method, target, headers = parsed
         path = target.split("?", 1)[0]
-        route = self.routes.get((method, path))
+        head = method == "HEAD" and (method, path) not in self.routes
+        route = self.routes.get(("GET", path) if head else (method, path))
         if route is None:
             if any(p == path for _, p in self.routes):
-                allowed = ", ".join(sorted(m for m, p in self.routes if p == path))
+                methods = {m for m, p in self.routes if p == path}
+                allowed = ", ".join(sorted(methods | ({"HEAD"} if "GET" in methods else set())))
                 return self._answer_now(
                     conn, Response(405, b"method not allowed\n", headers={"Allow": allowed})
                 )
@@ -394,7 +400,7 @@ class WebServer:
             self._served[conn] = now + self.request_timeout
         try:
             self._queues[route.lane].put_nowait(
-                _Job(conn, route, target, headers, bytes(conn.buf[end:]))
+                _Job(conn, route, target, headers, bytes(conn.buf[end:]), head)
             )
         except queue.Full:
             with self._lock:
@@ -483,7 +489,7 @@ class WebServer:
         except Exception:
             log.exception("http %s %s failed", route.method, path)
             response = Response(500, b"internal error\n")
-        sock.sendall(response.encode(self.headers))
+        sock.sendall(response.encode(self.headers, head=job.head))
 
     # -- closing ------------------------------------------------------------------------------
 

@@ -28,7 +28,10 @@ built on it; every other thread works on copies or on immutable values handed to
   and the input names as a tuple. It fits models of its own (never the learner) and publishes an
   immutable estimate by one reference assignment, which the monitor's snapshot reads.
 - *HTTP threads* (``streammkl-http``, :class:`~streammkl.daemon.http.health.HealthServer`):
-  ``/metrics`` reads the registry, whose model and monitor values are the
+  ``POST /predict`` (with ``metrics.predict``) predicts with a learner of its own, built by the
+  loop thread from each checkpoint's state (copied arrays) and published by one reference
+  assignment (:class:`~streammkl.daemon.http.predict.Predictor`); ``/metrics`` reads the
+  registry, whose model and monitor values are the
   :class:`~streammkl.daemon.http.metrics.Snapshot` the loop publishes
   (:class:`~streammkl.daemon.loop.publishing.Publisher`, after a drain); ``/healthz`` and
   ``/readyz`` and ``/startupz`` read the published status (a dict replaced, never changed),
@@ -62,7 +65,9 @@ from streammkl.daemon.checkpoints.store import encode_offsets
 from streammkl.daemon.config import ConfigError, Settings, reloaded_settings
 from streammkl.daemon.http.health import HealthServer
 from streammkl.daemon.http.metrics import DaemonMetrics
+from streammkl.daemon.http.predict import Predictor
 from streammkl.daemon.http.webconfig import load_web_config
+from streammkl.daemon.http.webserver import Route
 from streammkl.daemon.kafka.clients import (
     PRODUCERS,
     ConsumerFactory,
@@ -133,7 +138,7 @@ class Runner:
         self.settings = settings
         self.reload_settings = reload_settings
         self._reload = threading.Event()
-        self.metrics = DaemonMetrics(registry)
+        self.metrics = DaemonMetrics(registry, mixing=settings.mixing.enabled)
         if learner is None:
             learner = build_learner(settings.learner, allow_factory)
         self.checkpoints = Checkpointer.from_settings(settings.checkpoint)
@@ -161,6 +166,9 @@ class Runner:
         ms = settings.metrics
         self.web = load_web_config(ms.web_config_file) if ms.web_config_file else None
         self.http: HealthServer | None = None
+        #: ``POST /predict``'s model snapshots (published at each checkpoint), if
+        #: ``metrics.predict``.
+        self.predictor = Predictor(settings.records, settings.learner.task) if ms.predict else None
         self.keep_http = False  # the demo keeps serving after the loop ends
         self.started = False
         #: The process's exit code once the loop has ended (:mod:`streammkl.daemon.loop.idle`).
@@ -277,6 +285,8 @@ class Runner:
             return
         ckpt, learner, outbox = found
         self._set_learner(learner)
+        if self.predictor is not None:
+            self.predictor.published(ckpt)
         for key, value in ckpt.counters.items():
             self.counters[key] = value
         if self.monitor is not None:  # (on a fused driver: a streammkl river learner's)
@@ -310,6 +320,8 @@ class Runner:
             self._disk_failed(exc)
             return False
         self.publisher.viewed(model_view(ckpt))  # read once, for the checkpoint's summary
+        if self.predictor is not None:  # a copy of this state, for POST /predict
+            self.predictor.published(ckpt)
         self.prequential.stale = False
         self.marker.covered(self.offsets)  # crash verdicts behind the checkpoint are settled
         if self.monitor is not None:
@@ -370,8 +382,14 @@ class Runner:
         k = self.settings.kafka
         ms = self.settings.metrics
         if ms.enabled and self.http is None:
+            routes = []
+            if self.predictor is not None:
+                routes.append(Route(
+                    "POST", "/predict", self.predictor.handle, lane="work",
+                    max_body=self.predictor.max_body,
+                ))  # fmt: skip
             self.http = HealthServer.serve(
-                ms, self.metrics.registry, self.publisher.health, self.web
+                ms, self.metrics.registry, self.publisher.health, self.web, routes
             )
         self.publisher.starting = "restoring the checkpoint"
         self.restore()

@@ -1,6 +1,7 @@
 """A mixing group's metrics (:mod:`streammkl.daemon.mixing.member`): the rounds, their merges and
-the merged model's prequential and hindsight views. Every daemon declares them (zero outside a
-group), so dashboards and alerts can rely on them."""
+the merged model's prequential and hindsight views. A daemon exports them only with mixing on
+(``mixing.enabled``); without, its ``/metrics`` holds none (the dashboard's mixing panels are
+empty, the mixing alerts silent)."""
 
 from __future__ import annotations
 
@@ -37,8 +38,8 @@ BLOCKED_PARTS = ("wait", "drain", "publish", "fold", "rebase")
 
 
 class MixMetrics:
-    """A mixing group's metrics (:mod:`streammkl.daemon.mixing.member`); declared by every
-    daemon (zero outside a group), so dashboards and alerts can rely on them."""
+    """A mixing group's metrics (:mod:`streammkl.daemon.mixing.member`), on ``registry`` (the
+    daemon's own with mixing on)."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
         r = registry
