@@ -106,8 +106,11 @@ def test_a_delta_is_stored_uncompressed_and_a_compressed_one_still_reads():
     plain, packed_rec = decode(value), decode(packed.getvalue())
     assert learner_digest(plain.state) == learner_digest(packed_rec.state)
     assert learner_digest(plain.state) == learner_digest(rec.state)
-    assert (plain.examples, plain.offsets) == (packed_rec.examples, packed_rec.offsets) == (
-        100, {"t/0": 100})
+    assert (
+        (plain.examples, plain.offsets)
+        == (packed_rec.examples, packed_rec.offsets)
+        == (100, {"t/0": 100})
+    )
 
 
 def test_replays_change_nothing_and_every_reader_gets_the_same_model():
