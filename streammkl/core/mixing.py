@@ -158,7 +158,9 @@ class _Aligned:
         self.acc[-1] = S.step_acc[-1]
 
     @classmethod
-    def of_arrays(cls, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray], target: Any):
+    def of_arrays(
+        cls, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray], target: Any
+    ) -> _Aligned:
         """The same from a state whose layout is the target's (:func:`_same_layout`): its saved
         arrays are already on the target's columns, so no model, layout or column keys are
         built (what every round of a settled group merges)."""
