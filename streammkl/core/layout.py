@@ -27,6 +27,7 @@ non-zeros.
 from __future__ import annotations
 
 import copy
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -351,20 +352,24 @@ def build_layout(
         tuple(keys), max(d, capacity or 0), seed,
         None if index is None else tuple(index.items()),
     )  # fmt: skip
-    cached = _BUILT.get(key)
+    with _BUILT_LOCK:
+        cached = _BUILT.get(key)
     if cached is not None:
         return copy.deepcopy(cached)
     layout = _empty(kernels, max(d, capacity or 0), seed)
     layout.extend(kernels, keys, seed, index)
-    if len(_BUILT) >= _KEEP_BUILT:
-        _BUILT.pop(next(iter(_BUILT)))
-    _BUILT[key] = copy.deepcopy(layout)  # (never handed out: copies only)
+    kept = copy.deepcopy(layout)  # (never handed out: copies only)
+    with _BUILT_LOCK:
+        while len(_BUILT) >= _KEEP_BUILT:
+            _BUILT.pop(next(iter(_BUILT)))
+        _BUILT[key] = kept
     return layout
 
 
 #: Layouts built lately, by everything that fixes them (see :func:`build_layout`).
 _BUILT: dict[tuple, Layout] = {}
 _KEEP_BUILT = 8
+_BUILT_LOCK = threading.Lock()  # (a daemon loads models from more than one thread)
 
 
 def grown(
