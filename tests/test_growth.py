@@ -195,3 +195,21 @@ def test_the_seam_prices_a_record_by_its_new_inputs():
     _, two = seam.cost({"c": 1.0, "d": 1.0})
     assert 0 < one < two
     assert seam.cost({"a": 1.0, "c": 1.0}) == (round_entries, one)  # it changed nothing
+
+
+def test_a_layout_built_again_is_a_fresh_copy_whatever_its_earlier_copies_went_through():
+    """build_layout keeps the layouts it built lately (a group member loads the same one every
+    round) and hands out copies: growing one in place changes none built after it."""
+    bank = (kernels.Linear(), kernels.AdditiveRBF(1.0, 8), kernels.RBF(0.3, n_components=32))
+    first = build_layout(bank, 2, 7, keys=["a", "b"], capacity=4)
+    again = build_layout(bank, 2, 7, keys=["a", "b"], capacity=4)
+    assert again is not first
+    assert grown(first, bank, ["a", "b", "c"], 7) is first  # in place: within the capacity
+    assert first.n_inputs == 3
+    later = build_layout(bank, 2, 7, keys=["a", "b"], capacity=4)
+    assert later.n_inputs == 2
+    for name in ("phi_src", "rff_wt", "rff_b", "in_pos", "ex_used", "masks"):
+        np.testing.assert_array_equal(getattr(later, name), getattr(again, name))
+    assert not np.array_equal(first.ex_used, later.ex_used)
+    other = build_layout(bank, 2, 8, keys=["a", "b"], capacity=4)  # another seed: other draws
+    assert not np.array_equal(other.rff_wt, later.rff_wt)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from streammkl.core import OnlineMKL, kernels, losses, regularizers, schedules
+from streammkl.core import OnlineMKL, kernels, losses, mixing, regularizers, schedules
 from streammkl.core.mixing import MemberRound, merge
 
 BANK = (
@@ -208,3 +208,51 @@ def test_dual_mean_averages_the_increments_instead_of_adding_them():
     np.testing.assert_allclose(merged.gradient_sq_sums, want, rtol=1e-12)
     assert merged.t == base.t + 150  # examples still count once each
     assert merged.schedule.t == base.schedule.t + 78  # 0.4 * 60 + 0.6 * 90
+
+
+def _grown(cfg, X, Y):
+    """A model whose inputs arrived in two steps (its layout keeps room for more)."""
+    model = OnlineMKL(**cfg)
+    model.declare_features(["a", "b"])
+    model.learn_many(X[:30, :2], Y[:30])
+    model.declare_features(["c"])
+    model.learn_many(X[30:60], Y[30:60])
+    return model
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+@pytest.mark.parametrize("prox", [True, False])
+def test_the_fast_merge_of_a_settled_group_is_the_general_merge_bit_for_bit(
+    name, prox, monkeypatch
+):
+    """Members on the base's layout (a settled group's every round): their arrays are merged as
+    they are; the result must be the general path's (column keys, models per state), bit for
+    bit, stale members and unequal weights included."""
+    cfg = dict(kernels=BANK, loss=losses.Logistic(), fit_intercept=True, **CONFIGS[name])
+    X, Y = _stream(400, 5)
+    old = _grown(cfg, X, Y)
+    assert old.layout.capacity > len(old.feature_keys)  # the saved arrays skip the room
+    rounds = _rounds(old, [(X[60:100], Y[60:100])])
+    base = merge(*old.to_state(), rounds, fast=False)
+    late = OnlineMKL.from_state(*old.to_state())  # learned from the older base: stale
+    late.learn_many(X[100:130], Y[100:130])
+    stale = MemberRound("late", 30, *late.to_state(), since=old.to_state())
+    fresh = _rounds(base, [(X[130:200], Y[130:200]), (X[200:230], Y[200:230])])
+    general_keys = mixing.column_keys
+
+    def no_keys(*args):
+        raise AssertionError("the fast path matches no columns by key")
+
+    for parts in (fresh, [*fresh, stale], fresh[:1]):
+        stats_fast: dict = {}
+        stats_general: dict = {}
+        monkeypatch.setattr(mixing, "column_keys", no_keys)
+        fast = merge(*base.to_state(), parts, stats_fast, prox=prox)
+        monkeypatch.setattr(mixing, "column_keys", general_keys)
+        general = merge(*base.to_state(), parts, stats_general, prox=prox, fast=False)
+        assert fast.digest() == general.digest()
+        assert stats_fast == stats_general
+        Xn, Yn = _stream(40, 11)
+        fast.learn_many(Xn, Yn)  # and it learns on alike
+        general.learn_many(Xn, Yn)
+        assert fast.digest() == general.digest()

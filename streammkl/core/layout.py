@@ -26,6 +26,8 @@ non-zeros.
 
 from __future__ import annotations
 
+import copy
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -339,11 +341,35 @@ def build_layout(
     capacity: int | None = None,
 ) -> Layout:
     """Arrays describing the bank on ``d`` inputs; ``keys[j]`` names input j (seeds the random
-    maps); room for ``capacity`` inputs (at least d; ``d`` by default)."""
+    maps); room for ``capacity`` inputs (at least d; ``d`` by default).
+
+    The last few layouts built are kept and handed out as copies: a group member rebuilds the
+    same layout for every state it loads, merges or rebases each round (the random Fourier
+    rows cost ~1.7 ms for the default bank on 10 inputs, a copy ~0.02 ms)."""
     keys = [str(j) for j in range(d)] if keys is None else list(keys[:d])
+    key = (
+        tuple((repr(k.to_spec()), repr(getattr(k, "fit", None))) for k in kernels),
+        tuple(keys), max(d, capacity or 0), seed,
+        None if index is None else tuple(index.items()),
+    )  # fmt: skip
+    with _BUILT_LOCK:
+        cached = _BUILT.get(key)
+    if cached is not None:
+        return copy.deepcopy(cached)
     layout = _empty(kernels, max(d, capacity or 0), seed)
     layout.extend(kernels, keys, seed, index)
+    kept = copy.deepcopy(layout)  # (never handed out: copies only)
+    with _BUILT_LOCK:
+        while len(_BUILT) >= _KEEP_BUILT:
+            _BUILT.pop(next(iter(_BUILT)))
+        _BUILT[key] = kept
     return layout
+
+
+#: Layouts built lately, by everything that fixes them (see :func:`build_layout`).
+_BUILT: dict[tuple, Layout] = {}
+_KEEP_BUILT = 8
+_BUILT_LOCK = threading.Lock()  # (a daemon loads models from more than one thread)
 
 
 def grown(

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -156,6 +157,58 @@ class _Aligned:
                 self.acc[m] = S.step_acc[names.index(name)]
         self.acc[-1] = S.step_acc[-1]
 
+    @classmethod
+    def of_arrays(
+        cls, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray], target: Any
+    ) -> _Aligned:
+        """The same from a state whose layout is the target's (:func:`_same_layout`): its saved
+        arrays are already on the target's columns, so no model, layout or column keys are
+        built (what every round of a settled group merges)."""
+        self = cls.__new__(cls)
+        K, L = target.n_outputs, target.layout
+        self.t = int(meta["t"])
+        self.schedule_t = int(meta["schedule_t"])
+        w, scale = np.asarray(arrays["w"]), np.asarray(arrays["scale"])
+        block = np.zeros(L.width)
+        for m in range(len(target.kernels)):
+            block[L.ex_off[m] : L.ex_off[m + 1]] = scale[m]
+        k = w.shape[0]
+        self.theta = np.zeros((K, L.width))
+        self.stored = np.zeros((K, L.width))
+        self.avg_w = np.zeros((target.n_averages, K, L.width))
+        self.avg_bias = np.zeros((target.n_averages, K))
+        self.bias = np.zeros(K)
+        self.theta[:k] = w * block
+        self.stored[:k] = w
+        self.avg_w[:, :k] = arrays["avg_w"]
+        self.bias[:k] = arrays["bias"]
+        self.avg_bias[:, :k] = arrays["avg_bias"]
+        self.avg_loss = np.array(arrays["avg_loss"], dtype=float)
+        self.acc = np.array(arrays["step_acc"], dtype=float)
+        return self
+
+
+#: The saved arrays :meth:`_Aligned.of_arrays` reads (older states may lack some: general path).
+_FAST_ARRAYS = ("w", "scale", "bias", "avg_w", "avg_bias", "avg_loss", "step_acc", "avg_count")
+
+
+def _same_layout(
+    base: OnlineMKL, base_meta: Mapping[str, Any], states: Sequence[tuple[Mapping, Mapping]]
+) -> bool:
+    """Whether every state (the base's among them) has the base's layout, so that its saved
+    arrays (trimmed to the columns its inputs fill, whatever room its layout kept) are already
+    on the merged model's columns: the same configuration, fitted bandwidths, inputs in the
+    same order and outputs, and explicit blocks only (support sets merge by identity)."""
+    if not base.feature_keys or base.layout is None or base.layout.im_blocks.size:
+        return False
+    same = ("config", "bandwidths", "feature_keys", "n_outputs", "version")
+    for meta, arrays in states:
+        if any(meta.get(key) != base_meta.get(key) for key in same):
+            return False
+        if any(name not in arrays for name in _FAST_ARRAYS):
+            return False
+    return True
+
 
 class _Target:
     """The merged model's shape: the base's bank and inputs plus the members' new inputs."""
@@ -167,10 +220,17 @@ class _Target:
         self.names = [k.name for k in base.kernels]
         self.n_outputs = max([base.n_outputs, *(m.n_outputs for m in members)])
         self.n_averages = len(base.averages)
-        index = {k: i for i, k in enumerate(self.keys)}
-        self.layout = build_layout(self.kernels, len(self.keys), base.seed, index, self.keys)
+        if not new and base.layout is not None and base.layout.capacity == len(self.keys):
+            self.layout = base.layout  # what build_layout would give (base is not used after)
+        else:
+            index = {k: i for i, k in enumerate(self.keys)}
+            self.layout = build_layout(self.kernels, len(self.keys), base.seed, index, self.keys)
+
+    @cached_property
+    def column_index(self) -> dict[tuple, int]:
+        """Every explicit column's key (:func:`column_keys`) -> its column."""
         cols = column_keys(self.kernels, self.keys, self.layout)
-        self.column_index = {key: j for j, key in enumerate(cols)}
+        return {key: j for j, key in enumerate(cols)}
 
 
 def merge(
@@ -180,6 +240,7 @@ def merge(
     stats: dict[str, float] | None = None,
     dual: str = "sum",
     prox: bool = True,
+    fast: bool = True,
 ) -> OnlineMKL:
     """The next base: the merged model of the members' rounds from this base (see the module's
     docstring). The result does not depend on the order of ``rounds``.
@@ -200,12 +261,32 @@ def merge(
     ``prox=False`` leaves out the regularizer's prox steps of a mirror-descent schedule (FTRL's
     weights are always the prox of its dual: its closed form, not an extra step): a *rebase*
     (one member, since = the state it published, weight 1) moves a member's own progress onto
-    a merged model whose prox was applied, and the member's next rounds take their own."""
+    a merged model whose prox was applied, and the member's next rounds take their own.
+
+    ``fast``: when every state has the base's layout (the same inputs in the same order, the
+    same outputs, fitted bandwidths and explicit blocks: a settled group's every round), the
+    saved arrays are merged as they are, without building a model or a layout per state or
+    matching columns by what they read; the result is the same, bit for bit, as the general
+    path's (``fast=False``, which the tests compare it with)."""
     if dual not in ("sum", "mean"):
         raise ValueError(f"dual must be 'sum' or 'mean', got {dual!r}")
     base = OnlineMKL.from_state(dict(base_meta), dict(base_arrays))
     check_mixable(base)
     rounds = sorted(rounds, key=lambda r: (r.member, r.since is None))
+    for r in rounds:
+        if r.examples < 0:
+            raise ValueError(f"member {r.member!r}: examples must be >= 0, got {r.examples}")
+    states = [(base_meta, base_arrays)] + [(r.meta, r.arrays) for r in rounds]
+    states += [r.since for r in rounds if r.since is not None]
+    if fast and _same_layout(base, base_meta, states):
+        # the steady state of a group: the members' arrays are already on the merged columns
+        target = _Target(base, [])
+        if np.asarray(base_arrays["w"]).shape[-1] == target.layout.width:
+            ref = _Aligned.of_arrays(base_meta, base_arrays, target)
+            aligned = [_Aligned.of_arrays(r.meta, r.arrays, target) for r in rounds]
+            refs = [ref if r.since is None else _Aligned.of_arrays(*r.since, target)
+                    for r in rounds]  # fmt: skip
+            return _merged(base, rounds, target, ref, aligned, refs, stats, dual, prox)
     models = [OnlineMKL.from_state(dict(r.meta), dict(r.arrays)) for r in rounds]
     sinces = [OnlineMKL.from_state(dict(r.since[0]), dict(r.since[1])) if r.since else None
               for r in rounds]  # fmt: skip
@@ -221,14 +302,30 @@ def merge(
                 f"member {r.member!r} learns over other fitted bandwidths than the base (same "
                 "names, other random features): align them first (core.mixing_bandwidth)"
             )
-        if r.examples < 0:
-            raise ValueError(f"member {r.member!r}: examples must be >= 0, got {r.examples}")
     if base.feature_keys == [] and not any(m.feature_keys for m in models):
         return base
     target = _Target(base, models + olds)
     ref = _Aligned(base, target)  # (read only: the models are built once per merge)
     aligned = [_Aligned(m, target) for m in models]
     refs = [ref if old is None else _Aligned(old, target) for old in sinces]
+    support = [(r.examples, m, old) for r, m, old in zip(rounds, models, sinces, strict=True)]
+    return _merged(base, rounds, target, ref, aligned, refs, stats, dual, prox, support)
+
+
+def _merged(
+    base: OnlineMKL,
+    rounds: Sequence[MemberRound],
+    target: _Target,
+    ref: _Aligned,
+    aligned: Sequence[_Aligned],
+    refs: Sequence[_Aligned],
+    stats: dict[str, float] | None,
+    dual: str,
+    prox: bool,
+    support: list | None = None,
+) -> OnlineMKL:
+    """The merged model from the states on the target's columns (:func:`merge`); ``support``:
+    (examples, model, the model it learned from) of every member, for the kernelized blocks."""
     N = sum(r.examples for r in rounds)
     weights = [r.examples / N for r in rounds] if N > 0 else [0.0] * len(rounds)
 
@@ -261,8 +358,8 @@ def merge(
     merged.schedule.t = schedule_t
     theta = weighted("theta")
     if target.layout.im_blocks.size:
-        members = [(r.examples, m, old) for r, m, old in zip(rounds, models, sinces, strict=True)]
-        merge_support(state, target.layout, target.keys, base, members, stats)
+        assert support is not None  # (the fast path takes explicit blocks only)
+        merge_support(state, target.layout, target.keys, base, support, stats)
     before = (_block_norms(target.layout, theta) > 0) | (state.norms > 0)
     if isinstance(merged.schedule, schedules_mod.FTRL):
         stored = weighted("stored") if mean else added("stored")

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from streammkl.core import bandwidth
+from streammkl.core import kernels as kernels_mod
 from streammkl.core.kernels import Kernel, MedianRBF
 from streammkl.core.model import OnlineMKL
 
@@ -68,10 +69,15 @@ def align(
     first name); a member that fitted another (it met another number of inputs first), or a
     late member whose delta was learned on a bandwidth the group has changed since, restarts
     that block at zero: its delta for that block is dropped."""
-    b = _model(base)
-    if not median_bank(b.kernels):  # fixed bandwidths: nothing to agree on
+    kernels = _bank(base)
+    if not median_bank(kernels):  # fixed bandwidths: nothing to agree on
         states = [s for _, _, s, _ in members]
         return base, states, [s for *_, s in members], np.zeros((0, 0)), []
+    if _settled(kernels, base, members):  # a settled group's every round: nothing to align
+        keys = list(base[0]["feature_keys"])
+        states = [s for _, _, s, _ in members]
+        return base, states, [s for *_, s in members], np.zeros((0, len(keys))), keys
+    b = _model(base)
     models = [_model(s) for _, _, s, _ in members]
     olds = [None if since is None else _model(since) for _, _, _, since in members]
     bank = list(b.kernels)
@@ -98,6 +104,38 @@ def align(
         return base, [s for _, _, s, _ in members], [s for *_, s in members], rows, keys
     states = [m.to_state() for m in models]
     return b.to_state(), states, [None if o is None else o.to_state() for o in olds], rows, keys
+
+
+def _bank(state: StateT) -> tuple[Kernel, ...]:
+    """A state's kernels with their fitted bandwidths, from its meta (no layout is built)."""
+    meta = state[0]
+    if int(meta.get("version", 0)) < 4:  # (older banks are converted when the model is built)
+        return _model(state).kernels
+    specs = meta["config"]["kernels"]
+    return bandwidth.restored(
+        tuple(kernels_mod.from_spec(k) for k in specs), dict(meta.get("bandwidths", {}))
+    )
+
+
+def _settled(
+    kernels: Sequence[Kernel],
+    base: StateT,
+    members: Sequence[tuple[str, int, StateT, StateT | None]],
+) -> bool:
+    """Whether the base's bandwidths are all final and every state (its ``since`` too) has the
+    base's configuration, bandwidths and inputs and no reservoir: :func:`align` would then
+    change nothing and pool no rows (so no model is built per state)."""
+    if bandwidth.has_pending(kernels) or "warmup_inputs" in base[1]:
+        return False
+    meta = base[0]
+    states = [s for _, _, s, _ in members] + [s for *_, s in members if s is not None]
+    return all(
+        s[0].get("config") == meta.get("config")
+        and s[0].get("bandwidths") == meta.get("bandwidths")
+        and s[0].get("feature_keys") == meta.get("feature_keys")
+        and "warmup_inputs" not in s[1]
+        for s in states
+    )
 
 
 def _on(model: OnlineMKL, rows: np.ndarray, keys: list[str]) -> np.ndarray:

@@ -3,7 +3,9 @@
 One partition, so that every member reads the same records in the same order: the group's state
 is a function of that log alone (:mod:`streammkl.daemon.mixing.log`). Records are keyed by
 ``kind/round/member`` and carry a JSON head plus, for ``base`` and ``delta``, a learner state
-(numpy arrays, never pickle), in one compressed ``.npz`` blob:
+(numpy arrays, never pickle), in one ``.npz`` blob, stored without compression (a delta of
+the default bank on 10 inputs: 70 kB instead of 46 kB, written in 0.23 ms instead of 1.2 ms and
+read in 0.66 ms instead of 1.0 ms, by every member every round; readers take both forms):
 
 - ``base``  (round 0): the group's starting model (the first one in the log wins);
 - ``hello`` / ``bye``: a member joins / leaves cleanly;
@@ -107,7 +109,7 @@ def encode(rec: MixRecord) -> tuple[bytes, bytes]:
     if rec.state is not None:
         payload.update({f"a/{k}": np.ascontiguousarray(v) for k, v in rec.state[1].items()})
     buf = io.BytesIO()
-    np.savez_compressed(buf, **payload)  # type: ignore[arg-type]
+    np.savez(buf, **payload)  # type: ignore[arg-type]
     return rec.key.encode(), buf.getvalue()
 
 
