@@ -57,6 +57,10 @@ class Consumer:
         self.committed_offsets = {0: 7, 1: -1001}
         self.positions: dict[int, int] = {}
         self.subscribed: Any = None
+        self.resumed: list[Any] = []
+
+    def resume(self, partitions: list[Any]) -> None:
+        self.resumed.extend(partitions)
 
     def subscribe(self, topics: list[str], on_assign: Any, on_revoke: Any) -> None:
         self.subscribed = (topics, on_assign, on_revoke)
@@ -112,6 +116,9 @@ def test_assignment_starts_at_own_then_committed_then_earliest_offsets() -> None
     # own 11 for partition 2; partition 0: the group's committed 7; partition 1: none -> earliest 3
     assert [(p.partition, p.offset) for p in consumer.assigned] == [(0, 7), (1, 3), (2, 11)]
     assert src.assignment == [TopicPartition("in", p) for p in (0, 1, 2)]
+    # every assigned partition is resumed (librdkafka keeps a pause across a rebalance, while
+    # the source starts every assignment unpaused)
+    assert sorted(p.partition for p in consumer.resumed) == [0, 1, 2]
     # before a record was delivered, the position is where the partition started
     assert client.position(TopicPartition("in", 1)) == 3
     consumer.positions[1] = 9

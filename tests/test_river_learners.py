@@ -363,3 +363,19 @@ def test_a_learner_on_the_accurate_bank_saves_and_loads_its_stumps(tmp_path) -> 
     again = MKLClassifier.load(tmp_path / "m.smkl")
     for x, _ in data[:20]:
         assert again.predict_proba_one(x) == clf.predict_proba_one(x)
+
+
+def test_memory_usage_is_the_models_own_not_numbas_compiler_state() -> None:
+    """river's memory check walks every object reachable from a learner: numba's compiled entry
+    points are shared code, and behind them numba's compiler state (which grows with whatever
+    else the process compiles and holds weak proxies that die with a compilation) is not the
+    model's memory."""
+    import numba
+
+    model = MKLClassifier(seed=0)
+    for i in range(50):
+        model.learn_one({"a": i * 0.1, "b": -i * 0.2}, i % 2 == 0)
+    before = model._raw_memory_usage
+    numba.njit(lambda v: v * 3 + 1)(2.5)  # another compilation in this process
+    assert model._raw_memory_usage == before
+    assert before < 5_000_000  # the model's arrays, not the interpreter's

@@ -5,8 +5,12 @@ without pickle (the one state file of :mod:`streammkl.statefile`: versioned, che
 from __future__ import annotations
 
 import copy
+import gc
 import json
 import os
+import sys
+import types
+import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -101,6 +105,35 @@ class MKLLearner:
         return defaults.regularizer()
 
     # --- introspection ----------------------------------------------------------------------
+    @property
+    def _raw_memory_usage(self) -> int:
+        """The learner's memory in bytes, as river measures it (every object reachable from the
+        learner, numpy buffers included; ``river.checks`` bounds its growth), except that
+        compiled code is not walked into: the compiled entry points a model keeps are numba's,
+        shared by every model of the process, and behind them lies numba's compiler state,
+        which grows with whatever else the process compiled and holds weak proxies that die
+        with a compilation (walking into one raises ``ReferenceError``)."""
+        stop = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType)
+        seen: set[int] = set()
+        size = 0
+        pending: list[Any] = [self]
+        while pending:
+            walk: list[Any] = []
+            for obj in pending:
+                if type(obj) in weakref.ProxyTypes or isinstance(obj, stop):
+                    continue
+                if type(obj).__module__.startswith(("numba.", "llvmlite.")):
+                    continue
+                if id(obj) in seen:
+                    continue
+                seen.add(id(obj))
+                size += sys.getsizeof(obj)
+                if isinstance(obj, np.ndarray):
+                    size += obj.nbytes
+                walk.append(obj)
+            pending = gc.get_referents(*walk)
+        return size
+
     @property
     def kernel_weights(self) -> dict[str, float]:
         """beta per kernel (sums to 1 once anything is learned; all zeros before); a kernel
