@@ -280,6 +280,8 @@ class Source:
                 topic, now, before, {p: o for (_, p), o in sorted(own.items())} or "none",
             )  # fmt: skip
             for key, off in sorted(own.items()):
+                if off == 0:  # already at a new log's start (a highwater check reset it first)
+                    continue
                 self.offsets[key] = 0
                 self.on_reset(topic, key[1], off, 0)
         return recreated
