@@ -99,8 +99,8 @@ class Kernel(Spec):
         self, X: np.ndarray, Y: np.ndarray | None = None, index: Mapping[str, int] | None = None
     ) -> np.ndarray:
         """Exact kernel matrix ``k(X_i, Y_j)`` (for random-feature kernels: the exact kernel)."""
-        X = np.ascontiguousarray(np.atleast_2d(X), dtype=np.float64)
-        Y = X if Y is None else np.ascontiguousarray(np.atleast_2d(Y), dtype=np.float64)
+        X = as_rows(X)
+        Y = X if Y is None else as_rows(Y)
         if X.shape[1] != Y.shape[1]:
             raise ValueError(f"gram: X has {X.shape[1]} columns, Y has {Y.shape[1]}")
         mask = self.feature_mask(X.shape[1], index)
@@ -112,6 +112,11 @@ class Kernel(Spec):
     def diag(self, X: np.ndarray, index: Mapping[str, int] | None = None) -> np.ndarray:
         X = np.atleast_2d(np.asarray(X, dtype=np.float64))
         return np.array([self.gram(row[None, :], index=index)[0, 0] for row in X])
+
+
+def as_rows(X: np.ndarray) -> np.ndarray:
+    """``X`` as float64 C-contiguous rows (a single example is one row): what ``gram`` takes."""
+    return np.ascontiguousarray(np.atleast_2d(X), dtype=np.float64)
 
 
 def check_components(kind: str, n: int | None) -> None:

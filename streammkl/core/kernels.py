@@ -28,7 +28,7 @@ from scipy import special
 
 from streammkl.core import _numba as nb
 from streammkl.core._spec import build
-from streammkl.core.kernel_base import Kernel, check_components, stable_seed
+from streammkl.core.kernel_base import Kernel, as_rows, check_components, stable_seed
 
 __all__ = [
     "RBF", "AdditiveRBF", "AdditiveStumps", "B1Spline", "Bandwidth", "Kernel", "Linear",
@@ -305,8 +305,8 @@ class AdditiveRBF(RBF):
     def gram(
         self, X: np.ndarray, Y: np.ndarray | None = None, index: Mapping[str, int] | None = None
     ) -> np.ndarray:
-        X = np.ascontiguousarray(np.atleast_2d(X), dtype=np.float64)
-        Y = X if Y is None else np.ascontiguousarray(np.atleast_2d(Y), dtype=np.float64)
+        X = as_rows(X)
+        Y = X if Y is None else as_rows(Y)
         idx = self.feature_indices(X.shape[1], index)
         if idx.size == 0:
             return np.zeros((X.shape[0], Y.shape[0]))
@@ -367,8 +367,8 @@ class AdditiveStumps(Kernel):
     def gram(
         self, X: np.ndarray, Y: np.ndarray | None = None, index: Mapping[str, int] | None = None
     ) -> np.ndarray:
-        X = np.ascontiguousarray(np.atleast_2d(X), dtype=np.float64)
-        Y = X if Y is None else np.ascontiguousarray(np.atleast_2d(Y), dtype=np.float64)
+        X = as_rows(X)
+        Y = X if Y is None else as_rows(Y)
         idx = self.feature_indices(X.shape[1], index)
         if idx.size == 0:
             return np.zeros((X.shape[0], Y.shape[0]))
