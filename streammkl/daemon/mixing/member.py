@@ -5,7 +5,9 @@ when the member has learned ``mixing.every_records`` (K) examples since its last
 it sees another member's delta for its round and has nothing to read, at a rebalance
 (:meth:`MixingMember.on_revoke`) and at a clean shutdown (:meth:`MixingMember.leave`): it
 publishes its state and count to the mix topic (:mod:`streammkl.daemon.mixing.topic`) and
-**keeps learning** (pipelined rounds). The round closes when every expected member has published
+**keeps learning** (pipelined rounds), without waiting for the broker's acknowledgement: the
+send is confirmed (published again if it failed) before the member waits for its round, before
+its next record to the log and before its partitions go to another member. The round closes when every expected member has published
 or ``mixing.round_timeout_seconds`` passed (a ``close`` without the late ones, whose deltas are
 merged the next round); every member computes the same merged model from the log
 (:mod:`streammkl.daemon.mixing.log`) and *rebases* what it learned since its publish onto it
@@ -13,7 +15,9 @@ merged the next round); every member computes the same merged model from the log
 offsets. A member is at most one round ahead: K records after a publish whose round has not
 closed, it waits for it (the staleness bound, docs/scale-out.md).
 
-Exactly once, without Kafka transactions: the log is the group's checkpoint. A member's learned
+Exactly once, without Kafka transactions: the log is the group's checkpoint (a delta counts
+once it is in the log, acknowledged or not: a member killed between the send and the
+acknowledgement restarts from the log, with its delta if it got there, without it otherwise). A member's learned
 records count once they are in a published delta (keyed by (round, member), deduplicated by
 readers); a partition's next owner starts where the last published delta ended; a member that
 restarts adopts the log's model and offsets and drops what it had not published, which the
@@ -133,6 +137,9 @@ class MixingMember:
         self.digests: dict[int, str] = {}  # round -> digest of the base adopted
         self._read_at = 0.0
         self._attempts = 0  # publishes retry until they succeed (bounded at shutdown)
+        #: The delta sent and not yet known to be in the log (record, send handle): a member
+        #: learns on while the broker acknowledges it (:meth:`_confirm`).
+        self._unacked: tuple[MixRecord, Any] | None = None
         self.taken = 0  # records taken for learning since the last publish (K of them a round)
         self._last_took = 0
         self._waiting = False  # the last batch was empty while records wait on the partitions
@@ -218,7 +225,28 @@ class MixingMember:
 
     def _publish(self, rec: MixRecord) -> None:
         assert self.topic is not None
+        self._confirm()  # (the log keeps this member's records in the order it wrote them)
         self.topic.publish(rec, attempts=self._attempts)
+
+    def _send(self, rec: MixRecord) -> None:
+        """Send a delta without waiting for the broker (:meth:`_confirm` does, later)."""
+        assert self.topic is not None
+        self._confirm()
+        self._unacked = (rec, self.topic.send(rec))
+
+    def _confirm(self, wait: bool = True) -> None:
+        """Make sure the delta in flight is in the log: wait for its acknowledgement, or
+        publish it again if its send failed. ``wait=False``: only if its send has finished
+        (nothing to wait for)."""
+        if self._unacked is None or self.topic is None:
+            return
+        rec, sent = self._unacked
+        if not wait and sent is not None and not sent.is_done:
+            return
+        t0 = time.perf_counter()
+        self._unacked = None
+        self.topic.confirm(rec, sent, attempts=self._attempts)
+        self._spent("publish", t0)
 
     # -- the learner ----------------------------------------------------------------------------
 
@@ -362,7 +390,7 @@ class MixingMember:
         and its progress is measured from this state until the round's merge comes."""
         t0 = time.perf_counter()
         state = snapshot(learner)
-        self._publish(MixRecord(
+        self._send(MixRecord(
             "delta", self.round, self.name, examples=self._learned(learner),
             offsets={f"{t}/{p}": o for (t, p), o in offsets.items()},
             state=state, sent=time.time(), base_digest=self.digests[self.round],
@@ -450,12 +478,13 @@ class MixingMember:
     def on_revoke(
         self, learner: MKLClassifier, offsets: dict[TP, int], drain: Drain = _nothing
     ) -> None:
-        """Partitions are taken away: publish what was learned from them (no wait). If this
-        member's delta of the open round is published already and it learned more since, the
-        round must close first (a member publishes once per round; every member publishes at
-        its own revocation, so the wait is short, bounded by the timeout): then what it learned
-        since is rebased and published as the next round's delta, and the partitions' next
-        owners start where it ended."""
+        """Partitions are taken away: publish what was learned from them (no wait for the
+        round, only for the broker's acknowledgement: the next owners start at the frontier
+        the delta moves). If this member's delta of the open round is published already and it
+        learned more since, the round must close first (a member publishes once per round;
+        every member publishes at its own revocation, so the wait is short, bounded by the
+        timeout): then what it learned since is rebased and published as the next round's
+        delta, and the partitions' next owners start where it ended."""
         t0 = time.perf_counter()
         drain()
         self._spent("drain", t0)
@@ -465,12 +494,14 @@ class MixingMember:
             self._wait_close()
             self._rebase(learner, offsets, drain)
             self._publish_delta(learner, offsets)
+        self._confirm()  # in the log before the partitions' next owners read the frontier
 
     def before_batch(
         self, learner: MKLClassifier, offsets: dict[TP, int], drain: Drain = _nothing
     ) -> None:
         """Before learning: read the log (at every batch while a delta waits for its round to
         close) and move onto a newer base when one came (:meth:`_rebase`)."""
+        self._confirm(wait=False)  # a failed send is published again at once
         if self.published or time.monotonic() - self._read_at >= READ_EVERY:
             self._read()
         if self.log.round > self.round:
@@ -519,6 +550,7 @@ class MixingMember:
         """Wait until the round of this member's published delta closes (every expected
         member published, or this member closes it after the timeout)."""
         assert self.topic is not None
+        self._confirm()  # the round cannot close without this member's delta
         r = self.round
         t0, folded = time.perf_counter(), self.blocked["fold"]
         closed_by_me = False

@@ -3,9 +3,10 @@
 One partition, so that every member reads the same records in the same order: the group's state
 is a function of that log alone (:mod:`streammkl.daemon.mixing.log`). Records are keyed by
 ``kind/round/member`` and carry a JSON head plus, for ``base`` and ``delta``, a learner state
-(numpy arrays, never pickle), in one ``.npz`` blob, stored without compression (a delta of
-the default bank on 10 inputs: 70 kB instead of 46 kB, written in 0.23 ms instead of 1.2 ms and
-read in 0.66 ms instead of 1.0 ms, by every member every round; readers take both forms):
+(numpy arrays, never pickle) as raw bytes behind an index (:func:`encode`: no zip member per
+array, no compression; a delta of the default bank on 4 inputs is 62 kB, written and read in
+well under 0.1 ms by every member every round; readers also take the ``.npz`` blobs written
+before, compressed or not):
 
 - ``base``  (round 0): the group's starting model (the first one in the log wins);
 - ``hello`` / ``bye``: a member joins / leaves cleanly;
@@ -96,33 +97,80 @@ class MixRecord:
             return cls(UNREADABLE, -1, "?", invalid=why)
 
 
+#: The first bytes of a record in the raw form (:func:`encode`); an ``.npz`` blob (the form
+#: written before it) starts with ``PK`` and is still read.
+MAGIC = b"SMKMIX1\n"
+_ALIGN = 64
+
+
 def encode(rec: MixRecord) -> tuple[bytes, bytes]:
-    """(key, value) of a record."""
-    head = {
+    """(key, value) of a record: :data:`MAGIC`, the JSON head's length (8 bytes, little
+    endian), the head (with an index of the state's arrays: name, dtype, shape, offset) and the
+    arrays' raw bytes, each aligned to 64 bytes. Measured on a delta of the default bank on 4
+    inputs (62 kB): written in 0.03 ms and read in 0.05 ms, against 0.27 ms and 0.69 ms for the
+    ``.npz`` blob it replaces (a zip member per array), by every member every round."""
+    head: dict[str, Any] = {
         "kind": rec.kind, "round": rec.round, "member": rec.member, "examples": rec.examples,
         "offsets": dict(rec.offsets), "late": list(rec.late), "sent": rec.sent,
         "base_digest": rec.base_digest, "stats": dict(rec.stats),
         "meta": None if rec.state is None else rec.state[0],
         "kernels": None if rec.kernels is None else [dict(k) for k in rec.kernels],
     }  # fmt: skip
-    payload = {"__head__": np.frombuffer(json.dumps(head).encode(), dtype=np.uint8)}
-    if rec.state is not None:
-        payload.update({f"a/{k}": np.ascontiguousarray(v) for k, v in rec.state[1].items()})
-    buf = io.BytesIO()
-    np.savez(buf, **payload)  # type: ignore[arg-type]
-    return rec.key.encode(), buf.getvalue()
+    chunks: list[bytes | memoryview] = []
+    index = []
+    at = 0
+    for name, value in (rec.state[1] if rec.state is not None else {}).items():
+        array = np.ascontiguousarray(value)
+        if array.dtype.hasobject:
+            raise ValueError(f"array {name!r}: object arrays are not written")
+        index.append([name, array.dtype.str, list(array.shape), at])
+        chunks.append(array.tobytes() if array.size else b"")
+        pad = -array.nbytes % _ALIGN
+        chunks.append(b"\0" * pad)
+        at += array.nbytes + pad
+    head["arrays"] = index
+    text = json.dumps(head).encode()
+    text += b" " * (-(len(MAGIC) + 8 + len(text)) % _ALIGN)
+    out = b"".join([MAGIC, len(text).to_bytes(8, "little"), text, *chunks])
+    return rec.key.encode(), out
+
+
+def _raw(value: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """(head, arrays) of a record in the raw form; the arrays are copies (writable, and
+    independent of the consumer's buffer)."""
+    n = int.from_bytes(value[len(MAGIC) : len(MAGIC) + 8], "little")
+    start = len(MAGIC) + 8
+    if n < 0 or start + n > len(value):
+        raise ValueError(f"head of {n} bytes in a record of {len(value)}")
+    head = json.loads(value[start : start + n])
+    body = bytearray(memoryview(value)[start + n :])  # one copy for every array
+    arrays: dict[str, np.ndarray] = {}
+    for name, dtype, shape, at in head.pop("arrays", None) or []:
+        dt = np.dtype(dtype)
+        if dt.hasobject:
+            raise ValueError(f"array {name!r}: object dtype")
+        count = int(np.prod(shape, dtype=np.int64))
+        if at < 0 or count < 0 or at + count * dt.itemsize > len(body):
+            raise ValueError(f"array {name!r} lies outside the record")
+        arrays[str(name)] = np.frombuffer(body, dtype=dt, count=count, offset=at).reshape(shape)
+    return head, arrays
+
+
+def _npz(value: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """(head, arrays) of a record in the ``.npz`` form (written before the raw form)."""
+    with np.load(io.BytesIO(value), allow_pickle=False) as npz:
+        files = {k: npz[k] for k in npz.files}
+    head = json.loads(files.pop("__head__").tobytes().decode())
+    return head, {k[2:]: v for k, v in files.items() if k.startswith("a/")}
 
 
 def decode(value: bytes) -> MixRecord:
-    """A record from its value; ValueError if it is not one."""
+    """A record from its value (either form); ValueError if it is not one."""
     try:
-        with np.load(io.BytesIO(value), allow_pickle=False) as npz:
-            files = {k: npz[k] for k in npz.files}
-        head = json.loads(files.pop("__head__").tobytes().decode())
+        head, arrays = _raw(value) if value.startswith(MAGIC) else _npz(value)
         kind = str(head["kind"])
         if kind not in KINDS:
             raise ValueError(f"unknown kind {kind!r}")
-        arrays = {k[2:]: v for k, v in files.items() if k.startswith("a/")}
         meta = head.get("meta")
         return MixRecord(
             kind=kind,
@@ -137,7 +185,7 @@ def decode(value: bytes) -> MixRecord:
             stats={str(k): float(v) for k, v in (head.get("stats") or {}).items()},
             kernels=_kernels(head.get("kernels")),
         )
-    except Exception as exc:  # zip / json / key errors all mean the same thing
+    except Exception as exc:  # zip / json / key / index errors all mean the same thing
         raise ValueError(f"not a mix record: {exc!r}") from None
 
 
@@ -233,6 +281,28 @@ class MixTopic:
                 except Exception:  # a broken producer may not close cleanly
                     pass
                 self.producer = self._new_producer()
+
+    def send(self, rec: MixRecord) -> Any:
+        """Send one record without waiting for the broker's acknowledgement: the handle to give
+        :meth:`confirm` (None if the send failed at once; :meth:`confirm` then publishes)."""
+        key, value = encode(rec)
+        try:
+            return self.producer.send(self.topic, key=key, value=value, partition=0)
+        except KafkaError as exc:
+            log.warning("mix topic: sending %s failed (%s); it is published again", rec.key, exc)
+            return None
+
+    def confirm(self, rec: MixRecord, sent: Any, timeout: float = 30.0, attempts: int = 0) -> None:
+        """Wait until the record :meth:`send` sent (``sent``: its handle) is in the log; if its
+        send failed, publish it again (:meth:`publish`: a replay is harmless, readers keep the
+        first record of every key)."""
+        if sent is not None:
+            try:
+                sent.get(timeout=timeout)
+                return
+            except KafkaError as exc:
+                log.warning("mix topic: sending %s failed (%s); publishing it again", rec.key, exc)
+        self.publish(rec, timeout, attempts)
 
     def read(self, timeout_ms: int = 0) -> list[MixRecord]:
         """The records that arrived since the last read; one that cannot be decoded comes as
