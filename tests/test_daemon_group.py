@@ -29,6 +29,7 @@ from streammkl.daemon.mixing.log import (
     check_base_state,
     core_state,
     learner_digest,
+    next_every,
 )
 from streammkl.daemon.mixing.member import MixingMember
 from streammkl.daemon.mixing.metrics import MixMetrics
@@ -364,10 +365,13 @@ class MemoryTopic:
         pass
 
 
-def _member(records: list[MixRecord], name: str, **learner: object) -> tuple[MixingMember, Any]:
+def _member(
+    records: list[MixRecord], name: str, mixing: dict[str, object] | None = None,
+    **learner: object,
+) -> tuple[MixingMember, Any]:  # fmt: skip
     from streammkl.daemon.learning.building import build_learner
 
-    overrides = {"mixing.enabled": True, "mixing.member": name, "records.classes": [0, 1],
+    overrides = {**{f"mixing.{k}": v for k, v in (mixing or {}).items()},"mixing.enabled": True, "mixing.member": name, "records.classes": [0, 1],
                  "kafka.create_topics": False, "learner.kernels": KERNELS[:3],
                  "mixing.round_timeout_seconds": 0.2,
                  **{f"learner.{k}": v for k, v in learner.items()}}  # fmt: skip
@@ -855,3 +859,50 @@ def test_a_slow_members_round_is_merged_late_not_lost_nor_counted_twice():
         assert m.log.round == 3 and m.log.examples == 190 and m.log.mismatches == []
     assert a.log.results[-1].stale == (("b", 2),)  # 2 rounds stale, from its own base
     assert la.rounds().digest() == lb.rounds().digest() == a.log.digest
+
+
+def test_adaptive_k_is_decided_by_the_log_the_same_for_every_member():
+    """K from the rounds' measured cost: c (1 - f) / (f l), the largest a member asks for, at
+    most doubled or halved a round, within [min, max]; no usable report keeps it. The founding
+    member's bounds are the group's: every reader of the log computes the same K at the same
+    round, and every member learns its next round with it."""
+    bounds = (100, 1000, 0.05)
+    # 1 ms of group cost on 10 ms of learning for 250 records: K = 0.001 * 0.95 / (0.05 * 4e-5)
+    report = {"round_seconds": 0.011, "round_cost": 0.001, "round_examples": 250.0}
+    assert next_every(250, bounds, [report]) == 475
+    cheap = {"round_seconds": 0.0101, "round_cost": 0.0001, "round_examples": 250.0}
+    assert next_every(250, bounds, [cheap, report]) == 475  # the costliest member's K
+    assert next_every(250, bounds, [cheap]) == 125  # halved at most ...
+    assert next_every(100, bounds, [cheap]) == 100  # ... and never below the minimum
+    dear = {"round_seconds": 0.2, "round_cost": 0.1, "round_examples": 250.0}
+    assert next_every(250, bounds, [dear]) == 500 and next_every(800, bounds, [dear]) == 1000
+    assert next_every(250, bounds, [{}, {"round_seconds": 0.1, "round_cost": 0.2}]) == 250
+
+    records: list[MixRecord] = []
+    adaptive = {"every_records": 40, "max_every_records": 160, "round_overhead": 0.001}
+    (a, la), (b, lb) = _member(records, "a", adaptive), _member(records, "b")  # b: fixed K
+    a.join(la, {})
+    b.join(lb, {})
+    assert records[0].kind == "base" and records[0].stats["k_max"] == 160
+    assert a.log.every == b.log.every == 40 and a.K == b.K == 40
+    X, Y = _stream(400, 21)
+    at = 0
+    for _ in range(3):  # three rounds, both members publish K each
+        for m, lr in ((a, la), (b, lb)):
+            k = m.K_round
+            _learn(m, lr, X[at : at + k], Y[at : at + k])
+            at += k
+        for m, lr in ((a, la), (b, lb)):
+            m.before_batch(lr, {})
+    assert a.log.round == b.log.round == 3 and a.log.mismatches == []
+    ks = [40] + [res.every for res in a.log.results]  # (the measured costs vary: not the Ks)
+    assert ks[1:] == [res.every for res in b.log.results]  # the same K at the same round
+    assert all(k is not None and 40 <= k <= 160 for k in ks)
+    assert all(ks[i] / 2 <= ks[i + 1] <= 2 * ks[i] for i in range(3))
+    for r in range(3):  # every member learned the group's K of the round (b's setting: 40)
+        assert [x.examples for x in records if x.kind == "delta" and x.round == r] == [ks[r]] * 2
+    assert a.K == b.K == ks[3] and a.log.examples == 2 * sum(ks[:3])
+    fixed = MixLog()  # a log whose base has no bounds: K is the members' own, never adapted
+    for rec in records[:1]:
+        fixed.apply(rec)
+    assert MixLog().every is None and fixed.every == 40

@@ -76,6 +76,15 @@ class MixingSettings(Section):
     #: rounds: a gradient misses at most 2 (N - 1) K of the others' examples; 250 gives the
     #: staleness the barrier protocol had at 500, docs/scale-out.md).
     every_records: int = Field(default=250, ge=1)
+    #: Adaptive K: the group raises K up to this (halves it down to ``every_records``) so that a
+    #: round's cost on the group stays below ``round_overhead`` of its learning time, measured
+    #: by the members and decided by the group's log at every close (every member applies the
+    #: same K at the same round). None: K stays ``every_records``. The founding member's
+    #: ``every_records``, ``max_every_records`` and ``round_overhead`` are the group's.
+    max_every_records: int | None = Field(default=None, ge=1)
+    #: The fraction of a round's learning time its cost on the group (publishing, folding the
+    #: log, rebasing, waiting) may take, with adaptive K.
+    round_overhead: float = Field(default=0.03, gt=0, lt=1)
     #: This member's name in the group, stable across restarts (default: ``kafka.client_id``
     #: and the host name).
     member: str | None = Field(default=None, min_length=1, max_length=200)

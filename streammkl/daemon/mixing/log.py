@@ -38,6 +38,7 @@ offsets:
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -104,6 +105,8 @@ class RoundResult:
     spread: float = 0.0
     #: The kernels added and removed by a bank switch at this round boundary (None: none).
     bank: tuple[tuple[str, ...], tuple[str, ...]] | None = None
+    #: K of the next round (adaptive K, :func:`next_every`; None: the group's K is fixed).
+    every: int | None = None
 
 
 def learner_digest(state: State) -> str:
@@ -181,6 +184,10 @@ class MixLog:
     #: Records that could not be used, in log order (every reader skips the same ones).
     skipped: list[Skipped] = field(default_factory=list)
     skipped_examples: int = 0  # examples of skipped deltas: not in the merged model
+    #: K of the open round when the group adapts it (:func:`next_every`), else None.
+    every: int | None = None
+    #: Adaptive K's bounds and target, from the base record: (min, max, overhead).
+    every_bounds: tuple[int, int, float] | None = None
     #: The bank proposal to apply when the open round closes (the last one folded).
     proposal: MixRecord | None = None
     bank_changes: int = 0  # bank switches applied
@@ -229,6 +236,7 @@ class MixLog:
                 else:
                     assert rec.state is not None
                     self._adopt(0, rec.state, examples=rec.examples)
+                    self._every_from(rec.stats)
         elif rec.kind == "bank":
             why = _unusable_bank(rec) if self.base is not None else "before the group's base"
             if why:
@@ -254,6 +262,15 @@ class MixLog:
         elif rec.kind == "close" and rec.round == self.round and self.base is not None:
             return self._close()
         return None
+
+    def _every_from(self, stats: Mapping[str, float]) -> None:
+        """Adaptive K's bounds from the base record's stats (none: K is fixed)."""
+        try:
+            lo, hi, target = int(stats["k_min"]), int(stats["k_max"]), float(stats["k_overhead"])
+        except (KeyError, ValueError, OverflowError):
+            return
+        if 1 <= lo <= hi and 0.0 < target < 1.0:
+            self.every_bounds, self.every = (lo, hi, target), lo
 
     def _hindsight_of(self, rec: MixRecord) -> None:
         """Fold a member's hindsight report of one of its merged rounds (once per round)."""
@@ -307,6 +324,9 @@ class MixLog:
         n = sum(rec.examples for rec, _, _ in rounds)
         state, bank = self._switch(state, r + 1)
         self._adopt(r + 1, state, self.examples + n)
+        if self.every is not None and self.every_bounds is not None:
+            fresh_stats = [rec.stats for rec, _, _ in rounds if rec.round == r]
+            self.every = next_every(self.every, self.every_bounds, fresh_stats)
         loss = sum(rec.stats.get("loss", 0.0) for rec, _, _ in rounds)
         mistakes = int(sum(rec.stats.get("mistakes", 0) for rec, _, _ in rounds))
         labelled = int(sum(rec.stats.get("labelled", 0) for rec, _, _ in rounds))
@@ -317,7 +337,7 @@ class MixLog:
             r, fresh, stale, late, n, self.digest, stats.get("delta_norm", 0.0),
             int(stats.get("active_before", 0)), int(stats.get("active_after", 0)),
             time.perf_counter() - t0, loss, mistakes, labelled,
-            max(sent, default=0.0) - min(sent, default=0.0), bank,
+            max(sent, default=0.0) - min(sent, default=0.0), bank, self.every,
         )  # fmt: skip
         self.results.append(result)
         return result
@@ -442,6 +462,31 @@ def rebased(merged: State, local: State, since: State, examples: int) -> State:
 
 #: A delta ready to merge: (record, its state, the older base it learned from when stale).
 Merged = tuple[MixRecord, State, State | None]
+
+
+def next_every(
+    every: int, bounds: tuple[int, int, float], stats: Iterable[Mapping[str, float]]
+) -> int:
+    """K of the next round, from the fresh deltas' reports of their round (``round_seconds``:
+    the member's wall time from its previous publish to this one; ``round_cost``: the part of
+    it spent on the group, waiting included, its learning pipeline's drain not: that is the
+    round's own learning). A round of K records costs c + K l (c: the group's part, l: the
+    learning time of one record), so the cost stays below the fraction f of the whole at
+    K = c (1 - f) / (f l); the group takes the largest K its members ask for (the slowest
+    member's overhead is the group's), at most twice and at least half the current K, within
+    the bounds (min, max, f). The same on every reader: only the log's numbers are used."""
+    lo, hi, target = bounds
+    wanted = []
+    for st in stats:
+        seconds, cost = st.get("round_seconds", 0.0), st.get("round_cost", 0.0)
+        examples = st.get("round_examples", 0.0)
+        learning = seconds - cost
+        if examples > 0 and learning > 0 and 0 <= cost and math.isfinite(seconds):
+            wanted.append(cost * (1.0 - target) / (target * learning / examples))
+    if not wanted:
+        return every
+    k = min(max(max(wanted), every / 2), every * 2.0)
+    return int(min(max(round(k), lo), hi))
 
 
 def _unusable_base(rec: MixRecord) -> str:

@@ -1,28 +1,29 @@
 """Mixing: the members of a consumer group train ONE model by iterative parameter mixing.
 
 Each member learns locally from its partitions. A round ends (:meth:`MixingMember.after_batch`)
-when the member has learned ``mixing.every_records`` (K) examples since its last publish, when
-it sees another member's delta for its round and has nothing to read, at a rebalance
+when the member has learned K examples since its last publish (``mixing.every_records``, or
+the group's adaptive K: :func:`streammkl.daemon.mixing.log.next_every`), when it sees another
+member's delta for its round and has nothing to read, at a rebalance
 (:meth:`MixingMember.on_revoke`) and at a clean shutdown (:meth:`MixingMember.leave`): it
 publishes its state and count to the mix topic (:mod:`streammkl.daemon.mixing.topic`) and
 **keeps learning** (pipelined rounds), without waiting for the broker's acknowledgement: the
 send is confirmed (published again if it failed) before the member waits for its round, before
-its next record to the log and before its partitions go to another member. The round closes when every expected member has published
-or ``mixing.round_timeout_seconds`` passed (a ``close`` without the late ones, whose deltas are
-merged the next round); every member computes the same merged model from the log
-(:mod:`streammkl.daemon.mixing.log`) and *rebases* what it learned since its publish onto it
-(``merged + local - published``, :func:`streammkl.daemon.mixing.log.rebased`), with the group's
-offsets. A member is at most one round ahead: K records after a publish whose round has not
-closed, it waits for it (the staleness bound, docs/scale-out.md).
+its next record to the log and before its partitions go to another member. The round closes
+when every expected member has published or ``mixing.round_timeout_seconds`` passed (a
+``close`` without the late ones, whose deltas are merged the next round); every member
+computes the same merged model from the log (:mod:`streammkl.daemon.mixing.log`) and
+*rebases* what it learned since its publish onto it (``merged + local - published``,
+:func:`streammkl.daemon.mixing.log.rebased`), with the group's offsets. A member is at most
+one round ahead: K records after a publish whose round has not closed, it waits for it (the
+staleness bound, docs/scale-out.md).
 
-Exactly once, without Kafka transactions: the log is the group's checkpoint (a delta counts
-once it is in the log, acknowledged or not: a member killed between the send and the
-acknowledgement restarts from the log, with its delta if it got there, without it otherwise). A member's learned
+Exactly once, without Kafka transactions: the log is the group's checkpoint. A member's learned
 records count once they are in a published delta (keyed by (round, member), deduplicated by
-readers); a partition's next owner starts where the last published delta ended; a member that
-restarts adopts the log's model and offsets and drops what it had not published, which the
-partition's owner learns again. So Σ examples in the merged model = records learned, whatever
-was killed when.
+readers), acknowledged or not: a member killed between the send and the acknowledgement
+restarts from the log, with its delta if it got there and without it otherwise; a partition's
+next owner starts where the last published delta ended; a member that restarts adopts the
+log's model and offsets and drops what it had not published, which the partition's owner
+learns again. So Σ examples in the merged model = records learned, whatever was killed when.
 
 Bandwidths fitted to the data (``MedianRBF``) and the input standardisation are part of the
 merged base: members hold their bandwidths and the merge decides them from the group's pooled
@@ -158,6 +159,11 @@ class MixingMember:
         #: Seconds the loop spent on the group, by part (:data:`BLOCKED_PARTS`), since join.
         self.blocked: dict[str, float] = dict.fromkeys(BLOCKED_PARTS, 0.0)
         self.joined_at = time.monotonic()
+        #: When the round being learned started (the previous publish), and the time spent on
+        #: the group by then (drains left out: they are the round's learning): adaptive K's
+        #: measure (:func:`streammkl.daemon.mixing.log.next_every`).
+        self._round_started = time.perf_counter()
+        self._cost_before = 0.0
 
     @staticmethod
     def check_learner(learner: Learner) -> None:
@@ -278,6 +284,8 @@ class MixingMember:
         core = rounds.model
         if core is not None:  # the group decides the bandwidths (core.mixing_bandwidth)
             core.hold_bandwidths = True
+        if self.log.every is not None:  # adaptive K: the group's, the same for every member
+            self.K = self.log.every
         # While a bandwidth waits for the group's warm-up inputs, a round ends as soon as this
         # member alone could fill the group's reservoir: the blocks then restart at most once,
         # early, instead of learning K records per member over a provisional bandwidth.
@@ -395,7 +403,7 @@ class MixingMember:
             offsets={f"{t}/{p}": o for (t, p), o in offsets.items()},
             state=state, sent=time.time(), base_digest=self.digests[self.round],
             stats={**prequential(self.kept), **self._take_hindsight(),
-                   **self._blocked_stats()},
+                   **self._blocked_stats(), **self._round_stats(learner)},
         ))  # fmt: skip
         self.ref, self.mark = state, int(learner.rounds().n_learned)
         self._kept_published[:] = self.kept
@@ -409,6 +417,16 @@ class MixingMember:
         log see what the protocol cost each member)."""
         out = {f"blocked_{part}": seconds for part, seconds in self.blocked.items()}
         out["member_seconds"] = time.monotonic() - self.joined_at
+        return out
+
+    def _round_stats(self, learner: MKLClassifier) -> dict[str, float]:
+        """This member's round as adaptive K measures it: its wall time since the previous
+        publish, the part spent on the group (drains left out), its examples."""
+        now = time.perf_counter()
+        cost = sum(v for part, v in self.blocked.items() if part != "drain")
+        out = {"round_seconds": now - self._round_started, "round_cost": cost - self._cost_before,
+               "round_examples": float(self._learned(learner))}  # fmt: skip
+        self._round_started, self._cost_before = now, cost
         return out
 
     def _take_hindsight(self) -> dict[str, float]:
@@ -443,7 +461,14 @@ class MixingMember:
             seam.declare_features([])  # the core model exists: every member shares it
             state = fresh.to_state()
             check_base_state(state)
-            self._publish(MixRecord("base", 0, self.name, state=state, sent=time.time()))
+            mixing = self.settings.mixing
+            every = {} if mixing.max_every_records is None else {
+                "k_min": float(mixing.every_records),
+                "k_max": float(max(mixing.max_every_records, mixing.every_records)),
+                "k_overhead": mixing.round_overhead,
+            }  # fmt: skip
+            self._publish(MixRecord("base", 0, self.name, state=state, sent=time.time(),
+                                    stats=every))  # fmt: skip
             while self.log.base is None:
                 self._apply(self.topic.read_to_end())
         offsets.clear()  # the group's frontier, not this member's unpublished progress
