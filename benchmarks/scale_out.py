@@ -163,6 +163,7 @@ class CpuSampler:
 
 
 BANK = "fixed"  # set by --bank
+MAX_EVERY: int | None = None  # set by --max-every (adaptive K)
 
 
 def run(bootstrap: str, topic: str, n: int, members: int, mixing: bool, every: int,
@@ -183,6 +184,8 @@ def run(bootstrap: str, topic: str, n: int, members: int, mixing: bool, every: i
         settings.update({"mixing.enabled": True, "mixing.every_records": every,
                          "mixing.topic": mix, "mixing.round_timeout_seconds": 30.0,
                          "mixing.dual": dual})  # fmt: skip
+        if MAX_EVERY is not None:
+            settings["mixing.max_every_records"] = MAX_EVERY
     names = [f"{'mix' if mixing else 'own'}{members}-{tag}-{i}" for i in range(members)]
     t0 = time.monotonic()
     member = (lambda nm: {"mixing.member": nm}) if mixing else (lambda nm: {})
@@ -239,6 +242,8 @@ def fold(bootstrap: str, mix: str, summaries: list[dict], dual: str,
     final = MKLClassifier.from_state(*log.base)  # type: ignore[misc]
     digests = {s["model_digest"] for s in summaries}
     res = log.results
+    ks = [r.every for r in res if r.every is not None]
+    every_mean = sum(ks) / len(ks) if ks and len(ks) == len(res) else None
     return {
         "learned_total": log.examples,
         "digests_equal": not log.mismatches and digests <= set(log.digests.values()),
@@ -250,6 +255,8 @@ def fold(bootstrap: str, mix: str, summaries: list[dict], dual: str,
         "wait_ms_mean": 1e3 * sum(r.spread for r in res) / max(len(res), 1),
         "active_before_prox_mean": sum(r.active_before for r in res) / max(len(res), 1),
         "active_after_prox_mean": sum(r.active_after for r in res) / max(len(res), 1),
+        # the group's K over its rounds (adaptive K; None: fixed)
+        "every_mean": every_mean,
         "blocked_fraction_max": max(per_member),
         "blocked_fraction_mean": sum(per_member) / len(per_member),
         "blocked_parts": parts,
@@ -344,12 +351,19 @@ def main(argv: list[str] | None = None) -> int:
                     help="K and the dual merge against accuracy and overhead (--members, "
                     "--records, --scenario); writes benchmarks/results/scale_out_k.md")  # fmt: skip
     ap.add_argument("--out", help="write the table here (a partial run: not into results/)")
+    ap.add_argument(
+        "--max-every",
+        type=int,
+        default=None,
+        metavar="K",
+        help="adaptive K from --every up to this (mixing.max_every_records)",
+    )
     ap.add_argument("--hog", type=int, default=0, metavar="P",
                     help="run P busy-loop processes beside the daemons (a loaded machine: "
                     "accuracy must not depend on load)")  # fmt: skip
     args = ap.parse_args(argv)
-    global BANK
-    BANK = args.bank
+    global BANK, MAX_EVERY
+    BANK, MAX_EVERY = args.bank, args.max_every
     from streammkl.daemon.commands.broker import EmbeddedBroker
 
     broker = EmbeddedBroker()
@@ -380,6 +394,7 @@ def main(argv: list[str] | None = None) -> int:
                 "records_per_s_independent": indep["records_per_s"],
                 "density_merged": merged["density"], "density_single": single["density"],
                 "rounds": merged["rounds"], "merge_ms_mean": merged["merge_ms_mean"],
+                "max_every": args.max_every, "every_mean": merged["every_mean"],
                 "late_members": merged["late_members"],
                 "active_before_prox_mean": merged["active_before_prox_mean"],
                 "active_after_prox_mean": merged["active_after_prox_mean"],
