@@ -367,17 +367,18 @@ class MemoryTopic:
 
 def _member(
     records: list[MixRecord], name: str, mixing: dict[str, object] | None = None,
-    **learner: object,
+    topic: type[MemoryTopic] = MemoryTopic, **learner: object,
 ) -> tuple[MixingMember, Any]:  # fmt: skip
     from streammkl.daemon.learning.building import build_learner
 
-    overrides = {**{f"mixing.{k}": v for k, v in (mixing or {}).items()},"mixing.enabled": True, "mixing.member": name, "records.classes": [0, 1],
+    overrides = {"mixing.enabled": True, "mixing.member": name, "records.classes": [0, 1],
                  "kafka.create_topics": False, "learner.kernels": KERNELS[:3],
                  "mixing.round_timeout_seconds": 0.2,
+                 **{f"mixing.{k}": v for k, v in (mixing or {}).items()},
                  **{f"learner.{k}": v for k, v in learner.items()}}  # fmt: skip
     settings = load_settings(env={}, overrides=overrides)
     member = MixingMember(settings, MixMetrics(CollectorRegistry()),
-                         topic_factory=lambda k, t: MemoryTopic(records))  # fmt: skip
+                         topic_factory=lambda k, t: topic(records))  # fmt: skip
     return member, build_learner(settings.learner)
 
 
@@ -763,6 +764,95 @@ def test_a_failed_publish_is_retried_on_a_new_producer(monkeypatch):
         broken = MixTopic(kafka, "mix", producer_factory=Producer, consumer_factory=Consumer)
         producers[:] = [broken.producer]
         broken.publish(MixRecord("bye", 0, "a"), attempts=1)
+
+
+def test_a_delta_sent_without_waiting_is_confirmed_or_published_again(monkeypatch):
+    """The topic sends a delta without waiting; confirming it waits for the acknowledgement,
+    and publishes it again (a new producer, the same key) if the send failed, later or at
+    once. The member confirms before it waits for its round and before its partitions go,
+    never while it learns on."""
+    from types import SimpleNamespace
+
+    from kafka.errors import KafkaTimeoutError
+
+    import streammkl.daemon.mixing.topic as gt
+
+    monkeypatch.setattr(gt.time, "sleep", lambda s: None)
+    sent: list[tuple[int, bytes]] = []
+    producers: list[Any] = []
+
+    class Future:
+        def __init__(self, ok: bool) -> None:
+            self.ok, self.is_done = ok, False
+
+        def get(self, timeout):
+            self.is_done = True
+            if not self.ok:
+                raise KafkaTimeoutError("no acknowledgement")
+
+    class Producer:
+        def __init__(self, **options):
+            producers.append(self)
+
+        def send(self, topic, key, value, partition):
+            sent.append((len(producers), key))
+            if len(producers) == 1 and key.startswith(b"hello"):
+                raise KafkaTimeoutError("at once")
+            return Future(ok=len(producers) > 1)  # the first producer's sends fail
+
+        def close(self, timeout):
+            pass
+
+    class Consumer:
+        def __init__(self, **options):
+            pass
+
+        def assign(self, tps):
+            pass
+
+        def seek_to_beginning(self, tp):
+            pass
+
+    kafka = load_settings(env={}).kafka
+    topic = MixTopic(kafka, "mix", producer_factory=Producer, consumer_factory=Consumer)
+    rec = MixRecord("delta", 3, "a", examples=5)
+    handle = topic.send(rec)
+    assert handle is not None and not handle.is_done and sent == [(1, b"delta/0000000003/a")]
+    topic.confirm(rec, handle)  # no acknowledgement: published again, on a new producer
+    assert [p for p, _ in sent] == [1, 1, 2] and {k for _, k in sent} == {b"delta/0000000003/a"}
+    topic.confirm(rec, topic.send(rec))  # acknowledged: nothing more
+    assert len(sent) == 4 and len(producers) == 2
+    producers.clear()
+    fresh = MixTopic(kafka, "mix", producer_factory=Producer, consumer_factory=Consumer)
+    hello = MixRecord("hello", 0, "b")
+    assert fresh.send(hello) is None  # failed at once: confirming publishes it
+    fresh.confirm(hello, None)
+    assert sent[-1] == (2, b"hello/0000000000/b")
+
+    confirmed: list[str] = []
+
+    class Unacked(MemoryTopic):
+        def send(self, rec: MixRecord) -> Any:
+            self.publish(rec)
+            return SimpleNamespace(is_done=False)
+
+        def confirm(self, rec, sent, timeout=30.0, attempts=0) -> None:
+            confirmed.append(rec.key)
+
+    records: list[MixRecord] = []
+    (a, la), (b, lb) = _member(records, "a", topic=Unacked), _member(records, "b")
+    a.join(la, {})
+    b.join(lb, {})
+    a.K = a.K_round = 40
+    X, Y = _stream(100, 13)
+    _learn(a, la, X[:40], Y[:40])  # sent, not waited for
+    _learn(a, la, X[40:60], Y[40:60])  # learns on: still not waited for
+    assert records[-1].kind == "delta" and a.published and confirmed == []
+    # its partitions go: round 0's delta is confirmed before a waits for the round (closed
+    # without b after the timeout), and the 20 learned since, published as round 1's delta,
+    # before the partitions' next owners read the frontier
+    a.on_revoke(la, {})
+    assert confirmed == ["delta/0000000000/a", "delta/0000000001/a"] and a.log.round == 1
 
 
 def test_group_members_standardize_like_one_daemon(tmp_path: Path) -> None:
