@@ -10,6 +10,8 @@ decided). Timed, in process (no broker), the median of ``--reps`` calls (wall ti
   the base, what every member computes when a round closes;
 - **rebase**: :func:`streammkl.daemon.mixing.log.rebased`, a member's progress since its publish
   moved onto the merged model (``merged + local - published``);
+- **encode** / **decode**: a member's delta written to / read from the mix topic's record
+  (:func:`streammkl.daemon.mixing.topic.encode`, ``decode``: every member reads every delta);
 - **learning**: one member's ``learn_many`` of ``--k`` records, for scale.
 
 Run: ``python benchmarks/merge_cost.py [--inputs 10 --k 250 --reps 30]``.
@@ -30,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _table import add_out, documented_run, machine, markdown, publish
 
 from streammkl.daemon.mixing.log import merge_states, rebased
+from streammkl.daemon.mixing.topic import MixRecord, decode, encode
 from streammkl.river import MKLClassifier
 
 
@@ -68,9 +71,13 @@ def measure(d: int, k: int, reps: int, seed: int) -> list[list[object]]:
     local = _copy(mine.to_state())
     X, y = _batch(rng, k, d)
     learn = MKLClassifier.from_state(*base)
+    delta = MixRecord("delta", 1, "a", examples=k, state=local)
+    _, value = encode(delta)
     return [
         ["merge (2 members)", _median_ms(lambda: merge_states(base, parts), reps)],
         ["rebase", _median_ms(lambda: rebased(merged, local, parts[0][2], k), reps)],
+        ["encode a delta", _median_ms(lambda: encode(delta), reps)],
+        [f"decode a delta ({len(value) // 1000} kB)", _median_ms(lambda: decode(value), reps)],
         [f"learning {k} records", _median_ms(lambda: learn.learn_many(X, y), reps)],
     ]
 
