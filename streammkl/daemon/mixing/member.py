@@ -151,6 +151,12 @@ class MixingMember:
         #: The examples of the published delta, for its hindsight view once it is merged.
         self._kept_published: list[Learned] = []
         self.hindsight: dict[str, float] = {}  # of the last round merged with this delta
+        #: A steady-state rebase's checks, done after the next publish (:meth:`_check_later`):
+        #: (the learner, the merged base, its digest and round, (round, examples) to score
+        #: again or None).
+        self._later: (
+            tuple[MKLClassifier, State, str, int, tuple[int, list[Learned]] | None] | None
+        ) = None
         #: This member's configured bank (``learner.kernels`` as specs; None: unset, it keeps
         #: the group's), updated by every reload.
         self.configured: list[dict[str, Any]] | None = None
@@ -272,10 +278,33 @@ class MixingMember:
             offsets[(topic, int(part))] = offset
         self._check_digest(rounds)
 
-    def _check_digest(self, rounds: Rounds) -> None:
+    def _check_digest(self, rounds: Rounds, want: str | None = None, round_: int = -1) -> None:
         digest = rounds.digest()
-        if digest != self.log.digest:  # the learner must hold exactly the merged model
-            raise RuntimeError(f"adopted round {self.round} but digest {digest} differs")
+        want = self.log.digest if want is None else want
+        if digest != want:  # the learner must hold exactly the merged model
+            raise RuntimeError(
+                f"adopted round {self.round if round_ < 0 else round_} but digest {digest} "
+                f"differs from the group's {want}"
+            )
+
+    def _check_later(self) -> None:
+        """The work a steady-state rebase left for after this member's next publish (off the
+        group's critical path: the others wait for that delta, not for this): the merged model
+        it rebased onto, loaded into a copy of the learner, must have the log's digest, and
+        the examples of this member's merged delta are scored again by it (the hindsight
+        view)."""
+        if self._later is None:
+            return
+        t0 = time.perf_counter()
+        learner, base, digest, round_, scored = self._later
+        self._later = None
+        merged = learner.clone()
+        rounds = merged.rounds()
+        rounds.load_state(*base, with_bank=True)
+        self._check_digest(rounds, digest, round_)
+        if scored is not None:
+            self.hindsight = hindsight(rounds, scored[1], scored[0])
+        self._spent("rebase", t0)
 
     def _after_base(self, learner: MKLClassifier) -> None:
         """Bookkeeping once the learner derives from the log's latest base."""
@@ -310,26 +339,38 @@ class MixingMember:
         if not self.published and (self._learned(learner) > 0 or self.kept):
             self._publish_delta(learner, offsets)  # late: merged next round, from its base
             t0 = time.perf_counter()
+        self._check_later()  # (a previous base's, if any)
         rounds = learner.rounds()
+        base = self.log.base
         mine = self._merged_mine()
         n = self._learned(learner)
         local = None if n == 0 and not self.kept else snapshot(learner)
-        rounds.load_state(*self.log.base, with_bank=True)  # the merged model, exactly
-        self._check_digest(rounds)
-        if self._kept_published and mine:  # the merged model holds them: score them again
-            self.hindsight = hindsight(rounds, self._kept_published, self.round)
-        self._kept_published.clear()
+        kept, self._kept_published = self._kept_published, []
+        scored = (self.round, kept) if kept and mine else None  # the merged model holds them
         ref = self.ref
-        self._after_base(learner)
-        if local is not None:
-            bank = bank_of(self.log.base)
-            if bank is not None and bank_of(local) != bank:  # the round switched the bank:
-                local = switch_bank(local, bank)[0]  # its progress and its reference alike
-                ref = switch_bank(ref, bank)[0]  # (new blocks at zero: no delta there)
-            rounds.load_state(*rebased(self.log.base, local, ref, n), with_bank=True)
-            core = rounds.model
-            if core is not None:
-                core.hold_bandwidths = True
+        bank = bank_of(base)
+        switched = local is not None and bank is not None and bank_of(local) != bank
+        if local is not None and not switched and self.K_round == self.K:
+            # the steady state (no bank switch, no bandwidth warm-up): the learner takes its
+            # rebased state at once; the check of the merged model's digest and the hindsight
+            # scoring wait until this member's next delta is out (:meth:`_check_later`)
+            rounds.load_state(*rebased(base, local, ref, n), with_bank=True)
+            self._later = (learner, base, self.log.digest, self.log.round, scored)
+            self._after_base(learner)
+        else:
+            rounds.load_state(*base, with_bank=True)  # the merged model, exactly
+            self._check_digest(rounds)
+            if scored is not None:  # score them again
+                self.hindsight = hindsight(rounds, scored[1], scored[0])
+            self._after_base(learner)
+            if local is not None:
+                if switched:  # the round switched the bank: its progress and its reference
+                    assert bank is not None  # alike (new blocks at zero: no delta there)
+                    local, ref = switch_bank(local, bank)[0], switch_bank(ref, bank)[0]
+                rounds.load_state(*rebased(base, local, ref, n), with_bank=True)
+                core = rounds.model
+                if core is not None:
+                    core.hold_bandwidths = True
         self.mark = int(rounds.n_learned) - n
         for key, offset in self.log.frontier.items():  # others' partitions: the group's
             topic, _, part = key.rpartition("/")
@@ -527,6 +568,7 @@ class MixingMember:
         """Before learning: read the log (at every batch while a delta waits for its round to
         close) and move onto a newer base when one came (:meth:`_rebase`)."""
         self._confirm(wait=False)  # a failed send is published again at once
+        self._check_later()
         if self.published or time.monotonic() - self._read_at >= READ_EVERY:
             self._read()
         if self.log.round > self.round:
@@ -608,6 +650,7 @@ class MixingMember:
                 self._publish_delta(learner, offsets)
             self._wait_close()
             self._rebase(learner, offsets, drain)  # nothing learned since: the merged model
+            self._check_later()  # (its last hindsight report goes with the bye)
             self._publish(MixRecord("bye", self.round, self.name, sent=time.time(),
                                     stats={**self._take_hindsight(),
                                            **self._blocked_stats()}))  # fmt: skip
