@@ -996,3 +996,22 @@ def test_adaptive_k_is_decided_by_the_log_the_same_for_every_member():
     for rec in records[:1]:
         fixed.apply(rec)
     assert MixLog().every is None and fixed.every == 40
+
+
+def test_two_hindsight_reports_before_a_publish_add_up():
+    """A deferred scoring can meet the next one before the member publishes: the record's one
+    report then holds both rounds' sums (under the later round), so no round's examples are
+    lost from the hindsight view nor counted twice."""
+    records: list[MixRecord] = []
+    a, _ = _member(records, "a")
+    first = {"h_round": 3.0, "h_loss": 2.0, "h_mistakes": 1.0, "h_labelled": 10.0,
+             "h_merged_loss": 1.5, "h_merged_mistakes": 1.0}  # fmt: skip
+    second = {**first, "h_round": 4.0, "h_loss": 1.0, "h_labelled": 5.0}
+    a.add_hindsight(first)
+    a.add_hindsight(second)
+    report = a.hindsight
+    assert report["h_round"] == 4.0 and report["h_labelled"] == 15.0
+    assert report["h_loss"] == 3.0 and report["h_merged_loss"] == 3.0
+    log = MixLog()
+    log.apply(MixRecord("bye", 5, "a", stats=report))
+    assert log.regret_examples == 15 and log.regret == pytest.approx(0.0)

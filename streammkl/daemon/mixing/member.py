@@ -303,7 +303,7 @@ class MixingMember:
         rounds.load_state(*base, with_bank=True)
         self._check_digest(rounds, digest, round_)
         if scored is not None:
-            self.hindsight = hindsight(rounds, scored[1], scored[0])
+            self.add_hindsight(hindsight(rounds, scored[1], scored[0]))
         self._spent("rebase", t0)
 
     def _after_base(self, learner: MKLClassifier) -> None:
@@ -361,7 +361,7 @@ class MixingMember:
             rounds.load_state(*base, with_bank=True)  # the merged model, exactly
             self._check_digest(rounds)
             if scored is not None:  # score them again
-                self.hindsight = hindsight(rounds, scored[1], scored[0])
+                self.add_hindsight(hindsight(rounds, scored[1], scored[0]))
             self._after_base(learner)
             if local is not None:
                 if switched:  # the round switched the bank: its progress and its reference
@@ -469,6 +469,18 @@ class MixingMember:
                "round_examples": float(self._learned(learner))}  # fmt: skip
         self._round_started, self._cost_before = now, cost
         return out
+
+    def add_hindsight(self, report: dict[str, float]) -> None:
+        """Keep a hindsight report for the next record; one not yet published is added to it
+        (the sums of both rounds' examples under the later round: a record carries one
+        report, and a deferred scoring (:meth:`_check_later`) can meet the next one)."""
+        if not self.hindsight:
+            self.hindsight = report
+            return
+        for key, value in report.items():
+            if key != "h_round":
+                self.hindsight[key] = self.hindsight.get(key, 0.0) + value
+        self.hindsight["h_round"] = report["h_round"]
 
     def _take_hindsight(self) -> dict[str, float]:
         out, self.hindsight = self.hindsight, {}
