@@ -667,7 +667,7 @@ def test_bad_records_in_the_mix_log_are_skipped_by_every_member_and_on_restart(
     model once, the planted delta's examples are not."""
     from kafka import KafkaProducer
 
-    n = 8000
+    n = 24000  # enough that the group still learns when the planted records are read
     topic, mix, group = unique("grp"), unique("mix"), unique("g")
     _produce(kafka_bootstrap, topic, n, 12, partitions=6)
     ports = [free_port(), free_port()]
