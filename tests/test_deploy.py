@@ -17,6 +17,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 import tomllib
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -386,16 +387,25 @@ def test_settings_file_builds_the_deploy_learner() -> None:
     assert list(build_learner(settings.learner).kernel_weights or DEPLOY_KERNELS) == DEPLOY_KERNELS
 
 
-def test_numba_warmup_runs_the_deploy_learner_through_a_checkpoint() -> None:
-    """What the image build runs (deploy/warm_numba.py): rounds + to_state/from_state/digest."""
-    import importlib.util
+def test_dockerfile_warms_up_with_a_cli_command_that_runs_the_deploy_learner() -> None:
+    """The image build's warm-up is ``streammkl warmup --config <the shipped settings>``: a
+    command the CLI has, with the options it takes, and it runs on the deploy learner (rounds,
+    a comparator fit and a checkpoint round trip) without an error."""
+    from streammkl.daemon.commands.cli import build_parser
 
-    spec = importlib.util.spec_from_file_location("warm_numba", DEPLOY / "warm_numba.py")
-    assert spec is not None and spec.loader is not None
-    warm = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(warm)
-    summary = warm.warm(str(CONFIG))
-    assert summary["kernels"] == DEPLOY_KERNELS
+    config_dest = next(a.split()[-1] for a in instruction("COPY") if "streammkl.toml" in a)
+    (warm,) = [a for a in instruction("RUN") if "warmup" in a]
+    words = warm.split()
+    assert words[:2] == ["streammkl", "warmup"], warm
+    args = build_parser().parse_args(words[1:])  # an unknown command or option exits here
+    assert args.func.__name__ == "cmd_warmup" and args.config == config_dest
+    assert not (DEPLOY / "warm_numba.py").exists()
+    done = subprocess.run(
+        [sys.executable, "-m", "streammkl.daemon", "warmup", "--config", str(CONFIG)],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "compiled" in done.stdout or "learner ready" in done.stdout, done.stdout
 
 
 def test_dockerfile_references() -> None:
@@ -409,7 +419,7 @@ def test_dockerfile_references() -> None:
     cmd = json.loads(instruction("CMD")[-1])
     assert cmd[cmd.index("--config") + 1] == config_dest
     assert json.loads(instruction("ENTRYPOINT")[-1]) == ["streammkl"]
-    assert any(f"warm_numba.py {config_dest}" in a for a in instruction("RUN"))
+    assert any(f"warmup --config {config_dest}" in a for a in instruction("RUN"))
     assert any("NUMBA_CACHE_DIR=" in a for a in instruction("ENV"))
     users = instruction("USER")
     assert users and users[-1] not in ("root", "0")
