@@ -111,7 +111,7 @@ def test_every_alert_has_a_firing_and_a_non_firing_case() -> None:
         ("StreamMKLCheckpointTooOld", "> 300", "> 3000"),
         ("StreamMKLNonFiniteLoss", "== Inf", "== 1"),
         ("StreamMKLConsumerLagGrowing", "[10m]) > 0", "[10m]) > -1000"),
-        ("StreamMKLNonFiniteLoss", "terms[5m]) > 0", "terms[5m]) > 5"),
+        ("StreamMKLNonFiniteLoss", "terms_total[5m]) > 0", "terms_total[5m]) > 5"),
         ("StreamMKLRegretPerExampleRising", "example > 0", "example > -1"),
     ],
 )

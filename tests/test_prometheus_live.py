@@ -295,3 +295,32 @@ def test_drift_detection_visible_after_the_switch(run: Run) -> None:
     )
     before = run.value(name, run.switch_time) or 0.0
     assert after > before, f"no drift detection after the switch at {PHASE}: {before} -> {after}"
+
+
+def test_counts_are_counters_and_their_old_gauges_are_marked_deprecated(run: Run) -> None:
+    """The monitor's counts are scraped as counters (``_total``; ``increase()`` works on them,
+    as StreamMKLNonFiniteLoss uses it), and their former gauges carry the same values for one
+    release, with help texts that say they are deprecated."""
+    for counter, gauge in (
+        ("streammkl_monitor_examples_total", "streammkl_monitor_examples"),
+        ("streammkl_nonfinite_objective_terms_total", "streammkl_nonfinite_objective_terms"),
+    ):
+        meta = api(run.url, "/api/v1/metadata?" + urllib.parse.urlencode({"metric": counter}))
+        assert [m["type"] for m in meta[counter]] == ["counter"], meta
+        old = api(run.url, "/api/v1/metadata?" + urllib.parse.urlencode({"metric": gauge}))
+        (entry,) = old[gauge]
+        assert entry["type"] == "gauge" and entry["help"].startswith("DEPRECATED"), entry
+        assert counter in entry["help"], entry
+    # every learned example is observed by the monitor (published with the model view, at most
+    # 0.5 s later); none had a non-finite term
+    at = wait_for_value(run, "streammkl_monitor_examples_total", 2 * PHASE, 30)
+    assert run.value("streammkl_nonfinite_objective_terms_total", at) == 0.0
+    for counter, gauge in (
+        ("streammkl_monitor_examples_total", "streammkl_monitor_examples"),
+        ("streammkl_nonfinite_objective_terms_total", "streammkl_nonfinite_objective_terms"),
+    ):
+        assert run.value(f"{counter} - {gauge}", at) == 0.0
+    grew = run.value(
+        f"increase(streammkl_monitor_examples_total[{at - run.switch_time + 30:.0f}s])", at
+    )
+    assert grew is not None and grew > 0, grew
