@@ -285,7 +285,8 @@ def _fit_comparator(
     end, X, Y = rounds.plan(xs, ys, 0, validated=True)  # type: ignore[arg-type]
     if not end or X is None or Y is None:
         return
-    comparator = make_comparator(settings.monitor.comparator, core)
+    monitor = settings.monitor
+    comparator = make_comparator(monitor.comparator, core, epochs=monitor.comparator_epochs)
     config = {**core.config(), "kernels": [copy.copy(k) for k in core.kernels]}
     comparator.fit(config, tuple(core.feature_keys), rounds.prepare_rows(X), Y)
 
