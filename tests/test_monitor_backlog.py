@@ -5,7 +5,8 @@ A burst of the kernel-drift simulator is produced into the real broker before th
 learns as fast as it can, far faster than the comparator's duty allows fits. ``/metrics`` is
 scraped all along: the stale flag must stay 0 while records flow, and fresh estimates must keep
 arriving (the window's end moves on), so the windowed regret is never a number from minutes ago.
-Before the fix one fit of the deploy bank took ~6.7 s of CPU (100 epochs) and, at 1,000 records/s,
+At the end the deploy bank's unneeded kernel has weight exactly 0 on ``/metrics``. Before the
+fix one fit of the deploy bank took ~6.7 s of CPU (100 epochs) and, at 1,000 records/s,
 one estimate came in 40 s; a 103,000-record backlog skipped 204 windows and published none.
 """
 
@@ -26,6 +27,8 @@ pytestmark = [pytest.mark.kafka, pytest.mark.xdist_group("kafka")]
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "deploy" / "config" / "streammkl.toml"
 BACKLOG = 30_000
+#: The kernel of the deploy bank that the simulator's stream does not need.
+UNNEEDED = "rff(gamma=0.2,D=128)"
 
 LEARNED = ("streammkl_model_examples_learned_total", ())
 STALE = ("streammkl_window_regret_stale", ())
@@ -41,7 +44,8 @@ def test_estimates_keep_arriving_through_a_backlog(kafka_bootstrap: str, tmp_pat
     monitor = load_settings(CONFIG, env={}).monitor
     topic = dk.unique("backlog")
     dk.create_topic(kafka_bootstrap, topic, 1)
-    records = list(get("kernel-drift", seed=0, n_samples=BACKLOG))
+    # the compose simulator's stream (deploy/compose.yaml: phases of 20,000 examples)
+    records = list(get("kernel-drift", seed=0, phase_length=20_000, n_samples=BACKLOG))
     produce(records, topic=topic, bootstrap_servers=kafka_bootstrap, key="kd", progress=False)
     port = free_port()
     argv = [
@@ -84,7 +88,15 @@ def test_estimates_keep_arriving_through_a_backlog(kafka_bootstrap: str, tmp_pat
     assert lags and max(lags) < monitor.refresh_examples, lags
     span = scrapes[-1]["t", ()] - scrapes[0]["t", ()]
     rate = (scrapes[-1][LEARNED] - scrapes[0][LEARNED]) / max(span, 1e-9)
+    # the deploy bank's unneeded kernel is dropped: weight exactly 0 on the real /metrics
+    weights = {
+        dict(labels)["kernel"]: v
+        for (name, labels), v in scrapes[-1].items()
+        if name == "streammkl_kernel_weight"
+    }
+    assert weights[UNNEEDED] == 0.0 and abs(sum(weights.values()) - 1.0) < 1e-9, weights
     print(
+        f"kernel weights after {BACKLOG}: {weights}\n"
         f"backlog {BACKLOG}: {len(flowing)} scrapes while learning (~{rate:.0f} records/s), "
         f"{len(ends)} estimates, window ends {ends}, max lag {max(lags):.0f}, "
         f"windows skipped {scrapes[-1][SKIPPED]:.0f}"
