@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rate", type=float, default=1000.0, help="steady records/s")
     parser.add_argument("--seconds", type=float, default=40.0, help="steady run length")
-    parser.add_argument("--backlog", type=int, default=30_000)
+    parser.add_argument("--backlog", type=int, default=60_000)
     _table.add_out(parser)
     args = parser.parse_args(argv)
 
@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{_table.machine()}\n\n"
         "One daemon process per row on the embedded broker, kernel-drift records, /metrics "
         "scraped every 0.2 s while records flowed; monitor defaults (W = 2000, K = 500, "
-        "comparator_epochs 10, duty 0.05, nice 19, refresh 10,000 examples / 15 s).\n\n"
+        "comparator_epochs 10, duty 0.05, nice 19, refresh 30,000 examples / 15 s).\n\n"
         + _table.markdown(
             [
                 "learner",

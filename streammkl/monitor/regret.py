@@ -333,7 +333,7 @@ class WindowedRegret:
         fits (each hurried) until an estimate that lags less is published: so a backlog cannot
         outrun the schedule. Bounded: at most ``timeout`` seconds per call, and each fit's work
         is bounded (an epoch comparator's ``max_epochs`` passes over the window), so the
-        learning is slowed by at most one fit per 10 % of ``refresh_examples``, never stopped.
+        learning waits for about one fit per 60 % of ``refresh_examples``, never stopped.
         Returns the seconds waited; when nothing lags it is a few attribute reads.
         """
         if self.refresh_examples is None or not self.background or timeout <= 0:

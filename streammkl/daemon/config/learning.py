@@ -102,11 +102,11 @@ class MonitorSettings(Section):
     #: At most this many passes over the window per epoch-comparator fit (each warm-started
     #: from the previous window's fit, so the fits go on converging across the overlapping
     #: windows): this bounds one fit's work to ``comparator_epochs * W`` rounds. Measured with
-    #: W = 2000 (CPU of one fit, median): the default bank 0.14 s (0.28 s uncapped), the
-    #: deploy config's budgeted exact kernels 0.68 s (6.3-6.8 s at the former cap of 100,
-    #: which made its estimates ~2 minutes apart); the comparator's objective within 0.1-1.3 %
-    #: (default bank) and 0.7-14 % (deploy config) of 100 epochs', so the regret estimate (a
-    #: lower bound) is a little lower.
+    #: W = 2000 (CPU of one fit, median): the default bank 0.14 s (0.28 s uncapped), budgeted
+    #: exact kernels (the former deploy settings, budget 500) 0.68 s (6.3-6.8 s at the former
+    #: cap of 100, which made their estimates ~2 minutes apart); the comparator's objective
+    #: within 0.1-1.3 % (default bank) and 0.7-14 % (budgeted kernels) of 100 epochs', so the
+    #: regret estimate (a lower bound) is a little lower.
     comparator_epochs: int = Field(default=10, ge=1)
     #: At most this fraction of the time fitting comparators (unthrottled, the worker would fit
     #: back to back and take a whole core); an epoch comparator's fit is paced epoch by epoch,
@@ -123,14 +123,17 @@ class MonitorSettings(Section):
     #: comparator's pauses are skipped until a fresh estimate is published, so a backlog (the
     #: stream faster than the duty allows) gets its fits back to back, each bounded by
     #: ``comparator_epochs``, and a loaded machine slows the refreshes, never stops them.
-    refresh_examples: int = Field(default=10_000, ge=1)
+    #: (30,000: at 1,000 records/s the seconds decide; in a backlog, where the default
+    #: learner takes ~50,000 records/s, the loop waits for one bounded fit per ~18,000
+    #: examples; at 10,000 a backlog was learned 8 times slower, measured.)
+    refresh_examples: int = Field(default=30_000, ge=1)
     refresh_seconds: float = Field(default=15.0, gt=0)
     #: A stream faster than the comparator (a backlog: 10,000 examples can take a second)
     #: outruns any duty: when the estimate lags 60 % of ``refresh_examples`` and a fit is
     #: under way, the learning loop waits for it (hurried) until a fresh estimate is
     #: published, at most this many seconds at a time (0: never; the estimate then goes stale
     #: in a backlog). A fit's work is bounded by ``comparator_epochs``, so a backlog is learned
-    #: with at most one fit per 10 % of ``refresh_examples`` examples in its way.
+    #: with about one fit per 60 % of ``refresh_examples`` examples in its way.
     catch_up_seconds: float = Field(default=4.0, ge=0)
     #: One single-kernel shadow learner per kernel (regret against the best single kernel).
     shadows: bool = False
