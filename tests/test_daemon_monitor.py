@@ -109,6 +109,8 @@ def test_drift_is_detected_after_the_switch_and_exported_with_the_monitor_help(
     for key, name in (
         ("examples", "streammkl_monitor_examples"),
         ("nonfinite_terms", "streammkl_nonfinite_objective_terms"),
+        ("comparator_fits_skipped", "streammkl_comparator_fits_skipped"),
+        ("comparator_errors", "streammkl_comparator_errors"),
     ):
         assert f"# TYPE {name}_total counter" in exposition
         assert f"# TYPE {name} gauge" in exposition

@@ -35,7 +35,7 @@ LEARNED = ("streammkl_model_examples_learned_total", ())
 STALE = ("streammkl_window_regret_stale", ())
 END = ("streammkl_window_end", ())
 LAG = ("streammkl_window_regret_lag", ())
-SKIPPED = ("streammkl_comparator_fits_skipped", ())
+SKIPPED = ("streammkl_comparator_fits_skipped_total", ())
 
 
 def test_estimates_keep_arriving_through_a_backlog(kafka_bootstrap: str, tmp_path: Path) -> None:

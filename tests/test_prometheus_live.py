@@ -299,14 +299,20 @@ def test_drift_detection_visible_after_the_switch(run: Run) -> None:
     assert after > before, f"no drift detection after the switch at {PHASE}: {before} -> {after}"
 
 
+#: The monitor's counts, as counters, and the gauges they replace (deprecated for one release).
+COUNTERS = (
+    ("streammkl_monitor_examples_total", "streammkl_monitor_examples"),
+    ("streammkl_nonfinite_objective_terms_total", "streammkl_nonfinite_objective_terms"),
+    ("streammkl_comparator_fits_skipped_total", "streammkl_comparator_fits_skipped"),
+    ("streammkl_comparator_errors_total", "streammkl_comparator_errors"),
+)
+
+
 def test_counts_are_counters_and_their_old_gauges_are_marked_deprecated(run: Run) -> None:
     """The monitor's counts are scraped as counters (``_total``; ``increase()`` works on them,
     as StreamMKLNonFiniteLoss uses it), and their former gauges carry the same values for one
     release, with help texts that say they are deprecated."""
-    for counter, gauge in (
-        ("streammkl_monitor_examples_total", "streammkl_monitor_examples"),
-        ("streammkl_nonfinite_objective_terms_total", "streammkl_nonfinite_objective_terms"),
-    ):
+    for counter, gauge in COUNTERS:
         meta = api(run.url, "/api/v1/metadata?" + urllib.parse.urlencode({"metric": counter}))
         assert [m["type"] for m in meta[counter]] == ["counter"], meta
         old = api(run.url, "/api/v1/metadata?" + urllib.parse.urlencode({"metric": gauge}))
@@ -317,10 +323,7 @@ def test_counts_are_counters_and_their_old_gauges_are_marked_deprecated(run: Run
     # 0.5 s later); none had a non-finite term
     at = wait_for_value(run, "streammkl_monitor_examples_total", 2 * PHASE, 30)
     assert run.value("streammkl_nonfinite_objective_terms_total", at) == 0.0
-    for counter, gauge in (
-        ("streammkl_monitor_examples_total", "streammkl_monitor_examples"),
-        ("streammkl_nonfinite_objective_terms_total", "streammkl_nonfinite_objective_terms"),
-    ):
+    for counter, gauge in COUNTERS:
         assert run.value(f"{counter} - {gauge}", at) == 0.0
     grew = run.value(
         f"increase(streammkl_monitor_examples_total[{at - run.switch_time + 30:.0f}s])", at

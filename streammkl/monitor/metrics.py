@@ -117,12 +117,16 @@ METRICS: dict[str, MetricSpec] = {
         "+Inf without a bounded feasible set or Lipschitz loss.",
     ),
     "comparator_fits_skipped": MetricSpec(
-        "streammkl_comparator_fits_skipped",
-        "gauge",
+        "streammkl_comparator_fits_skipped_total",
+        "counter",
         "Windows not fitted because a newer window replaced them while the worker was busy.",
+        deprecated="streammkl_comparator_fits_skipped",
     ),
     "comparator_errors": MetricSpec(
-        "streammkl_comparator_errors", "gauge", "Comparator fits that failed (see the log)."
+        "streammkl_comparator_errors_total",
+        "counter",
+        "Comparator fits that failed (see the log).",
+        deprecated="streammkl_comparator_errors",
     ),
     "shadow_regret": MetricSpec(
         "streammkl_shadow_regret",
