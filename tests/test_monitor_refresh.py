@@ -294,3 +294,28 @@ def test_the_learning_loop_catches_up_with_a_bounded_wait() -> None:
         for _ in range(5):
             gated.go.release()
         stuck.close(timeout=5)
+
+
+def test_the_catch_up_takes_at_most_its_share_of_the_loop_s_time() -> None:
+    """With a share below 1 the waits come out of a budget earned at ``share`` seconds per
+    second from the first call that lags (at most ``timeout`` saved up): a comparator that
+    never ends costs the loop nothing at first, then what it earned, then nothing again."""
+    model, X, Y = trained(200)
+    gated = _OneAtATime(model)
+    regret = WindowedRegret(model, window=40, every=20, comparator=gated, refresh_examples=100)
+    try:
+        for x, y in zip(X[:80], Y[:80], strict=True):
+            regret.observe(x, y, 0.5, 0.0, 0.1, 1.0)
+        assert regret.catch_up(80, timeout=0.5, share=0.1) == 0.0  # nothing earned yet
+        time.sleep(1.5)  # earns 0.15 s
+        earned = regret.catch_up(80, timeout=0.5, share=0.1)
+        assert 0.1 <= earned < 0.4, earned
+        assert regret.catch_up(80, timeout=0.5, share=0.1) == 0.0  # the budget is spent
+        time.sleep(10)  # earns 1 s, of which 0.5 s (the timeout) is kept
+        kept = regret.catch_up(80, timeout=0.5, share=0.1)
+        assert 0.45 <= kept < 1.0, kept
+        assert regret.catch_up(80, timeout=0.5, share=0.0) == 0.0  # share 0: never
+    finally:
+        for _ in range(5):
+            gated.go.release()
+        regret.close(timeout=5)

@@ -161,6 +161,8 @@ class WindowedRegret:
         self._cond = threading.Condition()
         self.waited = 0.0  # seconds the learning loop waited in catch_up
         self.n_catch_ups = 0
+        self._tokens = 0.0  # catch_up's waiting budget (seconds) and when it was last updated
+        self._bucket_at: float | None = None
         self._pending: _Job | None = None
         self._running = False
         self._stop = False
@@ -326,17 +328,23 @@ class WindowedRegret:
             hurry()
         return self.overdue(n)
 
-    def catch_up(self, n: int, timeout: float) -> float:
+    def catch_up(self, n: int, timeout: float, share: float = 1.0) -> float:
         """Called by the learning loop, ``n`` examples observed: when the estimate lags 60 % of
         ``refresh_examples`` (past the point where the comparator is hurried: the stream is
         faster than the comparator, a backlog) and a fit is running or waiting, wait for the
-        fits (each hurried) until an estimate that lags less is published: so a backlog cannot
-        outrun the schedule. Bounded: at most ``timeout`` seconds per call, and each fit's work
-        is bounded (an epoch comparator's ``max_epochs`` passes over the window), so the
-        learning waits for about one fit per 60 % of ``refresh_examples``, never stopped.
-        Returns the seconds waited; when nothing lags it is a few attribute reads.
+        fits (each hurried) until an estimate that lags less is published, so a backlog does
+        not outrun the schedule.
+
+        Bounded twice: at most ``timeout`` seconds per call, and at most ``share`` of the
+        loop's wall time over any stretch (a token bucket, empty at the first lagging call:
+        ``share`` seconds of waiting earned per second, at most ``timeout`` saved up; ``share``
+        1: no such bound). Each fit's work
+        is bounded too (an epoch comparator's ``max_epochs`` passes over the window). With a
+        small share the learning keeps (1 - share) of its speed and the estimate may still go
+        stale in a backlog (``overdue`` says so). Returns the seconds waited; when nothing lags
+        it is a few attribute reads.
         """
-        if self.refresh_examples is None or not self.background or timeout <= 0:
+        if self.refresh_examples is None or not self.background or timeout <= 0 or share <= 0:
             return 0.0
         limit = 0.6 * self.refresh_examples
 
@@ -346,8 +354,16 @@ class WindowedRegret:
 
         if not lagging() or not self.busy:
             return 0.0
-        hurry = getattr(self.comparator, "hurry", None)
         now = time.monotonic()
+        if share < 1.0:
+            if self._bucket_at is None:  # (it starts empty: a short backlog waits nothing)
+                self._tokens, self._bucket_at = 0.0, now
+            self._tokens = min(timeout, self._tokens + share * (now - self._bucket_at))
+            self._bucket_at = now
+            if self._tokens <= 0:
+                return 0.0
+            timeout = self._tokens
+        hurry = getattr(self.comparator, "hurry", None)
         deadline = now + timeout
         with self._cond:
             while lagging() and self.busy and not self._stop:
@@ -361,6 +377,9 @@ class WindowedRegret:
         waited = time.monotonic() - now
         self.waited += waited
         self.n_catch_ups += 1
+        if share < 1.0:
+            self._tokens -= waited
+            self._bucket_at = time.monotonic()
         return waited
 
     def _published_since(self, seen: RegretEstimate | None) -> bool:

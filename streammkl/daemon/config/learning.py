@@ -128,13 +128,17 @@ class MonitorSettings(Section):
     #: examples; at 10,000 a backlog was learned 8 times slower, measured.)
     refresh_examples: int = Field(default=30_000, ge=1)
     refresh_seconds: float = Field(default=15.0, gt=0)
-    #: A stream faster than the comparator (a backlog: 10,000 examples can take a second)
+    #: A stream faster than the comparator (a backlog: 30,000 examples can take a second)
     #: outruns any duty: when the estimate lags 60 % of ``refresh_examples`` and a fit is
     #: under way, the learning loop waits for it (hurried) until a fresh estimate is
-    #: published, at most this many seconds at a time (0: never; the estimate then goes stale
-    #: in a backlog). A fit's work is bounded by ``comparator_epochs``, so a backlog is learned
-    #: with about one fit per 60 % of ``refresh_examples`` examples in its way.
+    #: published, at most ``catch_up_seconds`` at a time and at most ``catch_up_share`` of its
+    #: wall time (a token bucket). A fit's work is bounded by ``comparator_epochs``. The
+    #: default share, 0.1, keeps a backlog at ~90 % of its speed, so the estimate may still
+    #: go stale in one (``streammkl_window_regret_stale`` says so); 1: the loop waits as long
+    #: as the schedule needs (measured: never stale, a backlog learned 2-3 times slower);
+    #: 0: never waits.
     catch_up_seconds: float = Field(default=4.0, ge=0)
+    catch_up_share: float = Field(default=0.1, ge=0, le=1)
     #: One single-kernel shadow learner per kernel (regret against the best single kernel).
     shadows: bool = False
     #: Drift detector on the prequential loss; a detected rise restarts the learning-rate schedule.

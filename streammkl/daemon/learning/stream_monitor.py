@@ -22,11 +22,12 @@ examples, the detector is started afresh (deterministically, at that example), w
 is checkpointed (:class:`streammkl.monitor.drift.LossDriftDetector` keeps the log). The
 comparator windows and shadows are rebuilt after a restart (they only feed metrics).
 
-**A schedule that holds in a backlog.** After each observed segment the loop calls
+**A schedule in a backlog.** After each observed segment the loop calls
 :meth:`streammkl.monitor.regret.WindowedRegret.catch_up`: when the estimate lags 60 % of
-``monitor.refresh_examples`` it waits (at most ``monitor.catch_up_seconds``) for the hurried
-comparator, whose fits are bounded by ``monitor.comparator_epochs``, so a stream faster than the
-comparator's duty (a backlog) slows down instead of leaving the estimate stale.
+``monitor.refresh_examples`` it waits for the hurried comparator, whose fits are bounded by
+``monitor.comparator_epochs``, at most ``monitor.catch_up_seconds`` at a time and
+``monitor.catch_up_share`` of its wall time (10 % by default: a backlog keeps ~90 % of its
+speed, and the estimate may go stale; the deploy settings give it all the time it needs).
 
 **Bounded by the work budget.** The windowed regret holds the window's inputs three times (its
 chunks, and the contiguous and shuffled copies a comparator fits on) and the model three times
@@ -365,7 +366,8 @@ class StreamMonitor:
         :meth:`streammkl.monitor.regret.WindowedRegret.catch_up`)."""
         regret = monitor.regret
         if regret is not None:
-            regret.catch_up(monitor.n, self.settings.catch_up_seconds)
+            s = self.settings
+            regret.catch_up(monitor.n, s.catch_up_seconds, s.catch_up_share)
 
     def _row(self) -> None:
         values = self.snapshot()
