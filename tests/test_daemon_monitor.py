@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, generate_latest
 
 from streammkl import wire
 from streammkl.daemon.checkpoints.inspection import inspect_checkpoint
@@ -91,19 +91,36 @@ def test_drift_is_detected_after_the_switch_and_exported_with_the_monitor_help(
     assert values["examples"] == n
     assert np.isfinite(values["regret_bound"]) and values["regret_bound"] > 0
     r._publish(force_model=True)
-    families = {f.name: f for f in r.metrics.registry.collect()}
+    # (a counter's family and its deprecated gauge share a family name: keyed by type too)
+    families = {(f.name, f.type): f for f in r.metrics.registry.collect()}
     for key, spec in METRICS.items():
         name = spec.name.removesuffix("_total") if spec.type == "counter" else spec.name
         if name == "streammkl_online_loss":  # the daemon's own counter has this name
             name = "streammkl_monitor_online_loss"
-        fam = families[name]
-        assert fam.documentation == spec.help and fam.type == spec.type, key
+        fam = families[name, spec.type]
+        assert fam.documentation == spec.help, key
         value = fam.samples[0].value
         assert value == values[key] or (np.isnan(value) and np.isnan(values[key])), key
-    assert families["streammkl_drift_detections"].samples[0].value == values["drift_detections"]
-    assert np.isfinite(families["streammkl_window_regret"].samples[0].value)
+        if spec.deprecated:  # the counter's former gauge, one release more, the same value
+            old = families[spec.deprecated, "gauge"]
+            assert old.documentation.startswith("DEPRECATED") and spec.name in old.documentation
+            assert old.samples[0].value == value, key
+    exposition = generate_latest(r.metrics.registry).decode()
+    for key, name in (
+        ("examples", "streammkl_monitor_examples"),
+        ("nonfinite_terms", "streammkl_nonfinite_objective_terms"),
+        ("comparator_fits_skipped", "streammkl_comparator_fits_skipped"),
+        ("comparator_errors", "streammkl_comparator_errors"),
+    ):
+        assert f"# TYPE {name}_total counter" in exposition
+        assert f"# TYPE {name} gauge" in exposition
+        for sample in (f"{name}_total", name):
+            assert f"\n{sample} {float(values[key])!r}\n" in exposition, sample
+    drift = families["streammkl_drift_detections", "counter"]
+    assert drift.samples[0].value == values["drift_detections"]
+    assert np.isfinite(families["streammkl_window_regret", "gauge"].samples[0].value)
     # the daemon's own log-loss counter is still there, under its own name and help
-    assert "log-loss" in families["streammkl_online_loss"].documentation
+    assert "log-loss" in families["streammkl_online_loss", "counter"].documentation
 
 
 @pytest.mark.parametrize("memory", [50_000, 130])

@@ -118,7 +118,7 @@ class BusyDaemon:
         deadline = time.monotonic() + timeout
         while self.values.get(name, -1.0) < at_least:
             assert self.proc.poll() is None, f"daemon exited {self.proc.returncode}:\n{self.log()}"
-            errors = self.values.get("streammkl_comparator_errors", 0.0)
+            errors = self.values.get("streammkl_comparator_errors_total", 0.0)
             assert errors == 0, f"{errors:g} comparator fit(s) failed:\n{self.log()}"
             late = time.monotonic() > deadline
             assert not late, f"{name} < {at_least} after {timeout}s: {self.values}"
@@ -217,7 +217,7 @@ def test_growth_to_the_limits_with_every_thread_busy(kafka_bootstrap: str, tmp_p
     # the limits were reached: classes and inputs grew to them, the rest was refused
     assert reasons["too_many_classes"] > 0, reasons
     assert reasons["too_many_features"] + reasons["over_work_budget"] > 0, reasons
-    assert daemon.scrapes > 0 and daemon.values["streammkl_comparator_errors"] == 0
+    assert daemon.scrapes > 0 and daemon.values["streammkl_comparator_errors_total"] == 0
 
 
 class OwnerGuard:
@@ -344,4 +344,4 @@ def test_label_flood_runs_to_the_end_in_one_process(kafka_bootstrap: str, tmp_pa
         kafka_bootstrap, topic, len(values), tmp_path / "ck", log_path
     )
     assert reasons == Counter({"too_many_classes": 2}), reasons
-    assert daemon.values["streammkl_comparator_errors"] == 0
+    assert daemon.values["streammkl_comparator_errors_total"] == 0

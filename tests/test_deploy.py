@@ -17,6 +17,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 import tomllib
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -30,7 +31,7 @@ PROM = DEPLOY / "prometheus"
 DASHBOARD = DEPLOY / "grafana" / "dashboards" / "streammkl.json"
 CONFIG = DEPLOY / "config" / "streammkl.toml"
 #: The kernel bank of deploy/config/streammkl.toml, by core name.
-DEPLOY_KERNELS = ["linear", "rbf(gamma=2)", "poly2", "rff(gamma=0.2,D=128)"]
+DEPLOY_KERNELS = ["linear", "rff(gamma=2,D=256)", "poly2", "rff(gamma=0.2,D=128)"]
 
 
 def load_yaml(path: Path) -> Any:
@@ -110,7 +111,7 @@ def test_every_alert_has_a_firing_and_a_non_firing_case() -> None:
         ("StreamMKLCheckpointTooOld", "> 300", "> 3000"),
         ("StreamMKLNonFiniteLoss", "== Inf", "== 1"),
         ("StreamMKLConsumerLagGrowing", "[10m]) > 0", "[10m]) > -1000"),
-        ("StreamMKLNonFiniteLoss", "terms[5m]) > 0", "terms[5m]) > 5"),
+        ("StreamMKLNonFiniteLoss", "terms_total[5m]) > 0", "terms_total[5m]) > 5"),
         ("StreamMKLRegretPerExampleRising", "example > 0", "example > -1"),
     ],
 )
@@ -386,16 +387,48 @@ def test_settings_file_builds_the_deploy_learner() -> None:
     assert list(build_learner(settings.learner).kernel_weights or DEPLOY_KERNELS) == DEPLOY_KERNELS
 
 
-def test_numba_warmup_runs_the_deploy_learner_through_a_checkpoint() -> None:
-    """What the image build runs (deploy/warm_numba.py): rounds + to_state/from_state/digest."""
-    import importlib.util
+def test_the_deploy_learner_drops_the_kernel_the_simulator_does_not_need() -> None:
+    """The shipped bank on the compose simulator's stream (kernel-drift, phases of 20,000):
+    the wide RBF no phase needs has weight exactly 0 from a few thousand examples on (the
+    sparsity the README promises, visible in the demo), through the switch to the RBF phase,
+    while the phase's own kernel takes the weight. In process, the daemon's learner."""
+    from simulators import get
+    from streammkl.daemon.config import load_settings
+    from streammkl.daemon.learning.building import build_learner
 
-    spec = importlib.util.spec_from_file_location("warm_numba", DEPLOY / "warm_numba.py")
-    assert spec is not None and spec.loader is not None
-    warm = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(warm)
-    summary = warm.warm(str(CONFIG))
-    assert summary["kernels"] == DEPLOY_KERNELS
+    learner = build_learner(load_settings(CONFIG, env={}).learner)
+    unneeded = DEPLOY_KERNELS[3]
+    zero_from = None
+    for i, r in enumerate(get("kernel-drift", seed=0, phase_length=20_000, n_samples=24_000)):
+        learner.learn_one(r.x, r.y)
+        if (i + 1) % 500 == 0:
+            w = learner.kernel_weights[unneeded]
+            zero_from = (zero_from or i + 1) if w == 0.0 else None
+    assert zero_from is not None and zero_from <= 6_000, zero_from  # ... and to the end
+    weights = learner.kernel_weights
+    assert weights[unneeded] == 0.0 and abs(sum(weights.values()) - 1.0) < 1e-9
+    assert max(weights, key=weights.__getitem__) == "rff(gamma=2,D=256)"  # the RBF phase's
+
+
+def test_dockerfile_warms_up_with_a_cli_command_that_runs_the_deploy_learner() -> None:
+    """The image build's warm-up is ``streammkl warmup --config <the shipped settings>``: a
+    command the CLI has, with the options it takes, and it runs on the deploy learner (rounds,
+    a comparator fit and a checkpoint round trip) without an error."""
+    from streammkl.daemon.commands.cli import build_parser
+
+    config_dest = next(a.split()[-1] for a in instruction("COPY") if "streammkl.toml" in a)
+    (warm,) = [a for a in instruction("RUN") if "warmup" in a]
+    words = warm.split()
+    assert words[:2] == ["streammkl", "warmup"], warm
+    args = build_parser().parse_args(words[1:])  # an unknown command or option exits here
+    assert args.func.__name__ == "cmd_warmup" and args.config == config_dest
+    assert not (DEPLOY / "warm_numba.py").exists()
+    done = subprocess.run(
+        [sys.executable, "-m", "streammkl.daemon", "warmup", "--config", str(CONFIG)],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "compiled" in done.stdout or "learner ready" in done.stdout, done.stdout
 
 
 def test_dockerfile_references() -> None:
@@ -409,7 +442,7 @@ def test_dockerfile_references() -> None:
     cmd = json.loads(instruction("CMD")[-1])
     assert cmd[cmd.index("--config") + 1] == config_dest
     assert json.loads(instruction("ENTRYPOINT")[-1]) == ["streammkl"]
-    assert any(f"warm_numba.py {config_dest}" in a for a in instruction("RUN"))
+    assert any(f"warmup --config {config_dest}" in a for a in instruction("RUN"))
     assert any("NUMBA_CACHE_DIR=" in a for a in instruction("ENV"))
     users = instruction("USER")
     assert users and users[-1] not in ("root", "0")
@@ -568,7 +601,13 @@ def test_compose_simulator_produces_kernel_drift_to_the_daemon_topic() -> None:
     assert args.topic in settings_file()["kafka"]["topics"]
     assert args.bootstrap_servers == settings_file()["kafka"]["bootstrap_servers"]
     scenario = sim_cli.build(args)  # every option valid for the scenario
-    assert [s["kernel"] for s in scenario.ground_truth()["segments"][:3]] == DEPLOY_KERNELS[:3]
+    # the phases' kernels are the bank's first three (the RBF by its random Fourier map, the
+    # quadratic kernel by its explicit one: FTRL needs explicit blocks)
+    phases = [s["kernel"] for s in scenario.ground_truth()["segments"][:3]]
+    assert phases == ["linear", "rbf(gamma=2)", "poly2"]
+    bank = settings_file()["learner"]["kernels"]
+    assert bank[1] == {"type": "RBF", "gamma": 2.0, "n_components": 256}
+    assert (bank[0]["type"], bank[2]["type"], bank[2]["degree"]) == ("Linear", "Polynomial", 2)
 
 
 def test_compose_prometheus_and_grafana_mounts() -> None:

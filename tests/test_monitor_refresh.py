@@ -135,13 +135,15 @@ def test_an_overdue_estimate_hurries_the_comparator_past_its_pauses() -> None:
     model, X, Y = trained(200)
     inner = epochs(model, max_epochs=4, patience=4, rel_tol=-1.0)
     throttle = Throttled(inner, duty=1e-6)  # each epoch would owe days of idle time
-    regret = WindowedRegret(model, window=40, every=20, comparator=throttle, refresh_examples=60)
+    # stale 100 examples behind; hurried from half of that on
+    regret = WindowedRegret(model, window=40, every=20, comparator=throttle, refresh_examples=100)
     try:
         for x, y in zip(X[:40], Y[:40], strict=True):  # two windows: fits paced for days
             regret.observe(x, y, 0.5, 0.0, 0.1, 1.0)
-        assert not _published(regret, 20, 40, timeout=0.5) and not regret.overdue(40)
+        assert not _published(regret, 20, 40, timeout=0.5) and not regret.due(40)
         for x, y in zip(X[40:60], Y[40:60], strict=True):  # 60 examples without an estimate
             regret.observe(x, y, 0.5, 0.0, 0.1, 1.0)
+        assert regret.due(60) and not regret.overdue(60)
         assert _published(regret, 20, 60)  # hurried: the pauses are skipped
         assert throttle.n_hurried == 1
         for x, y in zip(X[60:200], Y[60:200], strict=True):  # and so on, however slow
@@ -214,3 +216,106 @@ def test_stale_before_the_first_estimate_when_no_fit_ends() -> None:
         gate.set()
         monitor.close(timeout=5)
     assert Monitor(model, window=None).snapshot()["window_regret_stale"] == 0.0
+
+
+class _OneAtATime:
+    """A comparator whose fits each wait for a release (a worker given CPU on demand)."""
+
+    method, exact = "gated", False
+
+    def __init__(self, model: OnlineMKL) -> None:
+        self.model = model
+        self.go = threading.Semaphore(0)
+
+    def fit(self, config: Any, keys: Any, Xw: Any, Yw: Any) -> Any:
+        self.go.acquire()
+        return epochs(self.model, max_epochs=1).fit(config, keys, Xw, Yw)
+
+
+def test_a_window_waits_from_its_own_cut_not_from_the_first_unanswered_one() -> None:
+    """In a backlog a newer window is always pending when a fit ends: the seconds schedule
+    must restart from the cut of the oldest window still unanswered (it used to keep the first
+    window's time for good, and the estimate read stale however fresh it was)."""
+    model, X, Y = trained(200)
+    gated = _OneAtATime(model)
+    regret = WindowedRegret(model, window=40, every=20, comparator=gated, refresh_seconds=1.0)
+    try:
+        for x, y in zip(X[:20], Y[:20], strict=True):  # cut at 20: its fit waits
+            regret.observe(x, y, 0.5, 0.0, 0.1, 1.0)
+        time.sleep(0.7)
+        for x, y in zip(X[20:40], Y[20:40], strict=True):  # cut at 40: pending, 0.7 s later
+            regret.observe(x, y, 0.5, 0.0, 0.1, 1.0)
+        time.sleep(0.5)
+        assert regret.overdue(40)  # the window cut at 20 has waited 1.2 s
+        gated.go.release()  # the fit of 20 ends; 40's starts (and waits)
+        deadline = time.monotonic() + 30
+        while (regret.latest is None or regret.latest.end != 20) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert regret.latest is not None and regret.latest.end == 20
+        assert not regret.overdue(40)  # 40 has waited ~0.5 s of its 1 s
+        time.sleep(0.6)
+        assert regret.overdue(40)  # ... and now more than 1 s
+    finally:
+        for _ in range(3):
+            gated.go.release()
+        regret.close(timeout=5)
+
+
+def test_the_learning_loop_catches_up_with_a_bounded_wait() -> None:
+    """A stream faster than the comparator: at 60 % of the schedule the loop waits for the
+    hurried fits until a fresh estimate is out (so it is never stale); a comparator that
+    never ends holds the loop at most ``timeout``."""
+    model, X, Y = trained(200)
+    inner = epochs(model, max_epochs=1, patience=1, rel_tol=-1.0)  # (no pause within a fit)
+    throttle = Throttled(inner, duty=1e-6)  # pauses of days between fits
+    regret = WindowedRegret(model, window=40, every=20, comparator=throttle, refresh_examples=100)
+    try:
+        for x, y in zip(X[:20], Y[:20], strict=True):  # the first fit runs at once
+            regret.observe(x, y, 0.5, 0.0, 0.1, 1.0)
+        assert regret.wait(timeout=30) and regret.latest is not None
+        assert regret.catch_up(20, timeout=5) == 0.0  # nothing lags
+        for x, y in zip(X[20:80], Y[20:80], strict=True):  # 60 behind; its fit paced for days
+            regret.observe(x, y, 0.5, 0.0, 0.1, 1.0)
+        assert regret.latest.end == 20
+        waited = regret.catch_up(80, timeout=30)
+        assert 0 < waited < 30 and regret.latest.end == 80 and not regret.overdue(80)
+    finally:
+        throttle.close()
+        regret.close(timeout=5)
+    gated = _OneAtATime(model)
+    stuck = WindowedRegret(model, window=40, every=20, comparator=gated, refresh_examples=100)
+    try:
+        for x, y in zip(X[:80], Y[:80], strict=True):
+            stuck.observe(x, y, 0.5, 0.0, 0.1, 1.0)
+        t0 = time.monotonic()
+        waited = stuck.catch_up(80, timeout=0.3)
+        assert 0.3 <= waited < 5 and time.monotonic() - t0 < 5 and stuck.latest is None
+    finally:
+        for _ in range(5):
+            gated.go.release()
+        stuck.close(timeout=5)
+
+
+def test_the_catch_up_takes_at_most_its_share_of_the_loop_s_time() -> None:
+    """With a share below 1 the waits come out of a budget earned at ``share`` seconds per
+    second from the first call that lags (at most ``timeout`` saved up): a comparator that
+    never ends costs the loop nothing at first, then what it earned, then nothing again."""
+    model, X, Y = trained(200)
+    gated = _OneAtATime(model)
+    regret = WindowedRegret(model, window=40, every=20, comparator=gated, refresh_examples=100)
+    try:
+        for x, y in zip(X[:80], Y[:80], strict=True):
+            regret.observe(x, y, 0.5, 0.0, 0.1, 1.0)
+        assert regret.catch_up(80, timeout=0.5, share=0.1) == 0.0  # nothing earned yet
+        time.sleep(1.5)  # earns 0.15 s
+        earned = regret.catch_up(80, timeout=0.5, share=0.1)
+        assert 0.1 <= earned < 0.4, earned
+        assert regret.catch_up(80, timeout=0.5, share=0.1) == 0.0  # the budget is spent
+        time.sleep(10)  # earns 1 s, of which 0.5 s (the timeout) is kept
+        kept = regret.catch_up(80, timeout=0.5, share=0.1)
+        assert 0.45 <= kept < 1.0, kept
+        assert regret.catch_up(80, timeout=0.5, share=0.0) == 0.0  # share 0: never
+    finally:
+        for _ in range(5):
+            gated.go.release()
+        regret.close(timeout=5)

@@ -256,7 +256,7 @@ def test_deploy_alert_rules_evaluate_on_the_live_series(run: Run) -> None:
     }
 
 
-def test_regret_and_bound_series_exist_and_are_finite(run: Run) -> None:
+def test_regret_is_finite_and_the_bounds_say_none_applies(run: Run) -> None:
     # the windowed regret is NaN until the comparator's first fit (on the monitor's worker
     # thread, off the learning path) has finished: wait for it rather than race it
     def fitted() -> float | None:
@@ -265,11 +265,13 @@ def test_regret_and_bound_series_exist_and_are_finite(run: Run) -> None:
         return now if value is not None and math.isfinite(value) else None
 
     at = max(run.end_time, dk.wait_until(fitted, 120, "a finite windowed regret", every=0.5))
-    for name in (
-        "streammkl_window_regret",
-        "streammkl_window_regret_bound",
-        "streammkl_regret_bound",
-    ):
+    # the deploy learner learns by FTRL (exact zeros for the kernel it does not need), which has
+    # no regret bound proven here: the bounds are exported as +Inf ("no finite bound"), never
+    # a made-up number
+    for name in ("streammkl_window_regret_bound", "streammkl_regret_bound"):
+        values = [float(s["value"][1]) for s in run.query(name, at)]
+        assert values == [math.inf], f"{name}: {values}"
+    for name in ("streammkl_window_regret",):
         series = run.query(name, at)
         assert series, (
             f"Prometheus has no {name} series: the daemon does not export it "
@@ -295,3 +297,35 @@ def test_drift_detection_visible_after_the_switch(run: Run) -> None:
     )
     before = run.value(name, run.switch_time) or 0.0
     assert after > before, f"no drift detection after the switch at {PHASE}: {before} -> {after}"
+
+
+#: The monitor's counts, as counters, and the gauges they replace (deprecated for one release).
+COUNTERS = (
+    ("streammkl_monitor_examples_total", "streammkl_monitor_examples"),
+    ("streammkl_nonfinite_objective_terms_total", "streammkl_nonfinite_objective_terms"),
+    ("streammkl_comparator_fits_skipped_total", "streammkl_comparator_fits_skipped"),
+    ("streammkl_comparator_errors_total", "streammkl_comparator_errors"),
+)
+
+
+def test_counts_are_counters_and_their_old_gauges_are_marked_deprecated(run: Run) -> None:
+    """The monitor's counts are scraped as counters (``_total``; ``increase()`` works on them,
+    as StreamMKLNonFiniteLoss uses it), and their former gauges carry the same values for one
+    release, with help texts that say they are deprecated."""
+    for counter, gauge in COUNTERS:
+        meta = api(run.url, "/api/v1/metadata?" + urllib.parse.urlencode({"metric": counter}))
+        assert [m["type"] for m in meta[counter]] == ["counter"], meta
+        old = api(run.url, "/api/v1/metadata?" + urllib.parse.urlencode({"metric": gauge}))
+        (entry,) = old[gauge]
+        assert entry["type"] == "gauge" and entry["help"].startswith("DEPRECATED"), entry
+        assert counter in entry["help"], entry
+    # every learned example is observed by the monitor (published with the model view, at most
+    # 0.5 s later); none had a non-finite term
+    at = wait_for_value(run, "streammkl_monitor_examples_total", 2 * PHASE, 30)
+    assert run.value("streammkl_nonfinite_objective_terms_total", at) == 0.0
+    for counter, gauge in COUNTERS:
+        assert run.value(f"{counter} - {gauge}", at) == 0.0
+    grew = run.value(
+        f"increase(streammkl_monitor_examples_total[{at - run.switch_time + 30:.0f}s])", at
+    )
+    assert grew is not None and grew > 0, grew

@@ -10,13 +10,20 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-__all__ = ["METRICS", "MetricSpec"]
+__all__ = ["DEPRECATED_HELP", "METRICS", "MetricSpec"]
 
 
 class MetricSpec(NamedTuple):
     name: str  # Prometheus metric name
     type: str  # "gauge" | "counter"
     help: str
+    #: A counter's former name as a gauge, still exported beside it for one release
+    #: (:data:`DEPRECATED_HELP`); empty: none.
+    deprecated: str = ""
+
+
+#: The help text of a deprecated gauge kept beside the counter that replaces it.
+DEPRECATED_HELP = "DEPRECATED, removed in the next release: use the counter {name}. {help}"
 
 
 _OBJ = "lambda*Omega(theta_t) + L(theta_t; x_t, y_t), prequential (theta_t before its update)"
@@ -29,7 +36,10 @@ _CMP = (
 
 METRICS: dict[str, MetricSpec] = {
     "examples": MetricSpec(
-        "streammkl_monitor_examples", "gauge", "Examples observed by the regret/drift monitor."
+        "streammkl_monitor_examples_total",
+        "counter",
+        "Examples observed by the regret/drift monitor.",
+        deprecated="streammkl_monitor_examples",
     ),
     "online_objective": MetricSpec(
         "streammkl_online_objective",
@@ -42,9 +52,10 @@ METRICS: dict[str, MetricSpec] = {
         "Cumulative prequential loss: sum over all observed examples of L(theta_t; x_t, y_t).",
     ),
     "nonfinite_terms": MetricSpec(
-        "streammkl_nonfinite_objective_terms",
-        "gauge",
+        "streammkl_nonfinite_objective_terms_total",
+        "counter",
         "Examples whose loss or regularization value was NaN/Inf (left out of every sum).",
+        deprecated="streammkl_nonfinite_objective_terms",
     ),
     "window_regret": MetricSpec(
         "streammkl_window_regret",
@@ -71,7 +82,7 @@ METRICS: dict[str, MetricSpec] = {
         "streammkl_window_regret_lag",
         "gauge",
         "Examples observed since the window of the latest regret estimate ended "
-        "(streammkl_monitor_examples - streammkl_window_end); NaN before the first estimate.",
+        "(streammkl_monitor_examples_total - streammkl_window_end); NaN before the first estimate.",
     ),
     "window_regret_stale": MetricSpec(
         "streammkl_window_regret_stale",
@@ -106,12 +117,16 @@ METRICS: dict[str, MetricSpec] = {
         "+Inf without a bounded feasible set or Lipschitz loss.",
     ),
     "comparator_fits_skipped": MetricSpec(
-        "streammkl_comparator_fits_skipped",
-        "gauge",
+        "streammkl_comparator_fits_skipped_total",
+        "counter",
         "Windows not fitted because a newer window replaced them while the worker was busy.",
+        deprecated="streammkl_comparator_fits_skipped",
     ),
     "comparator_errors": MetricSpec(
-        "streammkl_comparator_errors", "gauge", "Comparator fits that failed (see the log)."
+        "streammkl_comparator_errors_total",
+        "counter",
+        "Comparator fits that failed (see the log).",
+        deprecated="streammkl_comparator_errors",
     ),
     "shadow_regret": MetricSpec(
         "streammkl_shadow_regret",

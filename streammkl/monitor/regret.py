@@ -26,7 +26,9 @@ import copy
 import math
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -62,11 +64,17 @@ class RegretEstimate:
         return self.regret / self.window if self.window else math.nan
 
 
-def make_comparator(spec: Any, model: OnlineMKL) -> Any:
+def make_comparator(spec: Any, model: OnlineMKL, epochs: int | None = None) -> Any:
     """``"epochs"``, ``"exact"``, ``"auto"`` (exact when available and applicable) or an object
-    with ``fit(config, feature_keys, X, Y) -> ComparatorResult``."""
+    with ``fit(config, feature_keys, X, Y) -> ComparatorResult``. ``epochs``: an epoch
+    comparator's ``max_epochs`` (None: its default), which bounds the work of one fit to that
+    many passes over the window."""
+
+    def by_epochs() -> EpochComparator:
+        return EpochComparator() if epochs is None else EpochComparator(max_epochs=int(epochs))
+
     if spec == "epochs":
-        return EpochComparator()
+        return by_epochs()
     if spec == "exact":
         comparator = ExactComparator()
         comparator.check(model)
@@ -76,7 +84,7 @@ def make_comparator(spec: Any, model: OnlineMKL) -> Any:
             ExactComparator.check(model)
             return ExactComparator()
         except ValueError:
-            return EpochComparator()
+            return by_epochs()
     if isinstance(spec, str) or not callable(getattr(spec, "fit", None)):
         raise ValueError(
             f"comparator must be 'epochs', 'exact', 'auto' or an object with fit(); got {spec!r}"
@@ -114,10 +122,13 @@ class WindowedRegret:
     history
         How many past estimates the ``history`` tuple keeps (oldest first).
     refresh_examples, refresh_seconds
-        The refresh schedule: the estimate is *overdue* (:meth:`overdue`) when its window ended
-        ``refresh_examples`` or more examples ago, or when a requested window has waited
-        ``refresh_seconds`` or more; a comparator with a ``hurry()`` method (a throttled one) is
-        then told to skip its pauses until it publishes. None: no schedule.
+        The refresh schedule: the estimate is *overdue* (:meth:`overdue`, the stale flag) when
+        its window ended ``refresh_examples`` or more examples ago, or when a requested window
+        has waited ``refresh_seconds`` or more. A comparator with a ``hurry()`` method (a
+        throttled one) is told to skip its pauses until it publishes from **half** the schedule
+        on (:meth:`due`): a fit that starts then has the other half to end in before the
+        estimate is stale, so a stream that outruns the comparator's duty (a backlog) has its
+        fits back to back instead of one estimate per duty period. None: no schedule.
     """
 
     def __init__(
@@ -135,6 +146,8 @@ class WindowedRegret:
         self.refresh_examples = refresh_examples
         self.refresh_seconds = refresh_seconds
         self._waiting_since: float | None = None  # when the oldest unanswered window was cut
+        # (end, time) of the windows cut since the latest estimate's (under the lock)
+        self._unanswered: deque[tuple[int, float]] = deque()
         self.store = ExampleWindow(window, every)
         self.comparator = make_comparator(comparator, model)
         self.background = bool(background)
@@ -146,6 +159,10 @@ class WindowedRegret:
         self.n_errors = 0
         self.last_error = ""
         self._cond = threading.Condition()
+        self.waited = 0.0  # seconds the learning loop waited in catch_up
+        self.n_catch_ups = 0
+        self._tokens = 0.0  # catch_up's waiting budget (seconds) and when it was last updated
+        self._bucket_at: float | None = None
         self._pending: _Job | None = None
         self._running = False
         self._stop = False
@@ -200,8 +217,11 @@ class WindowedRegret:
             self._run(job, self.n_requested - 1)
             return
         with self._cond:  # one step for the worker, which clears _waiting_since under it
+            now = time.monotonic()
+            if len(self._unanswered) < 4096:  # (bounded; the oldest matter: kept)
+                self._unanswered.append((end, now))
             if self._waiting_since is None:
-                self._waiting_since = time.monotonic()
+                self._waiting_since = now
             self.check(end)
             if self._pending is not None:
                 self.n_skipped += 1
@@ -262,9 +282,12 @@ class WindowedRegret:
         # one reference assignment each: a reader on another thread sees the old or the new
         self.history = (*self.history, estimate)[-self._history_len :]
         self.latest = estimate
-        with self._cond:  # no window waits any more unless one was requested meanwhile
-            if self._pending is None:
-                self._waiting_since = None
+        with self._cond:  # the oldest window cut after this one's waits from its cut on
+            waiting = self._unanswered
+            while waiting and waiting[0][0] <= estimate.end:
+                waiting.popleft()
+            self._waiting_since = waiting[0][1] if waiting else None
+            self._cond.notify_all()  # a learning loop catching up waits for this estimate
 
     # --- the refresh schedule -----------------------------------------------------------------
     def lag(self, n: int) -> float:
@@ -277,26 +300,90 @@ class WindowedRegret:
         window ended ``refresh_examples`` or more examples after the latest estimate's (or
         after the start, before any estimate), or one requested window has waited
         ``refresh_seconds`` or more."""
+        return self._late(n, 1.0)
+
+    def due(self, n: int) -> bool:
+        """Whether the estimate is half as old as :meth:`overdue` allows (the comparator is
+        hurried from then on)."""
+        return self._late(n, 0.5)
+
+    def _late(self, n: int, share: float) -> bool:
         if self.n_requested == 0:
             return False
         latest = self.latest
         since = latest.end if latest is not None else 0
-        if self.refresh_examples is not None and n - since >= self.refresh_examples:
+        if self.refresh_examples is not None and n - since >= share * self.refresh_examples:
             return True
         waiting = self._waiting_since
         return (
             self.refresh_seconds is not None
             and waiting is not None
-            and time.monotonic() - waiting >= self.refresh_seconds
+            and time.monotonic() - waiting >= share * self.refresh_seconds
         )
 
     def check(self, n: int) -> bool:
-        """:meth:`overdue`, and if so the comparator told to hurry; returns it."""
-        late = self.overdue(n)
+        """:meth:`overdue` (returned), the comparator told to hurry once :meth:`due`."""
         hurry = getattr(self.comparator, "hurry", None)
-        if late and hurry is not None:
+        if hurry is not None and self.due(n):
             hurry()
-        return late
+        return self.overdue(n)
+
+    def catch_up(self, n: int, timeout: float, share: float = 1.0) -> float:
+        """Called by the learning loop, ``n`` examples observed: when the estimate lags 60 % of
+        ``refresh_examples`` (past the point where the comparator is hurried: the stream is
+        faster than the comparator, a backlog) and a fit is running or waiting, wait for the
+        fits (each hurried) until an estimate that lags less is published, so a backlog does
+        not outrun the schedule.
+
+        Bounded twice: at most ``timeout`` seconds per call, and at most ``share`` of the
+        loop's wall time over any stretch (a token bucket, empty at the first lagging call:
+        ``share`` seconds of waiting earned per second, at most ``timeout`` saved up; ``share``
+        1: no such bound). Each fit's work
+        is bounded too (an epoch comparator's ``max_epochs`` passes over the window). With a
+        small share the learning keeps (1 - share) of its speed and the estimate may still go
+        stale in a backlog (``overdue`` says so). Returns the seconds waited; when nothing lags
+        it is a few attribute reads.
+        """
+        if self.refresh_examples is None or not self.background or timeout <= 0 or share <= 0:
+            return 0.0
+        limit = 0.6 * self.refresh_examples
+
+        def lagging() -> bool:
+            latest = self.latest
+            return n - (latest.end if latest is not None else 0) >= limit
+
+        if not lagging() or not self.busy:
+            return 0.0
+        now = time.monotonic()
+        if share < 1.0:
+            if self._bucket_at is None:  # (it starts empty: a short backlog waits nothing)
+                self._tokens, self._bucket_at = 0.0, now
+            self._tokens = min(timeout, self._tokens + share * (now - self._bucket_at))
+            self._bucket_at = now
+            if self._tokens <= 0:
+                return 0.0
+            timeout = self._tokens
+        hurry = getattr(self.comparator, "hurry", None)
+        deadline = now + timeout
+        with self._cond:
+            while lagging() and self.busy and not self._stop:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                if hurry is not None:
+                    hurry()  # (a hurry lasts one fit: again for the next window)
+                seen = self.latest
+                self._cond.wait_for(partial(self._published_since, seen), left)
+        waited = time.monotonic() - now
+        self.waited += waited
+        self.n_catch_ups += 1
+        if share < 1.0:
+            self._tokens -= waited
+            self._bucket_at = time.monotonic()
+        return waited
+
+    def _published_since(self, seen: RegretEstimate | None) -> bool:
+        return self.latest is not seen or self._stop
 
     # --- control ------------------------------------------------------------------------------
     @property

@@ -108,21 +108,46 @@ class MonitorSettings(Section):
     #: K: the windowed regret is re-estimated every K examples, on a background thread.
     every: int = Field(default=500, ge=1)
     comparator: Literal["epochs", "exact", "auto"] = "epochs"
-    #: At most this fraction of the time fitting comparators (one fit of W = 2000 examples takes
-    #: ~0.15-0.4 s of a core with the default bank: unthrottled, the worker would take a whole
-    #: core); an epoch comparator's fit is paced epoch by epoch, windows arriving meanwhile are
-    #: skipped. At 0.05, the windowed regret is refreshed every ~3-8 s, about as often as
-    #: Prometheus scrapes it.
+    #: At most this many passes over the window per epoch-comparator fit (each warm-started
+    #: from the previous window's fit, so the fits go on converging across the overlapping
+    #: windows): this bounds one fit's work to ``comparator_epochs * W`` rounds. Measured with
+    #: W = 2000 (CPU of one fit, median): the default bank 0.14 s (0.28 s uncapped), budgeted
+    #: exact kernels (the former deploy settings, budget 500) 0.68 s (6.3-6.8 s at the former
+    #: cap of 100, which made their estimates ~2 minutes apart); the comparator's objective
+    #: within 0.1-1.3 % (default bank) and 0.7-14 % (budgeted kernels) of 100 epochs', so the
+    #: regret estimate (a lower bound) is a little lower.
+    comparator_epochs: int = Field(default=10, ge=1)
+    #: At most this fraction of the time fitting comparators (unthrottled, the worker would fit
+    #: back to back and take a whole core); an epoch comparator's fit is paced epoch by epoch,
+    #: windows arriving meanwhile are skipped. A new estimate then comes every K examples or
+    #: every ``fit CPU / duty`` seconds, whichever is later: ~3 s for the default bank at 0.05,
+    #: and at most half the refresh schedule below (the comparator is hurried from there on).
     comparator_duty: float = Field(default=0.05, gt=0, le=1)
     #: The comparator thread's nice value (Linux): it fits on CPU time the loop, the learner
     #: and the broker leave; 0 = the process's priority.
     comparator_nice: int = Field(default=19, ge=0, le=19)
     #: The windowed regret's schedule: an estimate whose window ended more than this many
-    #: examples ago, or was published more than this many seconds ago, is *stale*: the
-    #: comparator's pauses are skipped until a fresh one is published (a loaded machine slows
-    #: the refreshes, never stops them); ``streammkl_window_regret_stale`` says so meanwhile.
-    refresh_examples: int = Field(default=10_000, ge=1)
+    #: examples ago, or a window that has waited more than this many seconds for its fit, is
+    #: *stale* (``streammkl_window_regret_stale`` says so). From half of either on the
+    #: comparator's pauses are skipped until a fresh estimate is published, so a backlog (the
+    #: stream faster than the duty allows) gets its fits back to back, each bounded by
+    #: ``comparator_epochs``, and a loaded machine slows the refreshes, never stops them.
+    #: (30,000: at 1,000 records/s the seconds decide; in a backlog, where the default
+    #: learner takes ~50,000 records/s, the loop waits for one bounded fit per ~18,000
+    #: examples; at 10,000 a backlog was learned 8 times slower, measured.)
+    refresh_examples: int = Field(default=30_000, ge=1)
     refresh_seconds: float = Field(default=15.0, gt=0)
+    #: A stream faster than the comparator (a backlog: 30,000 examples can take a second)
+    #: outruns any duty: when the estimate lags 60 % of ``refresh_examples`` and a fit is
+    #: under way, the learning loop waits for it (hurried) until a fresh estimate is
+    #: published, at most ``catch_up_seconds`` at a time and at most ``catch_up_share`` of its
+    #: wall time (a token bucket). A fit's work is bounded by ``comparator_epochs``. The
+    #: default share, 0.1, keeps a backlog at ~90 % of its speed, so the estimate may still
+    #: go stale in one (``streammkl_window_regret_stale`` says so); 1: the loop waits as long
+    #: as the schedule needs (measured: never stale, a backlog learned 2-3 times slower);
+    #: 0: never waits.
+    catch_up_seconds: float = Field(default=4.0, ge=0)
+    catch_up_share: float = Field(default=0.1, ge=0, le=1)
     #: One single-kernel shadow learner per kernel (regret against the best single kernel).
     shadows: bool = False
     #: Drift detector on the prequential loss; a detected rise restarts the learning-rate schedule.

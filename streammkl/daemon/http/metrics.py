@@ -204,19 +204,26 @@ class MonitorCollector(Collector):
     A monitor name that a daemon metric already uses (``streammkl_online_loss``: the daemon's
     counter is the log-loss of the predicted probabilities, the monitor's the learner's own loss)
     is exported with the prefix ``streammkl_monitor_`` instead, so the exposition never holds two
-    families of one name.
+    families of one name. A counter that replaced a gauge (``MetricSpec.deprecated``) is also
+    exported under the gauge's former name for one release, its help text saying so (in the
+    text exposition the counter's samples and type line carry ``_total``: the names differ).
     """
 
     def __init__(self, taken: set[str]) -> None:
         from streammkl.monitor import METRICS
+        from streammkl.monitor.metrics import DEPRECATED_HELP
 
         self.values: dict[str, float] = {}
         self.specs = {}
+        self.deprecated: dict[str, tuple[str, str]] = {}  # key -> (old gauge name, help)
         for key, spec in METRICS.items():
             name = spec.name
             if _family(name, spec.type) in taken:
                 name = "streammkl_monitor_" + name.removeprefix("streammkl_")
             self.specs[key] = (name, spec.type, spec.help)
+            if spec.deprecated:
+                text = DEPRECATED_HELP.format(name=name, help=spec.help)
+                self.deprecated[key] = (spec.deprecated, text)
 
     def collect(self) -> Iterator[Any]:
         values = self.values  # one atomic read of the reference
@@ -225,6 +232,9 @@ class MonitorCollector(Collector):
                 continue
             family = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
             yield family(name, text, value=values[key])
+            old = self.deprecated.get(key)
+            if old is not None:  # the counter's former gauge, for one release
+                yield GaugeMetricFamily(old[0], old[1], value=values[key])
 
 
 def _family(name: str, kind: str) -> str:

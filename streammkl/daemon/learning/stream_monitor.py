@@ -22,6 +22,13 @@ examples, the detector is started afresh (deterministically, at that example), w
 is checkpointed (:class:`streammkl.monitor.drift.LossDriftDetector` keeps the log). The
 comparator windows and shadows are rebuilt after a restart (they only feed metrics).
 
+**A schedule in a backlog.** After each observed segment the loop calls
+:meth:`streammkl.monitor.regret.WindowedRegret.catch_up`: when the estimate lags 60 % of
+``monitor.refresh_examples`` it waits for the hurried comparator, whose fits are bounded by
+``monitor.comparator_epochs``, at most ``monitor.catch_up_seconds`` at a time and
+``monitor.catch_up_share`` of its wall time (10 % by default: a backlog keeps ~90 % of its
+speed, and the estimate may go stale; the deploy settings give it all the time it needs).
+
 **Bounded by the work budget.** The windowed regret holds the window's inputs three times (its
 chunks, and the contiguous and shuffled copies a comparator fits on) and the model three times
 (the comparator's warm start, the model it fits, its best state): with the learner's own model,
@@ -250,7 +257,9 @@ class StreamMonitor:
         if s.window and not self.windowed and self.monitor is None:  # built (or restored) wide
             self._say_window_off(core)
         comparator = Throttled(
-            make_comparator(s.comparator, core), s.comparator_duty, nice=s.comparator_nice
+            make_comparator(s.comparator, core, epochs=s.comparator_epochs),
+            s.comparator_duty,
+            nice=s.comparator_nice,
         )
         self._throttle = comparator
         self.monitor = Monitor(
@@ -334,6 +343,7 @@ class StreamMonitor:
             self._hits += bool(hit)
         if self.history.due(monitor.n):
             self._row()
+        self._catch_up(monitor)
 
     def observed_segment(self, segment: Segment, hits: list[bool] | None) -> None:
         """The driver's loop has just learned and observed a run segment
@@ -349,6 +359,15 @@ class StreamMonitor:
             self._hits += sum(hits)
         if self.history.due(monitor.n, monitor.n - (segment.stop - segment.start)):
             self._row()
+        self._catch_up(monitor)
+
+    def _catch_up(self, monitor: Monitor) -> None:
+        """In a backlog, give the comparator its turn before the estimate goes stale (bounded:
+        :meth:`streammkl.monitor.regret.WindowedRegret.catch_up`)."""
+        regret = monitor.regret
+        if regret is not None:
+            s = self.settings
+            regret.catch_up(monitor.n, s.catch_up_seconds, s.catch_up_share)
 
     def _row(self) -> None:
         values = self.snapshot()

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 from numba.core import event
 
+from streammkl import statefile
 from streammkl.daemon.config import Settings
 from streammkl.daemon.learning.building import build_learner
 from streammkl.daemon.learning.drivers import LearnerDriver, MKLDriver, driver_for
@@ -236,8 +237,8 @@ def warm_up(
             if monitor is not None and data:
                 tracker.enter("the regret monitor's comparator (the windowed regret's fit)")
                 _fit_comparator(driver, settings, data)
-            tracker.enter("the learner's state (what a checkpoint writes)")
-            learner.to_state()
+            tracker.enter("the learner's state (what a checkpoint writes and a restart reads)")
+            _round_trip(learner, data)
             if monitor is not None:
                 monitor.to_state()
         finally:
@@ -245,6 +246,17 @@ def warm_up(
                 monitor.close(timeout=0)
     tracker.report(None, done=True)
     return WarmUpReport(time.monotonic() - tracker.t0, tracker.compiled)
+
+
+def _round_trip(learner: Any, data: list[tuple[Inputs, Target]]) -> None:
+    """A checkpoint's round trip: ``to_state``, ``from_state``, the digest compared, and a
+    prediction of the restored model (the code a restart runs)."""
+    meta, arrays = learner.to_state()
+    restored = type(learner).from_state(meta, arrays)
+    if statefile.digest_of(restored) != statefile.digest_of(learner):
+        raise RuntimeError("the warm-up's checkpoint round trip changed the model")
+    if data and hasattr(restored, "predict_one"):
+        restored.predict_one(data[-1][0])
 
 
 def _learn(driver: LearnerDriver, data: list[tuple[Inputs, Target]], tracker: _Tracker) -> None:
@@ -273,7 +285,8 @@ def _fit_comparator(
     end, X, Y = rounds.plan(xs, ys, 0, validated=True)  # type: ignore[arg-type]
     if not end or X is None or Y is None:
         return
-    comparator = make_comparator(settings.monitor.comparator, core)
+    monitor = settings.monitor
+    comparator = make_comparator(monitor.comparator, core, epochs=monitor.comparator_epochs)
     config = {**core.config(), "kernels": [copy.copy(k) for k in core.kernels]}
     comparator.fit(config, tuple(core.feature_keys), rounds.prepare_rows(X), Y)
 
