@@ -600,8 +600,15 @@ class OnlineMKL:
     @property
     def state(self) -> BlockState | None:
         """The learned arrays (None before the first input). Read them between rounds, never
-        keep them across one: a round writes them in place, growth reallocates them."""
+        keep them across one: a round writes them in place, growth reallocates them. Settled:
+        the sparse round's lazy factors are folded in first (``BlockState.settle``)."""
+        self._settle()
         return self._state
+
+    def _settle(self) -> None:
+        """Fold the sparse round's lazy factors into the arrays (O(1) when already settled)."""
+        if self._state is not None and self._layout is not None:
+            self._state.settle(self._layout)
 
     def adopt(self, layout: Layout, state: BlockState) -> None:
         """Learn on from these arrays (a group's merged model, a restored state): they must be
@@ -679,6 +686,7 @@ class OnlineMKL:
         """||theta||_1 over the explicit blocks."""
         if self._state is None or self._layout is None:
             return 0.0
+        self._settle()
         total = 0.0
         for m in self._layout.ex_blocks:
             a, e = self._layout.ex_off[m], self._layout.ex_off[m + 1]
@@ -749,6 +757,7 @@ class OnlineMKL:
         self.schedule.restart()
         if self._state is None:
             return
+        self._settle()
         S = self._state
         S.avg_count[:] = 0.0  # the averages restart from the next iterate ...
         S.avg_loss[:] = 0.0  # ... and the last iterate predicts until one does better
