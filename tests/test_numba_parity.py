@@ -27,6 +27,7 @@ SCALAR_KERNELS = [
     "weighted_squared_l1", "weighted_l1_ball", "decreasing_root", "ball_multiplier", "block_steps",
     "secular_root", "dot4_row", "dot4_rows", "dot4_row_sq", "dot4_rows_sq", "rows_dot4",
     "axpby_sqnorm_row", "absmax", "cosines", "cos_of", "negate_row", "blockwise", "prox_blockwise",
+    "seed_state",
 ]  # fmt: skip
 MODEL_LOOPS = [
     "learn_many", "learn_round", "explicit_phi", "block_scores", "apply_prox_steps",
@@ -41,7 +42,8 @@ MODEL_LOOPS = [
 WIDE_LOOPS = [
     "wide_plan", "wide_features", "wide_scores", "wide_average_scores", "wide_store",
     "wide_averages", "wide_round", "wide_decision", "learn_predict_wide", "decision_wide",
-    "settle", "settle_block", "block_sq", "per_input",
+    "settle", "settle_block", "block_sq", "per_input", "add_run", "dot_avg", "sparse_cached",
+    "remember_sparse",
 ]  # fmt: skip
 BUDGET_LOOPS = [
     "exp_reduced", "fast_exp", "exp_many", "table_loss", "segment_kernels", "top_direction",
@@ -173,6 +175,8 @@ def test_scalar_and_vector_kernels():
               s, 0.8, np.zeros(7))  # fmt: skip
     for x in (0.0, 0.3, -2.0, 100.5, -9.9e4):
         _both("fast_cos", x)
+    for entropy in (0, 7, 2**32 + 5, 2**48 - 1):  # numpy's own words: test_kernel_identity
+        _both("seed_state", np.uint64(entropy), np.zeros(4, dtype=np.uint64))
     assert COVERED == set(SCALAR_KERNELS)
 
 

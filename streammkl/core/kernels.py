@@ -19,6 +19,7 @@ which features arrive, nor its draws on the bandwidth.
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +29,7 @@ from scipy import special
 
 from streammkl.core import _numba as nb
 from streammkl.core._spec import build
-from streammkl.core.kernel_base import Kernel, as_rows, check_components, stable_seed
+from streammkl.core.kernel_base import Kernel, as_rows, check_components, generator_for, stable_seed
 
 __all__ = [
     "RBF", "AdditiveRBF", "AdditiveStumps", "B1Spline", "Bandwidth", "Kernel", "Linear",
@@ -183,7 +184,7 @@ class _Gaussian(Kernel):
         for j, key in enumerate(keys):
             col = cache.get((seed, drawn_as, key))
             if col is None:
-                rng = np.random.default_rng(stable_seed(seed, drawn_as, key))
+                rng = generator_for(seed, drawn_as, key)
                 col = cache[(seed, drawn_as, key)] = rng.standard_normal(D)
             out[:, j] = col
         out *= std
@@ -293,7 +294,7 @@ class AdditiveRBF(RBF):
         offsets = np.empty(R * len(keys))
         std = np.sqrt(2.0 * self.gamma)
         for j, key in enumerate(keys):
-            rng = np.random.default_rng(stable_seed(seed, self.name, key))
+            rng = generator_for(seed, self.name, key)
             if self.draws == "random":
                 freqs[j * R : (j + 1) * R] = std * rng.standard_normal(R)
                 offsets[j * R : (j + 1) * R] = rng.uniform(0.0, 2.0 * np.pi, size=R)
@@ -506,13 +507,22 @@ def _stumps(X: np.ndarray, t: np.ndarray) -> np.ndarray:
     return np.where((t > 0) & (v >= t), 1.0, 0.0) - np.where((t <= 0) & (v < t), 1.0, 0.0)
 
 
+@functools.lru_cache(maxsize=32)
+def _strata(P: int) -> np.ndarray:
+    """The midpoints of ``P`` equal-probability strata of the half-normal (read-only: computed
+    once per ``P``, not once per input)."""
+    w = special.ndtri(0.5 + 0.5 * (np.arange(P) + 0.5) / P)
+    w.setflags(write=False)
+    return w
+
+
 def _quadrature(R: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """``R`` unit-variance frequencies and offsets of the quadrature one-dimensional Gaussian
     map (``AdditiveRBF(draws="quadrature")``): the midpoints of ``P = R // 2`` equal-probability
     strata of the half-normal (``cos`` is even), each twice, at offsets ``b`` and ``b + pi/2``;
     an odd ``R`` ends with an i.i.d. draw."""
     P = R // 2
-    w = special.ndtri(0.5 + 0.5 * (np.arange(P) + 0.5) / P)
+    w = _strata(P)
     b = rng.uniform(0.0, 2.0 * np.pi, size=P)
     freqs = np.empty(R)
     offsets = np.empty(R)

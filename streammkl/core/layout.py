@@ -170,6 +170,8 @@ class Layout:
         if isinstance(kernel, Polynomial):
             q = _quad_inputs(kernel, self.capacity)
             take = new[: max(q - p0, 0)]
+            if not take.size:  # the map is full (its first max_inputs): nothing to lay out
+                return
             before = [int(j) for j in self._block_inputs(m, p0)]
             for p, j in enumerate(take.tolist(), start=p0):
                 cols = _quad_group(kernel.coef0, before, j)

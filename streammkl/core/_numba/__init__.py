@@ -15,6 +15,7 @@ computed:
 - ``pack``: the round's arrays packed into one compiled argument (a structref built on demand);
 - ``rounds``: one round of Alg. 1 / 3 on a pack, its compiled loop, prediction;
 - ``chains`` and ``sequences``: sequence decoders and the sequence learner's position loops;
+- ``draws``: numpy's seeding of a generator (``SeedSequence``), compiled;
 - ``wide``: the round of explicit FTRL banks on wide sparse records (lazy block factors: a cost
   linear in the record's non-zeros, the dense round's numbers);
 - ``sparse``: the sparse path of explicit blocks (steps, exact norms, rescaling, averaging that
@@ -106,10 +107,11 @@ from streammkl.core._numba.sequences import (
 from streammkl.core._numba.sparse import (
     AVERAGE_FLOOR, block_sqnorm, exact_norms, sparse_rescale, sparse_step, zero_entries,
 )  # fmt: skip
+from streammkl.core._numba.draws import seed_state
 from streammkl.core._numba.wide import (
-    block_sq, decision_wide, learn_predict_wide, per_input, settle, settle_block,
-    wide_average_scores, wide_averages, wide_decision, wide_features, wide_plan, wide_round,
-    wide_scores, wide_store,
+    add_run, block_sq, decision_wide, dot_avg, learn_predict_wide, per_input, remember_sparse,
+    settle, settle_block, sparse_cached, wide_average_scores, wide_averages, wide_decision,
+    wide_features, wide_plan, wide_round, wide_scores, wide_store,
 )  # fmt: skip
 from streammkl.core._numba.arcs import (
     A_BETWEEN, A_DIR, A_DIST, A_HEAD, A_MOD, PAD, arc_features, arc_key, arc_scores, atom_value,

@@ -63,7 +63,7 @@ from streammkl.core._numba.codes import (
     MAP_RFF,
     MAP_STUMPS,
 )  # fmt: skip
-from streammkl.core._numba.features import FAST_COS_LIMIT, cosines, fast_cos
+from streammkl.core._numba.features import cosines, dot4, dot4_row
 from streammkl.core._numba.losses import loss_grad
 from streammkl.core._numba.pack import explicit_view
 from streammkl.core._numba.prox import prox_blockwise
@@ -166,11 +166,29 @@ def _wide_plan(x, nz, ex_blocks, ex_off, ex_kind, ex_used, blk_inputs):
 wide_plan = njit(**JIT_INLINE)(_wide_plan)
 
 
-def _wide_features(x, nz, nnz, p, cols, cs, ce):
-    """The feature maps at the record's columns: ``cols[cs[m]:ce[m]]`` (distinct) lists block
-    m's columns that can be non-zero and ``phi`` holds their values (``explicit_phi``'s, column
-    by column; the other columns of ``phi`` are stale and never read); ``p.fsq[m] =
-    ||phi_m||^2``. A random Fourier block lists all its columns."""
+def _add_run(rs, rl, n, first, j, length):
+    """Columns ``[j, j + length)`` appended to the runs ``rs[:n]`` (starts), ``rl[:n]``
+    (lengths) of a block whose first run is ``first``: merged into the last run when they
+    continue it. Returns the new number of runs."""
+    if n > first and rs[n - 1] + rl[n - 1] == j:
+        rl[n - 1] += length
+        return n
+    rs[n] = j
+    rl[n] = length
+    return n + 1
+
+
+add_run = njit(**JIT_INLINE)(_add_run)
+
+
+def _wide_features(x, nz, nnz, p, rs, rl, cs, ce, cached):
+    """The feature maps at the record's columns: runs ``rs[q], rl[q]`` (start, length) for q in
+    ``[cs[m], ce[m])`` list block m's columns that can be non-zero (distinct, ascending within
+    a run) and ``phi`` holds their values (``explicit_phi``'s, column by column; the other
+    columns of ``phi`` are stale and never read); ``p.fsq[m] = ||phi_m||^2``. A random Fourier
+    block is one run of all its columns. With ``cached`` (``phi`` and ``p.fsq`` already hold
+    this record's values: a prediction then the round on the same input) only the runs are
+    built."""
     ex_blocks, ex_off, ex_kind, phi_src = p.ex_blocks, p.ex_off, p.ex_kind, p.phi_src
     in_pos, ex_used, blk_inputs, phi, fsq = p.in_pos, p.ex_used, p.blk_inputs, p.phi, p.fsq
     d = x.shape[0]
@@ -179,16 +197,17 @@ def _wide_features(x, nz, nnz, p, cols, cs, ce):
         a = ex_off[m]
         e = ex_off[m + 1]
         kind = ex_kind[m]
+        first = n
         cs[m] = n
         if kind == MAP_LINEAR:
             for q in range(nnz):
                 pos = in_pos[m, nz[q]]
                 if pos >= 0:
                     j = a + pos
-                    src = int(phi_src[0, j])
-                    phi[j] = x[src] if src < d else 0.0
-                    cols[n] = j
-                    n += 1
+                    n = add_run(rs, rl, n, first, j, 1)
+                    if not cached:
+                        src = int(phi_src[0, j])
+                        phi[j] = x[src] if src < d else 0.0
         elif kind == MAP_ADDITIVE:
             R = per_input(m, ex_used, blk_inputs)
             used = ex_used[m]
@@ -197,14 +216,16 @@ def _wide_features(x, nz, nnz, p, cols, cs, ce):
                 pos = in_pos[m, nz[q]]
                 if pos < 0:
                     continue
+                lo = a + R * pos
+                n = add_run(rs, rl, n, first, lo, R)
+                if cached:
+                    continue
                 xi = x[nz[q]]
-                for r in range(R):
-                    j = a + R * pos + r
-                    z = phi_src[1, j] + phi_src[2, j] * xi
-                    cz = fast_cos(z) if abs(z) <= FAST_COS_LIMIT else math.cos(z)
-                    phi[j] = c * cz - c * phi_src[3, j]
-                    cols[n] = j
-                    n += 1
+                for j in range(lo, lo + R):
+                    phi[j] = phi_src[1, j] + phi_src[2, j] * xi
+                cosines(phi, lo, lo + R, c)
+                for j in range(lo, lo + R):  # anchored at 0: minus c cos(b)
+                    phi[j] -= c * phi_src[3, j]
         elif kind == MAP_STUMPS:
             R = per_input(m, ex_used, blk_inputs)
             used = ex_used[m]
@@ -213,83 +234,100 @@ def _wide_features(x, nz, nnz, p, cols, cs, ce):
                 pos = in_pos[m, nz[q]]
                 if pos < 0:
                     continue
+                lo = a + R * pos
+                n = add_run(rs, rl, n, first, lo, R)
+                if cached:
+                    continue
                 v = x[nz[q]]
-                for r in range(R):
-                    j = a + R * pos + r
+                for j in range(lo, lo + R):
                     t = phi_src[1, j]
                     phi[j] = c if (t > 0.0 and v >= t) else (-c if (t <= 0.0 and v < t) else 0.0)
-                    cols[n] = j
-                    n += 1
         elif kind == MAP_GATHER:
             lead = 1 if (e > a and phi_src[0, a] < 0.0) else 0
             if lead:
-                cols[n] = a
-                n += 1
+                n = add_run(rs, rl, n, first, a, 1)
             for q in range(nnz):
                 pq = in_pos[m, nz[q]]
                 if pq < 0:
                     continue
                 base = a + lead * (1 + pq) + pq * (pq + 1) // 2
                 if lead:
-                    cols[n] = base
-                    n += 1
+                    n = add_run(rs, rl, n, first, base, 1)
                 for o in range(nnz):  # the products with the non-zeros laid out before it
                     po = in_pos[m, nz[o]]
                     if 0 <= po < pq:
-                        cols[n] = base + lead + po
-                        n += 1
-                cols[n] = base + lead + pq  # its square
-                n += 1
-            for q in range(cs[m], n):
-                j = cols[q]
-                src = int(phi_src[0, j])
-                v = x[src] if 0 <= src < d else (1.0 if src < 0 else 0.0)
-                src2 = int(phi_src[1, j])
-                if src2 >= 0:
-                    v *= x[src2] if src2 < d else 0.0
-                phi[j] = v * phi_src[2, j]
+                        n = add_run(rs, rl, n, first, base + lead + po, 1)
+                n = add_run(rs, rl, n, first, base + lead + pq, 1)  # its square
+            if not cached:
+                for q in range(first, n):
+                    for j in range(rs[q], rs[q] + rl[q]):
+                        src = int(phi_src[0, j])
+                        v = x[src] if 0 <= src < d else (1.0 if src < 0 else 0.0)
+                        src2 = int(phi_src[1, j])
+                        if src2 >= 0:
+                            v *= x[src2] if src2 < d else 0.0
+                        phi[j] = v * phi_src[2, j]
         else:  # random Fourier features: z = b + sum_i x_i W[:, i] over the non-zeros, in order
             D = e - a
-            c = math.sqrt(2.0 / D) if D else 0.0
-            ua = np.uint64(a)
-            un = np.uint64(D)
-            r0 = np.uint64(phi_src[0, a]) if D else np.uint64(0)
-            rff_wt, rff_b = p.rff_wt, p.rff_b
-            for j in range(un):
-                phi[ua + j] = rff_b[r0 + j]
-            for q in range(nnz):
-                i = nz[q]
-                if i >= rff_wt.shape[0]:
-                    break
-                xi = x[i]
-                ui = np.uint64(i)
+            n = add_run(rs, rl, n, first, a, D)
+            if not cached and D > 0:
+                c = math.sqrt(2.0 / D)
+                ua = np.uint64(a)
+                un = np.uint64(D)
+                r0 = np.uint64(phi_src[0, a])
+                rff_wt, rff_b = p.rff_wt, p.rff_b
                 for j in range(un):
-                    phi[ua + j] += rff_wt[ui, r0 + j] * xi
-            cosines(phi, a, e, c)
-            for j in range(a, e):
-                cols[n] = j
-                n += 1
+                    phi[ua + j] = rff_b[r0 + j]
+                for q in range(nnz):
+                    i = nz[q]
+                    if i >= rff_wt.shape[0]:
+                        break
+                    xi = x[i]
+                    ui = np.uint64(i)
+                    for j in range(un):
+                        phi[ua + j] += rff_wt[ui, r0 + j] * xi
+                cosines(phi, a, e, c)
         ce[m] = n
+        if cached:
+            continue
         sq = 0.0
-        for q in range(cs[m], n):
-            sq += phi[cols[q]] * phi[cols[q]]
+        for q in range(first, n):
+            sq += dot4(phi, phi, rs[q], rs[q] + rl[q])
         if p.ex_norm[m] and sq > 0.0:
             inv = 1.0 / math.sqrt(sq)
             sq = 0.0
-            for q in range(cs[m], n):
-                j = cols[q]
-                phi[j] *= inv
-                sq += phi[j] * phi[j]
+            for q in range(first, n):
+                for j in range(rs[q], rs[q] + rl[q]):
+                    phi[j] *= inv
+                sq += dot4(phi, phi, rs[q], rs[q] + rl[q])
         fsq[m] = sq
 
 
 wide_features = njit(**JIT_INLINE)(_wide_features)
 
 
-def _wide_scores(p, cols, cs, ce, dt):
+def _dot_avg(A, e, k, v, lo, hi):
+    """``sum_j A[e, k, j] v[j]`` over [lo, hi) with four accumulators (``dot4``), no view."""
+    n = hi - lo
+    a0 = a1 = a2 = a3 = 0.0
+    for q in range(n // 4):
+        j = lo + 4 * q
+        a0 += A[e, k, j] * v[j]
+        a1 += A[e, k, j + 1] * v[j + 1]
+        a2 += A[e, k, j + 2] * v[j + 2]
+        a3 += A[e, k, j + 3] * v[j + 3]
+    for j in range(hi - n % 4, hi):
+        a0 += A[e, k, j] * v[j]
+    return (a0 + a1) + (a2 + a3)
+
+
+dot_avg = njit(**JIT_INLINE)(_dot_avg)
+
+
+def _wide_scores(p, rs, rl, cs, ce, dt):
     """Block scores ``p.scores[m, k] = s_m alpha_m <w_mk, phi_m>`` over the record's columns
     (``dt[m, k] = <w_mk, phi_m>``) and ``p.fx`` = bias + their sum."""
-    w, scale, lazy, scores, fx, bias = p.w, p.scale, p.lazy, p.scores, p.fx, p.bias
+    w, scale, lazy, scores, fx, bias, phi = p.w, p.scale, p.lazy, p.scores, p.fx, p.bias, p.phi
     K = fx.shape[0]
     rows = 1 if p.mirror else K
     for m in p.ex_blocks:
@@ -297,8 +335,7 @@ def _wide_scores(p, cols, cs, ce, dt):
         for k in range(rows):
             acc = 0.0
             for q in range(cs[m], ce[m]):
-                j = cols[q]
-                acc += w[k, j] * p.phi[j]
+                acc += dot4_row(w, k, phi, rs[q], rs[q] + rl[q])
             dt[m, k] = acc
             scores[m, k] = f * acc
         if p.mirror:
@@ -314,10 +351,10 @@ def _wide_scores(p, cols, cs, ce, dt):
 wide_scores = njit(**JIT_INLINE)(_wide_scores)
 
 
-def _wide_average_scores(p, e, cols, cs, ce, dt, out):
+def _wide_average_scores(p, e, rs, rl, cs, ce, dt, out):
     """Scores of average e at the record into ``out`` (K,): ``P <abar, phi> + Q <w, phi>`` per
     block over the record's columns, plus the average's bias."""
-    avg_w, lazy = p.avg_w, p.lazy
+    avg_w, lazy, phi = p.avg_w, p.lazy, p.phi
     E = avg_w.shape[0]
     K = out.shape[0]
     for k in range(1 if p.mirror else K):
@@ -325,8 +362,7 @@ def _wide_average_scores(p, e, cols, cs, ce, dt, out):
         for m in p.ex_blocks:
             s = 0.0
             for q in range(cs[m], ce[m]):
-                j = cols[q]
-                s += avg_w[e, k, j] * p.phi[j]
+                s += dot_avg(avg_w, e, k, phi, rs[q], rs[q] + rl[q])
             acc += lazy[2 + e, m] * s + lazy[2 + E + e, m] * dt[m, k]
         out[k] = acc
     if p.mirror:
@@ -340,15 +376,14 @@ def _block_sq(w, rows, a, e):
     """sum of w[k, j]^2 over the first ``rows`` rows and the columns [a, e)."""
     acc = 0.0
     for k in range(rows):
-        for j in range(a, e):
-            acc += w[k, j] * w[k, j]
+        acc += dot4_row(w, k, w[k], a, e)
     return acc
 
 
 block_sq = njit(**JIT_INLINE)(_block_sq)
 
 
-def _wide_store(p, t, cols, cs, ce):
+def _wide_store(p, t, rs, rl, cs, ce):
     """FTRL's store step (``rounds.ftrl_store``) on the lazy blocks: alpha rescaled, the
     gradient written at the record's columns (the averages' stored arrays corrected there),
     ``||u_m||`` kept incrementally; ``p.blk_c`` receives the norms to prox, ``p.blk_steps``
@@ -361,7 +396,6 @@ def _wide_store(p, t, cols, cs, ce):
     E = avg_w.shape[0]
     mirror = p.mirror
     rows = 1 if mirror else K
-    ratio = np.empty(E)
     for m in range(M):
         c[m] = 0.0
         steps[m] = t * etas[m]
@@ -390,29 +424,31 @@ def _wide_store(p, t, cols, cs, ce):
             sq = sq * sq
             if mirror:
                 sq *= 0.5
-        for e in range(E):
-            ratio[e] = lazy[2 + E + e, m] / lazy[2 + e, m]
         dsq = 0.0
-        for k in range(rows):
-            g = v[k] / new_alpha
-            if g == 0.0:
-                continue
-            for q in range(cs[m], ce[m]):
-                j = cols[q]
-                step = g * phi[j]
-                old = w[k, j]
-                new = old + step
-                w[k, j] = new
-                dsq += new * new - old * old
+        written = lazy[1, m]
+        for q in range(cs[m], ce[m]):
+            lo = rs[q]
+            hi = lo + rl[q]
+            written += rl[q]
+            for k in range(rows):
+                g = v[k] / new_alpha
+                if g == 0.0:
+                    continue
+                for j in range(lo, hi):
+                    old = w[k, j]
+                    new = old + g * phi[j]
+                    w[k, j] = new
+                    dsq += new * new - old * old
+                for e in range(E):  # the averages keep their value: abar -= (Q / P) dw
+                    f = lazy[2 + E + e, m] / lazy[2 + e, m] * g
+                    for j in range(lo, hi):
+                        avg_w[e, k, j] -= f * phi[j]
+            if mirror:
+                for j in range(lo, hi):
+                    w[1, j] = -w[0, j]
                 for e in range(E):
-                    avg_w[e, k, j] -= ratio[e] * step
-        if mirror:
-            for q in range(cs[m], ce[m]):
-                j = cols[q]
-                w[1, j] = -w[0, j]
-                for e in range(E):
-                    avg_w[e, 1, j] = -avg_w[e, 0, j]
-        written = lazy[1, m] + (ce[m] - cs[m])
+                    for j in range(lo, hi):
+                        avg_w[e, 1, j] = -avg_w[e, 0, j]
         total = sq + dsq
         if written >= e_ - a or total <= RECOUNT_DROP * sq or total <= 0.0:
             total = block_sq(w, rows, a, e_)
@@ -467,19 +503,50 @@ def _wide_averages(p):
 wide_averages = njit(**JIT_INLINE)(_wide_averages)
 
 
+def _sparse_cached(p, x):
+    """Whether ``phi`` (and ``p.fsq``) hold the sparse features of this very ``x`` (the
+    prediction just before the round, ``remember_sparse``): ``phi_valid[0] = -(d + 1)``."""
+    d = x.shape[0]
+    if p.phi_valid[0] != -(d + 1):
+        return False
+    phi_x = p.phi_x
+    for j in range(d):
+        if x[j] != phi_x[j]:
+            return False
+    return True
+
+
+sparse_cached = njit(**JIT_INLINE)(_sparse_cached)
+
+
+def _remember_sparse(p, x):
+    """Mark ``phi`` as holding the sparse features of ``x`` (``sparse_cached``)."""
+    d = x.shape[0]
+    if p.phi_x.shape[0] < d:
+        p.phi_valid[0] = 0
+        return
+    for j in range(d):
+        p.phi_x[j] = x[j]
+    p.phi_valid[0] = -(d + 1)
+
+
+remember_sparse = njit(**JIT_INLINE)(_remember_sparse)
+
+
 def _wide_round(p, x, y, t, nz, nnz, n_cols):
     """``rounds.explicit_round`` on a sparse record (``wide_plan``), at a cost linear in its
     columns: the same operations in the same order on the lazy representation (see the
     module's docstring). Returns the loss; ``p.pred`` receives the prediction."""
     M = p.norms.shape[0]
     K = p.fx.shape[0]
-    cols = np.empty(n_cols, dtype=np.int64)
+    rs = np.empty(n_cols, dtype=np.int64)
+    rl = np.empty(n_cols, dtype=np.int64)
     cs = np.zeros(M, dtype=np.int64)
     ce = np.zeros(M, dtype=np.int64)
     dt = np.zeros((M, K))
-    wide_features(x, nz, nnz, p, cols, cs, ce)
-    p.phi_valid[0] = 0  # phi holds this record's columns only
-    wide_scores(p, cols, cs, ce, dt)
+    wide_features(x, nz, nnz, p, rs, rl, cs, ce, sparse_cached(p, x))
+    p.phi_valid[0] = 0  # phi holds this record's columns only (and the round changes w)
+    wide_scores(p, rs, rl, cs, ce, dt)
     fx, v, pred, avg_loss = p.fx, p.v, p.pred, p.avg_loss
     loss = loss_grad(p.loss_code, p.loss_p, fx, y, v)
     if p.mirror:
@@ -491,13 +558,13 @@ def _wide_round(p, x, y, t, nz, nnz, n_cols):
         best = leader(avg_loss)
         if int(p.avg_count[0]) % p.every != 0:
             if best > 0:
-                wide_average_scores(p, best - 1, cols, cs, ce, dt, pred)
+                wide_average_scores(p, best - 1, rs, rl, cs, ce, dt, pred)
         else:
             discount = p.rho**p.every
             avg_loss[0] = discount * avg_loss[0] + loss
             for e in range(E):
                 out = p.ascores[e]
-                wide_average_scores(p, e, cols, cs, ce, dt, out)
+                wide_average_scores(p, e, rs, rl, cs, ce, dt, out)
                 if best == e + 1:
                     for k in range(K):
                         pred[k] = out[k]
@@ -508,7 +575,7 @@ def _wide_round(p, x, y, t, nz, nnz, n_cols):
         vv += v[k] * v[k]
     etas = p.etas
     block_steps(p.sched, p.sched_p, t, p.acc, p.fsq, vv, etas)
-    wide_store(p, t, cols, cs, ce)
+    wide_store(p, t, rs, rl, cs, ce)
     c, steps, newnorms = p.blk_c, p.blk_steps, p.newnorms
     step_codes, step_p, step_groups = p.step_codes, p.step_p, p.step_groups
     for j in range(step_codes.shape[0]):
@@ -533,17 +600,18 @@ def _wide_decision(p, x, nz, nnz, n_cols, leader_scores):
     the last iterate's scores or, with ``leader_scores``, the leader's."""
     M = p.norms.shape[0]
     K = p.fx.shape[0]
-    cols = np.empty(n_cols, dtype=np.int64)
+    rs = np.empty(n_cols, dtype=np.int64)
+    rl = np.empty(n_cols, dtype=np.int64)
     cs = np.zeros(M, dtype=np.int64)
     ce = np.zeros(M, dtype=np.int64)
     dt = np.zeros((M, K))
-    wide_features(x, nz, nnz, p, cols, cs, ce)
-    p.phi_valid[0] = 0
-    wide_scores(p, cols, cs, ce, dt)
+    wide_features(x, nz, nnz, p, rs, rl, cs, ce, sparse_cached(p, x))
+    remember_sparse(p, x)  # the round on the same record reuses these values
+    wide_scores(p, rs, rl, cs, ce, dt)
     if leader_scores and p.avg_w.shape[0] > 0:
         best = leader(p.avg_loss)
         if best > 0:
-            wide_average_scores(p, best - 1, cols, cs, ce, dt, p.fx)
+            wide_average_scores(p, best - 1, rs, rl, cs, ce, dt, p.fx)
 
 
 wide_decision = njit(**JIT)(_wide_decision)
