@@ -144,7 +144,7 @@ def generator_for(seed: int, name: str, key: str) -> np.random.Generator:
     initial state and the last two as the stream (``state = inc + initstate``, one step)."""
     words = np.empty(4, dtype=np.uint64)
     nb.seed_state(np.uint64(stable_seed(seed, name, key)), words)
-    v0, v1, v2, v3 = (int(w) for w in words)
+    v0, v1, v2, v3 = words.tolist()
     inc = ((((v2 << 64) | v3) << 1) | 1) & _M128
     state = ((inc + ((v0 << 64) | v1)) * _PCG_MULT + inc) & _M128
     gen = getattr(_GENERATORS, "gen", None)

@@ -108,8 +108,10 @@ class BlockState:
 
     def settle(self, layout: Layout) -> None:
         """Fold the sparse round's factors into ``w`` and ``avg_w`` (the same model, identity
-        factors): O(1) per block when already settled."""
-        nb.settle(self.w, self.avg_w, layout.ex_blocks, layout.ex_off, self.lazy)
+        factors): O(1) per block when already settled (checked here first: a model that never
+        took the sparse round never compiles the fold)."""
+        if not np.array_equal(self.lazy, _settled(self.lazy)):
+            nb.settle(self.w, self.avg_w, layout.ex_blocks, layout.ex_off, self.lazy)
 
     def copy(self) -> BlockState:
         """A deep copy (every array copied, capacity kept)."""
