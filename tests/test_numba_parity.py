@@ -43,7 +43,7 @@ WIDE_LOOPS = [
     "wide_plan", "wide_features", "wide_scores", "wide_average_scores", "wide_store",
     "wide_averages", "wide_round", "wide_decision", "learn_predict_wide", "decision_wide",
     "settle", "settle_block", "block_sq", "per_input", "add_run", "dot_avg", "sparse_cached",
-    "remember_sparse",
+    "remember_sparse", "step_run",
 ]  # fmt: skip
 BUDGET_LOOPS = [
     "exp_reduced", "fast_exp", "exp_many", "table_loss", "segment_kernels", "top_direction",

@@ -79,6 +79,11 @@ ALPHA_LO, ALPHA_HI = 1e-100, 1e100  # alpha is folded into the stored block befo
 P_FLOOR = 1e-30  # an average's factor P below this: the block's average is folded
 RECOUNT_DROP = 1e-6  # ||w_m||^2 falling below this fraction of itself in one step: recounted
 SPARSE_SHARE = 4  # the sparse route when 4 x (columns touched) < columns filled
+_U0 = np.uint64(0)
+_U1 = np.uint64(1)
+_U2 = np.uint64(2)
+_U3 = np.uint64(3)
+_U4 = np.uint64(4)
 
 
 def _settle_block(m, w, avg_w, ex_off, lazy):
@@ -307,16 +312,21 @@ wide_features = njit(**JIT_INLINE)(_wide_features)
 
 
 def _dot_avg(A, e, k, v, lo, hi):
-    """``sum_j A[e, k, j] v[j]`` over [lo, hi) with four accumulators (``dot4``), no view."""
-    n = hi - lo
+    """``sum_j A[e, k, j] v[j]`` over [lo, hi) with four accumulators (``dot4``), no view,
+    unsigned indices (no negative-index checks: the loop runs at the machine's throughput)."""
+    e = np.uint64(e)
+    k = np.uint64(k)
+    lo = np.uint64(lo)
+    hi = np.uint64(hi)
+    nq = (hi - lo) // _U4
     a0 = a1 = a2 = a3 = 0.0
-    for q in range(n // 4):
-        j = lo + 4 * q
+    for q in range(nq):
+        j = lo + _U4 * q
         a0 += A[e, k, j] * v[j]
-        a1 += A[e, k, j + 1] * v[j + 1]
-        a2 += A[e, k, j + 2] * v[j + 2]
-        a3 += A[e, k, j + 3] * v[j + 3]
-    for j in range(hi - n % 4, hi):
+        a1 += A[e, k, j + _U1] * v[j + _U1]
+        a2 += A[e, k, j + _U2] * v[j + _U2]
+        a3 += A[e, k, j + _U3] * v[j + _U3]
+    for j in range(lo + _U4 * nq, hi):
         a0 += A[e, k, j] * v[j]
     return (a0 + a1) + (a2 + a3)
 
@@ -383,6 +393,40 @@ def _block_sq(w, rows, a, e):
 block_sq = njit(**JIT_INLINE)(_block_sq)
 
 
+def _step_run(w, k, phi, g, lo, hi):
+    """``w[k, lo:hi] += g phi[lo:hi]``; returns the change of their sum of squares (``sum new^2 -
+    old^2``, four accumulators), unsigned indices."""
+    nq = (hi - lo) // _U4
+    a0 = a1 = a2 = a3 = 0.0
+    for q in range(nq):
+        j = lo + _U4 * q
+        o0 = w[k, j]
+        o1 = w[k, j + _U1]
+        o2 = w[k, j + _U2]
+        o3 = w[k, j + _U3]
+        n0 = o0 + g * phi[j]
+        n1 = o1 + g * phi[j + _U1]
+        n2 = o2 + g * phi[j + _U2]
+        n3 = o3 + g * phi[j + _U3]
+        w[k, j] = n0
+        w[k, j + _U1] = n1
+        w[k, j + _U2] = n2
+        w[k, j + _U3] = n3
+        a0 += n0 * n0 - o0 * o0
+        a1 += n1 * n1 - o1 * o1
+        a2 += n2 * n2 - o2 * o2
+        a3 += n3 * n3 - o3 * o3
+    for j in range(lo + _U4 * nq, hi):
+        o0 = w[k, j]
+        n0 = o0 + g * phi[j]
+        w[k, j] = n0
+        a0 += n0 * n0 - o0 * o0
+    return (a0 + a1) + (a2 + a3)
+
+
+step_run = njit(**JIT_INLINE)(_step_run)
+
+
 def _wide_store(p, t, rs, rl, cs, ce):
     """FTRL's store step (``rounds.ftrl_store``) on the lazy blocks: alpha rescaled, the
     gradient written at the record's columns (the averages' stored arrays corrected there),
@@ -427,28 +471,27 @@ def _wide_store(p, t, rs, rl, cs, ce):
         dsq = 0.0
         written = lazy[1, m]
         for q in range(cs[m], ce[m]):
-            lo = rs[q]
-            hi = lo + rl[q]
+            lo = np.uint64(rs[q])
+            hi = np.uint64(rs[q] + rl[q])
             written += rl[q]
             for k in range(rows):
                 g = v[k] / new_alpha
                 if g == 0.0:
                     continue
-                for j in range(lo, hi):
-                    old = w[k, j]
-                    new = old + g * phi[j]
-                    w[k, j] = new
-                    dsq += new * new - old * old
+                dsq += step_run(w, np.uint64(k), phi, g, lo, hi)
                 for e in range(E):  # the averages keep their value: abar -= (Q / P) dw
                     f = lazy[2 + E + e, m] / lazy[2 + e, m] * g
+                    ue = np.uint64(e)
+                    uk = np.uint64(k)
                     for j in range(lo, hi):
-                        avg_w[e, k, j] -= f * phi[j]
+                        avg_w[ue, uk, j] -= f * phi[j]
             if mirror:
                 for j in range(lo, hi):
-                    w[1, j] = -w[0, j]
+                    w[_U1, j] = -w[_U0, j]
                 for e in range(E):
+                    ue = np.uint64(e)
                     for j in range(lo, hi):
-                        avg_w[e, 1, j] = -avg_w[e, 0, j]
+                        avg_w[ue, _U1, j] = -avg_w[ue, _U0, j]
         total = sq + dsq
         if written >= e_ - a or total <= RECOUNT_DROP * sq or total <= 0.0:
             total = block_sq(w, rows, a, e_)
