@@ -293,8 +293,9 @@ class AdditiveRBF(RBF):
         freqs = np.empty(R * len(keys))
         offsets = np.empty(R * len(keys))
         std = np.sqrt(2.0 * self.gamma)
+        name = self.name
         for j, key in enumerate(keys):
-            rng = generator_for(seed, self.name, key)
+            rng = generator_for(seed, name, key)
             if self.draws == "random":
                 freqs[j * R : (j + 1) * R] = std * rng.standard_normal(R)
                 offsets[j * R : (j + 1) * R] = rng.uniform(0.0, 2.0 * np.pi, size=R)
