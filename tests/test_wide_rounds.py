@@ -221,3 +221,15 @@ def test_bag_of_words_through_river_gives_the_dense_rounds_numbers(monkeypatch):
         assert p.keys() == q.keys()
         for k in p:
             assert p[k] == pytest.approx(q[k], rel=RTOL, abs=1e-12)
+
+
+def test_a_save_point_taken_mid_sparse_run_restores_the_lazy_model_bit_for_bit():
+    X, Y = _records(400, 300, 5, 2, seed=7)
+    model = _model()
+    _run(model, X[:200], Y[:200])
+    assert np.any(model._state.lazy[0] != 1.0)  # mid-run: factors not folded
+    point = model.save_point()
+    detour, _ = _run(model, X[200:300], Y[200:300])
+    model.restore_point(point)
+    again, _ = _run(model, X[200:300], Y[200:300])
+    np.testing.assert_array_equal(again, detour)
