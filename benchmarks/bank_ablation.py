@@ -11,7 +11,10 @@ seed spread (max - min), in points. Banks:
   default before the quadrature draws: what they change);
 - ``+ stumps``: the default with ``AdditiveStumps(32)`` (thresholds on single inputs);
 - ``+ narrow rff``: the default with ``MedianRBF(64, 256)`` (a narrower Gaussian: local memory);
-- ``+ stumps + narrow rff``: both.
+- ``+ stumps + narrow rff``: both;
+- ``+ landmarks(S/median m=M)``: the default with ``LandmarkRBF(S, M)`` (local memory as an
+  explicit block, so FTRL stays: the normalised Gaussian profile over the first M
+  standardised inputs at ``gamma = S / median``).
 
 Targets (issue 27 section 3): the default's seed spread <= 0.5 point on every stream.
 
@@ -65,6 +68,18 @@ def _banks() -> dict[str, Callable[[], tuple]]:
         "+ stumps": _with(stumps),
         "+ narrow rff": _with(narrow),
         "+ stumps + narrow rff": _with(stumps, narrow),
+        **{
+            f"+ landmarks({s:g}/median m={m})": _with(kernels.LandmarkRBF(s, m))
+            for s, m in (
+                (4.0, 50),
+                (16.0, 50),
+                (64.0, 50),
+                (16.0, 128),
+                (4.0, 256),
+                (16.0, 256),
+                (64.0, 256),
+            )
+        },
     }
 
 
