@@ -359,7 +359,7 @@ def build_layout(
     rows cost ~1.7 ms for the default bank on 10 inputs, a copy ~0.02 ms)."""
     keys = [str(j) for j in range(d)] if keys is None else list(keys[:d])
     key = (
-        tuple((repr(k.to_spec()), repr(getattr(k, "fit", None))) for k in kernels),
+        tuple((repr(k.to_spec()), getattr(k, "fit", None)) for k in kernels),  # (fits hash)
         tuple(keys), max(d, capacity or 0), seed,
         None if index is None else tuple(index.items()),
     )  # fmt: skip
