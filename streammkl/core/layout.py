@@ -34,7 +34,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from streammkl.core import _numba as nb
-from streammkl.core.kernels import RBF, AdditiveRBF, AdditiveStumps, Kernel, MedianRBF, Polynomial
+from streammkl.core.kernels import (
+    RBF,
+    AdditiveRBF,
+    AdditiveStumps,
+    Kernel,
+    LandmarkRBF,
+    MedianRBF,
+    Polynomial,
+)
 
 __all__ = ["SLACK", "Layout", "build_layout", "grown", "product_map"]
 
@@ -276,6 +284,8 @@ def _empty(kernels: Sequence[Kernel], capacity: int, seed: int) -> Layout:
             ex_kind[m] = nb.MAP_ADDITIVE
         elif isinstance(kernel, AdditiveStumps):
             ex_kind[m] = nb.MAP_STUMPS  # a free column: input SLACK, threshold -1: phi = 0
+        elif isinstance(kernel, LandmarkRBF):
+            ex_kind[m] = nb.MAP_LANDMARK  # (rows and offsets as a Fourier block's)
         elif isinstance(kernel, RBF | MedianRBF) and not kernel.implicit:
             ex_kind[m] = nb.MAP_RFF
         elif not kernel.implicit:
@@ -294,11 +304,12 @@ def _empty(kernels: Sequence[Kernel], capacity: int, seed: int) -> Layout:
         kind = ex_kind[m]
         if kernel.implicit:
             continue
-        if kind == nb.MAP_RFF:
+        if kind in (nb.MAP_RFF, nb.MAP_LANDMARK):
             assert isinstance(kernel, RBF | MedianRBF)
             D = e - a
             src[0, a:e] = np.arange(n_rff, n_rff + D, dtype=np.float64)
-            src[2, a:e] = 1.0
+            # a landmark block without landmarks yet: factor 0, its map is 0
+            src[2, a:e] = 0.0 if isinstance(kernel, LandmarkRBF) and not kernel.landmarks else 1.0
             ex_used[m] = D
             rff_offsets.append(kernel.fourier_offsets(seed))
             n_rff += D
@@ -350,7 +361,7 @@ def build_layout(
     rows cost ~1.7 ms for the default bank on 10 inputs, a copy ~0.02 ms)."""
     keys = [str(j) for j in range(d)] if keys is None else list(keys[:d])
     key = (
-        tuple((repr(k.to_spec()), repr(getattr(k, "fit", None))) for k in kernels),
+        tuple((repr(k.to_spec()), getattr(k, "fit", None)) for k in kernels),  # (fits hash)
         tuple(keys), max(d, capacity or 0), seed,
         None if index is None else tuple(index.items()),
     )  # fmt: skip

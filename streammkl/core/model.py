@@ -165,7 +165,9 @@ class OnlineMKL:
         self._kernelized = False
         # MedianRBF kernels: the first inputs, until their bandwidths are measured
         self._warmup: bandwidth.Reservoir | None = (
-            bandwidth.Reservoir() if bandwidth.has_pending(self.kernels) else None
+            bandwidth.Reservoir(size=bandwidth.warmup(self.kernels))
+            if bandwidth.has_pending(self.kernels)
+            else None
         )
         #: Bandwidths decided elsewhere (a mixing group's merge, ``core.mixing_bandwidth``):
         #: the model keeps its warm-up inputs but never changes a bandwidth by itself. Not
@@ -412,7 +414,7 @@ class OnlineMKL:
     def warmup_left(self) -> int:
         """Inputs the bandwidth warm-up still needs (0 when no bandwidth waits for one, or the
         warm-up inputs are all kept for a group that decides the bandwidths)."""
-        return 0 if self._warmup is None else max(bandwidth.WARMUP - len(self._warmup), 0)
+        return 0 if self._warmup is None else max(self._warmup.size - len(self._warmup), 0)
 
     @property
     def last_scores(self) -> np.ndarray:
@@ -491,7 +493,9 @@ class OnlineMKL:
         assert self._warmup is not None
         self._warmup.add(X)
         if self._warmup.full and not self.hold_bandwidths:
-            kernels = bandwidth.after_warmup(self.kernels, self._warmup.rows)
+            kernels = bandwidth.after_warmup(
+                self.kernels, self._warmup.rows, self.feature_keys[: self._warmup.rows.shape[1]]
+            )
             self._warmup = None
             last = None if self._args is None else self._args.pred.copy()
             self.replace_kernels(kernels)
@@ -504,7 +508,7 @@ class OnlineMKL:
         """The compiled loop over validated rows (see :meth:`learn_many`); a run that crosses
         the end of the bandwidth warm-up is cut there (the bank changes)."""
         if self._warmup is not None:
-            cut = bandwidth.WARMUP - len(self._warmup)
+            cut = self._warmup.size - len(self._warmup)
             if 0 < cut < X.shape[0]:  # (0: full, kept for a group that decides)
                 head = None if block_norms is None else block_norms[:cut]
                 tail = None if block_norms is None else block_norms[cut:]
@@ -645,7 +649,9 @@ class OnlineMKL:
 
     def keep_warmup(self, rows: np.ndarray | None) -> None:
         """Keep ``rows`` as the bandwidth warm-up's inputs (None: no warm-up pending)."""
-        self._warmup = None if rows is None else bandwidth.Reservoir(rows)
+        self._warmup = (
+            None if rows is None else bandwidth.Reservoir(rows, bandwidth.warmup(self.kernels))
+        )
 
     @property
     def built(self) -> bool:
@@ -780,7 +786,11 @@ class OnlineMKL:
         """Everything learning changes, copied (a few µs for a bank of explicit blocks): a run
         learned after it can be taken back by :meth:`restore_point`."""
         state = None if self._state is None else self._state.copy()
-        warmup = None if self._warmup is None else bandwidth.Reservoir(self._warmup.rows)
+        warmup = (
+            None
+            if self._warmup is None
+            else bandwidth.Reservoir(self._warmup.rows, self._warmup.size)
+        )
         return (
             self.kernels, list(self.feature_keys), self.n_outputs, self._layout, state,
             self.schedule.t, self.t, warmup,
@@ -790,7 +800,7 @@ class OnlineMKL:
         """Back to :meth:`save_point`'s model, in place (the same object, bit for bit)."""
         kernels, keys, n_outputs, layout, state, schedule_t, t, warmup = point
         self.kernels, self.feature_keys, self.n_outputs = kernels, list(keys), n_outputs
-        self._warmup = None if warmup is None else bandwidth.Reservoir(warmup.rows)
+        self._warmup = None if warmup is None else bandwidth.Reservoir(warmup.rows, warmup.size)
         self._layout = layout
         self._state = None if state is None else state.copy()
         self.schedule.t, self.t = schedule_t, t
@@ -822,7 +832,8 @@ class OnlineMKL:
             kernels, self.regularizers, self.schedule, self.average or bool(self.averages)
         )
         if self._warmup is None and bandwidth.has_pending(kernels):
-            self._warmup = bandwidth.Reservoir()  # an added MedianRBF: its own warm-up inputs
+            # an added MedianRBF: its own warm-up inputs
+            self._warmup = bandwidth.Reservoir(size=bandwidth.warmup(kernels))
         if self._state is None:
             self.kernels = kernels
         else:
