@@ -20,7 +20,8 @@ RTOL = 1e-9
 
 def _bank():
     return (kernels.Linear(), kernels.AdditiveRBF(1.0, 8, draws="quadrature"),
-            kernels.RBF(0.05, n_components=32), kernels.Polynomial(2, explicit=True))  # fmt: skip
+            kernels.RBF(0.05, n_components=32), kernels.Polynomial(2, explicit=True),
+            kernels.LandmarkRBF(16.0, 8))  # fmt: skip
 
 
 def _model(loss=None, lam=1e-2, averages=(5.0, 50.0), every=1, bank=None) -> OnlineMKL:

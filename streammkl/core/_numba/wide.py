@@ -5,8 +5,12 @@ A record with few non-zero inputs has few non-zero features in the blocks that g
 inputs: a linear block's columns of its non-zeros, an additive block's components of them, the
 quadratic map's constant, squares and products of the non-zeros (exact for the inputs it lays
 out, as the dense map: the first ``max_inputs``; later inputs have no column there, in either
-route). A random Fourier block is dense in its D components whatever the record (D is fixed):
-it is swept whole, as in the dense round. The dense round nevertheless sweeps every column of
+route). A projection block (random Fourier, landmarks) is dense in its D components whatever
+the record (D is fixed): its projections cost O(nnz D) (the rows of the record's non-zeros,
+each contiguous: a landmark block's ``2 gamma z_j`` and offsets ``-gamma ||z_j||^2``, so
+``||x||^2`` never needs computing, it cancels in the normalisation) and the block is swept
+whole, as in the dense round, whose map (``features.projected``) it shares.
+The dense round nevertheless sweeps every column of
 every block three times: the scores, FTRL's store step ``u_m <- (1 + sigma_m s_m) u_m + v (x)
 phi_m`` (the rescale touches every column) and the averaged iterates ``a <- (1 - r) a + r s_m
 u_m`` (and their scores). Here each of those is a scalar update per block plus writes at the
@@ -59,11 +63,12 @@ from streammkl.core._numba.averages import leader
 from streammkl.core._numba.codes import (
     MAP_ADDITIVE,
     MAP_GATHER,
+    MAP_LANDMARK,
     MAP_LINEAR,
     MAP_RFF,
     MAP_STUMPS,
 )  # fmt: skip
-from streammkl.core._numba.features import cosines, dot4, dot4_row
+from streammkl.core._numba.features import cosines, dot4, dot4_row, projected
 from streammkl.core._numba.losses import loss_grad
 from streammkl.core._numba.pack import explicit_view
 from streammkl.core._numba.prox import prox_blockwise
@@ -153,7 +158,7 @@ def _wide_plan(x, nz, ex_blocks, ex_off, ex_kind, ex_used, blk_inputs):
     filled = 0
     for m in ex_blocks:
         kind = ex_kind[m]
-        if kind == MAP_RFF:
+        if kind == MAP_RFF or kind == MAP_LANDMARK:  # dense in its D columns, fixed D
             total += ex_off[m + 1] - ex_off[m]
             continue
         filled += ex_used[m]
@@ -272,11 +277,10 @@ def _wide_features(x, nz, nnz, p, rs, rl, cs, ce, cached):
                         if src2 >= 0:
                             v *= x[src2] if src2 < d else 0.0
                         phi[j] = v * phi_src[2, j]
-        else:  # random Fourier features: z = b + sum_i x_i W[:, i] over the non-zeros, in order
-            D = e - a
+        else:  # a projection block (random Fourier, landmarks): z = b + sum_i x_i W[:, i] over
+            D = e - a  # the non-zeros, in order, then its map (the dense route's ``projected``)
             n = add_run(rs, rl, n, first, a, D)
             if not cached and D > 0:
-                c = math.sqrt(2.0 / D)
                 ua = np.uint64(a)
                 un = np.uint64(D)
                 r0 = np.uint64(phi_src[0, a])
@@ -291,7 +295,7 @@ def _wide_features(x, nz, nnz, p, rs, rl, cs, ce, cached):
                     ui = np.uint64(i)
                     for j in range(un):
                         phi[ua + j] += rff_wt[ui, r0 + j] * xi
-                cosines(phi, a, e, c)
+                projected(phi, a, e, kind, phi_src)
         ce[m] = n
         if cached:
             continue
