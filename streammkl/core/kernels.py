@@ -613,17 +613,27 @@ class LandmarkRBF(MedianRBF):
     def landmark_matrix(self, keys: Sequence[str]) -> np.ndarray:
         """The landmarks on the inputs ``keys`` (m x len(keys); 0 where a landmark has no
         value: before the landmarks, or an input that appeared after them)."""
-        own, points = self._landmarks()
         out = np.zeros((self.n_landmarks, len(keys)))
-        if not points:
+        if not self.landmarks:
             return out
-        Z = np.array(points, dtype=np.float64).reshape(len(points), len(own))
-        col = {k: i for i, k in enumerate(own)}
+        cached = self.__dict__.get("_landmark_arrays")
+        if cached is None or cached[0] is not self.fit:  # (a copy with another fit: rebuilt)
+            own, points = self._landmarks()
+            Z = np.array(points, dtype=np.float64).reshape(len(points), len(own))
+            cached = self.__dict__["_landmark_arrays"] = (
+                self.fit, Z, {k: i for i, k in enumerate(own)},
+            )  # fmt: skip
+        _, Z, col = cached
         for j, key in enumerate(keys):
             i = col.get(str(key))
             if i is not None:
                 out[:, j] = Z[:, i]
         return out
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        state.pop("_landmark_arrays", None)  # a cache of the fit's arrays: rebuilt on demand
+        return state
 
     def fourier_columns(self, keys: Sequence[str], seed: int) -> np.ndarray:
         """The projection's columns (m x len(keys)) on these inputs: ``2 gamma z_j``."""
