@@ -170,7 +170,12 @@ class Layout:
         if isinstance(kernel, RBF | MedianRBF) and not isinstance(kernel, AdditiveRBF):
             r0 = int(src[0, a])
             D = e - a
-            self.rff_wt[new, r0 : r0 + D] = kernel.fourier_columns(keys, seed).T
+            cols = kernel.fourier_columns(keys, seed).T
+            lo = int(new[0])
+            if int(new[-1]) - lo + 1 == new.size:  # (ascending): a run of rows, no gather
+                self.rff_wt[lo : lo + new.size, r0 : r0 + D] = cols
+            else:
+                self.rff_wt[new, r0 : r0 + D] = cols
             self.in_pos[m, new] = new  # (every input is a row of the frequencies)
             self.blk_inputs[m] += new.size
             return
