@@ -234,3 +234,49 @@ def test_a_save_point_taken_mid_sparse_run_restores_the_lazy_model_bit_for_bit()
     model.restore_point(point)
     again, _ = _run(model, X[200:300], Y[200:300])
     np.testing.assert_array_equal(again, detour)
+
+
+def test_a_sparse_records_cost_is_the_columns_the_sparse_round_touches():
+    """``OnlineMKL.cost`` / ``Rounds.cost`` price a record the sparse round takes by the
+    columns it touches (``update.wide_columns``, which agrees with the compiled route's own
+    plan, ``nb.wide_plan``), not by every column; a dense record, no record, or a model whose
+    rounds never take the sparse route keep the dense price."""
+    from river import feature_extraction
+
+    from streammkl.core import _numba as nb
+    from streammkl.river import MKLClassifier
+
+    X, Y = _records(300, 300, 5, 2, seed=8)
+    model = _model()
+    _run(model, X, Y)
+    layout = model.layout
+    K, E = model.n_outputs, 2
+    dense_entries = model.cost(0)[0]
+    assert dense_entries == layout.width * (1 + 2 * K * (1 + E))
+    assert model.cost(0, None) == model.cost(0)
+    for x in (X[-1], X[-2], np.ones(300), np.zeros(300)):
+        nnz = int(np.count_nonzero(x))
+        n, touched, sparse = nb.wide_plan(x, np.zeros(300, dtype=np.int64), layout.ex_blocks,
+                                          layout.ex_off, layout.ex_kind, layout.ex_used,
+                                          layout.blk_inputs)  # fmt: skip
+        assert n == nnz and sparse == (nnz < 300)  # the all-ones record takes the dense round
+        want = touched if sparse else layout.width
+        assert update_mod.wide_columns(layout, nnz) == (touched if sparse else None)
+        assert model.cost(0, nnz)[0] == want * (1 + 2 * K * (1 + E))
+    assert model.cost(0, 5)[0] < dense_entries / 4
+    narrow = _model()  # 10 inputs: its blocks span too few columns for the sparse route
+    Xn, Yn = _records(50, 10, 1, 2, seed=8)
+    _run(narrow, Xn, Yn)
+    assert narrow.cost(0, 1) == narrow.cost(0) and narrow.cost(0)[0] > 0
+
+    # through river: a bag of words learned far enough that its rounds take the sparse route
+    pipe = feature_extraction.BagOfWords() | MKLClassifier()
+    rng = np.random.default_rng(9)
+    for _ in range(300):
+        words = [f"w{int(i)}" for i in rng.integers(0, 400, size=8)]
+        pipe.learn_one(" ".join(words), bool(rng.random() < 0.5))
+    seam = pipe["MKLClassifier"].rounds()
+    x = {"w1": 2.0, "w2": 1.0, "w3": 1.0}
+    entries, growth = seam.cost(x)
+    assert growth == 0 and entries == seam.model.cost(0, 3)[0] < seam.model.cost(0)[0] / 4
+    assert seam.cost(None)[0] == seam.model.cost(0)[0]  # no record: every column

@@ -39,7 +39,7 @@ from streammkl.core.model_checks import check_compatible, resolve_radius
 from streammkl.core.regularizers import Regularizer
 from streammkl.core.schedules import Schedule
 from streammkl.core.state import BlockState, Layout, build_layout, state_digest, transplant
-from streammkl.core.update import RoundArgs, step_arrays
+from streammkl.core.update import RoundArgs, step_arrays, wide_columns
 
 __all__ = ["STATE_VERSION", "OnlineMKL"]
 
@@ -620,22 +620,29 @@ class OnlineMKL:
         self._layout, self._state = layout, state
         self._refresh_args()
 
-    def cost(self, new_inputs: int = 0) -> tuple[int, int]:
-        """A cheap, honest estimate of the work, in array entries touched: (one round now,
-        laying out ``new_inputs`` more inputs). A round sweeps every column of the explicit
-        blocks once per pass (features, the scores of the iterate and of each average, the
-        step, each average's update) over the score rows, and each kernelized block's
-        support (``n_support`` x inputs); the growth is :meth:`Layout.growth_entries` over the
-        rows the state keeps per column (the iterate, each average). Before the first input:
-        (0, 0). Both scale with the model's inputs, not with a record's non-zeros (the
-        explicit round is dense in the columns)."""
+    def cost(self, new_inputs: int = 0, nnz: int | None = None) -> tuple[int, int]:
+        """A cheap, honest estimate of the work, in array entries touched: (one round now on a
+        record of ``nnz`` non-zero inputs (None: a dense record), laying out ``new_inputs``
+        more inputs). A round sweeps the columns of the explicit blocks it touches once per
+        pass (features, the scores of the iterate and of each average, the step, each
+        average's update) over the score rows, and each kernelized block's support
+        (``n_support`` x inputs); the growth is :meth:`Layout.growth_entries` over the rows
+        the state keeps per column (the iterate, each average). Before the first input: (0,
+        0). The dense round touches every column: its cost scales with the model's inputs; a
+        sparse record that takes the sparse round (a bank with wide blocks, a record that
+        touches under a quarter of their columns: ``update.wide_columns``) touches its own
+        columns and every projection block's, so its cost scales with its non-zeros."""
         layout, state = self._layout, self._state
         if layout is None or state is None:
             return 0, 0
         E = int(state.avg_w.shape[0])
         rows = self.n_outputs * (1 + E)
+        columns = layout.width
+        if nnz is not None and self._args is not None and self._args.wide:
+            touched = wide_columns(layout, int(nnz))
+            columns = columns if touched is None else touched
         # the features once; per row, the scores and the update of the iterate and each average
-        explicit = layout.width * (1 + 2 * rows)
+        explicit = columns * (1 + 2 * rows)
         kernelized = int(state.n_support) * layout.n_inputs * int(layout.im_blocks.size)
         return explicit + kernelized, layout.growth_entries(self.kernels, new_inputs, rows)
 

@@ -97,6 +97,34 @@ def wide_round(layout: Layout, fast: bool, average: bool) -> bool:
     return bool(fast and not average and span >= WIDE_MIN_COLUMNS)
 
 
+def wide_columns(layout: Layout, nnz: int) -> int | None:
+    """The explicit columns the sparse round (``core._numba.wide``) touches for a record of
+    ``nnz`` non-zero inputs, or None when it takes the dense round (as ``nb.wide_plan``
+    decides, from the layout's blocks and ``nnz`` alone): a projection block's (random
+    Fourier, landmarks) every column; a linear block's ``nnz``, an additive or stumps block's
+    columns per input times ``nnz``, the quadratic map's constant, squares and products of the
+    non-zeros (bounds: a non-zero the block has no column for counts too). Only for rounds
+    that take the wide route (:func:`wide_round`)."""
+    total = narrow = filled = 0
+    for m in layout.ex_blocks.tolist():
+        kind = int(layout.ex_kind[m])
+        width = int(layout.ex_off[m + 1] - layout.ex_off[m])
+        if kind in (nb.MAP_RFF, nb.MAP_LANDMARK):
+            total += width
+            continue
+        filled += int(layout.ex_used[m])
+        if kind == nb.MAP_LINEAR:
+            narrow += nnz
+        elif kind in (nb.MAP_ADDITIVE, nb.MAP_STUMPS):
+            inputs = int(layout.blk_inputs[m])
+            narrow += (int(layout.ex_used[m]) // inputs if inputs > 0 else 0) * nnz
+        elif kind == nb.MAP_GATHER:
+            narrow += 1 + 2 * nnz + nnz * (nnz - 1) // 2
+        else:
+            narrow += width
+    return total + narrow if nb.SPARSE_SHARE * narrow < filled else None
+
+
 class RoundArgs:
     """The pack of one layout and state, and the compiled calls that take it."""
 
