@@ -6,12 +6,17 @@ classification streams of ``benchmarks/river_suite.py`` (same streams, same orde
 20,000-example caps). Per stream and bank: mean ± standard deviation over the seeds and the
 seed spread (max - min), in points. Banks:
 
-- ``default``: ``streammkl.river.defaults.kernel_bank()``;
+- ``default``: ``streammkl.river.defaults.kernel_bank()`` (its last block the landmarks,
+  ``LandmarkRBF(16, 50)``);
+- ``- landmarks``: the default without its landmark block (the default before it);
+- ``landmarks(S/median m=M)``: the default with ``LandmarkRBF(S, M)`` in place of its
+  landmark block (local memory as an explicit block, so FTRL stays: the normalised Gaussian
+  profile over the first M standardised inputs at ``gamma = S / median``);
 - ``i.i.d. additive draws``: the default with its additive Gaussian block drawn i.i.d. (the
   default before the quadrature draws: what they change);
 - ``+ stumps``: the default with ``AdditiveStumps(32)`` (thresholds on single inputs);
 - ``+ narrow rff``: the default with ``MedianRBF(64, 256)`` (a narrower Gaussian: local memory);
-- ``+ stumps + narrow rff``: both.
+- ``+ stumps + narrow rff``: both (``defaults.accurate_bank()``).
 
 Targets (issue 27 section 3): the default's seed spread <= 0.5 point on every stream.
 
@@ -36,12 +41,21 @@ from _table import add_out, documented_run, machine, markdown, publish
 SPREAD_TARGET = 0.5  # points
 
 
-def _with(*extra: object, iid: bool = False) -> Callable[[], tuple]:
+def _with(
+    *extra: object, iid: bool = False, landmarks: object | None = None, drop: bool = False
+) -> Callable[[], tuple]:
+    """The default bank with ``extra`` blocks; ``iid``: its additive block drawn i.i.d.;
+    ``landmarks``: this block in place of its landmark block; ``drop``: without it."""
+
     def bank() -> tuple:
         from streammkl.core import kernels
         from streammkl.river import defaults
 
-        out = list(defaults.kernel_bank())
+        out = [
+            (landmarks if landmarks is not None else k) if isinstance(k, kernels.LandmarkRBF) else k
+            for k in defaults.kernel_bank()
+            if not (drop and isinstance(k, kernels.LandmarkRBF))
+        ]
         if iid:
             out = [
                 kernels.AdditiveRBF(k.gamma, k.n_components or 0)
@@ -61,6 +75,18 @@ def _banks() -> dict[str, Callable[[], tuple]]:
     narrow = kernels.MedianRBF(64.0, 256)
     return {
         "default": _with(),
+        "- landmarks": _with(drop=True),
+        **{
+            f"landmarks({s:g}/median m={m})": _with(landmarks=kernels.LandmarkRBF(s, m))
+            for s, m in (
+                (4.0, 50),
+                (64.0, 50),
+                (16.0, 128),
+                (4.0, 256),
+                (16.0, 256),
+                (64.0, 256),
+            )
+        },
         "i.i.d. additive draws": _with(iid=True),
         "+ stumps": _with(stumps),
         "+ narrow rff": _with(narrow),

@@ -563,7 +563,9 @@ def test_two_members_learn_one_model_with_the_default_bank(
     assert final == log.digest
     learner = MKLClassifier.from_state(*log.base)  # type: ignore[misc]
     medians = [k for k in learner.rounds().model.kernels if isinstance(k, kernels.MedianRBF)]
-    assert len(medians) == 3 and all(k.fit.final for k in medians)
+    assert len(medians) == 4 and all(k.fit.final for k in medians)  # 3 RFF + landmarks
+    landmarks = medians[-1]
+    assert isinstance(landmarks, kernels.LandmarkRBF) and landmarks.landmarks  # the group's
     # the warm-up round
     assert learner.rounds().model.warmup_left == 0 and log.results[0].examples <= 2 * 50
     count = learner.to_state()[1]["inputs.count"]

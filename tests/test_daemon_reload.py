@@ -291,7 +291,8 @@ def test_restart_and_sighup_with_unchanged_settings_keep_the_model_against_the_b
         wait_until(lambda: learned() == 240, 120, "240 records learned")
         names = list(labels("streammkl_kernel_weight"))
         fitted = labels("streammkl_kernel_bandwidth")
-        assert len(fitted) == 3 if bank == "default" else len(fitted) == 2
+        # the default: three Fourier blocks and the landmarks fit a bandwidth
+        assert len(fitted) == 4 if bank == "default" else len(fitted) == 2
         sighup_unchanged(first, 1)
     finally:
         stop(first, tmp_path / "a.log")

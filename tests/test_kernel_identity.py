@@ -225,12 +225,14 @@ def test_a_version_3_river_learner_and_daemon_checkpoint_keep_their_blocks(
     truth = json.loads((DATA / "truth.json").read_text())["river_default"]
     clf = MKLClassifier.load(DATA / "river_default.smkl")
     # 840b214's default bank, in today's names (today's default draws its additive block by
-    # quadrature: a kernel of another name; the saved one keeps its i.i.d. draws)
+    # quadrature: a kernel of another name; the saved one keeps its i.i.d. draws; and has a
+    # landmark block since)
     then = [
         kernels.AdditiveRBF(k.gamma, k.n_components or 0).name
         if isinstance(k, kernels.AdditiveRBF)
         else k.name
         for k in defaults.kernel_bank()
+        if not isinstance(k, kernels.LandmarkRBF)
     ]
     assert clf.rounds().kernel_names == then
     probe = np.load(DATA / "probe.npy")
@@ -342,3 +344,28 @@ def test_a_median_kernel_added_at_run_time_measures_its_bandwidth_on_the_next_in
     median = bandwidth.median_sq_distance(X[100:150])
     assert model.kernels[1].fit == kernels.Bandwidth(1.0 / median, 3, True)
     assert model.warmup_left == 0 and model.names == ["linear", "rff(gamma=1/median,D=16)"]
+
+
+def test_the_fast_seeding_draws_what_numpys_default_generator_draws(monkeypatch) -> None:
+    """``generator_for``: numpy's ``default_rng(stable_seed(...))`` draws bit for bit (its
+    ``SeedSequence`` words compiled by ``nb.seed_state``, the Python original too), for seeds
+    of one and two 32-bit words."""
+    from streammkl.core import _numba as nb
+    from streammkl.core.kernel_base import generator_for
+
+    rng = np.random.default_rng(0)
+    entropies = [0, 1, 2**32 - 1, 2**32, 2**48 - 1, *rng.integers(0, 2**48, 300).tolist()]
+    for entropy in entropies:
+        want = np.random.SeedSequence(entropy).generate_state(4, np.uint64)
+        for fn in (nb.seed_state, nb.seed_state.py_func):
+            got = np.zeros(4, dtype=np.uint64)
+            fn(np.uint64(entropy), got)
+            np.testing.assert_array_equal(got, want)
+    from streammkl.core import kernel_base
+
+    monkeypatch.setattr(kernel_base, "_COMPILED_AFTER", 0)  # the compiled words from the first
+    for seed, name, key in [(0, "rff(gamma=1)", "w1"), (7, "additive", "x\x1fy"), (3, "a", "")]:
+        ref = np.random.default_rng(stable_seed(seed, name, key))
+        gen = generator_for(seed, name, key)
+        np.testing.assert_array_equal(gen.standard_normal(300), ref.standard_normal(300))
+        np.testing.assert_array_equal(gen.uniform(0.0, 2.0, size=7), ref.uniform(0.0, 2.0, size=7))

@@ -71,7 +71,7 @@ def test_a_held_member_keeps_the_base_bandwidths_and_every_warmup_input():
         learner.learn_one(x, y)
     assert learner.rounds().n_learned == 300
     medians = _medians(learner)
-    assert len(medians) == 3 and not any(k.fit.final for k in medians)
+    assert len(medians) == 4 and not any(k.fit.final for k in medians)  # 3 RFF + landmarks
     assert learner.rounds().model.warmup_left == 0  # 50 inputs kept (for the group), none resolved
     assert learner.to_state()[1]["warmup_inputs"].shape == (bandwidth.WARMUP, 3)
     alone = MKLClassifier()  # the single learner resolves at 50 inputs, as before

@@ -27,6 +27,7 @@ SCALAR_KERNELS = [
     "weighted_squared_l1", "weighted_l1_ball", "decreasing_root", "ball_multiplier", "block_steps",
     "secular_root", "dot4_row", "dot4_rows", "dot4_row_sq", "dot4_rows_sq", "rows_dot4",
     "axpby_sqnorm_row", "absmax", "cosines", "cos_of", "negate_row", "blockwise", "prox_blockwise",
+    "seed_state",
 ]  # fmt: skip
 MODEL_LOOPS = [
     "learn_many", "learn_round", "explicit_phi", "block_scores", "apply_prox_steps",
@@ -37,6 +38,12 @@ MODEL_LOOPS = [
     "explicit_decision", "decision_total", "ftrl_store", "ftrl_scales", "explicit_phi_of",
     "check_example", "learn_predict_explicit", "learn_many_explicit", "decision_explicit",
     "decision_many_explicit",
+]  # fmt: skip
+WIDE_LOOPS = [
+    "wide_plan", "wide_features", "wide_scores", "wide_average_scores", "wide_store",
+    "wide_averages", "wide_round", "wide_decision", "learn_predict_wide", "decision_wide",
+    "settle", "settle_block", "block_sq", "per_input", "add_run", "dot_avg", "sparse_cached",
+    "remember_sparse", "step_run",
 ]  # fmt: skip
 BUDGET_LOOPS = [
     "exp_reduced", "fast_exp", "exp_many", "table_loss", "segment_kernels", "top_direction",
@@ -168,6 +175,8 @@ def test_scalar_and_vector_kernels():
               s, 0.8, np.zeros(7))  # fmt: skip
     for x in (0.0, 0.3, -2.0, 100.5, -9.9e4):
         _both("fast_cos", x)
+    for entropy in (0, 7, 2**32 + 5, 2**48 - 1):  # numpy's own words: test_kernel_identity
+        _both("seed_state", np.uint64(entropy), np.zeros(4, dtype=np.uint64))
     assert COVERED == set(SCALAR_KERNELS)
 
 
@@ -469,8 +478,40 @@ def test_adaptive_schedules_compiled_equal_python(monkeypatch):
         assert np.any(state["step_acc"] > 0) or np.any(state["avg_w"] != 0)
 
 
+@pytest.mark.parametrize("loss", [losses.Softmax(), losses.MulticlassHinge()])
+def test_wide_rounds_compiled_equal_python(monkeypatch, loss):
+    """The sparse round of wide records (sparse and dense records, two and three classes,
+    predictions, a settled state): compiled vs the Python originals."""
+    rng = np.random.default_rng(7)
+    X = np.zeros((40, 60))
+    for i in range(40):
+        X[i, rng.choice(60, 3, replace=False)] = rng.poisson(1.0, 3) + 1.0
+    X[::9] = rng.normal(size=(5, 60))  # dense records take the dense round
+    Y = (X[:, :20].sum(axis=1) > X[:, 20:40].sum(axis=1)).astype(float)
+    Y[X[:, 40:].sum(axis=1) > 3.0] = 2.0
+    cfg = dict(kernels=(kernels.Linear(), kernels.AdditiveRBF(1.0, 4),
+                        kernels.RBF(0.3, n_components=8), kernels.Polynomial(2, explicit=True)),
+               loss=loss, schedule=schedules.FTRL(0.5), regularizer=regularizers.GroupLasso(0.02),
+               fit_intercept=True, averages=(3.0, 30.0))  # fmt: skip
+    runs = []
+    for loops in ([], [*MODEL_LOOPS, *WIDE_LOOPS, "block_steps", "prox_blockwise"]):
+        model = OnlineMKL(**cfg)
+        with monkeypatch.context() as patch:
+            interpret(patch, loops)
+            scores = [model.learn_predict(x, y).copy() for x, y in zip(X, Y, strict=True)]
+            scores.append(model.decision(X[1]).copy())
+            state = model.to_state()[1]
+        assert model._args is not None and model._args.wide
+        runs.append((scores, state))
+    for a, b in zip(runs[0][0], runs[1][0], strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+    for key, arr in runs[0][1].items():
+        np.testing.assert_allclose(arr, runs[1][1][key], rtol=1e-10, atol=1e-12, err_msg=key)
+
+
 def test_every_compiled_function_is_covered():
     missing = set(compiled_functions()) - set(SCALAR_KERNELS) - set(MODEL_LOOPS)
+    missing -= set(WIDE_LOOPS)
     missing -= set(BUDGET_LOOPS)
     missing -= set(SEQUENCE_LOOPS) | set(PARSER_LOOPS) | set(SUPPORT_LOOPS)
     assert missing == set(), f"no parity test for {sorted(missing)}"

@@ -6,9 +6,10 @@ median squared distance between inputs. ``OnlineMKL`` fits it in three moments:
 1. at its first input (d inputs known): provisionally with ``m = 2 d``, the expected squared
    distance of two standardised inputs with independent coordinates, so the block learns from
    the first example;
-2. after ``WARMUP`` inputs: with the median over all pairs of those inputs (kept in a small
-   reservoir); the block is replaced (restarted at zero) only if its gamma moves by more than
-   ``TOLERANCE``, so a good provisional guess loses nothing;
+2. after ``WARMUP`` inputs (or :func:`warmup` of the bank: as many as its largest
+   ``LandmarkRBF`` has landmarks, when that is more): with the median over all pairs of those
+   inputs (kept in a small reservoir); the block is replaced (restarted at zero) only if its
+   gamma moves by more than ``TOLERANCE``, so a good provisional guess loses nothing;
 3. when the number of inputs has grown by ``TOLERANCE`` since: gamma is rescaled by
    ``d_old / d_new`` (the median of standardised inputs grows with d) and the block restarts.
 
@@ -25,10 +26,16 @@ from typing import Any
 
 import numpy as np
 
-from streammkl.core.kernels import Bandwidth, Kernel, MedianRBF
+from streammkl.core.kernels import Bandwidth, Kernel, LandmarkRBF, MedianRBF
 
 WARMUP = 50  # inputs kept for the median
 TOLERANCE = 1.25  # a bandwidth (or the number of inputs) must move by this factor to be redone
+
+
+def warmup(kernels: Sequence[Kernel]) -> int:
+    """Inputs a bank's warm-up keeps: ``WARMUP``, or the landmarks of its largest
+    ``LandmarkRBF`` when they are more (its landmarks are the warm-up's first inputs)."""
+    return max([WARMUP, *(k.n_landmarks for k in kernels if isinstance(k, LandmarkRBF))])
 
 
 def has_pending(kernels: Sequence[Kernel]) -> bool:
@@ -54,7 +61,7 @@ def saved(kernels: Sequence[Kernel]) -> dict[str, dict[str, Any]]:
 def restored(kernels: Sequence[Kernel], state: Mapping[str, Any]) -> tuple[Kernel, ...]:
     """The bank with the fitted bandwidths :func:`saved` gave (by kernel name)."""
     return tuple(
-        k.with_fit(Bandwidth.from_dict(state[k.name]))
+        k.with_fit(k.fit_type.from_dict(state[k.name]))
         if isinstance(k, MedianRBF) and k.name in state
         else k
         for k in kernels
@@ -78,18 +85,26 @@ def for_inputs(kernels: Sequence[Kernel], d: int, rescale: bool = True) -> tuple
     return tuple(out)
 
 
-def after_warmup(kernels: Sequence[Kernel], inputs: np.ndarray) -> tuple[Kernel, ...]:
-    """The bank once the warm-up inputs (n, d) are known: every provisional bandwidth becomes
-    ``scale / median`` (kept as it was when within ``TOLERANCE``), and final."""
+def after_warmup(
+    kernels: Sequence[Kernel], inputs: np.ndarray, keys: Sequence[str] | None = None
+) -> tuple[Kernel, ...]:
+    """The bank once the warm-up inputs (n, d) are known (named ``keys``; default: input j is
+    ``str(j)``): every provisional bandwidth becomes ``scale / median`` (kept as it was when
+    within ``TOLERANCE``), and final; a ``LandmarkRBF`` takes its landmarks from these inputs
+    (its block restarts at zero whatever its bandwidth: it had none)."""
     median = median_sq_distance(inputs)
     d = inputs.shape[1]
+    names = [str(j) for j in range(d)] if keys is None else [str(k) for k in keys][:d]
     out: list[Kernel] = []
     for k in kernels:
         if isinstance(k, MedianRBF) and k.fit is not None and not k.fit.final:
             gamma = k.scale / median
             if max(gamma, k.fit.gamma) / min(gamma, k.fit.gamma) <= TOLERANCE:
                 gamma = k.fit.gamma  # the provisional guess was good: keep the block
-            out.append(k.fitted(gamma, d, final=True))
+            fitted = k.fitted(gamma, d, final=True)
+            if isinstance(fitted, LandmarkRBF):
+                fitted = fitted.with_landmarks(inputs, names)
+            out.append(fitted)
         else:
             out.append(k)
     return tuple(out)
@@ -111,21 +126,23 @@ def median_sq_distance(inputs: np.ndarray) -> float:
 
 
 class Reservoir:
-    """The first ``WARMUP`` inputs, as rows (inputs that appear later count as 0 in earlier
-    rows, the learners' convention for a missing feature)."""
+    """The first ``size`` inputs (``WARMUP``; a bank's :func:`warmup`), as rows (inputs that
+    appear later count as 0 in earlier rows, the learners' convention for a missing
+    feature)."""
 
-    def __init__(self, rows: np.ndarray | None = None):
+    def __init__(self, rows: np.ndarray | None = None, size: int = WARMUP):
         self.rows = np.zeros((0, 0)) if rows is None else np.array(rows, dtype=np.float64)
+        self.size = int(size)
 
     def __len__(self) -> int:
         return int(self.rows.shape[0])
 
     @property
     def full(self) -> bool:
-        return len(self) >= WARMUP
+        return len(self) >= self.size
 
     def add(self, X: np.ndarray) -> None:
-        X = np.atleast_2d(np.asarray(X, dtype=np.float64))[: WARMUP - len(self)]
+        X = np.atleast_2d(np.asarray(X, dtype=np.float64))[: self.size - len(self)]
         if X.shape[0] == 0:
             return
         d = max(X.shape[1], self.rows.shape[1])

@@ -19,20 +19,21 @@ which features arrive, nor its draws on the bandwidth.
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from scipy import special
 
 from streammkl.core import _numba as nb
 from streammkl.core._spec import build
-from streammkl.core.kernel_base import Kernel, as_rows, check_components, stable_seed
+from streammkl.core.kernel_base import Kernel, as_rows, check_components, generator_for, stable_seed
 
 __all__ = [
-    "RBF", "AdditiveRBF", "AdditiveStumps", "B1Spline", "Bandwidth", "Kernel", "Linear",
-    "MedianRBF", "Polynomial", "from_spec",
+    "RBF", "AdditiveRBF", "AdditiveStumps", "B1Spline", "Bandwidth", "Kernel", "LandmarkRBF",
+    "Landmarks", "Linear", "MedianRBF", "Polynomial", "from_spec",
 ]  # fmt: skip
 
 
@@ -176,18 +177,17 @@ class _Gaussian(Kernel):
         its layout with every old column reused (measured at 10,000 inputs: ~1 s of generator
         set-ups per new input without), and a new bandwidth rescales the same draws."""
         D = self._n_components or 0
-        out = np.empty((D, len(keys)))
+        out = np.empty((len(keys), D))  # a row per key (contiguous writes), returned transposed
         std = np.sqrt(2.0 * self._bandwidth())
         cache: dict[tuple[int, str, str], np.ndarray] = self.__dict__.setdefault("_columns", {})
         drawn_as = self.drawn_as
         for j, key in enumerate(keys):
             col = cache.get((seed, drawn_as, key))
             if col is None:
-                rng = np.random.default_rng(stable_seed(seed, drawn_as, key))
+                rng = generator_for(seed, drawn_as, key)
                 col = cache[(seed, drawn_as, key)] = rng.standard_normal(D)
-            out[:, j] = col
-        out *= std
-        return out
+            np.multiply(col, std, out=out[j])
+        return out.T
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -289,11 +289,17 @@ class AdditiveRBF(RBF):
         key) only, so a new input appends components and leaves the others unchanged (up to
         the 1/d). Stored sparsely in the layout: no d x D frequency matrix."""
         R = self._n_components or 0
+        std = np.sqrt(2.0 * self.gamma)
+        name = self.name
+        if self.draws == "quadrature" and R % 2 == 0:  # one draw per key: the rest at once
+            b = np.empty((len(keys), R // 2))
+            for j, key in enumerate(keys):  # (generator_for's generator: drawn before the next)
+                b[j] = generator_for(seed, name, key).uniform(0.0, 2.0 * np.pi, size=R // 2)
+            return _quadrature_rows(b, std)
         freqs = np.empty(R * len(keys))
         offsets = np.empty(R * len(keys))
-        std = np.sqrt(2.0 * self.gamma)
         for j, key in enumerate(keys):
-            rng = np.random.default_rng(stable_seed(seed, self.name, key))
+            rng = generator_for(seed, name, key)
             if self.draws == "random":
                 freqs[j * R : (j + 1) * R] = std * rng.standard_normal(R)
                 offsets[j * R : (j + 1) * R] = rng.uniform(0.0, 2.0 * np.pi, size=R)
@@ -422,6 +428,7 @@ class MedianRBF(_Gaussian):
     """
 
     fit: Bandwidth | None = None
+    fit_type: ClassVar[type[Bandwidth]] = Bandwidth  # what a saved ``fit`` is restored as
 
     def __init__(
         self,
@@ -477,6 +484,198 @@ class MedianRBF(_Gaussian):
         return {"scale": self.scale, "n_components": self._n_components, **super().params()}
 
 
+@dataclass(frozen=True)
+class Landmarks(Bandwidth):
+    """A ``LandmarkRBF``'s fitted state: its bandwidth and its landmarks, ``points[j]`` the
+    ``j``-th landmark's values of the inputs ``keys`` (the inputs the kernel read when the
+    landmarks were taken; any other input counts as 0 in every landmark). Empty: no landmarks
+    yet (a provisional bandwidth)."""
+
+    keys: tuple[str, ...] = ()
+    points: tuple[tuple[float, ...], ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()
+        out["keys"] = list(self.keys)
+        out["points"] = [list(p) for p in self.points]
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Landmarks:
+        base = Bandwidth.from_dict(d)
+        return cls(
+            base.gamma, base.inputs, base.final, None,
+            tuple(str(k) for k in d.get("keys", ())),
+            tuple(tuple(float(v) for v in p) for p in d.get("points", ())),
+        )  # fmt: skip
+
+
+class LandmarkRBF(MedianRBF):
+    """Local memory that stays explicit (FTRL keeps serving the bank): the Gaussian profile of
+    an input over ``n_landmarks`` landmarks kept from the stream, normalised,
+
+        ``phi(x) = k(x, Z) / ||k(x, Z)||``,  ``k(x, z) = exp(-gamma ||x - z||^2)``,
+
+    so ``k~(x, y) = <phi(x), phi(y)>`` (the cosine of the two inputs' landmark profiles, 1 on
+    the diagonal): inputs near the same landmarks score alike, which a narrow bandwidth makes
+    local (a soft nearest-landmark code; far from every landmark it tends to the nearest
+    one's indicator). A Nystroem-type map without the ``K_mm^{-1/2}`` whitening (measured no
+    better on the development streams, and it costs an m x m product per input).
+
+    The landmarks are the first ``n_landmarks`` inputs: those of the warm-up that fits the
+    median bandwidths (``core.bandwidth``: the first ``max(50, n_landmarks)`` standardised
+    inputs of a bank with this kernel; a mixing group's pooled rows may be fewer: the missing
+    landmarks sit at 0, the inputs' mean), taken with the final bandwidth ``gamma = scale /
+    median ||x - x'||^2`` and frozen: they are the kernel's fitted state
+    (:class:`Landmarks`, saved and restored with the model, equal in every member of a mixing
+    group, whose bandwidths the group fits from the pooled warm-up inputs). Before the
+    warm-up ends the block has no landmarks and its map is 0; when
+    the landmarks arrive (or the bandwidth is rescaled because the inputs have grown by a
+    quarter) the block restarts at zero like a ``MedianRBF``'s. Inputs that appear after the
+    landmarks were taken count as 0 in every landmark.
+
+    Computed like a Fourier block (``core._numba.features``, ``MAP_LANDMARK``): the rows of
+    the projection are ``2 gamma z_j`` and its offsets ``-gamma ||z_j||^2``, then
+    ``exp(. - max)`` and the normalisation; same cost as a random Fourier map of
+    ``n_landmarks`` components. The name is the configuration:
+    ``landmarks(gamma=16/median,m=50)``.
+    """
+
+    fit_type: ClassVar[type[Bandwidth]] = Landmarks
+
+    def __init__(
+        self,
+        scale: float = 16.0,
+        n_landmarks: int = 50,
+        features: Sequence[int | str] | None = None,
+        name: str | None = None,
+    ):
+        if isinstance(n_landmarks, bool) or int(n_landmarks) != n_landmarks or n_landmarks < 1:
+            raise ValueError(
+                f"LandmarkRBF: n_landmarks must be a positive integer, got {n_landmarks!r}"
+            )
+        super().__init__(scale, int(n_landmarks), features, name)
+
+    @property
+    def n_landmarks(self) -> int:
+        return self._n_components or 0
+
+    def _default_name(self) -> str:
+        return f"landmarks(gamma={self.scale:g}/median,m={self.n_landmarks})"
+
+    def params(self) -> dict[str, Any]:
+        out = super().params()
+        del out["n_components"]
+        return {"scale": self.scale, "n_landmarks": self.n_landmarks, **out}
+
+    def fitted(self, gamma: float, inputs: int, final: bool) -> LandmarkRBF:
+        """This kernel with the bandwidth ``gamma`` and the landmarks it has (a copy)."""
+        out = super().fitted(gamma, inputs, final)
+        assert out.fit is not None
+        keys, points = self._landmarks()
+        out.fit = Landmarks(out.fit.gamma, out.fit.inputs, out.fit.final, None, keys, points)
+        return out  # type: ignore[return-value]
+
+    def with_landmarks(
+        self, rows: np.ndarray, keys: Sequence[str], index: Mapping[str, int] | None = None
+    ) -> LandmarkRBF:
+        """This (fitted) kernel with its landmarks taken from ``rows`` (n x len(keys), the
+        inputs named ``keys``): the first ``n_landmarks`` rows, on the inputs the kernel reads
+        and some landmark is not 0 at (missing rows: at 0). A copy."""
+        if self.fit is None:
+            raise TypeError(f"{self.name}: landmarks need a bandwidth first")
+        rows = np.atleast_2d(np.asarray(rows, dtype=np.float64))
+        keys = [str(k) for k in keys]
+        if rows.shape[1] != len(keys):
+            raise ValueError(f"{self.name}: {rows.shape[1]} columns for {len(keys)} input names")
+        if index is None:
+            index = {k: i for i, k in enumerate(keys)}
+        idx = self.feature_indices(len(keys), index)
+        take = rows[: self.n_landmarks][:, idx]
+        kept = np.flatnonzero(np.any(take != 0.0, axis=0))  # an input at 0 in every landmark
+        idx, take = idx[kept], take[:, kept]  # is 0 without being kept (sparse inputs: small)
+        Z = np.zeros((self.n_landmarks, idx.size))
+        Z[: take.shape[0]] = take
+        out = copy.copy(self)
+        f = self.fit
+        out.fit = Landmarks(
+            f.gamma, f.inputs, f.final, None,
+            tuple(keys[i] for i in idx.tolist()), tuple(tuple(r) for r in Z.tolist()),
+        )  # fmt: skip
+        return out
+
+    @property
+    def landmarks(self) -> bool:
+        """Whether the kernel has taken its landmarks."""
+        return bool(self._landmarks()[1])
+
+    def _landmarks(self) -> tuple[tuple[str, ...], tuple[tuple[float, ...], ...]]:
+        if isinstance(self.fit, Landmarks):
+            return self.fit.keys, self.fit.points
+        return (), ()
+
+    def landmark_matrix(self, keys: Sequence[str]) -> np.ndarray:
+        """The landmarks on the inputs ``keys`` (m x len(keys); 0 where a landmark has no
+        value: before the landmarks, or an input that appeared after them)."""
+        out = np.zeros((self.n_landmarks, len(keys)))
+        if not self.landmarks:
+            return out
+        cached = self.__dict__.get("_landmark_arrays")
+        if cached is None or cached[0] is not self.fit:  # (a copy with another fit: rebuilt)
+            own, points = self._landmarks()
+            Z = np.array(points, dtype=np.float64).reshape(len(points), len(own))
+            cached = self.__dict__["_landmark_arrays"] = (
+                self.fit, Z, {k: i for i, k in enumerate(own)},
+            )  # fmt: skip
+        _, Z, col = cached
+        for j, key in enumerate(keys):
+            i = col.get(str(key))
+            if i is not None:
+                out[:, j] = Z[:, i]
+        return out
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        state.pop("_landmark_arrays", None)  # a cache of the fit's arrays: rebuilt on demand
+        return state
+
+    def fourier_columns(self, keys: Sequence[str], seed: int) -> np.ndarray:
+        """The projection's columns (m x len(keys)) on these inputs: ``2 gamma z_j``."""
+        return 2.0 * self.gamma * self.landmark_matrix(keys)
+
+    def fourier_offsets(self, seed: int) -> np.ndarray:
+        """``-gamma ||z_j||^2`` per landmark (the inputs it has values of)."""
+        own, _ = self._landmarks()
+        Z = self.landmark_matrix(own)
+        return -self.gamma * np.einsum("ij,ij->i", Z, Z)
+
+    def profiles(self, X: np.ndarray, index: Mapping[str, int] | None = None) -> np.ndarray:
+        """The normalised landmark profiles of the rows of ``X`` (n x m): ``k(x, Z) /
+        ||k(x, Z)||`` computed directly (the reference the compiled map is tested against).
+        Columns of ``X`` are inputs; ``index`` maps names to columns (default: input ``j``
+        is named ``str(j)``)."""
+        X = as_rows(X)
+        if not self.landmarks:
+            return np.zeros((X.shape[0], self.n_landmarks))
+        d = X.shape[1]
+        idx = self.feature_indices(d, index)
+        names = {j: str(j) for j in range(d)} if index is None else {
+            j: k for k, j in index.items() if j < d
+        }  # fmt: skip
+        Z = self.landmark_matrix([names.get(int(j), "\x00none") for j in idx.tolist()])
+        diff = X[:, None, idx] - Z[None, :, :]
+        s = -self.gamma * np.einsum("nmj,nmj->nm", diff, diff)
+        P = np.exp(s - s.max(axis=1, keepdims=True))
+        return P / np.linalg.norm(P, axis=1, keepdims=True)
+
+    def gram(
+        self, X: np.ndarray, Y: np.ndarray | None = None, index: Mapping[str, int] | None = None
+    ) -> np.ndarray:
+        PX = self.profiles(X, index)
+        PY = PX if Y is None else self.profiles(Y, index)
+        return PX @ PY.T
+
+
 class B1Spline(Kernel):
     """Generalised B1-spline ``max(0, 1 - ||x - y|| / h)``: compactly supported (sparse Gram)."""
 
@@ -506,13 +705,36 @@ def _stumps(X: np.ndarray, t: np.ndarray) -> np.ndarray:
     return np.where((t > 0) & (v >= t), 1.0, 0.0) - np.where((t <= 0) & (v < t), 1.0, 0.0)
 
 
+@functools.lru_cache(maxsize=32)
+def _strata(P: int) -> np.ndarray:
+    """The midpoints of ``P`` equal-probability strata of the half-normal (read-only: computed
+    once per ``P``, not once per input)."""
+    w = special.ndtri(0.5 + 0.5 * (np.arange(P) + 0.5) / P)
+    w.setflags(write=False)
+    return w
+
+
+def _quadrature_rows(b: np.ndarray, std: float) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_quadrature`'s frequencies (times ``std``) and offsets of an even ``R = 2 P``
+    for several inputs at once, from their offsets ``b`` (inputs x P, each row the input's
+    draw): the same numbers, concatenated input after input."""
+    n, P = b.shape
+    freqs = np.empty((n, P, 2))
+    offsets = np.empty((n, P, 2))
+    freqs[:, :, 0] = _strata(P) * std
+    freqs[:, :, 1] = freqs[:, :, 0]
+    offsets[:, :, 0] = b
+    offsets[:, :, 1] = b + 0.5 * np.pi
+    return freqs.reshape(-1), offsets.reshape(-1)
+
+
 def _quadrature(R: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """``R`` unit-variance frequencies and offsets of the quadrature one-dimensional Gaussian
     map (``AdditiveRBF(draws="quadrature")``): the midpoints of ``P = R // 2`` equal-probability
     strata of the half-normal (``cos`` is even), each twice, at offsets ``b`` and ``b + pi/2``;
     an odd ``R`` ends with an i.i.d. draw."""
     P = R // 2
-    w = special.ndtri(0.5 + 0.5 * (np.arange(P) + 0.5) / P)
+    w = _strata(P)
     b = rng.uniform(0.0, 2.0 * np.pi, size=P)
     freqs = np.empty(R)
     offsets = np.empty(R)
@@ -528,7 +750,16 @@ def _quadrature(R: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarra
 
 _TYPES: dict[str, type[Kernel]] = {
     c.__name__: c
-    for c in (Linear, Polynomial, RBF, AdditiveRBF, AdditiveStumps, MedianRBF, B1Spline)
+    for c in (
+        Linear,
+        Polynomial,
+        RBF,
+        AdditiveRBF,
+        AdditiveStumps,
+        MedianRBF,
+        LandmarkRBF,
+        B1Spline,
+    )
 }
 
 

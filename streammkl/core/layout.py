@@ -34,7 +34,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from streammkl.core import _numba as nb
-from streammkl.core.kernels import RBF, AdditiveRBF, AdditiveStumps, Kernel, MedianRBF, Polynomial
+from streammkl.core.kernels import (
+    RBF,
+    AdditiveRBF,
+    AdditiveStumps,
+    Kernel,
+    LandmarkRBF,
+    MedianRBF,
+    Polynomial,
+)
 
 __all__ = ["SLACK", "Layout", "build_layout", "grown", "product_map"]
 
@@ -162,7 +170,12 @@ class Layout:
         if isinstance(kernel, RBF | MedianRBF) and not isinstance(kernel, AdditiveRBF):
             r0 = int(src[0, a])
             D = e - a
-            self.rff_wt[new, r0 : r0 + D] = kernel.fourier_columns(keys, seed).T
+            cols = kernel.fourier_columns(keys, seed).T
+            lo = int(new[0])
+            if int(new[-1]) - lo + 1 == new.size:  # (ascending): a run of rows, no gather
+                self.rff_wt[lo : lo + new.size, r0 : r0 + D] = cols
+            else:
+                self.rff_wt[new, r0 : r0 + D] = cols
             self.in_pos[m, new] = new  # (every input is a row of the frequencies)
             self.blk_inputs[m] += new.size
             return
@@ -170,6 +183,8 @@ class Layout:
         if isinstance(kernel, Polynomial):
             q = _quad_inputs(kernel, self.capacity)
             take = new[: max(q - p0, 0)]
+            if not take.size:  # the map is full (its first max_inputs): nothing to lay out
+                return
             before = [int(j) for j in self._block_inputs(m, p0)]
             for p, j in enumerate(take.tolist(), start=p0):
                 cols = _quad_group(kernel.coef0, before, j)
@@ -274,6 +289,8 @@ def _empty(kernels: Sequence[Kernel], capacity: int, seed: int) -> Layout:
             ex_kind[m] = nb.MAP_ADDITIVE
         elif isinstance(kernel, AdditiveStumps):
             ex_kind[m] = nb.MAP_STUMPS  # a free column: input SLACK, threshold -1: phi = 0
+        elif isinstance(kernel, LandmarkRBF):
+            ex_kind[m] = nb.MAP_LANDMARK  # (rows and offsets as a Fourier block's)
         elif isinstance(kernel, RBF | MedianRBF) and not kernel.implicit:
             ex_kind[m] = nb.MAP_RFF
         elif not kernel.implicit:
@@ -292,11 +309,12 @@ def _empty(kernels: Sequence[Kernel], capacity: int, seed: int) -> Layout:
         kind = ex_kind[m]
         if kernel.implicit:
             continue
-        if kind == nb.MAP_RFF:
+        if kind in (nb.MAP_RFF, nb.MAP_LANDMARK):
             assert isinstance(kernel, RBF | MedianRBF)
             D = e - a
             src[0, a:e] = np.arange(n_rff, n_rff + D, dtype=np.float64)
-            src[2, a:e] = 1.0
+            # a landmark block without landmarks yet: factor 0, its map is 0
+            src[2, a:e] = 0.0 if isinstance(kernel, LandmarkRBF) and not kernel.landmarks else 1.0
             ex_used[m] = D
             rff_offsets.append(kernel.fourier_offsets(seed))
             n_rff += D
@@ -348,7 +366,7 @@ def build_layout(
     rows cost ~1.7 ms for the default bank on 10 inputs, a copy ~0.02 ms)."""
     keys = [str(j) for j in range(d)] if keys is None else list(keys[:d])
     key = (
-        tuple((repr(k.to_spec()), repr(getattr(k, "fit", None))) for k in kernels),
+        tuple((repr(k.to_spec()), getattr(k, "fit", None)) for k in kernels),  # (fits hash)
         tuple(keys), max(d, capacity or 0), seed,
         None if index is None else tuple(index.items()),
     )  # fmt: skip

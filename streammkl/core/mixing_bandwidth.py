@@ -155,7 +155,8 @@ def _pool(
     keys: list[str],
 ) -> np.ndarray:
     """The group's reservoir: the base's rows, then every member's rows beyond its own base's,
-    one member at a time in name order, at most ``WARMUP`` in all."""
+    one member at a time in name order, at most the bank's warm-up (``bandwidth.warmup``)."""
+    size = bandwidth.warmup(base.kernels)
     pooled = [_on(base, base.warmup_rows, keys)]
     own: list[np.ndarray] = []
     for i in sorted(range(len(models)), key=lambda i: names[i]):
@@ -163,12 +164,10 @@ def _pool(
         start = (old if old is not None else base).warmup_rows.shape[0]
         own.append(_on(models[i], models[i].warmup_rows[start:], keys))
     turn = 0
-    while sum(p.shape[0] for p in pooled) < bandwidth.WARMUP and any(
-        o.shape[0] > turn for o in own
-    ):
+    while sum(p.shape[0] for p in pooled) < size and any(o.shape[0] > turn for o in own):
         pooled += [o[turn : turn + 1] for o in own if o.shape[0] > turn]
         turn += 1
-    return np.concatenate(pooled)[: bandwidth.WARMUP]
+    return np.concatenate(pooled)[:size]
 
 
 def decide(merged: OnlineMKL, rows: np.ndarray, keys: Sequence[str]) -> None:
@@ -182,8 +181,8 @@ def decide(merged: OnlineMKL, rows: np.ndarray, keys: Sequence[str]) -> None:
         where = {k: j for j, k in enumerate(keys)}
         rows = rows[:, [where[k] for k in merged.feature_keys]]
     bank = bandwidth.for_inputs(merged.kernels, len(merged.feature_keys))
-    if bandwidth.has_pending(bank) and rows.shape[0] >= bandwidth.WARMUP:
-        bank = bandwidth.after_warmup(bank, rows)
+    if bandwidth.has_pending(bank) and rows.shape[0] >= bandwidth.warmup(bank):
+        bank = bandwidth.after_warmup(bank, rows, merged.feature_keys)
     if bandwidth.bank_key(bank) != bandwidth.bank_key(merged.kernels):
         merged.hold_bandwidths = True
         merged.replace_kernels(tuple(bank))

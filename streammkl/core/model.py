@@ -39,7 +39,7 @@ from streammkl.core.model_checks import check_compatible, resolve_radius
 from streammkl.core.regularizers import Regularizer
 from streammkl.core.schedules import Schedule
 from streammkl.core.state import BlockState, Layout, build_layout, state_digest, transplant
-from streammkl.core.update import RoundArgs, step_arrays
+from streammkl.core.update import RoundArgs, step_arrays, wide_columns
 
 __all__ = ["STATE_VERSION", "OnlineMKL"]
 
@@ -165,7 +165,9 @@ class OnlineMKL:
         self._kernelized = False
         # MedianRBF kernels: the first inputs, until their bandwidths are measured
         self._warmup: bandwidth.Reservoir | None = (
-            bandwidth.Reservoir() if bandwidth.has_pending(self.kernels) else None
+            bandwidth.Reservoir(size=bandwidth.warmup(self.kernels))
+            if bandwidth.has_pending(self.kernels)
+            else None
         )
         #: Bandwidths decided elsewhere (a mixing group's merge, ``core.mixing_bandwidth``):
         #: the model keeps its warm-up inputs but never changes a bandwidth by itself. Not
@@ -412,7 +414,7 @@ class OnlineMKL:
     def warmup_left(self) -> int:
         """Inputs the bandwidth warm-up still needs (0 when no bandwidth waits for one, or the
         warm-up inputs are all kept for a group that decides the bandwidths)."""
-        return 0 if self._warmup is None else max(bandwidth.WARMUP - len(self._warmup), 0)
+        return 0 if self._warmup is None else max(self._warmup.size - len(self._warmup), 0)
 
     @property
     def last_scores(self) -> np.ndarray:
@@ -491,7 +493,9 @@ class OnlineMKL:
         assert self._warmup is not None
         self._warmup.add(X)
         if self._warmup.full and not self.hold_bandwidths:
-            kernels = bandwidth.after_warmup(self.kernels, self._warmup.rows)
+            kernels = bandwidth.after_warmup(
+                self.kernels, self._warmup.rows, self.feature_keys[: self._warmup.rows.shape[1]]
+            )
             self._warmup = None
             last = None if self._args is None else self._args.pred.copy()
             self.replace_kernels(kernels)
@@ -504,7 +508,7 @@ class OnlineMKL:
         """The compiled loop over validated rows (see :meth:`learn_many`); a run that crosses
         the end of the bandwidth warm-up is cut there (the bank changes)."""
         if self._warmup is not None:
-            cut = bandwidth.WARMUP - len(self._warmup)
+            cut = self._warmup.size - len(self._warmup)
             if 0 < cut < X.shape[0]:  # (0: full, kept for a group that decides)
                 head = None if block_norms is None else block_norms[:cut]
                 tail = None if block_norms is None else block_norms[cut:]
@@ -600,8 +604,15 @@ class OnlineMKL:
     @property
     def state(self) -> BlockState | None:
         """The learned arrays (None before the first input). Read them between rounds, never
-        keep them across one: a round writes them in place, growth reallocates them."""
+        keep them across one: a round writes them in place, growth reallocates them. Settled:
+        the sparse round's lazy factors are folded in first (``BlockState.settle``)."""
+        self._settle()
         return self._state
+
+    def _settle(self) -> None:
+        """Fold the sparse round's lazy factors into the arrays (O(1) when already settled)."""
+        if self._state is not None and self._layout is not None:
+            self._state.settle(self._layout)
 
     def adopt(self, layout: Layout, state: BlockState) -> None:
         """Learn on from these arrays (a group's merged model, a restored state): they must be
@@ -609,22 +620,29 @@ class OnlineMKL:
         self._layout, self._state = layout, state
         self._refresh_args()
 
-    def cost(self, new_inputs: int = 0) -> tuple[int, int]:
-        """A cheap, honest estimate of the work, in array entries touched: (one round now,
-        laying out ``new_inputs`` more inputs). A round sweeps every column of the explicit
-        blocks once per pass (features, the scores of the iterate and of each average, the
-        step, each average's update) over the score rows, and each kernelized block's
-        support (``n_support`` x inputs); the growth is :meth:`Layout.growth_entries` over the
-        rows the state keeps per column (the iterate, each average). Before the first input:
-        (0, 0). Both scale with the model's inputs, not with a record's non-zeros (the
-        explicit round is dense in the columns)."""
+    def cost(self, new_inputs: int = 0, nnz: int | None = None) -> tuple[int, int]:
+        """A cheap, honest estimate of the work, in array entries touched: (one round now on a
+        record of ``nnz`` non-zero inputs (None: a dense record), laying out ``new_inputs``
+        more inputs). A round sweeps the columns of the explicit blocks it touches once per
+        pass (features, the scores of the iterate and of each average, the step, each
+        average's update) over the score rows, and each kernelized block's support
+        (``n_support`` x inputs); the growth is :meth:`Layout.growth_entries` over the rows
+        the state keeps per column (the iterate, each average). Before the first input: (0,
+        0). The dense round touches every column: its cost scales with the model's inputs; a
+        sparse record that takes the sparse round (a bank with wide blocks, a record that
+        touches under a quarter of their columns: ``update.wide_columns``) touches its own
+        columns and every projection block's, so its cost scales with its non-zeros."""
         layout, state = self._layout, self._state
         if layout is None or state is None:
             return 0, 0
         E = int(state.avg_w.shape[0])
         rows = self.n_outputs * (1 + E)
+        columns = layout.width
+        if nnz is not None and self._args is not None and self._args.wide:
+            touched = wide_columns(layout, int(nnz))
+            columns = columns if touched is None else touched
         # the features once; per row, the scores and the update of the iterate and each average
-        explicit = layout.width * (1 + 2 * rows)
+        explicit = columns * (1 + 2 * rows)
         kernelized = int(state.n_support) * layout.n_inputs * int(layout.im_blocks.size)
         return explicit + kernelized, layout.growth_entries(self.kernels, new_inputs, rows)
 
@@ -638,7 +656,9 @@ class OnlineMKL:
 
     def keep_warmup(self, rows: np.ndarray | None) -> None:
         """Keep ``rows`` as the bandwidth warm-up's inputs (None: no warm-up pending)."""
-        self._warmup = None if rows is None else bandwidth.Reservoir(rows)
+        self._warmup = (
+            None if rows is None else bandwidth.Reservoir(rows, bandwidth.warmup(self.kernels))
+        )
 
     @property
     def built(self) -> bool:
@@ -679,6 +699,7 @@ class OnlineMKL:
         """||theta||_1 over the explicit blocks."""
         if self._state is None or self._layout is None:
             return 0.0
+        self._settle()
         total = 0.0
         for m in self._layout.ex_blocks:
             a, e = self._layout.ex_off[m], self._layout.ex_off[m + 1]
@@ -749,6 +770,7 @@ class OnlineMKL:
         self.schedule.restart()
         if self._state is None:
             return
+        self._settle()
         S = self._state
         S.avg_count[:] = 0.0  # the averages restart from the next iterate ...
         S.avg_loss[:] = 0.0  # ... and the last iterate predicts until one does better
@@ -771,7 +793,11 @@ class OnlineMKL:
         """Everything learning changes, copied (a few µs for a bank of explicit blocks): a run
         learned after it can be taken back by :meth:`restore_point`."""
         state = None if self._state is None else self._state.copy()
-        warmup = None if self._warmup is None else bandwidth.Reservoir(self._warmup.rows)
+        warmup = (
+            None
+            if self._warmup is None
+            else bandwidth.Reservoir(self._warmup.rows, self._warmup.size)
+        )
         return (
             self.kernels, list(self.feature_keys), self.n_outputs, self._layout, state,
             self.schedule.t, self.t, warmup,
@@ -781,7 +807,7 @@ class OnlineMKL:
         """Back to :meth:`save_point`'s model, in place (the same object, bit for bit)."""
         kernels, keys, n_outputs, layout, state, schedule_t, t, warmup = point
         self.kernels, self.feature_keys, self.n_outputs = kernels, list(keys), n_outputs
-        self._warmup = None if warmup is None else bandwidth.Reservoir(warmup.rows)
+        self._warmup = None if warmup is None else bandwidth.Reservoir(warmup.rows, warmup.size)
         self._layout = layout
         self._state = None if state is None else state.copy()
         self.schedule.t, self.t = schedule_t, t
@@ -813,7 +839,8 @@ class OnlineMKL:
             kernels, self.regularizers, self.schedule, self.average or bool(self.averages)
         )
         if self._warmup is None and bandwidth.has_pending(kernels):
-            self._warmup = bandwidth.Reservoir()  # an added MedianRBF: its own warm-up inputs
+            # an added MedianRBF: its own warm-up inputs
+            self._warmup = bandwidth.Reservoir(size=bandwidth.warmup(kernels))
         if self._state is None:
             self.kernels = kernels
         else:

@@ -6,7 +6,11 @@ re-exported here).
 ``ssq``, output directions ``sv``, per-block coefficients ``coef``, self-kernel values ``kself``,
 insertion ``age``), ``counters = [n_support, next_age]``, the ``bias`` and, for the projection
 budget policy only, ``gram``: per implicit block the Gram matrix of the support pairs and its
-(loaded) inverse (``core._numba.projection``).
+(loaded) inverse (``core._numba.projection``), and ``lazy``: the factors of the sparse round of
+wide records (``core._numba.wide``: ``u_m = alpha_m w_m``, each average ``P abar + Q w``), the
+identity (alpha = 1, P = 1, Q = 0) once :meth:`BlockState.settle` folded them: every reader of
+the arrays settles them first, and :meth:`BlockState.to_arrays` saves settled arrays only (the
+factors are not saved).
 ``BlockState`` (like ``Layout``) is picklable and serialises to named arrays (``to_arrays``)
 without pickle.
 """
@@ -48,6 +52,7 @@ class BlockState:
     step_prev: np.ndarray  # (M,) FTRL: each block's step of the previous round (0: none yet)
     stored_norms: np.ndarray  # (M,) FTRL: ||u_m|| of the stored blocks (theta_m = scale_m u_m)
     gram: np.ndarray  # (n_implicit, 2, cap, cap) Gram matrices G and inverses Q, or (., 2, 0, 0)
+    lazy: np.ndarray  # (2 + 2E, M) the sparse round's factors: alpha, writes, P (E rows), Q (E)
 
     @classmethod
     def empty(
@@ -84,6 +89,7 @@ class BlockState:
             step_prev=np.zeros(M),
             stored_norms=np.zeros(M),
             gram=np.zeros((layout.im_blocks.size, 2, *(2 * (cap if gram else 0,)))),
+            lazy=identity_factors(n_averages, M),
         )
 
     @property
@@ -94,6 +100,19 @@ class BlockState:
     def capacity(self) -> int:
         return int(self.sx.shape[0])
 
+    @staticmethod
+    def saved_names() -> tuple[str, ...]:
+        """The arrays a saved state holds (every field but the sparse round's ``lazy`` factors,
+        which a saved state has at the identity)."""
+        return tuple(f.name for f in fields(BlockState) if f.name != "lazy")
+
+    def settle(self, layout: Layout) -> None:
+        """Fold the sparse round's factors into ``w`` and ``avg_w`` (the same model, identity
+        factors): O(1) per block when already settled (checked here first: a model that never
+        took the sparse round never compiles the fold)."""
+        if not np.array_equal(self.lazy, _settled(self.lazy)):
+            nb.settle(self.w, self.avg_w, layout.ex_blocks, layout.ex_off, self.lazy)
+
     def copy(self) -> BlockState:
         """A deep copy (every array copied, capacity kept)."""
         return BlockState(**{f.name: getattr(self, f.name).copy() for f in fields(self)})
@@ -103,22 +122,27 @@ class BlockState:
         ``layout`` they live on, also to the columns and inputs it fills (the same arrays
         whatever room the layout keeps for inputs to come)."""
         n = self.n_support
+        if layout is not None:  # settled, and the write counts restart (as in a loaded state)
+            self.settle(layout)
+            self.lazy[1] = 0.0
+        elif not np.array_equal(self.lazy, _settled(self.lazy)):
+            raise ValueError("the state's lazy factors need its layout to be settled")
         cols = None if layout is None else layout.used_columns()
         d = None if layout is None else layout.n_inputs
         out = {}
-        for f in fields(self):
-            arr = getattr(self, f.name)
-            if cols is not None and f.name in ("w", "avg_w", "w_avg") and arr.shape[-1]:
+        for name in self.saved_names():  # (lazy: the identity once settled, not saved)
+            arr = getattr(self, name)
+            if cols is not None and name in ("w", "avg_w", "w_avg") and arr.shape[-1]:
                 arr = arr[..., cols]
-            if f.name == "sx" and d is not None:
+            if name == "sx" and d is not None:
                 arr = arr[:n, :d]
-            elif f.name in ("sx", "ssq", "sv", "kself", "age"):
+            elif name in ("sx", "ssq", "sv", "kself", "age"):
                 arr = arr[:n]
-            elif f.name == "coef":
+            elif name == "coef":
                 arr = arr[:, :n]
-            elif f.name == "gram" and arr.shape[2]:
+            elif name == "gram" and arr.shape[2]:
                 arr = arr[:, :, :n, :n]
-            out[f.name] = np.array(arr, copy=True, order="C")
+            out[name] = np.array(arr, copy=True, order="C")
         return out
 
     @classmethod
@@ -136,7 +160,9 @@ class BlockState:
                 if f.name in arrays or f.name not in default
                 else np.zeros(default[f.name])
                 for f in fields(cls)
-            }
+                if f.name != "lazy"
+            },
+            lazy=identity_factors(np.asarray(arrays.get("avg_w", np.zeros((0, 0, 0)))).shape[0], M),
         )
         state.resize_support(max(capacity, state.n_support))
         return state
@@ -221,6 +247,22 @@ class BlockState:
         self.avg_bias = np.hstack([self.avg_bias, np.zeros((E, extra))])
 
 
+def identity_factors(n_averages: int, n_blocks: int) -> np.ndarray:
+    """The sparse round's factors of a settled state: alpha = 1, no writes counted, P = 1, Q =
+    0 (``BlockState.lazy``)."""
+    lazy = np.zeros((2 + 2 * n_averages, n_blocks))
+    lazy[0] = 1.0
+    lazy[2 : 2 + n_averages] = 1.0
+    return lazy
+
+
+def _settled(lazy: np.ndarray) -> np.ndarray:
+    """``lazy`` with its factors at the identity (its write counts kept)."""
+    out = identity_factors((lazy.shape[0] - 2) // 2, lazy.shape[1])
+    out[1] = lazy[1]
+    return out
+
+
 def transplant(
     old_layout: Layout,
     old: BlockState,
@@ -232,7 +274,9 @@ def transplant(
     """State for a new layout (wider input, kernels added or removed, bandwidths refitted),
     keeping every surviving block's weights, coefficients, scale and exact norm. New blocks
     start at zero, and so does a block whose kernel now computes with other parameters (a
-    refitted bandwidth: its weights were over another kernel's features)."""
+    refitted bandwidth: its weights were over another kernel's features). The old state is
+    settled first (``BlockState.settle``)."""
+    old.settle(old_layout)
     K = old.w.shape[0]
     d_new = new_layout.masks.shape[1]
     cap = old.capacity if new_layout.im_blocks.size else 0

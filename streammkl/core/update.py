@@ -76,6 +76,55 @@ def fast_round(layout: Layout, schedule: Schedule, codes: np.ndarray, radius: fl
     )
 
 
+#: The columns (room included) the blocks that grow with the inputs must span for the rounds to
+#: check each record for the sparse route: below, every record takes the dense round directly
+#: (Bananas, Phishing, Hyperplane: 40 to 236 columns), without the check's ~0.1 µs.
+WIDE_MIN_COLUMNS = 256
+
+
+def wide_round(layout: Layout, fast: bool, average: bool) -> bool:
+    """Whether the rounds take ``nb.learn_predict_wide`` (the sparse round on sparse records,
+    the dense one otherwise): the fast route (:func:`fast_round`), no running average of Prop. 4,
+    and blocks that grow with the inputs (linear, additive, stumps, the quadratic map) over at
+    least ``WIDE_MIN_COLUMNS`` columns. (The layout's room doubles by reallocation, which
+    builds new round arguments: a model that outgrows the threshold is checked again then.)"""
+    narrow = (nb.MAP_LINEAR, nb.MAP_ADDITIVE, nb.MAP_STUMPS, nb.MAP_GATHER)
+    span = sum(
+        int(layout.ex_off[m + 1] - layout.ex_off[m])
+        for m in layout.ex_blocks.tolist()
+        if int(layout.ex_kind[m]) in narrow
+    )
+    return bool(fast and not average and span >= WIDE_MIN_COLUMNS)
+
+
+def wide_columns(layout: Layout, nnz: int) -> int | None:
+    """The explicit columns the sparse round (``core._numba.wide``) touches for a record of
+    ``nnz`` non-zero inputs, or None when it takes the dense round (as ``nb.wide_plan``
+    decides, from the layout's blocks and ``nnz`` alone): a projection block's (random
+    Fourier, landmarks) every column; a linear block's ``nnz``, an additive or stumps block's
+    columns per input times ``nnz``, the quadratic map's constant, squares and products of the
+    non-zeros (bounds: a non-zero the block has no column for counts too). Only for rounds
+    that take the wide route (:func:`wide_round`)."""
+    total = narrow = filled = 0
+    for m in layout.ex_blocks.tolist():
+        kind = int(layout.ex_kind[m])
+        width = int(layout.ex_off[m + 1] - layout.ex_off[m])
+        if kind in (nb.MAP_RFF, nb.MAP_LANDMARK):
+            total += width
+            continue
+        filled += int(layout.ex_used[m])
+        if kind == nb.MAP_LINEAR:
+            narrow += nnz
+        elif kind in (nb.MAP_ADDITIVE, nb.MAP_STUMPS):
+            inputs = int(layout.blk_inputs[m])
+            narrow += (int(layout.ex_used[m]) // inputs if inputs > 0 else 0) * nnz
+        elif kind == nb.MAP_GATHER:
+            narrow += 1 + 2 * nnz + nnz * (nnz - 1) // 2
+        else:
+            narrow += width
+    return total + narrow if nb.SPARSE_SHARE * narrow < filled else None
+
+
 class RoundArgs:
     """The pack of one layout and state, and the compiled calls that take it."""
 
@@ -112,6 +161,9 @@ class RoundArgs:
         #: compiles only the routes its bank takes: the default bank never compiles the
         #: kernelized round.)
         self.explicit = not L.im_blocks.size
+        #: Sparse records take the sparse round (:func:`wide_round`, ``core._numba.wide``).
+        self.wide = wide_round(L, self.fast, average)
+        self._layout = L
         self._decision_fn = nb.decision_explicit if self.explicit else nb.decision
         w_avg = S.w_avg if average else np.zeros((0, 0))
         self.pack = nb.new_pack(
@@ -130,6 +182,7 @@ class RoundArgs:
             np.zeros(max(S.avg_w.shape[0] * K, 1)),
             bool(average), w_avg, self.mirror, self.fast,
             np.zeros(L.masks.shape[1]), np.zeros(1, dtype=np.int64),
+            S.lazy, L.in_pos, L.ex_used, L.blk_inputs,
         )  # fmt: skip
         self._unit_scales = np.ones(M)
         self._learn: Callable[..., float] | None = None
@@ -141,11 +194,20 @@ class RoundArgs:
         fast = self._learn
         if fast is None:
             compiled = nb.learn_predict_explicit if self.fast else nb.learn_predict
+            if self.wide:
+                compiled = nb.learn_predict_wide
             fast = self._learn = entry_point(compiled, (self.pack, x, 0.0, t, n))
         return fast(self.pack, x, float(y), t, n)
 
+    def settle(self) -> None:
+        """Fold the sparse round's factors into the state (``BlockState.settle``): before a
+        dense loop or any reader of the arrays."""
+        if self.wide:
+            self.state.settle(self._layout)
+
     def learn_round(self, x: np.ndarray, y: float, t: int) -> float:
         """One round at round number ``t`` since the schedule's last restart (unchecked)."""
+        self.settle()
         return float(nb.learn_round(self.pack, x, float(y), int(t)))
 
     def learn_many(
@@ -156,6 +218,7 @@ class RoundArgs:
         preds = np.empty((X.shape[0], self.fx.shape[0]))
         if norms_before is None:
             norms_before = np.empty((0, self.scores.shape[0]))
+        self.settle()
         loop = nb.learn_many_explicit if self.fast else nb.learn_many
         loop(self.pack, X, Y, int(t0), int(n0), losses, preds, norms_before)
         return losses, preds
@@ -164,17 +227,20 @@ class RoundArgs:
         """Scores at ``x`` into ``self.fx``; ``w`` replaces the explicit weights (the running
         average, with unit scales), else the leader among the averaged iterates predicts."""
         if w is not None:
+            self.settle()
             self._decision_fn(self.pack, x, w, self._unit_scales, False)
             return self.fx
         fast = self._decide
         if fast is None:
             args = (self.pack, x, self.state.w, self.state.scale, True)
-            fast = self._decide = entry_point(self._decision_fn, args)
+            compiled = nb.decision_wide if self.wide else self._decision_fn
+            fast = self._decide = entry_point(compiled, args)
         fast(self.pack, x, self.state.w, self.state.scale, True)
         return self.fx
 
     def decision_many(self, X: np.ndarray) -> np.ndarray:
         out = np.empty((X.shape[0], self.fx.shape[0]))
+        self.settle()
         many = nb.decision_many_explicit if self.explicit else nb.decision_many
         many(self.pack, X, out)
         return out

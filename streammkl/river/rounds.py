@@ -223,15 +223,18 @@ class Rounds:
 
     def cost(self, x: Mapping | None = None) -> tuple[int, int]:
         """A cheap estimate of the work, in array entries touched: (one round now, laying out
-        the inputs of ``x`` the learner has not met yet). A round's entries are what a
-        round costs whatever its record (the explicit round sweeps every column); the growth
-        is 0 for a record of known inputs. Before the first round: (0, 0). For an admission
-        budget in seconds: scale by a measured round (its time over its entries); the two
-        share a unit, so the growth's share of a record's cost needs no calibration."""
+        the inputs of ``x`` the learner has not met yet). A round's entries are those of a
+        round on ``x`` (:meth:`OnlineMKL.cost`: a sparse record that takes the sparse round
+        costs its own columns; a standardised or dense record, or no ``x``, every column); the
+        growth is 0 for a record of known inputs. Before the first round: (0, 0). For an
+        admission budget in seconds: scale by a measured round (its time over its entries);
+        the two share a unit, so the growth's share of a record's cost needs no calibration."""
         if self.model is None:
             return 0, 0
         new = 0 if x is None else len(self.unknown_features(x))
-        return self.model.cost(new)
+        # a standardised record is dense (its zeros are centred): only a raw one can be sparse
+        nnz = None if x is None or self.learner.standardize else sum(1 for v in x.values() if v)
+        return self.model.cost(new, nnz)
 
     @property
     def kernel_names(self) -> list[str]:

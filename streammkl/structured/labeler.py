@@ -19,7 +19,6 @@ from __future__ import annotations
 import copy
 import os
 from collections.abc import Hashable, Sequence
-from dataclasses import fields
 from typing import Any
 
 import numpy as np
@@ -436,10 +435,10 @@ class SequenceLabeler:
         assert template is not None  # built by _rebuild
         n = _support_size(arrays)
         checked = {}
-        for f in fields(BlockState):
-            if f.name == "gram" and version < 2:
+        for name in BlockState.saved_names():
+            if name == "gram" and version < 2:
                 continue  # saved before the projection policy existed: built by sync_gram
-            checked[f.name] = _checked(arrays, f.name, _expected_shape(template, f.name, n))
+            checked[name] = _checked(arrays, name, _expected_shape(template, name, n))
         joint.state = BlockState.from_arrays(checked, template.capacity)
         assert joint.layout is not None  # set by _rebuild
         joint.state.sync_gram(joint.layout, joint.keeps_gram)

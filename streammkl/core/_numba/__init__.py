@@ -15,6 +15,9 @@ computed:
 - ``pack``: the round's arrays packed into one compiled argument (a structref built on demand);
 - ``rounds``: one round of Alg. 1 / 3 on a pack, its compiled loop, prediction;
 - ``chains`` and ``sequences``: sequence decoders and the sequence learner's position loops;
+- ``draws``: numpy's seeding of a generator (``SeedSequence``), compiled;
+- ``wide``: the round of explicit FTRL banks on wide sparse records (lazy block factors: a cost
+  linear in the record's non-zeros, the dense round's numbers);
 - ``sparse``: the sparse path of explicit blocks (steps, exact norms, rescaling, averaging that
   touch only the written coordinates);
 - ``arcs`` and ``arborescence``: the dependency parser's hashed arc features and scores, and its
@@ -49,7 +52,8 @@ from streammkl.core._numba.codes import (
     _PRUNE_MARGIN, _SCALE_FLOOR, B_MERGE, B_OLDEST, B_PROJECT, B_SMALLEST,
     K_B1, K_LINEAR, K_POLY, K_RBF,
     L_EPS, L_HINGE, L_HUBER, L_LOGISTIC, L_MC_HINGE, L_SOFTMAX, L_SQUARED,
-    MAP_ADDITIVE, MAP_GATHER, MAP_LINEAR, MAP_RFF, MAP_STUMPS, P_BALL, P_BLOCKSOFT, P_ENET, P_GROUP,
+    MAP_ADDITIVE, MAP_GATHER, MAP_LANDMARK, MAP_LINEAR, MAP_RFF, MAP_STUMPS,
+    P_BALL, P_BLOCKSOFT, P_ENET, P_GROUP,
     P_GROUPLQ, P_L1, P_L1BALL, P_L2, P_SQGROUP, S_ADAGRAD, S_CONSTANT, S_FTRL, S_INVSQRT, S_INVT,
 )  # fmt: skip
 from streammkl.core._numba.kernels import (
@@ -103,6 +107,12 @@ from streammkl.core._numba.sequences import (
 )  # fmt: skip
 from streammkl.core._numba.sparse import (
     AVERAGE_FLOOR, block_sqnorm, exact_norms, sparse_rescale, sparse_step, zero_entries,
+)  # fmt: skip
+from streammkl.core._numba.draws import seed_state
+from streammkl.core._numba.wide import (
+    SPARSE_SHARE, add_run, block_sq, decision_wide, dot_avg, learn_predict_wide, per_input,
+    remember_sparse, settle, settle_block, sparse_cached, step_run, wide_average_scores,
+    wide_averages, wide_decision, wide_features, wide_plan, wide_round, wide_scores, wide_store,
 )  # fmt: skip
 from streammkl.core._numba.arcs import (
     A_BETWEEN, A_DIR, A_DIST, A_HEAD, A_MOD, PAD, arc_features, arc_key, arc_scores, atom_value,

@@ -8,7 +8,13 @@ import numpy as np
 from numba import njit
 
 from streammkl.core._jit import JIT, JIT_INLINE
-from streammkl.core._numba.codes import MAP_ADDITIVE, MAP_GATHER, MAP_LINEAR, MAP_STUMPS
+from streammkl.core._numba.codes import (
+    MAP_ADDITIVE,
+    MAP_GATHER,
+    MAP_LANDMARK,
+    MAP_LINEAR,
+    MAP_STUMPS,
+)  # fmt: skip
 
 FAST_COS_LIMIT = 1.0e5  # |x| below this: Cody-Waite reduction by pi/2 is exact enough
 
@@ -59,6 +65,37 @@ def _cosines(phi, a, e, c):
 cosines = njit(**JIT_INLINE)(_cosines)
 
 
+def _projected(phi, a, e, kind, phi_src):
+    """The map of a projection block (random Fourier, ``MAP_RFF``, or landmarks,
+    ``MAP_LANDMARK``) from its projections ``phi[a:e]`` (offsets plus rows times the inputs), in
+    place: the cosines ``sqrt(2 / D) cos(.)`` of a Fourier block; a landmark block's ``exp(s_j
+    - max_k s_k)`` normalised to unit norm, times its factor ``phi_src[2, a]`` (0 while it has
+    no landmarks). Both routes (``explicit_phi`` and the sparse round's ``wide_features``) call
+    this one function, so their maps agree bit for bit."""
+    n = e - a
+    if n <= 0:
+        return
+    if kind == MAP_LANDMARK:
+        ua = np.uint64(a)
+        un = np.uint64(n)
+        top = -math.inf
+        for j in range(un):
+            top = max(top, phi[ua + j])
+        sq = 0.0
+        for j in range(un):
+            v = math.exp(phi[ua + j] - top)
+            phi[ua + j] = v
+            sq += v * v
+        inv = phi_src[2, a] / math.sqrt(sq) if sq > 0.0 else 0.0  # 0: no landmarks
+        for j in range(un):
+            phi[ua + j] *= inv
+    else:
+        cosines(phi, a, e, math.sqrt(2.0 / n))
+
+
+projected = njit(**JIT_INLINE)(_projected)
+
+
 def _cos_of(b):
     """``fast_cos`` of every entry of ``b`` (a new array): the additive map's anchors, the
     same numbers the rounds compute at an input of 0."""
@@ -93,6 +130,13 @@ def _explicit_phi(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b
     c`` if ``x[i_j] >= t_j > 0``, ``-c`` if ``x[i_j] < t_j <= 0``, else 0 (``(sign(x - t) -
     sign(-t)) / sqrt(n)``: the sign map anchored at 0 like the additive map), ``c = 2 /
     sqrt(n)``.
+    A landmark block (``MAP_LANDMARK``) projects like a Fourier block (its rows hold ``2 gamma
+    z_j`` and its offsets ``-gamma ||z_j||^2`` for the landmarks ``z_j``, so ``s_j = -gamma
+    ||x - z_j||^2 + gamma ||x||^2``), then ``phi_j = exp(s_j - max_k s_k)`` normalised to unit
+    norm: the profile ``k(x, z_j) / ||k(x, Z)||`` (the common factor ``exp(-gamma ||x||^2)``
+    cancels, and the shift by the largest ``s`` keeps the nearest landmark at 1: nothing
+    overflows and a far input is never all zeros), times the factor ``phi_src[2, a]`` (1; 0
+    while the block has no landmarks: its map is 0).
     """
     d = x.shape[0]
     nnz = 0
@@ -152,7 +196,6 @@ def _explicit_phi(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b
                 phi[j] = v * phi_src[2, j]
         else:
             n = e - a
-            c = math.sqrt(2.0 / n)
             ua = np.uint64(a)
             un = np.uint64(n)
             r0 = np.uint64(phi_src[0, a]) if n else np.uint64(0)
@@ -165,7 +208,7 @@ def _explicit_phi(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b
                 ui = np.uint64(i)
                 for j in range(un):
                     phi[ua + j] += rff_wt[ui, r0 + j] * xi
-            cosines(phi, a, e, c)
+            projected(phi, a, e, ex_kind[m], phi_src)
         if ex_norm[m]:
             sq = 0.0
             for j in range(a, e):

@@ -28,6 +28,7 @@ F2 = types.float64[:, ::1]
 F3 = types.float64[:, :, ::1]
 F4 = types.float64[:, :, :, ::1]
 I1 = types.int64[::1]
+I2 = types.int64[:, ::1]
 B1 = types.boolean[::1]
 B2 = types.boolean[:, ::1]
 INT = types.int64
@@ -64,6 +65,9 @@ FIELDS = (
     # the input whose feature maps phi holds (phi_valid[0] = 1), so that a prediction then the
     # round on the same input featurise once (the river learners' predict_proba_one, learn_one)
     ("phi_x", F1), ("phi_valid", I1),
+    # the sparse round of wide records (streammkl.core._numba.wide): the lazy factors (a state
+    # array) and the layout's per-input map (Layout.in_pos, ex_used, blk_inputs)
+    ("lazy", F2), ("in_pos", I2), ("ex_used", I1), ("blk_inputs", I1),
 )  # fmt: skip
 
 NAMES = tuple(name for name, _ in FIELDS)
@@ -117,7 +121,7 @@ def _new_pack(
     w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, gram, bias, bias_lr,
     phi, scores, fx, v, xsq, dots, newnorms, fsq, blk_c, blk_steps, all_blocks,
     avg_w, avg_bias, avg_loss, avg_count, horizons, rho, every, pred, scratch, ascores, row_dots,
-    average, w_avg, mirror, fast, phi_x, phi_valid,
+    average, w_avg, mirror, fast, phi_x, phi_valid, lazy, in_pos, ex_used, blk_inputs,
 ):  # fmt: skip
     """A pack of these fields (the arrays are referenced, not copied)."""
     p = structref.new(PACK)  # type: ignore[call-arg,var-annotated]
@@ -190,6 +194,10 @@ def _new_pack(
     p.fast = fast
     p.phi_x = phi_x
     p.phi_valid = phi_valid
+    p.lazy = lazy
+    p.in_pos = in_pos
+    p.ex_used = ex_used
+    p.blk_inputs = blk_inputs
     return p
 
 

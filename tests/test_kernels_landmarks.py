@@ -1,0 +1,161 @@
+"""``LandmarkRBF`` (local memory as an explicit block): its compiled map against a brute-force
+reference, its landmarks as fitted state (taken at the warm-up, saved, restored, merged), and a
+learner on it under FTRL and AdaGrad with the group lasso."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from streammkl.core import OnlineMKL, bandwidth, regularizers, schedules
+from streammkl.core import _numba as nb
+from streammkl.core import kernels as Kmod
+from streammkl.core import losses as Lmod
+
+
+def _brute_profile(x: np.ndarray, Z: np.ndarray, gamma: float) -> np.ndarray:
+    """k(x, z_j) / ||k(x, Z)||, one landmark at a time (math.exp, no shift)."""
+    k = [math.exp(-gamma * sum((a - b) ** 2 for a, b in zip(x, z, strict=True))) for z in Z]
+    norm = math.sqrt(sum(v * v for v in k))
+    return np.array([v / norm for v in k])
+
+
+def _phi(model: OnlineMKL, x: np.ndarray) -> np.ndarray:
+    L = model.layout
+    assert L is not None
+    out = np.zeros(L.width)
+    nb.explicit_phi(x, L.ex_blocks, L.ex_off, L.ex_kind, L.ex_norm, L.phi_src, L.rff_wt,
+                    L.rff_b, out)  # fmt: skip
+    return out
+
+
+def _warmed(kernel: Kmod.Kernel, X: np.ndarray, seed: int = 0) -> OnlineMKL:
+    model = OnlineMKL(kernels=(kernel,), seed=seed)
+    for x in X[: bandwidth.WARMUP]:
+        model.learn(x, 1.0 if x[0] > 0 else -1.0)
+    return model
+
+
+def test_landmark_map_matches_its_brute_force_kernel_with_exact_norms() -> None:
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(80, 3))
+    k = Kmod.LandmarkRBF(16.0, 20)
+    assert k.name == "landmarks(gamma=16/median,m=20)" and not k.implicit
+    assert k.n_landmarks == 20 and k.n_components == 20
+    assert Kmod.from_spec(k.to_spec()).name == k.name
+    assert k.to_spec() == {"type": "LandmarkRBF", "scale": 16.0, "n_landmarks": 20,
+                           "features": None}  # fmt: skip
+    model = _warmed(k, X)
+    fitted = model.kernels[0]
+    assert isinstance(fitted, Kmod.LandmarkRBF) and isinstance(fitted.fit, Kmod.Landmarks)
+    assert fitted.name == k.name  # the name is the configuration, the landmarks are state
+    gamma = 16.0 / bandwidth.median_sq_distance(X[: bandwidth.WARMUP])
+    assert fitted.fit.gamma == pytest.approx(gamma, rel=1e-12) and fitted.fit.final
+    Z = X[:20]  # the first 20 warm-up inputs are the landmarks
+    np.testing.assert_array_equal(np.array(fitted.fit.points), Z)
+    assert fitted.fit.keys == ("0", "1", "2")
+    want = np.array([_brute_profile(x, Z, fitted.fit.gamma) for x in X[50:]])
+    got = np.array([_phi(model, x) for x in X[50:]])
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-15)
+    np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, rtol=1e-12)  # exact norms
+    np.testing.assert_allclose(fitted.gram(X[50:]), want @ want.T, rtol=1e-9, atol=1e-15)
+    np.testing.assert_allclose(fitted.profiles(X[50:]), want, rtol=1e-12, atol=1e-15)
+    G = fitted.gram(X)
+    assert np.min(np.linalg.eigvalsh(G)) > -1e-9  # positive semi-definite
+    # far from every landmark: the nearest one's indicator, never zeros or NaN (no underflow)
+    far = np.array([40.0, 0.0, 0.0])
+    p = _phi(model, far)
+    assert np.isfinite(p).all() and p.max() == pytest.approx(1.0)
+    assert int(np.argmax(p)) == int(np.argmin(((Z - far) ** 2).sum(axis=1)))
+
+
+def test_before_its_landmarks_the_block_is_zero_and_more_landmarks_lengthen_the_warm_up() -> None:
+    rng = np.random.default_rng(12)
+    X = rng.normal(size=(200, 2))
+    bank = (Kmod.MedianRBF(1.0, 16), Kmod.LandmarkRBF(4.0, 80))
+    assert bandwidth.warmup(bank[:1]) == bandwidth.WARMUP and bandwidth.warmup(bank) == 80
+    model = OnlineMKL(kernels=bank, seed=0)
+    model.learn(X[0], 1.0)
+    assert bandwidth.has_pending(model.kernels) and model.warmup_left == 79
+    assert not _phi(model, X[1])[16:].any()  # no landmarks yet: the map is 0
+    np.testing.assert_array_equal(model.kernels[1].gram(X[:3]), 0.0)
+    model.learn_many(X[1:100], np.ones(99))  # crosses the warm-up's end: cut there
+    assert not bandwidth.has_pending(model.kernels) and model.warmup_left == 0
+    fit = model.kernels[1].fit
+    assert isinstance(fit, Kmod.Landmarks) and len(fit.points) == 80
+    np.testing.assert_array_equal(np.array(fit.points), X[:80])
+    median = bandwidth.median_sq_distance(X[:80])  # the Fourier block's median: 80 rows too
+    assert model.kernels[0].fit.gamma == pytest.approx(1.0 / median, rel=0.25)
+    assert fit.gamma == pytest.approx(4.0 / median, rel=1e-12)
+    np.testing.assert_allclose(np.linalg.norm(_phi(model, X[150])[16:]), 1.0, rtol=1e-12)
+
+
+def test_fewer_warm_up_rows_than_landmarks_put_the_rest_at_zero_and_features_select() -> None:
+    rng = np.random.default_rng(13)
+    rows = rng.normal(size=(3, 5))
+    rows[:, 4] = 0.0  # an input at 0 in every landmark is not kept (it reads as 0 anyway)
+    k = Kmod.LandmarkRBF(1.0, 5, features=("b", "d", "e")).fitted(0.5, 4, final=True)
+    k = k.with_landmarks(rows, ["a", "b", "c", "d", "e"])
+    assert k.fit.keys == ("b", "d")
+    np.testing.assert_array_equal(
+        np.array(k.fit.points), np.vstack([rows[:, [1, 3]], np.zeros((2, 2))])
+    )
+    np.testing.assert_array_equal(k.landmark_matrix(["e", "b"])[:3], rows[:, [4, 1]])
+    # a later input (e) counts as 0 in every landmark
+    np.testing.assert_array_equal(k.landmark_matrix(["d", "e"])[:, 1], 0.0)
+    with pytest.raises(ValueError, match="positive integer"):
+        Kmod.LandmarkRBF(1.0, 0)
+    with pytest.raises(TypeError, match="bandwidth first"):
+        Kmod.LandmarkRBF(1.0, 3).with_landmarks(rows, ["a", "b", "c", "d"])
+
+
+def test_landmarks_are_saved_restored_and_agree_for_a_merge(tmp_path) -> None:
+    from streammkl.core import mixing
+
+    rng = np.random.default_rng(14)
+    X = rng.normal(size=(120, 3))
+    bank = (Kmod.Linear(), Kmod.LandmarkRBF(16.0, 10))
+    model = OnlineMKL(kernels=bank, seed=2)
+    for x in X:
+        model.learn(x, 1.0 if x[0] * x[1] > 0 else -1.0)
+    again = OnlineMKL.load(model.save(tmp_path / "m.smkl"))
+    assert again.kernels[1].fit == model.kernels[1].fit
+    for x in X[:10]:
+        np.testing.assert_array_equal(again.decision(x), model.decision(x))
+    # members over the base's landmarks merge (the columns are the landmarks, one by one)
+    rounds = []
+    for i in range(2):
+        member = OnlineMKL.from_state(*model.to_state())
+        for x in X[i::2]:
+            member.learn(x, 1.0 if x[0] > 0 else -1.0)
+        rounds.append(mixing.MemberRound(f"m{i}", 60, *member.to_state()))
+    merged = mixing.merge(*model.to_state(), rounds)
+    assert merged.kernels[1].fit == model.kernels[1].fit
+    assert np.isfinite(merged.decision(X[0])).all()
+    # a member that took other landmarks cannot be merged exactly: refused, named
+    other = OnlineMKL(kernels=bank, seed=2)
+    for x in X[::-1]:
+        other.learn(x, 1.0)
+    assert other.kernels[1].fit != model.kernels[1].fit
+    with pytest.raises(ValueError, match="other fitted bandwidths"):
+        mixing.merge(*model.to_state(), [mixing.MemberRound("other", 120, *other.to_state())])
+
+
+def test_a_landmark_block_learns_local_structure_with_ftrl_and_adagrad() -> None:
+    rng = np.random.default_rng(15)
+    X = rng.normal(size=(3000, 2))
+    y = np.where(np.hypot(X[:, 0] - 0.5, X[:, 1]) < 0.6, 1.0, -1.0)  # a small disc
+    for schedule in (schedules.FTRL(1.0), schedules.AdaGrad(1.0)):
+        model = OnlineMKL(kernels=(Kmod.Linear(), Kmod.LandmarkRBF(16.0, 50)),
+                          loss=Lmod.Logistic(), schedule=schedule,
+                          regularizer=regularizers.GroupLasso(1e-3), seed=0)  # fmt: skip
+        hits = 0
+        for i, (x, t) in enumerate(zip(X, y, strict=True)):
+            if i >= 2000:
+                hits += np.sign(np.ravel(model.decision(x))[0]) == t
+            model.learn(x, t)
+        assert hits / 1000 > 0.85, schedule  # the linear block alone: the majority, ~0.83
+        norms = model.block_norms
+        assert norms[1] == max(norms)  # the landmarks carry the disc
