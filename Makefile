@@ -38,7 +38,7 @@ java-runtime:
 # The whole suite, as CI runs it: lint, import direction, tests (slow soak tests excluded).
 # One BLAS thread per pytest worker: two workers on two cores, no oversubscription.
 test: lint prometheus-tools java-runtime
-	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) -m pytest -n 2 --dist loadgroup -m "not slow" -q
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) -m pytest -n 2 --dist loadgroup -m "not slow" -q --durations=15
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -m slow -q
