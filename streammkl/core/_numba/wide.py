@@ -316,23 +316,9 @@ wide_features = njit(**JIT_INLINE)(_wide_features)
 
 
 def _dot_avg(A, e, k, v, lo, hi):
-    """``sum_j A[e, k, j] v[j]`` over [lo, hi) with four accumulators (``dot4``), no view,
-    unsigned indices (no negative-index checks: the loop runs at the machine's throughput)."""
-    e = np.uint64(e)
-    k = np.uint64(k)
-    lo = np.uint64(lo)
-    hi = np.uint64(hi)
-    nq = (hi - lo) // _U4
-    a0 = a1 = a2 = a3 = 0.0
-    for q in range(nq):
-        j = lo + _U4 * q
-        a0 += A[e, k, j] * v[j]
-        a1 += A[e, k, j + _U1] * v[j + _U1]
-        a2 += A[e, k, j + _U2] * v[j + _U2]
-        a3 += A[e, k, j + _U3] * v[j + _U3]
-    for j in range(lo + _U4 * nq, hi):
-        a0 += A[e, k, j] * v[j]
-    return (a0 + a1) + (a2 + a3)
+    """``sum_j A[e, k, j] v[j]`` over [lo, hi): ``dot4_row`` on average e's rows (bit for bit
+    ``dot4``)."""
+    return dot4_row(A[e], k, v, lo, hi)
 
 
 dot_avg = njit(**JIT_INLINE)(_dot_avg)
