@@ -108,6 +108,30 @@ def _cos_of(b):
 cos_of = njit(**JIT)(_cos_of)
 
 
+def _gather_value(x, d, phi_src, j):
+    """Column ``j`` of a gathered block (linear, quadratic): ``x[src]`` (1 for the constant
+    column, 0 for an input the record lacks), times ``x[src2]`` for a product, times the
+    column's weight ``phi_src[2, j]``."""
+    src = int(phi_src[0, j])
+    v = x[src] if 0 <= src < d else (1.0 if src < 0 else 0.0)
+    src2 = int(phi_src[1, j])
+    if src2 >= 0:
+        v *= x[src2] if src2 < d else 0.0
+    return v * phi_src[2, j]
+
+
+gather_value = njit(**JIT_INLINE)(_gather_value)
+
+
+def _stump_value(c, t, v):
+    """A stump column at threshold ``t`` for the value ``v``, anchored at 0: ``c`` when
+    ``0 < t <= v``, ``-c`` when ``v < t <= 0``, else 0."""
+    return c if (t > 0.0 and v >= t) else (-c if (t <= 0.0 and v < t) else 0.0)
+
+
+stump_value = njit(**JIT_INLINE)(_stump_value)
+
+
 def _explicit_phi(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b, phi):
     """Feature maps of all explicit blocks, concatenated into ``phi``.
 
@@ -183,17 +207,10 @@ def _explicit_phi(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b
             c = 2.0 / math.sqrt(used) if used else 0.0
             for j in range(a, e):
                 i = int(phi_src[0, j])
-                v = x[i] if i < d else 0.0
-                t = phi_src[1, j]
-                phi[j] = c if (t > 0.0 and v >= t) else (-c if (t <= 0.0 and v < t) else 0.0)
+                phi[j] = stump_value(c, phi_src[1, j], x[i] if i < d else 0.0)
         elif ex_kind[m] == MAP_GATHER:
             for j in range(a, e):
-                src = int(phi_src[0, j])
-                v = x[src] if 0 <= src < d else (1.0 if src < 0 else 0.0)
-                src2 = int(phi_src[1, j])
-                if src2 >= 0:
-                    v *= x[src2] if src2 < d else 0.0
-                phi[j] = v * phi_src[2, j]
+                phi[j] = gather_value(x, d, phi_src, j)
         else:
             n = e - a
             ua = np.uint64(a)

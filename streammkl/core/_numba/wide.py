@@ -68,7 +68,14 @@ from streammkl.core._numba.codes import (
     MAP_RFF,
     MAP_STUMPS,
 )  # fmt: skip
-from streammkl.core._numba.features import cosines, dot4, dot4_row, projected
+from streammkl.core._numba.features import (
+    cosines,
+    dot4,
+    dot4_row,
+    gather_value,
+    projected,
+    stump_value,
+)
 from streammkl.core._numba.losses import loss_grad
 from streammkl.core._numba.pack import explicit_view
 from streammkl.core._numba.prox import prox_blockwise
@@ -250,8 +257,7 @@ def _wide_features(x, nz, nnz, p, rs, rl, cs, ce, cached):
                     continue
                 v = x[nz[q]]
                 for j in range(lo, lo + R):
-                    t = phi_src[1, j]
-                    phi[j] = c if (t > 0.0 and v >= t) else (-c if (t <= 0.0 and v < t) else 0.0)
+                    phi[j] = stump_value(c, phi_src[1, j], v)
         elif kind == MAP_GATHER:
             lead = 1 if (e > a and phi_src[0, a] < 0.0) else 0
             if lead:
@@ -271,12 +277,7 @@ def _wide_features(x, nz, nnz, p, rs, rl, cs, ce, cached):
             if not cached:
                 for q in range(first, n):
                     for j in range(rs[q], rs[q] + rl[q]):
-                        src = int(phi_src[0, j])
-                        v = x[src] if 0 <= src < d else (1.0 if src < 0 else 0.0)
-                        src2 = int(phi_src[1, j])
-                        if src2 >= 0:
-                            v *= x[src2] if src2 < d else 0.0
-                        phi[j] = v * phi_src[2, j]
+                        phi[j] = gather_value(x, d, phi_src, j)
         else:  # a projection block (random Fourier, landmarks): z = b + sum_i x_i W[:, i] over
             D = e - a  # the non-zeros, in order, then its map (the dense route's ``projected``)
             n = add_run(rs, rl, n, first, a, D)
