@@ -17,6 +17,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -117,13 +118,41 @@ def cmd_run(args: argparse.Namespace) -> int:
     _install_signals(runner.stop)
     signal.signal(signal.SIGHUP, lambda signum, frame: runner.request_reload())
     try:
-        return runner.run()
+        code = runner.run()
     except CheckpointError as exc:
         log.error("%s", exc)
         return 3
     except (ConfigError, LearnerConfigError) as exc:  # e.g. a kernel change refused at start
         log.error("%s", exc)
         return 2
+    _leave_when_threads_end(code)
+    return code
+
+
+#: Seconds ``streammkl run`` waits at exit for its background threads still at work.
+STRAGGLER_SECONDS = 5.0
+
+
+def _leave_when_threads_end(code: int) -> None:
+    """After the shutdown (checkpoint, outputs, consumer: all done), wait a little for the
+    daemon's background threads still at work — the regret monitor's comparator stops after
+    its current fit — and, if one still is, leave at once with ``code`` (``os._exit``, logs
+    flushed) instead of through the interpreter's teardown: a teardown while that thread was
+    inside numba's compiler (a fresh install, a loaded machine) aborted the process after a
+    clean run (SIGABRT, LLVM's "Uses remain when a value is destroyed"), seen in CI."""
+    deadline = time.monotonic() + STRAGGLER_SECONDS
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and thread.name.startswith("streammkl-"):
+            thread.join(max(0.0, deadline - time.monotonic()))
+    busy = [
+        t.name for t in threading.enumerate() if t.name.startswith("streammkl-") and t.is_alive()
+    ]
+    if busy:
+        log.info("leaving without waiting for %s (work that is not kept)", busy)
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
