@@ -154,7 +154,7 @@ class OnlineMKL:
         self.average_every = int(average_every)
         self.radius = resolve_radius(radius, self.regularizers, self.loss)
         averaged = self.average or bool(self.averages)
-        check_compatible(self.kernels, self.regularizers, self.schedule, averaged)
+        check_compatible(self.kernels, self.regularizers, self.schedule, averaged, self.radius)
         self.feature_keys = []
         self.n_outputs = 2 if self.loss.multiclass else 1
         self.t = 0  # rounds learned
@@ -766,7 +766,8 @@ class OnlineMKL:
         """Start the schedule again (a detected drift): the next round is t = 1. AdaGrad's
         accumulators are cleared too (large steps again); FTRL keeps its steps, re-centres its
         accumulated gradients on the current theta (theta does not move) and restarts the
-        regularizer's weight t."""
+        regularizer's weight t (its kernelized blocks, under AdaGrad's step, keep their support
+        sets)."""
         self.schedule.restart()
         if self._state is None:
             return
@@ -836,8 +837,9 @@ class OnlineMKL:
         """Learn on with the bank ``kernels``: blocks whose kernel (name and parameters) stays
         keep their state, the others start at zero (an added kernel, a refitted bandwidth)."""
         check_compatible(
-            kernels, self.regularizers, self.schedule, self.average or bool(self.averages)
-        )
+            kernels, self.regularizers, self.schedule, self.average or bool(self.averages),
+            self.radius,
+        )  # fmt: skip
         if self._warmup is None and bandwidth.has_pending(kernels):
             # an added MedianRBF: its own warm-up inputs
             self._warmup = bandwidth.Reservoir(size=bandwidth.warmup(kernels))

@@ -99,7 +99,7 @@ class MKLLearner:
         raise NotImplementedError
 
     def _default_schedule(self, regs: Sequence[Any] = ()) -> Any:
-        return defaults.schedule(self._bank(), regs)
+        return defaults.schedule(self._bank(), regs, self.radius)
 
     def _default_regularizer(self) -> Any:
         return defaults.regularizer()

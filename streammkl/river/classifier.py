@@ -316,3 +316,8 @@ class MKLClassifier(MKLLearner, base.MiniBatchClassifier):
             "kernels": (kernels.Linear(), kernels.RBF(0.5, n_components=16)),
             "standardize": True,
         }
+        yield {  # per-block schedules: FTRL on the explicit blocks, AdaGrad on the kernelized
+            "kernels": (kernels.Linear(), kernels.RBF(0.5, n_components=16), kernels.RBF(0.5)),
+            "schedule": schedules.FTRL(1.0),
+            "budget": 16,
+        }
