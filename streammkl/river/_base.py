@@ -99,7 +99,7 @@ class MKLLearner:
         raise NotImplementedError
 
     def _default_schedule(self, regs: Sequence[Any] = ()) -> Any:
-        return defaults.schedule(self._bank(), regs, self.radius)
+        return defaults.schedule(self._bank(), regs)
 
     def _default_regularizer(self) -> Any:
         return defaults.regularizer()

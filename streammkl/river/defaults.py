@@ -22,7 +22,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from streammkl.core import kernels, losses, regularizers, schedules
-from streammkl.core.model_checks import BLOCKWISE
 
 RBF_SCALES = (1.0, 4.0, 16.0)  # gamma = scale / median ||x - x'||^2
 RFF_COMPONENTS = 256
@@ -87,22 +86,16 @@ def regularizer() -> regularizers.Regularizer:
 
 
 def schedule(
-    bank: Sequence[kernels.Kernel] = (),
-    regs: Sequence[regularizers.Regularizer] = (),
-    radius: float | str | None = None,
+    bank: Sequence[kernels.Kernel] = (), regs: Sequence[regularizers.Regularizer] = ()
 ) -> schedules.Schedule:
-    """FTRL-proximal under regularizers of the block norms; with kernelized blocks in the bank
-    that means per-block schedules (FTRL on the explicit blocks, AdaGrad's mirror descent on the
-    kernelized ones: ``schedules.FTRL``), taken when they are exact: every penalty
-    block-separable and no projection ``radius``. AdaGrad's mirror descent for every block
-    otherwise (coordinate penalties; coupling ones or a projection beside kernelized blocks)."""
-    if any(not r.norm_only for r in regs):
-        return schedules.AdaGrad(ETA0)
-    names = [k.name for k in bank]
-    coupling = any(
-        code not in BLOCKWISE for r in regs for code, *_ in r.steps(len(bank), names)
-    )  # fmt: skip
-    if any(k.implicit for k in bank) and (coupling or radius is not None):
+    """FTRL-proximal for explicit banks under regularizers of the block norms; AdaGrad's mirror
+    descent (which also serves kernelized blocks and coordinate penalties) otherwise.
+
+    A bank with kernelized blocks may ask for ``schedules.FTRL`` itself: per-block schedules
+    (FTRL on its explicit blocks, AdaGrad on the kernelized ones), exact under block-separable
+    regularizers. It is not the default for such banks because a mixing group does not merge
+    that state yet (``core.mixing`` refuses it), while it merges AdaGrad's."""
+    if any(k.implicit for k in bank) or any(not r.norm_only for r in regs):
         return schedules.AdaGrad(ETA0)
     return schedules.FTRL(ETA0)
 
