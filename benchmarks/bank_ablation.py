@@ -91,10 +91,11 @@ def _schedule(bank: str) -> object | None:
 
 def _banks() -> dict[str, Callable[[], tuple]]:
     from streammkl.core import kernels
+    from streammkl.river import defaults
 
     stumps = kernels.AdditiveStumps(32)
     narrow = kernels.MedianRBF(64.0, 256)
-    kernelized = kernels.MedianRBF(16.0, n_components=None)
+    kernelized = defaults.kernelized_bank()[-1]  # MedianRBF(16, n_components=None)
     return {
         "default": _with(),
         "- landmarks": _with(drop=True),
