@@ -20,9 +20,10 @@ seed spread (max - min), in points. Banks:
 - ``+ kernelized rbf(16/median) mixed schedules``: the default with a kernelized
   ``MedianRBF(16)`` (support vectors, the learner's merge budget of 256) under ``FTRL``: per-block
   schedules, FTRL on the explicit blocks and AdaGrad's mirror descent on the kernelized one in
-  the same round (no averaged iterates: they are kept for explicit banks only);
-- ``+ kernelized rbf(16/median) all AdaGrad``: the same bank under ``AdaGrad`` for every block (what
-  a kernelized block gave the whole learner before per-block schedules).
+  the same round (``defaults.kernelized_bank()``; the default's averaged iterates, of the
+  explicit blocks, each predicting with the kernelized block's current scores);
+- ``+ kernelized rbf(16/median) all AdaGrad``: the same bank under ``AdaGrad`` for every block
+  (what a kernelized block gave the whole learner before per-block schedules; no averages).
 
 Targets (issue 27 section 3): the default's seed spread <= 0.5 point on every stream.
 

@@ -381,3 +381,42 @@ def test_a_version_one_state_without_the_schedule_arrays_still_loads():
         arrays.pop(key)
     old = OnlineMKL.from_state(meta, arrays)
     np.testing.assert_array_equal(old.decision_many(X), model.decision_many(X))
+
+
+def test_mixed_averages_predict_with_the_kernelized_blocks_current_scores():
+    """Per-block schedules keep exponential averages of the explicit blocks (and the bias);
+    an average that leads predicts with them plus the kernelized blocks' current scores (their
+    support sets are not averaged); the scores a round predicts with are what ``decision``
+    gave just before it."""
+    model = OnlineMKL(
+        kernels=MIXED_BANK, loss=losses.Hinge(), regularizer=regularizers.GroupLasso(1e-3),
+        schedule=schedules.FTRL(0.5), averages=(5.0, 50.0), fit_intercept=True, budget=None,
+    )  # fmt: skip
+    X, Y = _stream(150, seed=11)
+    for x, y in zip(X[:120], Y[:120], strict=True):
+        before = model.decision_many(x[None])[:, 0]
+        _, scores = model.learn_many(x[None], y[None])
+        assert scores[0, 0] == before[0]  # bit for bit
+    S, L = model.state, model.layout
+    probes = X[120:]
+    S.avg_loss[:] = [0.0, 1.0, 1.0]  # the last iterate leads
+    last = model.decision_many(probes)[:, 0]
+    phis = [_phis(model, q) for q in probes]
+    explicit = [m for m in range(len(MIXED_BANK)) if L.is_explicit[m]]
+    thetas = _thetas(model)
+    kernelized = last - S.bias[0] - np.array(
+        [sum(thetas[m] @ p[m] for m in explicit) for p in phis]
+    )  # fmt: skip
+    assert np.all(np.abs(kernelized) > 0)
+    for e in range(2):
+        S.avg_loss[:] = 1.0
+        S.avg_loss[e + 1] = 0.0  # average e leads
+        got = model.decision_many(probes)[:, 0]
+        avg = [S.avg_w[e, 0, L.ex_off[m] : L.ex_off[m + 1]] for m in range(len(MIXED_BANK))]
+        ref = S.avg_bias[e, 0] + np.array([sum(avg[m] @ p[m] for m in explicit) for p in phis])
+        np.testing.assert_allclose(got, ref + kernelized, rtol=1e-10, atol=1e-12)
+        assert not np.allclose(got, last)
+    with pytest.raises(ValueError, match="explicit blocks only"):
+        OnlineMKL(kernels=MIXED_BANK, schedule=schedules.AdaGrad(0.5), averages=(5.0,))
+    with pytest.raises(ValueError, match="explicit blocks only"):
+        OnlineMKL(kernels=MIXED_BANK, schedule=schedules.FTRL(0.5), average=True)

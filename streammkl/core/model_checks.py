@@ -66,11 +66,15 @@ def check_compatible(
     kernels: Sequence[Kernel],
     regularizers: Sequence[Regularizer],
     schedule: Schedule,
-    averaged: bool,
+    average: bool,
+    averages: bool = False,
     radius: float = 0.0,
 ) -> None:
-    """ValueError for a bank the regularizers, the schedule, the averaging (``averaged``:
-    ``average`` or ``averages``) or the projection (``radius`` > 0) cannot serve.
+    """ValueError for a bank the regularizers, the schedule, the averaging (``average``: the
+    running mean of Prop. 4; ``averages``: exponential averages) or the projection (``radius``
+    > 0) cannot serve. Beside kernelized blocks only the exponential averages of per-block
+    schedules are kept (of the explicit blocks; each predicts with the kernelized blocks'
+    current scores).
 
     ``FTRL`` over a bank with kernelized blocks runs per-block schedules (FTRL on the explicit
     blocks, AdaGrad's mirror descent on the kernelized ones, ``core._numba.rounds.ftrl_mixed``),
@@ -78,11 +82,13 @@ def check_compatible(
     blocks (squared group lasso, elastic net MKL, groups of blocks) and the projection."""
     check_regularizers(kernels, regularizers)
     implicit = [k.name for k in kernels if k.implicit]
-    if averaged and implicit:
+    per_block = isinstance(schedule, schedules_mod.FTRL)
+    if (average or (averages and not per_block)) and implicit:
         raise ValueError(
-            f"average / averages are supported for explicit blocks only; got {implicit}"
+            f"average / averages are supported for explicit blocks only (averages: also beside "
+            f"kernelized blocks under FTRL's per-block schedules); got {implicit}"
         )
-    if not isinstance(schedule, schedules_mod.FTRL):
+    if not per_block:
         return
     coordinate = [r for r in regularizers if not r.norm_only]
     if coordinate:

@@ -352,10 +352,13 @@ def _round_body(p, x, y, t):
     if mirror:  # the two rows stay each other's negation (v[1] = -v[0] up to rounding)
         v[1] = -v[0]
     if avg_w.shape[0] > 0:
+        kept = with_kernelized_scores(scores, im_blocks, avg_bias)
         track_averages(
             loss_code, loss_p, fx, loss, y, phi, ex_blocks, ex_off, avg_w, avg_bias, avg_loss,
             rho, avg_count, every, scratch, ascores, pred, row_dots, mirror,
         )  # fmt: skip
+        if im_blocks.shape[0] > 0:
+            avg_bias[:, :] = kept  # the biases' own values, bit for bit
     else:
         for k in range(K):
             pred[k] = fx[k]
@@ -415,6 +418,28 @@ def _round_body(p, x, y, t):
 
 
 round_body = njit(**JIT)(_round_body)
+
+
+def _with_kernelized_scores(scores, im_blocks, avg_bias):
+    """Per-block schedules with averaged iterates: the averages are of the explicit blocks (and
+    the bias); every average predicts with the kernelized blocks' current scores (their support
+    sets are not averaged). Adds those scores ``scores[m]`` of the kernelized blocks to every
+    average's bias, for ``track_averages`` to score the averages with, and returns the biases
+    as they were, for the caller to put back (a copy, no allocation without kernelized
+    blocks)."""
+    if im_blocks.shape[0] == 0:
+        return avg_bias[:0]
+    kept = avg_bias.copy()
+    for e in range(avg_bias.shape[0]):
+        for k in range(avg_bias.shape[1]):
+            extra = 0.0
+            for m in im_blocks:
+                extra += scores[m, k]
+            avg_bias[e, k] += extra
+    return kept
+
+
+with_kernelized_scores = njit(**JIT_INLINE)(_with_kernelized_scores)
 
 
 def _explicit_round(f, x, y, t):
@@ -489,8 +514,11 @@ def _decision(p, x, w, scale, leader_scores):
         x, p.im_blocks, p.view_of, p.masks, p.view_full, p.kinds, p.kp, p.sx, p.ssq, p.sv,
         p.coef, p.counters[0], p.xsq, scale, p.scores,
     )  # fmt: skip
+    kept = with_kernelized_scores(p.scores, p.im_blocks, p.avg_bias)  # as the round scores
     decision_total(p.fx, p.scores, p.bias, p.phi, p.ex_blocks, p.ex_off, p.avg_w, p.avg_bias,
                    p.avg_loss, p.mirror, leader_scores)  # fmt: skip
+    if p.im_blocks.shape[0] > 0:
+        p.avg_bias[:, :] = kept
 
 
 def _decision_total(fx, scores, bias, phi, ex_blocks, ex_off, avg_w, avg_bias, avg_loss,
