@@ -7,6 +7,7 @@ equal digests).
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import random
@@ -23,6 +24,7 @@ from prometheus_client import CollectorRegistry
 from streammkl.core import kernels
 from streammkl.daemon.commands.broker import free_port
 from streammkl.daemon.config import ConfigError, load_settings
+from streammkl.daemon.kafka.clients.protocol import Partition
 from streammkl.daemon.mixing.log import (
     MixLog,
     canonical_bank,
@@ -33,7 +35,14 @@ from streammkl.daemon.mixing.log import (
 )
 from streammkl.daemon.mixing.member import MixingMember
 from streammkl.daemon.mixing.metrics import MixMetrics
-from streammkl.daemon.mixing.topic import MAGIC, MixRecord, MixTopic, decode, encode
+from streammkl.daemon.mixing.topic import (
+    MAGIC,
+    MixRecord,
+    MixTopic,
+    create_mix_topic,
+    decode,
+    encode,
+)
 from streammkl.river import MKLClassifier
 from tests.daemon_kafka import (
     create_topic,
@@ -179,6 +188,59 @@ def test_a_late_member_is_merged_next_round_and_nothing_is_counted_twice():
     stranger = _delta(_base(), 2, "c", X[:10], Y[:10])
     log.apply(MixRecord("delta", 2, "c", examples=10, state=stranger.state, base_digest="x"))
     assert log.mismatches == [(2, "c")]  # learned from another model than the group's base
+
+
+def _claiming(rec: MixRecord, claims: dict[str, tuple[int, int]]) -> MixRecord:
+    return dataclasses.replace(rec, claims=claims)
+
+
+def test_a_delta_claiming_records_another_member_has_taken_is_fenced_and_learned_again():
+    """A rebalance went on without member a (say its revocation callback outlived the broker's
+    join window): b took a's partition t/0 from the frontier, then a's revocation delta claims
+    records of it. Every reader sets a's delta aside whole (its claims leave the frontier where
+    it was), counts b's delta over the same records, and fences a's next delta too (learned on
+    from where the fenced one ended: a gap) until a takes its partition again: every record
+    once, none lost."""
+    X, Y = _stream(400, 3)
+    base = _base()
+    log = MixLog()
+    for rec in [MixRecord("base", 0, "a", state=base), MixRecord("hello", 0, "a"),
+                MixRecord("hello", 0, "b"), MixRecord("take", 0, "a", partitions=("t/0", "t/1")),
+                MixRecord("take", 0, "b", partitions=("t/2",))]:  # fmt: skip
+        log.apply(_roundtrip(rec))
+    assert log.owners["t/0"][:2] == ("a", 0) and log.owners["t/2"][:2] == ("b", 0)
+    log.apply(_roundtrip(_claiming(_delta(base, 0, "a", X[:100], Y[:100]),
+                                   {"t/0": (0, 60), "t/1": (0, 40)})))  # fmt: skip
+    log.apply(_roundtrip(_claiming(_delta(base, 0, "b", X[100:150], Y[100:150]),
+                                   {"t/2": (0, 50)})))  # fmt: skip
+    assert log.round == 1 and log.examples == 150
+    assert log.frontier == {"t/0": 60, "t/1": 40, "t/2": 50}
+    base1 = log.base
+    log.apply(_roundtrip(MixRecord("take", 1, "b", partitions=("t/0", "t/2"))))
+    assert log.owners["t/0"][:2] == ("b", 60)  # from the frontier at the take
+    zombie = _claiming(_delta(base1, 1, "a", X[150:210], Y[150:210]),
+                       {"t/0": (60, 90), "t/1": (40, 70)})  # fmt: skip
+    assert log.apply(_roundtrip(zombie)) is None
+    assert log.fenced[-1].member == "a" and log.fenced[-1].examples == 60
+    assert "taken over by 'b' from offset 60" in log.fenced[-1].detail
+    assert log.frontier == {"t/0": 60, "t/1": 40, "t/2": 50}  # unmoved: learned again
+    again = _claiming(_delta(base1, 1, "b", X[150:180], Y[150:180]), {"t/0": (60, 90)})
+    res = log.apply(_roundtrip(again))  # both published: the round closes without a wait
+    assert res is not None and res.members == ("b",) and res.late == () and res.examples == 30
+    assert log.examples == 180 and log.members == {"a", "b"} and log.frontier["t/0"] == 90
+    gap = _claiming(_delta(log.base, 2, "a", X[210:220], Y[210:220]), {"t/1": (70, 80)})
+    log.apply(_roundtrip(gap))  # t/1 is still a's, but its records 40..70 were never counted
+    assert len(log.fenced) == 2 and "not at the group's frontier 40" in log.fenced[-1].detail
+    res = log.apply(_roundtrip(MixRecord("close", 2, "a")))
+    assert res is not None and res.examples == 0 and res.late == ("b",)
+    log.apply(_roundtrip(MixRecord("take", 3, "a", partitions=("t/1",))))  # a's next assignment
+    assert log.owners["t/1"][:2] == ("a", 40)
+    res = log.apply(
+        _roundtrip(_claiming(_delta(log.base, 3, "a", X[180:220], Y[180:220]), {"t/1": (40, 80)}))
+    )  # a alone is expected: closes
+    assert res is not None and res.examples == 40 and log.examples == 220
+    assert log.fenced_examples == 70 and log.skipped == []
+    assert log.frontier == {"t/0": 90, "t/1": 80, "t/2": 50}
 
 
 def test_the_merged_models_prequential_and_hindsight_views_fold_once():
@@ -950,6 +1012,75 @@ def test_a_slow_members_round_is_merged_late_not_lost_nor_counted_twice():
         assert m.log.round == 3 and m.log.examples == 190 and m.log.mismatches == []
     assert a.log.results[-1].stale == (("b", 2),)  # 2 rounds stale, from its own base
     assert la.rounds().digest() == lb.rounds().digest() == a.log.digest
+
+
+def _learn_from(member: MixingMember, learner: Any, offsets: dict, tp: Partition, xs, ys) -> None:
+    """One batch of partition ``tp``'s next records, as the daemon loop runs it."""
+    member.before_batch(learner, offsets)
+    member.took(len(xs))
+    for x, y in zip(xs, ys, strict=True):
+        learner.learn_one(x, y)
+        offsets[tp] += 1
+    member.after_batch(learner, offsets)
+
+
+@pytest.mark.parametrize("where", ["memory", pytest.param("broker", marks=pytest.mark.kafka)])
+def test_a_member_left_behind_by_a_rebalance_cannot_count_its_records_twice(
+    where: str, request: pytest.FixtureRequest
+) -> None:
+    """Member a learns past its last delta; a rebalance goes on without it (the broker's join
+    window closed while a was still in its revocation callback): b takes a's partition at the
+    frontier and learns those records again. a's revocation delta, published after b's take,
+    is fenced by every reader: the merged model holds each record once, both members agree on
+    it, and b's partition moves on from where b ended. On the real broker too (the mix topic,
+    its one partition's order and the takes' read-back)."""
+    records: list[MixRecord] = []
+    topic: Any = MemoryTopic
+    if where == "broker":
+        bootstrap = request.getfixturevalue("kafka_bootstrap")
+        kafka = load_settings(env={}, overrides={"kafka.bootstrap_servers": bootstrap}).kafka
+        mix = unique("mix")
+        create_mix_topic(kafka, mix)
+        topic = lambda _records: MixTopic(kafka, mix)  # noqa: E731
+    (a, la), (b, lb) = _member(records, "a", topic=topic), _member(records, "b", topic=topic)
+    t0, t1 = Partition("t", 0), Partition("t", 1)
+    oa: dict = {}
+    ob: dict = {}
+    try:
+        a.join(la, oa)
+        b.join(lb, ob)
+        a.catch_up([t0], oa)
+        b.catch_up([t1], ob)
+        assert oa[t0] == 0 and ob[t1] == 0
+        for m in (a, b):
+            m.K = m.K_round = 40
+        X, Y = _stream(400, 13)
+        xs0, ys0 = X[:200], Y[:200]  # partition t/0's records, in offset order
+        _learn_from(a, la, oa, t0, xs0[:40], ys0[:40])  # a's round 0
+        _learn_from(b, lb, ob, t1, X[200:240], Y[200:240])  # b's: round 0 closes
+        _learn_from(a, la, oa, t0, xs0[40:60], ys0[40:60])  # a moves on, unpublished
+        assert oa[t0] == 60
+        b.before_batch(lb, ob)  # b adopts round 1 (a's 40 of t/0 and its own 40)
+        b.catch_up([t0, t1], ob)  # the rebalance that went on without a: b takes t/0 ...
+        assert ob[t0] == 40  # ... from the frontier
+        _learn_from(b, lb, ob, t0, xs0[40:80], ys0[40:80])  # the same 20 records, and 20 more
+        a.on_revoke(la, oa)  # a's revocation, late: it claims t/0's 40..60 after b's take
+        assert a.owned == {}
+        for m, lr, off in ((a, la, oa), (b, lb, ob)):
+            wait_until(lambda m=m, lr=lr, off=off: m.before_batch(lr, off) or m.log.round == 2,
+                       30, "round 1 to close")  # fmt: skip
+            assert [(f.member, f.examples) for f in m.log.fenced] == [("a", 20)]
+            assert m.log.skipped == []
+            samples = {s.name: s.value for s in m.metrics.fenced_examples.collect()[0].samples}
+            assert samples["streammkl_mix_fenced_examples_total"] == 20  # reported by each
+        assert a.log.examples == b.log.examples == 40 + 40 + 40  # a's 20 re-learned by b, once
+        assert a.log.frontier["t/0"] == b.log.frontier["t/0"] == 80 and b.owned["t/0"] == 80
+        assert a.log.fenced_examples == b.log.fenced_examples == 20
+        assert la.rounds().digest() == lb.rounds().digest() == a.log.digest == b.log.digest
+    finally:
+        for m in (a, b):
+            if m.topic is not None:
+                m.topic.close()
 
 
 def test_adaptive_k_is_decided_by_the_log_the_same_for_every_member():

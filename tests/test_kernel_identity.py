@@ -261,6 +261,36 @@ def test_a_version_3_river_learner_and_daemon_checkpoint_keep_their_blocks(
     assert not [rec for rec in caplog.records if "kernels added" in rec.getMessage()]
 
 
+def test_a_version_5_checkpoint_with_landmarks_restarts_and_exports(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A checkpoint of the default learner saved with its landmarks as lists of numbers
+    (state version 5, commit 3e1a5e7) restarts the daemon with every block as it was (logged
+    as upgraded: its digest changes with the format, the model does not), and
+    ``streammkl export`` writes it."""
+    import shutil
+
+    from streammkl.daemon.checkpoints.export import export_model
+
+    v5 = Path(__file__).parent / "data" / "v5_states"
+    truth = json.loads((v5 / "truth.json").read_text())
+    shutil.copytree(v5 / "checkpoint", tmp_path / "ck")
+    caplog.set_level(logging.INFO, logger="streammkl.daemon.checkpoints.committer")
+    cluster = FakeCluster()
+    cluster.create("in", 1)
+    fill(cluster, bananas_like(300, seed=2))
+    r = runner(tmp_path, cluster, {})
+    r.start()
+    assert r.counters["examples_learned"] == truth["examples"]
+    rounds = r.learner.rounds()
+    assert rounds.block_norms == pytest.approx(truth["norms"], rel=1e-12)
+    assert rounds.kernel_bandwidths == pytest.approx(truth["bandwidths"], rel=1e-12)
+    assert any("OnlineMKL version 5 -> 6" in rec.getMessage() for rec in caplog.records)
+    done = export_model(v5 / "checkpoint", tmp_path / "model.smkl")
+    model = MKLClassifier.load(done.path)
+    assert model.rounds().block_norms == pytest.approx(truth["norms"], rel=1e-12)
+
+
 def test_a_reload_guard_counts_the_blocks_a_change_really_drops(tmp_path: Path) -> None:
     """The guard makes the change on a copy and counts every learned block that loses its
     state there; a duplicate name is refused as such (it used to read "drops 2 of the 2

@@ -143,6 +143,34 @@ def test_landmarks_are_saved_restored_and_agree_for_a_merge(tmp_path) -> None:
         mixing.merge(*model.to_state(), [mixing.MemberRound("other", 120, *other.to_state())])
 
 
+def test_landmarks_are_saved_as_exact_bytes_and_the_older_lists_still_load() -> None:
+    """The landmarks go into a state's JSON as float64 bytes (base64): bit for bit, whatever
+    the values; a state saved with them as lists of numbers (state version 5) loads the same,
+    and a damaged field is a clear error."""
+    import json
+
+    rng = np.random.default_rng(3)
+    keys = ("a", "b", "c")
+    points = tuple(tuple(float(v) for v in row) for row in rng.normal(size=(7, 3)) * 1e-300)
+    points = ((math.pi, -0.0, 5e-324), *points[1:])  # a subnormal and a signed zero as well
+    fit = Kmod.Landmarks(0.25, 3, True, None, keys, points)
+    d = json.loads(json.dumps(fit.to_dict()))
+    assert "points" not in d and isinstance(d["points_f64"], str)
+    back = Kmod.Landmarks.from_dict(d)
+    assert back == fit and all(
+        np.array_equal(np.array(p).view(np.int64), np.array(q).view(np.int64))
+        for p, q in zip(back.points, fit.points, strict=True)
+    )  # bit for bit (-0.0 included)
+    old = {k: v for k, v in d.items() if k != "points_f64"} | {"points": [list(p) for p in points]}
+    assert Kmod.Landmarks.from_dict(old) == fit
+    empty = Kmod.Landmarks(0.25, 3, False, None, keys, ())
+    assert Kmod.Landmarks.from_dict(json.loads(json.dumps(empty.to_dict()))) == empty
+    with pytest.raises(ValueError):
+        Kmod.Landmarks.from_dict({**d, "points_f64": d["points_f64"][:-8]})  # not rows of 3
+    with pytest.raises(ValueError):
+        Kmod.Landmarks.from_dict({**d, "points_f64": "not base64!"})
+
+
 def test_a_landmark_block_learns_local_structure_with_ftrl_and_adagrad() -> None:
     rng = np.random.default_rng(15)
     X = rng.normal(size=(3000, 2))

@@ -18,6 +18,7 @@ which features arrive, nor its draws on the bandwidth.
 
 from __future__ import annotations
 
+import base64
 import copy
 import functools
 from collections.abc import Mapping, Sequence
@@ -495,19 +496,32 @@ class Landmarks(Bandwidth):
     points: tuple[tuple[float, ...], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
+        """The fitted state as JSON, the landmarks as the bytes of a little-endian float64
+        array (base64, ``points_f64``: exact, and short to write, digest and read: a model's
+        state is serialised several times per round in a mixing group, and as lists of numbers
+        50 landmarks of 10 inputs took 1.4 ms per ``json.dumps``, 12 times the rest of the
+        state's JSON)."""
         out = super().to_dict()
         out["keys"] = list(self.keys)
-        out["points"] = [list(p) for p in self.points]
+        points = np.asarray(self.points, dtype="<f8").reshape(len(self.points), len(self.keys))
+        out["points_f64"] = base64.b64encode(points.tobytes()).decode("ascii")
         return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Landmarks:
+        """The fitted state :meth:`to_dict` wrote (or, saved before ``points_f64``, with the
+        landmarks as lists of numbers)."""
         base = Bandwidth.from_dict(d)
-        return cls(
-            base.gamma, base.inputs, base.final, None,
-            tuple(str(k) for k in d.get("keys", ())),
-            tuple(tuple(float(v) for v in p) for p in d.get("points", ())),
-        )  # fmt: skip
+        keys = tuple(str(k) for k in d.get("keys", ()))
+        if "points_f64" in d:
+            raw = np.frombuffer(base64.b64decode(d["points_f64"], validate=True), dtype="<f8")
+            if len(keys) == 0 and raw.size:
+                raise ValueError("landmarks without the inputs they are over")
+            rows = raw.reshape(-1, len(keys)).tolist() if keys else []
+            points = tuple(tuple(row) for row in rows)
+        else:
+            points = tuple(tuple(float(v) for v in p) for p in d.get("points", ()))
+        return cls(base.gamma, base.inputs, base.final, None, keys, points)
 
 
 class LandmarkRBF(MedianRBF):

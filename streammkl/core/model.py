@@ -44,9 +44,10 @@ from streammkl.core.update import RoundArgs, step_arrays, wide_columns
 __all__ = ["STATE_VERSION", "OnlineMKL"]
 
 FORMAT = "streammkl.OnlineMKL"
-STATE_VERSION = 5  # 2: the adaptive schedules' arrays; 3: BlockState.gram (projection budget
+STATE_VERSION = 6  # 2: the adaptive schedules' arrays; 3: BlockState.gram (projection budget
 # policy); 4: a MedianRBF keeps its configured name and spec, its fitted bandwidth is saved
-# apart ("bandwidths"); 5: the additive Gaussian map is anchored at 0 (phi(x) - phi(0)). Older
+# apart ("bandwidths"); 5: the additive Gaussian map is anchored at 0 (phi(x) - phi(0)); 6: a
+# LandmarkRBF's landmarks are saved as float64 bytes ("points_f64", was lists). Older
 # states still load (the missing arrays: zeros, or built by sync_gram; a version-3 fitted
 # MedianRBF, saved as an RBF with "median_from": its template and its bandwidth, with the
 # features it was learned over; a version-4 additive block's constant moved into the bias).

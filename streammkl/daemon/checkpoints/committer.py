@@ -175,7 +175,7 @@ class Checkpointer:
             outbox = [Output.from_json(o) for o in ckpt.meta.get("outbox", [])]
         except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
             raise CheckpointError(f"{ckpt.path}: the model does not load ({exc!r})") from exc
-        if digest != summary["model_digest"] and not _upgraded(
+        if digest != summary["model_digest"] and not upgraded(
             model["meta"], arrays, learner, summary["model_digest"]
         ):
             raise CheckpointError(
@@ -195,7 +195,7 @@ def _versions(meta: object) -> dict[str, Any]:
     return out
 
 
-def _upgraded(
+def upgraded(
     meta: dict[str, Any], arrays: dict[str, np.ndarray], learner: Learner, digest: str
 ) -> bool:
     """Whether a model state saved by an older streammkl (an older version of one of its

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from streammkl.daemon.checkpoints.committer import upgraded
 from streammkl.daemon.checkpoints.store import CheckpointStore, read_key
 from streammkl.daemon.learning.stream_monitor import INPUTS
 from streammkl.river import MKLClassifier, MKLRegressor
@@ -65,7 +66,8 @@ def _load(directory: str | os.PathLike[str], hmac_key_file: str | None) -> tuple
     arrays = {k: v for k, v in ckpt.arrays.items() if k != INPUTS}
     learner = cls.from_state(model["meta"], arrays)
     digest = state_digest(*learner.to_state())
-    if digest != (ckpt.meta.get("summary") or {}).get("model_digest"):
+    saved = (ckpt.meta.get("summary") or {}).get("model_digest")
+    if digest != saved and not upgraded(model["meta"], arrays, learner, str(saved)):
         raise ValueError(f"{ckpt.path}: the model does not load as saved (digest {digest})")
     return learner, ckpt
 

@@ -5,10 +5,20 @@ order (the mix topic has one partition) and so computes the same rounds, bases, 
 offsets:
 
 - the first ``base`` record is round 0's base; later ones are ignored;
+- a ``take`` makes its member the *owner* of its partitions, from the frontier as it stands at
+  that point of the log: the owner's start there, whatever it read before;
 - a ``delta`` for round q is kept (the first per (q, member): replays change nothing) until the
   next ``close``; it moves the *frontier* (the next offset of every input partition the group
-  has learned up to, its maximum over all deltas), so the next owner of a partition starts
-  where its previous owner's last published delta ended, and nothing is learned twice;
+  has learned up to) to the ends of its claims, so the next owner of a partition starts
+  where its previous owner's last published delta ended, and nothing is learned twice. A delta
+  that claims records of a partition another member has taken since, or that do not start at
+  the frontier, is *fenced*: set aside whole (:attr:`MixLog.fenced`; not a skip: nothing is
+  lost), its claims leave the frontier where it was, and the partitions' owners learn those
+  records again. That is what keeps a
+  member that a rebalance left behind (a *zombie*: it publishes its revocation's delta after
+  the partitions' new owners started at the frontier, e.g. a revocation callback that outlived
+  the broker's join window) from adding records to the group's model a second time; a delta
+  without claims (written before them) moves the frontier to its offsets' maximum;
 - the open round r closes as soon as every expected member has a delta for it, or at its first
   ``close`` record (written by a member that waited ``round_timeout_seconds``); closing merges
   every kept delta: those of round r (fresh) and
@@ -184,6 +194,11 @@ class MixLog:
     #: Records that could not be used, in log order (every reader skips the same ones).
     skipped: list[Skipped] = field(default_factory=list)
     skipped_examples: int = 0  # examples of skipped deltas: not in the merged model
+    #: Deltas fenced (their claims overlap records another member took; in log order, reason
+    #: "fenced"): their records are learned again by the partitions' owners, so only the
+    #: work is lost, never an example.
+    fenced: list[Skipped] = field(default_factory=list)
+    fenced_examples: int = 0  # examples of fenced deltas (learned twice, counted once)
     #: K of the open round when the group adapts it (:func:`next_every`), else None.
     every: int | None = None
     #: Adaptive K's bounds and target, from the base record: (min, max, overhead).
@@ -195,6 +210,10 @@ class MixLog:
     _hindsight: set[tuple[int, str]] = field(default_factory=set)
     _bases: dict[int, State] = field(default_factory=dict)
     _seen: set[str] = field(default_factory=set)
+    #: Partition ("topic/partition") -> (owner, its start, the take's position in the log).
+    owners: dict[str, tuple[str, int, int]] = field(default_factory=dict)
+    applied: int = 0  # records applied (a record's position in the log, for takes)
+    _fenced: set[tuple[int, str]] = field(default_factory=set)  # pending deltas set aside
 
     def fresh(self) -> set[str]:
         """Members with a delta for the open round."""
@@ -218,6 +237,7 @@ class MixLog:
     def apply(self, rec: MixRecord) -> RoundResult | None:
         """Apply one record; returns the round it closed, if any. A record that cannot be
         used is skipped (:attr:`skipped`), never raised."""
+        self.applied += 1
         if rec.kind == UNREADABLE:
             self._skip(rec, "undecodable", rec.invalid)
             return None
@@ -249,19 +269,53 @@ class MixLog:
             self.members.discard(rec.member)
             if self.fresh() and self.complete():
                 return self._close()
+        elif rec.kind == "take":
+            for tp in rec.partitions:
+                self.owners[tp] = (rec.member, self.frontier.get(tp, 0), self.applied)
         elif rec.kind == "delta":
             self.members.add(rec.member)
             want = self.digests.get(rec.round)
             if rec.base_digest and want is not None and rec.base_digest != want:
                 self.mismatches.append((rec.round, rec.member))
-            for tp, offset in rec.offsets.items():
-                self.frontier[tp] = max(self.frontier.get(tp, 0), offset)
+            fence = self._fence(rec)
+            if fence:  # the round does not wait for it; its records are learned again
+                self.fenced.append(
+                    Skipped(rec.round, rec.member, rec.kind, "fenced", rec.examples, fence)
+                )
+                self.fenced_examples += rec.examples
+                self._fenced.add((rec.round, rec.member))
+            elif rec.claims is not None:
+                for tp, (_, end) in rec.claims.items():
+                    self.frontier[tp] = end
+            else:  # written before claims
+                for tp, offset in rec.offsets.items():
+                    self.frontier[tp] = max(self.frontier.get(tp, 0), offset)
             self.pending[(rec.round, rec.member)] = rec
             if rec.round == self.round and self.complete():
                 return self._close()
         elif rec.kind == "close" and rec.round == self.round and self.base is not None:
             return self._close()
         return None
+
+    def _fence(self, rec: MixRecord) -> str:
+        """Why a delta's claims cannot count (empty: they can): a partition another member has
+        taken since, or records that do not start at the frontier (a member whose earlier
+        delta was fenced, or that learned on from where a fenced one ended)."""
+        for tp, (start, _) in (rec.claims or {}).items():
+            owner = self.owners.get(tp)
+            if owner is not None and owner[0] != rec.member:
+                return (
+                    f"its records of {tp} from offset {start} were taken over by {owner[0]!r} "
+                    f"from offset {owner[1]} (a rebalance went on without {rec.member!r}); "
+                    "they are learned again by the partitions' owners"
+                )
+            at = self.frontier.get(tp, 0)
+            if start != at:
+                return (
+                    f"its records of {tp} start at offset {start}, not at the group's frontier "
+                    f"{at}; they are learned again by the partitions' owners"
+                )
+        return ""
 
     def _every_from(self, stats: Mapping[str, float]) -> None:
         """Adaptive K's bounds from the base record's stats (none: K is fixed)."""
@@ -303,10 +357,13 @@ class MixLog:
         taken = sorted(k for k in self.pending if k[0] <= r)
         rounds: list[Merged] = []
         sent = [self.pending[k].sent for k in taken if k[0] == r]
+        fenced = self._fenced & set(taken)
         for key in taken:
             rec = self.pending.pop(key)
             since = self._bases.get(rec.round)
-            if rec.state is None:
+            if key in self._fenced:  # set aside when it was read (reported then)
+                self._fenced.discard(key)
+            elif rec.state is None:
                 self._skip(rec, "unmergeable", "a delta without a state")
             elif since is None:
                 self.dropped.append(key)  # staler than KEEP_BASES: cannot be merged
@@ -315,9 +372,10 @@ class MixLog:
                 item = self._switched(rec, since, r)
                 if item is not None:
                     rounds.append(item)
-        fresh = tuple(m for (q, m) in taken if q == r)
-        stale = tuple((m, r - q) for (q, m) in taken if q < r)
-        late = tuple(sorted(self.members - set(fresh)))
+        spoke = {m for (q, m) in taken if q == r}  # a fenced member is not late: it published
+        fresh = tuple(m for (q, m) in taken if q == r and (q, m) not in fenced)
+        stale = tuple((m, r - q) for (q, m) in taken if q < r and (q, m) not in fenced)
+        late = tuple(sorted(self.members - spoke))
         self.members -= set(late)
         stats: dict[str, float] = {}
         rounds, state = self._merge_usable(rounds, stats)

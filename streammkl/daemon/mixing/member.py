@@ -23,7 +23,11 @@ readers), acknowledged or not: a member killed between the send and the acknowle
 restarts from the log, with its delta if it got there and without it otherwise; a partition's
 next owner starts where the last published delta ended; a member that restarts adopts the
 log's model and offsets and drops what it had not published, which the partition's owner
-learns again. So Σ examples in the merged model = records learned, whatever was killed when.
+learns again. A member owns partitions from its ``take`` record (written at every assignment)
+and claims the offsets it learned from them in every delta; a delta whose claims cover a
+partition another member has taken since (a rebalance that went on without its member) is
+fenced by every reader and its records learned again by their owner. So Σ examples in the
+merged model = records learned, whatever was killed or left behind when.
 
 Bandwidths fitted to the data (``MedianRBF``) and the input standardisation are part of the
 merged base: members hold their bandwidths and the merge decides them from the group's pooled
@@ -141,6 +145,9 @@ class MixingMember:
         #: The delta sent and not yet known to be in the log (record, send handle): a member
         #: learns on while the broker acknowledges it (:meth:`_confirm`).
         self._unacked: tuple[MixRecord, Any] | None = None
+        #: The partitions this member owns ("topic/partition", taken in the log at its
+        #: assignment) and the offset its next delta's claim on each starts at.
+        self.owned: dict[str, int] = {}
         self.taken = 0  # records taken for learning since the last publish (K of them a round)
         self._last_took = 0
         self._waiting = False  # the last batch was empty while records wait on the partitions
@@ -161,6 +168,7 @@ class MixingMember:
         #: the group's), updated by every reload.
         self.configured: list[dict[str, Any]] | None = None
         self._reported = 0  # skipped records of the log already reported
+        self._reported_fenced = 0  # fenced deltas already reported
         self._warned_bank: list[dict[str, Any]] | None = None
         #: Seconds the loop spent on the group, by part (:data:`BLOCKED_PARTS`), since join.
         self.blocked: dict[str, float] = dict.fromkeys(BLOCKED_PARTS, 0.0)
@@ -218,11 +226,19 @@ class MixingMember:
                     )  # fmt: skip
 
     def _report_skipped(self) -> None:
-        """Report the records the log skipped since the last call (every reader does)."""
+        """Report the records the log skipped or fenced since the last call (every reader
+        does)."""
         for skip in self.log.skipped[self._reported :]:
             self.metrics.skipped(skip)
             log.warning("mix topic: %s", describe(skip))
         self._reported = len(self.log.skipped)
+        for fence in self.log.fenced[self._reported_fenced :]:
+            self.metrics.fenced_delta(fence)
+            log.warning(
+                "mix topic: fenced the delta of member %r for round %d (%s examples learned "
+                "again, none lost): %s", fence.member, fence.round, fence.examples, fence.detail,
+            )  # fmt: skip
+        self._reported_fenced = len(self.log.fenced)
 
     def _read(self, timeout_ms: int = 0) -> None:
         assert self.topic is not None
@@ -439,9 +455,16 @@ class MixingMember:
         and its progress is measured from this state until the round's merge comes."""
         t0 = time.perf_counter()
         state = snapshot(learner)
+        claims = {}
+        for name, start in self.owned.items():
+            topic, _, part = name.rpartition("/")
+            end = offsets.get((topic, int(part)), start)
+            if end != start:
+                claims[name] = (start, end)
+                self.owned[name] = end
         self._send(MixRecord(
             "delta", self.round, self.name, examples=self._learned(learner),
-            offsets={f"{t}/{p}": o for (t, p), o in offsets.items()},
+            offsets={f"{t}/{p}": o for (t, p), o in offsets.items()}, claims=claims,
             state=state, sent=time.time(), base_digest=self.digests[self.round],
             stats={**prequential(self.kept), **self._take_hindsight(),
                    **self._blocked_stats(), **self._round_stats(learner)},
@@ -525,6 +548,7 @@ class MixingMember:
             while self.log.base is None:
                 self._apply(self.topic.read_to_end())
         offsets.clear()  # the group's frontier, not this member's unpublished progress
+        self.owned.clear()  # partitions are owned from this member's next take on
         try:
             self._adopt(learner, offsets)
         except ValueError as exc:  # other parameters than the group's: a settings error
@@ -542,16 +566,34 @@ class MixingMember:
         log.info("joined the mixing group as %s at round %d", self.name, self.round)
 
     def catch_up(self, assigned: list[Any], offsets: dict[TP, int]) -> None:
-        """Before an assignment: read the log, so that every assigned partition starts at the
-        frontier (its previous owner published its delta when the partition was revoked), or
-        at its first offset if the group never learned from it (never at a committed offset:
-        a member may have committed progress it never published)."""
+        """Before an assignment: *take* the assigned partitions in the log and read it up to
+        the take, so that every assigned partition starts at the frontier as it stands there
+        (its previous owner published its delta when the partition was revoked), or at its
+        first offset if the group never learned from it (never at a committed offset: a member
+        may have committed progress it never published). A previous owner's delta that comes
+        after the take is fenced by every reader (:mod:`streammkl.daemon.mixing.log`): its
+        records are learned again here, never twice."""
         assert self.topic is not None
+        names = [f"{tp.topic}/{tp.partition}" for tp in assigned]
+        self.owned.clear()
+        before = self.log.applied  # the take lands after every record folded so far
+        if names:
+            self._publish(MixRecord("take", self.round, self.name, partitions=tuple(names),
+                                    sent=time.time()))  # fmt: skip
         self._apply(self.topic.read_to_end())
-        for tp in assigned:
-            offsets[(tp.topic, tp.partition)] = self.log.frontier.get(
-                f"{tp.topic}/{tp.partition}", 0
-            )
+        waited = time.monotonic()
+        while any(self.log.owners.get(n, ("", 0, -1))[2] <= before for n in names):
+            if time.monotonic() - waited > 10.0:  # acknowledged, so in the log: keep reading
+                log.warning("mix topic: this member's take of %s is not read back yet", names)
+                waited = time.monotonic()
+            self._apply(self.topic.read(timeout_ms=50))
+        for tp, name in zip(assigned, names, strict=True):
+            owner, start, _ = self.log.owners[name]
+            if owner != self.name:  # taken again by another member since: its records
+                start = self.log.frontier.get(name, 0)  # learned here will be fenced
+                log.warning("partition %s was taken by %r after this member took it", name, owner)
+            self.owned[name] = start
+            offsets[(tp.topic, tp.partition)] = start
 
     def on_revoke(
         self, learner: MKLClassifier, offsets: dict[TP, int], drain: Drain = _nothing
@@ -573,6 +615,7 @@ class MixingMember:
             self._rebase(learner, offsets, drain)
             self._publish_delta(learner, offsets)
         self._confirm()  # in the log before the partitions' next owners read the frontier
+        self.owned.clear()  # (every partition is revoked: both clients' protocols are eager)
 
     def before_batch(
         self, learner: MKLClassifier, offsets: dict[TP, int], drain: Drain = _nothing

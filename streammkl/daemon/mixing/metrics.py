@@ -96,6 +96,18 @@ class MixMetrics:
             "Examples of skipped deltas (learned by a member, not in the merged model)",
             registry=r,
         )
+        self.fenced = Counter(
+            "streammkl_mix_deltas_fenced",
+            "Deltas set aside because their records' partitions had been taken by another member "
+            "(a rebalance went on without their member): their records are learned again by the "
+            "partitions' owners, so no example is lost or counted twice; only work is repeated",
+            registry=r,
+        )
+        self.fenced_examples = Counter(
+            "streammkl_mix_fenced_examples",
+            "Examples of fenced deltas (learned again by the partitions' owners)",
+            registry=r,
+        )
         self.blocked = Counter(
             "streammkl_mix_blocked_seconds",
             "Seconds the loop spent on the group, by part: waiting for a round to close, "
@@ -123,6 +135,12 @@ class MixMetrics:
         :class:`streammkl.daemon.mixing.log.Skipped`)."""
         self.skips.labels(skip.reason).inc()
         self.skipped_examples.inc(skip.examples or 0)
+
+    def fenced_delta(self, fence: Skipped) -> None:
+        """A delta of the log was fenced (``fence``: a
+        :class:`streammkl.daemon.mixing.log.Skipped` of reason ``fenced``)."""
+        self.fenced.inc()
+        self.fenced_examples.inc(fence.examples or 0)
 
     def merged(self, res: RoundResult, members: int) -> None:
         """A round closed (``res``: a :class:`streammkl.daemon.mixing.log.RoundResult`)."""

@@ -11,8 +11,12 @@ before, compressed or not):
 - ``base``  (round 0): the group's starting model (the first one in the log wins);
 - ``hello`` / ``bye``: a member joins / leaves cleanly;
 - ``delta``: a member's end of a round: its state (learned from the round's base, so
-  Δ = state - base), the examples it learned since that base and the next offset of every
-  input partition it has learned up to;
+  Δ = state - base), the examples it learned since that base, the next offset of every
+  input partition it has learned up to and its *claims*: the offsets ``[start, end)`` it
+  learned from each partition it owns since its previous delta;
+- ``take``: a member starts owning partitions (its assignment callback): from then on, the
+  group counts records of those partitions from that member only (the log fences the others,
+  :mod:`streammkl.daemon.mixing.log`);
 - ``close``: a round that timed out is merged with the deltas that precede it in the log
   (whoever writes it first; it names the members it did not wait for). A round whose expected
   members have all published closes without one;
@@ -51,7 +55,7 @@ from streammkl.daemon.kafka.security import kafka_python_options
 
 log = logging.getLogger(__name__)
 
-KINDS = ("base", "hello", "delta", "close", "bye", "bank")
+KINDS = ("base", "hello", "delta", "close", "bye", "bank", "take")
 #: The kind of a record that could not be decoded (never written).
 UNREADABLE = "unreadable"
 State = tuple[dict[str, Any], dict[str, np.ndarray]]
@@ -81,6 +85,12 @@ class MixRecord:
     kernels: tuple[dict[str, Any], ...] | None = None
     #: An unreadable record's reason (it could not be decoded; ``kind`` is ``UNREADABLE``).
     invalid: str = ""
+    #: A delta's: ``"topic/partition" -> (start, end)``, the offsets it learned from each
+    #: partition its member owns since its previous delta (None: a delta written before
+    #: claims, whose ``offsets`` alone move the frontier).
+    claims: Mapping[str, tuple[int, int]] | None = None
+    #: A take's: the partitions (``"topic/partition"``) its member starts owning.
+    partitions: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
@@ -115,6 +125,8 @@ def encode(rec: MixRecord) -> tuple[bytes, bytes]:
         "base_digest": rec.base_digest, "stats": dict(rec.stats),
         "meta": None if rec.state is None else rec.state[0],
         "kernels": None if rec.kernels is None else [dict(k) for k in rec.kernels],
+        "claims": None if rec.claims is None else {k: list(v) for k, v in rec.claims.items()},
+        "partitions": list(rec.partitions),
     }  # fmt: skip
     chunks: list[bytes | memoryview] = []
     index = []
@@ -184,6 +196,8 @@ def decode(value: bytes) -> MixRecord:
             base_digest=str(head.get("base_digest", "")),
             stats={str(k): float(v) for k, v in (head.get("stats") or {}).items()},
             kernels=_kernels(head.get("kernels")),
+            claims=_claims(head.get("claims")),
+            partitions=tuple(str(p) for p in head.get("partitions") or ()),
         )
     except Exception as exc:  # zip / json / key / index errors all mean the same thing
         raise ValueError(f"not a mix record: {exc!r}") from None
@@ -195,6 +209,18 @@ def _kernels(value: object) -> tuple[dict[str, Any], ...] | None:
     if not isinstance(value, list) or not all(isinstance(k, dict) for k in value):
         raise ValueError(f"kernels must be a list of tables, got {value!r}")
     return tuple(dict(k) for k in value)
+
+
+def _claims(value: object) -> dict[str, tuple[int, int]] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ValueError(f"claims must be a table, got {value!r}")
+    out = {}
+    for key, pair in value.items():
+        start, end = (int(v) for v in pair)
+        out[str(key)] = (start, end)
+    return out
 
 
 def create_mix_topic(settings: KafkaSettings, topic: str) -> None:
