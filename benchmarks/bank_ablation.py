@@ -16,7 +16,14 @@ seed spread (max - min), in points. Banks:
   default before the quadrature draws: what they change);
 - ``+ stumps``: the default with ``AdditiveStumps(32)`` (thresholds on single inputs);
 - ``+ narrow rff``: the default with ``MedianRBF(64, 256)`` (a narrower Gaussian: local memory);
-- ``+ stumps + narrow rff``: both (``defaults.accurate_bank()``).
+- ``+ stumps + narrow rff``: both (``defaults.accurate_bank()``);
+- ``+ kernelized rbf(16/median) mixed schedules``: the default with a kernelized
+  ``MedianRBF(16)`` (support vectors, the learner's merge budget of 256) under ``FTRL``: per-block
+  schedules, FTRL on the explicit blocks and AdaGrad's mirror descent on the kernelized one in
+  the same round (``defaults.kernelized_bank()``; the default's averaged iterates, of the
+  explicit blocks, each predicting with the kernelized block's current scores);
+- ``+ kernelized rbf(16/median) all AdaGrad``: the same bank under ``AdaGrad`` for every block
+  (what a kernelized block gave the whole learner before per-block schedules; no averages).
 
 Targets (issue 27 section 3): the default's seed spread <= 0.5 point on every stream.
 
@@ -68,11 +75,28 @@ def _with(
     return bank
 
 
+MIXED = "+ kernelized rbf(16/median) mixed schedules"
+ALL_ADAGRAD = "+ kernelized rbf(16/median) all AdaGrad"
+
+
+def _schedule(bank: str) -> object | None:
+    """The schedule a bank's learner is given (None: the learner's default)."""
+    from streammkl.core import schedules
+    from streammkl.river import defaults
+
+    return {
+        MIXED: schedules.FTRL(defaults.ETA0),
+        ALL_ADAGRAD: schedules.AdaGrad(defaults.ETA0),
+    }.get(bank)
+
+
 def _banks() -> dict[str, Callable[[], tuple]]:
     from streammkl.core import kernels
+    from streammkl.river import defaults
 
     stumps = kernels.AdditiveStumps(32)
     narrow = kernels.MedianRBF(64.0, 256)
+    kernelized = defaults.kernelized_bank()[-1]  # MedianRBF(16, n_components=None)
     return {
         "default": _with(),
         "- landmarks": _with(drop=True),
@@ -91,6 +115,8 @@ def _banks() -> dict[str, Callable[[], tuple]]:
         "+ stumps": _with(stumps),
         "+ narrow rff": _with(narrow),
         "+ stumps + narrow rff": _with(stumps, narrow),
+        MIXED: _with(kernelized),
+        ALL_ADAGRAD: _with(kernelized),
     }
 
 
@@ -102,7 +128,8 @@ def _run(job: tuple[str, str, int]) -> float:
     from streammkl.river import MKLClassifier
 
     data = list(itertools.islice(rs.DATASETS[key].load(), rs.FULL))
-    model = preprocessing.StandardScaler() | MKLClassifier(kernels=_banks()[bank](), seed=seed)
+    learner = MKLClassifier(kernels=_banks()[bank](), schedule=_schedule(bank), seed=seed)
+    model = preprocessing.StandardScaler() | learner
     hits = 0
     for x, y in data:
         hits += model.predict_one(x) == y

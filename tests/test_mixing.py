@@ -256,3 +256,20 @@ def test_the_fast_merge_of_a_settled_group_is_the_general_merge_bit_for_bit(
         fast.learn_many(Xn, Yn)  # and it learns on alike
         general.learn_many(Xn, Yn)
         assert fast.digest() == general.digest()
+
+
+def test_per_block_schedules_are_refused_clearly_and_the_member_is_unchanged():
+    """FTRL over a bank with kernelized blocks (FTRL on the explicit blocks, AdaGrad on the
+    kernelized ones) is not merged: the group says so before it merges anything."""
+    cfg = dict(kernels=(kernels.Linear(), kernels.RBF(0.5)), schedule=schedules.FTRL(0.5),
+               regularizer=regularizers.GroupLasso(0.01), budget=20)  # fmt: skip
+    base = OnlineMKL(**cfg)
+    X, Y = _stream(30, seed=1)
+    base.learn_many(X[:10], Y[:10])
+    rounds = _rounds(base, [(X[10:20], Y[10:20]), (X[20:], Y[20:])])
+    digest = base.digest()
+    with pytest.raises(ValueError, match=r"per-block schedules .* not merged"):
+        merge(*base.to_state(), rounds)
+    with pytest.raises(ValueError, match="per-block schedules"):
+        mixing.check_mixable(base)
+    assert base.digest() == digest

@@ -37,7 +37,8 @@ MODEL_LOOPS = [
     "explicit_scores", "implicit_scores", "all_average_scores", "explicit_view", "explicit_round",
     "explicit_decision", "decision_total", "ftrl_store", "ftrl_scales", "explicit_phi_of",
     "check_example", "learn_predict_explicit", "learn_many_explicit", "decision_explicit",
-    "decision_many_explicit",
+    "decision_many_explicit", "ftrl_mixed", "support_step", "rescale_block",
+    "with_kernelized_scores",
 ]  # fmt: skip
 WIDE_LOOPS = [
     "wide_plan", "wide_features", "wide_scores", "wide_average_scores", "wide_store",
@@ -449,8 +450,9 @@ def interpret(monkeypatch, names):
 
 
 def test_adaptive_schedules_compiled_equal_python(monkeypatch):
-    """AdaGrad (explicit and kernelized blocks, with a projection) and FTRL (explicit blocks):
-    the compiled loops against the Python originals."""
+    """AdaGrad (explicit and kernelized blocks, with a projection), FTRL (explicit blocks) and
+    per-block schedules (FTRL with a kernelized block, a merge budget, averages): the compiled
+    loops against the Python originals."""
     rng = np.random.default_rng(4)
     X = rng.normal(size=(30, 3))
     Y = np.sign(X[:, 0] - X[:, 1] * X[:, 2])
@@ -463,12 +465,16 @@ def test_adaptive_schedules_compiled_equal_python(monkeypatch):
              schedule=schedules.FTRL(0.5), regularizer=regularizers.GroupLasso(0.02)),
         dict(kernels=(kernels.Linear(), kernels.AdditiveRBF(1.0, 4)), fit_intercept=True,
              schedule=schedules.InvSqrt(0.5), averages=(3.0, 30.0)),
+        dict(kernels=(kernels.Linear(), kernels.RBF(0.5), kernels.RBF(0.3, n_components=8)),
+             schedule=schedules.FTRL(0.5), budget=10, budget_policy="merge",
+             regularizer=(regularizers.GroupLasso(0.02), regularizers.L2(0.01)),
+             averages=(3.0, 30.0), fit_intercept=True),
     ]  # fmt: skip
     for cfg in configs:
         fast, slow = OnlineMKL(loss=losses.Hinge(), **cfg), OnlineMKL(loss=losses.Hinge(), **cfg)
         fast.learn_many(X, Y)
         with monkeypatch.context() as patch:
-            interpret(patch, [*MODEL_LOOPS, "block_steps", "prox_norm_step"])
+            interpret(patch, [*MODEL_LOOPS, "block_steps", "prox_norm_step", "prox_blockwise"])
             slow.learn_many(X, Y)
         for key, arr in fast.to_state()[1].items():
             np.testing.assert_allclose(

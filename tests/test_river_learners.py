@@ -365,6 +365,35 @@ def test_a_learner_on_the_accurate_bank_saves_and_loads_its_stumps(tmp_path) -> 
         assert again.predict_proba_one(x) == clf.predict_proba_one(x)
 
 
+def test_the_kernelized_bank_learns_with_per_block_schedules_and_saves_them(tmp_path) -> None:
+    """defaults.kernelized_bank() under schedules.FTRL: the explicit blocks keep FTRL, the
+    kernelized Gaussian its support set (bounded by the budget); save and load give the same
+    predictions, and learning on from both gives the same model."""
+    import itertools
+
+    from streammkl.core import schedules
+    from streammkl.river import defaults
+
+    bank = defaults.kernelized_bank()
+    assert [k.name for k in bank[:-1]] == [k.name for k in defaults.kernel_bank()]
+    assert bank[-1].implicit and not any(k.implicit for k in bank[:-1])
+    data = list(itertools.islice(datasets.Bananas(), 400))
+    clf = MKLClassifier(kernels=bank, schedule=schedules.FTRL(1.0), budget=40, standardize=True)
+    for x, y in data[:300]:
+        clf.learn_one(x, y)
+    model = clf.rounds().model
+    assert isinstance(model.schedule, schedules.FTRL) and model.state.n_support == 40
+    assert clf.kernel_weights[bank[-1].name] > 0.0  # the support set learns beside FTRL
+    clf.save(tmp_path / "m.smkl")
+    again = MKLClassifier.load(tmp_path / "m.smkl")
+    for x, _ in data[300:320]:
+        assert again.predict_proba_one(x) == clf.predict_proba_one(x)
+    for x, y in data[300:]:
+        clf.learn_one(x, y)
+        again.learn_one(x, y)
+    assert again.rounds().model.digest() == clf.rounds().model.digest()
+
+
 def test_memory_usage_is_the_models_own_not_numbas_compiler_state() -> None:
     """river's memory check walks every object reachable from a learner: numba's compiled entry
     points are shared code, and behind them numba's compiler state (which grows with whatever

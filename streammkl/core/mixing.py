@@ -78,6 +78,14 @@ def check_mixable(model: OnlineMKL) -> None:
             "average=True (the running mean of every iterate since the start) is not merged; "
             "use averages=(...) (exponential averages, merged like the weights)"
         )
+    implicit = [k.name for k in model.kernels if k.implicit]
+    if implicit and isinstance(model.schedule, schedules_mod.FTRL):
+        raise ValueError(
+            f"per-block schedules (FTRL on the explicit blocks, AdaGrad on the kernelized "
+            f"ones: {', '.join(implicit)}) are not merged yet: the dual of the one and the "
+            "support sets of the other would need one merge each; give the group AdaGrad, or "
+            "a bank of explicit blocks under FTRL"
+        )
     fitted = [k.name for k in model.kernels if k.implicit and isinstance(k, MedianRBF)]
     if fitted:
         raise ValueError(

@@ -87,12 +87,14 @@ class OnlineMKL:
     average
         Keep the running average of the explicit weights (Prop. 4); ``decision(x, averaged=True)``.
     averages
-        Horizons of exponential averages of the iterates (explicit blocks), e.g.
-        ``(100, 1000, 10000)``: predictions (``decision``, the scores ``learn_many`` returns)
-        then come from whichever of the last iterate and these averages has the smallest
-        discounted prequential loss so far (``average_discount`` per round); learning is
-        unchanged (one update per example, the gradient at the last iterate). Averages damp
-        the noise of the iterates on noisy streams; the last iterate wins after a change.
+        Horizons of exponential averages of the iterates (explicit blocks; beside kernelized
+        blocks, under FTRL's per-block schedules only, each average predicts with the
+        kernelized blocks' current scores), e.g. ``(100, 1000, 10000)``: predictions
+        (``decision``, the scores ``learn_many`` returns) then come from whichever of the
+        last iterate and these averages has the smallest discounted prequential loss so far
+        (``average_discount`` per round); learning is unchanged (one update per example, the
+        gradient at the last iterate). Averages damp the noise of the iterates on noisy
+        streams; the last iterate wins after a change.
     average_discount
         The discount of those losses (0.995: about the last two hundred examples count).
     average_every
@@ -154,8 +156,10 @@ class OnlineMKL:
             raise ValueError(f"average_every must be an integer >= 1, got {average_every!r}")
         self.average_every = int(average_every)
         self.radius = resolve_radius(radius, self.regularizers, self.loss)
-        averaged = self.average or bool(self.averages)
-        check_compatible(self.kernels, self.regularizers, self.schedule, averaged)
+        check_compatible(
+            self.kernels, self.regularizers, self.schedule, self.average, bool(self.averages),
+            self.radius,
+        )  # fmt: skip
         self.feature_keys = []
         self.n_outputs = 2 if self.loss.multiclass else 1
         self.t = 0  # rounds learned
@@ -767,7 +771,8 @@ class OnlineMKL:
         """Start the schedule again (a detected drift): the next round is t = 1. AdaGrad's
         accumulators are cleared too (large steps again); FTRL keeps its steps, re-centres its
         accumulated gradients on the current theta (theta does not move) and restarts the
-        regularizer's weight t."""
+        regularizer's weight t (its kernelized blocks, under AdaGrad's step, keep their support
+        sets)."""
         self.schedule.restart()
         if self._state is None:
             return
@@ -837,8 +842,9 @@ class OnlineMKL:
         """Learn on with the bank ``kernels``: blocks whose kernel (name and parameters) stays
         keep their state, the others start at zero (an added kernel, a refitted bandwidth)."""
         check_compatible(
-            kernels, self.regularizers, self.schedule, self.average or bool(self.averages)
-        )
+            kernels, self.regularizers, self.schedule, self.average, bool(self.averages),
+            self.radius,
+        )  # fmt: skip
         if self._warmup is None and bandwidth.has_pending(kernels):
             # an added MedianRBF: its own warm-up inputs
             self._warmup = bandwidth.Reservoir(size=bandwidth.warmup(kernels))

@@ -14,6 +14,10 @@ from streammkl.core.losses import Loss
 from streammkl.core.regularizers import Regularizer
 from streammkl.core.schedules import Schedule
 
+#: The prox steps that act on each block's norm alone (``nb.blockwise``): L2, the group lasso's
+#: soft-threshold, l_q.
+BLOCKWISE = (nb.P_L2, nb.P_BLOCKSOFT, nb.P_GROUPLQ)
+
 
 def resolve_radius(
     radius: float | str | None, regularizers: Sequence[Regularizer], loss: Loss
@@ -62,26 +66,49 @@ def check_compatible(
     kernels: Sequence[Kernel],
     regularizers: Sequence[Regularizer],
     schedule: Schedule,
-    averaged: bool,
+    average: bool,
+    averages: bool = False,
+    radius: float = 0.0,
 ) -> None:
-    """ValueError for a bank the regularizers, the schedule or the averaging (``averaged``:
-    ``average`` or ``averages``) cannot serve."""
+    """ValueError for a bank the regularizers, the schedule, the averaging (``average``: the
+    running mean of Prop. 4; ``averages``: exponential averages) or the projection (``radius``
+    > 0) cannot serve. Beside kernelized blocks only the exponential averages of per-block
+    schedules are kept (of the explicit blocks; each predicts with the kernelized blocks'
+    current scores).
+
+    ``FTRL`` over a bank with kernelized blocks runs per-block schedules (FTRL on the explicit
+    blocks, AdaGrad's mirror descent on the kernelized ones, ``core._numba.rounds.ftrl_mixed``),
+    which is exact only for a block-separable regularizer: it refuses a penalty that couples
+    blocks (squared group lasso, elastic net MKL, groups of blocks) and the projection."""
     check_regularizers(kernels, regularizers)
     implicit = [k.name for k in kernels if k.implicit]
-    if averaged and implicit:
+    per_block = isinstance(schedule, schedules_mod.FTRL)
+    if (average or (averages and not per_block)) and implicit:
         raise ValueError(
-            f"average / averages are supported for explicit blocks only; got {implicit}"
+            f"average / averages are supported for explicit blocks only (averages: also beside "
+            f"kernelized blocks under FTRL's per-block schedules); got {implicit}"
         )
-    if isinstance(schedule, schedules_mod.FTRL):
-        if implicit:
-            raise ValueError(
-                f"FTRL keeps the accumulated gradient of every block: explicit blocks only "
-                f"(e.g. RBF(gamma, n_components=D)); kernelized blocks: {implicit}"
-            )
-        coordinate = [r for r in regularizers if not r.norm_only]
-        if coordinate:
-            raise ValueError(
-                f"FTRL needs regularizers of the block norms (theta_m stays a multiple of its "
-                f"accumulated gradient); {coordinate} act on coordinates: use AdaGrad or a "
-                "global schedule with them"
-            )
+    if not per_block:
+        return
+    coordinate = [r for r in regularizers if not r.norm_only]
+    if coordinate:
+        raise ValueError(
+            f"FTRL needs regularizers of the block norms (theta_m stays a multiple of its "
+            f"accumulated gradient); {coordinate} act on coordinates: use AdaGrad or a "
+            "global schedule with them"
+        )
+    if not implicit:
+        return
+    names = [k.name for k in kernels]
+    coupling = [
+        r for r in regularizers
+        if any(code not in BLOCKWISE for code, *_ in r.steps(len(kernels), names))
+    ]  # fmt: skip
+    if coupling or radius > 0.0:
+        what = f"{coupling} couple blocks" if coupling else f"the projection (radius {radius:g})"
+        raise ValueError(
+            f"FTRL with kernelized blocks {implicit} runs per-block schedules (FTRL on the "
+            f"explicit blocks, AdaGrad on the kernelized ones), exact only for a "
+            f"block-separable regularizer (GroupLasso, L2, GroupLq) and no projection: {what}; "
+            "use AdaGrad for the whole bank"
+        )

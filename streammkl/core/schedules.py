@@ -10,7 +10,9 @@ kernel on many inputs, a normalised Gaussian) each get a step that fits them:
   metric (closed forms: ``core.regularizers``);
 - ``FTRL``: FTRL-proximal (McMahan 2011) with the same per-block rates, on explicit blocks: the
   regularizer is applied to the accumulated gradients (``t Omega``), which zeroes a block whose
-  average gradient stays below the regularizer's threshold: sparser kernel weights.
+  average gradient stays below the regularizer's threshold: sparser kernel weights. Kernelized
+  blocks in its bank (support vectors) take AdaGrad's step in the same round: per-block
+  schedules, exact for a block-separable regularizer (see ``FTRL``).
 
 The adaptive schedules keep their accumulators in the model's state (``OnlineMKL``); the
 schedule object holds the round count and the constants.
@@ -215,6 +217,21 @@ class FTRL(_PerBlock):
     accumulated gradient is below the regularizer's threshold. ``restart()`` re-centres the
     accumulated gradients on the current theta and restarts the count t (the regularizer's
     weight), keeping the steps.
+
+    **Per-block schedules.** A kernelized block (a support set: ``RBF(gamma)``,
+    ``MedianRBF(scale, n_components=None)``, ...) has no accumulated gradient to keep: in a bank
+    with one, the explicit blocks take FTRL and every kernelized block AdaGrad's composite
+    mirror descent (a new support vector with coefficient ``eta_m v``, then the prox of
+    ``Omega`` in the metric ``eta_m``), in the same round and at the same per-block rates. This
+    is exact, not an approximation of either, when the regularizer is block-separable,
+    ``Omega(theta) = sum_m omega_m(||theta_m||)`` (``GroupLasso``, ``L2``, ``GroupLq``, and
+    tuples of them): the loss gradient is taken once at theta_t, and both updates are then sums
+    of one problem per block, so each block's proximal step is independent of the others'. A
+    penalty that couples blocks (``SquaredGroupLasso``, ``ElasticNetMKL``: ``(sum_m
+    ||theta_m||)^2``; ``OverlappingGroupLasso``'s groups; a ``Ball`` or the projection
+    ``radius``) would weigh the explicit blocks' norms by ``t`` and the kernelized ones' by 1
+    in one prox: refused at construction (use ``AdaGrad`` for the whole bank). A restart
+    re-centres the explicit blocks' duals and leaves the support sets as they are.
     """
 
     code = nb.S_FTRL

@@ -22,6 +22,7 @@ import numpy as np
 from streammkl.core import _numba as nb
 from streammkl.core._jit import entry_point
 from streammkl.core.losses import Loss
+from streammkl.core.model_checks import BLOCKWISE
 from streammkl.core.regularizers import Regularizer
 from streammkl.core.schedules import Schedule
 from streammkl.core.state import BlockState, Layout
@@ -71,7 +72,7 @@ def fast_round(layout: Layout, schedule: Schedule, codes: np.ndarray, radius: fl
     return bool(
         not layout.im_blocks.size
         and schedule.code == nb.S_FTRL
-        and all(code in (nb.P_L2, nb.P_BLOCKSOFT, nb.P_GROUPLQ) for code in codes.tolist())
+        and all(code in BLOCKWISE for code in codes.tolist())
         and not radius > 0.0
     )
 

@@ -91,8 +91,11 @@ class MKLLearner:
     def _averages(self) -> tuple:
         if self.averages is not None:
             return tuple(self.averages)
-        if any(k.implicit for k in self._bank()):
-            return ()  # averaged iterates are kept for explicit blocks only
+        per_block = self.schedule is not None and isinstance(
+            schedules_mod.from_spec(copy.deepcopy(self.schedule)), schedules_mod.FTRL
+        )
+        if any(k.implicit for k in self._bank()) and not per_block:
+            return ()  # averaged iterates: explicit banks, and per-block schedules (FTRL)
         return defaults.AVERAGES
 
     def _core_loss(self) -> Any:

@@ -42,7 +42,9 @@ class MKLClassifier(MKLLearner, base.MiniBatchClassifier):
         several in order.
     schedule
         None = ``FTRL(1.0)`` (FTRL-proximal, one AdaGrad step per block) for an explicit bank,
-        ``AdaGrad(1.0)`` when it has kernelized blocks; ``Constant(eta)`` tracks drift.
+        ``AdaGrad(1.0)`` when it has kernelized blocks (``FTRL(1.0)`` there gives per-block
+        schedules: FTRL on the explicit blocks, AdaGrad on the kernelized ones, e.g. with
+        ``defaults.kernelized_bank()``); ``Constant(eta)`` tracks drift.
     radius
         Projection radius (None, a number, or ``"auto"`` for the paper's sqrt(2 Lambda/lambda)).
     budget
@@ -57,7 +59,9 @@ class MKLClassifier(MKLLearner, base.MiniBatchClassifier):
     averages
         Horizons of exponential averages of the iterates whose predictions compete with the
         last iterate's (the one with the smallest discounted prequential loss predicts); None =
-        ``defaults.AVERAGES``, ``()`` = the last iterate only. Explicit blocks only.
+        ``defaults.AVERAGES``, ``()`` = the last iterate only. Of the explicit blocks: a bank
+        with kernelized blocks keeps them under ``FTRL`` only (each average then predicts with
+        the kernelized blocks' current scores), else None means ``()``.
     fit_intercept
         Learn an unregularized bias per class.
     standardize
@@ -315,4 +319,9 @@ class MKLClassifier(MKLLearner, base.MiniBatchClassifier):
         yield {
             "kernels": (kernels.Linear(), kernels.RBF(0.5, n_components=16)),
             "standardize": True,
+        }
+        yield {  # per-block schedules: FTRL on the explicit blocks, AdaGrad on the kernelized
+            "kernels": (kernels.Linear(), kernels.RBF(0.5, n_components=16), kernels.RBF(0.5)),
+            "schedule": schedules.FTRL(1.0),
+            "budget": 16,
         }

@@ -47,7 +47,9 @@ class MKLRegressor(MKLLearner, base.MiniBatchRegressor):
     averages
         Horizons of exponential averages of the iterates whose predictions compete with the
         last iterate's (the one with the smallest discounted prequential loss predicts); None =
-        ``defaults.AVERAGES``, ``()`` = the last iterate only. Explicit blocks only.
+        ``defaults.AVERAGES``, ``()`` = the last iterate only. Of the explicit blocks: a bank
+        with kernelized blocks keeps them under ``FTRL`` only (per-block schedules), else None
+        means ``()``.
     fit_intercept
         Learn an unregularized bias.
     standardize_target

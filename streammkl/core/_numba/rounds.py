@@ -80,20 +80,26 @@ def _apply_prox_steps(
                 break
             prox_norm_step(P_BALL, radius, 0.0, np.ones(M, np.bool_), norms, steps, newnorms)
         for m in range(M):
-            old = norms[m]
-            new = newnorms[m]
-            if new == old:
-                continue
-            if new <= 0.0 or old <= 0.0:
-                zero_or_fold_block(m, is_explicit[m], w, ex_off, coef, n_support, scale, True)
-                norms[m] = 0.0
-            else:
-                scale[m] *= new / old
-                norms[m] = new
-                if scale[m] < _SCALE_FLOOR:
-                    zero_or_fold_block(m, is_explicit[m], w, ex_off, coef, n_support, scale, False)
+            rescale_block(m, newnorms[m], is_explicit[m], w, ex_off, coef, n_support, scale, norms)
 
 
+def _rescale_block(m, new, explicit, w, ex_off, coef, n_support, scale, norms):
+    """Block ``m``'s norm becomes ``new`` (a prox step's output) through its lazy scale: zeroed
+    at 0 (0/0 := 0 of Prop. 1), its underflowing scale folded into storage."""
+    old = norms[m]
+    if new == old:
+        return
+    if new <= 0.0 or old <= 0.0:
+        zero_or_fold_block(m, explicit, w, ex_off, coef, n_support, scale, True)
+        norms[m] = 0.0
+    else:
+        scale[m] *= new / old
+        norms[m] = new
+        if scale[m] < _SCALE_FLOOR:
+            zero_or_fold_block(m, explicit, w, ex_off, coef, n_support, scale, False)
+
+
+rescale_block = njit(**JIT_INLINE)(_rescale_block)
 apply_prox_steps = njit(**JIT_INLINE)(_apply_prox_steps)
 
 
@@ -199,6 +205,90 @@ ftrl_scales = njit(**JIT_INLINE)(_ftrl_scales)
 ftrl_explicit = njit(**JIT)(_ftrl_explicit)
 
 
+def _support_step(
+    x, xsq, v, vv, etas, fsq, policy, im_blocks, view_of, masks, view_full, kinds, kp,
+    sx, ssq, sv, coef, kself, sage, counters, capacity, scale, norms, gram, scores,
+):  # fmt: skip
+    """The kernelized blocks' gradient step ``f_m <- f_m + eta_m v k_m(x, .)``: (x, v) joins
+    the support set (``make_room`` frees a slot at the budget), block m's coefficient is
+    ``eta_m / scale_m`` and its norm follows exactly, ``||f_m + eta_m v k_m(x, .)||^2 =
+    ||f_m||^2 + 2 eta_m <f_m(x), v> + eta_m^2 k_m(x, x) ||v||^2`` (the corrected cross term,
+    erratum E1; ``scores[m]`` holds ``f_m(x)`` and ``fsq[m]`` ``k_m(x, x)``)."""
+    K = v.shape[0]
+    slot = make_room(
+        policy, x, xsq, v, im_blocks, view_of, masks, view_full, kinds, kp,
+        sx, ssq, sv, coef, kself, sage, counters, capacity, scale, norms, gram, scores,
+    )  # fmt: skip
+    for j in range(x.shape[0]):
+        sx[slot, j] = x[j]
+    for vw in range(masks.shape[0]):
+        ssq[slot, vw] = xsq[vw]
+    for k in range(K):
+        sv[slot, k] = v[k]
+    sage[slot] = counters[1]
+    counters[1] += 1
+    for m in im_blocks:  # corrected block-norm update (erratum E1)
+        kxx = fsq[m]
+        eta = etas[m]
+        fv = 0.0
+        for k in range(K):
+            fv += scores[m, k] * v[k]
+        n2 = norms[m] * norms[m] + 2.0 * eta * fv + eta * eta * kxx * vv
+        norms[m] = math.sqrt(n2) if n2 > 0.0 else 0.0
+        kself[slot, m] = kxx
+        coef[m, slot] = eta / scale[m]
+
+
+support_step = njit(**JIT_INLINE)(_support_step)
+
+
+def _ftrl_mixed(
+    x, xsq, v, vv, phi, t, etas, prev, fsq, ex_blocks, ex_off, step_codes, step_p, step_groups,
+    w, scale, norms, zn, newnorms, c, steps, policy, im_blocks, view_of, masks, view_full,
+    kinds, kp, sx, ssq, sv, coef, kself, sage, counters, capacity, gram, scores,
+):  # fmt: skip
+    """One round of per-block schedules, under ``FTRL`` with kernelized blocks in the bank:
+    every explicit block takes FTRL-proximal (``ftrl_explicit``: its lazy dual ``u_m``, the
+    prox of ``t Omega`` in the metric ``t eta_m``), every kernelized block AdaGrad's composite
+    mirror descent (``support_step``, then the prox of ``Omega`` in the metric ``eta_m``), with
+    the same per-block rates ``eta_m = eta0 / sqrt(delta + sum_s ||g_m,s||^2)``.
+
+    Exact because the regularizer is block-separable, ``Omega(theta) = sum_m omega(||theta_m||)``
+    (the steps of ``prox_blockwise``: L2, the group lasso's soft-threshold, l_q; refused
+    otherwise at construction, with the projection): the loss gradient ``v (x) phi_m(x)`` is
+    taken once, at theta_t, before any block moves; then FTRL's objective ``<z, theta> + t
+    Omega(theta) + sum_m ||theta_m||^2 / (2 eta_m)`` and mirror descent's ``<g, theta> +
+    Omega(theta) + sum_m ||theta_m - theta_m,t||^2 / (2 eta_m)`` are each a sum of one term per
+    block, so minimising over the explicit blocks with the one and over the kernelized blocks
+    with the other is minimising every block's own term: the J prox steps run once on the
+    vector of all blocks' norms, ``c_m = eta_m ||u_m||`` at the steps ``t eta_m`` for the
+    explicit blocks and ``||f_m + eta_m v k_m(x, .)||`` at the steps ``eta_m`` for the
+    kernelized ones. A penalty that couples blocks (the squared group lasso's or the elastic
+    net's ``(sum_m ||theta_m||)^2``, groups of blocks, a ball) would weigh one side's norms
+    by ``t`` and the other's by 1 in one prox: no single problem, hence refused."""
+    ftrl_store(v, phi, ex_blocks, ex_off, etas, prev, t, w, scale, norms, zn, c, steps, False)
+    if vv > 0.0:
+        support_step(
+            x, xsq, v, vv, etas, fsq, policy, im_blocks, view_of, masks, view_full, kinds, kp,
+            sx, ssq, sv, coef, kself, sage, counters, capacity, scale, norms, gram, scores,
+        )  # fmt: skip
+    for m in im_blocks:
+        c[m] = norms[m]
+        steps[m] = etas[m]
+    M = norms.shape[0]
+    for j in range(step_codes.shape[0]):
+        prox_blockwise(step_codes[j], step_p[j, 0], step_p[j, 1], step_groups[j], c, steps,
+                       newnorms)  # fmt: skip
+        for m in range(M):
+            c[m] = newnorms[m]
+    ftrl_scales(ex_blocks, norms, scale, zn, c)
+    for m in im_blocks:
+        rescale_block(m, c[m], False, w, ex_off, coef, counters[0], scale, norms)
+
+
+ftrl_mixed = njit(**JIT)(_ftrl_mixed)
+
+
 def _learn_round(p, x, y, t):
     """One round: scores -> loss subgradient -> gradient step -> J prox steps -> projection, on
     the pack ``p`` (``streammkl.core._numba.pack``).
@@ -262,10 +352,13 @@ def _round_body(p, x, y, t):
     if mirror:  # the two rows stay each other's negation (v[1] = -v[0] up to rounding)
         v[1] = -v[0]
     if avg_w.shape[0] > 0:
+        kept = with_kernelized_scores(scores, im_blocks, avg_bias)
         track_averages(
             loss_code, loss_p, fx, loss, y, phi, ex_blocks, ex_off, avg_w, avg_bias, avg_loss,
             rho, avg_count, every, scratch, ascores, pred, row_dots, mirror,
         )  # fmt: skip
+        if im_blocks.shape[0] > 0:
+            avg_bias[:, :] = kept  # the biases' own values, bit for bit
     else:
         for k in range(K):
             pred[k] = fx[k]
@@ -278,6 +371,16 @@ def _round_body(p, x, y, t):
             kinds[m], kp[m, 0], kp[m, 1], kp[m, 2] != 0.0, xsq[vw], 0.0, xsq[vw], xsq[vw],
         )  # fmt: skip
     block_steps(sched, sched_p, t, acc, fsq, vv, etas)
+    if sched == S_FTRL and im_blocks.shape[0] > 0:  # per-block schedules (``ftrl_mixed``)
+        ftrl_mixed(
+            x, xsq, v, vv, phi, t, etas, prev, fsq, ex_blocks, ex_off, step_codes, step_p,
+            step_groups, w, scale, norms, zn, newnorms, p.blk_c, p.blk_steps, policy, im_blocks,
+            view_of, masks, view_full, kinds, kp, sx, ssq, sv, coef, kself, sage, counters,
+            capacity, gram, scores,
+        )  # fmt: skip
+        for k in range(K):
+            bias[k] += bias_lr * etas[M] * v[k]
+        return loss
     if sched == S_FTRL:
         ftrl_explicit(
             v, phi, ex_blocks, ex_off, etas, prev, t, step_codes, step_p, step_groups, radius,
@@ -300,29 +403,11 @@ def _round_body(p, x, y, t):
                     sq += dot4(w[k], w[k], a, e)
             norms[m] = scale[m] * math.sqrt(sq)
         if im_blocks.shape[0] > 0:
-            slot = make_room(
-                policy, x, xsq, v, im_blocks, view_of, masks, view_full, kinds, kp,
-                sx, ssq, sv, coef, kself, sage, counters, capacity, scale, norms, gram, scores,
+            support_step(
+                x, xsq, v, vv, etas, fsq, policy, im_blocks, view_of, masks, view_full, kinds,
+                kp, sx, ssq, sv, coef, kself, sage, counters, capacity, scale, norms, gram,
+                scores,
             )  # fmt: skip
-            d = x.shape[0]
-            for j in range(d):
-                sx[slot, j] = x[j]
-            for vw in range(masks.shape[0]):
-                ssq[slot, vw] = xsq[vw]
-            for k in range(K):
-                sv[slot, k] = v[k]
-            sage[slot] = counters[1]
-            counters[1] += 1
-            for m in im_blocks:  # corrected block-norm update (erratum E1)
-                kxx = fsq[m]
-                eta = etas[m]
-                fv = 0.0
-                for k in range(K):
-                    fv += scores[m, k] * v[k]
-                n2 = norms[m] * norms[m] + 2.0 * eta * fv + eta * eta * kxx * vv
-                norms[m] = math.sqrt(n2) if n2 > 0.0 else 0.0
-                kself[slot, m] = kxx
-                coef[m, slot] = eta / scale[m]
         for k in range(K):
             bias[k] += bias_lr * etas[M] * v[k]
     apply_prox_steps(
@@ -333,6 +418,28 @@ def _round_body(p, x, y, t):
 
 
 round_body = njit(**JIT)(_round_body)
+
+
+def _with_kernelized_scores(scores, im_blocks, avg_bias):
+    """Per-block schedules with averaged iterates: the averages are of the explicit blocks (and
+    the bias); every average predicts with the kernelized blocks' current scores (their support
+    sets are not averaged). Adds those scores ``scores[m]`` of the kernelized blocks to every
+    average's bias, for ``track_averages`` to score the averages with, and returns the biases
+    as they were, for the caller to put back (a copy, no allocation without kernelized
+    blocks)."""
+    if im_blocks.shape[0] == 0:
+        return avg_bias[:0]
+    kept = avg_bias.copy()
+    for e in range(avg_bias.shape[0]):
+        for k in range(avg_bias.shape[1]):
+            extra = 0.0
+            for m in im_blocks:
+                extra += scores[m, k]
+            avg_bias[e, k] += extra
+    return kept
+
+
+with_kernelized_scores = njit(**JIT_INLINE)(_with_kernelized_scores)
 
 
 def _explicit_round(f, x, y, t):
@@ -407,8 +514,11 @@ def _decision(p, x, w, scale, leader_scores):
         x, p.im_blocks, p.view_of, p.masks, p.view_full, p.kinds, p.kp, p.sx, p.ssq, p.sv,
         p.coef, p.counters[0], p.xsq, scale, p.scores,
     )  # fmt: skip
+    kept = with_kernelized_scores(p.scores, p.im_blocks, p.avg_bias)  # as the round scores
     decision_total(p.fx, p.scores, p.bias, p.phi, p.ex_blocks, p.ex_off, p.avg_w, p.avg_bias,
                    p.avg_loss, p.mirror, leader_scores)  # fmt: skip
+    if p.im_blocks.shape[0] > 0:
+        p.avg_bias[:, :] = kept
 
 
 def _decision_total(fx, scores, bias, phi, ex_blocks, ex_off, avg_w, avg_bias, avg_loss,
