@@ -178,7 +178,7 @@ def test_scalar_and_vector_kernels():
         _both("fast_cos", x)
     for entropy in (0, 7, 2**32 + 5, 2**48 - 1):  # numpy's own words: test_kernel_identity
         _both("seed_state", np.uint64(entropy), np.zeros(4, dtype=np.uint64))
-    assert COVERED == set(SCALAR_KERNELS)
+    assert set(SCALAR_KERNELS) <= COVERED  # (other files' tests add theirs: the set is shared)
 
 
 # Module level on purpose: a compiled function collected mid-session leaves dead weak proxies in
