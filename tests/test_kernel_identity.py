@@ -412,9 +412,10 @@ def test_a_version_5_state_keeps_numpys_draws_for_its_inputs_and_its_new_ones() 
     assert float(np.ravel(again.decision(X[199]))[0]) == pytest.approx(
         truth["decision_after_40"], rel=1e-9
     )
-    fresh = OnlineMKL(kernels=model.kernels, seed=model.seed)
+    fresh = OnlineMKL(kernels=[k.to_spec() for k in model.kernels], seed=model.seed)
     fresh.learn_many(X[:5, :4], Y[:5])
     assert fresh.draws == DRAWS and fresh.layout.draws == DRAWS
+    assert "_columns" not in vars(fresh.kernels[3])  # nothing kept per input to redraw
     assert OnlineMKL.from_state(*fresh.to_state()).digest() == fresh.digest()
     meta, arrays = fresh.to_state()
     with pytest.raises(ValueError, match="draws"):
