@@ -27,7 +27,7 @@ SCALAR_KERNELS = [
     "weighted_squared_l1", "weighted_l1_ball", "decreasing_root", "ball_multiplier", "block_steps",
     "secular_root", "dot4_row", "dot4_rows", "dot4_row_sq", "dot4_rows_sq", "rows_dot4",
     "axpby_sqnorm_row", "absmax", "cosines", "cos_of", "negate_row", "blockwise", "prox_blockwise",
-    "seed_state", "philox", "unit_pair", "normal_rows", "uniform_rows", "pair_sq_distances",
+    "seed_state", "philox", "unit_pair", "draw_rows",
 ]  # fmt: skip
 MODEL_LOOPS = [
     "learn_many", "learn_round", "explicit_phi", "block_scores", "apply_prox_steps",
@@ -182,10 +182,8 @@ def test_scalar_and_vector_kernels():
     _both("unit_pair", 7, u(1), u(9), u(10), np.zeros(4, dtype=np.uint64))
     keys = np.array([0, 5, 2**32 - 1], dtype=np.uint64)
     for n in (1, 6, 7):  # even and odd rows
-        _both("normal_rows", keys, keys[::-1].copy(), u(0), 1.5, np.zeros((3, n)))
-        _both("uniform_rows", keys, keys[::-1].copy(), u(1), -1.0, 2.0, np.zeros((3, n)))
-    X = rng.normal(size=(6, 5)) * (rng.random((6, 5)) < 0.5)
-    _both("pair_sq_distances", X, np.zeros(15))
+        _both("draw_rows", keys, keys[::-1].copy(), u(0), True, 1.5, 0.0, np.zeros((3, n)))
+        _both("draw_rows", keys, keys[::-1].copy(), u(1), False, -1.0, 2.0, np.zeros((3, n)))
     assert COVERED == set(SCALAR_KERNELS)
 
 

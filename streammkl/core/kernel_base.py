@@ -24,7 +24,7 @@ __all__ = [
 #: How a model draws each input's random features (a saved model says which, so it is drawn
 #: again as it was): ``NUMPY_DRAWS`` (1), numpy's ``default_rng(stable_seed(seed, name, key))``
 #: per input (models saved before state version 6); ``DRAWS`` (2, every model made since), the
-#: counter-based generator ``nb.normal_rows`` / ``nb.uniform_rows`` keyed by :func:`draw_keys`.
+#: counter-based generator ``nb.draw_rows`` keyed by :func:`draw_keys`.
 NUMPY_DRAWS = 1
 DRAWS = 2
 _NORMALS = np.uint64(0)  # the counter-based generator's streams (a counter word of its own)
@@ -168,7 +168,7 @@ def normals(
         return out
     _check_draws(draws)
     k0, k1 = draw_keys(seed, name, keys)
-    nb.normal_rows(k0, k1, _NORMALS, float(scale), out)
+    nb.draw_rows(k0, k1, _NORMALS, True, float(scale), 0.0, out)
     return out
 
 
@@ -186,7 +186,7 @@ def uniforms(
         return out
     _check_draws(draws)
     k0, k1 = draw_keys(seed, name, keys)
-    nb.uniform_rows(k0, k1, _UNIFORMS, float(low), float(high), out)
+    nb.draw_rows(k0, k1, _UNIFORMS, False, float(low), float(high), out)
     return out
 
 

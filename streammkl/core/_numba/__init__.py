@@ -58,7 +58,7 @@ from streammkl.core._numba.codes import (
     P_GROUPLQ, P_L1, P_L1BALL, P_L2, P_SQGROUP, S_ADAGRAD, S_CONSTANT, S_FTRL, S_INVSQRT, S_INVT,
 )  # fmt: skip
 from streammkl.core._numba.kernels import (
-    EXP_FLOOR, exp_many, exp_reduced, fast_exp, gram, kernel_value, pair_sq_distances, view_dot,
+    EXP_FLOOR, exp_many, exp_reduced, fast_exp, gram, kernel_value, view_dot,
 )  # fmt: skip
 from streammkl.core._numba.losses import loss_grad, loss_values
 from streammkl.core._numba.prox import (
@@ -109,7 +109,7 @@ from streammkl.core._numba.sequences import (
 from streammkl.core._numba.sparse import (
     AVERAGE_FLOOR, block_sqnorm, exact_norms, sparse_rescale, sparse_step, zero_entries,
 )  # fmt: skip
-from streammkl.core._numba.draws import normal_rows, philox, seed_state, uniform_rows, unit_pair
+from streammkl.core._numba.draws import draw_rows, philox, seed_state, unit_pair
 from streammkl.core._numba.wide import (
     SPARSE_SHARE, add_run, block_sq, decision_wide, dot_avg, learn_predict_wide, per_input,
     remember_sparse, settle, settle_block, sparse_cached, step_run, wide_average_scores,

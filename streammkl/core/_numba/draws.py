@@ -1,6 +1,6 @@
 """The draws of an input's random features, compiled.
 
-- ``philox`` / ``normal_rows`` / ``uniform_rows``: a counter-based generator, the draws of
+- ``philox`` / ``draw_rows``: a counter-based generator, the draws of
   models made since state version 6 (``kernel_base.DRAWS``). The ``i``-th number an input
   draws is a pure function of (the input's key, its stream, ``i``): Philox4x32-10 (Salmon,
   Moraes, Dror and Shaw, "Parallel random numbers: as easy as 1, 2, 3", SC 2011; the
@@ -117,51 +117,44 @@ def _unit_pair(i, stream, k0, k1, words):
     return float(a) * _TWO53, float(b) * _TWO53
 
 
-def _normal_rows(k0s, k1s, stream, scale, out):
-    """``out[j, :]``: ``scale`` times standard normals of the input keyed ``(k0s[j], k1s[j])``
-    on ``stream``: ``out[j, 2i]`` and ``out[j, 2i + 1]`` are Box-Muller's pair from counter
-    ``i``'s uniforms ``(u, v)``, ``sqrt(-2 log(1 - u))`` times the cosine and the sine of ``2
-    pi v`` (``1 - u`` in (0, 1]: no log of 0; ``fast_cos``, within 2 ulp of the library's:
-    the sine is ``cos(2 pi v - pi/2)``). The uniforms first, then one loop of logs and
-    cosines (it vectorises but for the log)."""
+def _draw_rows(k0s, k1s, stream, normal, a, b, out):
+    """``out[j, :]``: the draws of the input keyed ``(k0s[j], k1s[j])`` on ``stream``, two per
+    counter ``i`` from its uniforms ``(u, v)`` (``out[j, 2i]``, ``out[j, 2i + 1]``).
+
+    ``normal``: ``a`` times standard normals, Box-Muller's pair ``sqrt(-2 log(1 - u))`` times
+    the cosine and the sine of ``2 pi v`` (``1 - u`` in (0, 1]: no log of 0; ``fast_cos``,
+    within 2 ulp of the library's, the sine as ``cos(2 pi v - pi/2)``); else uniforms in
+    ``[a, b)``, ``a + (b - a) u`` and ``a + (b - a) v``. The uniforms first, then one loop of
+    logs and cosines (it vectorises but for the log). One function for both (one compilation
+    on a fresh checkout)."""
     words = np.empty(4, dtype=np.uint64)
     n = out.shape[1]
     half = (n + 1) // 2
     u = np.empty(half)
     v = np.empty(half)
+    width = b - a
     for j in range(k0s.shape[0]):
         k0 = k0s[j]
         k1 = k1s[j]
         for i in range(half):
             u[i], v[i] = unit_pair(i, stream, k0, k1, words)
+        if not normal:
+            for i in range(n // 2):
+                out[j, 2 * i] = a + width * u[i]
+                out[j, 2 * i + 1] = a + width * v[i]
+            if n % 2:
+                out[j, n - 1] = a + width * u[half - 1]
+            continue
         for i in range(n // 2):
-            r = scale * np.sqrt(-2.0 * np.log(1.0 - u[i]))
+            r = a * np.sqrt(-2.0 * np.log(1.0 - u[i]))
             t = _TAU * v[i]
             out[j, 2 * i] = r * fast_cos(t)
             out[j, 2 * i + 1] = r * fast_cos(t - _HALF_PI)
         if n % 2:
-            out[j, n - 1] = (
-                scale * np.sqrt(-2.0 * np.log(1.0 - u[half - 1])) * fast_cos(_TAU * v[half - 1])
-            )
-
-
-def _uniform_rows(k0s, k1s, stream, low, high, out):
-    """``out[j, :]``: uniforms in [low, high) of the input keyed ``(k0s[j], k1s[j])`` on
-    ``stream`` (``out[j, 2i]``, ``out[j, 2i + 1]``: counter ``i``'s pair)."""
-    words = np.empty(4, dtype=np.uint64)
-    n = out.shape[1]
-    width = high - low
-    for j in range(k0s.shape[0]):
-        k0 = k0s[j]
-        k1 = k1s[j]
-        for i in range((n + 1) // 2):
-            u, v = unit_pair(i, stream, k0, k1, words)
-            out[j, 2 * i] = low + width * u
-            if 2 * i + 1 < n:
-                out[j, 2 * i + 1] = low + width * v
+            r = a * np.sqrt(-2.0 * np.log(1.0 - u[half - 1]))
+            out[j, n - 1] = r * fast_cos(_TAU * v[half - 1])
 
 
 philox = njit(**JIT_INLINE)(_philox)
 unit_pair = njit(**JIT_INLINE)(_unit_pair)
-normal_rows = njit(**JIT)(_normal_rows)
-uniform_rows = njit(**JIT)(_uniform_rows)
+draw_rows = njit(**JIT)(_draw_rows)

@@ -136,36 +136,3 @@ def _gram(kind, p0, p1, normalize, mask, full, X, Y, out):
 
 gram = njit(**JIT)(_gram)
 
-
-def _pair_sq_distances(X, out):
-    """``out[p] = ||X_i - X_j||^2`` for the pairs i < j in row-major order (p = 0 for (0, 1),
-    then (0, 2), ...), summed over the columns where some row is not 0 (a sparse warm-up: the
-    words its documents use), as differences (no ``||x||^2 + ||y||^2 - 2 x.y`` cancellation).
-    Single-threaded on purpose: the median heuristic's 50 x d rows once per model, where a BLAS
-    product would wake a pool of threads for ~10-20 ms."""
-    n, d = X.shape
-    cols = np.empty(d, dtype=np.int64)
-    m = 0
-    for k in range(d):
-        for i in range(n):
-            if X[i, k] != 0.0:
-                cols[m] = k
-                m += 1
-                break
-    Y = np.empty((n, m))  # the used columns, rows contiguous
-    for i in range(n):
-        for c in range(m):
-            Y[i, c] = X[i, cols[c]]
-    p = 0
-    for i in range(n):
-        for j in range(i + 1, n):
-            s = 0.0
-            for c in range(m):
-                t = Y[i, c] - Y[j, c]
-                s += t * t
-            out[p] = s
-            p += 1
-    return out
-
-
-pair_sq_distances = njit(**JIT)(_pair_sq_distances)
