@@ -135,4 +135,3 @@ def _gram(kind, p0, p1, normalize, mask, full, X, Y, out):
 
 
 gram = njit(**JIT)(_gram)
-
