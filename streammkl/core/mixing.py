@@ -201,7 +201,7 @@ def _same_layout(
     same order and outputs, and explicit blocks only (support sets merge by identity)."""
     if not base.feature_keys or base.layout is None or base.layout.im_blocks.size:
         return False
-    same = ("config", "bandwidths", "feature_keys", "n_outputs", "version")
+    same = ("config", "bandwidths", "feature_keys", "n_outputs", "version", "draws")
     for meta, arrays in states:
         if any(meta.get(key) != base_meta.get(key) for key in same):
             return False
