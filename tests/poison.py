@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from streammkl.core import kernels
+from streammkl.core.kernel_base import DRAWS
 from streammkl.river import MKLClassifier
 
 POISON = "poison"
@@ -26,10 +27,10 @@ POISON = "poison"
 class PoisonRBF(kernels.RBF):
     """``RBF`` that kills the process when it draws the columns of a feature named ``poison``."""
 
-    def fourier_columns(self, keys: Sequence[str], seed: int) -> np.ndarray:
+    def fourier_columns(self, keys: Sequence[str], seed: int, draws: int = DRAWS) -> np.ndarray:
         if POISON in keys:
             os.kill(os.getpid(), signal.SIGKILL)
-        return super().fourier_columns(keys, seed)
+        return super().fourier_columns(keys, seed, draws)
 
     def to_spec(self) -> dict[str, Any]:
         return {"type": "RBF", **self.params()}

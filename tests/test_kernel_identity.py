@@ -155,16 +155,28 @@ def test_fourier_draws_come_from_seed_name_and_input_not_from_the_bandwidth() ->
     """A fixed RBF's frequencies are the N(0, 2 gamma) draws they always were; a MedianRBF's are
     the same standard normals at every bandwidth, scaled by sqrt(2 gamma) (a rescale does not
     redraw them)."""
+    from streammkl.core.kernel_base import DRAWS, NUMPY_DRAWS, normals
+
     rbf = kernels.RBF(0.5, n_components=8)
     rng = np.random.default_rng(stable_seed(3, rbf.name, "x1"))
-    np.testing.assert_array_equal(rbf.fourier_columns(["x1"], 3)[:, 0], rng.normal(0.0, 1.0, 8))
-    median = kernels.MedianRBF(1.0, 8)
-    a, b = median.fitted(0.2, 2, False), median.fitted(0.8, 3, True)
-    cols_a, cols_b = a.fourier_columns(["x1", "x2"], 3), b.fourier_columns(["x1", "x2"], 3)
-    np.testing.assert_allclose(cols_b, 2.0 * cols_a, rtol=1e-15)
-    np.testing.assert_array_equal(a.fourier_offsets(3), b.fourier_offsets(3))
+    old = rbf.fourier_columns(["x1"], 3, NUMPY_DRAWS)[:, 0]  # a model saved before version 6
+    np.testing.assert_array_equal(old, rng.normal(0.0, 1.0, 8))
+    np.testing.assert_array_equal(
+        rbf.fourier_columns(["x1"], 3)[:, 0], normals(3, rbf.name, ["x1"], 8)[0]
+    )
+    for draws in (DRAWS, NUMPY_DRAWS):
+        median = kernels.MedianRBF(1.0, 8)
+        a, b = median.fitted(0.2, 2, False), median.fitted(0.8, 3, True)
+        cols_a = a.fourier_columns(["x1", "x2"], 3, draws)
+        cols_b = b.fourier_columns(["x1", "x2"], 3, draws)
+        np.testing.assert_allclose(cols_b, 2.0 * cols_a, rtol=1e-15)
+        np.testing.assert_array_equal(a.fourier_offsets(3), b.fourier_offsets(3))
+        z = normals(3, "rff(gamma=1/median,D=8)", ["x2"], 8, draws)[0]
+        np.testing.assert_allclose(cols_a[:, 1], np.sqrt(0.4) * z, rtol=1e-15)
     z = np.random.default_rng(stable_seed(3, "rff(gamma=1/median,D=8)", "x2")).standard_normal(8)
-    np.testing.assert_allclose(cols_a[:, 1], np.sqrt(0.4) * z, rtol=1e-15)
+    np.testing.assert_array_equal(
+        normals(3, "rff(gamma=1/median,D=8)", ["x2"], 8, NUMPY_DRAWS)[0], z
+    )
 
 
 def test_a_refitted_bandwidth_restarts_its_block_and_only_that_block() -> None:
@@ -272,7 +284,7 @@ def test_a_version_5_checkpoint_with_landmarks_restarts_and_exports(
 
     from streammkl.daemon.checkpoints.export import export_model
 
-    v5 = Path(__file__).parent / "data" / "v5_states"
+    v5 = Path(__file__).parent / "data" / "v5_checkpoint"
     truth = json.loads((v5 / "truth.json").read_text())
     shutil.copytree(v5 / "checkpoint", tmp_path / "ck")
     caplog.set_level(logging.INFO, logger="streammkl.daemon.checkpoints.committer")
@@ -399,3 +411,80 @@ def test_the_fast_seeding_draws_what_numpys_default_generator_draws(monkeypatch)
         gen = generator_for(seed, name, key)
         np.testing.assert_array_equal(gen.standard_normal(300), ref.standard_normal(300))
         np.testing.assert_array_equal(gen.uniform(0.0, 2.0, size=7), ref.uniform(0.0, 2.0, size=7))
+
+
+V5 = Path(__file__).parent / "data" / "v5_states"
+
+
+def test_a_version_5_state_keeps_numpys_draws_for_its_inputs_and_its_new_ones() -> None:
+    """Saved by streammkl 0ec92e6 (``gen_v5.py`` there), before the counter-based draws: it
+    loads with numpy's generator per input (``NUMPY_DRAWS``), predicts exactly as it did,
+    keeps those draws through a save and for an input that arrives after the load (the
+    same rounds as the old code), and a new model draws with the counter-based generator."""
+    from streammkl.core.kernel_base import DRAWS, NUMPY_DRAWS
+
+    truth = json.loads((V5 / "truth.json").read_text())
+    assert truth["version"] == 5
+    model = OnlineMKL.load(V5 / "model.smkl")
+    assert model.draws == NUMPY_DRAWS and model.layout.draws == NUMPY_DRAWS
+    decisions = [float(np.ravel(model.decision(p))[0]) for p in np.load(V5 / "probe.npy")]
+    np.testing.assert_allclose(decisions, truth["decisions"], rtol=1e-12, atol=1e-12)
+    meta, arrays = model.to_state()
+    assert meta["version"] == 6 and meta["draws"] == NUMPY_DRAWS
+    again = OnlineMKL.from_state(json.loads(json.dumps(meta)), arrays)
+    assert again.digest() == model.digest() and again.draws == NUMPY_DRAWS
+    rng = np.random.default_rng(5)  # the stream gen_v5.py drew
+    X = rng.normal(size=(200, 5))
+    Y = np.where(X[:, 0] * X[:, 1] + X[:, 4] > 0, 1.0, -1.0)
+    again.declare_features(["e"])
+    again.learn_many(X[120:160], Y[120:160])
+    np.testing.assert_allclose(again.block_norms, truth["norms_after_40"], rtol=1e-9)
+    assert float(np.ravel(again.decision(X[199]))[0]) == pytest.approx(
+        truth["decision_after_40"], rel=1e-9
+    )
+    fresh = OnlineMKL(kernels=[k.to_spec() for k in model.kernels], seed=model.seed)
+    fresh.learn_many(X[:5, :4], Y[:5])
+    assert fresh.draws == DRAWS and fresh.layout.draws == DRAWS
+    assert "_columns" not in vars(fresh.kernels[3])  # nothing kept per input to redraw
+    assert OnlineMKL.from_state(*fresh.to_state()).digest() == fresh.digest()
+    meta, arrays = fresh.to_state()
+    with pytest.raises(ValueError, match="draws"):
+        OnlineMKL.from_state({**meta, "draws": 7}, arrays)
+
+
+def test_the_counter_based_generator_is_philox4x32_10_and_draws_standard_normals() -> None:
+    """``nb.philox`` gives Random123's known answers for Philox4x32-10 (compiled and in
+    Python); an input's draws depend on (seed, name, key) alone, are standard normal and
+    uniform (Kolmogorov-Smirnov over 10^6 draws), and are uncorrelated across inputs and
+    across the indices of one input."""
+    from scipy import stats
+
+    from streammkl.core import _numba as nb
+    from streammkl.core.kernel_base import normals, uniforms
+
+    u = np.uint64
+    known = [  # (counter, key, answer): Random123's kat_vectors for philox4x32_10
+        ((0, 0, 0, 0), (0, 0), (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)),
+        ((2**32 - 1,) * 4, (2**32 - 1,) * 2, (0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD)),
+        ((0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344), (0xA4093822, 0x299F31D0),
+         (0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1)),
+    ]  # fmt: skip
+    for counter, key, answer in known:
+        for fn in (nb.philox, nb.philox.py_func):
+            out = np.zeros(4, dtype=np.uint64)
+            fn(*(u(c) for c in counter), *(u(k) for k in key), out)
+            assert out.tolist() == list(answer)
+    keys = [f"w{i}" for i in range(4000)]
+    Z = normals(3, "rff(gamma=1/median,D=256)", keys, 256)
+    np.testing.assert_array_equal(Z[7], normals(3, "rff(gamma=1/median,D=256)", ["w7"], 256)[0])
+    assert not np.allclose(Z[7], normals(4, "rff(gamma=1/median,D=256)", ["w7"], 256)[0])
+    assert not np.allclose(Z[7], normals(3, "rff(gamma=4/median,D=256)", ["w7"], 256)[0])
+    assert stats.kstest(Z.ravel()[:1_000_000], "norm").pvalue > 1e-3
+    assert abs(Z.mean()) < 5e-3 and abs(Z.var() - 1.0) < 5e-3
+    C = np.corrcoef(Z[:, :32].T)  # across indices (Box-Muller's pairs among them)
+    assert np.abs(C - np.eye(32)).max() < 0.08  # 4,000 inputs: sd ~0.016
+    C = np.corrcoef(Z[:64])  # across inputs
+    assert np.abs(C - np.eye(64)).max() < 0.3  # 256 draws: sd ~0.06
+    U = uniforms(3, "additive", keys[:1000], 512, 0.0, 2.0 * np.pi)
+    assert U.min() >= 0.0 and U.max() < 2.0 * np.pi
+    assert stats.kstest(U.ravel() / (2.0 * np.pi), "uniform").pvalue > 1e-3

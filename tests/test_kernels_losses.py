@@ -158,27 +158,37 @@ def test_quadrature_additive_map_is_the_same_kernel_for_every_seed_and_near_the_
 
 def test_quadrature_components_of_many_inputs_are_each_inputs_own_draws_bit_for_bit():
     """The even-R quadrature components of several inputs, drawn at once, are the per-input
-    draws (``default_rng(stable_seed(seed, name, key))``, numpy's own) concatenated, and a
-    kernel's Fourier columns are each key's own ``standard_normal`` times ``sqrt(2 gamma)``."""
-    from streammkl.core.kernel_base import stable_seed
+    draws concatenated (the counter-based ``uniforms``; numpy's ``default_rng(stable_seed(seed,
+    name, key))`` for a model saved before state version 6), and a kernel's Fourier columns
+    are each key's own standard normals times ``sqrt(2 gamma)``."""
+    from streammkl.core.kernel_base import DRAWS, NUMPY_DRAWS, normals, stable_seed, uniforms
 
     k = Kmod.AdditiveRBF(0.7, 16, draws="quadrature")
     keys = [f"w{i}" for i in range(700)]  # past the seedings made by numpy itself
-    freqs, offsets = k.components(keys, 3)
     P, std = 8, np.sqrt(2 * 0.7)
-    for j in (0, 1, 350, 699):
-        b = np.random.default_rng(stable_seed(3, k.name, keys[j])).uniform(0, 2 * np.pi, P)
-        f, o = freqs[16 * j : 16 * (j + 1)], offsets[16 * j : 16 * (j + 1)]
-        np.testing.assert_array_equal(f[0::2], f[1::2])
-        np.testing.assert_array_equal(f[0::2], Kmod._strata(P) * std)
-        np.testing.assert_array_equal(o[0::2], b)
-        np.testing.assert_array_equal(o[1::2], b + 0.5 * np.pi)
-    rbf = Kmod.RBF(0.3, n_components=64)
-    cols = rbf.fourier_columns(keys[:5], 3)
-    assert cols.shape == (64, 5)
-    for j, key in enumerate(keys[:5]):
-        z = np.random.default_rng(stable_seed(3, rbf.name, key)).standard_normal(64)
-        np.testing.assert_array_equal(cols[:, j], z * np.sqrt(2 * 0.3))
+    for draws in (NUMPY_DRAWS, DRAWS):
+        freqs, offsets = k.components(keys, 3, draws)
+        for j in (0, 1, 350, 699):
+            if draws == NUMPY_DRAWS:  # a model saved before state version 6
+                rng = np.random.default_rng(stable_seed(3, k.name, keys[j]))
+                b = rng.uniform(0, 2 * np.pi, P)
+            else:
+                b = uniforms(3, k.name, [keys[j]], P, 0.0, 2 * np.pi)[0]
+            f, o = freqs[16 * j : 16 * (j + 1)], offsets[16 * j : 16 * (j + 1)]
+            np.testing.assert_array_equal(f[0::2], f[1::2])
+            np.testing.assert_array_equal(f[0::2], Kmod._strata(P) * std)
+            np.testing.assert_array_equal(o[0::2], b)
+            np.testing.assert_array_equal(o[1::2], b + 0.5 * np.pi)
+        rbf = Kmod.RBF(0.3, n_components=64)
+        cols = rbf.fourier_columns(keys[:5], 3, draws)
+        assert cols.shape == (64, 5)
+        for j, key in enumerate(keys[:5]):
+            if draws == NUMPY_DRAWS:
+                z = np.random.default_rng(stable_seed(3, rbf.name, key)).standard_normal(64)
+                np.testing.assert_array_equal(cols[:, j], z * np.sqrt(2 * 0.3))
+            else:
+                z = normals(3, rbf.name, [key], 64)[0]
+                np.testing.assert_allclose(cols[:, j], z * np.sqrt(2 * 0.3), rtol=1e-15)
 
 
 def _half_normal_midpoint(i: int, P: int) -> float:

@@ -132,6 +132,21 @@ def test_mismatched_members_are_refused():
         merge(*base.to_state(), [MemberRound("x", 1, *other.to_state())])
 
 
+def test_members_over_other_random_draws_are_refused():
+    """A member resumed from a state saved before the counter-based draws (its random features
+    drawn with numpy's generator: meta without ``draws``) learns over other features than a
+    base made since: refused, not averaged column by column."""
+    base = OnlineMKL(kernels=BANK)
+    base.learn(np.ones(3), 1.0)
+    meta, arrays = base.to_state()
+    old_meta = {k: v for k, v in meta.items() if k != "draws"}  # what version 5 wrote
+    member = OnlineMKL.from_state(old_meta, arrays)
+    member.learn(np.ones(3), -1.0)
+    assert member.names == base.names and member.draws != base.draws
+    with pytest.raises(ValueError, match="another configuration"):
+        merge(meta, arrays, [MemberRound("x", 1, *member.to_state())])
+
+
 def test_members_over_other_fitted_bandwidths_are_refused():
     """Kernel names never change with a bandwidth, so a merge compares the fitted bandwidths
     too (the group aligns them before it merges: core.mixing_bandwidth)."""

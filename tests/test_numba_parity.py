@@ -27,7 +27,7 @@ SCALAR_KERNELS = [
     "weighted_squared_l1", "weighted_l1_ball", "decreasing_root", "ball_multiplier", "block_steps",
     "secular_root", "dot4_row", "dot4_rows", "dot4_row_sq", "dot4_rows_sq", "rows_dot4",
     "axpby_sqnorm_row", "absmax", "cosines", "cos_of", "negate_row", "blockwise", "prox_blockwise",
-    "seed_state",
+    "seed_state", "philox", "unit_pair", "draw_rows",
 ]  # fmt: skip
 MODEL_LOOPS = [
     "learn_many", "learn_round", "explicit_phi", "block_scores", "apply_prox_steps",
@@ -178,6 +178,13 @@ def test_scalar_and_vector_kernels():
         _both("fast_cos", x)
     for entropy in (0, 7, 2**32 + 5, 2**48 - 1):  # numpy's own words: test_kernel_identity
         _both("seed_state", np.uint64(entropy), np.zeros(4, dtype=np.uint64))
+    u = np.uint64
+    _both("philox", u(1), u(2), u(3), u(4), u(5), u(2**32 - 1), np.zeros(4, dtype=np.uint64))
+    _both("unit_pair", 7, u(1), u(9), u(10), np.zeros(4, dtype=np.uint64))
+    keys = np.array([0, 5, 2**32 - 1], dtype=np.uint64)
+    for n in (1, 6, 7):  # even and odd rows
+        _both("draw_rows", keys, keys[::-1].copy(), u(0), True, 1.5, 0.0, np.zeros((3, n)))
+        _both("draw_rows", keys, keys[::-1].copy(), u(1), False, -1.0, 2.0, np.zeros((3, n)))
     assert set(SCALAR_KERNELS) <= COVERED  # (other files' tests add theirs: the set is shared)
 
 

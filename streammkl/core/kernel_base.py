@@ -16,7 +16,19 @@ import numpy as np
 from streammkl.core import _numba as nb
 from streammkl.core._spec import Spec
 
-__all__ = ["Kernel", "check_components", "generator_for", "stable_seed"]
+__all__ = [
+    "DRAWS", "NUMPY_DRAWS", "Kernel", "check_components", "draw_keys", "generator_for", "normals",
+    "stable_seed", "uniforms",
+]  # fmt: skip
+
+#: How a model draws each input's random features (a saved model says which, so it is drawn
+#: again as it was): ``NUMPY_DRAWS`` (1), numpy's ``default_rng(stable_seed(seed, name, key))``
+#: per input (models saved before state version 6); ``DRAWS`` (2, every model made since), the
+#: counter-based generator ``nb.draw_rows`` keyed by :func:`draw_keys`.
+NUMPY_DRAWS = 1
+DRAWS = 2
+_NORMALS = np.uint64(0)  # the counter-based generator's streams (a counter word of its own)
+_UNIFORMS = np.uint64(1)
 
 
 class Kernel(Spec):
@@ -123,6 +135,64 @@ def as_rows(X: np.ndarray) -> np.ndarray:
 def check_components(kind: str, n: int | None) -> None:
     if n is not None and (int(n) != n or n < 1):
         raise ValueError(f"{kind}: n_components must be a positive integer or None, got {n!r}")
+
+
+def draw_keys(seed: int, name: str, keys: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """The counter-based generator's 64-bit key ``(k0[j], k1[j])`` of each input ``keys[j]``
+    of the kernel ``name``: two CRC-32s, ``k0 = crc32(name, 0x1f, key)`` and ``k1 = crc32(key,
+    0x1f, name)`` continued from ``crc32(seed)`` (``seed`` modulo 2**64, 8 little-endian
+    bytes). Stable across processes and platforms; two inputs share draws only if both words
+    collide."""
+    k0 = np.empty(len(keys), dtype=np.uint64)
+    k1 = np.empty(len(keys), dtype=np.uint64)
+    start = zlib.crc32((int(seed) & 0xFFFFFFFFFFFFFFFF).to_bytes(8, "little"))
+    for j, key in enumerate(keys):
+        k0[j] = zlib.crc32(f"{name}\x1f{key}".encode())
+        k1[j] = zlib.crc32(f"{key}\x1f{name}".encode(), start)
+    return k0, k1
+
+
+def normals(
+    seed: int, name: str, keys: Sequence[str], n: int, draws: int = DRAWS,
+    scale: float = 1.0, out: np.ndarray | None = None,
+) -> np.ndarray:  # fmt: skip
+    """``scale`` times standard normals (len(keys), n), row j drawn from (seed, name, keys[j])
+    alone, as the model's ``draws`` say (:data:`DRAWS`: independent standard normals, every
+    (input, pair of indices) its own Philox counter; :data:`NUMPY_DRAWS`: numpy's generator
+    per input); written into ``out`` when given (rows of n float64, each contiguous)."""
+    if out is None:
+        out = np.empty((len(keys), int(n)))
+    if draws == NUMPY_DRAWS:
+        for j, key in enumerate(keys):
+            out[j] = generator_for(seed, name, key).standard_normal(int(n)) * scale
+        return out
+    _check_draws(draws)
+    k0, k1 = draw_keys(seed, name, keys)
+    nb.draw_rows(k0, k1, _NORMALS, True, float(scale), 0.0, out)
+    return out
+
+
+def uniforms(
+    seed: int, name: str, keys: Sequence[str], n: int, low: float, high: float,
+    draws: int = DRAWS,
+) -> np.ndarray:  # fmt: skip
+    """Uniforms in [low, high) (len(keys), n), row j drawn from (seed, name, keys[j]) alone
+    (a stream of the counter-based generator other than :func:`normals`'s), as ``draws``
+    say."""
+    out = np.empty((len(keys), int(n)))
+    if draws == NUMPY_DRAWS:
+        for j, key in enumerate(keys):
+            out[j] = generator_for(seed, name, key).uniform(low, high, size=int(n))
+        return out
+    _check_draws(draws)
+    k0, k1 = draw_keys(seed, name, keys)
+    nb.draw_rows(k0, k1, _UNIFORMS, False, float(low), float(high), out)
+    return out
+
+
+def _check_draws(draws: int) -> None:
+    if draws != DRAWS:
+        raise ValueError(f"unknown random draws {draws!r}: {NUMPY_DRAWS} or {DRAWS}")
 
 
 def stable_seed(seed: int, name: str, key: str) -> int:

@@ -11,9 +11,11 @@ caller's name -> column index; default: all inputs, including ones that appear l
 Fourier features) or *implicit* (a kernel expansion over the shared support set:
 ``Linear(implicit=True)``, ``RBF(gamma)``, ``Polynomial``, ``B1Spline``).
 
-Random Fourier columns are standard normals seeded from ``(seed, kernel name, feature key)`` with
-``zlib.crc32``, scaled by ``sqrt(2 gamma)``: the map of a feature does not depend on the order in
-which features arrive, nor its draws on the bandwidth.
+Random Fourier columns are standard normals drawn from ``(seed, kernel name, feature key)`` alone
+(``kernel_base.normals``: a counter-based generator keyed by CRC-32s of the names; a model saved
+before state version 6 draws with numpy's generator per input, as it did), scaled by ``sqrt(2
+gamma)``: the map of a feature does not depend on the order in which features arrive, nor its
+draws on the bandwidth.
 """
 
 from __future__ import annotations
@@ -30,7 +32,17 @@ from scipy import special
 
 from streammkl.core import _numba as nb
 from streammkl.core._spec import build
-from streammkl.core.kernel_base import Kernel, as_rows, check_components, generator_for, stable_seed
+from streammkl.core.kernel_base import DRAWS as _DRAWS  # (AdditiveRBF.DRAWS is another)
+from streammkl.core.kernel_base import (
+    NUMPY_DRAWS,
+    Kernel,
+    as_rows,
+    check_components,
+    generator_for,
+    normals,
+    stable_seed,
+    uniforms,
+)
 
 __all__ = [
     "RBF", "AdditiveRBF", "AdditiveStumps", "B1Spline", "Bandwidth", "Kernel", "LandmarkRBF",
@@ -170,16 +182,22 @@ class _Gaussian(Kernel):
     def code_params(self) -> tuple[float, float, bool]:
         return self._bandwidth(), 0.0, False
 
-    def fourier_columns(self, keys: Sequence[str], seed: int) -> np.ndarray:
+    def fourier_columns(self, keys: Sequence[str], seed: int, draws: int = _DRAWS) -> np.ndarray:
         """Frequency columns (D x len(keys)), one per input key, each ~ N(0, 2 gamma).
 
         A column is ``sqrt(2 gamma)`` times standard normals drawn from (seed, name, key)
-        only, so it is drawn once per key and kept: a model that admits one new input rebuilds
-        its layout with every old column reused (measured at 10,000 inputs: ~1 s of generator
-        set-ups per new input without), and a new bandwidth rescales the same draws."""
+        only (``kernel_base.normals``, as the model's ``draws`` say), so a new bandwidth
+        rescales the same draws and a new input's column does not depend on the others. The
+        counter-based draws (``DRAWS``) cost ~1 µs per 100 normals in one compiled call: they
+        are drawn again whenever needed, nothing is kept per input. numpy's per-input
+        generators (``NUMPY_DRAWS``, a model saved before state version 6) cost ~5 µs of
+        set-up per input: those columns are kept per key (a layout rebuilt at 10,000 inputs
+        would otherwise pay ~1 s)."""
         D = self._n_components or 0
-        out = np.empty((len(keys), D))  # a row per key (contiguous writes), returned transposed
         std = np.sqrt(2.0 * self._bandwidth())
+        if draws != NUMPY_DRAWS:
+            return normals(seed, self.drawn_as, keys, D, draws, std).T
+        out = np.empty((len(keys), D))  # a row per key (contiguous writes), returned transposed
         cache: dict[tuple[int, str, str], np.ndarray] = self.__dict__.setdefault("_columns", {})
         drawn_as = self.drawn_as
         for j, key in enumerate(keys):
@@ -199,9 +217,11 @@ class _Gaussian(Kernel):
         rng = np.random.default_rng(stable_seed(seed, self.drawn_as, "\x00offset"))
         return rng.uniform(0.0, 2.0 * np.pi, size=self._n_components or 0)
 
-    def fourier_map(self, keys: Sequence[str], seed: int) -> tuple[np.ndarray, np.ndarray]:
+    def fourier_map(
+        self, keys: Sequence[str], seed: int, draws: int = _DRAWS
+    ) -> tuple[np.ndarray, np.ndarray]:
         """The explicit map's frequencies (D x len(keys)) and offsets (D,) on these inputs."""
-        return self.fourier_columns(keys, seed), self.fourier_offsets(seed)
+        return self.fourier_columns(keys, seed, draws), self.fourier_offsets(seed)
 
 
 class RBF(_Gaussian):
@@ -284,22 +304,33 @@ class AdditiveRBF(RBF):
             out["draws"] = self.draws
         return out
 
-    def components(self, keys: Sequence[str], seed: int) -> tuple[np.ndarray, np.ndarray]:
+    def components(
+        self, keys: Sequence[str], seed: int, draws: int = _DRAWS
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Frequencies and offsets (each ``n_components * len(keys)``): the components of
         input j are ``j * n_components ...``, each reading x_j alone, drawn from (seed, name,
-        key) only, so a new input appends components and leaves the others unchanged (up to
-        the 1/d). Stored sparsely in the layout: no d x D frequency matrix."""
+        key) only (``kernel_base.normals`` / ``uniforms`` as the model's ``draws`` say), so a
+        new input appends components and leaves the others unchanged (up to the 1/d). Stored
+        sparsely in the layout: no d x D frequency matrix."""
         R = self._n_components or 0
         std = np.sqrt(2.0 * self.gamma)
         name = self.name
         if self.draws == "quadrature" and R % 2 == 0:  # one draw per key: the rest at once
-            b = np.empty((len(keys), R // 2))
-            for j, key in enumerate(keys):  # (generator_for's generator: drawn before the next)
-                b[j] = generator_for(seed, name, key).uniform(0.0, 2.0 * np.pi, size=R // 2)
-            return _quadrature_rows(b, std)
+            return _quadrature_rows(
+                uniforms(seed, name, keys, R // 2, 0.0, 2.0 * np.pi, draws), std
+            )
+        if draws != NUMPY_DRAWS and self.draws == "random":
+            freqs = normals(seed, name, keys, R, draws, std)
+            return freqs.ravel(), uniforms(seed, name, keys, R, 0.0, 2.0 * np.pi, draws).ravel()
         freqs = np.empty(R * len(keys))
         offsets = np.empty(R * len(keys))
         for j, key in enumerate(keys):
+            if draws != NUMPY_DRAWS:  # an odd quadrature: its offsets, then the last frequency
+                b = uniforms(seed, name, [key], R // 2 + 1, 0.0, 2.0 * np.pi, draws)[0]
+                z = normals(seed, name, [key], 1, draws)[0, 0]
+                freqs[j * R : (j + 1) * R], offsets[j * R : (j + 1) * R] = _quadrature_of(R, b, z)
+                freqs[j * R : (j + 1) * R] *= std
+                continue
             rng = generator_for(seed, name, key)
             if self.draws == "random":
                 freqs[j * R : (j + 1) * R] = std * rng.standard_normal(R)
@@ -653,8 +684,9 @@ class LandmarkRBF(MedianRBF):
         state.pop("_landmark_arrays", None)  # a cache of the fit's arrays: rebuilt on demand
         return state
 
-    def fourier_columns(self, keys: Sequence[str], seed: int) -> np.ndarray:
-        """The projection's columns (m x len(keys)) on these inputs: ``2 gamma z_j``."""
+    def fourier_columns(self, keys: Sequence[str], seed: int, draws: int = _DRAWS) -> np.ndarray:
+        """The projection's columns (m x len(keys)) on these inputs: ``2 gamma z_j`` (nothing
+        drawn: ``seed`` and ``draws`` unused)."""
         return 2.0 * self.gamma * self.landmark_matrix(keys)
 
     def fourier_offsets(self, seed: int) -> np.ndarray:
@@ -743,22 +775,35 @@ def _quadrature_rows(b: np.ndarray, std: float) -> tuple[np.ndarray, np.ndarray]
 
 
 def _quadrature(R: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_quadrature_of` drawn from numpy's generator ``rng`` (``NUMPY_DRAWS``): the
+    ``P`` offsets, then (an odd ``R``) the last frequency and offset."""
+    P = R // 2
+    b = np.empty(P + 1)
+    b[:P] = rng.uniform(0.0, 2.0 * np.pi, size=P)
+    z = 0.0
+    if R % 2:
+        z = float(rng.standard_normal())
+        b[P] = rng.uniform(0.0, 2.0 * np.pi)
+    return _quadrature_of(R, b, z)
+
+
+def _quadrature_of(R: int, b: np.ndarray, z: float) -> tuple[np.ndarray, np.ndarray]:
     """``R`` unit-variance frequencies and offsets of the quadrature one-dimensional Gaussian
     map (``AdditiveRBF(draws="quadrature")``): the midpoints of ``P = R // 2`` equal-probability
-    strata of the half-normal (``cos`` is even), each twice, at offsets ``b`` and ``b + pi/2``;
-    an odd ``R`` ends with an i.i.d. draw."""
+    strata of the half-normal (``cos`` is even), each twice, at offsets ``b[:P]`` and ``b[:P] +
+    pi/2``; an odd ``R`` ends with an i.i.d. draw, the frequency ``z`` (a standard normal) at
+    the offset ``b[P]``."""
     P = R // 2
     w = _strata(P)
-    b = rng.uniform(0.0, 2.0 * np.pi, size=P)
     freqs = np.empty(R)
     offsets = np.empty(R)
     freqs[0 : 2 * P : 2] = w
     freqs[1 : 2 * P : 2] = w
-    offsets[0 : 2 * P : 2] = b
-    offsets[1 : 2 * P : 2] = b + 0.5 * np.pi
+    offsets[0 : 2 * P : 2] = b[:P]
+    offsets[1 : 2 * P : 2] = b[:P] + 0.5 * np.pi
     if R % 2:
-        freqs[-1] = rng.standard_normal()
-        offsets[-1] = rng.uniform(0.0, 2.0 * np.pi)
+        freqs[-1] = z
+        offsets[-1] = b[P]
     return freqs, offsets
 
 

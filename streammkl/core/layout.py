@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from streammkl.core import _numba as nb
+from streammkl.core.kernel_base import DRAWS
 from streammkl.core.kernels import (
     RBF,
     AdditiveRBF,
@@ -70,6 +71,7 @@ class Layout:
     blk_inputs: np.ndarray  # (M,) int64: the inputs each explicit block reads so far
     ex_used: np.ndarray  # (M,) int64: the columns of each block its inputs fill (a prefix)
     n_inputs: int = 0  # inputs laid out (the model's width d)
+    draws: int = DRAWS  # how the inputs' random features are drawn (``kernel_base.DRAWS``)
 
     @property
     def rff_w(self) -> np.ndarray:
@@ -170,7 +172,7 @@ class Layout:
         if isinstance(kernel, RBF | MedianRBF) and not isinstance(kernel, AdditiveRBF):
             r0 = int(src[0, a])
             D = e - a
-            cols = kernel.fourier_columns(keys, seed).T
+            cols = kernel.fourier_columns(keys, seed, self.draws).T
             lo = int(new[0])
             if int(new[-1]) - lo + 1 == new.size:  # (ascending): a run of rows, no gather
                 self.rff_wt[lo : lo + new.size, r0 : r0 + D] = cols
@@ -201,7 +203,7 @@ class Layout:
         if isinstance(kernel, AdditiveRBF):
             R = kernel.n_components or 0
             self.ex_used[m] = R * self.blk_inputs[m]
-            freqs, offsets = kernel.components(keys, seed)
+            freqs, offsets = kernel.components(keys, seed, self.draws)
             lo, hi = a + R * p0, a + R * (p0 + new.size)
             src[0, lo:hi] = np.repeat(new.astype(np.float64), R)
             src[1, lo:hi] = offsets
@@ -264,8 +266,9 @@ def _block_width(kernel: Kernel, capacity: int) -> int:
     return _inputs_cap(kernel, capacity)
 
 
-def _empty(kernels: Sequence[Kernel], capacity: int, seed: int) -> Layout:
-    """A layout of the bank with room for ``capacity`` inputs and none laid out."""
+def _empty(kernels: Sequence[Kernel], capacity: int, seed: int, draws: int = DRAWS) -> Layout:
+    """A layout of the bank with room for ``capacity`` inputs and none laid out, its inputs'
+    random features drawn as ``draws`` say."""
     M = len(kernels)
     kinds = np.array([k.kind for k in kernels], dtype=np.int64)
     kp = np.array([k.code_params() for k in kernels], dtype=np.float64).reshape(M, 3)
@@ -347,6 +350,7 @@ def _empty(kernels: Sequence[Kernel], capacity: int, seed: int) -> Layout:
         blk_inputs=np.zeros(M, dtype=np.int64),
         ex_used=ex_used,
         n_inputs=0,
+        draws=int(draws),
     )
 
 
@@ -357,9 +361,11 @@ def build_layout(
     index: Mapping[str, int] | None = None,
     keys: Sequence[str] | None = None,
     capacity: int | None = None,
+    draws: int = DRAWS,
 ) -> Layout:
     """Arrays describing the bank on ``d`` inputs; ``keys[j]`` names input j (seeds the random
-    maps); room for ``capacity`` inputs (at least d; ``d`` by default).
+    maps, drawn as ``draws`` say: ``kernel_base.DRAWS``); room for ``capacity`` inputs (at
+    least d; ``d`` by default).
 
     The last few layouts built are kept and handed out as copies: a group member rebuilds the
     same layout for every state it loads, merges or rebases each round (the random Fourier
@@ -367,14 +373,14 @@ def build_layout(
     keys = [str(j) for j in range(d)] if keys is None else list(keys[:d])
     key = (
         tuple((repr(k.to_spec()), getattr(k, "fit", None)) for k in kernels),  # (fits hash)
-        tuple(keys), max(d, capacity or 0), seed,
+        tuple(keys), max(d, capacity or 0), seed, int(draws),
         None if index is None else tuple(index.items()),
     )  # fmt: skip
     with _BUILT_LOCK:
         cached = _BUILT.get(key)
     if cached is not None:
         return copy.deepcopy(cached)
-    layout = _empty(kernels, max(d, capacity or 0), seed)
+    layout = _empty(kernels, max(d, capacity or 0), seed, draws)
     layout.extend(kernels, keys, seed, index)
     kept = copy.deepcopy(layout)  # (never handed out: copies only)
     with _BUILT_LOCK:
@@ -404,7 +410,7 @@ def grown(
         layout.extend(kernels, keys, seed, index)
         return layout
     capacity = max(2 * layout.capacity, len(keys))
-    out = _empty(kernels, capacity, seed)
+    out = _empty(kernels, capacity, seed, layout.draws)
     d_old = layout.n_inputs
     for m in range(len(kernels)):
         a, e = int(layout.ex_off[m]), int(layout.ex_off[m + 1])

@@ -209,7 +209,7 @@ def _same_layout(
     same order and outputs, and explicit blocks only (support sets merge by identity)."""
     if not base.feature_keys or base.layout is None or base.layout.im_blocks.size:
         return False
-    same = ("config", "bandwidths", "feature_keys", "n_outputs", "version")
+    same = ("config", "bandwidths", "feature_keys", "n_outputs", "version", "draws")
     for meta, arrays in states:
         if any(meta.get(key) != base_meta.get(key) for key in same):
             return False
@@ -232,7 +232,9 @@ class _Target:
             self.layout = base.layout  # what build_layout would give (base is not used after)
         else:
             index = {k: i for i, k in enumerate(self.keys)}
-            self.layout = build_layout(self.kernels, len(self.keys), base.seed, index, self.keys)
+            self.layout = build_layout(
+                self.kernels, len(self.keys), base.seed, index, self.keys, draws=base.draws
+            )
 
     @cached_property
     def column_index(self) -> dict[tuple, int]:
@@ -300,7 +302,11 @@ def merge(
               for r in rounds]  # fmt: skip
     olds = [old for old in sinces if old is not None]
     for r, model in zip(rounds, models, strict=True):
-        if _config_key(r.meta) != _config_key(base_meta) or model.names != base.names:
+        if (
+            _config_key(r.meta) != _config_key(base_meta)
+            or model.names != base.names
+            or model.draws != base.draws
+        ):
             raise ForeignDelta(
                 f"member {r.member!r} learns with another configuration or kernel bank than the "
                 "base: every member of a group must share them (same seeds, same maps)"

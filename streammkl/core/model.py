@@ -32,6 +32,7 @@ from streammkl.core import kernels as kernels_mod
 from streammkl.core import losses as losses_mod
 from streammkl.core import regularizers as regs_mod
 from streammkl.core import schedules as schedules_mod
+from streammkl.core.kernel_base import DRAWS, NUMPY_DRAWS
 from streammkl.core.kernels import Kernel, MedianRBF
 from streammkl.core.layout import grown
 from streammkl.core.losses import Loss
@@ -46,11 +47,14 @@ __all__ = ["STATE_VERSION", "OnlineMKL"]
 FORMAT = "streammkl.OnlineMKL"
 STATE_VERSION = 6  # 2: the adaptive schedules' arrays; 3: BlockState.gram (projection budget
 # policy); 4: a MedianRBF keeps its configured name and spec, its fitted bandwidth is saved
-# apart ("bandwidths"); 5: the additive Gaussian map is anchored at 0 (phi(x) - phi(0)); 6: a
-# LandmarkRBF's landmarks are saved as float64 bytes ("points_f64", was lists). Older
-# states still load (the missing arrays: zeros, or built by sync_gram; a version-3 fitted
+# apart ("bandwidths"); 5: the additive Gaussian map is anchored at 0 (phi(x) - phi(0)); 6:
+# "draws", how the inputs' random features were drawn (kernel_base.DRAWS: the counter-based
+# generator), and a LandmarkRBF's landmarks saved as float64 bytes ("points_f64", were lists).
+# Older states still load (the missing arrays: zeros, or built by sync_gram; a version-3 fitted
 # MedianRBF, saved as an RBF with "median_from": its template and its bandwidth, with the
-# features it was learned over; a version-4 additive block's constant moved into the bias).
+# features it was learned over; a version-4 additive block's constant moved into the bias; a
+# state without "draws" is drawn again with numpy's generator per input,
+# kernel_base.NUMPY_DRAWS, the frequencies it learned over).
 
 _F64 = np.dtype(np.float64)
 #: Target types the compiled round takes as they are (it checks their values itself).
@@ -143,6 +147,7 @@ class OnlineMKL:
         self.budget_policy = budget_policy
         self._policy = budgets.policy_code(budget_policy)
         self.seed = int(seed)
+        self.draws = DRAWS  # how the inputs' random features are drawn (a saved model's: kept)
         self.fit_intercept = bool(fit_intercept)
         self.intercept_lr = float(intercept_lr)
         self.average = bool(average)
@@ -242,7 +247,9 @@ class OnlineMKL:
         keys = self._keys
         kernels = bandwidth.for_inputs(kernels, len(keys), rescale=not self.hold_bandwidths)
         capacity = 0 if self._layout is None else self._layout.capacity
-        layout = build_layout(kernels, len(keys), self.seed, self._key_index, keys, capacity)
+        layout = build_layout(
+            kernels, len(keys), self.seed, self._key_index, keys, capacity, self.draws
+        )
         names = [k.name for k in kernels]
         if self._state is None or self._layout is None:
             cap = budgets.initial_capacity(self.budget)
@@ -884,6 +891,7 @@ class OnlineMKL:
             "n_outputs": self.n_outputs,
             "t": self.t,
             "schedule_t": self.schedule.t,
+            "draws": self.draws,
         }
         arrays = self._state.to_arrays(self._layout) if self._state is not None else {}
         if self._warmup is not None and len(self._warmup):
@@ -902,6 +910,9 @@ class OnlineMKL:
         model.t = int(meta["t"])
         model.n_outputs = int(meta["n_outputs"])
         model.feature_keys = list(meta["feature_keys"])
+        model.draws = meta.get("draws", NUMPY_DRAWS)  # (written since version 6)
+        if model.draws not in (NUMPY_DRAWS, DRAWS) or isinstance(model.draws, bool):
+            raise statefile.StateError(f"OnlineMKL state: unknown draws {meta.get('draws')!r}")
         arrays = dict(arrays)
         warm = arrays.pop("warmup_inputs", None)
         if bandwidth.has_pending(model.kernels):
@@ -912,7 +923,9 @@ class OnlineMKL:
             keys = model.feature_keys
             index = {k: i for i, k in enumerate(keys)}
             room = int(meta.get("capacity", len(keys)))  # the room it had: the same sums
-            layout = build_layout(model.kernels, len(keys), model.seed, index, keys, room)
+            layout = build_layout(
+                model.kernels, len(keys), model.seed, index, keys, room, model.draws
+            )
             state = BlockState.from_arrays(arrays, budgets.initial_capacity(model.budget))
             state.spread(layout)
             state.sync_gram(layout, budgets.keeps_gram(model.budget, model.budget_policy))
@@ -938,6 +951,10 @@ class OnlineMKL:
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        if "draws" not in state:  # pickled before state version 6: numpy's draws, as they were
+            state["draws"] = NUMPY_DRAWS
+            if state.get("_layout") is not None:
+                state["_layout"].draws = NUMPY_DRAWS
         self.__dict__.update(state)
         if self._state is not None:
             self._refresh_args()

@@ -15,7 +15,8 @@ computed:
 - ``pack``: the round's arrays packed into one compiled argument (a structref built on demand);
 - ``rounds``: one round of Alg. 1 / 3 on a pack, its compiled loop, prediction;
 - ``chains`` and ``sequences``: sequence decoders and the sequence learner's position loops;
-- ``draws``: numpy's seeding of a generator (``SeedSequence``), compiled;
+- ``draws``: an input's random draws (a counter-based generator, Philox4x32-10 with
+  Box-Muller) and numpy's seeding of a generator (``SeedSequence``, older models' draws), compiled;
 - ``wide``: the round of explicit FTRL banks on wide sparse records (lazy block factors: a cost
   linear in the record's non-zeros, the dense round's numbers);
 - ``sparse``: the sparse path of explicit blocks (steps, exact norms, rescaling, averaging that
@@ -109,7 +110,7 @@ from streammkl.core._numba.sequences import (
 from streammkl.core._numba.sparse import (
     AVERAGE_FLOOR, block_sqnorm, exact_norms, sparse_rescale, sparse_step, zero_entries,
 )  # fmt: skip
-from streammkl.core._numba.draws import seed_state
+from streammkl.core._numba.draws import draw_rows, philox, seed_state, unit_pair
 from streammkl.core._numba.wide import (
     SPARSE_SHARE, add_run, block_sq, decision_wide, dot_avg, learn_predict_wide, per_input,
     remember_sparse, settle, settle_block, sparse_cached, step_run, wide_average_scores,

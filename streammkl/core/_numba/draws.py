@@ -1,17 +1,30 @@
-"""numpy's seeding of a generator, compiled: ``SeedSequence(entropy).generate_state(4,
-np.uint64)``, the words ``np.random.default_rng(entropy)`` seeds its PCG64 with, bit for bit
-(numpy's algorithm: the entropy's 32-bit words hashed into a pool of four, mixed, then hashed
-out). A model draws every input's random features from its own (seed, name, input) seed
-(``kernel_base.generator_for``): computed here, a new input's seeding costs well under a
-microsecond instead of numpy's ~10 (``tests/test_kernel_identity.py`` checks the words against
-numpy's for many seeds)."""
+"""The draws of an input's random features, compiled.
+
+- ``philox`` / ``draw_rows``: a counter-based generator, the draws of
+  models made since state version 6 (``kernel_base.DRAWS``). The ``i``-th number an input
+  draws is a pure function of (the input's key, its stream, ``i``): Philox4x32-10 (Salmon,
+  Moraes, Dror and Shaw, "Parallel random numbers: as easy as 1, 2, 3", SC 2011; the
+  generator of Random123, cuRAND, JAX and TensorFlow, which passes TestU01's BigCrush for
+  every key) maps the 128-bit counter ``(i, stream, 0, 0)`` under the 64-bit key to four
+  32-bit words, two 53-bit uniforms; Box-Muller turns each pair of uniforms into a pair of
+  standard normals. So an input's draws need no generator object and no seeding: a new
+  input's ``D`` normals cost ``D/2`` Philox calls in one compiled loop. Every product is of two
+  32-bit values (fits in 64 bits: the same numbers compiled and in Python).
+- ``seed_state``: numpy's seeding of a generator, ``SeedSequence(entropy).generate_state(4,
+  np.uint64)``, the words ``np.random.default_rng(entropy)`` seeds its PCG64 with, bit for bit
+  (numpy's algorithm: the entropy's 32-bit words hashed into a pool of four, mixed, then hashed
+  out): the draws of models saved before state version 6, which are drawn again as they were
+  when such a model is loaded (``kernel_base.generator_for``: a new input's seeding well under
+  a microsecond instead of numpy's ~10; ``tests/test_kernel_identity.py`` checks the words
+  against numpy's for many seeds)."""
 
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
-from streammkl.core._jit import JIT
+from streammkl.core._jit import JIT, JIT_INLINE
+from streammkl.core._numba.features import fast_cos
 
 # SeedSequence's constants (numpy/random/bit_generator.pyx); every product below is of two
 # 32-bit values, so it fits in 64 bits (no overflow, the same in Python and compiled)
@@ -66,3 +79,82 @@ def _seed_state(entropy, out):
 
 
 seed_state = njit(**JIT)(_seed_state)
+
+
+# Philox4x32's constants (Random123): round multipliers and the key's Weyl increments
+_PM0 = np.uint64(0xD2511F53)
+_PM1 = np.uint64(0xCD9E8D57)
+_PW0 = np.uint64(0x9E3779B9)
+_PW1 = np.uint64(0xBB67AE85)
+_S11 = np.uint64(11)
+_TWO53 = 1.0 / 9007199254740992.0  # 2**-53
+_TAU = 2.0 * np.pi
+_HALF_PI = 0.5 * np.pi
+
+
+def _philox(c0, c1, c2, c3, k0, k1, out):
+    """Philox4x32-10 of the counter ``(c0, c1, c2, c3)`` under the key ``(k0, k1)`` (each a
+    uint64 below 2**32) into ``out`` (4,) uint64, each below 2**32."""
+    for r in range(10):
+        if r:
+            k0 = (k0 + _PW0) & _M32
+            k1 = (k1 + _PW1) & _M32
+        p0 = _PM0 * c0  # two 32-bit values: below 2**64
+        p1 = _PM1 * c2
+        c0, c1, c2, c3 = (p1 >> _S32) ^ c1 ^ k0, p1 & _M32, (p0 >> _S32) ^ c3 ^ k1, p0 & _M32
+    out[0] = c0
+    out[1] = c1
+    out[2] = c2
+    out[3] = c3
+
+
+def _unit_pair(i, stream, k0, k1, words):
+    """The two uniforms in [0, 1) of counter ``i`` of ``stream`` (53 bits each, numpy's
+    ``(u64 >> 11) * 2**-53``)."""
+    philox(np.uint64(i), stream, _U0, _U0, k0, k1, words)
+    a = ((words[0] << _S32) | words[1]) >> _S11
+    b = ((words[2] << _S32) | words[3]) >> _S11
+    return float(a) * _TWO53, float(b) * _TWO53
+
+
+def _draw_rows(k0s, k1s, stream, normal, a, b, out):
+    """``out[j, :]``: the draws of the input keyed ``(k0s[j], k1s[j])`` on ``stream``, two per
+    counter ``i`` from its uniforms ``(u, v)`` (``out[j, 2i]``, ``out[j, 2i + 1]``).
+
+    ``normal``: ``a`` times standard normals, Box-Muller's pair ``sqrt(-2 log(1 - u))`` times
+    the cosine and the sine of ``2 pi v`` (``1 - u`` in (0, 1]: no log of 0; ``fast_cos``,
+    within 2 ulp of the library's, the sine as ``cos(2 pi v - pi/2)``); else uniforms in
+    ``[a, b)``, ``a + (b - a) u`` and ``a + (b - a) v``. The uniforms first, then one loop of
+    logs and cosines (it vectorises but for the log). One function for both (one compilation
+    on a fresh checkout)."""
+    words = np.empty(4, dtype=np.uint64)
+    n = out.shape[1]
+    half = (n + 1) // 2
+    u = np.empty(half)
+    v = np.empty(half)
+    width = b - a
+    for j in range(k0s.shape[0]):
+        k0 = k0s[j]
+        k1 = k1s[j]
+        for i in range(half):
+            u[i], v[i] = unit_pair(i, stream, k0, k1, words)
+        if not normal:
+            for i in range(n // 2):
+                out[j, 2 * i] = a + width * u[i]
+                out[j, 2 * i + 1] = a + width * v[i]
+            if n % 2:
+                out[j, n - 1] = a + width * u[half - 1]
+            continue
+        for i in range(n // 2):
+            r = a * np.sqrt(-2.0 * np.log(1.0 - u[i]))
+            t = _TAU * v[i]
+            out[j, 2 * i] = r * fast_cos(t)
+            out[j, 2 * i + 1] = r * fast_cos(t - _HALF_PI)
+        if n % 2:
+            r = a * np.sqrt(-2.0 * np.log(1.0 - u[half - 1]))
+            out[j, n - 1] = r * fast_cos(_TAU * v[half - 1])
+
+
+philox = njit(**JIT_INLINE)(_philox)
+unit_pair = njit(**JIT_INLINE)(_unit_pair)
+draw_rows = njit(**JIT)(_draw_rows)
