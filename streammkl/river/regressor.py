@@ -63,7 +63,7 @@ class MKLRegressor(MKLLearner, base.MiniBatchRegressor):
     >>> from streammkl.river import MKLRegressor
     >>> model = preprocessing.StandardScaler() | MKLRegressor()
     >>> evaluate.progressive_val_score(datasets.TrumpApproval(), model, metrics.MAE())
-    MAE: 0.380007
+    MAE: 0.380381
 
     """
 
