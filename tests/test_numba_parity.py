@@ -27,6 +27,7 @@ SCALAR_KERNELS = [
     "weighted_squared_l1", "weighted_l1_ball", "decreasing_root", "ball_multiplier", "block_steps",
     "secular_root", "dot4_row", "dot4_rows", "dot4_row_sq", "dot4_rows_sq", "rows_dot4",
     "axpby_sqnorm_row", "absmax", "cosines", "cos_of", "negate_row", "blockwise", "prox_blockwise",
+    "prox_blockwise_steps",
     "seed_state", "philox", "unit_pair", "draw_rows",
 ]  # fmt: skip
 MODEL_LOOPS = [
@@ -159,6 +160,14 @@ def test_scalar_and_vector_kernels():
         out = _both("prox_blockwise", code, 0.3, p1, group, 3 * b, s, np.zeros(6))
         np.testing.assert_array_equal(out, nb.prox_norm_step(code, 0.3, p1, group, 3 * b, s,
                                                              np.zeros(6)))  # fmt: skip
+    codes = np.array([nb.P_L2, nb.P_BLOCKSOFT, nb.P_GROUPLQ], dtype=np.int64)
+    params = np.array([[0.3, 0.4], [0.2, 0.0], [0.1, 1.5]])
+    groups = np.array([group, ~group, np.ones(6, np.bool_)])
+    chained = _both("prox_blockwise_steps", codes, params, groups, 3 * b, s, np.zeros(6))
+    expect = 3 * b  # the steps one after the other
+    for code, (p0, p1), g in zip(codes, params, groups, strict=True):
+        expect = nb.prox_norm_step(code, p0, p1, g, expect, s, np.zeros(6))
+    np.testing.assert_array_equal(chained, expect)
     assert not _both("blockwise", nb.P_SQGROUP)
     _both("uniform", s, group)
     _both("gather", b, group)
@@ -481,7 +490,8 @@ def test_adaptive_schedules_compiled_equal_python(monkeypatch):
         fast, slow = OnlineMKL(loss=losses.Hinge(), **cfg), OnlineMKL(loss=losses.Hinge(), **cfg)
         fast.learn_many(X, Y)
         with monkeypatch.context() as patch:
-            interpret(patch, [*MODEL_LOOPS, "block_steps", "prox_norm_step", "prox_blockwise"])
+            interpret(patch, [*MODEL_LOOPS, "block_steps", "prox_norm_step", "prox_blockwise",
+                               "prox_blockwise_steps"])  # fmt: skip
             slow.learn_many(X, Y)
         for key, arr in fast.to_state()[1].items():
             np.testing.assert_allclose(
@@ -507,7 +517,10 @@ def test_wide_rounds_compiled_equal_python(monkeypatch, loss):
                loss=loss, schedule=schedules.FTRL(0.5), regularizer=regularizers.GroupLasso(0.02),
                fit_intercept=True, averages=(3.0, 30.0))  # fmt: skip
     runs = []
-    for loops in ([], [*MODEL_LOOPS, *WIDE_LOOPS, "block_steps", "prox_blockwise"]):
+    for loops in (
+        [],
+        [*MODEL_LOOPS, *WIDE_LOOPS, "block_steps", "prox_blockwise", "prox_blockwise_steps"],
+    ):
         model = OnlineMKL(**cfg)
         with monkeypatch.context() as patch:
             interpret(patch, loops)

@@ -62,8 +62,8 @@ from streammkl.core._numba.kernels import (
 )  # fmt: skip
 from streammkl.core._numba.losses import loss_grad, loss_values
 from streammkl.core._numba.prox import (
-    ball_multiplier, blockwise, decreasing_root, gather, prox_blockwise, prox_norm_step,
-    prox_power, prox_squared_l1,
+    ball_multiplier, blockwise, decreasing_root, gather, prox_blockwise, prox_blockwise_steps,
+    prox_norm_step, prox_power, prox_squared_l1,
     project_l1_ball, scatter, schedule_eta, secular_root, uniform, weighted_l1_ball,
     weighted_squared_l1,
 )  # fmt: skip

@@ -311,6 +311,20 @@ def _prox_blockwise(code, p0, p1, group, b, steps, out):
 prox_blockwise = njit(**JIT_INLINE)(_prox_blockwise)
 
 
+def _prox_blockwise_steps(step_codes, step_p, step_groups, b, steps, out):
+    """The model's prox steps (``step_codes``, all ``blockwise``) in order on the block norms
+    ``b``, in place (``out``: scratch of the same length). Allocates nothing."""
+    M = b.shape[0]
+    for j in range(step_codes.shape[0]):
+        prox_blockwise(step_codes[j], step_p[j, 0], step_p[j, 1], step_groups[j], b, steps, out)
+        for m in range(M):
+            b[m] = out[m]
+    return b
+
+
+prox_blockwise_steps = njit(**JIT_INLINE)(_prox_blockwise_steps)
+
+
 def _prox_norm_step(code, p0, p1, group, b, steps, out):
     """One norm-level prox step on the blocks in ``group``, in the metric of the per-block
     steps: ``out = argmin_z sum_m 1/(2 steps_m) (z_m - b_m)^2 + Omega(z)``.

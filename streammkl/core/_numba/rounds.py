@@ -33,7 +33,7 @@ from streammkl.core._numba.features import (
 from streammkl.core._numba.kernels import kernel_value
 from streammkl.core._numba.losses import loss_grad
 from streammkl.core._numba.pack import explicit_view
-from streammkl.core._numba.prox import prox_blockwise, prox_norm_step, schedule_eta
+from streammkl.core._numba.prox import prox_blockwise_steps, prox_norm_step, schedule_eta
 from streammkl.core._numba.scores import (
     explicit_scores,
     explicit_sqnorm,
@@ -275,12 +275,7 @@ def _ftrl_mixed(
     for m in im_blocks:
         c[m] = norms[m]
         steps[m] = etas[m]
-    M = norms.shape[0]
-    for j in range(step_codes.shape[0]):
-        prox_blockwise(step_codes[j], step_p[j, 0], step_p[j, 1], step_groups[j], c, steps,
-                       newnorms)  # fmt: skip
-        for m in range(M):
-            c[m] = newnorms[m]
+    prox_blockwise_steps(step_codes, step_p, step_groups, c, steps, newnorms)
     ftrl_scales(ex_blocks, norms, scale, zn, c)
     for m in im_blocks:
         rescale_block(m, c[m], False, w, ex_off, coef, counters[0], scale, norms)
@@ -481,11 +476,7 @@ def _explicit_round(f, x, y, t):
     c, steps, newnorms, norms, zn = f.blk_c, f.blk_steps, f.newnorms, f.norms, f.zn
     ftrl_store(v, phi, ex_blocks, ex_off, etas, f.prev, t, w, scale, norms, zn, c, steps, mirror)
     step_codes, step_p, step_groups = f.step_codes, f.step_p, f.step_groups
-    for j in range(step_codes.shape[0]):
-        prox_blockwise(step_codes[j], step_p[j, 0], step_p[j, 1], step_groups[j], c, steps,
-                       newnorms)  # fmt: skip
-        for m in range(M):
-            c[m] = newnorms[m]
+    prox_blockwise_steps(step_codes, step_p, step_groups, c, steps, newnorms)
     ftrl_scales(ex_blocks, norms, scale, zn, c)
     for k in range(K):
         bias[k] += f.bias_lr * etas[M] * v[k]

@@ -78,7 +78,7 @@ from streammkl.core._numba.features import (
 )
 from streammkl.core._numba.losses import loss_grad
 from streammkl.core._numba.pack import explicit_view
-from streammkl.core._numba.prox import prox_blockwise
+from streammkl.core._numba.prox import prox_blockwise_steps
 from streammkl.core._numba.rounds import (
     block_steps,
     check_example,
@@ -612,11 +612,7 @@ def _wide_round(p, x, y, t, nz, nnz, n_cols):
     wide_store(p, t, rs, rl, cs, ce)
     c, steps, newnorms = p.blk_c, p.blk_steps, p.newnorms
     step_codes, step_p, step_groups = p.step_codes, p.step_p, p.step_groups
-    for j in range(step_codes.shape[0]):
-        prox_blockwise(step_codes[j], step_p[j, 0], step_p[j, 1], step_groups[j], c, steps,
-                       newnorms)  # fmt: skip
-        for m in range(M):
-            c[m] = newnorms[m]
+    prox_blockwise_steps(step_codes, step_p, step_groups, c, steps, newnorms)
     ftrl_scales(p.ex_blocks, p.norms, p.scale, p.zn, c)
     bias = p.bias
     for k in range(K):
