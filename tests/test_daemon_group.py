@@ -1074,7 +1074,7 @@ def test_a_member_left_behind_by_a_rebalance_cannot_count_its_records_twice(
             samples = {s.name: s.value for s in m.metrics.fenced_examples.collect()[0].samples}
             assert samples["streammkl_mix_fenced_examples_total"] == 20  # reported by each
         assert a.log.examples == b.log.examples == 40 + 40 + 40  # a's 20 re-learned by b, once
-        assert a.log.frontier["t/0"] == b.log.frontier["t/0"] == 80 and b.owned["t/0"] == 80
+        assert a.log.frontier["t/0"] == b.log.frontier["t/0"] == 80 and b.owned[t0] == 80
         assert a.log.fenced_examples == b.log.fenced_examples == 20
         assert la.rounds().digest() == lb.rounds().digest() == a.log.digest == b.log.digest
     finally:

@@ -14,11 +14,11 @@ offsets:
   that claims records of a partition another member has taken since, or that do not start at
   the frontier, is *fenced*: set aside whole (:attr:`MixLog.fenced`; not a skip: nothing is
   lost), its claims leave the frontier where it was, and the partitions' owners learn those
-  records again. That is what keeps a
-  member that a rebalance left behind (a *zombie*: it publishes its revocation's delta after
-  the partitions' new owners started at the frontier, e.g. a revocation callback that outlived
-  the broker's join window) from adding records to the group's model a second time; a delta
-  without claims (written before them) moves the frontier to its offsets' maximum;
+  records again. That is what keeps a member that a rebalance left behind (a *zombie*: it
+  publishes its revocation's delta after the partitions' new owners started at the frontier,
+  e.g. a revocation callback that outlived the broker's join window) from adding records to
+  the group's model a second time; a delta without claims (written before them) moves the
+  frontier to its offsets' maximum;
 - the open round r closes as soon as every expected member has a delta for it, or at its first
   ``close`` record (written by a member that waited ``round_timeout_seconds``); closing merges
   every kept delta: those of round r (fresh) and
@@ -357,13 +357,14 @@ class MixLog:
         taken = sorted(k for k in self.pending if k[0] <= r)
         rounds: list[Merged] = []
         sent = [self.pending[k].sent for k in taken if k[0] == r]
-        fenced = self._fenced & set(taken)
+        fenced = self._fenced & set(taken)  # set aside when they were read (reported then)
+        self._fenced -= fenced
         for key in taken:
             rec = self.pending.pop(key)
             since = self._bases.get(rec.round)
-            if key in self._fenced:  # set aside when it was read (reported then)
-                self._fenced.discard(key)
-            elif rec.state is None:
+            if key in fenced:
+                continue
+            if rec.state is None:
                 self._skip(rec, "unmergeable", "a delta without a state")
             elif since is None:
                 self.dropped.append(key)  # staler than KEEP_BASES: cannot be merged

@@ -145,9 +145,9 @@ class MixingMember:
         #: The delta sent and not yet known to be in the log (record, send handle): a member
         #: learns on while the broker acknowledges it (:meth:`_confirm`).
         self._unacked: tuple[MixRecord, Any] | None = None
-        #: The partitions this member owns ("topic/partition", taken in the log at its
-        #: assignment) and the offset its next delta's claim on each starts at.
-        self.owned: dict[str, int] = {}
+        #: The partitions this member owns (taken in the log at its assignment) and the offset
+        #: its next delta's claim on each starts at.
+        self.owned: dict[TP, int] = {}
         self.taken = 0  # records taken for learning since the last publish (K of them a round)
         self._last_took = 0
         self._waiting = False  # the last batch was empty while records wait on the partitions
@@ -456,12 +456,11 @@ class MixingMember:
         t0 = time.perf_counter()
         state = snapshot(learner)
         claims = {}
-        for name, start in self.owned.items():
-            topic, _, part = name.rpartition("/")
-            end = offsets.get((topic, int(part)), start)
+        for (topic, part), start in self.owned.items():
+            end = offsets.get((topic, part), start)
             if end != start:
-                claims[name] = (start, end)
-                self.owned[name] = end
+                claims[f"{topic}/{part}"] = (start, end)
+                self.owned[(topic, part)] = end
         self._send(MixRecord(
             "delta", self.round, self.name, examples=self._learned(learner),
             offsets={f"{t}/{p}": o for (t, p), o in offsets.items()}, claims=claims,
@@ -592,7 +591,7 @@ class MixingMember:
             if owner != self.name:  # taken again by another member since: its records
                 start = self.log.frontier.get(name, 0)  # learned here will be fenced
                 log.warning("partition %s was taken by %r after this member took it", name, owner)
-            self.owned[name] = start
+            self.owned[(tp.topic, tp.partition)] = start
             offsets[(tp.topic, tp.partition)] = start
 
     def on_revoke(
