@@ -588,7 +588,7 @@ def _run_group(
     assert log.labelled == n and 0 < log.mistakes < n / 2 and log.loss > 0
     assert 0 < log.regret_examples <= n
     if not kills:  # nothing unpublished was thrown away: the members' counters agree
-        assert log.regret_examples >= n // 5  # every k-th example of every round (<= 128)
+        assert log.regret_examples >= n // 5  # a sample of every CHECK_EVERY-th round
         assert sum(v["examples_learned"] for v in views) == n
         assert sum(v["online_loss"] for v in views) == pytest.approx(log.loss, rel=1e-9)
     return log
