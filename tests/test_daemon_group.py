@@ -1204,3 +1204,42 @@ def test_steady_rebases_check_the_merged_model_on_a_schedule(monkeypatch):
     # before the group settles, the shutdown): far fewer than one check per rebase
     assert scheduled <= sum(checks.values()) < steady
     assert 0 < log.regret_examples <= learned  # the sampled rounds' hindsight reports
+
+
+def test_an_acknowledged_delta_that_never_shows_in_the_log_is_published_again(monkeypatch):
+    """A delta the broker acknowledged but that the member does not read back (seen on the
+    embedded broker: the other members then closed the round at its timeout without it and
+    fenced the member's next delta) is published again after UNSEEN_AFTER seconds: the round
+    closes with it, before the timeout, and every example is counted once."""
+    from streammkl.daemon.mixing import member as member_mod
+
+    monkeypatch.setattr(member_mod, "UNSEEN_AFTER", 0.05)
+    dropped: list[str] = []
+
+    class Lossy(MemoryTopic):
+        def send(self, rec: MixRecord) -> None:
+            if rec.kind == "delta" and not dropped:  # acknowledged, never written
+                dropped.append(rec.key)
+                return
+            self.publish(rec)
+
+    records: list[MixRecord] = []
+    (a, la), (b, lb) = _member(records, "a", topic=Lossy), _member(records, "b")
+    a.join(la, {})
+    b.join(lb, {})
+    for m in (a, b):
+        m.K = m.K_round = 40
+        m.timeout = 60.0  # (the test would wait this long without the new publish)
+    X, Y = _stream(200, 19)
+    _learn(b, lb, X[:40], Y[:40])
+    _learn(a, la, X[40:80], Y[40:80])  # a's delta of round 0: acknowledged, lost
+    assert dropped == ["delta/0000000000/a"] and not a.log.has_delta(0, "a")
+    t0 = time.monotonic()
+    _learn(a, la, X[80:120], Y[80:120])  # K more: a waits for round 0, publishes it again
+    assert time.monotonic() - t0 < 10.0 and a.log.round >= 1
+    b.before_batch(lb, {})
+    log = MixLog()
+    for rec in records:
+        log.apply(rec)
+    assert log.results[0].members == ("a", "b") and log.results[0].late == ()
+    assert log.fenced == [] and log.skipped == [] and log.examples >= 80

@@ -95,6 +95,13 @@ def _nothing() -> None:
 #: Seconds between reads of the mix topic while learning (a trigger is seen that late at most).
 READ_EVERY = 0.05
 
+#: Seconds a member waits for its own acknowledged delta to show in the log it reads before it
+#: publishes it again (:meth:`MixingMember._wait_close`). Seen in 1 of 5 scale-out runs on the
+#: embedded broker, before and after issue 28's changes: a delta acknowledged and never read
+#: back, so the other members closed its round at the round timeout (30 s) without it and its
+#: next delta was fenced (its claims no longer started at the frontier).
+UNSEEN_AFTER = 2.0
+
 #: A steady-state rebase (:meth:`MixingMember._rebase`) checks the merged model it moved onto
 #: every CHECK_EVERY-th time: it loads it into a copy of the learner, compares its digest with
 #: the log's and scores the member's merged examples again with it (the hindsight view). Done
@@ -158,6 +165,7 @@ class MixingMember:
         #: The delta sent and not yet known to be in the log (record, send handle): a member
         #: learns on while the broker acknowledges it (:meth:`_confirm`).
         self._unacked: tuple[MixRecord, Any] | None = None
+        self._last_sent: MixRecord | None = None  # the last delta sent (sent again if unseen)
         #: The partitions this member owns (taken in the log at its assignment) and the offset
         #: its next delta's claim on each starts at.
         self.owned: dict[TP, int] = {}
@@ -275,6 +283,7 @@ class MixingMember:
         assert self.topic is not None
         self._confirm()
         self._unacked = (rec, self.topic.send(rec))
+        self._last_sent = rec
 
     def _confirm(self, wait: bool = True) -> None:
         """Make sure the delta in flight is in the log: wait for its acknowledgement, or
@@ -716,7 +725,21 @@ class MixingMember:
         r = self.round
         t0, folded = time.perf_counter(), self.blocked["fold"]
         closed_by_me = False
+        confirmed = time.monotonic()
         while self.log.round <= r:
+            mine = self._last_sent
+            if (
+                mine is not None
+                and mine.round == r
+                and not self.log.has_delta(r, self.name)
+                and time.monotonic() - confirmed > UNSEEN_AFTER
+            ):  # acknowledged, yet not in the log as read: publish it again (readers keep the
+                log.warning(  # first of a key), not wait for the round's timeout without it
+                    "mix topic: this member's delta for round %d was acknowledged but is not "
+                    "read back after %.0f s; publishing it again", r, UNSEEN_AFTER,
+                )  # fmt: skip
+                self._publish(mine)
+                confirmed = time.monotonic()
             if not closed_by_me and time.monotonic() - self.published_at > self.timeout:
                 late = tuple(sorted(self.log.members - self.log.fresh()))
                 self._publish(MixRecord("close", r, self.name, late=late, sent=time.time()))
