@@ -267,6 +267,14 @@ def test_the_fast_merge_of_a_settled_group_is_the_general_merge_bit_for_bit(
         general = merge(*base.to_state(), parts, stats_general, prox=prox, fast=False)
         assert fast.digest() == general.digest()
         assert stats_fast == stats_general
+        # the base's model built by the caller (a group's rebase and next close share it):
+        # read, not changed, and the same merge
+        given = OnlineMKL.from_state(*base.to_state())
+        before = given.digest()
+        assert merge(*base.to_state(), parts, prox=prox, base_model=given).digest() == (
+            general.digest()
+        )
+        assert given.digest() == before
         Xn, Yn = _stream(40, 11)
         fast.learn_many(Xn, Yn)  # and it learns on alike
         general.learn_many(Xn, Yn)

@@ -251,6 +251,7 @@ def merge(
     dual: str = "sum",
     prox: bool = True,
     fast: bool = True,
+    base_model: OnlineMKL | None = None,
 ) -> OnlineMKL:
     """The next base: the merged model of the members' rounds from this base (see the module's
     docstring). The result does not depend on the order of ``rounds``.
@@ -277,10 +278,19 @@ def merge(
     same outputs, fitted bandwidths and explicit blocks: a settled group's every round), the
     saved arrays are merged as they are, without building a model or a layout per state or
     matching columns by what they read; the result is the same, bit for bit, as the general
-    path's (``fast=False``, which the tests compare it with)."""
+    path's (``fast=False``, which the tests compare it with).
+
+    ``base_model``: the model of ``(base_meta, base_arrays)``, built by the caller (a group
+    merges onto the same base twice: its member's rebase, then the next round's close). The
+    fast path only reads it (the merged model may share its layout, which is never changed in
+    place); the general path builds its own."""
     if dual not in ("sum", "mean"):
         raise ValueError(f"dual must be 'sum' or 'mean', got {dual!r}")
-    base = OnlineMKL.from_state(dict(base_meta), dict(base_arrays))
+    base = (
+        OnlineMKL.from_state(dict(base_meta), dict(base_arrays))
+        if base_model is None
+        else base_model
+    )
     check_mixable(base)
     rounds = sorted(rounds, key=lambda r: (r.member, r.since is None))
     for r in rounds:
@@ -297,6 +307,8 @@ def merge(
             refs = [ref if r.since is None else _Aligned.of_arrays(*r.since, target)
                     for r in rounds]  # fmt: skip
             return _merged(base, rounds, target, ref, aligned, refs, stats, dual, prox)
+    if base_model is not None:  # (the general path may hand the base back, or align it)
+        base = OnlineMKL.from_state(dict(base_meta), dict(base_arrays))
     models = [OnlineMKL.from_state(dict(r.meta), dict(r.arrays)) for r in rounds]
     sinces = [OnlineMKL.from_state(dict(r.since[0]), dict(r.since[1])) if r.since else None
               for r in rounds]  # fmt: skip

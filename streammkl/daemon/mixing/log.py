@@ -490,12 +490,14 @@ def merge_states(
     of its own and no bandwidth decision (those are the group's, made by its merges)."""
     parts = sorted(parts, key=lambda p: (p[0], p[3] is None))
     cores = [(name, n, core_state(state), old and core_state(old)) for name, n, state, old in parts]
-    aligned, states, olds, rows, keys = mixing_bandwidth.align(core_state(base), cores)
+    core = core_state(base)
+    aligned, states, olds, rows, keys = mixing_bandwidth.align(core, cores)
     members = [
         MemberRound(name, n, *state, old)
         for (name, n, _, _), state, old in zip(cores, states, olds, strict=True)
     ]
-    merged = merge(*aligned, members, stats, dual=dual, prox=not rebase)
+    model = _BASE_MODEL.of(base, core) if aligned is core else None  # (not re-aligned)
+    merged = merge(*aligned, members, stats, dual=dual, prox=not rebase, base_model=model)
     if rebase:
         mixing_bandwidth.keep(merged, rows, keys)
     else:
@@ -508,6 +510,27 @@ def merge_states(
         learners = [(_stats(state), old and _stats(old)) for _, _, state, old in parts]
         arrays.update(pool_scalers(_stats(base), learners, merged.feature_keys))
     return out, arrays
+
+
+class _LastBase:
+    """The core model of the last base merged onto, built once: a member merges onto each base
+    twice (its rebase onto the merged model, then that model's close as the next base). Kept
+    by the identity of the state's core meta and arrays (states are never changed in place)."""
+
+    def __init__(self) -> None:
+        self._key: tuple[Any, Any] | None = None
+        self._model: OnlineMKL | None = None
+
+    def of(self, base: State, core: tuple[dict[str, Any], dict[str, np.ndarray]]) -> OnlineMKL:
+        key = (base[0].get("core"), base[1])
+        if self._key is None or self._key[0] is not key[0] or self._key[1] is not key[1]:
+            self._model = OnlineMKL.from_state(*core)
+            self._key = key  # (holds them: their ids stay theirs)
+        assert self._model is not None
+        return self._model
+
+
+_BASE_MODEL = _LastBase()
 
 
 def rebased(merged: State, local: State, since: State, examples: int) -> State:

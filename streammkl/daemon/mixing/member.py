@@ -95,6 +95,26 @@ def _nothing() -> None:
 #: Seconds between reads of the mix topic while learning (a trigger is seen that late at most).
 READ_EVERY = 0.05
 
+#: Seconds a member waits for its own acknowledged delta to show in the log it reads before it
+#: publishes it again (:meth:`MixingMember._wait_close`). Seen in 1 of 5 scale-out runs on the
+#: embedded broker, before and after issue 28's changes: a delta acknowledged and never read
+#: back, so the other members closed its round at the round timeout (30 s) without it and its
+#: next delta was fenced (its claims no longer started at the frontier).
+UNSEEN_AFTER = 2.0
+
+#: A steady-state rebase (:meth:`MixingMember._rebase`) checks the merged model it moved onto
+#: every CHECK_EVERY-th time: it loads it into a copy of the learner, compares its digest with
+#: the log's and scores the member's merged examples again with it (the hindsight view). Done
+#: every round, that was a fifth of a member's mixing work (a model built, its state written
+#: and hashed, 128 examples scored) for a check whose outcome is the same every round: loading
+#: a state is deterministic, the log's digest is computed by the fold itself, the first
+#: steady-state rebase is checked, every adoption outside the steady state (join, restart,
+#: bandwidth warm-up, bank switch) is still checked at once, and every delta carries the
+#: digest of the base it learned from, which every reader compares (``MixLog.mismatches``).
+#: The hindsight view is then a sample of rounds, each with up to ``CHECK_EVERY`` times the
+#: examples (:data:`SAMPLED`), so it covers about as much of the stream as before.
+CHECK_EVERY = 4
+
 
 def mixing_learner(learner: Learner) -> MKLClassifier:
     """``learner`` as a mixing member's (a streammkl :class:`~streammkl.river.MKLClassifier`),
@@ -145,6 +165,7 @@ class MixingMember:
         #: The delta sent and not yet known to be in the log (record, send handle): a member
         #: learns on while the broker acknowledges it (:meth:`_confirm`).
         self._unacked: tuple[MixRecord, Any] | None = None
+        self._last_sent: MixRecord | None = None  # the last delta sent (sent again if unseen)
         #: The partitions this member owns (taken in the log at its assignment) and the offset
         #: its next delta's claim on each starts at.
         self.owned: dict[TP, int] = {}
@@ -164,6 +185,7 @@ class MixingMember:
         self._later: (
             tuple[MKLClassifier, State, str, int, tuple[int, list[Learned]] | None] | None
         ) = None
+        self._steady = 0  # steady-state rebases so far (every CHECK_EVERY-th is checked)
         #: This member's configured bank (``learner.kernels`` as specs; None: unset, it keeps
         #: the group's), updated by every reload.
         self.configured: list[dict[str, Any]] | None = None
@@ -261,6 +283,7 @@ class MixingMember:
         assert self.topic is not None
         self._confirm()
         self._unacked = (rec, self.topic.send(rec))
+        self._last_sent = rec
 
     def _confirm(self, wait: bool = True) -> None:
         """Make sure the delta in flight is in the log: wait for its acknowledgement, or
@@ -303,6 +326,12 @@ class MixingMember:
                 f"differs from the group's {want}"
             )
 
+    def _checked_now(self) -> bool:
+        """Whether this steady-state rebase is one that checks the merged model (the first,
+        then every :data:`CHECK_EVERY`-th)."""
+        self._steady += 1
+        return (self._steady - 1) % CHECK_EVERY == 0
+
     def _check_later(self) -> None:
         """The work a steady-state rebase left for after this member's next publish (off the
         group's critical path: the others wait for that delta, not for this): the merged model
@@ -319,7 +348,7 @@ class MixingMember:
         rounds.load_state(*base, with_bank=True)
         self._check_digest(rounds, digest, round_)
         if scored is not None:
-            self.add_hindsight(hindsight(rounds, scored[1], scored[0]))
+            self.add_hindsight(hindsight(rounds, scored[1], scored[0], SAMPLED))
         self._spent("rebase", t0)
 
     def _after_base(self, learner: MKLClassifier) -> None:
@@ -366,12 +395,24 @@ class MixingMember:
         ref = self.ref
         bank = bank_of(base)
         switched = local is not None and bank is not None and bank_of(local) != bank
-        if local is not None and not switched and self.K_round == self.K:
+        steady = not switched and self.K_round == self.K
+        if local is not None and steady:
             # the steady state (no bank switch, no bandwidth warm-up): the learner takes its
-            # rebased state at once; the check of the merged model's digest and the hindsight
-            # scoring wait until this member's next delta is out (:meth:`_check_later`)
+            # rebased state at once; every CHECK_EVERY-th time, the check of the merged model's
+            # digest and the hindsight scoring follow after this member's next delta is out
+            # (:meth:`_check_later`)
             rounds.load_state(*rebased(base, local, ref, n), with_bank=True)
-            self._later = (learner, base, self.log.digest, self.log.round, scored)
+            if self._checked_now():
+                self._later = (learner, base, self.log.digest, self.log.round, scored)
+            self._after_base(learner)
+        elif steady and bank_of(ref) == bank:
+            # nothing learned since its publish (the round's last member to publish reads the
+            # close right after it): the merged model, exactly, checked like the rebase above
+            rounds.load_state(*base, with_bank=True)
+            if self._checked_now():
+                self._check_digest(rounds)
+                if scored is not None:
+                    self.add_hindsight(hindsight(rounds, scored[1], scored[0], SAMPLED))
             self._after_base(learner)
         else:
             rounds.load_state(*base, with_bank=True)  # the merged model, exactly
@@ -647,7 +688,16 @@ class MixingMember:
         this one has nothing to read (an idle member: members that have data all contribute
         K and so move through the stream at the same pace), or when a bank switch is pending.
         A member whose previous delta's round has not closed yet waits for it first: members
-        are at most one round apart."""
+        are at most one round apart.
+
+        First, the group's work that does not touch the learner is done while the batch is
+        still being learned (the learner thread runs its compiled rounds without the GIL until
+        the drain): the deferred checks of the last rebase and the read of the log, whose fold
+        merges a round that closes. Done before the batch (:meth:`before_batch`), they kept
+        the learner idle."""
+        self._check_later()
+        if self.published or time.monotonic() - self._read_at >= READ_EVERY:
+            self._read()
         if self.published:  # at most one round ahead: K more records wait for the merge
             if self.taken < self.K_round:
                 return
@@ -675,7 +725,21 @@ class MixingMember:
         r = self.round
         t0, folded = time.perf_counter(), self.blocked["fold"]
         closed_by_me = False
+        confirmed = time.monotonic()
         while self.log.round <= r:
+            mine = self._last_sent
+            if (
+                mine is not None
+                and mine.round == r
+                and not self.log.has_delta(r, self.name)
+                and time.monotonic() - confirmed > UNSEEN_AFTER
+            ):  # acknowledged, yet not in the log as read: publish it again (readers keep the
+                log.warning(  # first of a key), not wait for the round's timeout without it
+                    "mix topic: this member's delta for round %d was acknowledged but is not "
+                    "read back after %.0f s; publishing it again", r, UNSEEN_AFTER,
+                )  # fmt: skip
+                self._publish(mine)
+                confirmed = time.monotonic()
             if not closed_by_me and time.monotonic() - self.published_at > self.timeout:
                 late = tuple(sorted(self.log.members - self.log.fresh()))
                 self._publish(MixRecord("close", r, self.name, late=late, sent=time.time()))
@@ -757,11 +821,18 @@ def prequential(kept: list[Learned]) -> dict[str, float]:
 HINDSIGHT_SAMPLE = 128
 
 
-def hindsight(rounds: Rounds, kept: list[Learned], round_: int) -> dict[str, float]:
-    """A sample of the round's examples (every k-th, at most ``HINDSIGHT_SAMPLE``) scored again
-    by the merged model that holds them (the learner's, just adopted), next to their online
-    scores: the group log's regret view (both sums over the same examples)."""
-    kept = kept[:: -(-len(kept) // HINDSIGHT_SAMPLE)] if kept else kept
+#: Examples a sampled check (:data:`CHECK_EVERY`) scores again: as many as the rounds it
+#: stands for would have had, so that the hindsight view covers about as much of the stream.
+SAMPLED = HINDSIGHT_SAMPLE * CHECK_EVERY
+
+
+def hindsight(
+    rounds: Rounds, kept: list[Learned], round_: int, sample: int = HINDSIGHT_SAMPLE
+) -> dict[str, float]:
+    """A sample of the round's examples (every k-th, at most ``sample``) scored again by the
+    merged model that holds them (the learner's, just adopted), next to their online scores:
+    the group log's regret view (both sums over the same examples)."""
+    kept = kept[:: -(-len(kept) // sample)] if kept else kept
     online = prequential(kept)
     # vector records: every x is a feature dict; one compiled loop
     rows = np.stack([rounds.input_vector(x) for x, _, _ in kept])  # type: ignore[arg-type]
