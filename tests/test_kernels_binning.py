@@ -209,6 +209,33 @@ def test_a_binning_model_round_trips_its_state(tmp_path) -> None:
     np.testing.assert_array_equal(again.block_norms, model.block_norms)
 
 
+def test_members_of_a_mixing_group_merge_a_binning_block_column_by_column() -> None:
+    """The block's columns are its grids' bins (the same in every member, whose draws come
+    from the seed and the input names): two members' deltas merge like a Fourier block's."""
+    from streammkl.core import mixing
+
+    rng = np.random.default_rng(14)
+    X = rng.normal(size=(160, 3))
+    bank = (Kmod.Linear(), Kmod.RandomBinning(8, 4.0, 8))
+    base = OnlineMKL(kernels=bank, seed=2, schedule=schedules.AdaGrad(1.0))
+    for x in X[:60]:
+        base.learn(x, 1.0 if x[0] * x[1] > 0 else -1.0)
+    rounds = []
+    for i in range(2):
+        member = OnlineMKL.from_state(*base.to_state())
+        for x in X[60 + i :: 2]:
+            member.learn(x, 1.0 if x[0] * x[1] > 0 else -1.0)
+        rounds.append(mixing.MemberRound(f"m{i}", 50, *member.to_state()))
+    merged = mixing.merge(*base.to_state(), rounds)
+    assert merged.kernels[1].fit == base.kernels[1].fit
+    layout = merged.layout
+    assert layout is not None
+    a, e = int(layout.ex_off[1]), int(layout.ex_off[2])
+    keys = mixing.column_keys(merged.kernels, ["0", "1", "2"], layout)[a:e]
+    assert keys == [(bank[1].name, j) for j in range(64)]
+    assert merged.block_norms[1] > 0 and np.isfinite(merged.decision(X[0])).all()
+
+
 @pytest.mark.parametrize("schedule", [schedules.FTRL(1.0), schedules.AdaGrad(1.0)])
 def test_a_binning_block_learns_axis_aligned_boxes_with_the_group_lasso(schedule) -> None:
     rng = np.random.default_rng(15)
