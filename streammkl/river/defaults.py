@@ -73,9 +73,9 @@ NARROW_SCALE = 64.0  # gamma = 64 / median ||x - x'||^2
 # caps, benchmarks/bank_ablation.py, load ~3) against the accurate bank without it: Bananas
 # +0.05, Phishing +0.10, SEA -0.03, Hyperplane +0.01 (development); ImageSegments 0.9029 ->
 # 0.9051, RandomRBFDrift 0.9184 -> 0.9195, Agrawal -0.01, LED -0.02, Sine +0.01, Shuttle 0.00
-# (validation); per call +11-15 % (learn_predict_one, dense rows of benchmarks/river_speed.py,
-# same process). Beside the default bank alone (ImageSegments +0.20, RandomRBFDrift +0.12, no
-# development stream down by more than 0.01) it costs +14-20 % per call, past the ~10 % the
+# (validation); per call +11-16 % (learn_predict_one, dense rows of benchmarks/river_speed.py,
+# same process: benchmarks/bank_speed.py). Beside the default bank alone (ImageSegments +0.20, RandomRBFDrift +0.12, no
+# development stream down by more than 0.01) it costs +14-17 % per call, past the ~10 % the
 # default may spend: hence here, not in the default.
 BINNING_GRIDS = 64
 BINNING_SCALE = 4.0  # 1 / sigma = 4 / median ||x - x'||_1
@@ -88,7 +88,7 @@ def accurate_bank() -> tuple:
     narrowest: local memory) and ``RandomBinning(64, 4, 4)`` (random grids: axis-aligned cells,
     the Laplacian kernel); ``MKLClassifier(kernels=defaults.accurate_bank())``. More accurate
     where rules on single attributes or local structure decide (5 seeds vs the default: Agrawal
-    +0.80 point, ImageSegments +0.55), Phishing -0.13; 28-46 % more time per call."""
+    +0.80 point, ImageSegments +0.55), Phishing -0.13; 28-41 % more time per call."""
     return (
         *kernel_bank(),
         kernels.AdditiveStumps(STUMPS),
