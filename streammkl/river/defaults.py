@@ -74,9 +74,9 @@ NARROW_SCALE = 64.0  # gamma = 64 / median ||x - x'||^2
 # +0.05, Phishing +0.10, SEA -0.03, Hyperplane +0.01 (development); ImageSegments 0.9029 ->
 # 0.9051, RandomRBFDrift 0.9184 -> 0.9195, Agrawal -0.01, LED -0.02, Sine +0.01, Shuttle 0.00
 # (validation); per call +11-16 % (learn_predict_one, dense rows of benchmarks/river_speed.py,
-# same process: benchmarks/bank_speed.py). Beside the default bank alone (ImageSegments +0.20, RandomRBFDrift +0.12, no
-# development stream down by more than 0.01) it costs +14-17 % per call, past the ~10 % the
-# default may spend: hence here, not in the default.
+# same process: benchmarks/bank_speed.py). Beside the default bank alone (ImageSegments +0.20,
+# RandomRBFDrift +0.12, no development stream down by more than 0.01) it costs +14-17 % per
+# call, past the ~10 % the default may spend: hence here, not in the default.
 BINNING_GRIDS = 64
 BINNING_SCALE = 4.0  # 1 / sigma = 4 / median ||x - x'||_1
 BINNING_BINS = 4  # columns per grid
