@@ -16,7 +16,7 @@ seed spread (max - min), in points. Banks:
   default before the quadrature draws: what they change);
 - ``+ stumps``: the default with ``AdditiveStumps(32)`` (thresholds on single inputs);
 - ``+ narrow rff``: the default with ``MedianRBF(64, 256)`` (a narrower Gaussian: local memory);
-- ``+ stumps + narrow rff``: both (``defaults.accurate_bank()``);
+- ``+ stumps + narrow rff``: both (``defaults.accurate_bank()`` before its random binning);
 - ``+ kernelized rbf(16/median) mixed schedules``: the default with a kernelized
   ``MedianRBF(16)`` (support vectors, the learner's merge budget of 256) under ``FTRL``: per-block
   schedules, FTRL on the explicit blocks and AdaGrad's mirror descent on the kernelized one in
@@ -24,6 +24,12 @@ seed spread (max - min), in points. Banks:
   explicit blocks, each predicting with the kernelized block's current scores);
 - ``+ kernelized rbf(16/median) all AdaGrad``: the same bank under ``AdaGrad`` for every block
   (what a kernelized block gave the whole learner before per-block schedules; no averages).
+- ``+ binning(S/median-l1 R=R B=B)``: the default with ``RandomBinning(R, S, B)`` (random
+  binning features: R random grids, each input's cell hashed into B columns per grid; the
+  Laplacian kernel ``exp(-||x - y||_1 / sigma)``, ``1 / sigma = S / median L1 distance``), at the
+  settings of ``BINNING``;
+- ``+ stumps + narrow rff + binning(4/median-l1 R=64 B=4)``: the accurate bank with
+  ``RandomBinning(64, 4, 4)`` (``defaults.accurate_bank()``).
 
 Targets (issue 27 section 3): the default's seed spread <= 0.5 point on every stream.
 
@@ -75,6 +81,11 @@ def _with(
     return bank
 
 
+#: Random binning beside the default bank (``RandomBinning(R, S, B)``: R grids, 1 / sigma = S /
+#: median L1 distance, B columns per grid): the two best means over the development streams of
+#: a sweep of S in {0.25, 1, 4, 16, 64} and (R, B) in {(16, 16), (32, 8), (64, 4), (32, 16)}
+#: (5 seeds each; every variant within 0.1 point of the default on each development stream).
+BINNING = ((16, 0.25, 16), (64, 4.0, 4))
 MIXED = "+ kernelized rbf(16/median) mixed schedules"
 ALL_ADAGRAD = "+ kernelized rbf(16/median) all AdaGrad"
 
@@ -117,6 +128,13 @@ def _banks() -> dict[str, Callable[[], tuple]]:
         "+ stumps + narrow rff": _with(stumps, narrow),
         MIXED: _with(kernelized),
         ALL_ADAGRAD: _with(kernelized),
+        **{
+            f"+ binning({s:g}/median-l1 R={r} B={b})": _with(kernels.RandomBinning(r, s, b))
+            for r, s, b in BINNING
+        },
+        "+ stumps + narrow rff + binning(4/median-l1 R=64 B=4)": _with(
+            stumps, narrow, kernels.RandomBinning(64, 4.0, 4)
+        ),
     }
 
 

@@ -30,6 +30,7 @@ SCALAR_KERNELS = [
     "prox_blockwise_steps",
     "seed_state", "philox", "unit_pair", "draw_rows",
 ]  # fmt: skip
+BINNING_LOOPS = ["binning_hash", "binning_column"]  # test_random_binning_compiled_equal_python
 MODEL_LOOPS = [
     "learn_many", "learn_round", "explicit_phi", "block_scores", "apply_prox_steps",
     "zero_or_fold_block", "explicit_sqnorm", "decision", "average_explicit", "decision_many",
@@ -535,9 +536,46 @@ def test_wide_rounds_compiled_equal_python(monkeypatch, loss):
         np.testing.assert_allclose(arr, runs[1][1][key], rtol=1e-10, atol=1e-12, err_msg=key)
 
 
+def test_random_binning_compiled_equal_python(monkeypatch):
+    """The random binning map (the hash, a grid's column over x or over its non-zeros) and
+    FTRL rounds over a bank with it: compiled vs the Python originals, bit for bit."""
+    for h in (0, 1, 0xFFFFFFFF, 0x12345678, 2**31):
+        assert nb.binning_hash(np.uint64(h)) == nb.binning_hash.py_func(np.uint64(h))
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(60, 5))
+    X[::4, 1:3] = 0.0
+    Y = np.sign(X[:, 0] * X[:, 3])
+    cfg = dict(kernels=(kernels.Linear(), kernels.RandomBinning(6, 4.0, 5)),
+               schedule=schedules.FTRL(0.5), regularizer=regularizers.GroupLasso(0.02),
+               averages=(3.0, 30.0))  # fmt: skip
+    fast = OnlineMKL(**cfg)
+    fast.learn_many(X[:55], Y[:55])
+    L = fast.layout
+    assert L is not None
+    a = int(L.ex_off[1])
+    row, R = int(L.phi_src[0, a]), int(L.phi_src[1, a])
+    huge = np.array([[1e300, -1e300, 0.0, 3.0, -0.5], [np.inf, 0.0, 0.0, 0.0, -np.inf]])
+    for x in [*X, *huge]:  # (an index beyond +-2**31 is clamped alike)
+        nz = np.flatnonzero(x).astype(np.int64)
+        for r in range(R):
+            args = (L.rff_wt, row, R, 5, r)
+            want = nb.binning_column(x, nz, -1, *args)
+            assert nb.binning_column.py_func(x, nz, -1, *args) == want
+            assert nb.binning_column(x, nz, nz.size, *args) == want
+            assert nb.binning_column.py_func(x, nz, nz.size, *args) == want
+    slow = OnlineMKL(**cfg)
+    with monkeypatch.context() as patch:
+        interpret(patch, [*MODEL_LOOPS, *BINNING_LOOPS, "block_steps", "prox_norm_step",
+                           "prox_blockwise", "prox_blockwise_steps"])  # fmt: skip
+        slow.learn_many(X[:55], Y[:55])
+    for key, arr in fast.to_state()[1].items():
+        np.testing.assert_allclose(arr, slow.to_state()[1][key], rtol=1e-10, atol=1e-12,
+                                   err_msg=key)  # fmt: skip
+
+
 def test_every_compiled_function_is_covered():
     missing = set(compiled_functions()) - set(SCALAR_KERNELS) - set(MODEL_LOOPS)
-    missing -= set(WIDE_LOOPS)
+    missing -= set(WIDE_LOOPS) | set(BINNING_LOOPS)
     missing -= set(BUDGET_LOOPS)
     missing -= set(SEQUENCE_LOOPS) | set(PARSER_LOOPS) | set(SUPPORT_LOOPS)
     assert missing == set(), f"no parity test for {sorted(missing)}"

@@ -336,15 +336,17 @@ def test_load_state_replaces_the_model_in_place_and_declared_classes_fix_the_ord
         other.rounds().load_state(*a.to_state())
 
 
-def test_the_accurate_bank_is_the_default_plus_stumps_and_a_narrower_gaussian() -> None:
+def test_the_accurate_bank_is_the_default_plus_stumps_a_narrower_gaussian_and_binning() -> None:
     from streammkl.core import kernels
     from streammkl.river import defaults
 
     default = [k.name for k in defaults.kernel_bank()]
     accurate = [k.name for k in defaults.accurate_bank()]
-    assert accurate == [*default, "stumps(D=32/input)", "rff(gamma=64/median,D=256)"]
+    assert accurate == [*default, "stumps(D=32/input)", "rff(gamma=64/median,D=256)",
+                        "binning(1/sigma=4/median-l1,R=64,B=4)"]  # fmt: skip
     assert all(not k.implicit for k in defaults.accurate_bank())  # FTRL, as the default
-    assert isinstance(defaults.accurate_bank()[-2], kernels.AdditiveStumps)
+    assert isinstance(defaults.accurate_bank()[-3], kernels.AdditiveStumps)
+    assert isinstance(defaults.accurate_bank()[-1], kernels.RandomBinning)
 
 
 def test_a_learner_on_the_accurate_bank_saves_and_loads_its_stumps(tmp_path) -> None:
@@ -359,6 +361,8 @@ def test_a_learner_on_the_accurate_bank_saves_and_loads_its_stumps(tmp_path) -> 
     for x, y in data:
         clf.learn_one(x, y)
     assert clf.kernel_weights["stumps(D=32/input)"] >= 0.0
+    assert clf.kernel_weights["binning(1/sigma=4/median-l1,R=64,B=4)"] >= 0.0
+    assert clf.rounds().kernel_bandwidths["binning(1/sigma=4/median-l1,R=64,B=4)"] > 0.0
     clf.save(tmp_path / "m.smkl")
     again = MKLClassifier.load(tmp_path / "m.smkl")
     for x, _ in data[:20]:

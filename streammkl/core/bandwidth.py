@@ -5,7 +5,8 @@ median squared distance between inputs. ``OnlineMKL`` fits it in three moments:
 
 1. at its first input (d inputs known): provisionally with ``m = 2 d``, the expected squared
    distance of two standardised inputs with independent coordinates, so the block learns from
-   the first example;
+   the first example (``2 d / sqrt(pi)``, their expected L1 distance, for a ``RandomBinning``,
+   whose median is of L1 distances);
 2. after ``WARMUP`` inputs (or :func:`warmup` of the bank: as many as its largest
    ``LandmarkRBF`` has landmarks, when that is more): with the median over all pairs of those
    inputs (kept in a small reservoir); the block is replaced (restarted at zero) only if its
@@ -30,6 +31,10 @@ from streammkl.core.kernels import Bandwidth, Kernel, LandmarkRBF, MedianRBF
 
 WARMUP = 50  # inputs kept for the median
 TOLERANCE = 1.25  # a bandwidth (or the number of inputs) must move by this factor to be redone
+#: The provisional median per input, by the kernel's ``distance``: ``2`` for squared distances
+#: (two standardised inputs with independent coordinates), ``2 / sqrt(pi)`` for L1 (``E |z|``,
+#: z ~ N(0, 2)).
+_PROVISIONAL = {"sq": 2.0, "l1": 2.0 / math.sqrt(math.pi)}
 
 
 def warmup(kernels: Sequence[Kernel]) -> int:
@@ -77,7 +82,7 @@ def for_inputs(kernels: Sequence[Kernel], d: int, rescale: bool = True) -> tuple
         if not isinstance(k, MedianRBF):
             out.append(k)
         elif k.fit is None:
-            out.append(k.fitted(k.scale / (2.0 * max(d, 1)), d, final=False))
+            out.append(k.fitted(k.scale / (_PROVISIONAL[k.distance] * max(d, 1)), d, final=False))
         elif rescale and d >= TOLERANCE * max(k.fit.inputs, 1):
             out.append(k.fitted(k.fit.gamma * (k.fit.inputs / d), d, final=k.fit.final))
         else:
@@ -92,13 +97,15 @@ def after_warmup(
     ``str(j)``): every provisional bandwidth becomes ``scale / median`` (kept as it was when
     within ``TOLERANCE``), and final; a ``LandmarkRBF`` takes its landmarks from these inputs
     (its block restarts at zero whatever its bandwidth: it had none)."""
-    median = median_sq_distance(inputs)
+    medians = {"sq": median_sq_distance(inputs)}
+    if any(isinstance(k, MedianRBF) and k.distance == "l1" for k in kernels):
+        medians["l1"] = median_l1_distance(inputs)
     d = inputs.shape[1]
     names = [str(j) for j in range(d)] if keys is None else [str(k) for k in keys][:d]
     out: list[Kernel] = []
     for k in kernels:
         if isinstance(k, MedianRBF) and k.fit is not None and not k.fit.final:
-            gamma = k.scale / median
+            gamma = k.scale / medians[k.distance]
             if max(gamma, k.fit.gamma) / min(gamma, k.fit.gamma) <= TOLERANCE:
                 gamma = k.fit.gamma  # the provisional guess was good: keep the block
             fitted = k.fitted(gamma, d, final=True)
@@ -108,6 +115,21 @@ def after_warmup(
         else:
             out.append(k)
     return tuple(out)
+
+
+def median_l1_distance(inputs: np.ndarray) -> float:
+    """Median of ``||x_i - x_j||_1`` over all pairs i < j (the mean if the median is 0; 1 if
+    every input is the same): a ``RandomBinning``'s bandwidth."""
+    X = np.asarray(inputs, dtype=np.float64)
+    n = X.shape[0]
+    if n < 2:
+        return 1.0
+    Y = X[:, np.any(X != 0.0, axis=0)]
+    pairs = np.concatenate([np.abs(Y[i + 1 :] - Y[i]).sum(axis=1) for i in range(n - 1)])
+    for value in (float(np.median(pairs)), float(np.mean(pairs))):
+        if value > 0 and math.isfinite(value):
+            return value
+    return 1.0
 
 
 def median_sq_distance(inputs: np.ndarray) -> float:

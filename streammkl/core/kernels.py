@@ -46,7 +46,7 @@ from streammkl.core.kernel_base import (
 
 __all__ = [
     "RBF", "AdditiveRBF", "AdditiveStumps", "B1Spline", "Bandwidth", "Kernel", "LandmarkRBF",
-    "Landmarks", "Linear", "MedianRBF", "Polynomial", "from_spec",
+    "Landmarks", "Linear", "MedianRBF", "Polynomial", "RandomBinning", "from_spec",
 ]  # fmt: skip
 
 
@@ -461,6 +461,9 @@ class MedianRBF(_Gaussian):
 
     fit: Bandwidth | None = None
     fit_type: ClassVar[type[Bandwidth]] = Bandwidth  # what a saved ``fit`` is restored as
+    #: What the median is of (``core.bandwidth``): ``"sq"``, squared Euclidean distances
+    #: (``gamma = scale / median``); ``"l1"``, L1 distances (``RandomBinning``).
+    distance: ClassVar[str] = "sq"
 
     def __init__(
         self,
@@ -722,6 +725,102 @@ class LandmarkRBF(MedianRBF):
         return PX @ PY.T
 
 
+class RandomBinning(MedianRBF):
+    """Random binning features (Rahimi and Recht, "Random features for large-scale kernel
+    machines", NIPS 2007, section 4): ``n_grids`` random grids over the inputs, each putting
+    an input in one cell; the indicator of that cell, over many grids, approximates the
+    Laplacian kernel
+
+        ``k(x, y) = exp(-||x - y||_1 / sigma)``,  ``1 / sigma = scale / median ||x - x'||_1``
+
+    (the bandwidth from the data like a ``MedianRBF``'s, over the L1 distance: ``core.
+    bandwidth``; :attr:`gamma` is the fitted ``1 / sigma``). Grid r cuts axis i at a pitch
+    ``delta_ri ~ Gamma(2, sigma)`` (density ``delta / sigma^2 exp(-delta / sigma)``) shifted by
+    ``u_ri ~ U[0, delta_ri)``: two inputs share the axis' interval with probability ``max(0, 1
+    - |x_i - y_i| / delta)``, whose mean over the pitch is ``exp(-|x_i - y_i| / sigma)``; the
+    axes' pitches are independent, so two inputs share a grid's cell with probability
+    ``k(x, y)``. The cells are cut along the axes: what the block expresses is axis-aligned
+    (piecewise constant on boxes, like a tree's leaves, averaged over random trees of cuts).
+
+    The map: the cell's hash (``core._numba.features.binning_column``: a sum modulo 2**32 of
+    each axis' interval index, counted from the interval of 0, times a random odd multiplier,
+    then MurmurHash3's finaliser) picks one of the grid's ``n_bins`` columns, set to ``1 /
+    sqrt(n_grids)``; ``phi`` has ``n_grids * n_bins`` columns and unit norm. ``<phi(x),
+    phi(y)>`` is the share of grids that put x and y in the same cell, plus the cells that hash
+    to the same column (about ``(1 - k) / n_bins``). An input at 0 adds nothing to a hash, so
+    a sparse record's map costs its non-zeros (the sparse round computes it so), an input that
+    appears later enters every grid with its own axis, and the draws of an input (per grid: two
+    exponentials for the pitch, the shift, the multiplier) come from ``(seed, name, input
+    key)`` alone (``kernel_base.uniforms``), kept as the input's row of the layout's Fourier
+    rows: ``1 / delta``, the shift in pitches and the multiplier, at columns ``r``, ``R + r``
+    and ``2 R + r`` of the block's ``R * B`` (the rest 0). A new bandwidth rescales the same
+    draws. The name is the configuration: ``binning(1/sigma=4/median-l1,R=16,B=16)``.
+    """
+
+    distance: ClassVar[str] = "l1"  # 1 / sigma = scale / median L1 distance
+
+    def __init__(
+        self,
+        n_grids: int = 16,
+        scale: float = 4.0,
+        n_bins: int = 16,
+        features: Sequence[int | str] | None = None,
+        name: str | None = None,
+    ):
+        for what, v, low in (("n_grids", n_grids, 1), ("n_bins", n_bins, 3)):
+            if isinstance(v, bool) or int(v) != v or v < low:
+                raise ValueError(f"RandomBinning: {what} must be an integer >= {low}, got {v!r}")
+        super().__init__(scale, int(n_grids) * int(n_bins), features, name)
+        self.n_grids = int(n_grids)
+        self.n_bins = int(n_bins)
+
+    def _default_name(self) -> str:
+        return f"binning(1/sigma={self.scale:g}/median-l1,R={self.n_grids},B={self.n_bins})"
+
+    def params(self) -> dict[str, Any]:
+        out = super().params()
+        del out["n_components"]
+        return {"n_grids": self.n_grids, "n_bins": self.n_bins, **out}
+
+    def grids(
+        self, keys: Sequence[str], seed: int, draws: int = _DRAWS
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per input (rows) and grid (columns): the pitch in units of sigma (``Gamma(2, 1)``:
+        the sum of two standard exponentials), the shift in pitches (in [0, 1)) and the odd
+        32-bit multiplier of the cell's hash; drawn from (seed, name, key) alone."""
+        R = self.n_grids
+        u = uniforms(seed, self.drawn_as, keys, 4 * R, 0.0, 1.0, draws)
+        pitch = -np.log1p(-u[:, :R]) - np.log1p(-u[:, R : 2 * R])
+        np.maximum(pitch, 1e-12, out=pitch)  # (both uniforms 0: probability 2**-106)
+        mult = 2.0 * np.floor(u[:, 3 * R :] * 2.0**31) + 1.0
+        return pitch, u[:, 2 * R : 3 * R].copy(), mult
+
+    def fourier_columns(self, keys: Sequence[str], seed: int, draws: int = _DRAWS) -> np.ndarray:
+        """The block's rows of the layout (``R * B`` x len(keys)): ``1 / delta = gamma /
+        pitch``, the shift and the multiplier of each grid (:meth:`grids`), then zeros."""
+        R = self.n_grids
+        pitch, shift, mult = self.grids(keys, seed, draws)
+        out = np.zeros((self.n_components or 0, len(keys)))
+        out[:R] = (self.gamma / pitch).T
+        out[R : 2 * R] = shift.T
+        out[2 * R : 3 * R] = mult.T
+        return out
+
+    def fourier_offsets(self, seed: int) -> np.ndarray:
+        """No offsets (zeros): the map reads its rows alone."""
+        return np.zeros(self.n_components or 0)
+
+    def gram(
+        self, X: np.ndarray, Y: np.ndarray | None = None, index: Mapping[str, int] | None = None
+    ) -> np.ndarray:
+        """The exact Laplacian kernel ``exp(-gamma ||x - y||_1)`` on the inputs it reads."""
+        X = as_rows(X)
+        Y = X if Y is None else as_rows(Y)
+        idx = self.feature_indices(X.shape[1], index)
+        dist = np.abs(X[:, None, idx] - Y[None, :, idx]).sum(axis=2)
+        return np.exp(-self.gamma * dist)
+
+
 class B1Spline(Kernel):
     """Generalised B1-spline ``max(0, 1 - ||x - y|| / h)``: compactly supported (sparse Gram)."""
 
@@ -817,6 +916,7 @@ _TYPES: dict[str, type[Kernel]] = {
         AdditiveStumps,
         MedianRBF,
         LandmarkRBF,
+        RandomBinning,
         B1Spline,
     )
 }

@@ -43,6 +43,7 @@ from streammkl.core.kernels import (
     LandmarkRBF,
     MedianRBF,
     Polynomial,
+    RandomBinning,
 )
 
 __all__ = ["SLACK", "Layout", "build_layout", "grown", "product_map"]
@@ -294,6 +295,8 @@ def _empty(kernels: Sequence[Kernel], capacity: int, seed: int, draws: int = DRA
             ex_kind[m] = nb.MAP_STUMPS  # a free column: input SLACK, threshold -1: phi = 0
         elif isinstance(kernel, LandmarkRBF):
             ex_kind[m] = nb.MAP_LANDMARK  # (rows and offsets as a Fourier block's)
+        elif isinstance(kernel, RandomBinning):
+            ex_kind[m] = nb.MAP_BINNING  # (its draws as a Fourier block's rows)
         elif isinstance(kernel, RBF | MedianRBF) and not kernel.implicit:
             ex_kind[m] = nb.MAP_RFF
         elif not kernel.implicit:
@@ -312,10 +315,12 @@ def _empty(kernels: Sequence[Kernel], capacity: int, seed: int, draws: int = DRA
         kind = ex_kind[m]
         if kernel.implicit:
             continue
-        if kind in (nb.MAP_RFF, nb.MAP_LANDMARK):
+        if kind in (nb.MAP_RFF, nb.MAP_LANDMARK, nb.MAP_BINNING):
             assert isinstance(kernel, RBF | MedianRBF)
             D = e - a
             src[0, a:e] = np.arange(n_rff, n_rff + D, dtype=np.float64)
+            if isinstance(kernel, RandomBinning):
+                src[1, a:e] = kernel.n_grids
             # a landmark block without landmarks yet: factor 0, its map is 0
             src[2, a:e] = 0.0 if isinstance(kernel, LandmarkRBF) and not kernel.landmarks else 1.0
             ex_used[m] = D

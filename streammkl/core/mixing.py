@@ -115,7 +115,7 @@ def column_keys(kernels: Sequence[Kernel], keys: Sequence[str], layout: Layout) 
             R = kernel.n_components or 0
             src = layout.phi_src[0, a:used].astype(np.int64).tolist()
             out[a:used] = [(name, keys[f], i % R) for i, f in enumerate(src)]
-        elif kind in (nb.MAP_RFF, nb.MAP_LANDMARK):  # column j: component (landmark) j
+        elif kind in (nb.MAP_RFF, nb.MAP_LANDMARK, nb.MAP_BINNING):  # column j: component j
             out[a:e] = [(name, j) for j in range(e - a)]
         else:
             src = layout.phi_src[:, a:used].astype(np.int64).tolist()

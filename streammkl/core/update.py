@@ -102,7 +102,8 @@ def wide_columns(layout: Layout, nnz: int) -> int | None:
     """The explicit columns the sparse round (``core._numba.wide``) touches for a record of
     ``nnz`` non-zero inputs, or None when it takes the dense round (as ``nb.wide_plan``
     decides, from the layout's blocks and ``nnz`` alone): a projection block's (random
-    Fourier, landmarks) every column; a linear block's ``nnz``, an additive or stumps block's
+    Fourier, landmarks) every column, and a random binning block's (a bound: it writes one per
+    grid); a linear block's ``nnz``, an additive or stumps block's
     columns per input times ``nnz``, the quadratic map's constant, squares and products of the
     non-zeros (bounds: a non-zero the block has no column for counts too). Only for rounds
     that take the wide route (:func:`wide_round`)."""
@@ -110,7 +111,7 @@ def wide_columns(layout: Layout, nnz: int) -> int | None:
     for m in layout.ex_blocks.tolist():
         kind = int(layout.ex_kind[m])
         width = int(layout.ex_off[m + 1] - layout.ex_off[m])
-        if kind in (nb.MAP_RFF, nb.MAP_LANDMARK):
+        if kind in (nb.MAP_RFF, nb.MAP_LANDMARK, nb.MAP_BINNING):  # (binning: a bound)
             total += width
             continue
         filled += int(layout.ex_used[m])

@@ -57,27 +57,43 @@ def kernel_bank() -> tuple:
     )
 
 
-# The "accurate" bank: the default plus thresholds on single inputs and a narrower Gaussian.
-# Measured (5 seeds, 20k caps, vs the default with its landmarks; benchmarks/bank_ablation.py):
-# Agrawal 0.9732 -> 0.9812, ImageSegments 0.8990 -> 0.9031, Phishing 0.9053 -> 0.9035 (a
-# development stream: -0.18 point, hence not the default), Bananas 0.8908 -> 0.8900, SEA,
-# Hyperplane, RandomRBFDrift, Shuttle, Sine, LED within 0.02; per call +16 % (Bananas) to +20 %
-# (Hyperplane, 10 inputs; load ~20; measured before the landmarks), which the speed targets
-# cannot spare.
+# The "accurate" bank: the default plus thresholds on single inputs, a narrower Gaussian and
+# random binning. Thresholds and the narrow Gaussian, measured (5 seeds, 20k caps, vs the
+# default with its landmarks; benchmarks/bank_ablation.py): Agrawal 0.9732 -> 0.9812,
+# ImageSegments 0.8990 -> 0.9031, Phishing 0.9053 -> 0.9035 (a development stream: -0.18 point,
+# hence not the default), Bananas 0.8908 -> 0.8900, SEA, Hyperplane, RandomRBFDrift, Shuttle,
+# Sine, LED within 0.02; per call +16 % (Bananas) to +20 % (Hyperplane, 10 inputs; load ~20;
+# measured before the landmarks), which the speed targets cannot spare.
 STUMPS = 32  # per input
 NARROW_SCALE = 64.0  # gamma = 64 / median ||x - x'||^2
+# And random binning (axis-aligned cells: the Laplacian kernel, kernels.RandomBinning): 64 grids
+# of 4 columns at 1 / sigma = 4 / median L1 distance, the better of two settings chosen on the
+# development streams (a sweep of scales 0.25-64 and (grids, columns) (16, 16), (32, 8), (64, 4),
+# (32, 16) beside the default bank: each within 0.1 point of it there). Measured (5 seeds, 20k
+# caps, benchmarks/bank_ablation.py, load ~3) against the accurate bank without it: Bananas
+# +0.05, Phishing +0.10, SEA -0.03, Hyperplane +0.01 (development); ImageSegments 0.9029 ->
+# 0.9051, RandomRBFDrift 0.9184 -> 0.9195, Agrawal -0.01, LED -0.02, Sine +0.01, Shuttle 0.00
+# (validation); per call +11-16 % (learn_predict_one, dense rows of benchmarks/river_speed.py,
+# same process: benchmarks/bank_speed.py). Beside the default bank alone (ImageSegments +0.20,
+# RandomRBFDrift +0.12, no development stream down by more than 0.01) it costs +14-17 % per
+# call, past the ~10 % the default may spend: hence here, not in the default.
+BINNING_GRIDS = 64
+BINNING_SCALE = 4.0  # 1 / sigma = 4 / median ||x - x'||_1
+BINNING_BINS = 4  # columns per grid
 
 
 def accurate_bank() -> tuple:
     """The default bank plus ``AdditiveStumps(32)`` (thresholds on single inputs, what trees
-    split on) and ``MedianRBF(64, 256)`` (a Gaussian four times narrower than the default's
-    narrowest: local memory); ``MKLClassifier(kernels=defaults.accurate_bank())``. More
-    accurate where rules on single attributes or local structure decide (Agrawal +0.80 point,
-    ImageSegments +0.41), ~20 % slower per call."""
+    split on), ``MedianRBF(64, 256)`` (a Gaussian four times narrower than the default's
+    narrowest: local memory) and ``RandomBinning(64, 4, 4)`` (random grids: axis-aligned cells,
+    the Laplacian kernel); ``MKLClassifier(kernels=defaults.accurate_bank())``. More accurate
+    where rules on single attributes or local structure decide (5 seeds vs the default: Agrawal
+    +0.80 point, ImageSegments +0.55), Phishing -0.13; 28-41 % more time per call."""
     return (
         *kernel_bank(),
         kernels.AdditiveStumps(STUMPS),
         kernels.MedianRBF(NARROW_SCALE, RFF_COMPONENTS),
+        kernels.RandomBinning(BINNING_GRIDS, BINNING_SCALE, BINNING_BINS),
     )
 
 

@@ -53,7 +53,7 @@ from streammkl.core._numba.codes import (
     _PRUNE_MARGIN, _SCALE_FLOOR, B_MERGE, B_OLDEST, B_PROJECT, B_SMALLEST,
     K_B1, K_LINEAR, K_POLY, K_RBF,
     L_EPS, L_HINGE, L_HUBER, L_LOGISTIC, L_MC_HINGE, L_SOFTMAX, L_SQUARED,
-    MAP_ADDITIVE, MAP_GATHER, MAP_LANDMARK, MAP_LINEAR, MAP_RFF, MAP_STUMPS,
+    MAP_ADDITIVE, MAP_BINNING, MAP_GATHER, MAP_LANDMARK, MAP_LINEAR, MAP_RFF, MAP_STUMPS,
     P_BALL, P_BLOCKSOFT, P_ENET, P_GROUP,
     P_GROUPLQ, P_L1, P_L1BALL, P_L2, P_SQGROUP, S_ADAGRAD, S_CONSTANT, S_FTRL, S_INVSQRT, S_INVT,
 )  # fmt: skip
@@ -70,7 +70,7 @@ from streammkl.core._numba.prox import (
 from streammkl.core._numba.features import (
     FAST_COS_LIMIT, absmax, axpby_sqnorm, axpby_sqnorm_row, axpy_sqnorm, cos_of, cosines, dot4,
     dot4_pair, dot4_row, dot4_row_sq, dot4_rows, dot4_rows_sq, explicit_phi, explicit_phi_of,
-    fast_cos, negate_row,
+    binning_column, binning_hash, fast_cos, negate_row,
     rows_dot4,
 )  # fmt: skip
 from streammkl.core._numba.scores import (

@@ -10,6 +10,7 @@ MAP_GATHER, MAP_RFF, MAP_LINEAR = 0, 1, 2  # product map, random Fourier, plain 
 MAP_ADDITIVE = 3  # random Fourier components that each read one input (stored sparsely)
 MAP_STUMPS = 4  # threshold indicators that each read one input (stored sparsely)
 MAP_LANDMARK = 5  # normalised Gaussian profile over landmarks (a projection, like MAP_RFF)
+MAP_BINNING = 6  # random binning: one hashed grid cell per grid (rows of draws like MAP_RFF)
 # losses
 L_HINGE, L_LOGISTIC, L_SQUARED, L_EPS, L_HUBER, L_MC_HINGE, L_SOFTMAX = 0, 1, 2, 3, 4, 5, 6
 # prox steps

@@ -10,6 +10,7 @@ from numba import njit
 from streammkl.core._jit import JIT, JIT_INLINE
 from streammkl.core._numba.codes import (
     MAP_ADDITIVE,
+    MAP_BINNING,
     MAP_GATHER,
     MAP_LANDMARK,
     MAP_LINEAR,
@@ -132,6 +133,67 @@ def _stump_value(c, t, v):
 stump_value = njit(**JIT_INLINE)(_stump_value)
 
 
+_M32 = np.uint64(0xFFFFFFFF)
+_BIN_MIX1 = np.uint64(0x85EBCA6B)  # MurmurHash3's 32-bit finaliser (fmix32)
+_BIN_MIX2 = np.uint64(0xC2B2AE35)
+_S13 = np.uint64(13)
+_S16 = np.uint64(16)
+_CELL_MAX = 2147483647.0  # a cell index beyond +-2**31 is clamped (an input of 1e300)
+
+
+def _binning_hash(h):
+    """MurmurHash3's 32-bit finaliser of ``h`` (a uint64 below 2**32): every output bit
+    depends on every input bit, so a bucket taken modulo B sees all of the cell's hash. Each
+    product is of two 32-bit values (below 2**64: the same numbers compiled and in Python)."""
+    h = h ^ (h >> _S16)
+    h = (h * _BIN_MIX1) & _M32
+    h = h ^ (h >> _S13)
+    h = (h * _BIN_MIX2) & _M32
+    return h ^ (h >> _S16)
+
+
+binning_hash = njit(**JIT_INLINE)(_binning_hash)
+
+
+def _binning_column(x, nz, nnz, rff_wt, r0, R, B, r):
+    """The column (within its block) of the cell that grid ``r`` of a random binning block
+    (``MAP_BINNING``) puts ``x`` in: ``r B + fmix32(h) mod B`` with the cell's hash ``h = sum_i
+    c_i m_i mod 2**32`` over the inputs i, ``c_i = floor(x_i / delta_i - s_i) - floor(-s_i)``
+    the index of x_i's interval in the grid's axis i counted from the interval of 0 (pitch
+    ``delta_i``, shift ``s_i delta_i``, ``s_i`` in [0, 1)), ``m_i`` the axis' odd multiplier.
+    Input i's numbers are its row of ``rff_wt``: ``1 / delta_i`` at column ``r0 + r``, ``s_i``
+    at ``r0 + R + r``, ``m_i`` at ``r0 + 2 R + r``.
+
+    An input at 0 has ``c_i = 0``: it adds nothing to the hash, so the sum runs over the
+    record's non-zeros alone, in any order (a sum modulo 2**32): ``nz[:nnz]`` (ascending) when
+    ``nnz >= 0`` (the sparse round), else every input of ``x`` that is not 0 (the dense
+    round); both give the same column. An input the layout has no row for yet (beyond
+    ``rff_wt``'s rows) counts as 0, as do the inputs a record lacks."""
+    ur = np.uint64(r0 + r)
+    us = np.uint64(r0 + R + r)
+    um = np.uint64(r0 + 2 * R + r)
+    rows = rff_wt.shape[0]
+    n = nnz if nnz >= 0 else x.shape[0]
+    h = np.uint64(0)
+    for q in range(n):
+        i = nz[q] if nnz >= 0 else q
+        xi = x[i]
+        if xi == 0.0:
+            continue
+        if i >= rows:
+            break
+        ui = np.uint64(i)
+        s = rff_wt[ui, us]
+        c = np.floor(xi * rff_wt[ui, ur] - s) + (1.0 if s > 0.0 else 0.0)
+        c = min(max(c, -_CELL_MAX), _CELL_MAX)
+        c32 = np.uint64(np.int64(c) & np.int64(0xFFFFFFFF))
+        h = (h + ((c32 * np.uint64(rff_wt[ui, um])) & _M32)) & _M32
+    return r * B + np.int64(binning_hash(h) % np.uint64(B))
+
+
+binning_column = njit(**JIT_INLINE)(_binning_column)
+
+
 def _explicit_phi(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b, phi):
     """Feature maps of all explicit blocks, concatenated into ``phi``.
 
@@ -161,6 +223,9 @@ def _explicit_phi(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b
     cancels, and the shift by the largest ``s`` keeps the nearest landmark at 1: nothing
     overflows and a far input is never all zeros), times the factor ``phi_src[2, a]`` (1; 0
     while the block has no landmarks: its map is 0).
+    A random binning block (``MAP_BINNING``; ``phi_src[0, a]`` its first row of draws,
+    ``phi_src[1, a]`` its R grids, ``phi_src[2, a]`` its factor) is 0 but for one column per
+    grid, the cell ``x`` falls in (``binning_column``), at ``1 / sqrt(R)``: unit norm.
     """
     d = x.shape[0]
     nnz = 0
@@ -211,6 +276,16 @@ def _explicit_phi(x, ex_blocks, ex_off, ex_kind, ex_norm, phi_src, rff_wt, rff_b
         elif ex_kind[m] == MAP_GATHER:
             for j in range(a, e):
                 phi[j] = gather_value(x, d, phi_src, j)
+        elif ex_kind[m] == MAP_BINNING:  # one cell per grid, its column 1 / sqrt(R)
+            for j in range(a, e):
+                phi[j] = 0.0
+            R = int(phi_src[1, a]) if e > a else 0
+            if R > 0:
+                B = (e - a) // R
+                row = int(phi_src[0, a])  # (not r0: the projection's r0 is unsigned)
+                c = phi_src[2, a] / math.sqrt(R)
+                for r in range(R):
+                    phi[a + binning_column(x, ex_blocks, -1, rff_wt, row, R, B, r)] = c
         else:
             n = e - a
             ua = np.uint64(a)

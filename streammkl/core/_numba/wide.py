@@ -62,6 +62,7 @@ from streammkl.core._jit import JIT, JIT_INLINE
 from streammkl.core._numba.averages import leader
 from streammkl.core._numba.codes import (
     MAP_ADDITIVE,
+    MAP_BINNING,
     MAP_GATHER,
     MAP_LANDMARK,
     MAP_LINEAR,
@@ -69,6 +70,7 @@ from streammkl.core._numba.codes import (
     MAP_STUMPS,
 )  # fmt: skip
 from streammkl.core._numba.features import (
+    binning_column,
     cosines,
     dot4,
     dot4_row,
@@ -165,8 +167,8 @@ def _wide_plan(x, nz, ex_blocks, ex_off, ex_kind, ex_used, blk_inputs):
     filled = 0
     for m in ex_blocks:
         kind = ex_kind[m]
-        if kind == MAP_RFF or kind == MAP_LANDMARK:  # dense in its D columns, fixed D
-            total += ex_off[m + 1] - ex_off[m]
+        if kind == MAP_RFF or kind == MAP_LANDMARK or kind == MAP_BINNING:  # fixed width
+            total += ex_off[m + 1] - ex_off[m]  # (binning: one column per grid, a bound)
             continue
         filled += ex_used[m]
         if kind == MAP_LINEAR:
@@ -258,6 +260,17 @@ def _wide_features(x, nz, nnz, p, rs, rl, cs, ce, cached):
                 v = x[nz[q]]
                 for j in range(lo, lo + R):
                     phi[j] = stump_value(c, phi_src[1, j], v)
+        elif kind == MAP_BINNING:  # the cell of each grid: a run of one column per grid
+            R = int(phi_src[1, a]) if e > a else 0
+            if R > 0:
+                B = (e - a) // R
+                row = int(phi_src[0, a])  # (not r0: the projection's r0 is unsigned)
+                c = phi_src[2, a] / math.sqrt(R)
+                for r in range(R):  # (grid r's columns are [a + r B, a + (r + 1) B): ascending)
+                    j = a + binning_column(x, nz, nnz, p.rff_wt, row, R, B, r)
+                    n = add_run(rs, rl, n, first, j, 1)
+                    if not cached:
+                        phi[j] = c
         elif kind == MAP_GATHER:
             lead = 1 if (e > a and phi_src[0, a] < 0.0) else 0
             if lead:

@@ -1,0 +1,80 @@
+"""What a bank costs per call: the default bank against its variants, in one process.
+
+``MKLClassifier(standardize=True, kernels=bank).learn_predict_one`` on the dense rows of
+``benchmarks/river_speed.py`` (Bananas, Phishing, Hyperplane with 10 inputs and 10,000 examples;
+the same warm-up of 1,100 examples before the timed ones), CPU time per example
+(``time.process_time``), the banks interleaved run by run so that they share the machine's
+load; medians of ``--reps`` runs, and each bank's ratio to the default's and to the accurate
+bank's (``defaults.accurate_bank()``) time. Banks: the default, the default plus
+``RandomBinning(64, 4, 4)``, the accurate bank without its random binning (stumps and the
+narrow Gaussian) and the accurate bank.
+
+Run: ``python benchmarks/bank_speed.py [--reps 7]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _table import add_out, documented_run, machine, markdown, publish
+
+
+def _banks() -> dict[str, tuple]:
+    from streammkl.core import kernels
+    from streammkl.river import defaults
+
+    accurate = defaults.accurate_bank()
+    binning = [k for k in accurate if isinstance(k, kernels.RandomBinning)]
+    return {
+        "default": defaults.kernel_bank(),
+        "default + binning": (*defaults.kernel_bank(), *binning),
+        "accurate without binning": tuple(k for k in accurate if k not in binning),
+        "accurate": accurate,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    import river_speed as rsp
+
+    from streammkl.river import MKLClassifier
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--reps", type=int, default=7, help="runs per bank (medians)")
+    add_out(parser)
+    args = parser.parse_args(argv)
+    header = machine()
+    banks = _banks()
+    rows: list[list[Any]] = []
+    for name in ("Bananas", "Phishing", "Hyperplane"):
+        data = rsp._dense(name)
+        warm, timed = data[: rsp.WARM], data[rsp.WARM :]
+        times: dict[str, list[float]] = {b: [] for b in banks}
+        for _ in range(args.reps):
+            for b, bank in banks.items():
+
+                def make(bank: tuple = bank) -> Any:
+                    return MKLClassifier(standardize=True, kernels=bank)
+
+                times[b].append(rsp._cpu_per_call(make, warm, timed, rsp._one_call, 1))
+        default = statistics.median(times["default"])
+        accurate = statistics.median(times["accurate"])
+        for b in banks:
+            med = statistics.median(times[b])
+            rows.append([name, b, f"{med:.2f}", f"{med / default:.3f}", f"{med / accurate:.3f}"])
+            print(rows[-1], flush=True)
+    body = "\n\n".join([
+        f"{header}; medians of {args.reps} runs per bank, the banks interleaved.",
+        markdown(["stream", "bank", "µs per call (CPU)", "/ default", "/ accurate"], rows),
+    ])  # fmt: skip
+    print(body)
+    full = documented_run(parser, args)
+    publish("bank_speed", "What a bank costs per call", body, full, args.out)
+
+
+if __name__ == "__main__":
+    main()
