@@ -88,6 +88,45 @@ def test_non_numeric_value_is_rejected_naming_the_feature_and_changes_nothing():
     assert model.rounds().digest() == digest
 
 
+@pytest.mark.parametrize("value", [1e300, -1e101, 10**200, 10**400, float("inf")])
+def test_a_value_beyond_the_input_limit_is_refused_and_changes_nothing(value):
+    # 1e300 used to be learned: the standardiser's variance overflowed and the default learner
+    # predicted NaN for ever after (a linear block with averages raised ZeroDivisionError)
+    model = _trained(50)
+    digest = model.rounds().digest()
+    known = next(iter(_phishing(1)))[0]
+    for x in ({**known, "age": value}, {**known, "brand_new": value}):
+        with pytest.raises(ValueError, match="'(age|brand_new)'"):
+            model.learn_one(x, True)
+        with pytest.raises(ValueError, match="'(age|brand_new)'"):
+            model.predict_proba_one(x)
+    assert model.rounds().digest() == digest
+    model.learn_one({**known, "age": 1e100}, True)  # the limit itself is taken
+    for x, y in _phishing(20):
+        model.learn_one(x, y)
+    assert all(np.isfinite(p) for p in model.predict_proba_one(known).values())
+
+
+def test_the_core_refuses_a_value_beyond_the_input_limit_with_a_clear_error():
+    from streammkl.core import OnlineMKL
+    from streammkl.core.model import MAX_ABS_INPUT
+
+    model = OnlineMKL([kernels.Linear()], loss=losses.Logistic(), average=True)
+    for i in range(20):
+        model.learn(np.array([float(i % 3), 1.0]), 1 if i % 2 else -1)
+    digest = model.digest()
+    for bad in (np.array([1e300, 1.0]), np.array([np.nan, 1.0])):
+        with pytest.raises(ValueError, match=r"x\[0\]"):
+            model.learn(bad, 1)
+    with pytest.raises(ValueError, match="beyond"):
+        model.learn_many(np.array([[1.0, 1.0], [2 * MAX_ABS_INPUT, 1.0]]), [1, -1])
+    assert model.digest() == digest
+    reg = MKLRegressor()
+    reg.learn_one({"a": 1.0}, 2.0)
+    with pytest.raises(ValueError, match="target"):
+        reg.learn_one({"a": 1.0}, 1e300)
+
+
 def test_binary_loss_refuses_a_third_class_without_changing_the_model():
     model = MKLClassifier(loss=losses.Logistic())
     model.learn_one({"a": 1.0}, "x")

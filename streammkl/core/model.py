@@ -42,7 +42,12 @@ from streammkl.core.schedules import Schedule
 from streammkl.core.state import BlockState, Layout, build_layout, state_digest, transplant
 from streammkl.core.update import RoundArgs, step_arrays, wide_columns
 
-__all__ = ["STATE_VERSION", "OnlineMKL"]
+__all__ = ["MAX_ABS_INPUT", "STATE_VERSION", "OnlineMKL"]
+
+#: The largest magnitude of an input value or regression target a model learns from or scores:
+#: beyond it (or NaN/Inf) an example is refused with ``ValueError`` before anything changes.
+#: A value of 1e300 overflowed a round's squares and left the model predicting NaN.
+MAX_ABS_INPUT = nb.MAX_ABS_INPUT
 
 FORMAT = "streammkl.OnlineMKL"
 STATE_VERSION = 6  # 2: the adaptive schedules' arrays; 3: BlockState.gram (projection budget
@@ -287,9 +292,7 @@ class OnlineMKL:
         x = np.ascontiguousarray(x, dtype=np.float64)
         if x.ndim != 1:
             raise ValueError(f"x must be a 1-D array of features, got shape {x.shape}")
-        if not np.all(np.isfinite(x)):
-            bad = int(np.flatnonzero(~np.isfinite(x))[0])
-            raise ValueError(f"x[{bad}] = {x[bad]} is not finite")
+        _check_values(x)
         d = len(self._keys)
         if x.shape[0] > d:  # a sparse record does not widen the distances (declare_features)
             dense = 4 * np.count_nonzero(x) >= x.shape[0]
@@ -314,8 +317,10 @@ class OnlineMKL:
                 raise ValueError(f"{self.loss!r} needs an integer class index >= 0, got {y!r}")
             return float(y)
         y = float(y)
-        if not math.isfinite(y):
-            raise ValueError(f"regression target must be finite, got {y!r}")
+        if not abs(y) <= MAX_ABS_INPUT:
+            raise ValueError(
+                f"regression target must be finite within +-{MAX_ABS_INPUT:g}, got {y!r}"
+            )
         return y
 
     def _targets(self, Y: Any) -> np.ndarray:
@@ -330,7 +335,7 @@ class OnlineMKL:
             elif task == "multiclass":
                 ok = bool(np.all((y >= 0) & (y == np.floor(y))))
             else:
-                ok = bool(np.all(np.isfinite(y)))
+                ok = bool(np.all(np.abs(y) <= MAX_ABS_INPUT))
             if ok:
                 return y
         return np.array([self._target(v) for v in Y], dtype=np.float64)
@@ -415,8 +420,7 @@ class OnlineMKL:
         """The compiled round refused (x, y) (nothing changed): raise what the checks in
         Python raise, or widen the model for a new class index and learn again."""
         if code == nb.BAD_X:
-            bad = int(np.flatnonzero(~np.isfinite(x))[0])
-            raise ValueError(f"x[{bad}] = {x[bad]} is not finite")
+            _check_values(x)
         self._prepare_y(y)  # raises for a bad target; widens the model for a new class
         if code == nb.NEW_CLASS:
             return self._learn_checked(x, y)
@@ -459,8 +463,8 @@ class OnlineMKL:
         if X.shape[0] == 0:
             return np.zeros(0), np.zeros((0, self.n_outputs))
         self._prepare(X[0])
-        if not np.all(np.isfinite(X)):
-            raise ValueError("X contains NaN or Inf")
+        if not np.all(np.abs(X) <= MAX_ABS_INPUT):
+            raise ValueError(f"X contains NaN, Inf or a value beyond +-{MAX_ABS_INPUT:g}")
         if X.shape[1] != len(self.feature_keys):
             raise ValueError(f"X has {X.shape[1]} columns; the model has {len(self.feature_keys)}")
         return self._rounds(X, self._prepare_targets(Y), block_norms)
@@ -560,8 +564,11 @@ class OnlineMKL:
         if X.shape[0] == 0:
             return np.zeros((0, self.n_outputs))
         self._prepare(X[0])
-        if X.shape[1] != len(self.feature_keys) or not np.all(np.isfinite(X)):
-            raise ValueError(f"X must be finite with {len(self.feature_keys)} columns")
+        if X.shape[1] != len(self.feature_keys) or not np.all(np.abs(X) <= MAX_ABS_INPUT):
+            raise ValueError(
+                f"X must be finite within +-{MAX_ABS_INPUT:g}, with {len(self.feature_keys)} "
+                "columns"
+            )
         assert self._args is not None
         return self._args.decision_many(X)
 
@@ -1020,3 +1027,13 @@ def _rebase_additive(layout: Layout, state: BlockState) -> None:
         state.bias += state.scale[m] * (state.w[:, a : a + used] @ phi0)
         if state.avg_w.shape[0]:
             state.avg_bias += state.avg_w[:, :, a : a + used] @ phi0
+
+
+def _check_values(x: np.ndarray) -> None:
+    """Raise ``ValueError`` naming the first value of ``x`` that is not finite or is beyond
+    ``+-MAX_ABS_INPUT``."""
+    ok = np.abs(x) <= MAX_ABS_INPUT  # False for NaN too
+    if not ok.all():
+        bad = int(np.flatnonzero(~ok)[0])
+        what = "is not finite" if not math.isfinite(x[bad]) else f"is beyond +-{MAX_ABS_INPUT:g}"
+        raise ValueError(f"x[{bad}] = {x[bad]} {what}")

@@ -1,9 +1,9 @@
 """Dict inputs as river streams them -> dense vectors for the core.
 
 Feature names get a column when first seen (a batch of new names is sorted, so the order of keys
-in a dict never matters); a missing feature is 0; ``None`` means missing; a non-numeric or
-non-finite value is an error naming the feature. The vector is a fresh array: the learner never
-keeps a reference to the caller's dict.
+in a dict never matters); a missing feature is 0; ``None`` means missing; a non-numeric value,
+a non-finite one or one beyond ``+-MAX_ABS_INPUT`` (1e100) is an error naming the feature. The
+vector is a fresh array: the learner never keeps a reference to the caller's dict.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ import numbers
 from collections.abc import Mapping
 
 import numpy as np
+
+from streammkl.core.model import MAX_ABS_INPUT
 
 
 class FeatureIndex:
@@ -50,18 +52,18 @@ class FeatureIndex:
         return out
 
     def known_vector(self, x: Mapping, learn: bool) -> np.ndarray | None:
-        """``x`` as :meth:`vector` gives it, in one pass, when every value is a plain finite
-        ``float`` or ``int`` (or ``None``) under a ``str`` key; None when another case needs the
+        """``x`` as :meth:`vector` gives it, in one pass, when every value is a plain ``float`` or
+        ``int`` within ``+-MAX_ABS_INPUT`` (or ``None``) under a ``str`` key; None when another case needs the
         full path (nothing changed). ``learn``: an unknown name also answers None (it would get a
         column); else it is ignored, as predictions ignore it."""
         out = np.zeros(len(self.names))
         index = self.index
         for key, value in x.items():
             kind = type(value)
-            if kind is float:
-                if value - value != 0.0:  # NaN or an infinity: the full path names it
-                    return None
-            elif kind is not int and value is not None:
+            if kind is float or kind is int:
+                if not -MAX_ABS_INPUT <= value <= MAX_ABS_INPUT:  # NaN, +-Inf, too large:
+                    return None  # the full path names it
+            elif value is not None:
                 return None
             col = index.get(key)
             if col is None and type(key) is int:  # river's synthetic streams: int names
@@ -90,9 +92,10 @@ def _key(key: object) -> str:
 def _number(key: object, value: object) -> float:
     kind = type(value)
     if kind is float or kind is int:  # the common case, without the ABC machinery
-        if kind is float and not math.isfinite(value):  # type: ignore[arg-type]
-            raise ValueError(f"feature {key!r} has a non-finite value {value!r}")
-        return float(value)  # type: ignore[arg-type]
+        v = float(value) if kind is float else _int_value(key, value)  # type: ignore[arg-type]
+        if not -MAX_ABS_INPUT <= v <= MAX_ABS_INPUT:
+            raise _out_of_range(key, value)
+        return v
     if isinstance(value, bool | np.bool_):
         return float(value)
     if not isinstance(value, numbers.Real):
@@ -101,9 +104,26 @@ def _number(key: object, value: object) -> float:
             "encode it first (e.g. river.preprocessing.OneHotEncoder)"
         )
     v = float(value)
-    if not math.isfinite(v):
-        raise ValueError(f"feature {key!r} has a non-finite value {value!r}")
+    if not -MAX_ABS_INPUT <= v <= MAX_ABS_INPUT:
+        raise _out_of_range(key, value)
     return v
+
+
+def _int_value(key: object, value: int) -> float:
+    try:
+        return float(value)
+    except OverflowError:  # an int beyond float's range
+        raise ValueError(f"feature {key!r} has a value beyond +-{MAX_ABS_INPUT:g}") from None
+
+
+def _out_of_range(key: object, value: object) -> ValueError:
+    """The error for a value a model refuses: NaN, +-Inf, or beyond ``+-MAX_ABS_INPUT``."""
+    if math.isfinite(float(value)):  # type: ignore[arg-type]
+        return ValueError(
+            f"feature {key!r} has a value {value!r} beyond +-{MAX_ABS_INPUT:g} (the largest "
+            "magnitude a streammkl model takes: rescale the feature)"
+        )
+    return ValueError(f"feature {key!r} has a non-finite value {value!r}")
 
 
 def check_numeric(x: Mapping) -> None:

@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from streammkl.core.model import MAX_ABS_INPUT
+
 
 def _frame(X: Any) -> Any:
     if not (hasattr(X, "columns") and hasattr(X, "to_numpy") and hasattr(X, "index")):
@@ -46,11 +48,15 @@ def frame_columns(X: Any) -> list[str]:
 def frame_rows(X: Any, names: Sequence[str], index: Mapping[str, int], width: int) -> np.ndarray:
     """Dense rows (n, width) in the model's column order: missing values (NaN) count as 0,
     columns the model does not know are left out (as ``predict_one`` ignores them); an
-    infinite value is an error naming its column (nothing is learned)."""
+    infinite value, or one beyond ``+-MAX_ABS_INPUT``, is an error naming its column (nothing is
+    learned)."""
     values = X.to_numpy(dtype=np.float64, na_value=np.nan)
-    if values.size and np.isinf(values).any():
-        col = names[int(np.flatnonzero(np.isinf(values).any(axis=0))[0])]
-        raise ValueError(f"feature {col!r} has a non-finite value")
+    big = np.abs(values) > MAX_ABS_INPUT  # +-Inf too; NaN (missing) is not
+    if values.size and big.any():
+        col = names[int(np.flatnonzero(big.any(axis=0))[0])]
+        raise ValueError(
+            f"feature {col!r} has a non-finite value or one beyond +-{MAX_ABS_INPUT:g}"
+        )
     rows = np.zeros((values.shape[0], width))
     for j, name in enumerate(names):
         k = index.get(name)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -10,6 +9,7 @@ import numpy as np
 from river import base
 
 from streammkl.core import losses as losses_mod
+from streammkl.core.model import MAX_ABS_INPUT
 from streammkl.river import defaults
 from streammkl.river._base import MKLLearner
 from streammkl.river._features import check_numeric
@@ -175,8 +175,8 @@ class MKLRegressor(MKLLearner, base.MiniBatchRegressor):
         ys = [float(v) for v in as_list(y)]
         if len(ys) != len(X):
             raise ValueError(f"{len(X)} rows but {len(ys)} targets")
-        if not all(math.isfinite(v) for v in ys):
-            raise ValueError("regression targets must be finite")
+        if not all(-MAX_ABS_INPUT <= v <= MAX_ABS_INPUT for v in ys):
+            raise ValueError(f"regression targets must be finite within +-{MAX_ABS_INPUT:g}")
         if not ys:
             return
         rounds = self._rounds
@@ -227,6 +227,6 @@ class MKLRegressor(MKLLearner, base.MiniBatchRegressor):
 
 def _finite_target(y: Any) -> float:
     y = float(y)
-    if not math.isfinite(y):
-        raise ValueError(f"regression target must be finite, got {y!r}")
+    if not -MAX_ABS_INPUT <= y <= MAX_ABS_INPUT:
+        raise ValueError(f"regression target must be finite within +-{MAX_ABS_INPUT:g}, got {y!r}")
     return y

@@ -547,15 +547,25 @@ decision = njit(**JIT)(_decision)
 
 
 #: What ``learn_predict`` returns instead of a loss (losses are >= 0) when it refuses an
-#: example: a non-finite input, a target the loss does not take, a class index the model does
-#: not have yet (the caller widens the model and calls again).
+#: example: an input that is not finite or beyond ``+-MAX_ABS_INPUT``, a target the loss does
+#: not take, a class index the model does not have yet (the caller widens the model and calls
+#: again).
 BAD_X, BAD_Y, NEW_CLASS = -1.0, -2.0, -3.0
+
+#: The largest magnitude of an input value (and of a regression target) a round takes. A
+#: finite value of 1e300 overflowed the round's squares (a linear block with averages raised
+#: ``ZeroDivisionError``; the default learner went on predicting NaN for ever after); up to
+#: 1e150 every bank measured stayed finite. 1e100 leaves that margin; larger values are
+#: refused before anything changes, like NaN. (The daemon's own record limit,
+#: ``records.max_abs_value``, is 1e30 by default.)
+MAX_ABS_INPUT = 1e100
 
 
 def _learn_predict(p, x, y, t, n):
-    """One checked round on the pack ``p``: ``x`` must be finite and ``y`` a target of the loss
-    (+-1 for a binary loss, a class index < K for a multiclass one, a finite number for
-    regression), else nothing changes and ``BAD_X`` / ``BAD_Y`` / ``NEW_CLASS`` is returned.
+    """One checked round on the pack ``p``: ``x`` must be finite within ``+-MAX_ABS_INPUT`` and
+    ``y`` a target of the loss (+-1 for a binary loss, a class index < K for a multiclass one,
+    a number within ``+-MAX_ABS_INPUT`` for regression), else nothing changes and ``BAD_X`` /
+    ``BAD_Y`` / ``NEW_CLASS`` is returned.
     Then ``learn_round`` at round ``t`` since the schedule's restart and, with the running
     average of Prop. 4 (``p.average``), its update as the ``n``-th iterate. Returns the loss;
     the prediction made before the update is in ``p.pred``."""
@@ -620,7 +630,7 @@ decision_many = njit(**JIT)(_decision_many)
 def _check_example(p, x, y):
     """0.0 when ``learn_predict`` takes (x, y), else its refusal code (see there)."""
     for j in range(x.shape[0]):
-        if not math.isfinite(x[j]):
+        if not abs(x[j]) <= MAX_ABS_INPUT:  # NaN fails the comparison too
             return BAD_X
     code = p.loss_code
     if code == L_HINGE or code == L_LOGISTIC:
@@ -631,7 +641,7 @@ def _check_example(p, x, y):
             return BAD_Y
         if y >= p.fx.shape[0]:
             return NEW_CLASS
-    elif not math.isfinite(y):
+    elif not abs(y) <= MAX_ABS_INPUT:
         return BAD_Y
     return 0.0
 

@@ -30,8 +30,9 @@ class RecordSettings(Section):
     max_label_length: int = Field(default=256, ge=1)
     max_id_length: int = Field(default=256, ge=1)
     #: Magnitude of a feature value (beyond: ``value_too_large``; the arithmetic of the
-    #: kernels overflows around 1e77).
-    max_abs_value: float = Field(default=1e30, gt=0)
+    #: kernels overflows around 1e77). At most 1e100, the largest value a model takes
+    #: (``streammkl.core.model.MAX_ABS_INPUT``).
+    max_abs_value: float = Field(default=1e30, gt=0, le=1e100)
 
     _split_classes = field_validator("classes", mode="before")(comma_list)
 
