@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import zlib
 from types import SimpleNamespace
 
 import numpy as np
@@ -28,7 +29,7 @@ SCALAR_KERNELS = [
     "secular_root", "dot4_row", "dot4_rows", "dot4_row_sq", "dot4_rows_sq", "rows_dot4",
     "axpby_sqnorm_row", "absmax", "cosines", "cos_of", "negate_row", "blockwise", "prox_blockwise",
     "prox_blockwise_steps",
-    "seed_state", "philox", "unit_pair", "draw_rows",
+    "seed_state", "philox", "unit_pair", "draw_rows", "draw_row", "crc32",
 ]  # fmt: skip
 MODEL_LOOPS = [
     "learn_many", "learn_round", "explicit_phi", "block_scores", "apply_prox_steps",
@@ -54,6 +55,7 @@ BUDGET_LOOPS = [
     "smallest_pair", "remove_pair", "merge_pairs", "add_pair", "shift_scores", "gram_border",
     "budget_step", "make_room", "kernel_row", "weighted_sum",
 ]  # fmt: skip
+PLACE_LOOPS = ["place_inputs"]
 # parity-tested in tests/test_structured_decoders.py, tests/test_structured_labeler.py and
 # tests/test_structured_pruning.py
 SEQUENCE_LOOPS = [
@@ -194,6 +196,13 @@ def test_scalar_and_vector_kernels():
     for n in (1, 6, 7):  # even and odd rows
         _both("draw_rows", keys, keys[::-1].copy(), u(0), True, 1.5, 0.0, np.zeros((3, n)))
         _both("draw_rows", keys, keys[::-1].copy(), u(1), False, -1.0, 2.0, np.zeros((3, n)))
+        scratch = (np.zeros(4), np.zeros(4), np.zeros(4, dtype=np.uint64))
+        _both("draw_row", u(3), u(2**32 - 1), u(0), True, 0.5, 0.0, np.zeros(n), *scratch)
+        _both("draw_row", u(3), u(8), u(1), False, 0.0, 6.0, np.zeros(n), *scratch)
+    name = np.frombuffer("rff(gamma=1/median,D=256)\x1fwörd".encode(), dtype=np.uint8)
+    for start, lo in ((0, 0), (zlib.crc32(b"seed"), 5), (2**32 - 1, name.size)):
+        crc = _both("crc32", u(start), name, lo, name.size)
+        assert crc == zlib.crc32(name[lo:].tobytes(), start)  # zlib's, continued from start
     assert set(SCALAR_KERNELS) <= COVERED  # (other files' tests add theirs: the set is shared)
 
 
@@ -535,8 +544,34 @@ def test_wide_rounds_compiled_equal_python(monkeypatch, loss):
         np.testing.assert_allclose(arr, runs[1][1][key], rtol=1e-10, atol=1e-12, err_msg=key)
 
 
+def test_placing_new_inputs_compiled_equals_python(monkeypatch):
+    """A record's new inputs laid out in every block at once (``place_inputs``, grown in
+    chunks over a doubling): compiled vs the Python original."""
+    from streammkl.core.layout import build_layout, grown
+
+    bank = (
+        kernels.Linear(), kernels.AdditiveRBF(0.5, 4),
+        kernels.AdditiveRBF(0.7, 6, draws="quadrature"), kernels.AdditiveStumps(3),
+        kernels.RBF(0.3, n_components=8), kernels.RBF(0.2),
+        kernels.MedianRBF(2.0, 6).fitted(0.4, 5, final=True),
+    )  # fmt: skip
+    keys = [f"k{j}" for j in range(11)] + ["é"]
+    layouts = []
+    for loops in ([], PLACE_LOOPS):
+        with monkeypatch.context() as patch:
+            interpret(patch, loops)
+            layout = build_layout(bank, 3, 5, keys=keys, capacity=4)
+            for d in (4, 9, 12):
+                layout = grown(layout, bank, keys[:d], 5)
+        layouts.append(layout)
+    for name in ("phi_src", "rff_wt", "in_pos", "blk_inputs", "ex_used", "masks"):
+        np.testing.assert_array_equal(getattr(layouts[0], name), getattr(layouts[1], name))
+    COVERED.update(PLACE_LOOPS)
+
+
 def test_every_compiled_function_is_covered():
     missing = set(compiled_functions()) - set(SCALAR_KERNELS) - set(MODEL_LOOPS)
+    missing -= set(PLACE_LOOPS)
     missing -= set(WIDE_LOOPS)
     missing -= set(BUDGET_LOOPS)
     missing -= set(SEQUENCE_LOOPS) | set(PARSER_LOOPS) | set(SUPPORT_LOOPS)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import copy
 import threading
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -41,6 +42,7 @@ from streammkl.core.kernels import (
     AdditiveStumps,
     Kernel,
     LandmarkRBF,
+    Landmarks,
     MedianRBF,
     Polynomial,
 )
@@ -142,28 +144,76 @@ class Layout:
         own columns are written. Needs ``len(keys) <= capacity`` (else :func:`grown`).
 
         A block reads its inputs in column order (``Kernel.feature_indices`` is sorted), so a
-        layout grown input by input and one laid out at once agree column for column."""
+        layout grown input by input and one laid out at once agree column for column.
+
+        The new inputs' columns are written in every block at once, in one compiled call
+        (``core._numba.place``: the draws made where they go, no per-block Python; block by
+        block that cost 3-7 µs per block per record), bit for bit what each kernel's own
+        draws give (``fourier_columns``, ``components``); the few cases it does not cover (see
+        :class:`_Placer`) are laid out block by block, as are models with numpy's per-input
+        draws (``NUMPY_DRAWS``)."""
         d_old, d = self.n_inputs, len(keys)
         if d > self.capacity:
             raise ValueError(f"{d} inputs exceed the layout's capacity of {self.capacity}")
         if d <= d_old:
             return
         fresh = np.arange(d_old, d, dtype=np.int64)
-        for m, kernel in enumerate(kernels):
-            if kernel.features is None:
-                new = fresh
-            else:
-                if index is None:
-                    index = {k: i for i, k in enumerate(keys)}
-                idx = kernel.feature_indices(d, index)
-                new = idx[idx >= d_old]
-            if new.size == 0:
-                continue
-            if kernel.implicit:
-                self.masks[self.view_of[m], new] = 1.0
-                continue
-            self._place(m, kernel, new, [keys[j] for j in new.tolist()], seed)
+        placer = _placer(kernels, seed, self.draws)
+        if placer is None:  # numpy's per-input generators: block by block
+            for m in range(len(kernels)):
+                index = self._extend_block(m, kernels[m], keys, fresh, seed, index)
+            self.n_inputs = d
+            return
+        names = [f"{k}" for k in keys[d_old:d]]  # (as ``kernel_base.draw_keys`` formats them)
+        kinds, later = placer.kinds, placer.python
+        lm = [m for m, own in placer.landmarks if not own.isdisjoint(names)]
+        if lm:  # landmarks with values of a new input: their columns are not 0
+            kinds = kinds.copy()
+            kinds[lm] = nb.PLACE_NONE
+            later = later + tuple(lm)
+        encoded = [k.encode() for k in names]
+        nb.place_inputs(
+            fresh, np.frombuffer(b"".join(encoded), dtype=np.uint8),
+            _offsets([len(b) for b in encoded]), placer.start, kinds,
+            placer.comps, placer.scales, placer.crc0, placer.sbytes, placer.soff, placer.vals,
+            placer.voff, self.view_of, self.ex_off, self.phi_src, self.rff_wt, self.masks,
+            self.in_pos, self.blk_inputs, self.ex_used,
+        )  # fmt: skip
+        for m in later:
+            index = self._extend_block(m, kernels[m], keys, fresh, seed, index)
+        for m in placer.quadratic:  # the quadratic map, while it has room (its first inputs)
+            kernel = kernels[m]
+            assert isinstance(kernel, Polynomial)
+            if self.blk_inputs[m] < _quad_inputs(kernel, self.capacity):
+                self._place(m, kernel, fresh, names, seed)
         self.n_inputs = d
+
+    def _extend_block(
+        self,
+        m: int,
+        kernel: Kernel,
+        keys: Sequence[str],
+        fresh: np.ndarray,
+        seed: int,
+        index: Mapping[str, int] | None,
+    ) -> Mapping[str, int] | None:
+        """Lay out the inputs ``fresh`` (``keys[fresh[0]:]``) in block ``m`` alone; returns
+        ``index`` (made here when a block over named inputs needs it and none was given)."""
+        d_old, d = int(fresh[0]), int(fresh[-1]) + 1
+        if kernel.features is None:
+            new = fresh
+        else:
+            if index is None:
+                index = {k: i for i, k in enumerate(keys)}
+            idx = kernel.feature_indices(d, index)
+            new = idx[idx >= d_old]
+        if new.size == 0:
+            return index
+        if kernel.implicit:
+            self.masks[self.view_of[m], new] = 1.0
+            return index
+        self._place(m, kernel, new, [keys[j] for j in new.tolist()], seed)
+        return index
 
     def _place(self, m: int, kernel: Kernel, new: np.ndarray, keys: list[str], seed: int) -> None:
         """The columns of the inputs ``new`` (named ``keys``) in explicit block ``m``."""
@@ -226,6 +276,118 @@ class Layout:
         pos = self.in_pos[m, : self.n_inputs]
         cols = np.flatnonzero((pos >= 0) & (pos < n))
         return cols[np.argsort(pos[cols])]
+
+
+@dataclass(frozen=True)
+class _Placer:
+    """What :meth:`Layout.extend` hands ``place_inputs`` for a bank (fixed by the kernels, the
+    seed and the draws; the layout's own arrays are passed as they are at the call): each
+    block's place kind and draws' constants (see ``core._numba.place``), the blocks laid out in
+    Python (``python``: over a subset of the inputs, an odd quadrature), the quadratic maps
+    (in Python while they have room: their first ``max_inputs`` inputs) and the landmark
+    blocks with their landmarks' inputs (in Python for a record that brings one of those)."""
+
+    kernels: tuple[Kernel, ...]  # (kept: the cache's key is their ids)
+    start: np.uint64
+    kinds: np.ndarray
+    comps: np.ndarray
+    scales: np.ndarray
+    crc0: np.ndarray
+    sbytes: np.ndarray
+    soff: np.ndarray
+    vals: np.ndarray
+    voff: np.ndarray
+    python: tuple[int, ...]
+    quadratic: tuple[int, ...]
+    landmarks: tuple[tuple[int, frozenset[str]], ...]
+
+
+def _placer(kernels: Sequence[Kernel], seed: int, draws: int) -> _Placer | None:
+    """The bank's :class:`_Placer` (cached by the kernels' identities: kernels never change in
+    place), or None for numpy's per-input generators (``NUMPY_DRAWS``), laid out block by
+    block."""
+    if draws != DRAWS:
+        return None
+    key = (tuple(map(id, kernels)), seed)
+    with _PLACERS_LOCK:
+        placer = _PLACERS.get(key)
+    if placer is not None:
+        return placer
+    M = len(kernels)
+    kinds = np.zeros(M, dtype=np.int64)
+    comps = np.ones(M, dtype=np.int64)
+    scales = np.zeros(M)
+    crc0 = np.zeros(M, dtype=np.uint64)
+    suffixes: list[bytes] = []
+    vals: list[np.ndarray] = []
+    python: list[int] = []
+    quadratic: list[int] = []
+    landmarks: list[tuple[int, frozenset[str]]] = []
+    for m, kernel in enumerate(kernels):
+        name, row = kernel.name, np.zeros(0)
+        if kernel.features is not None:
+            python.append(m)
+        elif kernel.implicit:
+            kinds[m] = nb.PLACE_MASK
+        elif isinstance(kernel, LandmarkRBF):
+            kinds[m], comps[m] = nb.PLACE_ZERO, kernel.n_landmarks
+            if isinstance(kernel.fit, Landmarks) and kernel.landmarks:
+                landmarks.append((m, frozenset(kernel.fit.keys)))
+        elif isinstance(kernel, RBF | MedianRBF) and not isinstance(kernel, AdditiveRBF):
+            kinds[m], comps[m] = nb.PLACE_RFF, kernel.n_components or 0
+            scales[m] = np.sqrt(2.0 * kernel.code_params()[0])  # (``fourier_columns``'s)
+            name = kernel.drawn_as
+        elif isinstance(kernel, AdditiveRBF):
+            R = kernel.n_components or 0
+            comps[m], scales[m] = R, np.sqrt(2.0 * kernel.gamma)
+            if kernel.draws == "random":
+                kinds[m] = nb.PLACE_ADDITIVE
+            elif R % 2 == 0:
+                kinds[m] = nb.PLACE_QUADRATURE
+                row = kernel.components(["\x00"], seed, draws)[0]  # (the same for every input)
+            else:
+                python.append(m)
+        elif isinstance(kernel, AdditiveStumps):
+            kinds[m], comps[m], row = nb.PLACE_STUMPS, kernel.n_components, kernel.thresholds()
+        elif isinstance(kernel, Polynomial):
+            quadratic.append(m)
+        else:
+            kinds[m] = nb.PLACE_LINEAR
+        crc0[m] = zlib.crc32(f"{name}\x1f".encode())
+        suffixes.append(f"\x1f{name}".encode())
+        vals.append(np.asarray(row, dtype=np.float64))
+    placer = _Placer(
+        kernels=tuple(kernels),
+        start=np.uint64(zlib.crc32((int(seed) & 0xFFFFFFFFFFFFFFFF).to_bytes(8, "little"))),
+        kinds=kinds,
+        comps=comps,
+        scales=scales,
+        crc0=crc0,
+        sbytes=np.frombuffer(b"".join(suffixes), dtype=np.uint8),
+        soff=_offsets([len(b) for b in suffixes]),
+        vals=np.concatenate(vals) if vals else np.zeros(0),
+        voff=_offsets([v.size for v in vals]),
+        python=tuple(python),
+        quadratic=tuple(quadratic),
+        landmarks=tuple(landmarks),
+    )
+    with _PLACERS_LOCK:
+        while len(_PLACERS) >= _KEEP_PLACERS:
+            _PLACERS.pop(next(iter(_PLACERS)))
+        _PLACERS[key] = placer
+    return placer
+
+
+def _offsets(sizes: Sequence[int]) -> np.ndarray:
+    out = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=out[1:])
+    return out
+
+
+#: Placers of the banks laid out lately, by their kernels' ids and the seed (see :func:`_placer`).
+_PLACERS: dict[tuple, _Placer] = {}
+_KEEP_PLACERS = 16
+_PLACERS_LOCK = threading.Lock()
 
 
 def _inputs_cap(kernel: Kernel, capacity: int) -> int:

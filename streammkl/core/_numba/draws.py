@@ -90,6 +90,22 @@ _S11 = np.uint64(11)
 _TWO53 = 1.0 / 9007199254740992.0  # 2**-53
 _TAU = 2.0 * np.pi
 _HALF_PI = 0.5 * np.pi
+_S8 = np.uint64(8)
+_U255 = np.uint64(0xFF)
+
+
+def _crc_table() -> np.ndarray:
+    """The 256 entries of the reflected CRC-32 table (polynomial 0xEDB88320: zlib's)."""
+    out = np.empty(256, dtype=np.uint64)
+    for n in range(256):
+        c = n
+        for _ in range(8):
+            c = (0xEDB88320 ^ (c >> 1)) if c & 1 else c >> 1
+        out[n] = c
+    return out
+
+
+_CRC_TABLE = _crc_table()
 
 
 def _philox(c0, c1, c2, c3, k0, k1, out):
@@ -117,44 +133,63 @@ def _unit_pair(i, stream, k0, k1, words):
     return float(a) * _TWO53, float(b) * _TWO53
 
 
-def _draw_rows(k0s, k1s, stream, normal, a, b, out):
-    """``out[j, :]``: the draws of the input keyed ``(k0s[j], k1s[j])`` on ``stream``, two per
-    counter ``i`` from its uniforms ``(u, v)`` (``out[j, 2i]``, ``out[j, 2i + 1]``).
+def _draw_row(k0, k1, stream, normal, a, b, out, u, v, words):
+    """``out[:]``: the draws of the input keyed ``(k0, k1)`` on ``stream``, two per counter
+    ``i`` from its uniforms ``(u, v)`` (``out[2i]``, ``out[2i + 1]``); ``u``, ``v`` (at least
+    ``(len(out) + 1) // 2``) and ``words`` (4,) uint64 are scratch.
 
     ``normal``: ``a`` times standard normals, Box-Muller's pair ``sqrt(-2 log(1 - u))`` times
     the cosine and the sine of ``2 pi v`` (``1 - u`` in (0, 1]: no log of 0; ``fast_cos``,
     within 2 ulp of the library's, the sine as ``cos(2 pi v - pi/2)``); else uniforms in
     ``[a, b)``, ``a + (b - a) u`` and ``a + (b - a) v``. The uniforms first, then one loop of
-    logs and cosines (it vectorises but for the log). One function for both (one compilation
+    logs and cosines (it vectorises but for the log)."""
+    n = out.shape[0]
+    half = (n + 1) // 2
+    width = b - a
+    for i in range(half):
+        u[i], v[i] = unit_pair(i, stream, k0, k1, words)
+    if not normal:
+        for i in range(n // 2):
+            out[2 * i] = a + width * u[i]
+            out[2 * i + 1] = a + width * v[i]
+        if n % 2:
+            out[n - 1] = a + width * u[half - 1]
+        return
+    for i in range(n // 2):
+        r = a * np.sqrt(-2.0 * np.log(1.0 - u[i]))
+        t = _TAU * v[i]
+        out[2 * i] = r * fast_cos(t)
+        out[2 * i + 1] = r * fast_cos(t - _HALF_PI)
+    if n % 2:
+        r = a * np.sqrt(-2.0 * np.log(1.0 - u[half - 1]))
+        out[n - 1] = r * fast_cos(_TAU * v[half - 1])
+
+
+def _draw_rows(k0s, k1s, stream, normal, a, b, out):
+    """``out[j, :]``: the draws of the input keyed ``(k0s[j], k1s[j])`` on ``stream``
+    (:func:`draw_row`'s, row by row). One function for normals and uniforms (one compilation
     on a fresh checkout)."""
     words = np.empty(4, dtype=np.uint64)
-    n = out.shape[1]
-    half = (n + 1) // 2
+    half = (out.shape[1] + 1) // 2
     u = np.empty(half)
     v = np.empty(half)
-    width = b - a
     for j in range(k0s.shape[0]):
-        k0 = k0s[j]
-        k1 = k1s[j]
-        for i in range(half):
-            u[i], v[i] = unit_pair(i, stream, k0, k1, words)
-        if not normal:
-            for i in range(n // 2):
-                out[j, 2 * i] = a + width * u[i]
-                out[j, 2 * i + 1] = a + width * v[i]
-            if n % 2:
-                out[j, n - 1] = a + width * u[half - 1]
-            continue
-        for i in range(n // 2):
-            r = a * np.sqrt(-2.0 * np.log(1.0 - u[i]))
-            t = _TAU * v[i]
-            out[j, 2 * i] = r * fast_cos(t)
-            out[j, 2 * i + 1] = r * fast_cos(t - _HALF_PI)
-        if n % 2:
-            r = a * np.sqrt(-2.0 * np.log(1.0 - u[half - 1]))
-            out[j, n - 1] = r * fast_cos(_TAU * v[half - 1])
+        draw_row(k0s[j], k1s[j], stream, normal, a, b, out[j], u, v, words)
+
+
+def _crc32(crc, data, lo, hi):
+    """``zlib.crc32(bytes(data[lo:hi]), crc)``: the CRC-32 of the bytes continued from ``crc``
+    (a uint64 below 2**32, 0 to start), as the draws' keys are made (``kernel_base.draw_keys``;
+    ``crc32(a + b) == crc32(b, crc32(a))``, so a kernel's name is hashed once and only the
+    input's bytes per input)."""
+    c = crc ^ _M32
+    for i in range(lo, hi):
+        c = _CRC_TABLE[(c ^ np.uint64(data[i])) & _U255] ^ (c >> _S8)
+    return c ^ _M32
 
 
 philox = njit(**JIT_INLINE)(_philox)
 unit_pair = njit(**JIT_INLINE)(_unit_pair)
+draw_row = njit(**JIT_INLINE)(_draw_row)
 draw_rows = njit(**JIT)(_draw_rows)
+crc32 = njit(**JIT_INLINE)(_crc32)
