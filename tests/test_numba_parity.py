@@ -190,13 +190,13 @@ def test_scalar_and_vector_kernels():
     for entropy in (0, 7, 2**32 + 5, 2**48 - 1):  # numpy's own words: test_kernel_identity
         _both("seed_state", np.uint64(entropy), np.zeros(4, dtype=np.uint64))
     u = np.uint64
-    _both("philox", u(1), u(2), u(3), u(4), u(5), u(2**32 - 1), np.zeros(4, dtype=np.uint64))
-    _both("unit_pair", 7, u(1), u(9), u(10), np.zeros(4, dtype=np.uint64))
+    _both("philox", u(1), u(2), u(3), u(4), u(5), u(2**32 - 1))
+    _both("unit_pair", 7, u(1), u(9), u(10))
     keys = np.array([0, 5, 2**32 - 1], dtype=np.uint64)
     for n in (1, 6, 7):  # even and odd rows
         _both("draw_rows", keys, keys[::-1].copy(), u(0), True, 1.5, 0.0, np.zeros((3, n)))
         _both("draw_rows", keys, keys[::-1].copy(), u(1), False, -1.0, 2.0, np.zeros((3, n)))
-        scratch = (np.zeros(4), np.zeros(4), np.zeros(4, dtype=np.uint64))
+        scratch = (np.zeros(4), np.zeros(4))
         _both("draw_row", u(3), u(2**32 - 1), u(0), True, 0.5, 0.0, np.zeros(n), *scratch)
         _both("draw_row", u(3), u(8), u(1), False, 0.0, 6.0, np.zeros(n), *scratch)
     name = np.frombuffer("rff(gamma=1/median,D=256)\x1fwörd".encode(), dtype=np.uint8)

@@ -108,9 +108,11 @@ def _crc_table() -> np.ndarray:
 _CRC_TABLE = _crc_table()
 
 
-def _philox(c0, c1, c2, c3, k0, k1, out):
+def _philox(c0, c1, c2, c3, k0, k1):
     """Philox4x32-10 of the counter ``(c0, c1, c2, c3)`` under the key ``(k0, k1)`` (each a
-    uint64 below 2**32) into ``out`` (4,) uint64, each below 2**32."""
+    uint64 below 2**32): four uint64, each below 2**32. Returned, not written to an array, so
+    a loop over counters vectorises (each lane's 32-bit products in one instruction: ~8x
+    faster than through a scratch array, the same numbers)."""
     for r in range(10):
         if r:
             k0 = (k0 + _PW0) & _M32
@@ -118,25 +120,22 @@ def _philox(c0, c1, c2, c3, k0, k1, out):
         p0 = _PM0 * c0  # two 32-bit values: below 2**64
         p1 = _PM1 * c2
         c0, c1, c2, c3 = (p1 >> _S32) ^ c1 ^ k0, p1 & _M32, (p0 >> _S32) ^ c3 ^ k1, p0 & _M32
-    out[0] = c0
-    out[1] = c1
-    out[2] = c2
-    out[3] = c3
+    return c0, c1, c2, c3
 
 
-def _unit_pair(i, stream, k0, k1, words):
+def _unit_pair(i, stream, k0, k1):
     """The two uniforms in [0, 1) of counter ``i`` of ``stream`` (53 bits each, numpy's
     ``(u64 >> 11) * 2**-53``)."""
-    philox(np.uint64(i), stream, _U0, _U0, k0, k1, words)
-    a = ((words[0] << _S32) | words[1]) >> _S11
-    b = ((words[2] << _S32) | words[3]) >> _S11
+    w0, w1, w2, w3 = philox(np.uint64(i), stream, _U0, _U0, k0, k1)
+    a = ((w0 << _S32) | w1) >> _S11
+    b = ((w2 << _S32) | w3) >> _S11
     return float(a) * _TWO53, float(b) * _TWO53
 
 
-def _draw_row(k0, k1, stream, normal, a, b, out, u, v, words):
+def _draw_row(k0, k1, stream, normal, a, b, out, u, v):
     """``out[:]``: the draws of the input keyed ``(k0, k1)`` on ``stream``, two per counter
     ``i`` from its uniforms ``(u, v)`` (``out[2i]``, ``out[2i + 1]``); ``u``, ``v`` (at least
-    ``(len(out) + 1) // 2``) and ``words`` (4,) uint64 are scratch.
+    ``(len(out) + 1) // 2``) are scratch.
 
     ``normal``: ``a`` times standard normals, Box-Muller's pair ``sqrt(-2 log(1 - u))`` times
     the cosine and the sine of ``2 pi v`` (``1 - u`` in (0, 1]: no log of 0; ``fast_cos``,
@@ -147,7 +146,7 @@ def _draw_row(k0, k1, stream, normal, a, b, out, u, v, words):
     half = (n + 1) // 2
     width = b - a
     for i in range(half):
-        u[i], v[i] = unit_pair(i, stream, k0, k1, words)
+        u[i], v[i] = unit_pair(i, stream, k0, k1)
     if not normal:
         for i in range(n // 2):
             out[2 * i] = a + width * u[i]
@@ -169,12 +168,11 @@ def _draw_rows(k0s, k1s, stream, normal, a, b, out):
     """``out[j, :]``: the draws of the input keyed ``(k0s[j], k1s[j])`` on ``stream``
     (:func:`draw_row`'s, row by row). One function for normals and uniforms (one compilation
     on a fresh checkout)."""
-    words = np.empty(4, dtype=np.uint64)
     half = (out.shape[1] + 1) // 2
     u = np.empty(half)
     v = np.empty(half)
     for j in range(k0s.shape[0]):
-        draw_row(k0s[j], k1s[j], stream, normal, a, b, out[j], u, v, words)
+        draw_row(k0s[j], k1s[j], stream, normal, a, b, out[j], u, v)
 
 
 def _crc32(crc, data, lo, hi):

@@ -58,7 +58,6 @@ def _place_inputs(
     width = 1
     for m in range(M):
         width = max(width, comps[m])
-    words = np.empty(4, dtype=np.uint64)
     u = np.empty((width + 1) // 2)
     v = np.empty((width + 1) // 2)
     row = np.empty(width)
@@ -85,7 +84,7 @@ def _place_inputs(
                     k0 = np.uint64(crc32(crc0[m], kbytes, koff[j], koff[j + 1]))
                     k1 = np.uint64(crc32(k1s[j], sbytes, soff[m], soff[m + 1]))
                     draw_row(k0, k1, _NORMALS, True, scales[m], 0.0, rff_wt[i, r0 : r0 + R],
-                             u, v, words)  # fmt: skip
+                             u, v)  # fmt: skip
                 else:
                     rff_wt[i, r0 : r0 + R] = 0.0
                 in_pos[m, i] = i
@@ -109,7 +108,7 @@ def _place_inputs(
             k1 = np.uint64(crc32(k1s[j], sbytes, soff[m], soff[m + 1]))
             if kind == PLACE_QUADRATURE:  # offsets b_i and b_i + pi/2 at the strata's frequencies
                 P = R // 2
-                draw_row(k0, k1, _UNIFORMS, False, 0.0, _TWO_PI, row[:P], u, v, words)
+                draw_row(k0, k1, _UNIFORMS, False, 0.0, _TWO_PI, row[:P], u, v)
                 for r in range(P):
                     row2[2 * r] = row[r]
                     row2[2 * r + 1] = row[r] + _HALF_PI
@@ -119,8 +118,8 @@ def _place_inputs(
                     phi_src[2, lo + r] = vals[c + r]
                     phi_src[3, lo + r] = fast_cos(row2[r])
             else:  # PLACE_ADDITIVE: i.i.d. frequencies and offsets
-                draw_row(k0, k1, _NORMALS, True, scales[m], 0.0, row[:R], u, v, words)
-                draw_row(k0, k1, _UNIFORMS, False, 0.0, _TWO_PI, row2[:R], u, v, words)
+                draw_row(k0, k1, _NORMALS, True, scales[m], 0.0, row[:R], u, v)
+                draw_row(k0, k1, _UNIFORMS, False, 0.0, _TWO_PI, row2[:R], u, v)
                 for r in range(R):
                     phi_src[0, lo + r] = i
                     phi_src[1, lo + r] = row2[r]
