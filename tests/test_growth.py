@@ -262,3 +262,13 @@ def test_new_inputs_laid_out_in_one_compiled_call_are_the_block_by_block_layout(
         np.testing.assert_array_equal(getattr(compiled, name), getattr(reference, name))
     landmarks = compiled.rff_wt[:, int(compiled.phi_src[0, compiled.ex_off[7]]) :][:, :6]
     assert np.count_nonzero(np.any(landmarks != 0.0, axis=1)) == 4  # its four inputs' rows
+
+
+def test_the_quadrature_frequencies_are_every_inputs_own():
+    """``AdditiveRBF.quadrature_frequencies`` (what the compiled layout writes for every new
+    input) is each input's frequencies as ``components`` draws them, bit for bit."""
+    kernel = kernels.AdditiveRBF(0.7, 8, draws="quadrature")
+    freqs, _ = kernel.components(["a", "é", "w42"], 3)
+    np.testing.assert_array_equal(freqs, np.tile(kernel.quadrature_frequencies(), 3))
+    with pytest.raises(ValueError, match="even quadrature"):
+        kernels.AdditiveRBF(0.7, 7, draws="quadrature").quadrature_frequencies()

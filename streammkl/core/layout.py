@@ -346,7 +346,7 @@ def _placer(kernels: Sequence[Kernel], seed: int, draws: int) -> _Placer | None:
                 kinds[m] = nb.PLACE_ADDITIVE
             elif R % 2 == 0:
                 kinds[m] = nb.PLACE_QUADRATURE
-                row = kernel.components(["\x00"], seed, draws)[0]  # (the same for every input)
+                row = kernel.quadrature_frequencies()
             else:
                 python.append(m)
         elif isinstance(kernel, AdditiveStumps):

@@ -188,6 +188,9 @@ def _crc32(crc, data, lo, hi):
 
 philox = njit(**JIT_INLINE)(_philox)
 unit_pair = njit(**JIT_INLINE)(_unit_pair)
-draw_row = njit(**JIT_INLINE)(_draw_row)
+# ``draw_row`` and ``crc32`` are called, not inlined: one compilation each serves ``draw_rows``
+# and every call site of ``place._place_inputs`` (inlined there, a fresh checkout's first
+# ``learn_one`` compiled ~4 s longer)
+draw_row = njit(**JIT)(_draw_row)
 draw_rows = njit(**JIT)(_draw_rows)
-crc32 = njit(**JIT_INLINE)(_crc32)
+crc32 = njit(**JIT)(_crc32)

@@ -60,8 +60,8 @@ def _place_inputs(
         width = max(width, comps[m])
     u = np.empty((width + 1) // 2)
     v = np.empty((width + 1) // 2)
-    row = np.empty(width)
-    row2 = np.empty(width)
+    row = np.empty(width)  # the frequencies drawn (a Fourier row, an additive block's)
+    row2 = np.empty(width)  # the offsets drawn (an additive block's)
     k1s = np.empty(n, dtype=np.uint64)
     for j in range(n):  # crc32(key, start): each input's share of its second key word
         k1s[j] = crc32(start, kbytes, koff[j], koff[j + 1])
@@ -76,25 +76,17 @@ def _place_inputs(
         a = ex_off[m]
         R = comps[m]
         p0 = blk_inputs[m]
-        if kind == PLACE_RFF or kind == PLACE_ZERO:  # every input is a row of the frequencies
-            r0 = int(phi_src[0, a])
-            for j in range(n):
-                i = new[j]
-                if kind == PLACE_RFF:
-                    k0 = np.uint64(crc32(crc0[m], kbytes, koff[j], koff[j + 1]))
-                    k1 = np.uint64(crc32(k1s[j], sbytes, soff[m], soff[m + 1]))
-                    draw_row(k0, k1, _NORMALS, True, scales[m], 0.0, rff_wt[i, r0 : r0 + R],
-                             u, v)  # fmt: skip
-                else:
-                    rff_wt[i, r0 : r0 + R] = 0.0
-                in_pos[m, i] = i
-            blk_inputs[m] = p0 + n
-            continue
         c = voff[m]
+        fourier = kind == PLACE_RFF or kind == PLACE_ZERO  # every input a row of frequencies
+        r0 = int(phi_src[0, a]) if fourier else 0
         for j in range(n):
             i = new[j]
-            in_pos[m, i] = p0 + j
+            in_pos[m, i] = i if fourier else p0 + j
             lo = a + R * (p0 + j)
+            if kind == PLACE_ZERO:
+                for r in range(R):
+                    rff_wt[i, r0 + r] = 0.0
+                continue
             if kind == PLACE_LINEAR:
                 phi_src[0, lo] = i
                 phi_src[2, lo] = 1.0
@@ -106,27 +98,33 @@ def _place_inputs(
                 continue
             k0 = np.uint64(crc32(crc0[m], kbytes, koff[j], koff[j + 1]))
             k1 = np.uint64(crc32(k1s[j], sbytes, soff[m], soff[m + 1]))
+            # the draws, one call site: a Fourier row's normals; a quadrature's R/2 offsets;
+            # an i.i.d. additive block's R normals, then its R offsets
+            for step in range(2 if kind == PLACE_ADDITIVE else 1):
+                uniform = kind == PLACE_QUADRATURE or step == 1
+                size = R // 2 if kind == PLACE_QUADRATURE else R
+                out = row2 if uniform else row
+                draw_row(k0, k1, _UNIFORMS if uniform else _NORMALS, not uniform,
+                         0.0 if uniform else scales[m], _TWO_PI if uniform else 0.0,
+                         out[:size], u, v)  # fmt: skip
+            if kind == PLACE_RFF:  # (element by element: a slice copy compiles a shape check)
+                for r in range(R):
+                    rff_wt[i, r0 + r] = row[r]
+                continue
             if kind == PLACE_QUADRATURE:  # offsets b_i and b_i + pi/2 at the strata's frequencies
-                P = R // 2
-                draw_row(k0, k1, _UNIFORMS, False, 0.0, _TWO_PI, row[:P], u, v)
-                for r in range(P):
-                    row2[2 * r] = row[r]
-                    row2[2 * r + 1] = row[r] + _HALF_PI
+                for r in range(R // 2 - 1, -1, -1):  # (in place, from the end)
+                    row2[2 * r + 1] = row2[r] + _HALF_PI
+                    row2[2 * r] = row2[r]
                 for r in range(R):
-                    phi_src[0, lo + r] = i
-                    phi_src[1, lo + r] = row2[r]
-                    phi_src[2, lo + r] = vals[c + r]
-                    phi_src[3, lo + r] = fast_cos(row2[r])
-            else:  # PLACE_ADDITIVE: i.i.d. frequencies and offsets
-                draw_row(k0, k1, _NORMALS, True, scales[m], 0.0, row[:R], u, v)
-                draw_row(k0, k1, _UNIFORMS, False, 0.0, _TWO_PI, row2[:R], u, v)
-                for r in range(R):
-                    phi_src[0, lo + r] = i
-                    phi_src[1, lo + r] = row2[r]
-                    phi_src[2, lo + r] = row[r]
-                    phi_src[3, lo + r] = fast_cos(row2[r])
+                    row[r] = vals[c + r]
+            for r in range(R):  # an additive block: input, offset, frequency, anchor
+                phi_src[0, lo + r] = i
+                phi_src[1, lo + r] = row2[r]
+                phi_src[2, lo + r] = row[r]
+                phi_src[3, lo + r] = fast_cos(row2[r])
         blk_inputs[m] = p0 + n
-        ex_used[m] = R * (p0 + n)
+        if not fourier:
+            ex_used[m] = R * (p0 + n)
 
 
 place_inputs = njit(**JIT)(_place_inputs)
