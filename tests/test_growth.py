@@ -272,3 +272,43 @@ def test_the_quadrature_frequencies_are_every_inputs_own():
     np.testing.assert_array_equal(freqs, np.tile(kernel.quadrature_frequencies(), 3))
     with pytest.raises(ValueError, match="even quadrature"):
         kernels.AdditiveRBF(0.7, 7, draws="quadrature").quadrature_frequencies()
+
+
+class _NewExplicitKind(kernels.Kernel):
+    """An explicit kernel kind the compiled placer does not know (as a new feature map would
+    be before it gets a place kind): its columns are the linear map's, as ``Layout._place``
+    lays out any kind it has no branch for."""
+
+    kind = nb.K_LINEAR
+
+    @property
+    def implicit(self) -> bool:
+        return False
+
+    def _default_name(self) -> str:
+        return "new-kind"
+
+    def code_params(self) -> tuple[float, float, bool]:
+        return 0.0, 0.0, False
+
+
+def test_an_explicit_kind_the_placer_does_not_know_is_laid_out_by_its_own_branch(monkeypatch):
+    """A new explicit kind is never laid out as a linear block by the compiled placer: it
+    goes block by block (``Layout._place``), whatever that does for it."""
+    import streammkl.core.layout as layout_mod
+
+    placed = []
+    place = layout_mod.Layout._place
+
+    def spy(self, m, kernel, new, keys, seed):
+        placed.append((m, new.size))
+        return place(self, m, kernel, new, keys, seed)
+
+    monkeypatch.setattr(layout_mod.Layout, "_place", spy)
+    bank = (kernels.Linear(), _NewExplicitKind(), kernels.RBF(0.3, n_components=8))
+    layout = build_layout(bank, 0, 3, keys=[], capacity=1)
+    for d in (2, 5, 9):
+        layout = grown(layout, bank, [f"k{j}" for j in range(d)], 3)
+    assert placed == [(1, 2), (1, 3), (1, 4)]  # block 1 alone, each record's new inputs
+    a = int(layout.ex_off[1])
+    np.testing.assert_array_equal(layout.phi_src[0, a : a + 9], np.arange(9.0))

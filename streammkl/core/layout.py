@@ -44,6 +44,7 @@ from streammkl.core.kernels import (
     Kernel,
     LandmarkRBF,
     Landmarks,
+    Linear,
     MedianRBF,
     Polynomial,
 )
@@ -285,7 +286,8 @@ class _Placer:
     """What :meth:`Layout.extend` hands ``place_inputs`` for a bank (fixed by the kernels, the
     seed and the draws; the layout's own arrays are passed as they are at the call): each
     block's place kind and draws' constants (see ``core._numba.place``), the blocks laid out in
-    Python (``python``: over a subset of the inputs, an odd quadrature), the quadratic maps
+    Python (``python``: over a subset of the inputs, an odd quadrature, an explicit kind it
+    does not know), the quadratic maps
     (in Python while they have room: their first ``max_inputs`` inputs) and the landmark
     blocks with their landmarks' inputs (in Python for a record that brings one of those)."""
 
@@ -353,8 +355,10 @@ def _placer(kernels: Sequence[Kernel], seed: int, draws: int) -> _Placer | None:
             kinds[m], comps[m], row = nb.PLACE_STUMPS, kernel.n_components, kernel.thresholds()
         elif isinstance(kernel, Polynomial):
             quadratic.append((m, np.inf if kernel.max_inputs is None else kernel.max_inputs))
-        else:
+        elif isinstance(kernel, Linear):
             kinds[m] = nb.PLACE_LINEAR
+        else:  # a kind this placer does not know: its own ``_place`` branch, block by block
+            python.append(m)
         crc0[m] = zlib.crc32(f"{name}\x1f".encode())
         suffixes.append(f"\x1f{name}".encode())
         vals.append(np.asarray(row, dtype=np.float64))
