@@ -213,3 +213,102 @@ def test_a_layout_built_again_is_a_fresh_copy_whatever_its_earlier_copies_went_t
     assert not np.array_equal(first.ex_used, later.ex_used)
     other = build_layout(bank, 2, 8, keys=["a", "b"], capacity=4)  # another seed: other draws
     assert not np.array_equal(other.rff_wt, later.rff_wt)
+
+
+def _every_place_kind(keys):
+    """A bank with a block of every kind a new input is laid out in (fitted where the kernel
+    needs it; landmarks over some of ``keys``)."""
+    rows = np.random.default_rng(1).normal(size=(6, 5))
+    landmark = kernels.LandmarkRBF(4.0, 6).fitted(0.3, 5, final=True)
+    return (
+        kernels.Linear(),
+        kernels.AdditiveRBF(0.5, 6),  # random draws
+        kernels.AdditiveRBF(0.7, 8, draws="quadrature"),
+        kernels.AdditiveRBF(0.7, 7, draws="quadrature"),  # odd: block by block
+        kernels.AdditiveStumps(5),
+        kernels.RBF(0.3, n_components=16),
+        kernels.MedianRBF(2.0, 12).fitted(0.4, 5, final=True),
+        landmark.with_landmarks(rows, [keys[3], keys[40], "never", keys[0], keys[77]]),
+        kernels.LandmarkRBF(4.0, 3).fitted(0.2, 5, final=False),  # no landmarks yet: 0
+        kernels.Polynomial(degree=2, explicit=True, max_inputs=9),
+        kernels.RBF(0.2),  # implicit: a mask
+        kernels.Linear(features=[keys[2], keys[50], keys[120]]),  # a subset: block by block
+    )
+
+
+def test_new_inputs_laid_out_in_one_compiled_call_are_the_block_by_block_layout(monkeypatch):
+    """``Layout.extend`` lays out a record's new inputs in every block in one compiled call
+    (``place_inputs``: the draws made where they go, the draw keys hashed there): bit for bit
+    the layout written block by block from the kernels' own draws (``Layout._place``), in
+    chunks of any size, across doublings, for names of any characters."""
+    import streammkl.core.layout as layout_mod
+
+    keys = [f"w{j}" for j in range(150)] + ["é", "", "a\x1fb", "日本", "0"]
+    bank = _every_place_kind(keys)
+
+    def grow(rng):
+        layout = build_layout(bank, 0, 11, keys=[], capacity=1)
+        d = 0
+        while d < len(keys):
+            d = min(d + int(rng.integers(1, 12)), len(keys))
+            layout = grown(layout, bank, keys[:d], 11)
+        return layout
+
+    compiled = grow(np.random.default_rng(5))
+    monkeypatch.setattr(layout_mod, "_placer", lambda *args: None)  # block by block
+    reference = grow(np.random.default_rng(5))
+    assert compiled.capacity == reference.capacity > 128  # (doubled on the way)
+    for name in ("phi_src", "rff_wt", "rff_b", "in_pos", "blk_inputs", "ex_used", "masks"):
+        np.testing.assert_array_equal(getattr(compiled, name), getattr(reference, name))
+    landmarks = compiled.rff_wt[:, int(compiled.phi_src[0, compiled.ex_off[7]]) :][:, :6]
+    assert np.count_nonzero(np.any(landmarks != 0.0, axis=1)) == 4  # its four inputs' rows
+
+
+def test_the_quadrature_frequencies_are_every_inputs_own():
+    """``AdditiveRBF.quadrature_frequencies`` (what the compiled layout writes for every new
+    input) is each input's frequencies as ``components`` draws them, bit for bit."""
+    kernel = kernels.AdditiveRBF(0.7, 8, draws="quadrature")
+    freqs, _ = kernel.components(["a", "é", "w42"], 3)
+    np.testing.assert_array_equal(freqs, np.tile(kernel.quadrature_frequencies(), 3))
+    with pytest.raises(ValueError, match="even quadrature"):
+        kernels.AdditiveRBF(0.7, 7, draws="quadrature").quadrature_frequencies()
+
+
+class _NewExplicitKind(kernels.Kernel):
+    """An explicit kernel kind the compiled placer does not know (as a new feature map would
+    be before it gets a place kind): its columns are the linear map's, as ``Layout._place``
+    lays out any kind it has no branch for."""
+
+    kind = nb.K_LINEAR
+
+    @property
+    def implicit(self) -> bool:
+        return False
+
+    def _default_name(self) -> str:
+        return "new-kind"
+
+    def code_params(self) -> tuple[float, float, bool]:
+        return 0.0, 0.0, False
+
+
+def test_an_explicit_kind_the_placer_does_not_know_is_laid_out_by_its_own_branch(monkeypatch):
+    """A new explicit kind is never laid out as a linear block by the compiled placer: it
+    goes block by block (``Layout._place``), whatever that does for it."""
+    import streammkl.core.layout as layout_mod
+
+    placed = []
+    place = layout_mod.Layout._place
+
+    def spy(self, m, kernel, new, keys, seed):
+        placed.append((m, new.size))
+        return place(self, m, kernel, new, keys, seed)
+
+    monkeypatch.setattr(layout_mod.Layout, "_place", spy)
+    bank = (kernels.Linear(), _NewExplicitKind(), kernels.RBF(0.3, n_components=8))
+    layout = build_layout(bank, 0, 3, keys=[], capacity=1)
+    for d in (2, 5, 9):
+        layout = grown(layout, bank, [f"k{j}" for j in range(d)], 3)
+    assert placed == [(1, 2), (1, 3), (1, 4)]  # block 1 alone, each record's new inputs
+    a = int(layout.ex_off[1])
+    np.testing.assert_array_equal(layout.phi_src[0, a : a + 9], np.arange(9.0))

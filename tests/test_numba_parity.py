@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import zlib
 from types import SimpleNamespace
 
 import numpy as np
@@ -28,7 +29,7 @@ SCALAR_KERNELS = [
     "secular_root", "dot4_row", "dot4_rows", "dot4_row_sq", "dot4_rows_sq", "rows_dot4",
     "axpby_sqnorm_row", "absmax", "cosines", "cos_of", "negate_row", "blockwise", "prox_blockwise",
     "prox_blockwise_steps",
-    "seed_state", "philox", "unit_pair", "draw_rows",
+    "seed_state", "philox", "unit_pair", "draw_rows", "draw_row", "crc32",
 ]  # fmt: skip
 BINNING_LOOPS = ["binning_hash", "binning_column"]  # test_random_binning_compiled_equal_python
 MODEL_LOOPS = [
@@ -55,6 +56,7 @@ BUDGET_LOOPS = [
     "smallest_pair", "remove_pair", "merge_pairs", "add_pair", "shift_scores", "gram_border",
     "budget_step", "make_room", "kernel_row", "weighted_sum",
 ]  # fmt: skip
+PLACE_LOOPS = ["place_inputs"]
 # parity-tested in tests/test_structured_decoders.py, tests/test_structured_labeler.py and
 # tests/test_structured_pruning.py
 SEQUENCE_LOOPS = [
@@ -189,12 +191,19 @@ def test_scalar_and_vector_kernels():
     for entropy in (0, 7, 2**32 + 5, 2**48 - 1):  # numpy's own words: test_kernel_identity
         _both("seed_state", np.uint64(entropy), np.zeros(4, dtype=np.uint64))
     u = np.uint64
-    _both("philox", u(1), u(2), u(3), u(4), u(5), u(2**32 - 1), np.zeros(4, dtype=np.uint64))
-    _both("unit_pair", 7, u(1), u(9), u(10), np.zeros(4, dtype=np.uint64))
+    _both("philox", u(1), u(2), u(3), u(4), u(5), u(2**32 - 1))
+    _both("unit_pair", 7, u(1), u(9), u(10))
     keys = np.array([0, 5, 2**32 - 1], dtype=np.uint64)
     for n in (1, 6, 7):  # even and odd rows
         _both("draw_rows", keys, keys[::-1].copy(), u(0), True, 1.5, 0.0, np.zeros((3, n)))
         _both("draw_rows", keys, keys[::-1].copy(), u(1), False, -1.0, 2.0, np.zeros((3, n)))
+        scratch = (np.zeros(4), np.zeros(4))
+        _both("draw_row", u(3), u(2**32 - 1), u(0), True, 0.5, 0.0, np.zeros(n), *scratch)
+        _both("draw_row", u(3), u(8), u(1), False, 0.0, 6.0, np.zeros(n), *scratch)
+    name = np.frombuffer("rff(gamma=1/median,D=256)\x1fwörd".encode(), dtype=np.uint8)
+    for start, lo in ((0, 0), (zlib.crc32(b"seed"), 5), (2**32 - 1, name.size)):
+        crc = _both("crc32", u(start), name, lo, name.size)
+        assert crc == zlib.crc32(name[lo:].tobytes(), start)  # zlib's, continued from start
     assert set(SCALAR_KERNELS) <= COVERED  # (other files' tests add theirs: the set is shared)
 
 
@@ -573,8 +582,34 @@ def test_random_binning_compiled_equal_python(monkeypatch):
                                    err_msg=key)  # fmt: skip
 
 
+def test_placing_new_inputs_compiled_equals_python(monkeypatch):
+    """A record's new inputs laid out in every block at once (``place_inputs``, grown in
+    chunks over a doubling): compiled vs the Python original."""
+    from streammkl.core.layout import build_layout, grown
+
+    bank = (
+        kernels.Linear(), kernels.AdditiveRBF(0.5, 4),
+        kernels.AdditiveRBF(0.7, 6, draws="quadrature"), kernels.AdditiveStumps(3),
+        kernels.RBF(0.3, n_components=8), kernels.RBF(0.2),
+        kernels.MedianRBF(2.0, 6).fitted(0.4, 5, final=True),
+    )  # fmt: skip
+    keys = [f"k{j}" for j in range(11)] + ["é"]
+    layouts = []
+    for loops in ([], PLACE_LOOPS):
+        with monkeypatch.context() as patch:
+            interpret(patch, loops)
+            layout = build_layout(bank, 3, 5, keys=keys, capacity=4)
+            for d in (4, 9, 12):
+                layout = grown(layout, bank, keys[:d], 5)
+        layouts.append(layout)
+    for name in ("phi_src", "rff_wt", "in_pos", "blk_inputs", "ex_used", "masks"):
+        np.testing.assert_array_equal(getattr(layouts[0], name), getattr(layouts[1], name))
+    COVERED.update(PLACE_LOOPS)
+
+
 def test_every_compiled_function_is_covered():
     missing = set(compiled_functions()) - set(SCALAR_KERNELS) - set(MODEL_LOOPS)
+    missing -= set(PLACE_LOOPS)
     missing -= set(WIDE_LOOPS) | set(BINNING_LOOPS)
     missing -= set(BUDGET_LOOPS)
     missing -= set(SEQUENCE_LOOPS) | set(PARSER_LOOPS) | set(SUPPORT_LOOPS)

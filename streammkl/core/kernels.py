@@ -304,6 +304,15 @@ class AdditiveRBF(RBF):
             out["draws"] = self.draws
         return out
 
+    def quadrature_frequencies(self) -> np.ndarray:
+        """The ``n_components`` frequencies of every input's components under the quadrature
+        draws with an even ``n_components`` (the same for every input: only the offsets are
+        drawn), as :meth:`components` gives them."""
+        R = self._n_components or 0
+        if self.draws != "quadrature" or R % 2:
+            raise ValueError(f"{self.name}: no common frequencies (an even quadrature only)")
+        return np.repeat(_strata(R // 2) * np.sqrt(2.0 * self.gamma), 2)
+
     def components(
         self, keys: Sequence[str], seed: int, draws: int = _DRAWS
     ) -> tuple[np.ndarray, np.ndarray]:

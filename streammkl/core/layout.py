@@ -28,12 +28,14 @@ from __future__ import annotations
 
 import copy
 import threading
-from collections.abc import Mapping, Sequence
+import zlib
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from streammkl.core import _numba as nb
+from streammkl.core._jit import entry_point
 from streammkl.core.kernel_base import DRAWS
 from streammkl.core.kernels import (
     RBF,
@@ -41,6 +43,8 @@ from streammkl.core.kernels import (
     AdditiveStumps,
     Kernel,
     LandmarkRBF,
+    Landmarks,
+    Linear,
     MedianRBF,
     Polynomial,
     RandomBinning,
@@ -143,28 +147,77 @@ class Layout:
         own columns are written. Needs ``len(keys) <= capacity`` (else :func:`grown`).
 
         A block reads its inputs in column order (``Kernel.feature_indices`` is sorted), so a
-        layout grown input by input and one laid out at once agree column for column."""
+        layout grown input by input and one laid out at once agree column for column.
+
+        The new inputs' columns are written in every block at once, in one compiled call
+        (``core._numba.place``: the draws made where they go, no per-block Python; block by
+        block that cost 3-7 µs per block per record), bit for bit what each kernel's own
+        draws give (``fourier_columns``, ``components``); the few cases it does not cover (see
+        :class:`_Placer`) are laid out block by block, as are models with numpy's per-input
+        draws (``NUMPY_DRAWS``)."""
         d_old, d = self.n_inputs, len(keys)
         if d > self.capacity:
             raise ValueError(f"{d} inputs exceed the layout's capacity of {self.capacity}")
         if d <= d_old:
             return
         fresh = np.arange(d_old, d, dtype=np.int64)
-        for m, kernel in enumerate(kernels):
-            if kernel.features is None:
-                new = fresh
-            else:
-                if index is None:
-                    index = {k: i for i, k in enumerate(keys)}
-                idx = kernel.feature_indices(d, index)
-                new = idx[idx >= d_old]
-            if new.size == 0:
-                continue
-            if kernel.implicit:
-                self.masks[self.view_of[m], new] = 1.0
-                continue
-            self._place(m, kernel, new, [keys[j] for j in new.tolist()], seed)
+        placer = _placer(kernels, seed, self.draws)
+        if placer is None:  # numpy's per-input generators: block by block
+            for m in range(len(kernels)):
+                index = self._extend_block(m, kernels[m], keys, fresh, seed, index)
+            self.n_inputs = d
+            return
+        names = [f"{k}" for k in keys[d_old:d]]  # (as ``kernel_base.draw_keys`` formats them)
+        kinds, later = placer.kinds, placer.python
+        lm = [m for m, own in placer.landmarks if not own.isdisjoint(names)]
+        if lm:  # landmarks with values of a new input: their columns are not 0
+            kinds = kinds.copy()
+            kinds[lm] = nb.PLACE_NONE
+            later = later + tuple(lm)
+        encoded = [k.encode() for k in names]
+        koff = np.zeros(len(encoded) + 1, dtype=np.int64)
+        koff[1:] = [len(b) for b in encoded]
+        _place_inputs(
+            fresh, np.frombuffer(b"".join(encoded), dtype=np.uint8), koff.cumsum(),
+            placer.start, kinds, placer.comps, placer.scales, placer.crc0, placer.sbytes,
+            placer.soff, placer.vals, placer.voff, self.view_of, self.ex_off, self.phi_src,
+            self.rff_wt, self.masks, self.in_pos, self.blk_inputs, self.ex_used,
+        )  # fmt: skip
+        for m in later:
+            index = self._extend_block(m, kernels[m], keys, fresh, seed, index)
+        for m, most in placer.quadratic:  # the quadratic map, while it has room (its first
+            if self.blk_inputs[m] < most and self.blk_inputs[m] < self.capacity:  # inputs)
+                kernel = kernels[m]
+                assert isinstance(kernel, Polynomial)
+                self._place(m, kernel, fresh, names, seed)
         self.n_inputs = d
+
+    def _extend_block(
+        self,
+        m: int,
+        kernel: Kernel,
+        keys: Sequence[str],
+        fresh: np.ndarray,
+        seed: int,
+        index: Mapping[str, int] | None,
+    ) -> Mapping[str, int] | None:
+        """Lay out the inputs ``fresh`` (``keys[fresh[0]:]``) in block ``m`` alone; returns
+        ``index`` (made here when a block over named inputs needs it and none was given)."""
+        d_old, d = int(fresh[0]), int(fresh[-1]) + 1
+        if kernel.features is None:
+            new = fresh
+        else:
+            if index is None:
+                index = {k: i for i, k in enumerate(keys)}
+            idx = kernel.feature_indices(d, index)
+            new = idx[idx >= d_old]
+        if new.size == 0:
+            return index
+        if kernel.implicit:
+            self.masks[self.view_of[m], new] = 1.0
+            return index
+        self._place(m, kernel, new, [keys[j] for j in new.tolist()], seed)
+        return index
 
     def _place(self, m: int, kernel: Kernel, new: np.ndarray, keys: list[str], seed: int) -> None:
         """The columns of the inputs ``new`` (named ``keys``) in explicit block ``m``."""
@@ -229,6 +282,136 @@ class Layout:
         return cols[np.argsort(pos[cols])]
 
 
+@dataclass(frozen=True)
+class _Placer:
+    """What :meth:`Layout.extend` hands ``place_inputs`` for a bank (fixed by the kernels, the
+    seed and the draws; the layout's own arrays are passed as they are at the call): each
+    block's place kind and draws' constants (see ``core._numba.place``), the blocks laid out in
+    Python (``python``: over a subset of the inputs, an odd quadrature, an explicit kind it
+    does not know), the quadratic maps
+    (in Python while they have room: their first ``max_inputs`` inputs) and the landmark
+    blocks with their landmarks' inputs (in Python for a record that brings one of those)."""
+
+    kernels: tuple[Kernel, ...]  # (kept: the cache's key is their ids)
+    start: np.uint64
+    kinds: np.ndarray
+    comps: np.ndarray
+    scales: np.ndarray
+    crc0: np.ndarray
+    sbytes: np.ndarray
+    soff: np.ndarray
+    vals: np.ndarray
+    voff: np.ndarray
+    python: tuple[int, ...]
+    quadratic: tuple[tuple[int, float], ...]  # (block, max_inputs or inf)
+    landmarks: tuple[tuple[int, frozenset[str]], ...]
+
+
+def _placer(kernels: Sequence[Kernel], seed: int, draws: int) -> _Placer | None:
+    """The bank's :class:`_Placer` (cached by the kernels' identities: kernels never change in
+    place), or None for numpy's per-input generators (``NUMPY_DRAWS``), laid out block by
+    block."""
+    if draws != DRAWS:
+        return None
+    key = (tuple(map(id, kernels)), seed)
+    with _PLACERS_LOCK:
+        placer = _PLACERS.get(key)
+    if placer is not None:
+        return placer
+    M = len(kernels)
+    kinds = np.zeros(M, dtype=np.int64)
+    comps = np.ones(M, dtype=np.int64)
+    scales = np.zeros(M)
+    crc0 = np.zeros(M, dtype=np.uint64)
+    suffixes: list[bytes] = []
+    vals: list[np.ndarray] = []
+    python: list[int] = []
+    quadratic: list[tuple[int, float]] = []
+    landmarks: list[tuple[int, frozenset[str]]] = []
+    for m, kernel in enumerate(kernels):
+        name, row = kernel.name, np.zeros(0)
+        if kernel.features is not None:
+            python.append(m)
+        elif kernel.implicit:
+            kinds[m] = nb.PLACE_MASK
+        elif isinstance(kernel, LandmarkRBF):
+            kinds[m], comps[m] = nb.PLACE_ZERO, kernel.n_landmarks
+            if isinstance(kernel.fit, Landmarks) and kernel.landmarks:
+                landmarks.append((m, frozenset(kernel.fit.keys)))
+        elif isinstance(kernel, RBF | MedianRBF) and not isinstance(kernel, AdditiveRBF):
+            kinds[m], comps[m] = nb.PLACE_RFF, kernel.n_components or 0
+            scales[m] = np.sqrt(2.0 * kernel.code_params()[0])  # (``fourier_columns``'s)
+            name = kernel.drawn_as
+        elif isinstance(kernel, AdditiveRBF):
+            R = kernel.n_components or 0
+            comps[m], scales[m] = R, np.sqrt(2.0 * kernel.gamma)
+            if kernel.draws == "random":
+                kinds[m] = nb.PLACE_ADDITIVE
+            elif R % 2 == 0:
+                kinds[m] = nb.PLACE_QUADRATURE
+                row = kernel.quadrature_frequencies()
+            else:
+                python.append(m)
+        elif isinstance(kernel, AdditiveStumps):
+            kinds[m], comps[m], row = nb.PLACE_STUMPS, kernel.n_components, kernel.thresholds()
+        elif isinstance(kernel, Polynomial):
+            quadratic.append((m, np.inf if kernel.max_inputs is None else kernel.max_inputs))
+        elif isinstance(kernel, Linear):
+            kinds[m] = nb.PLACE_LINEAR
+        else:  # a kind this placer does not know: its own ``_place`` branch, block by block
+            python.append(m)
+        crc0[m] = zlib.crc32(f"{name}\x1f".encode())
+        suffixes.append(f"\x1f{name}".encode())
+        vals.append(np.asarray(row, dtype=np.float64))
+    placer = _Placer(
+        kernels=tuple(kernels),
+        start=np.uint64(zlib.crc32((int(seed) & 0xFFFFFFFFFFFFFFFF).to_bytes(8, "little"))),
+        kinds=kinds,
+        comps=comps,
+        scales=scales,
+        crc0=crc0,
+        sbytes=np.frombuffer(b"".join(suffixes), dtype=np.uint8),
+        soff=_offsets([len(b) for b in suffixes]),
+        vals=np.concatenate(vals) if vals else np.zeros(0),
+        voff=_offsets([v.size for v in vals]),
+        python=tuple(python),
+        quadratic=tuple(quadratic),
+        landmarks=tuple(landmarks),
+    )
+    with _PLACERS_LOCK:
+        while len(_PLACERS) >= _KEEP_PLACERS:
+            _PLACERS.pop(next(iter(_PLACERS)))
+        _PLACERS[key] = placer
+    return placer
+
+
+def _place_inputs(*args: object) -> None:
+    """``nb.place_inputs(*args)`` through its compiled entry point (``core.jit.entry_point``:
+    no type resolution of its 20 arguments on each call, ~1.5 µs; the arguments' types never
+    change: ``Layout``'s arrays and :class:`_Placer`'s)."""
+    fn = nb.place_inputs
+    entry = _PLACE_ENTRY.get(fn)
+    if entry is None:
+        entry = _PLACE_ENTRY[fn] = entry_point(fn, args)
+    entry(*args)
+
+
+#: ``place_inputs``'s entry point, by the function it was made for.
+_PLACE_ENTRY: dict[object, Callable[..., None]] = {}
+
+
+def _offsets(sizes: Sequence[int]) -> np.ndarray:
+    out = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=out[1:])
+    return out
+
+
+#: Placers of the banks laid out lately, by their kernels' ids and the seed (see :func:`_placer`).
+_PLACERS: dict[tuple, _Placer] = {}
+_KEEP_PLACERS = 16
+_PLACERS_LOCK = threading.Lock()
+
+
 def _inputs_cap(kernel: Kernel, capacity: int) -> int:
     """Inputs a block reads at most when the model holds ``capacity`` inputs."""
     return capacity if kernel.features is None else min(len(kernel.features), capacity)
@@ -267,9 +450,16 @@ def _block_width(kernel: Kernel, capacity: int) -> int:
     return _inputs_cap(kernel, capacity)
 
 
-def _empty(kernels: Sequence[Kernel], capacity: int, seed: int, draws: int = DRAWS) -> Layout:
+def _empty(
+    kernels: Sequence[Kernel],
+    capacity: int,
+    seed: int,
+    draws: int = DRAWS,
+    rff_b: np.ndarray | None = None,
+) -> Layout:
     """A layout of the bank with room for ``capacity`` inputs and none laid out, its inputs'
-    random features drawn as ``draws`` say."""
+    random features drawn as ``draws`` say; ``rff_b``: the Fourier offsets when the caller has
+    them already (a layout of the same bank: they do not depend on the inputs)."""
     M = len(kernels)
     kinds = np.array([k.kind for k in kernels], dtype=np.int64)
     kp = np.array([k.code_params() for k in kernels], dtype=np.float64).reshape(M, 3)
@@ -324,7 +514,8 @@ def _empty(kernels: Sequence[Kernel], capacity: int, seed: int, draws: int = DRA
             # a landmark block without landmarks yet: factor 0, its map is 0
             src[2, a:e] = 0.0 if isinstance(kernel, LandmarkRBF) and not kernel.landmarks else 1.0
             ex_used[m] = D
-            rff_offsets.append(kernel.fourier_offsets(seed))
+            if rff_b is None:
+                rff_offsets.append(kernel.fourier_offsets(seed))
             n_rff += D
         elif kind == nb.MAP_ADDITIVE:
             src[1, a:e] = 0.0  # a free component: offset 0, frequency 0, anchor cos(0) = 1
@@ -336,6 +527,10 @@ def _empty(kernels: Sequence[Kernel], capacity: int, seed: int, draws: int = DRA
                 ex_used[m] = 1
         else:
             src[2, a:e] = 1.0
+    if rff_b is not None:
+        offsets = rff_b.copy()
+    else:
+        offsets = np.concatenate(rff_offsets) if rff_offsets else np.zeros(0)
     return Layout(
         kinds=kinds,
         kp=kp,
@@ -350,7 +545,7 @@ def _empty(kernels: Sequence[Kernel], capacity: int, seed: int, draws: int = DRA
         ex_norm=ex_norm,
         phi_src=src,
         rff_wt=np.zeros((capacity, n_rff)),
-        rff_b=np.concatenate(rff_offsets) if rff_offsets else np.zeros(0),
+        rff_b=offsets,
         in_pos=np.full((M, capacity), -1, dtype=np.int64),
         blk_inputs=np.zeros(M, dtype=np.int64),
         ex_used=ex_used,
@@ -384,15 +579,32 @@ def build_layout(
     with _BUILT_LOCK:
         cached = _BUILT.get(key)
     if cached is not None:
-        return copy.deepcopy(cached)
+        return _copied(cached)
     layout = _empty(kernels, max(d, capacity or 0), seed, draws)
     layout.extend(kernels, keys, seed, index)
-    kept = copy.deepcopy(layout)  # (never handed out: copies only)
+    kept = _copied(layout)  # (never handed out: copies only)
     with _BUILT_LOCK:
         while len(_BUILT) >= _KEEP_BUILT:
             _BUILT.pop(next(iter(_BUILT)))
         _BUILT[key] = kept
     return layout
+
+
+def _copied(layout: Layout) -> Layout:
+    """A copy of ``layout`` that shares no array with it (``copy.deepcopy``'s result), made
+    without reading the room: the rows of frequencies of the inputs not laid out yet are 0 in
+    a layout (``_empty``, then only laid-out inputs write theirs), so they are fresh zeros
+    (pages the system hands out zeroed, touched only when an input fills them), not a copy.
+    A layout of 750 inputs' room, default bank: ~5 MB of frequencies, most of what its copy
+    cost."""
+    out = copy.copy(layout)
+    for name, value in vars(layout).items():
+        if isinstance(value, np.ndarray) and name != "rff_wt":
+            setattr(out, name, value.copy())
+    n = layout.n_inputs
+    out.rff_wt = np.zeros(layout.rff_wt.shape)  # (calloc: zeroed pages; zeros_like writes)
+    out.rff_wt[:n] = layout.rff_wt[:n]
+    return out
 
 
 #: Layouts built lately, by everything that fixes them (see :func:`build_layout`).
@@ -415,7 +627,7 @@ def grown(
         layout.extend(kernels, keys, seed, index)
         return layout
     capacity = max(2 * layout.capacity, len(keys))
-    out = _empty(kernels, capacity, seed, layout.draws)
+    out = _empty(kernels, capacity, seed, layout.draws, layout.rff_b)
     d_old = layout.n_inputs
     for m in range(len(kernels)):
         a, e = int(layout.ex_off[m]), int(layout.ex_off[m + 1])

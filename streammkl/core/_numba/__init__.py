@@ -17,6 +17,8 @@ computed:
 - ``chains`` and ``sequences``: sequence decoders and the sequence learner's position loops;
 - ``draws``: an input's random draws (a counter-based generator, Philox4x32-10 with
   Box-Muller) and numpy's seeding of a generator (``SeedSequence``, older models' draws), compiled;
+- ``place``: a record's new inputs laid out in every block of a bank in one call (their draws
+  made where they go);
 - ``wide``: the round of explicit FTRL banks on wide sparse records (lazy block factors: a cost
   linear in the record's non-zeros, the dense round's numbers);
 - ``sparse``: the sparse path of explicit blocks (steps, exact norms, rescaling, averaging that
@@ -110,7 +112,11 @@ from streammkl.core._numba.sequences import (
 from streammkl.core._numba.sparse import (
     AVERAGE_FLOOR, block_sqnorm, exact_norms, sparse_rescale, sparse_step, zero_entries,
 )  # fmt: skip
-from streammkl.core._numba.draws import draw_rows, philox, seed_state, unit_pair
+from streammkl.core._numba.draws import crc32, draw_row, draw_rows, philox, seed_state, unit_pair
+from streammkl.core._numba.place import (
+    PLACE_ADDITIVE, PLACE_LINEAR, PLACE_MASK, PLACE_NONE, PLACE_QUADRATURE, PLACE_RFF, PLACE_STUMPS,
+    PLACE_ZERO, place_inputs,
+)  # fmt: skip
 from streammkl.core._numba.wide import (
     SPARSE_SHARE, add_run, block_sq, decision_wide, dot_avg, learn_predict_wide, per_input,
     remember_sparse, settle, settle_block, sparse_cached, step_run, wide_average_scores,
