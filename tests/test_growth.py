@@ -233,6 +233,7 @@ def _every_place_kind(keys):
         kernels.Polynomial(degree=2, explicit=True, max_inputs=9),
         kernels.RBF(0.2),  # implicit: a mask
         kernels.Linear(features=[keys[2], keys[50], keys[120]]),  # a subset: block by block
+        kernels.RandomBinning(4, 4.0, 5).fitted(0.3, 5, final=True),  # grids: block by block
     )
 
 

@@ -338,6 +338,8 @@ def _placer(kernels: Sequence[Kernel], seed: int, draws: int) -> _Placer | None:
             kinds[m], comps[m] = nb.PLACE_ZERO, kernel.n_landmarks
             if isinstance(kernel.fit, Landmarks) and kernel.landmarks:
                 landmarks.append((m, frozenset(kernel.fit.keys)))
+        elif isinstance(kernel, RandomBinning):  # its rows are grids, not Gaussian draws
+            python.append(m)
         elif isinstance(kernel, RBF | MedianRBF) and not isinstance(kernel, AdditiveRBF):
             kinds[m], comps[m] = nb.PLACE_RFF, kernel.n_components or 0
             scales[m] = np.sqrt(2.0 * kernel.code_params()[0])  # (``fourier_columns``'s)
