@@ -96,9 +96,9 @@ def test_a_value_beyond_the_input_limit_is_refused_and_changes_nothing(value):
     digest = model.rounds().digest()
     known = next(iter(_phishing(1)))[0]
     for x in ({**known, "age": value}, {**known, "brand_new": value}):
-        with pytest.raises(ValueError, match="'(age|brand_new)'"):
+        with pytest.raises(ValueError, match=r"'(age|brand_new)'"):
             model.learn_one(x, True)
-        with pytest.raises(ValueError, match="'(age|brand_new)'"):
+        with pytest.raises(ValueError, match=r"'(age|brand_new)'"):
             model.predict_proba_one(x)
     assert model.rounds().digest() == digest
     model.learn_one({**known, "age": 1e100}, True)  # the limit itself is taken

@@ -53,9 +53,9 @@ class FeatureIndex:
 
     def known_vector(self, x: Mapping, learn: bool) -> np.ndarray | None:
         """``x`` as :meth:`vector` gives it, in one pass, when every value is a plain ``float`` or
-        ``int`` within ``+-MAX_ABS_INPUT`` (or ``None``) under a ``str`` key; None when another case needs the
-        full path (nothing changed). ``learn``: an unknown name also answers None (it would get a
-        column); else it is ignored, as predictions ignore it."""
+        ``int`` within ``+-MAX_ABS_INPUT`` (or ``None``) under a ``str`` key; None when another
+        case needs the full path (nothing changed). ``learn``: an unknown name also answers None
+        (it would get a column); else it is ignored, as predictions ignore it."""
         out = np.zeros(len(self.names))
         index = self.index
         for key, value in x.items():
