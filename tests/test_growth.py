@@ -313,3 +313,25 @@ def test_an_explicit_kind_the_placer_does_not_know_is_laid_out_by_its_own_branch
     assert placed == [(1, 2), (1, 3), (1, 4)]  # block 1 alone, each record's new inputs
     a = int(layout.ex_off[1])
     np.testing.assert_array_equal(layout.phi_src[0, a : a + 9], np.arange(9.0))
+
+
+class _OwnDraws(kernels.RBF):
+    """A Gaussian block that draws its own rows (as ``RandomBinning`` does, or a user's
+    subclass): every frequency 0.25."""
+
+    def fourier_columns(self, keys, seed, draws=kernels.RBF.fourier_columns.__defaults__[0]):
+        return np.full((self.n_components or 0, len(keys)), 0.25)
+
+
+def test_a_subclass_that_draws_its_own_rows_is_not_laid_out_as_its_parent():
+    """The compiled placer writes the draws of the kinds it knows, by exact type: a subclass
+    of one (its ``fourier_columns`` overridden) goes block by block, its rows its own (the
+    crash-loop test's poison kernel dies there; a RandomBinning block's rows are grids)."""
+    bank = (kernels.Linear(), _OwnDraws(0.3, n_components=4), kernels.RBF(0.3, n_components=4))
+    layout = build_layout(bank, 0, 3, keys=[], capacity=1)
+    for d in (2, 5):
+        layout = grown(layout, bank, [f"k{j}" for j in range(d)], 3)
+    own = int(layout.phi_src[0, layout.ex_off[1]])
+    np.testing.assert_array_equal(layout.rff_wt[:5, own : own + 4], 0.25)
+    plain = int(layout.phi_src[0, layout.ex_off[2]])
+    assert not np.any(layout.rff_wt[:5, plain : plain + 4] == 0.25)

@@ -307,6 +307,11 @@ class _Placer:
     landmarks: tuple[tuple[int, frozenset[str]], ...]
 
 
+#: The explicit kernels ``place_inputs`` lays out itself (exactly these types: a subclass goes
+#: block by block through ``Layout._place``, whatever it overrides).
+_PLACED = frozenset({Linear, RBF, MedianRBF, LandmarkRBF, AdditiveRBF, AdditiveStumps, Polynomial})
+
+
 def _placer(kernels: Sequence[Kernel], seed: int, draws: int) -> _Placer | None:
     """The bank's :class:`_Placer` (cached by the kernels' identities: kernels never change in
     place), or None for numpy's per-input generators (``NUMPY_DRAWS``), laid out block by
@@ -338,7 +343,10 @@ def _placer(kernels: Sequence[Kernel], seed: int, draws: int) -> _Placer | None:
             kinds[m], comps[m] = nb.PLACE_ZERO, kernel.n_landmarks
             if isinstance(kernel.fit, Landmarks) and kernel.landmarks:
                 landmarks.append((m, frozenset(kernel.fit.keys)))
-        elif isinstance(kernel, RandomBinning):  # its rows are grids, not Gaussian draws
+        elif type(kernel) not in _PLACED:
+            # a subclass may draw its own rows (``fourier_columns``: RandomBinning's are grids,
+            # a test's kernel dies there): only the kinds whose draws the placer writes itself
+            # are placed by it; any other explicit kernel goes block by block
             python.append(m)
         elif isinstance(kernel, RBF | MedianRBF) and not isinstance(kernel, AdditiveRBF):
             kinds[m], comps[m] = nb.PLACE_RFF, kernel.n_components or 0
