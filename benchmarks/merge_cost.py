@@ -10,6 +10,10 @@ decided). Timed, in process (no broker), the median of ``--reps`` calls (wall ti
   the base, what every member computes when a round closes;
 - **rebase**: :func:`streammkl.daemon.mixing.log.rebased`, a member's progress since its publish
   moved onto the merged model (``merged + local - published``);
+- **rebase, as a member did it** (its learner's state saved, rebased, loaded into the learner)
+  against **in place** (``Rounds.rebase_onto``: the same bits on the learner's own arrays), and
+  **taking the merged model** (the round's last publisher, nothing of its own): ``load_state``
+  against ``Rounds.take_state``;
 - **encode** / **decode**: a member's delta written to / read from the mix topic's record
   (:func:`streammkl.daemon.mixing.topic.encode`, ``decode``: every member reads every delta);
 - **learning**: one member's ``learn_many`` of ``--k`` records, for scale.
@@ -55,6 +59,22 @@ def _median_ms(fn, reps: int) -> float:
     return statistics.median(times)
 
 
+def _median_ms_after(setup, fn, reps: int) -> float:
+    """The median of ``fn``'s calls, each after an untimed ``setup``."""
+    times = []
+    for _ in range(reps):
+        setup()
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def _in_place(learner, ok: bool) -> None:
+    if not ok:  # (the states share one layout: the in-place paths must take them)
+        raise RuntimeError(f"the in-place path refused the states of {learner}")
+
+
 def measure(d: int, k: int, reps: int, seed: int) -> list[list[object]]:
     rng = np.random.default_rng(seed)
     learner = MKLClassifier()
@@ -73,9 +93,37 @@ def measure(d: int, k: int, reps: int, seed: int) -> list[list[object]]:
     learn = MKLClassifier.from_state(*base)
     delta = MixRecord("delta", 1, "a", examples=k, state=local)
     _, value = encode(delta)
+    member = MKLClassifier.from_state(*local)
+    rounds = member.rounds()
+    published = parts[0][2]
+
+    def restore() -> None:
+        rounds.load_state(*local)
+
+    def loaded() -> None:
+        rounds.load_state(*rebased(merged, _copy(member.to_state()), published, k), with_bank=True)
+
     return [
         ["merge (2 members)", _median_ms(lambda: merge_states(base, parts), reps)],
-        ["rebase", _median_ms(lambda: rebased(merged, local, parts[0][2], k), reps)],
+        ["rebase", _median_ms(lambda: rebased(merged, local, published, k), reps)],
+        [
+            "rebase, as a member did it (saved, rebased, loaded)",
+            _median_ms_after(restore, loaded, reps),
+        ],
+        [
+            "rebase in place (Rounds.rebase_onto)",
+            _median_ms_after(
+                restore, lambda: _in_place(member, rounds.rebase_onto(merged, published, k)), reps
+            ),
+        ],
+        [
+            "taking the merged model: load_state",
+            _median_ms_after(restore, lambda: rounds.load_state(*merged, with_bank=True), reps),
+        ],
+        [
+            "taking the merged model in place (Rounds.take_state)",
+            _median_ms_after(restore, lambda: _in_place(member, rounds.take_state(*merged)), reps),
+        ],
         ["encode a delta", _median_ms(lambda: encode(delta), reps)],
         [f"decode a delta ({len(value) // 1000} kB)", _median_ms(lambda: decode(value), reps)],
         [f"learning {k} records", _median_ms(lambda: learn.learn_many(X, y), reps)],

@@ -49,7 +49,8 @@ import numpy as np
 from streammkl.files import atomic_write
 
 __all__ = [
-    "CONTAINER_VERSION", "StateError", "check_header", "digest_of", "read", "state_digest", "write",
+    "CONTAINER_VERSION", "StateError", "check_header", "digest_of", "read", "same_meta",
+    "state_digest", "write",
 ]  # fmt: skip
 
 #: Version of the container written by :func:`write` (1 = the river learners' earlier .npz).
@@ -70,6 +71,12 @@ def state_digest(meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> s
         h.update(f"{name}|{arr.dtype}|{arr.shape}".encode())
         h.update(arr.tobytes())
     return h.hexdigest()
+
+
+def same_meta(a: Any, b: Any) -> bool:
+    """Whether two JSON-able meta values are equal as their JSON forms (a meta read back from a
+    file or a topic has lists where a live learner's has tuples)."""
+    return bool(a == b) or json.loads(json.dumps(a)) == json.loads(json.dumps(b))
 
 
 def digest_of(learner: Any) -> str:

@@ -981,6 +981,64 @@ def test_pipelined_rounds_rebase_a_members_progress_and_count_every_example_once
     assert la.rounds().digest() == lb.rounds().digest() == a.log.digest
 
 
+def _pipelined_digests(monkeypatch: pytest.MonkeyPatch, fast: bool, **learner: object) -> tuple:
+    """Two members in process, b half a round ahead of a in batches of a quarter round (each
+    learns on while the other's delta is on its way: rebases with progress of their own and
+    without), K = 40: every
+    member's digest after every batch, and how often each in-place path was taken (``fast``
+    False: never, today's path of a state built and loaded)."""
+    from streammkl.river.rounds import Rounds
+
+    taken = {"rebase_onto": 0, "take_state": 0}
+    for name in taken:
+        method = getattr(Rounds, name)
+
+        def counted(self, *args, _method=method, _name=name):
+            done = fast and _method(self, *args)
+            taken[_name] += done
+            return done
+
+        monkeypatch.setattr(Rounds, name, counted)
+    records: list[MixRecord] = []
+    mixing = {"every_records": 40}
+    (a, la), (b, lb) = (_member(records, name, mixing, **learner) for name in "ab")
+    a.join(la, {})
+    b.join(lb, {})
+    X, Y = _stream(2400, 21)
+    digests = []
+    _learn(b, lb, X[:20], Y[:20])
+    for i in range(20, 2380, 20):
+        _learn(a, la, X[i : i + 10], Y[i : i + 10])
+        _learn(b, lb, X[i + 10 : i + 20], Y[i + 10 : i + 20])
+        digests.append((a.log.round, la.rounds().digest(), lb.rounds().digest()))
+    assert a.log.round > 25 and a.log.mismatches == [] and b.log.mismatches == []
+    return digests, taken
+
+
+@pytest.mark.parametrize("bank", ["default", "kernelized"])
+def test_the_in_place_rebase_gives_todays_digests_round_after_round(
+    monkeypatch: pytest.MonkeyPatch, bank: str
+) -> None:
+    """The same rounds through the in-place rebase (the learner's own arrays) and through
+    today's path (a rebased state built, then loaded): the same digests after every batch.
+    The default bank takes both in-place paths once its bandwidths are settled; a bank with a
+    kernelized block (support sets) takes the merged model in place, and today's rebase."""
+    learner: dict[str, object] = (
+        {"kernels": None}
+        if bank == "default"
+        else {"kernels": ["linear", {"type": "RBF", "gamma": 0.5}], "budget": 32}
+    )
+    fast, taken = _pipelined_digests(monkeypatch, True, **learner)
+    today, never = _pipelined_digests(monkeypatch, False, **learner)
+    assert fast == today
+    assert never == {"rebase_onto": 0, "take_state": 0}
+    assert taken["take_state"] > 10  # the merged model taken as it is, support sets too
+    if bank == "default":
+        assert taken["rebase_onto"] > 10
+    else:  # support sets merge by identity: today's rebase
+        assert taken["rebase_onto"] == 0
+
+
 def test_a_slow_members_round_is_merged_late_not_lost_nor_counted_twice():
     """A member that does not publish in time: the other learns its K ahead, waits the timeout,
     closes the round without it and learns on; the slow member's delta is merged the round

@@ -296,3 +296,85 @@ def test_per_block_schedules_are_refused_clearly_and_the_member_is_unchanged():
     with pytest.raises(ValueError, match="per-block schedules"):
         mixing.check_mixable(base)
     assert base.digest() == digest
+
+
+def _settled(cfg, X, Y):
+    """A group's merged base, a member's published delta from it and that member's state
+    after ``n`` more examples: all three on one layout (the same inputs, no room)."""
+    start = OnlineMKL(**cfg)
+    start.learn_many(X[:40], Y[:40])
+    base = merge(*start.to_state(), _rounds(start, [(X[40:70], Y[40:70]), (X[70:90], Y[70:90])]))
+    member = OnlineMKL.from_state(*base.to_state())
+    member.learn_many(X[90:120], Y[90:120])
+    published = member.to_state()
+    merged = merge(*base.to_state(), [MemberRound("m0", 30, *published),
+                                      *_rounds(base, [(X[120:160], Y[120:160])])])  # fmt: skip
+    return member, published, merged
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+@pytest.mark.parametrize("since", [0, 25])
+def test_the_in_place_rebase_is_the_merged_rebase_bit_for_bit(name, since):
+    """``rebase_onto`` moves a member's progress since its publish onto the merged model on
+    its own arrays: the same digest as today's rebase (``merge(..., prox=False)`` of the one
+    member, saved and loaded), and it learns on alike; nothing learned since included."""
+    cfg = dict(kernels=BANK, loss=losses.Logistic(), fit_intercept=True, **CONFIGS[name])
+    X, Y = _stream(400, 7)
+    member, published, merged = _settled(cfg, X, Y)
+    member.learn_many(X[160 : 160 + since], Y[160 : 160 + since])
+    assert member.layout.capacity == len(member.feature_keys)
+    loaded = OnlineMKL.from_state(*merged.to_state())
+    rebase = MemberRound("", since, *member.to_state(), since=published)
+    today = merge(*loaded.to_state(), [rebase], prox=False)
+    today = OnlineMKL.from_state(*today.to_state())
+    assert mixing.rebase_onto(member, loaded.to_state(), published, since)
+    assert member.digest() == today.digest()
+    Xn, Yn = _stream(40, 13)
+    member.learn_many(Xn, Yn)
+    today.learn_many(Xn, Yn)
+    assert member.digest() == today.digest()
+
+
+def test_the_in_place_rebase_leaves_other_layouts_to_the_general_path():
+    """New inputs since the publish, a layout with room, a kernelized block (support sets), a
+    bandwidth the group has not settled: ``rebase_onto`` says no and changes nothing."""
+    cfg = dict(kernels=BANK, loss=losses.Logistic(), fit_intercept=True, **CONFIGS["adagrad"])
+    X, Y = _stream(400, 8, d=4)
+    member, published, merged = _settled(cfg, X[:, :3], Y)
+    grown = OnlineMKL.from_state(*member.to_state())
+    grown.declare_features(["x"])  # a new input: other columns, room
+    grown.learn_many(X[160:170], Y[160:170])
+    kernelized = dict(cfg, kernels=(kernels.Linear(), kernels.RBF(0.5)), budget=30)
+    pending = dict(cfg, kernels=(kernels.Linear(), kernels.MedianRBF(1.0, n_components=8)))
+    cases = [(grown, published, merged.to_state())]
+    m, p, g = _settled(kernelized, X[:, :3], Y)
+    cases.append((m, p, g.to_state()))
+    waiting = OnlineMKL(**pending)
+    waiting.learn_many(X[:10, :3], Y[:10])
+    assert waiting.warmup_rows.shape[0] > 0  # (its bandwidth still waits for inputs)
+    start = waiting.to_state()
+    waiting.learn_many(X[10:20, :3], Y[10:20])
+    cases.append((waiting, start, start))
+    for model, since, base in cases:
+        digest = model.digest()
+        assert not mixing.rebase_onto(model, base, since, 10)
+        assert model.digest() == digest
+    # and a state of another model's layout is not taken in place either
+    digest = grown.digest()
+    assert not grown.take_state(*merged.to_state())
+    assert grown.digest() == digest
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_a_model_takes_a_state_of_its_layout_in_place_as_from_state_builds_it(name):
+    """``take_state``: the state loaded on the model's own layout, bit for bit what
+    ``from_state`` builds (and it learns on alike)."""
+    cfg = dict(kernels=BANK, loss=losses.Logistic(), fit_intercept=True, **CONFIGS[name])
+    X, Y = _stream(400, 9)
+    member, _, merged = _settled(cfg, X, Y)
+    loaded = OnlineMKL.from_state(*merged.to_state())
+    assert member.take_state(*merged.to_state())
+    assert member.digest() == loaded.digest() == merged.digest()
+    member.learn_many(X[200:260], Y[200:260])
+    loaded.learn_many(X[200:260], Y[200:260])
+    assert member.digest() == loaded.digest()

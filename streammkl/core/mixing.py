@@ -40,13 +40,15 @@ import numpy as np
 
 from streammkl.core import _numba as nb
 from streammkl.core import bandwidth
+from streammkl.core import budget as budgets
 from streammkl.core import schedules as schedules_mod
 from streammkl.core.kernels import AdditiveRBF, AdditiveStumps, Kernel, MedianRBF
-from streammkl.core.model import OnlineMKL
+from streammkl.core.model import STATE_VERSION, OnlineMKL
 from streammkl.core.state import BlockState, Layout, build_layout
 from streammkl.core.support_merge import merge_support
+from streammkl.statefile import same_meta
 
-__all__ = ["ForeignDelta", "MemberRound", "check_mixable", "merge"]
+__all__ = ["ForeignDelta", "MemberRound", "check_mixable", "merge", "rebase_onto"]
 
 
 class ForeignDelta(ValueError):
@@ -338,6 +340,76 @@ def merge(
     return _merged(base, rounds, target, ref, aligned, refs, stats, dual, prox, support)
 
 
+def rebase_onto(
+    model: OnlineMKL,
+    base: tuple[Mapping[str, Any], Mapping[str, np.ndarray]],
+    since: tuple[Mapping[str, Any], Mapping[str, np.ndarray]],
+    examples: int,
+) -> bool:
+    """Move ``model``'s own progress onto a merged model, in place: ``w <- w_base + (w_model -
+    w_since)`` for every part of the state (weights or FTRL's dual, AdaGrad's sums, biases,
+    averaged iterates, the round counts), where ``since`` is the state (``to_state()``) the
+    model's owner published and ``examples`` what it learned after it. The model then holds,
+    bit for bit, what ``merge(*base, [MemberRound("", examples, *model.to_state(), since)],
+    prox=False)`` (a group member's *rebase*) returns saved and loaded again, without building
+    a model, a layout or a saved state.
+
+    Only where the three share one layout: the same configuration, fitted bandwidths (none
+    pending, no warm-up inputs kept), inputs in the same order and outputs, a bank of explicit
+    blocks, and a model whose layout keeps no room for inputs to come. Otherwise (new inputs,
+    another bank or bandwidth, kernelized blocks with their support sets) the model is left
+    untouched and False is returned: the caller takes the general path (:func:`merge`).
+    """
+    layout, state = model.layout, model.state
+    if (
+        layout is None
+        or state is None
+        or layout.im_blocks.size
+        or not model.feature_keys
+        or examples < 0
+        or layout.capacity != len(model.feature_keys)
+        or layout.used_columns().size != layout.width
+        or bandwidth.has_pending(model.kernels)
+        or model.warmup_rows.shape[0]
+        or state.w.shape[-1] != layout.width
+    ):
+        return False
+    try:
+        check_mixable(model)
+    except ValueError:
+        return False
+    mine = {
+        "config": model.config(),
+        "bandwidths": bandwidth.saved(model.kernels),
+        "feature_keys": list(model.feature_keys),
+        "n_outputs": model.n_outputs,
+        "version": STATE_VERSION,
+        "draws": model.draws,
+    }
+    for meta, arrays in (base, since):
+        if any(not same_meta(meta.get(key), value) for key, value in mine.items()):
+            return False
+        if any(name not in arrays for name in _FAST_ARRAYS) or "warmup_inputs" in arrays:
+            return False
+        if np.asarray(arrays["w"]).shape[-1] != layout.width:
+            return False
+    target = _Target(model, [])
+    live = {"t": model.t, "schedule_t": model.schedule.t}
+    saved = {name: getattr(state, name) for name in _FAST_ARRAYS}
+    ref = _Aligned.of_arrays(base[0], base[1], target)
+    aligned = [_Aligned.of_arrays(live, saved, target)]
+    refs = [_Aligned.of_arrays(since[0], since[1], target)]
+    rounds = [MemberRound("", examples, live, saved, since)]
+    count = float(np.asarray(base[1]["avg_count"])[0])
+    merged, _, _ = _merged_state(
+        model, int(base[0]["t"]), count, rounds, target, ref, aligned, refs, None, "sum", False
+    )  # fmt: skip
+    merged.resize_support(max(budgets.initial_capacity(model.budget), merged.n_support))
+    model.adopt(layout, merged)
+    model.keep_warmup(None)
+    return True
+
+
 def _merged(
     base: OnlineMKL,
     rounds: Sequence[MemberRound],
@@ -352,6 +424,41 @@ def _merged(
 ) -> OnlineMKL:
     """The merged model from the states on the target's columns (:func:`merge`); ``support``:
     (examples, model, the model it learned from) of every member, for the kernelized blocks."""
+    merged = OnlineMKL(**base.config())
+    merged.feature_keys = list(target.keys)
+    merged.n_outputs = target.n_outputs
+    merged.kernels = target.kernels
+    count = float(base.state.avg_count[0]) if base.state is not None else None
+    state, theta, before = _merged_state(
+        merged, base.t, count, rounds, target, ref, aligned, refs, stats, dual, prox,
+        None if support is None else (base, support),
+    )  # fmt: skip
+    merged.adopt(target.layout, state)
+    if stats is not None:
+        kernelized = stats.pop("delta_sqnorm", 0.0)
+        stats["delta_norm"] = float(np.sqrt(np.linalg.norm(theta - ref.theta) ** 2 + kernelized))
+        stats["active_before"] = int(before.sum())
+        stats["active_after"] = int((np.asarray(merged.block_norms) > 0).sum())
+    return merged
+
+
+def _merged_state(
+    merged: OnlineMKL,
+    base_t: int,
+    base_count: float | None,
+    rounds: Sequence[MemberRound],
+    target: _Target,
+    ref: _Aligned,
+    aligned: Sequence[_Aligned],
+    refs: Sequence[_Aligned],
+    stats: dict[str, float] | None,
+    dual: str,
+    prox: bool,
+    support: tuple[OnlineMKL, list] | None = None,
+) -> tuple[BlockState, np.ndarray, np.ndarray]:
+    """The merged arrays (and theta before the prox, and the blocks active before it) for
+    ``merged``, a model of the base's configuration whose round counts this sets (``base_t``:
+    the base's; ``base_count``: its averages' count, None before its first input)."""
     N = sum(r.examples for r in rounds)
     weights = [r.examples / N for r in rounds] if N > 0 else [0.0] * len(rounds)
 
@@ -367,25 +474,21 @@ def _merged(
             out += getattr(a, attr) - getattr(r, attr)
         return out
 
-    state = BlockState.empty(target.layout, target.n_outputs, 0, base.average, target.n_averages)
+    state = BlockState.empty(target.layout, target.n_outputs, 0, merged.average, target.n_averages)
     state.bias[:] = weighted("bias")
     state.avg_w[:] = weighted("avg_w")
     state.avg_bias[:] = weighted("avg_bias")
     state.avg_loss[:] = weighted("avg_loss")
-    state.avg_count[:] = float(base.state.avg_count[0]) + N if base.state is not None else N
+    state.avg_count[:] = base_count + N if base_count is not None else N
     mean = dual == "mean"
     state.step_acc[:] = weighted("acc") if mean else added("acc")
     schedule_t = _merged_schedule_t(ref, aligned, refs, weights if mean else None)
-    merged = OnlineMKL(**base.config())
-    merged.feature_keys = list(target.keys)
-    merged.n_outputs = target.n_outputs
-    merged.kernels = target.kernels
-    merged.t = base.t + N
+    merged.t = base_t + N
     merged.schedule.t = schedule_t
     theta = weighted("theta")
     if target.layout.im_blocks.size:
         assert support is not None  # (the fast path takes explicit blocks only)
-        merge_support(state, target.layout, target.keys, base, support, stats)
+        merge_support(state, target.layout, target.keys, support[0], support[1], stats)
     before = (_block_norms(target.layout, theta) > 0) | (state.norms > 0)
     if isinstance(merged.schedule, schedules_mod.FTRL):
         stored = weighted("stored") if mean else added("stored")
@@ -393,13 +496,7 @@ def _merged(
         _ftrl_theta(merged, target.layout, state, stored)
     else:
         _prox_theta(merged, target.layout, state, theta, prox)
-    merged.adopt(target.layout, state)
-    if stats is not None:
-        kernelized = stats.pop("delta_sqnorm", 0.0)
-        stats["delta_norm"] = float(np.sqrt(np.linalg.norm(theta - ref.theta) ** 2 + kernelized))
-        stats["active_before"] = int(before.sum())
-        stats["active_after"] = int((np.asarray(merged.block_norms) > 0).sum())
-    return merged
+    return state, theta, before
 
 
 def _merged_schedule_t(

@@ -941,6 +941,40 @@ class OnlineMKL:
             model.adopt(layout, state)
         return model
 
+    def take_state(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> bool:
+        """Take a saved state (:meth:`to_state`) in place, on the model's own layout: the model
+        then holds what :meth:`from_state` would build, bit for bit, without building a model
+        or a layout (a group member taking its group's merged model every round). Only when
+        the state has the model's configuration, fitted bandwidths (none pending, no warm-up
+        inputs), inputs in the same order, outputs, draws and room (its ``capacity``), at the
+        current state version; otherwise the model is left untouched and False is returned
+        (use :meth:`from_state`)."""
+        layout = self._layout
+        if (
+            layout is None
+            or meta.get("format") != FORMAT
+            or meta.get("version") != STATE_VERSION
+            or "warmup_inputs" in arrays
+            or not arrays
+            or bandwidth.has_pending(self.kernels)
+            or self.warmup_rows.shape[0]
+            or meta.get("capacity") != layout.capacity
+            or list(meta.get("feature_keys") or []) != self.feature_keys
+            or meta.get("n_outputs") != self.n_outputs
+            or meta.get("draws") != self.draws
+            or not statefile.same_meta(meta.get("bandwidths"), bandwidth.saved(self.kernels))
+            or not statefile.same_meta(meta.get("config"), self.config())
+        ):
+            return False
+        state = BlockState.from_arrays(dict(arrays), budgets.initial_capacity(self.budget))
+        state.spread(layout)
+        state.sync_gram(layout, budgets.keeps_gram(self.budget, self.budget_policy))
+        self.schedule.t = int(meta["schedule_t"])
+        self.t = int(meta["t"])
+        self.adopt(layout, state)
+        self.keep_warmup(None)
+        return True
+
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the model to ``path`` (:mod:`streammkl.statefile`), atomically; the path."""
         return statefile.write(path, *self.to_state())

@@ -26,9 +26,11 @@ import numpy as np
 
 from streammkl import statefile
 from streammkl.core import OnlineMKL
+from streammkl.core.mixing import rebase_onto
 from streammkl.river._features import FeatureIndex, check_numeric
 from streammkl.river._labels import Classes
 from streammkl.river._scaling import InputScaler, TargetScale
+from streammkl.river.pooling import SCALER_PREFIX, pool_scalers, split_scaler
 
 __all__ = ["Rounds"]
 
@@ -486,6 +488,77 @@ class Rounds:
             )
         self.learner.kernels = saved.kernels
         self.adopt(other)
+
+    def take_state(self, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> bool:
+        """:meth:`load_state` in place on the learner's own core model (the same bits, without
+        building a learner, a model or a layout: :meth:`OnlineMKL.take_state`), when the state
+        has the learner's parameters (its bank), classes, inputs in the same order and the
+        core's layout; otherwise nothing changes and False is returned (use
+        :meth:`load_state`)."""
+        model = self.model
+        names = list(self.features.names)
+        if (
+            model is None
+            or meta.get("core") is None
+            or meta.get("class") != type(self.learner).__name__
+            or list(meta.get("features") or []) != names
+            or not statefile.same_meta(meta.get("params"), self.params_spec())
+            or not statefile.same_meta(meta.get("extra"), self.targets_meta())
+        ):
+            return False
+        core, scaler = split_scaler(arrays)
+        if not model.take_state(dict(meta["core"]), core):
+            return False
+        self.scaler = (
+            InputScaler.from_arrays(scaler, SCALER_PREFIX)
+            if f"{SCALER_PREFIX}count" in scaler
+            else InputScaler()
+        )
+        return True
+
+    def rebase_onto(
+        self,
+        merged: tuple[Mapping[str, Any], Mapping[str, np.ndarray]],
+        since: tuple[Mapping[str, Any], Mapping[str, np.ndarray]],
+        examples: int,
+    ) -> bool:
+        """Move what the learner learned since the state ``since`` (its ``to_state()``, which
+        a group member published; ``examples`` learned after it) onto the group's ``merged``
+        learner state, in place: the core model by :func:`streammkl.core.mixing.rebase_onto`,
+        the input standardisation by pooling (:func:`streammkl.river.pooling.pool_scalers`).
+        The learner then holds, bit for bit, the state a group's rebase builds from the
+        merged state and this learner's saved one and :meth:`load_state` loads, at a fraction
+        of its cost. Only when the three states share the learner's parameters (its bank),
+        classes, inputs in the same order and the core's layout (see the core function);
+        otherwise nothing changes and False is returned (the caller takes the general path)."""
+        model = self.model
+        meta, arrays = merged
+        names = list(self.features.names)
+        if (
+            model is None
+            or meta.get("core") is None
+            or since[0].get("core") is None
+            or meta.get("class") != type(self.learner).__name__
+            or list(meta.get("features") or []) != names
+            or list(since[0].get("features") or []) != names
+            or model.feature_keys != names
+            or not statefile.same_meta(meta.get("params"), self.params_spec())
+            or not statefile.same_meta(meta.get("extra"), self.targets_meta())
+        ):
+            return False
+        core, scaler = split_scaler(arrays)
+        standardize = bool(self.learner.standardize)
+        if standardize != bool(scaler):
+            return False
+        pooled = None
+        if standardize:  # the group's statistics, with this learner's own part on top
+            mine = self.scaler.to_arrays(SCALER_PREFIX)
+            pooled = pool_scalers((names, arrays), [((names, mine), (names, since[1]))], names)
+        if not rebase_onto(model, (meta["core"], core), (since[0]["core"], since[1]), examples):
+            return False
+        if pooled is not None:
+            self.scaler = InputScaler.from_arrays(pooled, SCALER_PREFIX)
+        return True
 
     def params_spec(self) -> dict[str, Any]:
         """The learner's parameters as JSON-able specs (what its saved state records)."""

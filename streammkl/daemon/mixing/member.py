@@ -389,10 +389,20 @@ class MixingMember:
         base = self.log.base
         mine = self._merged_mine()
         n = self._learned(learner)
-        local = None if n == 0 and not self.kept else snapshot(learner)
+        learned = n > 0 or bool(self.kept)
         kept, self._kept_published = self._kept_published, []
         scored = (self.round, kept) if kept and mine else None  # the merged model holds them
         ref = self.ref
+        if learned and self.K_round == self.K and rounds.rebase_onto(base, ref, n):
+            # the steady state of a settled group (the same bank, inputs and layout): the
+            # rebase on the learner's own arrays, the same bits as the rebased state loaded
+            # below, without building a state or a model; checked like it
+            if self._checked_now():
+                self._later = (learner, base, self.log.digest, self.log.round, scored)
+            self._after_base(learner)
+            self._rebased(rounds, n, offsets, t0)
+            return
+        local = snapshot(learner) if learned else None
         bank = bank_of(base)
         switched = local is not None and bank is not None and bank_of(local) != bank
         steady = not switched and self.K_round == self.K
@@ -407,8 +417,10 @@ class MixingMember:
             self._after_base(learner)
         elif steady and bank_of(ref) == bank:
             # nothing learned since its publish (the round's last member to publish reads the
-            # close right after it): the merged model, exactly, checked like the rebase above
-            rounds.load_state(*base, with_bank=True)
+            # close right after it): the merged model, exactly (taken on the learner's own
+            # arrays when its layout is the same), checked like the rebase above
+            if not rounds.take_state(*base):
+                rounds.load_state(*base, with_bank=True)
             if self._checked_now():
                 self._check_digest(rounds)
                 if scored is not None:
@@ -428,6 +440,11 @@ class MixingMember:
                 core = rounds.model
                 if core is not None:
                     core.hold_bandwidths = True
+        self._rebased(rounds, n, offsets, t0)
+
+    def _rebased(self, rounds: Rounds, n: int, offsets: dict[TP, int], t0: float) -> None:
+        """A rebase's end: the learner's mark (``n`` of its examples are not published yet)
+        and the group's offsets of the others' partitions."""
         self.mark = int(rounds.n_learned) - n
         for key, offset in self.log.frontier.items():  # others' partitions: the group's
             topic, _, part = key.rpartition("/")
