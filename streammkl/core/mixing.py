@@ -211,9 +211,18 @@ def _same_layout(
     same order and outputs, and explicit blocks only (support sets merge by identity)."""
     if not base.feature_keys or base.layout is None or base.layout.im_blocks.size:
         return False
-    same = ("config", "bandwidths", "feature_keys", "n_outputs", "version", "draws")
+    return _on_layout_of(base_meta, states)
+
+
+#: What a saved state's meta says of its layout (:func:`_on_layout_of`).
+_LAYOUT_META = ("config", "bandwidths", "feature_keys", "n_outputs", "version", "draws")
+
+
+def _on_layout_of(reference: Mapping[str, Any], states: Sequence[tuple[Mapping, Mapping]]) -> bool:
+    """Whether every state's meta says what ``reference`` says of the layout (as JSON: a live
+    model's meta has tuples where a saved one has lists) and its arrays are the fast path's."""
     for meta, arrays in states:
-        if any(meta.get(key) != base_meta.get(key) for key in same):
+        if any(not same_meta(meta.get(key), reference.get(key)) for key in _LAYOUT_META):
             return False
         if any(name not in arrays for name in _FAST_ARRAYS):
             return False
@@ -386,12 +395,10 @@ def rebase_onto(
         "version": STATE_VERSION,
         "draws": model.draws,
     }
-    for meta, arrays in (base, since):
-        if any(not same_meta(meta.get(key), value) for key, value in mine.items()):
-            return False
-        if any(name not in arrays for name in _FAST_ARRAYS) or "warmup_inputs" in arrays:
-            return False
-        if np.asarray(arrays["w"]).shape[-1] != layout.width:
+    if not _on_layout_of(mine, (base, since)):
+        return False
+    for _, arrays in (base, since):
+        if "warmup_inputs" in arrays or np.asarray(arrays["w"]).shape[-1] != layout.width:
             return False
     target = _Target(model, [])
     live = {"t": model.t, "schedule_t": model.schedule.t}

@@ -496,15 +496,7 @@ class Rounds:
         core's layout; otherwise nothing changes and False is returned (use
         :meth:`load_state`)."""
         model = self.model
-        names = list(self.features.names)
-        if (
-            model is None
-            or meta.get("core") is None
-            or meta.get("class") != type(self.learner).__name__
-            or list(meta.get("features") or []) != names
-            or not statefile.same_meta(meta.get("params"), self.params_spec())
-            or not statefile.same_meta(meta.get("extra"), self.targets_meta())
-        ):
+        if model is None or not self._is_mine(meta, list(self.features.names)):
             return False
         core, scaler = split_scaler(arrays)
         if not model.take_state(dict(meta["core"]), core):
@@ -536,14 +528,10 @@ class Rounds:
         names = list(self.features.names)
         if (
             model is None
-            or meta.get("core") is None
-            or since[0].get("core") is None
-            or meta.get("class") != type(self.learner).__name__
-            or list(meta.get("features") or []) != names
-            or list(since[0].get("features") or []) != names
             or model.feature_keys != names
-            or not statefile.same_meta(meta.get("params"), self.params_spec())
-            or not statefile.same_meta(meta.get("extra"), self.targets_meta())
+            or since[0].get("core") is None
+            or list(since[0].get("features") or []) != names
+            or not self._is_mine(meta, names)
         ):
             return False
         core, scaler = split_scaler(arrays)
@@ -559,6 +547,18 @@ class Rounds:
         if pooled is not None:
             self.scaler = InputScaler.from_arrays(pooled, SCALER_PREFIX)
         return True
+
+    def _is_mine(self, meta: Mapping[str, Any], names: list[str]) -> bool:
+        """Whether a saved learner state (its meta) has this learner's class, parameters (its
+        bank), classes or targets and inputs in the same order, with a core model: what
+        :meth:`take_state` and :meth:`rebase_onto` need before they work in place."""
+        return (
+            meta.get("core") is not None
+            and meta.get("class") == type(self.learner).__name__
+            and list(meta.get("features") or []) == names
+            and statefile.same_meta(meta.get("params"), self.params_spec())
+            and statefile.same_meta(meta.get("extra"), self.targets_meta())
+        )
 
     def params_spec(self) -> dict[str, Any]:
         """The learner's parameters as JSON-able specs (what its saved state records)."""
