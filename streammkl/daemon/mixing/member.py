@@ -393,25 +393,21 @@ class MixingMember:
         kept, self._kept_published = self._kept_published, []
         scored = (self.round, kept) if kept and mine else None  # the merged model holds them
         ref = self.ref
-        if learned and self.K_round == self.K and rounds.rebase_onto(base, ref, n):
-            # the steady state of a settled group (the same bank, inputs and layout): the
-            # rebase on the learner's own arrays, the same bits as the rebased state loaded
-            # below, without building a state or a model; checked like it
-            if self._checked_now():
-                self._later = (learner, base, self.log.digest, self.log.round, scored)
-            self._after_base(learner)
-            self._rebased(rounds, n, offsets, t0)
-            return
-        local = snapshot(learner) if learned else None
+        # a settled group (the same bank, inputs and layout): the rebase on the learner's own
+        # arrays, the same bits as the rebased state loaded below, without building either
+        in_place = learned and self.K_round == self.K and rounds.rebase_onto(base, ref, n)
+        local = snapshot(learner) if learned and not in_place else None
         bank = bank_of(base)
         switched = local is not None and bank is not None and bank_of(local) != bank
         steady = not switched and self.K_round == self.K
-        if local is not None and steady:
+        if in_place or (local is not None and steady):
             # the steady state (no bank switch, no bandwidth warm-up): the learner takes its
             # rebased state at once; every CHECK_EVERY-th time, the check of the merged model's
             # digest and the hindsight scoring follow after this member's next delta is out
             # (:meth:`_check_later`)
-            rounds.load_state(*rebased(base, local, ref, n), with_bank=True)
+            if not in_place:
+                assert local is not None
+                rounds.load_state(*rebased(base, local, ref, n), with_bank=True)
             if self._checked_now():
                 self._later = (learner, base, self.log.digest, self.log.round, scored)
             self._after_base(learner)
