@@ -587,7 +587,6 @@ def build_layout(
     keys: Sequence[str] | None = None,
     capacity: int | None = None,
     draws: int = DRAWS,
-    growing: bool = False,
 ) -> Layout:
     """Arrays describing the bank on ``d`` inputs; ``keys[j]`` names input j (seeds the random
     maps, drawn as ``draws`` say: ``kernel_base.DRAWS``); room for ``capacity`` inputs (at
@@ -595,16 +594,8 @@ def build_layout(
 
     The last few layouts built are kept and handed out as copies: a group member rebuilds the
     same layout for every state it loads, merges or rebases each round (the random Fourier
-    rows cost ~1.7 ms for the default bank on 10 inputs, a copy ~0.02 ms). ``growing``: the
-    layout of a model whose inputs keep arriving (its room beyond its inputs), rebuilt for a
-    new bandwidth: no later call asks for it, so it is neither looked up nor kept (keeping it
-    cost a copy of its rows of frequencies: fresh pages, ~6 us each on a virtual machine, and
-    a place among the layouts kept that a group member's loads would use)."""
+    rows cost ~1.7 ms for the default bank on 10 inputs, a copy ~0.02 ms)."""
     keys = [str(j) for j in range(d)] if keys is None else list(keys[:d])
-    if growing:
-        layout = _empty(kernels, max(d, capacity or 0), seed, draws)
-        layout.extend(kernels, keys, seed, index)
-        return layout
     key = (
         tuple((repr(k.to_spec()), getattr(k, "fit", None)) for k in kernels),  # (fits hash)
         tuple(keys), max(d, capacity or 0), seed, int(draws),

@@ -253,9 +253,8 @@ class OnlineMKL:
         kernels = bandwidth.for_inputs(kernels, len(keys), rescale=not self.hold_bandwidths)
         capacity = 0 if self._layout is None else self._layout.capacity
         layout = build_layout(
-            kernels, len(keys), self.seed, self._key_index, keys, capacity, self.draws,
-            growing=capacity > len(keys),  # (a grown model's: asked for once)
-        )  # fmt: skip
+            kernels, len(keys), self.seed, self._key_index, keys, capacity, self.draws
+        )
         names = [k.name for k in kernels]
         if self._state is None or self._layout is None:
             cap = budgets.initial_capacity(self.budget)
