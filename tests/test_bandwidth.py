@@ -156,3 +156,18 @@ def test_the_warm_up_reservoir_keeps_inputs_of_growing_width_as_zero_padded_rows
     res.add(np.ones((1, 5)))  # full: nothing kept
     assert res.rows.shape == (4, 3)
     assert len(Reservoir()) == 0 and Reservoir().rows.shape == (0, 0)
+
+
+def test_a_reservoir_pickled_with_its_rows_stacked_loads_with_the_same_inputs():
+    """A warm-up reservoir pickled by an earlier version (its ``rows`` an attribute) loads
+    with the same inputs and goes on keeping new ones."""
+    import pickle
+
+    from streammkl.core.bandwidth import Reservoir
+
+    old = Reservoir.__new__(Reservoir)
+    old.__dict__.update({"rows": np.array([[1.0, 2.0]]), "size": 3})  # the earlier attributes
+    res = pickle.loads(pickle.dumps(old))
+    assert len(res) == 1 and not res.full
+    res.add(np.array([[3.0, 4.0, 5.0]]))
+    np.testing.assert_array_equal(res.rows, [[1.0, 2.0, 0.0], [3.0, 4.0, 5.0]])

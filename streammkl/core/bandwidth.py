@@ -189,6 +189,12 @@ class Reservoir:
     def __len__(self) -> int:
         return self._count
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        if "rows" in state:  # pickled when the rows were kept stacked: the same inputs
+            state = {"_rows": state["rows"], "_pending": [], "_count": len(state["rows"]),
+                     "size": state["size"]}  # fmt: skip
+        self.__dict__.update(state)
+
     @property
     def full(self) -> bool:
         return len(self) >= self.size
