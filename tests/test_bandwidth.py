@@ -135,3 +135,39 @@ def test_specs_round_trip_without_the_fitted_bandwidth_and_bad_scales_are_refuse
     with pytest.raises(ValueError, match="scale"):
         kernels.MedianRBF(0.0)
     assert gram(kernels.RBF(0.5), np.eye(2), np.eye(2))[0, 1] == pytest.approx(np.exp(-1.0))
+
+
+def test_the_warm_up_reservoir_keeps_inputs_of_growing_width_as_zero_padded_rows():
+    """``Reservoir`` keeps each input as it comes (a copy) and stacks them when its rows are
+    read: later inputs are wider (new inputs count as 0 in earlier rows), a rows array handed
+    out never changes, and it stops at its size."""
+    from streammkl.core.bandwidth import Reservoir
+
+    res = Reservoir(np.array([[1.0, 2.0]]), size=4)
+    x = np.array([3.0, 4.0, 5.0])
+    res.add(x[None, :])
+    x[0] = -1.0  # the caller's array changes: the kept input does not
+    first = res.rows
+    np.testing.assert_array_equal(first, [[1.0, 2.0, 0.0], [3.0, 4.0, 5.0]])
+    res.add(np.array([[6.0], [7.0], [8.0]]))  # two of these fit
+    assert len(res) == 4 and res.full
+    np.testing.assert_array_equal(res.rows, [[1, 2, 0], [3, 4, 5], [6, 0, 0], [7, 0, 0]])
+    np.testing.assert_array_equal(first, [[1.0, 2.0, 0.0], [3.0, 4.0, 5.0]])
+    res.add(np.ones((1, 5)))  # full: nothing kept
+    assert res.rows.shape == (4, 3)
+    assert len(Reservoir()) == 0 and Reservoir().rows.shape == (0, 0)
+
+
+def test_a_reservoir_pickled_with_its_rows_stacked_loads_with_the_same_inputs():
+    """A warm-up reservoir pickled by an earlier version (its ``rows`` an attribute) loads
+    with the same inputs and goes on keeping new ones."""
+    import pickle
+
+    from streammkl.core.bandwidth import Reservoir
+
+    old = Reservoir.__new__(Reservoir)
+    old.__dict__.update({"rows": np.array([[1.0, 2.0]]), "size": 3})  # the earlier attributes
+    res = pickle.loads(pickle.dumps(old))
+    assert len(res) == 1 and not res.full
+    res.add(np.array([[3.0, 4.0, 5.0]]))
+    np.testing.assert_array_equal(res.rows, [[1.0, 2.0, 0.0], [3.0, 4.0, 5.0]])

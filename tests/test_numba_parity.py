@@ -44,7 +44,7 @@ MODEL_LOOPS = [
     "with_kernelized_scores",
 ]  # fmt: skip
 WIDE_LOOPS = [
-    "wide_plan", "wide_features", "wide_scores", "wide_average_scores", "wide_store",
+    "wide_plan", "wide_route", "wide_features", "wide_scores", "wide_average_scores", "wide_store",
     "wide_averages", "wide_round", "wide_decision", "learn_predict_wide", "decision_wide",
     "settle", "settle_block", "block_sq", "per_input", "add_run", "dot_avg", "sparse_cached",
     "remember_sparse", "step_run",

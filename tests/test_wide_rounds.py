@@ -280,3 +280,27 @@ def test_a_sparse_records_cost_is_the_columns_the_sparse_round_touches():
     entries, growth = seam.cost(x)
     assert growth == 0 and entries == seam.model.cost(0, 3)[0] < seam.model.cost(0)[0] / 4
     assert seam.cost(None)[0] == seam.model.cost(0)[0]  # no record: every column
+
+
+def test_a_prediction_lends_its_features_to_the_round_on_the_same_record_only():
+    """The sparse round reuses the features of the prediction just before it when the record
+    is the same (its non-zeros and their values, found in O(nnz)): a round after a prediction
+    of another record (one value changed, a non-zero moved, the same with a zero of the other
+    sign) learns exactly what a round with no prediction before it learns."""
+    X, Y = _records(40, 300, 6, 3, seed=4)
+    alone, after = _model(), _model()
+    for i, (x, y) in enumerate(zip(X, Y, strict=True)):
+        seen = x.copy()
+        nz = np.flatnonzero(x)
+        if i % 4 == 1:
+            seen[nz[0]] += 1.0  # a value changed
+        elif i % 4 == 2:
+            seen[nz[0]], seen[(nz[0] + 1) % x.size] = 0.0, seen[nz[0]]  # a non-zero moved
+        elif i % 4 == 3:
+            seen[np.flatnonzero(x == 0.0)[:5]] = -0.0  # the same record: zeros of either sign
+        if after.built:
+            after.decision_prepared(seen)
+        alone.learn_predict(x, y)
+        np.testing.assert_array_equal(after.learn_predict(x, y), alone.last_scores)
+    assert alone._args is not None and alone._args.wide  # (the rounds took the sparse route)
+    assert after.digest() == alone.digest()

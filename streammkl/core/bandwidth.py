@@ -156,14 +156,44 @@ def median_sq_distance(inputs: np.ndarray) -> float:
 class Reservoir:
     """The first ``size`` inputs (``WARMUP``; a bank's :func:`warmup`), as rows (inputs that
     appear later count as 0 in earlier rows, the learners' convention for a missing
-    feature)."""
+    feature).
+
+    Inputs are kept as they come (a copy each) and stacked into :attr:`rows` when it is read:
+    a record's input costs O(its width) to keep, not a copy of every row kept before it (which
+    made the warm-up O(size^2 d) on a stream whose inputs grow, such as a bag of words)."""
 
     def __init__(self, rows: np.ndarray | None = None, size: int = WARMUP):
-        self.rows = np.zeros((0, 0)) if rows is None else np.array(rows, dtype=np.float64)
+        self._rows = np.zeros((0, 0)) if rows is None else np.array(rows, dtype=np.float64)
+        self._pending: list[np.ndarray] = []  # inputs kept since ``_rows`` was stacked
+        self._count = int(self._rows.shape[0])
         self.size = int(size)
 
+    @property
+    def rows(self) -> np.ndarray:
+        """The inputs kept, one a row, over the widest of them (a fresh array after each
+        :meth:`add`; never changed in place)."""
+        pending = self._pending
+        if pending:
+            d = max(self._rows.shape[1], *(x.shape[1] for x in pending))
+            rows = np.zeros((self._count, d))
+            n0, d0 = self._rows.shape
+            rows[:n0, :d0] = self._rows
+            i = n0
+            for x in pending:
+                rows[i : i + x.shape[0], : x.shape[1]] = x
+                i += x.shape[0]
+            self._rows = rows
+            pending.clear()
+        return self._rows
+
     def __len__(self) -> int:
-        return int(self.rows.shape[0])
+        return self._count
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        if "rows" in state:  # pickled when the rows were kept stacked: the same inputs
+            state = {"_rows": state["rows"], "_pending": [], "_count": len(state["rows"]),
+                     "size": state["size"]}  # fmt: skip
+        self.__dict__.update(state)
 
     @property
     def full(self) -> bool:
@@ -173,8 +203,5 @@ class Reservoir:
         X = np.atleast_2d(np.asarray(X, dtype=np.float64))[: self.size - len(self)]
         if X.shape[0] == 0:
             return
-        d = max(X.shape[1], self.rows.shape[1])
-        rows = np.zeros((len(self) + X.shape[0], d))
-        rows[: len(self), : self.rows.shape[1]] = self.rows
-        rows[len(self) :, : X.shape[1]] = X
-        self.rows = rows
+        self._pending.append(np.array(X, dtype=np.float64))  # (a copy: the caller's may change)
+        self._count += X.shape[0]

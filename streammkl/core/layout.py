@@ -241,12 +241,10 @@ class Layout:
             take = new[: max(q - p0, 0)]
             if not take.size:  # the map is full (its first max_inputs): nothing to lay out
                 return
-            before = [int(j) for j in self._block_inputs(m, p0)]
-            for p, j in enumerate(take.tolist(), start=p0):
-                cols = _quad_group(kernel.coef0, before, j)
-                base = a + _quad_base(kernel.coef0, p)
-                src[:3, base : base + cols.shape[1]] = cols
-                before.append(j)
+            order = np.concatenate([self._block_inputs(m, p0), take])
+            cols = _quad_groups(kernel.coef0, order, p0)
+            base = a + _quad_base(kernel.coef0, p0)
+            src[:3, base : base + cols.shape[1]] = cols
             self.in_pos[m, take] = np.arange(p0, p0 + take.size)
             self.blk_inputs[m] += take.size
             self.ex_used[m] = _quad_base(kernel.coef0, int(self.blk_inputs[m]))
@@ -439,13 +437,30 @@ def _quad_base(c: float, p: int) -> int:
     return lead * (1 + p) + p * (p + 1) // 2
 
 
-def _quad_group(c: float, before: Sequence[int], j: int) -> np.ndarray:
-    """(3, n) columns of the input j's group in the quadratic map: ``sqrt(2c) x_j``, ``sqrt(2)
-    x_i x_j`` for the inputs i before it, ``x_j^2``."""
-    cols: list[tuple[float, float, float]] = [(j, -1.0, np.sqrt(2 * c))] if c > 0 else []
-    cols.extend((i, j, np.sqrt(2.0)) for i in before)
-    cols.append((j, j, 1.0))
-    return np.array(cols, dtype=np.float64).T.reshape(3, len(cols))
+def _quad_groups(c: float, order: np.ndarray, p0: int) -> np.ndarray:
+    """(3, n) columns of the groups of positions ``p0 .. len(order) - 1`` in the quadratic map
+    (``order``: the inputs at positions 0, 1, ...), contiguous from ``_quad_base(c, p0)``; the
+    group of the input j at position p: ``sqrt(2c) x_j`` (when c > 0), ``sqrt(2) x_i x_j`` for
+    the inputs i before it, ``x_j^2``. Built at once (a group per input in Python cost O(p)
+    interpreted steps each: ~3 ms for a map of 128 inputs laid out again)."""
+    order = np.asarray(order, dtype=np.int64)
+    lead = 1 if c > 0 else 0
+    ps = np.arange(p0, order.size)
+    sizes = lead + ps + 1
+    n = int(sizes.sum())
+    k = np.arange(n) - np.repeat(np.cumsum(sizes) - sizes, sizes)  # column within its group
+    p = np.repeat(ps, sizes)
+    j = np.repeat(order[p0:], sizes).astype(np.float64)
+    pair = (k >= lead) & (k < lead + p)
+    out = np.empty((3, n))
+    out[0] = j
+    out[0, pair] = order[(k - lead)[pair]]
+    out[1] = j
+    out[1, k < lead] = -1.0
+    out[2] = 1.0
+    out[2, k < lead] = np.sqrt(2 * c) if lead else 0.0
+    out[2, pair] = np.sqrt(2.0)
+    return out
 
 
 def _block_width(kernel: Kernel, capacity: int) -> int:
@@ -666,9 +681,6 @@ def product_map(kernel: Kernel, idx: np.ndarray) -> np.ndarray:
             idx = idx[: kernel.max_inputs]
         c = kernel.coef0
         cols = [np.array([[-1.0], [-1.0], [c]])] if c > 0 else []
-        for pos, j in enumerate(idx.tolist()):
-            cols.append(_quad_group(c, idx[:pos].tolist(), j))
-        if not cols:
-            return np.zeros((3, 0))
+        cols.append(_quad_groups(c, idx, 0))
         return np.ascontiguousarray(np.hstack(cols))
     return np.vstack([idx.astype(np.float64), -np.ones(idx.size), np.ones(idx.size)])

@@ -82,6 +82,8 @@ from streammkl.core._numba.losses import loss_grad
 from streammkl.core._numba.pack import explicit_view
 from streammkl.core._numba.prox import prox_blockwise_steps
 from streammkl.core._numba.rounds import (
+    BAD_X,
+    MAX_ABS_INPUT,
     block_steps,
     check_example,
     explicit_decision,
@@ -154,14 +156,9 @@ def _per_input(m, ex_used, blk_inputs):
 per_input = njit(**JIT_INLINE)(_per_input)
 
 
-def _wide_plan(x, nz, ex_blocks, ex_off, ex_kind, ex_used, blk_inputs):
-    """The record's non-zero inputs into ``nz`` (ascending); returns (their count, a bound on
-    the columns the sparse round touches, whether it takes the sparse route)."""
-    nnz = 0
-    for i in range(x.shape[0]):
-        if x[i] != 0.0:
-            nz[nnz] = i
-            nnz += 1
+def _wide_route(nnz, ex_blocks, ex_off, ex_kind, ex_used, blk_inputs):
+    """For a record of ``nnz`` non-zero inputs: (a bound on the columns the sparse round
+    touches, whether it takes the sparse route); ``wide_plan`` without the scan."""
     total = 0
     narrow = 0
     filled = 0
@@ -179,7 +176,22 @@ def _wide_plan(x, nz, ex_blocks, ex_off, ex_kind, ex_used, blk_inputs):
             narrow += 1 + 2 * nnz + nnz * (nnz - 1) // 2
         else:
             narrow += ex_off[m + 1] - ex_off[m]
-    return nnz, total + narrow, SPARSE_SHARE * narrow < filled
+    return total + narrow, SPARSE_SHARE * narrow < filled
+
+
+wide_route = njit(**JIT_INLINE)(_wide_route)
+
+
+def _wide_plan(x, nz, ex_blocks, ex_off, ex_kind, ex_used, blk_inputs):
+    """The record's non-zero inputs into ``nz`` (ascending); returns (their count, a bound on
+    the columns the sparse round touches, whether it takes the sparse route)."""
+    nnz = 0
+    for i in range(x.shape[0]):
+        if x[i] != 0.0:
+            nz[nnz] = i
+            nnz += 1
+    n_cols, sparse = wide_route(nnz, ex_blocks, ex_off, ex_kind, ex_used, blk_inputs)
+    return nnz, n_cols, sparse
 
 
 wide_plan = njit(**JIT_INLINE)(_wide_plan)
@@ -550,15 +562,20 @@ def _wide_averages(p):
 wide_averages = njit(**JIT_INLINE)(_wide_averages)
 
 
-def _sparse_cached(p, x):
+def _sparse_cached(p, x, nz, nnz):
     """Whether ``phi`` (and ``p.fsq``) hold the sparse features of this very ``x`` (the
-    prediction just before the round, ``remember_sparse``): ``phi_valid[0] = -(d + 1)``."""
+    prediction just before the round, ``remember_sparse``: ``phi_valid[0] = -(d + 1)``), in
+    O(nnz): the same non-zeros ``nz[:nnz]`` (ascending) with the same values, i.e. the same
+    ``x`` (a zero of either sign reads as 0 in both)."""
     d = x.shape[0]
     if p.phi_valid[0] != -(d + 1):
         return False
     phi_x = p.phi_x
-    for j in range(d):
-        if x[j] != phi_x[j]:
+    if phi_x[0] != nnz:
+        return False
+    for q in range(nnz):
+        i = nz[q]
+        if phi_x[1 + q] != i or phi_x[1 + nnz + q] != x[i]:
             return False
     return True
 
@@ -566,15 +583,20 @@ def _sparse_cached(p, x):
 sparse_cached = njit(**JIT_INLINE)(_sparse_cached)
 
 
-def _remember_sparse(p, x):
-    """Mark ``phi`` as holding the sparse features of ``x`` (``sparse_cached``)."""
-    d = x.shape[0]
-    if p.phi_x.shape[0] < d:
+def _remember_sparse(p, x, nz, nnz):
+    """Mark ``phi`` as holding the sparse features of ``x`` (``sparse_cached``): ``phi_x``
+    keeps its non-zeros, ``[nnz, their indices..., their values...]`` (O(nnz); none kept when
+    they do not fit)."""
+    phi_x = p.phi_x
+    if phi_x.shape[0] < 1 + 2 * nnz:
         p.phi_valid[0] = 0
         return
-    for j in range(d):
-        p.phi_x[j] = x[j]
-    p.phi_valid[0] = -(d + 1)
+    phi_x[0] = nnz
+    for q in range(nnz):
+        i = nz[q]
+        phi_x[1 + q] = i
+        phi_x[1 + nnz + q] = x[i]
+    p.phi_valid[0] = -(x.shape[0] + 1)
 
 
 remember_sparse = njit(**JIT_INLINE)(_remember_sparse)
@@ -591,7 +613,7 @@ def _wide_round(p, x, y, t, nz, nnz, n_cols):
     cs = np.zeros(M, dtype=np.int64)
     ce = np.zeros(M, dtype=np.int64)
     dt = np.zeros((M, K))
-    wide_features(x, nz, nnz, p, rs, rl, cs, ce, sparse_cached(p, x))
+    wide_features(x, nz, nnz, p, rs, rl, cs, ce, sparse_cached(p, x, nz, nnz))
     p.phi_valid[0] = 0  # phi holds this record's columns only (and the round changes w)
     wide_scores(p, rs, rl, cs, ce, dt)
     fx, v, pred, avg_loss = p.fx, p.v, p.pred, p.avg_loss
@@ -648,8 +670,8 @@ def _wide_decision(p, x, nz, nnz, n_cols, leader_scores):
     cs = np.zeros(M, dtype=np.int64)
     ce = np.zeros(M, dtype=np.int64)
     dt = np.zeros((M, K))
-    wide_features(x, nz, nnz, p, rs, rl, cs, ce, sparse_cached(p, x))
-    remember_sparse(p, x)  # the round on the same record reuses these values
+    wide_features(x, nz, nnz, p, rs, rl, cs, ce, sparse_cached(p, x, nz, nnz))
+    remember_sparse(p, x, nz, nnz)  # the round on the same record reuses these values
     wide_scores(p, rs, rl, cs, ce, dt)
     if leader_scores and p.avg_w.shape[0] > 0:
         best = leader(p.avg_loss)
@@ -664,12 +686,19 @@ def _learn_predict_wide(p, x, y, t, n):
     """``rounds.learn_predict_explicit`` for a bank with blocks that grow with the inputs
     (``p.wide``; never with the running average of Prop. 4): the sparse round on a sparse
     record, else the dense one on the settled state."""
-    code = check_example(p, x, y)
+    nz = np.empty(x.shape[0], dtype=np.int64)
+    nnz = 0
+    for i in range(x.shape[0]):  # check_example's check of x and the non-zeros, in one pass
+        v = x[i]
+        if not abs(v) <= MAX_ABS_INPUT:  # NaN fails the comparison too
+            return BAD_X
+        if v != 0.0:
+            nz[nnz] = i
+            nnz += 1
+    code = check_example(p, x[:0], y)  # (its checks of y: x is checked)
     if code < 0.0:
         return code
-    nz = np.empty(x.shape[0], dtype=np.int64)
-    nnz, n_cols, sparse = wide_plan(x, nz, p.ex_blocks, p.ex_off, p.ex_kind, p.ex_used,
-                                    p.blk_inputs)  # fmt: skip
+    n_cols, sparse = wide_route(nnz, p.ex_blocks, p.ex_off, p.ex_kind, p.ex_used, p.blk_inputs)
     if sparse:
         return wide_round(p, x, y, t, nz, nnz, n_cols)
     settle(p.w, p.avg_w, p.ex_blocks, p.ex_off, p.lazy)
