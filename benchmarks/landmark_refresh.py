@@ -21,7 +21,7 @@ bananas,phishing,sea-drift,hyperplane --periods 0,10,25,50,100 --reach 0|1|2|4``
 reports the chosen setting (refresh 100, reach 2) on every stream.
 
 Run: ``python benchmarks/landmark_refresh.py [--seeds 5] [--jobs 2] [--periods 0,100]
-[--datasets ...] [--bank default|accurate] [--reach 2]``.
+[--datasets ...] [--bank default|accurate] [--reach 2] [--landmarks M] [--scale S]``.
 """
 
 from __future__ import annotations
@@ -38,22 +38,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _table import add_out, documented_run, machine, markdown, publish
 
 
-def bank(kind: str, period: int) -> tuple:
-    """The bank ``kind`` with its landmark kernel refreshed every ``period`` rounds (0: not)."""
+def bank(kind: str, period: int, m: int = 0, scale: float = 0.0) -> tuple:
+    """The bank ``kind`` with its landmark kernel refreshed every ``period`` rounds (0: not),
+    with ``m`` landmarks at ``scale`` / median (0: the bank's)."""
     from streammkl.core import kernels
     from streammkl.river import defaults
 
     base = defaults.accurate_bank() if kind == "accurate" else defaults.kernel_bank()
     return tuple(
-        kernels.LandmarkRBF(k.scale, k.n_landmarks, k.features, refresh=period)
+        kernels.LandmarkRBF(scale or k.scale, m or k.n_landmarks, k.features, refresh=period)
         if isinstance(k, kernels.LandmarkRBF)
         else k
         for k in base
     )
 
 
-def _run(job: tuple[str, int, int, str, float]) -> float:
-    key, seed, period, kind, reach = job
+def _run(job: tuple[str, int, int, str, float, int, float]) -> float:
+    key, seed, period, kind, reach, m, scale = job
     import river_suite as rs
     from river import preprocessing
 
@@ -62,7 +63,8 @@ def _run(job: tuple[str, int, int, str, float]) -> float:
 
     kernels.LandmarkRBF.REACH = reach  # (a worker process of its own: set for its runs)
     data = list(itertools.islice(rs.DATASETS[key].load(), rs.FULL))
-    pipe = preprocessing.StandardScaler() | MKLClassifier(kernels=bank(kind, period), seed=seed)
+    learner = MKLClassifier(kernels=bank(kind, period, m, scale), seed=seed)
+    pipe = preprocessing.StandardScaler() | learner
     hits = 0
     for x, y in data:
         hits += pipe.predict_one(x) == y
@@ -84,6 +86,8 @@ def main(argv: list[str] | None = None) -> None:
         "--reach", type=float, default=2.0,
         help="LandmarkRBF.REACH: inputs within it of a landmark refresh nothing",
     )  # fmt: skip
+    parser.add_argument("--landmarks", type=int, default=0, help="landmarks (0: the bank's)")
+    parser.add_argument("--scale", type=float, default=0.0, help="their gamma scale (0: bank's)")
     add_out(parser)
     args = parser.parse_args(argv)
     keys = [k for k in args.datasets.split(",") if k]
@@ -95,14 +99,13 @@ def main(argv: list[str] | None = None) -> None:
         periods.insert(0, 0)  # the reference: fixed landmarks
     header = machine()
     start = time.perf_counter()
-    jobs = [
-        (k, s, p, args.bank, args.reach) for k in keys for p in periods for s in range(args.seeds)
-    ]
+    extra = (args.bank, args.reach, args.landmarks, args.scale)
+    jobs = [(k, s, p, *extra) for k in keys for p in periods for s in range(args.seeds)]
     with ProcessPoolExecutor(args.jobs) as pool:
         accs = dict(zip(jobs, pool.map(_run, jobs), strict=True))
 
     def seeds(k: str, p: int) -> list[float]:
-        return [accs[(k, s, p, args.bank, args.reach)] for s in range(args.seeds)]
+        return [accs[(k, s, p, *extra)] for s in range(args.seeds)]
 
     rows = []
     for p in periods:
@@ -117,7 +120,8 @@ def main(argv: list[str] | None = None) -> None:
         rows.append([f"refresh={p}" if p else "fixed landmarks", *cells])
     names = [f"{rs.DATASETS[k].title} ({rs.DATASETS[k].role})" for k in keys]
     body = "\n\n".join([
-        f"{header}; {args.seeds} seeds, bank {args.bank}, reach {args.reach:g}, total "
+        f"{header}; {args.seeds} seeds, bank {args.bank}, reach {args.reach:g}, landmarks "
+        f"{args.landmarks or 'as the bank'}, scale {args.scale or 'as the bank'}, total "
         f"{time.perf_counter() - start:.0f} s. Prequential accuracy, mean ± sd over the seeds "
         "(in brackets: the difference from fixed landmarks, points).",
         markdown(["landmarks", *names], rows),
