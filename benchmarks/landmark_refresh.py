@@ -4,9 +4,9 @@
 The default bank's ``LandmarkRBF(16, 50)`` takes its landmarks from the first 50 standardised
 inputs. With ``refresh=N`` the learner itself, at every round ``t`` that is a multiple of ``N``
 and whose input it scored with a loss, replaces the landmark whose weight columns have the
-smallest norm by that input, unless the input lies within ``LandmarkRBF.REACH`` of a landmark
-(its columns restart at zero, the block norm recomputed exactly;
-see ``streammkl.core.kernels.LandmarkRBF``). The period is chosen on the development streams
+smallest norm (among near-duplicate landmarks first) by that input, unless the input lies
+within ``LandmarkRBF.REACH`` of a landmark (its columns restart at zero, the block norm
+recomputed exactly; see ``streammkl.core.kernels.LandmarkRBF``). The period is chosen on the development streams
 (Bananas, Phishing, SEA, Hyperplane) alone and then reported on the validation streams without
 re-tuning (``--datasets``).
 

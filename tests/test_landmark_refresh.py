@@ -1,9 +1,10 @@
 """``LandmarkRBF(refresh=N)``: landmarks that move with the stream. Checked against brute-force
-references: the replaced landmark is the one whose weight columns have the smallest norm, its
-columns (and their averages) restart at zero, the block norm stays exact under FTRL and
-AdaGrad with the group lasso, the layout is the one a fresh build of the refreshed bank gives,
-and a refreshed model saves, restores, rolls back and learns in runs bit for bit as one round
-at a time does."""
+references: the replaced landmark is the one whose weight columns have the smallest norm
+(among near-duplicates first), its columns (and their averages) restart at zero, the block norm
+stays exact under FTRL and AdaGrad with the group lasso, the layout is the one a fresh build of
+the refreshed bank gives, and a refreshed model saves, restores, rolls back and learns in runs
+bit for bit as one round at a time does; behind river's scaler the near-duplicate first
+landmarks are replaced."""
 
 from __future__ import annotations
 
@@ -68,6 +69,7 @@ def test_the_name_and_spec_carry_the_refresh_and_bad_periods_are_refused() -> No
 
 @pytest.mark.parametrize("schedule", sorted(SCHEDULES))
 def test_a_refresh_replaces_the_least_weighted_landmark_with_exact_norms(schedule: str) -> None:
+    """(Among the crowded landmarks first: ``LandmarkRBF.to_replace``.)"""
     X, y = _stream()
     model = _model(schedule, refresh=400)  # no refresh before round 400: taken by hand below
     for x, t in zip(X[:399], y[:399], strict=True):
@@ -80,7 +82,14 @@ def test_a_refresh_replaces_the_least_weighted_landmark_with_exact_norms(schedul
     Z_before = np.array(before_kernel.fit.points)  # type: ignore[union-attr]
     w_before, avg_before = S.w.copy(), S.avg_w.copy()
     col_norms = [math.sqrt(sum(float(v) ** 2 for v in S.w[:, a + j])) for j in range(e - a)]
-    want_j = min(range(e - a), key=lambda j: (col_norms[j], j))  # the first of the smallest
+    gamma = before_kernel.gamma
+    crowded = [
+        j for j, z in enumerate(Z_before)
+        if any(gamma * sum((p - q) ** 2 for p, q in zip(z, o, strict=True))
+               <= Kmod.LandmarkRBF.REACH for i, o in enumerate(Z_before) if i != j)
+    ]  # fmt: skip
+    pool = crowded or list(range(e - a))  # near-duplicates first, else every landmark
+    want_j = min(pool, key=lambda j: (col_norms[j], j))  # the first of the smallest
     x_new = X[-1]  # far from the first landmarks (the shifted half)
     assert not before_kernel.within_reach(x_new, model.feature_keys)
     model._refresh_landmarks(x_new, 400)  # (the hook a round t = 400 with a loss calls)
@@ -184,3 +193,39 @@ def test_a_model_saved_without_refresh_loads_and_learns_as_before() -> None:
     assert isinstance(kernel, Kmod.LandmarkRBF) and kernel.fit is not None
     np.testing.assert_array_equal(np.array(kernel.fit.points), X[:12])  # never moved
     assert OnlineMKL.from_state(meta, arrays).digest() == model.digest()
+
+
+def _crowded_pairs(kernel: Kmod.Kernel) -> int:
+    """Pairs of landmarks within ``REACH`` of each other (near-duplicates), by brute force."""
+    assert isinstance(kernel, Kmod.LandmarkRBF) and kernel.fit is not None
+    Z = [list(p) for p in kernel.fit.points]
+    return sum(
+        kernel.gamma * sum((a - b) ** 2 for a, b in zip(Z[i], Z[j], strict=True))
+        <= Kmod.LandmarkRBF.REACH
+        for i in range(len(Z)) for j in range(i + 1, len(Z))
+    )  # fmt: skip
+
+
+def test_behind_rivers_scaler_the_near_duplicate_first_landmarks_are_replaced() -> None:
+    """``StandardScaler() | MKLClassifier()``: the scaler maps the first example to zeros and
+    the next few to about +-1, so the first landmarks crowd together; a refresh gives up
+    crowded landmarks first, fixed landmarks keep them."""
+    from river import datasets, preprocessing
+
+    from streammkl.river import MKLClassifier
+
+    stream = datasets.synth.RandomRBFDrift(
+        seed_model=1, seed_sample=2, n_classes=2, n_features=4, n_centroids=20,
+        change_speed=0.01, n_drift_centroids=20,
+    )  # fmt: skip
+    data = list(itertools.islice(stream, 1000))
+    crowded = {}
+    for refresh in (0, 100):
+        bank = (Kmod.Linear(), Kmod.LandmarkRBF(16.0, 20, refresh=refresh))
+        pipe = preprocessing.StandardScaler() | MKLClassifier(kernels=bank, seed=0)
+        for x, y in data:
+            pipe.learn_one(x, y)
+        model = pipe["MKLClassifier"].rounds().model
+        crowded[refresh] = _crowded_pairs(model.kernels[1])
+    assert crowded[0] >= 4  # the scaler's first outputs, kept
+    assert crowded[100] == 0

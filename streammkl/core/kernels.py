@@ -602,8 +602,8 @@ class LandmarkRBF(MedianRBF):
     taken, at every round ``t`` that is a multiple of ``refresh`` whose input the model scored
     with a loss (a margin violation: where the bank lacks capacity) and lies out of the
     landmarks' reach (:meth:`within_reach`: ``gamma min_j ||x - z_j||^2 > REACH``), the
-    landmark whose weight columns have the smallest norm over the outputs (the first of
-    equals) is replaced by that input
+    landmark whose weight columns have the smallest norm over the outputs, among the crowded
+    ones (near-duplicates) if there are any (:meth:`to_replace`), is replaced by that input
     (:meth:`with_landmark`), its weight columns (and those of the averaged iterates) restart
     at zero and the block's norm is recomputed exactly (``OnlineMKL``; not in a mixing group,
     whose landmarks the group decides). The new landmarks are the kernel's fitted state, saved
@@ -701,6 +701,23 @@ class LandmarkRBF(MedianRBF):
         if lost:
             raise ValueError(f"{self.name}: the landmarks' inputs {sorted(lost)} are not named")
         return self.with_landmarks(Z, keys, index)
+
+    def to_replace(self, weights: np.ndarray) -> int:
+        """The landmark a refresh gives up, given each landmark's squared weight norm
+        (``weights``, one per landmark): among the crowded landmarks (within ``REACH`` of
+        another one: near-duplicates, e.g. the first inputs through a scaler that had seen
+        one or two examples), else among all, the one with the smallest weights (the first
+        of equals)."""
+        weights = np.asarray(weights, dtype=np.float64)
+        own, _ = self._landmarks()
+        Z = self.landmark_matrix(own)
+        diff = Z[:, None, :] - Z[None, :, :]  # (no BLAS product: it wakes OpenBLAS's threads)
+        d2 = np.einsum("ijk,ijk->ij", diff, diff)
+        np.fill_diagonal(d2, np.inf)
+        crowded = self.gamma * d2.min(axis=1) <= self.REACH
+        if crowded.any():
+            weights = np.where(crowded, weights, np.inf)
+        return int(np.argmin(weights))
 
     def within_reach(
         self, x: np.ndarray, keys: Sequence[str], index: Mapping[str, int] | None = None

@@ -191,6 +191,7 @@ class OnlineMKL:
         #: The bank whose landmark refreshes were last planned, and the planned period (the
         #: gcd of its ``LandmarkRBF.refresh`` periods; 0: none): see :meth:`_refresh_landmarks`.
         self._refresh_plan: tuple[tuple[Kernel, ...], int] = ((), 0)
+        self._refresh_every = 0  # (the same, set with the rounds' arguments: one read per round)
 
     # --- the model's arrays (made at the first input, grown with the inputs and classes) ----
     @property
@@ -273,6 +274,7 @@ class OnlineMKL:
 
     def _refresh_args(self) -> None:
         assert self._layout is not None and self._state is not None
+        self._refresh_every = self._refresh_period()
         steps = step_arrays(self.regularizers, len(self.kernels), self.names)
         self._args = RoundArgs(
             self._layout,
@@ -417,11 +419,8 @@ class OnlineMKL:
         self.t = t
         if self._warmup is not None:
             self._warm(x[None, :])
-        elif loss > 0.0:  # (a landmark refresh takes a round the model scored with a loss)
-            plan = self._refresh_plan  # (inline: a method call here costs the default ~1 %)
-            period = plan[1] if plan[0] is self.kernels else self._refresh_period()
-            if period and t % period == 0:
-                self._refresh_landmarks(x, t)
+        elif loss > 0.0 and self._refresh_every and t % self._refresh_every == 0:
+            self._refresh_landmarks(x, t)  # (a round the model scored with a loss)
         return loss
 
     def _refused(self, x: np.ndarray, y: Any, code: float) -> float:
@@ -582,8 +581,8 @@ class OnlineMKL:
     def _refresh_landmarks(self, x: np.ndarray, t: int) -> None:
         """After round ``t`` on the input ``x`` (scored with a loss): in every landmark block
         whose ``refresh`` divides ``t`` and whose landmarks ``x`` is out of reach of
-        (``LandmarkRBF.within_reach``), the landmark whose weight columns have the smallest
-        norm over the outputs (the first of equals) becomes ``x``, its columns (weights and
+        (``LandmarkRBF.within_reach``), the landmark ``LandmarkRBF.to_replace`` picks (the
+        smallest weight columns, crowded landmarks first) becomes ``x``, its columns (weights and
         their averages) restart at zero, the block's norm is recomputed exactly; the layout is
         a new one (a save point keeps the old). Not while a mixing group holds the
         bandwidths (its landmarks are the group's)."""
@@ -602,7 +601,7 @@ class OnlineMKL:
             state.settle(layout)
             a, e = int(layout.ex_off[m]), int(layout.ex_off[m + 1])
             w = state.w[:, a:e]
-            j = int(np.argmin(np.einsum("ka,ka->a", w, w)))
+            j = kernel.to_replace(np.einsum("ka,ka->a", w, w))
             new = kernels[m] = kernel.with_landmark(j, x, self._keys, self._key_index)
             self._layout = layout.with_landmarks_of(m, new, self._keys, self.seed)
             ftrl = isinstance(self.schedule, schedules_mod.FTRL)
@@ -1077,6 +1076,7 @@ class OnlineMKL:
             if state.get("_layout") is not None:
                 state["_layout"].draws = NUMPY_DRAWS
         state.setdefault("_refresh_plan", ((), 0))  # (pickled before landmark refreshes)
+        state.setdefault("_refresh_every", 0)
         self.__dict__.update(state)
         if self._state is not None:
             self._refresh_args()
