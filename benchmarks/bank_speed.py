@@ -5,9 +5,10 @@
 the same warm-up of 1,100 examples before the timed ones), CPU time per example
 (``time.process_time``), the banks interleaved run by run so that they share the machine's
 load; medians of ``--reps`` runs, and each bank's ratio to the default's and to the accurate
-bank's (``defaults.accurate_bank()``) time. Banks: the default, the default plus
-``RandomBinning(64, 4, 4)``, the accurate bank without its random binning (stumps and the
-narrow Gaussian) and the accurate bank.
+bank's (``defaults.accurate_bank()``) time. Banks: the default, the default with its landmarks
+refreshed (``LandmarkRBF(16, 50, refresh=100)``), the default plus ``RandomBinning(64, 4, 4)``,
+the accurate bank without its random binning (stumps and the narrow Gaussian), the accurate
+bank with fixed landmarks (``refresh=0``) and the accurate bank (its landmarks refreshed).
 
 Run: ``python benchmarks/bank_speed.py [--reps 7]``.
 """
@@ -23,17 +24,29 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _table import add_out, documented_run, machine, markdown, publish
 
+REFRESH = 100  # the landmark refresh period measured beside the default bank
+
 
 def _banks() -> dict[str, tuple]:
     from streammkl.core import kernels
     from streammkl.river import defaults
 
+    def landmarks(bank: tuple, refresh: int) -> tuple:
+        return tuple(
+            kernels.LandmarkRBF(k.scale, k.n_landmarks, k.features, refresh=refresh)
+            if isinstance(k, kernels.LandmarkRBF)
+            else k
+            for k in bank
+        )
+
     accurate = defaults.accurate_bank()
     binning = [k for k in accurate if isinstance(k, kernels.RandomBinning)]
     return {
         "default": defaults.kernel_bank(),
+        f"default, landmarks refreshed ({REFRESH})": landmarks(defaults.kernel_bank(), REFRESH),
         "default + binning": (*defaults.kernel_bank(), *binning),
         "accurate without binning": tuple(k for k in accurate if k not in binning),
+        "accurate, fixed landmarks": landmarks(accurate, 0),
         "accurate": accurate,
     }
 

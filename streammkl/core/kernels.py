@@ -595,10 +595,26 @@ class LandmarkRBF(MedianRBF):
     the projection are ``2 gamma z_j`` and its offsets ``-gamma ||z_j||^2``, then
     ``exp(. - max)`` and the normalisation; same cost as a random Fourier map of
     ``n_landmarks`` components. The name is the configuration:
-    ``landmarks(gamma=16/median,m=50)``.
+    ``landmarks(gamma=16/median,m=50)`` (``landmarks(gamma=16/median,m=50,refresh=100)`` with a
+    refresh).
+
+    ``refresh`` (0: never) lets the landmarks move with the stream: once the landmarks are
+    taken, at every round ``t`` that is a multiple of ``refresh`` whose input the model scored
+    with a loss (a margin violation: where the bank lacks capacity) and lies out of the
+    landmarks' reach (:meth:`within_reach`: ``gamma min_j ||x - z_j||^2 > REACH``), the
+    landmark whose weight columns have the smallest norm over the outputs, among the crowded
+    ones (near-duplicates) if there are any (:meth:`to_replace`), is replaced by that input
+    (:meth:`with_landmark`), its weight columns (and those of the averaged iterates) restart
+    at zero and the block's norm is recomputed exactly (``OnlineMKL``; not in a mixing group,
+    whose landmarks the group decides). The new landmarks are the kernel's fitted state, saved
+    and restored with the model like the first ones.
     """
 
     fit_type: ClassVar[type[Bandwidth]] = Landmarks
+    #: An input within ``gamma ||x - z||^2 <= REACH`` of a landmark ``z`` (its Gaussian above
+    #: e^-2 = 0.14 there) refreshes nothing. Chosen with the period on the development streams
+    #: (reaches 0, 1, 2, 4; benchmarks/landmark_refresh.py).
+    REACH: ClassVar[float] = 2.0
 
     def __init__(
         self,
@@ -606,24 +622,30 @@ class LandmarkRBF(MedianRBF):
         n_landmarks: int = 50,
         features: Sequence[int | str] | None = None,
         name: str | None = None,
+        refresh: int = 0,
     ):
         if isinstance(n_landmarks, bool) or int(n_landmarks) != n_landmarks or n_landmarks < 1:
             raise ValueError(
                 f"LandmarkRBF: n_landmarks must be a positive integer, got {n_landmarks!r}"
             )
+        if isinstance(refresh, bool) or int(refresh) != refresh or refresh < 0:
+            raise ValueError(f"LandmarkRBF: refresh must be an integer >= 0, got {refresh!r}")
         super().__init__(scale, int(n_landmarks), features, name)
+        self.refresh = int(refresh)
 
     @property
     def n_landmarks(self) -> int:
         return self._n_components or 0
 
     def _default_name(self) -> str:
-        return f"landmarks(gamma={self.scale:g}/median,m={self.n_landmarks})"
+        base = f"landmarks(gamma={self.scale:g}/median,m={self.n_landmarks}"
+        return f"{base},refresh={self.refresh})" if self.refresh else f"{base})"
 
     def params(self) -> dict[str, Any]:
         out = super().params()
         del out["n_components"]
-        return {"scale": self.scale, "n_landmarks": self.n_landmarks, **out}
+        more = {"refresh": self.refresh} if self.refresh else {}  # (specs without: as before)
+        return {"scale": self.scale, "n_landmarks": self.n_landmarks, **more, **out}
 
     def fitted(self, gamma: float, inputs: int, final: bool) -> LandmarkRBF:
         """This kernel with the bandwidth ``gamma`` and the landmarks it has (a copy)."""
@@ -660,6 +682,55 @@ class LandmarkRBF(MedianRBF):
             tuple(keys[i] for i in idx.tolist()), tuple(tuple(r) for r in Z.tolist()),
         )  # fmt: skip
         return out
+
+    def with_landmark(
+        self, j: int, row: np.ndarray, keys: Sequence[str], index: Mapping[str, int] | None = None
+    ) -> LandmarkRBF:
+        """This kernel (with its landmarks) with landmark ``j`` replaced by ``row`` (the values
+        of the inputs ``keys``; the kernel's own inputs only are read); the other landmarks
+        are kept. A copy."""
+        if not self.landmarks:
+            raise TypeError(f"{self.name}: no landmarks to replace yet")
+        if not 0 <= j < self.n_landmarks:
+            raise IndexError(f"{self.name}: no landmark {j} (it has {self.n_landmarks})")
+        keys = [str(k) for k in keys]
+        Z = self.landmark_matrix(keys)
+        Z[j] = np.asarray(row, dtype=np.float64)
+        own = set(self._landmarks()[0])
+        lost = own.difference(keys)  # (inputs of the landmarks the caller did not name)
+        if lost:
+            raise ValueError(f"{self.name}: the landmarks' inputs {sorted(lost)} are not named")
+        return self.with_landmarks(Z, keys, index)
+
+    def to_replace(self, weights: np.ndarray) -> int:
+        """The landmark a refresh gives up, given each landmark's squared weight norm
+        (``weights``, one per landmark): among the crowded landmarks (within ``REACH`` of
+        another one: near-duplicates, e.g. the first inputs through a scaler that had seen
+        one or two examples), else among all, the one with the smallest weights (the first
+        of equals)."""
+        weights = np.asarray(weights, dtype=np.float64)
+        own, _ = self._landmarks()
+        Z = self.landmark_matrix(own)
+        diff = Z[:, None, :] - Z[None, :, :]  # (no BLAS product: it wakes OpenBLAS's threads)
+        d2 = np.einsum("ijk,ijk->ij", diff, diff)
+        np.fill_diagonal(d2, np.inf)
+        crowded = self.gamma * d2.min(axis=1) <= self.REACH
+        if crowded.any():
+            weights = np.where(crowded, weights, np.inf)
+        return int(np.argmin(weights))
+
+    def within_reach(
+        self, x: np.ndarray, keys: Sequence[str], index: Mapping[str, int] | None = None
+    ) -> bool:
+        """Whether the input ``x`` (the values of the inputs ``keys``) lies within ``REACH``
+        of a landmark, ``gamma min_j ||x - z_j||^2 <= REACH`` over the inputs the kernel
+        reads (False before the landmarks)."""
+        if not self.landmarks:
+            return False
+        x = np.asarray(x, dtype=np.float64)
+        idx = self.feature_indices(len(keys), index)
+        diff = self.landmark_matrix([str(keys[j]) for j in idx.tolist()]) - x[idx]
+        return bool(self.gamma * float(np.einsum("ij,ij->i", diff, diff).min()) <= self.REACH)
 
     @property
     def landmarks(self) -> bool:

@@ -273,6 +273,27 @@ class Layout:
         src[2, a + p0 : a + p0 + new.size] = 1.0
         self.ex_used[m] = self.blk_inputs[m]
 
+    def with_landmarks_of(
+        self, m: int, kernel: LandmarkRBF, keys: Sequence[str], seed: int
+    ) -> Layout:
+        """A copy of this layout whose landmark block ``m`` has the rows and offsets of
+        ``kernel`` (the block's kernel with other landmarks: ``LandmarkRBF.with_landmark``) on
+        the inputs it reads (``keys``: every input's name), written as :meth:`extend` writes
+        them (``fourier_columns``, ``fourier_offsets``): the layout ``build_layout`` gives for
+        the bank with that kernel, bit for bit. O(landmarks x inputs) plus the copy."""
+        if self.ex_kind[m] != nb.MAP_LANDMARK or not kernel.landmarks:
+            raise ValueError(f"block {m} is not a landmark block with landmarks")
+        out = _copied(self)
+        a, e = int(out.ex_off[m]), int(out.ex_off[m + 1])
+        r0 = int(out.phi_src[0, a])
+        idx = np.flatnonzero(out.in_pos[m, : out.n_inputs] >= 0)
+        if idx.size:
+            cols = kernel.fourier_columns([str(keys[j]) for j in idx.tolist()], seed, out.draws)
+            out.rff_wt[idx, r0 : r0 + e - a] = cols.T
+        out.rff_b[r0 : r0 + e - a] = kernel.fourier_offsets(seed)
+        out.phi_src[2, a:e] = 1.0  # (a block with landmarks: factor 1)
+        return out
+
     def _block_inputs(self, m: int, n: int) -> np.ndarray:
         """The first ``n`` inputs block ``m`` reads, in its map's order."""
         pos = self.in_pos[m, : self.n_inputs]

@@ -33,7 +33,7 @@ from streammkl.core import losses as losses_mod
 from streammkl.core import regularizers as regs_mod
 from streammkl.core import schedules as schedules_mod
 from streammkl.core.kernel_base import DRAWS, NUMPY_DRAWS
-from streammkl.core.kernels import Kernel, MedianRBF
+from streammkl.core.kernels import Kernel, LandmarkRBF, MedianRBF
 from streammkl.core.layout import grown
 from streammkl.core.losses import Loss
 from streammkl.core.model_checks import check_compatible, resolve_radius
@@ -188,6 +188,10 @@ class OnlineMKL:
         #: the model keeps its warm-up inputs but never changes a bandwidth by itself. Not
         #: saved with the state (a member sets it on every model it adopts).
         self.hold_bandwidths = False
+        #: The bank whose landmark refreshes were last planned, and the planned period (the
+        #: gcd of its ``LandmarkRBF.refresh`` periods; 0: none): see :meth:`_refresh_landmarks`.
+        self._refresh_plan: tuple[tuple[Kernel, ...], int] = ((), 0)
+        self._refresh_every = 0  # (the same, set with the rounds' arguments: one read per round)
 
     # --- the model's arrays (made at the first input, grown with the inputs and classes) ----
     @property
@@ -270,6 +274,7 @@ class OnlineMKL:
 
     def _refresh_args(self) -> None:
         assert self._layout is not None and self._state is not None
+        self._refresh_every = self._refresh_period()
         steps = step_arrays(self.regularizers, len(self.kernels), self.names)
         self._args = RoundArgs(
             self._layout,
@@ -414,6 +419,8 @@ class OnlineMKL:
         self.t = t
         if self._warmup is not None:
             self._warm(x[None, :])
+        elif loss > 0.0 and self._refresh_every and t % self._refresh_every == 0:
+            self._refresh_landmarks(x, t)  # (a round the model scored with a loss)
         return loss
 
     def _refused(self, x: np.ndarray, y: Any, code: float) -> float:
@@ -534,7 +541,79 @@ class OnlineMKL:
             out = self._compiled_rounds(X, Y, block_norms)
             self._warm(X)
             return out
+        period = self._refresh_period()
+        if period:
+            return self._refreshing_rounds(X, Y, period, block_norms)
         return self._compiled_rounds(X, Y, block_norms)
+
+    def _refreshing_rounds(
+        self, X: np.ndarray, Y: np.ndarray, period: int, block_norms: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The compiled loop cut after every round ``t`` that is a multiple of ``period``,
+        where the landmarks may be refreshed (what one round at a time does)."""
+        n = X.shape[0]
+        ends = [*range(period - self.t % period, n, period), n]
+        losses, preds = [], []
+        start = 0
+        for end in ends:
+            if end <= start:
+                continue
+            part = None if block_norms is None else block_norms[start:end]
+            loss, pred = self._compiled_rounds(X[start:end], Y[start:end], part)
+            losses.append(loss)
+            preds.append(pred)
+            if loss[-1] > 0.0 and self.t % period == 0:
+                self._refresh_landmarks(X[end - 1], self.t)
+            start = end
+        if len(losses) == 1:
+            return losses[0], preds[0]
+        return np.concatenate(losses), np.concatenate(preds)
+
+    def _refresh_period(self) -> int:
+        """The gcd of the bank's landmark refresh periods (0: none), planned once per bank."""
+        kernels, period = self._refresh_plan
+        if kernels is not self.kernels:
+            periods = [k.refresh for k in self.kernels if isinstance(k, LandmarkRBF)]
+            period = math.gcd(*periods) if periods else 0
+            self._refresh_plan = (self.kernels, period)
+        return period
+
+    def _refresh_landmarks(self, x: np.ndarray, t: int) -> None:
+        """After round ``t`` on the input ``x`` (scored with a loss): in every landmark block
+        whose ``refresh`` divides ``t`` and whose landmarks ``x`` is out of reach of
+        (``LandmarkRBF.within_reach``), the landmark ``LandmarkRBF.to_replace`` picks (the
+        smallest weight columns, crowded landmarks first) becomes ``x``, its columns (weights and
+        their averages) restart at zero, the block's norm is recomputed exactly; the layout is
+        a new one (a save point keeps the old). Not while a mixing group holds the
+        bandwidths (its landmarks are the group's)."""
+        if self.hold_bandwidths or self._layout is None or self._state is None:
+            return
+        kernels = list(self.kernels)
+        changed = False
+        for m, kernel in enumerate(self.kernels):
+            if not isinstance(kernel, LandmarkRBF) or not kernel.refresh or t % kernel.refresh:
+                continue
+            if not kernel.landmarks:
+                continue
+            layout, state = self._layout, self._state
+            if kernel.within_reach(x, self._keys, self._key_index):
+                continue  # near a landmark already: nothing new to keep
+            state.settle(layout)
+            a, e = int(layout.ex_off[m]), int(layout.ex_off[m + 1])
+            w = state.w[:, a:e]
+            j = kernel.to_replace(np.einsum("ka,ka->a", w, w))
+            new = kernels[m] = kernel.with_landmark(j, x, self._keys, self._key_index)
+            self._layout = layout.with_landmarks_of(m, new, self._keys, self.seed)
+            ftrl = isinstance(self.schedule, schedules_mod.FTRL)
+            state.restart_columns(self._layout, m, np.array([a + j]), stored=ftrl)
+            self.kernels = tuple(kernels)
+            changed = True
+        if changed:
+            last = None if self._args is None else self._args.pred.copy()
+            self._refresh_args()
+            assert self._args is not None
+            if last is not None:
+                self._args.pred[:] = last  # the round's prediction survives the new landmarks
 
     def _compiled_rounds(
         self, X: np.ndarray, Y: np.ndarray, block_norms: np.ndarray | None = None
@@ -996,6 +1075,8 @@ class OnlineMKL:
             state["draws"] = NUMPY_DRAWS
             if state.get("_layout") is not None:
                 state["_layout"].draws = NUMPY_DRAWS
+        state.setdefault("_refresh_plan", ((), 0))  # (pickled before landmark refreshes)
+        state.setdefault("_refresh_every", 0)
         self.__dict__.update(state)
         if self._state is not None:
             self._refresh_args()

@@ -17,6 +17,7 @@ without pickle.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 
@@ -112,6 +113,27 @@ class BlockState:
         took the sparse round never compiles the fold)."""
         if not np.array_equal(self.lazy, _settled(self.lazy)):
             nb.settle(self.w, self.avg_w, layout.ex_blocks, layout.ex_off, self.lazy)
+
+    def restart_columns(self, layout: Layout, m: int, cols: np.ndarray, stored: bool) -> None:
+        """Columns ``cols`` of explicit block ``m`` (absolute) restart at zero, in the weights
+        and in every average of them (a replaced landmark), in place; the block's norm is
+        recomputed exactly, ``||theta_m|| = scale_m ||w_m||`` (and, with ``stored``, FTRL's
+        ``||u_m||``, which ``w`` holds), the other blocks untouched."""
+        self.settle(layout)
+        a, e = int(layout.ex_off[m]), int(layout.ex_off[m + 1])
+        cols = np.asarray(cols, dtype=np.int64)
+        if cols.size and (cols.min() < a or cols.max() >= e):
+            raise IndexError(f"columns {cols.tolist()} are not all in block {m} ({a}..{e - 1})")
+        self.w[:, cols] = 0.0
+        if self.w_avg.size:
+            self.w_avg[:, cols] = 0.0
+        if self.avg_w.size:
+            self.avg_w[:, :, cols] = 0.0
+        u = self.w[:, a:e]
+        norm = math.sqrt(float(np.einsum("ka,ka->", u, u)))
+        self.norms[m] = self.scale[m] * norm if norm > 0.0 else 0.0
+        if stored:
+            self.stored_norms[m] = norm
 
     def copy(self) -> BlockState:
         """A deep copy (every array copied, capacity kept)."""

@@ -77,6 +77,22 @@ NARROW_SCALE = 64.0  # gamma = 64 / median ||x - x'||^2
 # same process: benchmarks/bank_speed.py). Beside the default bank alone (ImageSegments +0.20,
 # RandomRBFDrift +0.12, no development stream down by more than 0.01) it costs +14-17 % per
 # call, past the ~10 % the default may spend: hence here, not in the default.
+# Landmarks that move (LandmarkRBF(refresh=100)): at every 100th round whose input the learner
+# scored with a loss and that lies out of reach of every landmark (gamma ||x - z||^2 > 2), the
+# landmark with the smallest weights, among near-duplicate landmarks first, becomes that input.
+# Period and reach chosen on the development streams alone (benchmarks/landmark_refresh.py;
+# periods 10-200, reaches 0-4: every setting within 0.12 point of fixed landmarks there, refresh
+# 100 at reach 2 the best mean); near-duplicates first (the first landmarks behind river's
+# StandardScaler crowd together) changed no development stream by more than 0.08. Beside the
+# default bank (5 seeds, 20k caps, load ~3-5): Bananas -0.05, Phishing -0.03, SEA +0.06,
+# Hyperplane -0.01 (development); ImageSegments +0.05, RandomRBFDrift +0.22, Shuttle, Sine, LED,
+# Agrawal within 0.01 (validation). Beside the accurate bank: RandomRBFDrift +0.20, every other
+# stream within 0.04. A refresh costs ~0.1 ms (a new layout and argument pack; with 10 inputs
+# nearly every input is out of reach); per call (benchmarks/bank_speed.py, dense rows, same
+# process, load ~7) the default with it +5 % (Bananas), +20 % (Phishing), +30 % (Hyperplane),
+# past the 3 % the default may spend: hence here, not in the default; the accurate bank with it
+# +5 / +18 / +24 % against its fixed landmarks.
+LANDMARK_REFRESH = 100
 BINNING_GRIDS = 64
 BINNING_SCALE = 4.0  # 1 / sigma = 4 / median ||x - x'||_1
 BINNING_BINS = 4  # columns per grid
@@ -86,11 +102,18 @@ def accurate_bank() -> tuple:
     """The default bank plus ``AdditiveStumps(32)`` (thresholds on single inputs, what trees
     split on), ``MedianRBF(64, 256)`` (a Gaussian four times narrower than the default's
     narrowest: local memory) and ``RandomBinning(64, 4, 4)`` (random grids: axis-aligned cells,
-    the Laplacian kernel); ``MKLClassifier(kernels=defaults.accurate_bank())``. More accurate
+    the Laplacian kernel), its landmarks refreshed every ``LANDMARK_REFRESH`` rounds
+    (``LandmarkRBF(refresh=100)``: they move with the stream);
+    ``MKLClassifier(kernels=defaults.accurate_bank())``. More accurate
     where rules on single attributes or local structure decide (5 seeds vs the default: Agrawal
     +0.80 point, ImageSegments +0.55), Phishing -0.13; 28-41 % more time per call."""
     return (
-        *kernel_bank(),
+        *(
+            kernels.LandmarkRBF(LANDMARK_SCALE, LANDMARKS, refresh=LANDMARK_REFRESH)
+            if isinstance(k, kernels.LandmarkRBF)
+            else k
+            for k in kernel_bank()
+        ),
         kernels.AdditiveStumps(STUMPS),
         kernels.MedianRBF(NARROW_SCALE, RFF_COMPONENTS),
         kernels.RandomBinning(BINNING_GRIDS, BINNING_SCALE, BINNING_BINS),
