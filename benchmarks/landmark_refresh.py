@@ -6,9 +6,9 @@ inputs. With ``refresh=N`` the learner itself, at every round ``t`` that is a mu
 and whose input it scored with a loss, replaces the landmark whose weight columns have the
 smallest norm (among near-duplicate landmarks first) by that input, unless the input lies
 within ``LandmarkRBF.REACH`` of a landmark (its columns restart at zero, the block norm
-recomputed exactly; see ``streammkl.core.kernels.LandmarkRBF``). The period is chosen on the development streams
-(Bananas, Phishing, SEA, Hyperplane) alone and then reported on the validation streams without
-re-tuning (``--datasets``).
+recomputed exactly; see ``streammkl.core.kernels.LandmarkRBF``). The period is chosen on the
+development streams (Bananas, Phishing, SEA, Hyperplane) alone and then reported on the
+validation streams without re-tuning (``--datasets``).
 
 Learner: ``StandardScaler() | MKLClassifier(kernels=bank, seed=s)`` with the default bank (or
 ``--bank accurate``: ``defaults.accurate_bank()``) whose landmark kernel takes each period;
