@@ -1039,6 +1039,37 @@ def test_the_in_place_rebase_gives_todays_digests_round_after_round(
         assert taken["rebase_onto"] == 0
 
 
+@pytest.mark.parametrize("bank", ["default", "kernelized"])
+def test_a_close_merges_onto_the_model_it_kept_as_onto_the_base_loaded_again(
+    monkeypatch: pytest.MonkeyPatch, bank: str
+) -> None:
+    """A close merges onto the core model the previous close made (kept, not saved and loaded
+    again): the same digests after every batch as a reader that loads every base from its
+    state (a member that restarts, the benchmark's reader), and the kept model is used."""
+    from streammkl.daemon.mixing import log as mixlog
+
+    learner: dict[str, object] = (
+        {"kernels": None}
+        if bank == "default"
+        else {"kernels": ["linear", {"type": "RBF", "gamma": 0.5}], "budget": 32}
+    )
+    built = {"n": 0}
+    from_state = mixlog.OnlineMKL.from_state
+
+    def counted(*args: object, **kwargs: object) -> object:
+        built["n"] += 1
+        return from_state(*args, **kwargs)
+
+    monkeypatch.setattr(mixlog.OnlineMKL, "from_state", counted)
+    kept, _ = _pipelined_digests(monkeypatch, True, **learner)
+    with_keep = built["n"]
+    monkeypatch.setattr(mixlog._LastBase, "keep", lambda self, state, model: None)
+    built["n"] = 0
+    loaded, _ = _pipelined_digests(monkeypatch, True, **learner)
+    assert kept == loaded
+    assert with_keep < built["n"] - 25  # a base built once per close less
+
+
 def test_a_slow_members_round_is_merged_late_not_lost_nor_counted_twice():
     """A member that does not publish in time: the other learns its K ahead, waits the timeout,
     closes the round without it and learns on; the slow member's delta is merged the round
