@@ -68,9 +68,17 @@ def state_digest(meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> s
     h = hashlib.sha256(json.dumps(meta, sort_keys=True).encode())
     for name in sorted(arrays):
         arr = np.ascontiguousarray(arrays[name])
-        h.update(f"{name}|{arr.dtype}|{arr.shape}".encode())
+        dtype = _DTYPE_NAMES.get(arr.dtype)
+        if dtype is None:
+            dtype = _DTYPE_NAMES[arr.dtype] = str(arr.dtype)
+        h.update(f"{name}|{dtype}|{arr.shape}".encode())
         h.update(arr.tobytes())
     return h.hexdigest()
+
+
+#: ``str(dtype)`` by dtype: numpy builds the name anew at every call (10 µs, a fifth of a
+#: 20-array state's digest, which a mixing group computes every round).
+_DTYPE_NAMES: dict[np.dtype, str] = {}
 
 
 def same_meta(a: Any, b: Any) -> bool:

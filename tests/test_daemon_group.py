@@ -808,6 +808,42 @@ class _IdleConsumer:
         pass
 
 
+def test_a_record_the_client_skips_is_read_again_not_lost() -> None:
+    """The mix topic's reader hands on every record of the log in order: a gap in the offsets
+    a poll returns (a record the client skipped) sends it back to the first missing offset,
+    once per gap; a record read before is dropped; a gap met again after going back is the
+    log's own (a record compacted away) and is read past."""
+    from types import SimpleNamespace
+
+    encoded = {i: encode(MixRecord("hello", i, f"m{i}"))[1] for i in range(8)}
+    polls: list[list[int]] = [[0, 1, 3, 4], [2, 3, 4], [3, 4, 6], [6], [7]]
+    seeks: list[int] = []
+
+    class Consumer:
+        def __init__(self, **options):
+            pass
+
+        def assign(self, tps):
+            pass
+
+        def seek_to_beginning(self, tp):
+            pass
+
+        def seek(self, tp, offset):
+            seeks.append(offset)
+
+        def poll(self, timeout_ms):
+            offsets = polls.pop(0) if polls else []
+            rows = [SimpleNamespace(offset=o, key=b"k", value=encoded[o]) for o in offsets]
+            return {"tp": rows} if rows else {}
+
+    topic = MixTopic(load_settings(env={}).kafka, "mix", producer_factory=lambda **o: None,
+                     consumer_factory=Consumer)  # fmt: skip
+    read = [[r.round for r in topic.read()] for _ in range(5)]
+    assert read == [[0, 1], [2, 3, 4], [], [6], [7]]
+    assert seeks == [2, 5] and topic.gaps == 2  # offset 5 is not in the log: read past it
+
+
 def test_a_failed_publish_is_retried_on_a_new_producer(monkeypatch):
     from kafka.errors import KafkaTimeoutError
 
@@ -1037,6 +1073,37 @@ def test_the_in_place_rebase_gives_todays_digests_round_after_round(
         assert taken["rebase_onto"] > 10
     else:  # support sets merge by identity: today's rebase
         assert taken["rebase_onto"] == 0
+
+
+@pytest.mark.parametrize("bank", ["default", "kernelized"])
+def test_a_close_merges_onto_the_model_it_kept_as_onto_the_base_loaded_again(
+    monkeypatch: pytest.MonkeyPatch, bank: str
+) -> None:
+    """A close merges onto the core model the previous close made (kept, not saved and loaded
+    again): the same digests after every batch as a reader that loads every base from its
+    state (a member that restarts, the benchmark's reader), and the kept model is used."""
+    from streammkl.daemon.mixing import log as mixlog
+
+    learner: dict[str, object] = (
+        {"kernels": None}
+        if bank == "default"
+        else {"kernels": ["linear", {"type": "RBF", "gamma": 0.5}], "budget": 32}
+    )
+    built = {"n": 0}
+    from_state = mixlog.OnlineMKL.from_state
+
+    def counted(*args: object, **kwargs: object) -> object:
+        built["n"] += 1
+        return from_state(*args, **kwargs)
+
+    monkeypatch.setattr(mixlog.OnlineMKL, "from_state", counted)
+    kept, _ = _pipelined_digests(monkeypatch, True, **learner)
+    with_keep = built["n"]
+    monkeypatch.setattr(mixlog._LastBase, "keep", lambda self, state, model: None)
+    built["n"] = 0
+    loaded, _ = _pipelined_digests(monkeypatch, True, **learner)
+    assert kept == loaded
+    assert with_keep < built["n"] - 25  # a base built once per close less
 
 
 def test_a_slow_members_round_is_merged_late_not_lost_nor_counted_twice():

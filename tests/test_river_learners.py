@@ -175,6 +175,22 @@ def test_custom_configuration_survives_save_load_save(tmp_path):
     assert repr(again) == repr(model)
 
 
+@pytest.mark.parametrize("cls", [MKLClassifier, MKLRegressor])
+def test_a_saved_state_names_every_parameter_river_reads_back(cls) -> None:
+    """The state's parameters (read from the constructor's signature once per class) are
+    river's ``_get_params()``, every value as its spec, also after a parameter is set again."""
+    from streammkl.core import regularizers
+
+    model = cls(kernels=(kernels.Linear(), kernels.RBF(0.5)), regularizer=regularizers.L1(1e-3))
+    model.kernels = (kernels.Linear(),)
+    params = model._get_params()
+    meta = model.to_state()[0]
+    assert list(meta["params"]) == list(params)
+    assert meta["params"]["kernels"] == [kernels.Linear().to_spec()]
+    assert meta["params"]["regularizer"] == regularizers.L1(1e-3).to_spec()
+    assert set(meta["params"]) == set(cls().to_state()[0]["params"])
+
+
 def test_load_rejects_corrupted_newer_and_foreign_files(tmp_path):
     from streammkl import statefile
 

@@ -491,12 +491,14 @@ def merge_states(
     parts = sorted(parts, key=lambda p: (p[0], p[3] is None))
     cores = [(name, n, core_state(state), old and core_state(old)) for name, n, state, old in parts]
     core = core_state(base)
-    aligned, states, olds, rows, keys = mixing_bandwidth.align(core, cores)
+    model: OnlineMKL | None = _BASE_MODEL.of(base, core)
+    assert model is not None
+    aligned, states, olds, rows, keys = mixing_bandwidth.align(core, cores, model.kernels)
     members = [
         MemberRound(name, n, *state, old)
         for (name, n, _, _), state, old in zip(cores, states, olds, strict=True)
     ]
-    model = _BASE_MODEL.of(base, core) if aligned is core else None  # (not re-aligned)
+    model = model if aligned is core else None  # (not re-aligned)
     merged = merge(*aligned, members, stats, dual=dual, prox=not rebase, base_model=model)
     if rebase:
         mixing_bandwidth.keep(merged, rows, keys)
@@ -509,25 +511,44 @@ def merge_states(
     if split_scaler(base[1])[1]:  # standardize: one input scale for the group
         learners = [(_stats(state), old and _stats(old)) for _, _, state, old in parts]
         arrays.update(pool_scalers(_stats(base), learners, merged.feature_keys))
+    if not rebase:  # the next round's base: its close merges onto this model, not a reload
+        _BASE_MODEL.keep((out, arrays), merged)
     return out, arrays
 
 
 class _LastBase:
-    """The core model of the last base merged onto, built once: a member merges onto each base
-    twice (its rebase onto the merged model, then that model's close as the next base). Kept
-    by the identity of the state's core meta and arrays (states are never changed in place)."""
+    """The core models of the last bases merged onto, built once: a member merges onto each
+    base twice (its rebase onto the merged model, then that model's close as the next base),
+    and the model a close merged is the next close's base (:meth:`keep`: not saved and loaded
+    again, 0.3-0.7 ms a round; the merge takes the base's arrays from its saved state either
+    way, and from the model only what a load gives back: its layout, kernels and counts).
+    Kept by the identity of the state's core meta and arrays (states are never changed in
+    place); a few of them, for readers of several logs in one process (tests, benchmarks)."""
+
+    KEEP = 4
 
     def __init__(self) -> None:
-        self._key: tuple[Any, Any] | None = None
-        self._model: OnlineMKL | None = None
+        #: (core meta, arrays) -> the model; the pair is held so that its ids stay its own.
+        self._models: dict[tuple[int, int], tuple[Any, Any, OnlineMKL]] = {}
 
     def of(self, base: State, core: tuple[dict[str, Any], dict[str, np.ndarray]]) -> OnlineMKL:
-        key = (base[0].get("core"), base[1])
-        if self._key is None or self._key[0] is not key[0] or self._key[1] is not key[1]:
-            self._model = OnlineMKL.from_state(*core)
-            self._key = key  # (holds them: their ids stay theirs)
-        assert self._model is not None
-        return self._model
+        key = (id(base[0].get("core")), id(base[1]))
+        hit = self._models.get(key)
+        if hit is None:
+            hit = self._put(base, OnlineMKL.from_state(*core))
+        return hit[2]
+
+    def keep(self, state: State, model: OnlineMKL) -> None:
+        """``model`` is the core model of ``state`` (the merge that made it; never changed
+        after)."""
+        self._put(state, model)
+
+    def _put(self, state: State, model: OnlineMKL) -> tuple[Any, Any, OnlineMKL]:
+        core = state[0].get("core")
+        entry = self._models[(id(core), id(state[1]))] = (core, state[1], model)
+        while len(self._models) > self.KEEP:
+            del self._models[next(iter(self._models))]
+        return entry
 
 
 _BASE_MODEL = _LastBase()
