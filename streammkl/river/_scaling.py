@@ -117,6 +117,14 @@ class TargetScale:
         center = self.mean if self.standardize else 0.0
         return (y - center) / self.std()
 
+    def mark(self) -> tuple[int, float, float]:
+        """The running statistics now (:meth:`back_to` returns to them)."""
+        return self.n, self.mean, self.m2
+
+    def back_to(self, mark: tuple[int, float, float]) -> None:
+        """Return to the statistics of :meth:`mark` (a target counted, then refused)."""
+        self.n, self.mean, self.m2 = mark
+
     def center_scale(self) -> tuple[float, float]:
         """(center, scale): a core score s predicts ``center + scale * s``."""
         return (self.mean if self.standardize else 0.0), self.std()

@@ -27,7 +27,6 @@ import numpy as np
 from streammkl import statefile
 from streammkl.core import OnlineMKL
 from streammkl.core.mixing import rebase_onto
-from streammkl.core.model import MAX_ABS_INPUT
 from streammkl.river._features import FeatureIndex, check_numeric
 from streammkl.river._known import KnownRecord
 from streammkl.river._labels import Classes
@@ -148,7 +147,9 @@ class Rounds:
         returns the scores predicted before the update (a view: copy to keep). None when ``x``
         needs the full path (nothing changed). The same numbers as :meth:`vector` and
         :meth:`learn`. ``target``: the core's target, or a function giving it, called once
-        ``x`` is known to take this route (a regressor's target statistics count it).
+        ``x`` is known to take this route (a regressor's target statistics, :attr:`targets`,
+        count it; taken back when the one-call round then refuses ``x``, before the checked path
+        counts it).
 
         A record whose keys and values the one-call round takes (:class:`KnownRecord`, a bank
         whose rounds take it: ``OnlineMKL.learn_values``) is scattered, checked, standardised
@@ -158,24 +159,27 @@ class Rounds:
             return None
         known = self._known
         vals = known.values(x, self.features, learn=True)
-        value: float | None = None
-        if vals is not None:
-            if callable(target):
-                # the statistics count the target before the round: take this route only for
-                # values it cannot refuse (NaN, +-Inf or a sum beyond the limit: the checked path)
-                if not sum(map(abs, vals.tolist())) <= MAX_ABS_INPUT:
-                    return self._learn_checked(x, target, None)
-                value = target()
-            else:
-                value = target
-            standardize = self.learner.standardize
-            stats = self._stats() if standardize else None
-            loss = model.learn_values(vals, known.cols, known.raw, stats, known.xs, value)
-            if loss >= 0.0:
-                self._last_input = known.xs if standardize else known.raw
-                self._last_shared = True
-                self.last_loss = loss
-                return model.last_scores
+        if vals is None:
+            return self._learn_checked(x, target, None)
+        scale, mark = None, None
+        if callable(target):  # a regressor's target statistics count it: undone on a refusal
+            if isinstance(self.targets, TargetScale):
+                scale = self.targets
+                mark = scale.mark()
+            value = target()
+        else:
+            value = target
+        standardize = self.learner.standardize
+        stats = self._stats() if standardize else None
+        loss = model.learn_values(vals, known.cols, known.raw, stats, known.xs, value)
+        if loss >= 0.0:
+            self._last_input = known.xs if standardize else known.raw
+            self._last_shared = True
+            self.last_loss = loss
+            return model.last_scores
+        if scale is not None and mark is not None:
+            scale.back_to(mark)
+            return self._learn_checked(x, target, None)
         return self._learn_checked(x, target, value)
 
     def _learn_checked(
