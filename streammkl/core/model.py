@@ -419,6 +419,14 @@ class OnlineMKL:
             self._warm(x[None, :])
         return loss
 
+    @property
+    def takes_values(self) -> bool:
+        """Whether records go through :meth:`learn_values` / :meth:`predict_values` (the rounds
+        and predictions of an explicit bank on dense records; not the sparse rounds of a wide
+        bank, nor kernelized blocks)."""
+        args = self._args
+        return args is not None and args.known
+
     def learn_values(
         self, vals: np.ndarray, cols: np.ndarray, raw: np.ndarray,
         stats: tuple[np.ndarray, np.ndarray, np.ndarray] | None, xs: np.ndarray, y: float,

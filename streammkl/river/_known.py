@@ -58,22 +58,21 @@ class KnownRecord:
         return vals
 
     def _look_up(self, keys: tuple, features: FeatureIndex, width: int) -> None:
-        index = features.index
-        cols = np.empty(len(keys), dtype=np.int64)
-        complete = True
-        for i, key in enumerate(keys):
-            kind = type(key)
-            col = index.get(key) if kind is str else index.get(str(key)) if kind is int else None
-            if col is None:
-                complete = False
-                col = -1 if kind is str or kind is int else -2
-            cols[i] = col
-        if (cols == -2).any():  # a name of another type: the general path, every time
+        get = features.index.get
+        found = [
+            get(key) if type(key) is str else get(str(key)) if type(key) is int else -2
+            for key in keys
+        ]
+        complete = None not in found
+        if not complete:
+            found = [-1 if col is None else col for col in found]
+        if -2 in found:  # a name of another type: the general path, every time
             self._keys, self._index, self._width, self._complete = None, None, -1, False
-            self.vals, self.cols = _NONE, cols[:0]
+            self.vals, self.cols = _NONE, self.cols[:0]
             return
-        self._keys, self._index, self._width, self._complete = keys, index, width, complete
-        self.cols = cols
-        self.vals = np.zeros(len(keys))
+        self._keys, self._index, self._width, self._complete = keys, features.index, width, complete
+        self.cols = np.array(found, dtype=np.int64)
+        if self.vals.shape[0] != len(keys):
+            self.vals = np.zeros(len(keys))
         if self.raw.shape[0] != width:
             self.raw, self.xs = np.zeros(width), np.zeros(width)

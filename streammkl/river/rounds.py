@@ -157,6 +157,8 @@ class Rounds:
         model = self.model
         if model is None or not model.built:
             return None
+        if not model.takes_values:
+            return self._learn_checked(x, target, None)
         known = self._known
         vals = known.values(x, self.features, learn=True)
         if vals is None:
@@ -215,7 +217,7 @@ class Rounds:
         if model is None or not model.built or not model.feature_keys:
             return None
         known = self._known
-        vals = known.values(x, self.features, learn=False)
+        vals = known.values(x, self.features, learn=False) if model.takes_values else None
         if vals is not None:
             stats = self._stats() if self.learner.standardize else None
             fx = model.predict_values(vals, known.cols, known.raw, stats, known.xs)
