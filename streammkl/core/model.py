@@ -180,6 +180,9 @@ class OnlineMKL:
         self._layout: Layout | None = None
         self._state: BlockState | None = None
         self._args: RoundArgs | None = None
+        #: The round arguments the one-call route is bound to, and its compiled calls.
+        self._values_args: RoundArgs | None = None
+        self._values: tuple[Any, Any] = (None, None)
         self._kernelized = False
         # MedianRBF kernels: the first inputs, until their bandwidths are measured
         self._warmup: bandwidth.Reservoir | None = (
@@ -440,22 +443,31 @@ class OnlineMKL:
         when the record needs :meth:`learn` (a value out of range, a new class, a bank whose
         rounds take another route, ...), having changed nothing."""
         args = self._args
-        if args is None or not args.known or not raw.shape[0] == xs.shape[0] == len(self._keys):
+        if args is not self._values_args:
+            self._bind_values()
+        learn = self._values[0]
+        if learn is None or not raw.shape[0] == xs.shape[0] == len(self._keys):
             return _NOT_TAKEN
         s = self.schedule
         t = self.t + 1
-        standardize = stats is not None
-        loss = args.learn_values(
-            vals, cols, raw, stats if stats is not None else _NO_STATS, xs, standardize, y,
-            s.t + 1, t,
-        )  # fmt: skip
+        assert args is not None
+        count, mean, m2 = _NO_STATS if stats is None else stats
+        loss = learn(
+            args.pack, vals, cols, raw, count, mean, m2, xs, stats is not None, y, s.t + 1, t
+        )
         if loss < 0.0:
             return loss
         s.t += 1
         self.t = t
         if self._warmup is not None:
-            self._warm((xs if standardize else raw)[None, :])
+            self._warm((raw if stats is None else xs)[None, :])
         return loss
+
+    def _bind_values(self) -> None:
+        """The compiled calls of :meth:`learn_values` / :meth:`predict_values` for the round
+        arguments now (None when the rounds do not take them)."""
+        args = self._values_args = self._args
+        self._values = args.values_calls() if args is not None and args.known else (None, None)
 
     def predict_values(
         self, vals: np.ndarray, cols: np.ndarray, raw: np.ndarray,
@@ -467,12 +479,14 @@ class OnlineMKL:
         the general path (a value out of range, a bank whose predictions take another
         route)."""
         args = self._args
-        if args is None or not args.known or not raw.shape[0] == xs.shape[0] == len(self._keys):
+        if args is not self._values_args:
+            self._bind_values()
+        predict = self._values[1]
+        if predict is None or not raw.shape[0] == xs.shape[0] == len(self._keys):
             return None
-        standardize = stats is not None
-        if not args.predict_values(
-            vals, cols, raw, stats if stats is not None else _NO_STATS, xs, standardize
-        ):
+        assert args is not None
+        count, mean, m2 = _NO_STATS if stats is None else stats
+        if not predict(args.pack, vals, cols, raw, count, mean, m2, xs, stats is not None):
             return None
         return args.fx
 
@@ -1048,7 +1062,8 @@ class OnlineMKL:
         # the argument pack holds compiled entry points and a numba pack (not picklable):
         # rebuilt on load
         state = self.__dict__.copy()
-        state["_args"] = None
+        state["_args"] = state["_values_args"] = None
+        state["_values"] = (None, None)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -1056,6 +1071,8 @@ class OnlineMKL:
             state["draws"] = NUMPY_DRAWS
             if state.get("_layout") is not None:
                 state["_layout"].draws = NUMPY_DRAWS
+        state.setdefault("_values_args", None)  # pickled before the one-call route
+        state.setdefault("_values", (None, None))
         self.__dict__.update(state)
         if self._state is not None:
             self._refresh_args()

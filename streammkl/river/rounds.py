@@ -172,7 +172,12 @@ class Rounds:
         else:
             value = target
         standardize = self.learner.standardize
-        stats = self._stats() if standardize else None
+        stats = None
+        if standardize:
+            scaler = self.scaler
+            if scaler.count.shape[0] != known.raw.shape[0]:  # inputs the statistics lack
+                scaler.fit_width(known.raw.shape[0])
+            stats = scaler.count, scaler.mean, scaler.m2
         loss = model.learn_values(vals, known.cols, known.raw, stats, known.xs, value)
         if loss >= 0.0:
             self._last_input = known.xs if standardize else known.raw
