@@ -486,7 +486,7 @@ class OnlineMKL:
             return None
         assert args is not None
         count, mean, m2 = _NO_STATS if stats is None else stats
-        if not predict(args.pack, vals, cols, raw, count, mean, m2, xs, stats is not None):
+        if not predict(args.pack, vals, cols, raw, count, mean, m2, xs, stats is not None, True):
             return None
         return args.fx
 

@@ -119,17 +119,19 @@ def _learn_values(p, vals, cols, raw, count, mean, m2, xs, standardize, y, t, n)
     return loss
 
 
-def _predict_values(p, vals, cols, raw, count, mean, m2, xs, standardize):
-    """``decision_explicit`` (the leader's scores into ``p.fx``) on the record (``vals``,
-    ``cols``; a column of -1 is a name the model ignores), standardised without counting when
-    ``standardize``; False, changing nothing, for a value out of range."""
+def _predict_values(p, vals, cols, raw, count, mean, m2, xs, standardize, leader_scores):
+    """``decision_explicit`` (into ``p.fx``; the leader's scores with ``leader_scores``) on the
+    record (``vals``, ``cols``; a column of -1 is a name the model ignores), standardised
+    without counting when ``standardize``; False, changing nothing, for a value out of range.
+    (``leader_scores`` is an argument, not the constant ``True``: a constant would compile
+    ``decision_explicit`` again for its literal type, ~10 s of a first run.)"""
     if not scatter_record(vals, cols, raw):
         return False
+    x = raw
     if standardize:
         standardize_row(raw, count, mean, m2, xs, False)
-        decision_explicit(p, xs, p.w, p.scale, True)
-    else:
-        decision_explicit(p, raw, p.w, p.scale, True)
+        x = xs
+    decision_explicit(p, x, p.w, p.scale, leader_scores)
     return True
 
 
