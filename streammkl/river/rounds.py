@@ -158,11 +158,11 @@ class Rounds:
         if model is None or not model.built:
             return None
         if not model.takes_values:
-            return self._learn_checked(x, target, None)
+            return self._learn_vector(x, target, None)
         known = self._known
         vals = known.values(x, self.features, learn=True)
         if vals is None:
-            return self._learn_checked(x, target, None)
+            return self._learn_vector(x, target, None)
         scale, mark = None, None
         if callable(target):  # a regressor's target statistics count it: undone on a refusal
             if isinstance(self.targets, TargetScale):
@@ -172,12 +172,7 @@ class Rounds:
         else:
             value = target
         standardize = self.learner.standardize
-        stats = None
-        if standardize:
-            scaler = self.scaler
-            if scaler.count.shape[0] != known.raw.shape[0]:  # inputs the statistics lack
-                scaler.fit_width(known.raw.shape[0])
-            stats = scaler.count, scaler.mean, scaler.m2
+        stats = self._stats() if standardize else None
         loss = model.learn_values(vals, known.cols, known.raw, stats, known.xs, value)
         if loss >= 0.0:
             self._last_input = known.xs if standardize else known.raw
@@ -186,10 +181,10 @@ class Rounds:
             return model.last_scores
         if scale is not None and mark is not None:
             scale.back_to(mark)
-            return self._learn_checked(x, target, None)
-        return self._learn_checked(x, target, value)
+            return self._learn_vector(x, target, None)
+        return self._learn_vector(x, target, value)
 
-    def _learn_checked(
+    def _learn_vector(
         self, x: Mapping, target: float | Callable[[], float], value: float | None
     ) -> np.ndarray | None:
         """:meth:`learn_known` through a vector of ``x`` (``value``: the target already
@@ -208,10 +203,12 @@ class Rounds:
         return model.last_scores
 
     def _stats(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The input standardisation's statistics over every known input."""
+        """The input standardisation's statistics ``(count, mean, m2)`` over every known input
+        (an input the statistics have not met yet starts at zero)."""
         scaler = self.scaler
-        if scaler.count.shape[0] != len(self.features.names):
-            scaler.fit_width(len(self.features.names))
+        width = len(self.features.names)
+        if scaler.count.shape[0] != width:
+            scaler.fit_width(width)
         return scaler.count, scaler.mean, scaler.m2
 
     def predict_known(self, x: Mapping) -> np.ndarray | None:
