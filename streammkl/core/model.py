@@ -64,6 +64,9 @@ STATE_VERSION = 6  # 2: the adaptive schedules' arrays; 3: BlockState.gram (proj
 _F64 = np.dtype(np.float64)
 #: Target types the compiled round takes as they are (it checks their values itself).
 _NUMBERS = frozenset({float, int, np.float64, np.int64})
+#: ``learn_values``'s answer when the model's rounds do not take the one-call route.
+_NOT_TAKEN = -4.0
+_NO_STATS = (np.zeros(0), np.zeros(0), np.zeros(0))
 
 
 class OnlineMKL:
@@ -177,6 +180,9 @@ class OnlineMKL:
         self._layout: Layout | None = None
         self._state: BlockState | None = None
         self._args: RoundArgs | None = None
+        #: The round arguments the one-call route is bound to, and its compiled calls.
+        self._values_args: RoundArgs | None = None
+        self._values: tuple[Any, Any] = (None, None)
         self._kernelized = False
         # MedianRBF kernels: the first inputs, until their bandwidths are measured
         self._warmup: bandwidth.Reservoir | None = (
@@ -417,11 +423,84 @@ class OnlineMKL:
             return self._refused(x, y, loss)
         s.t += 1
         self.t = t
+        self._after_round(x, loss, t)
+        return loss
+
+    def _after_round(self, x: np.ndarray, loss: float, t: int) -> None:
+        """What follows round ``t`` on the input ``x`` (the vector the round saw) with the loss
+        ``loss``, whichever route took it: the bandwidth warm-up keeps ``x``, or a landmark
+        refresh may take it."""
         if self._warmup is not None:
             self._warm(x[None, :])
         elif loss > 0.0 and self._refresh_every and t % self._refresh_every == 0:
-            self._refresh_landmarks(x, t)  # (a round the model scored with a loss)
+            self._refresh_landmarks(x.copy(), t)  # (a round the model scored with a loss)
+
+    @property
+    def takes_values(self) -> bool:
+        """Whether records go through :meth:`learn_values` / :meth:`predict_values` (the rounds
+        and predictions of an explicit bank on dense records; not the sparse rounds of a wide
+        bank, nor kernelized blocks)."""
+        args = self._args
+        return args is not None and args.known
+
+    def learn_values(
+        self, vals: np.ndarray, cols: np.ndarray, raw: np.ndarray,
+        stats: tuple[np.ndarray, np.ndarray, np.ndarray] | None, xs: np.ndarray, y: float,
+    ) -> float:  # fmt: skip
+        """One round on a record given as its values ``vals`` and their columns ``cols`` (every
+        one >= 0), in one compiled call: scattered into ``raw`` (0 elsewhere), with ``stats``
+        (the running ``(count, mean, m2)`` of every input) standardised into ``xs`` and counted
+        (``streammkl.core.compiled.standardize_rows``'s numbers), then :meth:`learn` on it.
+        Every array is float64 (``cols`` int64), C-contiguous, ``raw`` / ``xs`` / the
+        statistics of the model's width; ``y`` a float. Returns the loss, or a negative number
+        when the record needs :meth:`learn` (a value out of range, a new class, a bank whose
+        rounds take another route, ...), having changed nothing."""
+        args = self._args
+        if args is not self._values_args:
+            self._bind_values()
+        learn = self._values[0]
+        if learn is None or not raw.shape[0] == xs.shape[0] == len(self._keys):
+            return _NOT_TAKEN
+        s = self.schedule
+        t = self.t + 1
+        assert args is not None
+        count, mean, m2 = _NO_STATS if stats is None else stats
+        loss = learn(
+            args.pack, vals, cols, raw, count, mean, m2, xs, stats is not None, y, s.t + 1, t
+        )
+        if loss < 0.0:
+            return loss
+        s.t += 1
+        self.t = t
+        self._after_round(raw if stats is None else xs, loss, t)
         return loss
+
+    def _bind_values(self) -> None:
+        """The compiled calls of :meth:`learn_values` / :meth:`predict_values` for the round
+        arguments now (None when the rounds do not take them)."""
+        args = self._values_args = self._args
+        self._values = args.values_calls() if args is not None and args.known else (None, None)
+
+    def predict_values(
+        self, vals: np.ndarray, cols: np.ndarray, raw: np.ndarray,
+        stats: tuple[np.ndarray, np.ndarray, np.ndarray] | None, xs: np.ndarray,
+    ) -> np.ndarray | None:  # fmt: skip
+        """:meth:`decision_prepared` of a record given as in :meth:`learn_values` (a column of
+        -1: a name the model ignores), standardised without counting when ``stats`` are given,
+        in one compiled call: the scores (a view: copy to keep), or None when the record needs
+        the general path (a value out of range, a bank whose predictions take another
+        route)."""
+        args = self._args
+        if args is not self._values_args:
+            self._bind_values()
+        predict = self._values[1]
+        if predict is None or not raw.shape[0] == xs.shape[0] == len(self._keys):
+            return None
+        assert args is not None
+        count, mean, m2 = _NO_STATS if stats is None else stats
+        if not predict(args.pack, vals, cols, raw, count, mean, m2, xs, stats is not None, True):
+            return None
+        return args.fx
 
     def _refused(self, x: np.ndarray, y: Any, code: float) -> float:
         """The compiled round refused (x, y) (nothing changed): raise what the checks in
@@ -1067,7 +1146,8 @@ class OnlineMKL:
         # the argument pack holds compiled entry points and a numba pack (not picklable):
         # rebuilt on load
         state = self.__dict__.copy()
-        state["_args"] = None
+        state["_args"] = state["_values_args"] = None
+        state["_values"] = (None, None)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -1077,6 +1157,8 @@ class OnlineMKL:
                 state["_layout"].draws = NUMPY_DRAWS
         state.setdefault("_refresh_plan", ((), 0))  # (pickled before landmark refreshes)
         state.setdefault("_refresh_every", 0)
+        state.setdefault("_values_args", None)  # pickled before the one-call route
+        state.setdefault("_values", (None, None))
         self.__dict__.update(state)
         if self._state is not None:
             self._refresh_args()

@@ -210,6 +210,9 @@ class RoundArgs:
         self._unit_scales = np.ones(M)
         self._learn: Callable[..., float] | None = None
         self._decide: Callable[..., Any] | None = None
+        #: Records of known inputs take one compiled call (``learn_values``, ``predict_values``):
+        #: the rounds and predictions of explicit banks on dense records.
+        self.known = self.explicit and not self.wide
 
     def learn_predict(self, x: np.ndarray, y: float, t: int, n: int) -> float:
         """One checked round (``nb.learn_predict``) at round ``t`` since the schedule's restart,
@@ -221,6 +224,17 @@ class RoundArgs:
                 compiled = nb.learn_predict_wide
             fast = self._learn = _entry(compiled, (self.pack, x, 0.0, t, n))
         return fast(self.pack, x, float(y), t, n)
+
+    def values_calls(self) -> tuple[Callable[..., float], Callable[..., bool]]:
+        """The compiled entry points of a record of known inputs (only when :attr:`known`):
+        ``(nb.learn_values_explicit or nb.learn_values, nb.predict_values)``, called as
+        ``f(pack, vals, cols, raw, count, mean, m2, xs, standardize, y, t, n)`` and
+        ``g(pack, vals, cols, raw, count, mean, m2, xs, standardize, True)`` (float64 vectors,
+        ``cols`` int64, bools, a float and two ints)."""
+        f, i = np.zeros(0), np.zeros(0, dtype=np.int64)
+        learn = nb.learn_values_explicit if self.fast else nb.learn_values
+        probe = (self.pack, f, i, f, f, f, f, f, True)
+        return _entry(learn, (*probe, 0.0, 1, 1)), _entry(nb.predict_values, (*probe, True))
 
     def settle(self) -> None:
         """Fold the sparse round's factors into the state (``BlockState.settle``): before a

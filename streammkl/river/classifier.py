@@ -196,7 +196,7 @@ class MKLClassifier(MKLLearner, base.MiniBatchClassifier):
             return self.predict_proba_one(x)
         fx = self._learn_known(x, y)
         if fx is not None:
-            return self._classes.proba(fx)
+            return self._classes.proba(fx.tolist())
         rounds, classes = self._rounds, self._classes
         model = rounds.model
         try:
@@ -218,15 +218,15 @@ class MKLClassifier(MKLLearner, base.MiniBatchClassifier):
         self.learn_one(x, y)
         return proba
 
-    def _learn_known(self, x: Mapping, y: Any) -> list[float] | None:
+    def _learn_known(self, x: Mapping, y: Any) -> np.ndarray | None:
         """The round of a known class on a known kind of ``x`` (:meth:`Rounds.learn_known`):
-        the scores before the update, or None (nothing changed) when the full path is needed."""
+        the scores before the update (a view), or None (nothing changed) when the full path is
+        needed."""
         classes = self._classes
         k = classes.index.get(y) if type(y) in _PLAIN else None
         if k is None or k >= (2 if classes.binary else self._rounds.n_outputs):
             return None
-        fx = self._rounds.learn_known(x, classes.target_of(k))
-        return None if fx is None else fx.tolist()
+        return self._rounds.learn_known(x, classes.target_of(k))
 
     def predict_one(self, x: Mapping, **kwargs: Any) -> Any:
         if self.classes_:
