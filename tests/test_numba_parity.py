@@ -57,6 +57,10 @@ BUDGET_LOOPS = [
     "budget_step", "make_room", "kernel_row", "weighted_sum",
 ]  # fmt: skip
 PLACE_LOOPS = ["place_inputs"]
+KNOWN_LOOPS = [
+    "learn_values", "learn_values_explicit", "predict_values", "scatter_record",
+    "standardize_one", "standardize_row", "standardize_rows",
+]  # fmt: skip
 # parity-tested in tests/test_structured_decoders.py, tests/test_structured_labeler.py and
 # tests/test_structured_pruning.py
 SEQUENCE_LOOPS = [
@@ -609,8 +613,47 @@ def test_placing_new_inputs_compiled_equals_python(monkeypatch):
 
 def test_every_compiled_function_is_covered():
     missing = set(compiled_functions()) - set(SCALAR_KERNELS) - set(MODEL_LOOPS)
-    missing -= set(PLACE_LOOPS)
+    missing -= set(PLACE_LOOPS) | set(KNOWN_LOOPS)
     missing -= set(WIDE_LOOPS) | set(BINNING_LOOPS)
     missing -= set(BUDGET_LOOPS)
     missing -= set(SEQUENCE_LOOPS) | set(PARSER_LOOPS) | set(SUPPORT_LOOPS)
     assert missing == set(), f"no parity test for {sorted(missing)}"
+
+
+@pytest.mark.parametrize("kind", ["classifier", "regressor"])
+def test_records_of_known_inputs_compiled_equal_python(monkeypatch, kind):
+    """The one-call rounds and predictions of records of known inputs (``core._numba.known``,
+    behind ``OnlineMKL.learn_values`` / ``predict_values``) and the standardisation of rows,
+    interpreted with the rounds they call, give the compiled numbers (the explicit round of the
+    default classifier, the general one of the default regressor)."""
+    from streammkl.core import compiled
+    from streammkl.river import MKLClassifier, MKLRegressor, _scaling
+
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(40, 3)) * [1.0, 10.0, 0.1]
+    make = MKLClassifier if kind == "classifier" else MKLRegressor
+    Y = [bool(v) for v in X[:, 0] > 0] if kind == "classifier" else list(X @ [1.0, 0.2, -3.0])
+    results = []
+    for loops in ([], [*MODEL_LOOPS, *KNOWN_LOOPS]):
+        model = make(standardize=True, kernels=(kernels.Linear(), kernels.RBF(0.5, n_components=8)))
+        with monkeypatch.context() as patch:
+            interpret(patch, loops)
+            if loops:  # the learner's own standardisation of vectors and rows, too
+                patch.setattr(_scaling, "_ONE", {})
+                for name in ("standardize_one", "standardize_rows"):
+                    patch.setattr(_scaling, name, getattr(compiled, name).py_func)
+            out = []
+            for row, y in zip(X.tolist(), Y, strict=True):
+                x = dict(zip("abc", row, strict=True))
+                if kind == "classifier":
+                    out.append(model.predict_proba_one(x).get(True, -1.0))
+                    out.append(model.learn_predict_one(x, y).get(True, -1.0))
+                else:
+                    out.extend([model.predict_one(x), model.learn_predict_one(x, y)])
+            rows = model.rounds().scale_rows(X)
+        results.append((np.array(out, dtype=float), model.to_state()[1], rows))
+    np.testing.assert_allclose(results[0][0], results[1][0], rtol=1e-10, atol=1e-12)
+    for key, arr in results[0][1].items():
+        np.testing.assert_allclose(arr, results[1][1][key], rtol=1e-9, atol=1e-11, err_msg=key)
+    np.testing.assert_array_equal(results[0][2], results[1][2])
+    COVERED.update(KNOWN_LOOPS)

@@ -7,7 +7,9 @@ they inline, under that package's numba cache guard.
 - dependency arcs: the atom kinds ``A_HEAD``, ``A_MOD``, ``A_BETWEEN``, ``A_DIR``, ``A_DIST``,
   the padding code ``PAD``, ``arc_features``, ``arc_scores``, ``max_arborescence``;
 - blocks: ``apply_prox_steps``, and the codes ``K_B1`` (B1-spline kernel) and ``B_PROJECT``
-  (the projecting budget policy).
+  (the projecting budget policy);
+- inputs: ``standardize_one``, ``standardize_rows`` (online standardisation of rows, the
+  numbers of the rounds of records of known inputs, ``OnlineMKL.learn_values``).
 
 Each is the compiled function itself (with its ``.py_func``).
 """
@@ -30,6 +32,8 @@ from streammkl.core._numba import (
     pair_kernel,
     sequence_scores,
     sequence_step,
+    standardize_one,
+    standardize_rows,
     viterbi,
     viterbi_cost,
     viterbi_hamming,
@@ -53,6 +57,8 @@ __all__ = [
     "pair_kernel",
     "sequence_scores",
     "sequence_step",
+    "standardize_one",
+    "standardize_rows",
     "viterbi",
     "viterbi_cost",
     "viterbi_hamming",

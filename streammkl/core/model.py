@@ -64,6 +64,9 @@ STATE_VERSION = 6  # 2: the adaptive schedules' arrays; 3: BlockState.gram (proj
 _F64 = np.dtype(np.float64)
 #: Target types the compiled round takes as they are (it checks their values itself).
 _NUMBERS = frozenset({float, int, np.float64, np.int64})
+#: ``learn_values``'s answer when the model's rounds do not take the one-call route.
+_NOT_TAKEN = -4.0
+_NO_STATS = (np.zeros(0), np.zeros(0), np.zeros(0))
 
 
 class OnlineMKL:
@@ -415,6 +418,55 @@ class OnlineMKL:
         if self._warmup is not None:
             self._warm(x[None, :])
         return loss
+
+    def learn_values(
+        self, vals: np.ndarray, cols: np.ndarray, raw: np.ndarray,
+        stats: tuple[np.ndarray, np.ndarray, np.ndarray] | None, xs: np.ndarray, y: float,
+    ) -> float:  # fmt: skip
+        """One round on a record given as its values ``vals`` and their columns ``cols`` (every
+        one >= 0), in one compiled call: scattered into ``raw`` (0 elsewhere), with ``stats``
+        (the running ``(count, mean, m2)`` of every input) standardised into ``xs`` and counted
+        (``streammkl.core.compiled.standardize_rows``'s numbers), then :meth:`learn` on it.
+        Every array is float64 (``cols`` int64), C-contiguous, ``raw`` / ``xs`` / the
+        statistics of the model's width; ``y`` a float. Returns the loss, or a negative number
+        when the record needs :meth:`learn` (a value out of range, a new class, a bank whose
+        rounds take another route, ...), having changed nothing."""
+        args = self._args
+        if args is None or not args.known or not raw.shape[0] == xs.shape[0] == len(self._keys):
+            return _NOT_TAKEN
+        s = self.schedule
+        t = self.t + 1
+        standardize = stats is not None
+        loss = args.learn_values(
+            vals, cols, raw, stats if stats is not None else _NO_STATS, xs, standardize, y,
+            s.t + 1, t,
+        )  # fmt: skip
+        if loss < 0.0:
+            return loss
+        s.t += 1
+        self.t = t
+        if self._warmup is not None:
+            self._warm((xs if standardize else raw)[None, :])
+        return loss
+
+    def predict_values(
+        self, vals: np.ndarray, cols: np.ndarray, raw: np.ndarray,
+        stats: tuple[np.ndarray, np.ndarray, np.ndarray] | None, xs: np.ndarray,
+    ) -> np.ndarray | None:  # fmt: skip
+        """:meth:`decision_prepared` of a record given as in :meth:`learn_values` (a column of
+        -1: a name the model ignores), standardised without counting when ``stats`` are given,
+        in one compiled call: the scores (a view: copy to keep), or None when the record needs
+        the general path (a value out of range, a bank whose predictions take another
+        route)."""
+        args = self._args
+        if args is None or not args.known or not raw.shape[0] == xs.shape[0] == len(self._keys):
+            return None
+        standardize = stats is not None
+        if not args.predict_values(
+            vals, cols, raw, stats if stats is not None else _NO_STATS, xs, standardize
+        ):
+            return None
+        return args.fx
 
     def _refused(self, x: np.ndarray, y: Any, code: float) -> float:
         """The compiled round refused (x, y) (nothing changed): raise what the checks in

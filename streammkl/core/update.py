@@ -210,6 +210,11 @@ class RoundArgs:
         self._unit_scales = np.ones(M)
         self._learn: Callable[..., float] | None = None
         self._decide: Callable[..., Any] | None = None
+        #: Records of known inputs take one compiled call (``learn_values``, ``predict_values``):
+        #: the rounds and predictions of explicit banks on dense records.
+        self.known = self.explicit and not self.wide
+        self._learn_values: Callable[..., float] | None = None
+        self._predict_values: Callable[..., bool] | None = None
 
     def learn_predict(self, x: np.ndarray, y: float, t: int, n: int) -> float:
         """One checked round (``nb.learn_predict``) at round ``t`` since the schedule's restart,
@@ -221,6 +226,32 @@ class RoundArgs:
                 compiled = nb.learn_predict_wide
             fast = self._learn = _entry(compiled, (self.pack, x, 0.0, t, n))
         return fast(self.pack, x, float(y), t, n)
+
+    def learn_values(
+        self, vals: np.ndarray, cols: np.ndarray, raw: np.ndarray,
+        stats: tuple[np.ndarray, np.ndarray, np.ndarray], xs: np.ndarray, standardize: bool,
+        y: float, t: int, n: int,
+    ) -> float:  # fmt: skip
+        """One round on a record of known inputs (``nb.learn_values``; only when
+        :attr:`known`): the loss, or a negative refusal code (nothing changed)."""
+        fast = self._learn_values
+        if fast is None:
+            probe = (self.pack, vals, cols, raw, *stats, xs, True, 0.0, t, n)
+            compiled = nb.learn_values_explicit if self.fast else nb.learn_values
+            fast = self._learn_values = _entry(compiled, probe)
+        return fast(self.pack, vals, cols, raw, *stats, xs, standardize, y, t, n)
+
+    def predict_values(
+        self, vals: np.ndarray, cols: np.ndarray, raw: np.ndarray,
+        stats: tuple[np.ndarray, np.ndarray, np.ndarray], xs: np.ndarray, standardize: bool,
+    ) -> bool:  # fmt: skip
+        """The scores of a record (``nb.predict_values``, into ``self.fx``; only when
+        :attr:`known`); False for a value out of range (nothing computed)."""
+        fast = self._predict_values
+        if fast is None:
+            probe = (self.pack, vals, cols, raw, *stats, xs, True)
+            fast = self._predict_values = _entry(nb.predict_values, probe)
+        return fast(self.pack, vals, cols, raw, *stats, xs, standardize)
 
     def settle(self) -> None:
         """Fold the sparse round's factors into the state (``BlockState.settle``): before a

@@ -9,8 +9,9 @@ transformed exactly as the same rows one by one. A missing input is read as 0, a
 does anyway; an input first seen late starts its statistics then. A constant input (variance
 zero, e.g. its first value) becomes ``x - mean`` = 0; the variance is the population one.
 
-The hot loop is compiled without fastmath (``JIT_EXACT``), the same code for one row and for a
-run, so both give the same numbers bit for bit.
+The hot loop is the core's (``streammkl.core.compiled.standardize_rows``), compiled without
+fastmath, the same code for one row, for a run and inside the round of a record of known inputs
+(``OnlineMKL.learn_values``), so all give the same numbers bit for bit.
 """
 
 from __future__ import annotations
@@ -19,51 +20,12 @@ import math
 from typing import Any
 
 import numpy as np
-from numba import njit
 
-from streammkl.core.jit import JIT_EXACT, entry_point
+from streammkl.core.compiled import standardize_one, standardize_rows
+from streammkl.core.jit import entry_point
 
-#: Below this variance an input counts as constant (scale 1).
-_TINY_VAR = 1e-24
 #: The compiled one-row entry points, by ``learn`` (resolved on first use).
 _ONE: dict[bool, Any] = {}
-
-
-def _standardize_row_py(
-    x: np.ndarray, count: np.ndarray, mean: np.ndarray, m2: np.ndarray, out: np.ndarray,
-    learn: bool,
-) -> None:  # fmt: skip
-    for j in range(x.shape[0]):
-        v = x[j]
-        n = count[j] + 1.0  # the statistics with v counted (stored only when learning)
-        delta = v - mean[j]
-        mu = mean[j] + delta / n
-        s2 = m2[j] + delta * (v - mu)
-        var = s2 / n
-        out[j] = (v - mu) / math.sqrt(var) if var > _TINY_VAR else v - mu
-        if learn:
-            count[j] = n
-            mean[j] = mu
-            m2[j] = s2
-
-
-#: One row standardised (and counted when ``learn``): the one body of both compiled entries.
-_standardize_row = njit(inline="always", **JIT_EXACT)(_standardize_row_py)
-
-
-@njit(**JIT_EXACT)
-def _standardize_rows(
-    X: np.ndarray, count: np.ndarray, mean: np.ndarray, m2: np.ndarray, out: np.ndarray, learn: bool
-) -> None:
-    for i in range(X.shape[0]):
-        _standardize_row(X[i], count, mean, m2, out[i], learn)
-
-
-@njit(**JIT_EXACT)
-def _standardize_one(
-    x: np.ndarray, count: np.ndarray, mean: np.ndarray, m2: np.ndarray, out: np.ndarray, learn: bool
-) -> None:
-    _standardize_row(x, count, mean, m2, out, learn)
 
 
 class InputScaler:
@@ -74,7 +36,8 @@ class InputScaler:
         self.mean = np.zeros(width)
         self.m2 = np.zeros(width)
 
-    def _fit_width(self, width: int) -> None:
+    def fit_width(self, width: int) -> None:
+        """Grow the statistics to ``width`` inputs (new ones start at zero counts)."""
         extra = width - self.count.shape[0]
         if extra > 0:
             self.count, self.mean, self.m2 = (
@@ -93,13 +56,13 @@ class InputScaler:
         """One float64 vector through the compiled row (its entry point for these types: no
         per-call type resolution); the numbers of :meth:`rows` on it."""
         if x.shape[0] != self.count.shape[0]:
-            self._fit_width(x.shape[0])
+            self.fit_width(x.shape[0])
         if x.dtype != np.float64 or not x.flags.c_contiguous:
             x = np.ascontiguousarray(x, dtype=np.float64)
         out = np.empty_like(x)
         one = _ONE.get(learn)
         if one is None:
-            one = _ONE[learn] = entry_point(_standardize_one, (x, x, x, x, x, learn))
+            one = _ONE[learn] = entry_point(standardize_one, (x, x, x, x, x, learn))
         one(x, self.count, self.mean, self.m2, out, learn)
         return out
 
@@ -108,10 +71,10 @@ class InputScaler:
         of itself; with ``learn`` every row is counted (so row i sees rows < i), else each row
         is standardised alone against the stored statistics."""
         X = np.ascontiguousarray(X, dtype=np.float64)
-        self._fit_width(X.shape[1])
+        self.fit_width(X.shape[1])
         out = np.empty_like(X)
         if X.shape[0]:
-            _standardize_rows(X, self.count, self.mean, self.m2, out, learn)
+            standardize_rows(X, self.count, self.mean, self.m2, out, learn)
         return out
 
     def to_arrays(self, prefix: str) -> dict[str, np.ndarray]:
@@ -153,6 +116,14 @@ class TargetScale:
             self.m2 += delta * (y - self.mean)
         center = self.mean if self.standardize else 0.0
         return (y - center) / self.std()
+
+    def mark(self) -> tuple[int, float, float]:
+        """The running statistics now (:meth:`back_to` returns to them)."""
+        return self.n, self.mean, self.m2
+
+    def back_to(self, mark: tuple[int, float, float]) -> None:
+        """Return to the statistics of :meth:`mark` (a target counted, then refused)."""
+        self.n, self.mean, self.m2 = mark
 
     def center_scale(self) -> tuple[float, float]:
         """(center, scale): a core score s predicts ``center + scale * s``."""

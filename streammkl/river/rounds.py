@@ -28,6 +28,7 @@ from streammkl import statefile
 from streammkl.core import OnlineMKL
 from streammkl.core.mixing import rebase_onto
 from streammkl.river._features import FeatureIndex, check_numeric
+from streammkl.river._known import KnownRecord
 from streammkl.river._labels import Classes
 from streammkl.river._scaling import InputScaler, TargetScale
 from streammkl.river.pooling import SCALER_PREFIX, pool_scalers, split_scaler
@@ -70,14 +71,25 @@ class Rounds:
         self.features = FeatureIndex()
         self.scaler = InputScaler()
         self.targets = targets
-        #: The core's input vector of the last round learned (standardised when the learner
-        #: standardises); None before the first.
-        self.last_input: np.ndarray | None = None
+        self._last_input: np.ndarray | None = None
+        self._last_shared = False  # _last_input is a buffer of the one-call round
+        self._known = KnownRecord()
         #: The prequential loss of the last round learned (at theta_t, before its update, in
         #: the core's conventions); NaN before the first.
         self.last_loss = float("nan")
         self._make_model = make_model
         self._params_spec = params_spec
+
+    @property
+    def last_input(self) -> np.ndarray | None:
+        """The core's input vector of the last round learned (standardised when the learner
+        standardises); None before the first."""
+        vec = self._last_input
+        return vec.copy() if self._last_shared and vec is not None else vec
+
+    @last_input.setter
+    def last_input(self, vec: np.ndarray | None) -> None:
+        self._last_input, self._last_shared = vec, False
 
     # --- the model and its inputs -------------------------------------------------------------
     def model_for_learning(self) -> OnlineMKL:
@@ -135,18 +147,65 @@ class Rounds:
         returns the scores predicted before the update (a view: copy to keep). None when ``x``
         needs the full path (nothing changed). The same numbers as :meth:`vector` and
         :meth:`learn`. ``target``: the core's target, or a function giving it, called once
-        ``x`` is known to take this route (a regressor's target statistics count it)."""
+        ``x`` is known to take this route (a regressor's target statistics, :attr:`targets`,
+        count it; taken back when the one-call round then refuses ``x``, before the checked path
+        counts it).
+
+        A record whose keys and values the one-call round takes (:class:`KnownRecord`, a bank
+        whose rounds take it: ``OnlineMKL.learn_values``) is scattered, checked, standardised
+        and learned in one compiled call on kept buffers."""
         model = self.model
         if model is None or not model.built:
             return None
+        known = self._known
+        vals = known.values(x, self.features, learn=True)
+        if vals is None:
+            return self._learn_checked(x, target, None)
+        scale, mark = None, None
+        if callable(target):  # a regressor's target statistics count it: undone on a refusal
+            if isinstance(self.targets, TargetScale):
+                scale = self.targets
+                mark = scale.mark()
+            value = target()
+        else:
+            value = target
+        standardize = self.learner.standardize
+        stats = self._stats() if standardize else None
+        loss = model.learn_values(vals, known.cols, known.raw, stats, known.xs, value)
+        if loss >= 0.0:
+            self._last_input = known.xs if standardize else known.raw
+            self._last_shared = True
+            self.last_loss = loss
+            return model.last_scores
+        if scale is not None and mark is not None:
+            scale.back_to(mark)
+            return self._learn_checked(x, target, None)
+        return self._learn_checked(x, target, value)
+
+    def _learn_checked(
+        self, x: Mapping, target: float | Callable[[], float], value: float | None
+    ) -> np.ndarray | None:
+        """:meth:`learn_known` through a vector of ``x`` (``value``: the target already
+        computed, else ``target``'s)."""
+        model = self.model
+        assert model is not None
         vec = self.features.known_vector(x, learn=True)
         if vec is None or not vec.shape[0]:
             return None
         if self.learner.standardize:
             vec = self.scaler.learn_transform(vec)
         self.last_input = vec
-        self.last_loss = model.learn(vec, target() if callable(target) else target)
+        if value is None:
+            value = target() if callable(target) else target
+        self.last_loss = model.learn(vec, value)
         return model.last_scores
+
+    def _stats(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The input standardisation's statistics over every known input."""
+        scaler = self.scaler
+        if scaler.count.shape[0] != len(self.features.names):
+            scaler.fit_width(len(self.features.names))
+        return scaler.count, scaler.mean, scaler.m2
 
     def predict_known(self, x: Mapping) -> np.ndarray | None:
         """The scores of ``x`` (a view: copy to keep) when its values are all plain finite numbers
@@ -155,6 +214,13 @@ class Rounds:
         model = self.model
         if model is None or not model.built or not model.feature_keys:
             return None
+        known = self._known
+        vals = known.values(x, self.features, learn=False)
+        if vals is not None:
+            stats = self._stats() if self.learner.standardize else None
+            fx = model.predict_values(vals, known.cols, known.raw, stats, known.xs)
+            if fx is not None:
+                return fx
         vec = self.features.known_vector(x, learn=False)
         if vec is None:
             return None

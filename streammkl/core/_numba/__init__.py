@@ -14,6 +14,8 @@ computed:
 - ``averages``: predictions from averaged iterates (exponential averages, follow the leader);
 - ``pack``: the round's arrays packed into one compiled argument (a structref built on demand);
 - ``rounds``: one round of Alg. 1 / 3 on a pack, its compiled loop, prediction;
+- ``known``: a record of known inputs in one call (scattered to its columns, checked,
+  standardised, then the explicit round or the prediction), and the standardisation of rows;
 - ``chains`` and ``sequences``: sequence decoders and the sequence learner's position loops;
 - ``draws``: an input's random draws (a counter-based generator, Philox4x32-10 with
   Box-Muller) and numpy's seeding of a generator (``SeedSequence``, older models' draws), compiled;
@@ -103,6 +105,10 @@ from streammkl.core._numba.rounds import (
     rescale_block, round_body, support_step, with_kernelized_scores,
 )  # fmt: skip
 from streammkl.core._numba.pack import RoundPack, explicit_view, new_pack
+from streammkl.core._numba.known import (
+    TINY_VAR, learn_values, learn_values_explicit, predict_values, scatter_record,
+    standardize_one, standardize_row, standardize_rows,
+)  # fmt: skip
 from streammkl.core._numba.chains import (
     forward_backward, logsumexp_row, viterbi, viterbi_cost, viterbi_hamming,
 )  # fmt: skip

@@ -1,0 +1,138 @@
+"""A record of known inputs in ONE compiled call: its values scattered to their columns, checked,
+standardised, then the explicit round (``learn_values``) or the prediction
+(``predict_values``).
+
+A river learner's record is a dict; the Python side maps it to ``vals`` (the values, in the
+dict's order) and ``cols`` (each value's column, -1 for a name the model does not know: a
+prediction ignores it) and calls one of these on buffers it keeps, instead of making a vector,
+standardising it and calling the round, each a call of its own.
+
+The standardisation is the one of ``standardize_row`` (running mean and variance, Welford; the
+statistics including the row), compiled without fastmath (``JIT_EXACT``), the same code for one
+row, for a run of rows and inside these calls: the same numbers bit for bit. ``learn_values``
+counts the row only once the round has taken it: a record the round refuses changes nothing.
+"""
+
+from __future__ import annotations
+
+import math
+
+from numba import njit
+
+from streammkl.core._jit import JIT_EXACT
+from streammkl.core._numba.rounds import (
+    BAD_X,
+    MAX_ABS_INPUT,
+    decision_explicit,
+    learn_predict,
+    learn_predict_explicit,
+)
+
+#: Below this variance an input counts as constant (scale 1).
+TINY_VAR = 1e-24
+
+
+def _standardize_row(x, count, mean, m2, out, learn):
+    """``x`` standardised into ``out`` with the statistics including it (``(v - mean) / std``,
+    the population variance; a constant input gives ``v - mean``); counted when ``learn``."""
+    for j in range(x.shape[0]):
+        v = x[j]
+        n = count[j] + 1.0  # the statistics with v counted (stored only when learning)
+        delta = v - mean[j]
+        mu = mean[j] + delta / n
+        s2 = m2[j] + delta * (v - mu)
+        var = s2 / n
+        out[j] = (v - mu) / math.sqrt(var) if var > TINY_VAR else v - mu
+        if learn:
+            count[j] = n
+            mean[j] = mu
+            m2[j] = s2
+
+
+#: One row standardised (and counted when ``learn``): the one body of every compiled caller.
+standardize_row = njit(inline="always", **JIT_EXACT)(_standardize_row)
+
+
+def _standardize_rows(X, count, mean, m2, out, learn):
+    """Every row of ``X`` through ``standardize_row`` in order (with ``learn``, row i sees the
+    rows before it)."""
+    for i in range(X.shape[0]):
+        standardize_row(X[i], count, mean, m2, out[i], learn)
+
+
+def _standardize_one(x, count, mean, m2, out, learn):
+    """One row through ``standardize_row`` (its own entry point: no loop)."""
+    standardize_row(x, count, mean, m2, out, learn)
+
+
+standardize_rows = njit(**JIT_EXACT)(_standardize_rows)
+standardize_one = njit(**JIT_EXACT)(_standardize_one)
+
+
+def _scatter(vals, cols, raw):
+    """``raw`` = the record: 0 everywhere, ``vals[i]`` at column ``cols[i]`` (>= 0; a later
+    value of the same column wins); False, writing nothing, when a value is not finite within
+    ``+-MAX_ABS_INPUT`` (a name the model does not know included)."""
+    for i in range(vals.shape[0]):
+        if not abs(vals[i]) <= MAX_ABS_INPUT:  # NaN fails the comparison too
+            return False
+    for j in range(raw.shape[0]):
+        raw[j] = 0.0
+    for i in range(vals.shape[0]):
+        c = cols[i]
+        if c >= 0:
+            raw[c] = vals[i]
+    return True
+
+
+scatter_record = njit(inline="always", **JIT_EXACT)(_scatter)
+
+
+def _learn_values_explicit(p, vals, cols, raw, count, mean, m2, xs, standardize, y, t, n):
+    """``learn_predict_explicit`` (a pack that takes the explicit round, ``p.fast``) on the
+    record (``vals``, ``cols``) (every ``cols[i] >= 0``): scattered into ``raw``, standardised
+    into ``xs`` when ``standardize`` (the statistics ``count``, ``mean``, ``m2`` counted once the
+    round took it). Returns the round's loss, or its refusal code (``BAD_X`` for a value out of
+    range), having changed nothing."""
+    if not scatter_record(vals, cols, raw):
+        return BAD_X
+    if not standardize:
+        return learn_predict_explicit(p, raw, y, t, n)
+    standardize_row(raw, count, mean, m2, xs, False)
+    loss = learn_predict_explicit(p, xs, y, t, n)
+    if loss >= 0.0:
+        standardize_row(raw, count, mean, m2, xs, True)  # the same xs, the row counted
+    return loss
+
+
+def _learn_values(p, vals, cols, raw, count, mean, m2, xs, standardize, y, t, n):
+    """``learn_values_explicit`` for a pack of any other explicit bank (``learn_predict``: other
+    schedules, regularizers, a projection)."""
+    if not scatter_record(vals, cols, raw):
+        return BAD_X
+    if not standardize:
+        return learn_predict(p, raw, y, t, n)
+    standardize_row(raw, count, mean, m2, xs, False)
+    loss = learn_predict(p, xs, y, t, n)
+    if loss >= 0.0:
+        standardize_row(raw, count, mean, m2, xs, True)
+    return loss
+
+
+def _predict_values(p, vals, cols, raw, count, mean, m2, xs, standardize):
+    """``decision_explicit`` (the leader's scores into ``p.fx``) on the record (``vals``,
+    ``cols``; a column of -1 is a name the model ignores), standardised without counting when
+    ``standardize``; False, changing nothing, for a value out of range."""
+    if not scatter_record(vals, cols, raw):
+        return False
+    if standardize:
+        standardize_row(raw, count, mean, m2, xs, False)
+        decision_explicit(p, xs, p.w, p.scale, True)
+    else:
+        decision_explicit(p, raw, p.w, p.scale, True)
+    return True
+
+
+learn_values_explicit = njit(**JIT_EXACT)(_learn_values_explicit)
+learn_values = njit(**JIT_EXACT)(_learn_values)
+predict_values = njit(**JIT_EXACT)(_predict_values)
