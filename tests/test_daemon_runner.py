@@ -520,7 +520,7 @@ def test_a_member_rejoins_only_when_a_topic_it_saw_missing_came_back_unassigned(
 ) -> None:
     """The return watch (``Source._watch_return``), on an injected clock: a member left without
     partitions while its topics exist all along (one member too many) never rejoins; one that
-    saw its topic missing, then back, and still owns nothing 15 s later rejoins once with a new
+    saw its topic missing, then back, and still owns nothing 8 s later rejoins once with a new
     consumer, which gets the partitions."""
     from streammkl.daemon.kafka.source import Source
 
@@ -546,8 +546,8 @@ def test_a_member_rejoins_only_when_a_topic_it_saw_missing_came_back_unassigned(
     ticks(back, 10.0)
     assert back.assignment == [] and back.rejoins == 0
     cluster.create("in", 1)  # back; the group (this fake's subscription) still gives nothing
-    ticks(back, 12.0)
-    assert back.rejoins == 0  # not yet: 15 s after it was seen back
-    ticks(back, 15.0)
+    ticks(back, 6.0)
+    assert back.rejoins == 0  # not yet: 8 s after it was seen back
+    ticks(back, 10.0)
     assert back.rejoins == 1
     assert [(tp.topic, tp.partition) for tp in back.assignment] == [("in", 0)]

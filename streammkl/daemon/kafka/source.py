@@ -61,8 +61,12 @@ TP = tuple[str, int]
 #: How long the answer of :meth:`Source.missing_topics` is kept (it asks the broker).
 TOPICS_CHECK_SECONDS = 5.0
 #: A group member left without partitions this long after an input topic it saw missing came
-#: back leaves and rejoins the group with a new consumer (see :meth:`Source._watch_return`).
-REJOIN_SECONDS = 15.0
+#: back leaves and rejoins the group with a new consumer (see :meth:`Source._watch_return`):
+#: longer than a metadata refresh (``kafka.metadata_max_age_ms``, 5 s) and a join, in which a
+#: healthy group assigns the topic's partitions by itself. (At 15 s, a loaded CI machine once
+#: took over 30 s from the re-creation to the first record read: the watch's 5-s cadence, the
+#: wait, then a slow join.) A needless rejoin costs one rebalance, nothing else.
+REJOIN_SECONDS = 8.0
 
 
 class Backlog(NamedTuple):
