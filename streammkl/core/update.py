@@ -229,7 +229,7 @@ class RoundArgs:
 
     def learn_values(
         self, vals: np.ndarray, cols: np.ndarray, raw: np.ndarray,
-        stats: tuple[np.ndarray, np.ndarray, np.ndarray], xs: np.ndarray, standardize: bool,
+        stats: tuple[np.ndarray, ...], xs: np.ndarray, standardize: bool,
         y: float, t: int, n: int,
     ) -> float:  # fmt: skip
         """One round on a record of known inputs (``nb.learn_values``; only when
@@ -243,7 +243,7 @@ class RoundArgs:
 
     def predict_values(
         self, vals: np.ndarray, cols: np.ndarray, raw: np.ndarray,
-        stats: tuple[np.ndarray, np.ndarray, np.ndarray], xs: np.ndarray, standardize: bool,
+        stats: tuple[np.ndarray, ...], xs: np.ndarray, standardize: bool,
     ) -> bool:  # fmt: skip
         """The scores of a record (``nb.predict_values``, into ``self.fx``; only when
         :attr:`known`); False for a value out of range (nothing computed)."""
