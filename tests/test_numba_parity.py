@@ -630,9 +630,11 @@ def test_records_of_known_inputs_compiled_equal_python(monkeypatch, kind):
     from streammkl.river import MKLClassifier, MKLRegressor, _scaling
 
     rng = np.random.default_rng(5)
-    X = rng.normal(size=(40, 3)) * [1.0, 10.0, 0.1]
+    flag = rng.integers(0, 2, size=40).astype(float)
+    flag[30] = 2.0  # a 0/1 input (left at 0/1) standardised from its first other value on
+    X = np.column_stack([rng.normal(size=(40, 3)) * [1.0, 10.0, 0.1], flag])
     make = MKLClassifier if kind == "classifier" else MKLRegressor
-    Y = [bool(v) for v in X[:, 0] > 0] if kind == "classifier" else list(X @ [1.0, 0.2, -3.0])
+    Y = [bool(v) for v in X[:, 0] > 0] if kind == "classifier" else list(X[:, :3] @ [1, 0.2, -3])
     results = []
     for loops in ([], [*MODEL_LOOPS, *KNOWN_LOOPS]):
         model = make(standardize=True, kernels=(kernels.Linear(), kernels.RBF(0.5, n_components=8)))
@@ -644,7 +646,7 @@ def test_records_of_known_inputs_compiled_equal_python(monkeypatch, kind):
                     patch.setattr(_scaling, name, getattr(compiled, name).py_func)
             out = []
             for row, y in zip(X.tolist(), Y, strict=True):
-                x = dict(zip("abc", row, strict=True))
+                x = dict(zip("abcd", row, strict=True))
                 if kind == "classifier":
                     out.append(model.predict_proba_one(x).get(True, -1.0))
                     out.append(model.learn_predict_one(x, y).get(True, -1.0))

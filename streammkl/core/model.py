@@ -66,7 +66,7 @@ _F64 = np.dtype(np.float64)
 _NUMBERS = frozenset({float, int, np.float64, np.int64})
 #: ``learn_values``'s answer when the model's rounds do not take the one-call route.
 _NOT_TAKEN = -4.0
-_NO_STATS = (np.zeros(0), np.zeros(0), np.zeros(0))
+_NO_STATS = (np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0))
 
 
 class OnlineMKL:
@@ -445,12 +445,13 @@ class OnlineMKL:
 
     def learn_values(
         self, vals: np.ndarray, cols: np.ndarray, raw: np.ndarray,
-        stats: tuple[np.ndarray, np.ndarray, np.ndarray] | None, xs: np.ndarray, y: float,
+        stats: tuple[np.ndarray, ...] | None, xs: np.ndarray, y: float,
     ) -> float:  # fmt: skip
         """One round on a record given as its values ``vals`` and their columns ``cols`` (every
         one >= 0), in one compiled call: scattered into ``raw`` (0 elsewhere), with ``stats``
-        (the running ``(count, mean, m2)`` of every input) standardised into ``xs`` and counted
-        (``streammkl.core.compiled.standardize_rows``'s numbers), then :meth:`learn` on it.
+        (the running ``(count, mean, m2, binary)`` of every input) standardised into ``xs`` and
+        counted (``streammkl.core.compiled.standardize_rows``'s numbers), then :meth:`learn` on
+        it.
         Every array is float64 (``cols`` int64), C-contiguous, ``raw`` / ``xs`` / the
         statistics of the model's width; ``y`` a float. Returns the loss, or a negative number
         when the record needs :meth:`learn` (a value out of range, a new class, a bank whose
@@ -464,10 +465,11 @@ class OnlineMKL:
         s = self.schedule
         t = self.t + 1
         assert args is not None
-        count, mean, m2 = _NO_STATS if stats is None else stats
+        count, mean, m2, binary = _NO_STATS if stats is None else stats
         loss = learn(
-            args.pack, vals, cols, raw, count, mean, m2, xs, stats is not None, y, s.t + 1, t
-        )
+            args.pack, vals, cols, raw, count, mean, m2, binary, xs, stats is not None, y,
+            s.t + 1, t,
+        )  # fmt: skip
         if loss < 0.0:
             return loss
         s.t += 1
@@ -483,7 +485,7 @@ class OnlineMKL:
 
     def predict_values(
         self, vals: np.ndarray, cols: np.ndarray, raw: np.ndarray,
-        stats: tuple[np.ndarray, np.ndarray, np.ndarray] | None, xs: np.ndarray,
+        stats: tuple[np.ndarray, ...] | None, xs: np.ndarray,
     ) -> np.ndarray | None:  # fmt: skip
         """:meth:`decision_prepared` of a record given as in :meth:`learn_values` (a column of
         -1: a name the model ignores), standardised without counting when ``stats`` are given,
@@ -497,8 +499,9 @@ class OnlineMKL:
         if predict is None or not raw.shape[0] == xs.shape[0] == len(self._keys):
             return None
         assert args is not None
-        count, mean, m2 = _NO_STATS if stats is None else stats
-        if not predict(args.pack, vals, cols, raw, count, mean, m2, xs, stats is not None, True):
+        count, mean, m2, binary = _NO_STATS if stats is None else stats
+        standardize = stats is not None
+        if not predict(args.pack, vals, cols, raw, count, mean, m2, binary, xs, standardize, True):
             return None
         return args.fx
 

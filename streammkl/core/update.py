@@ -228,12 +228,12 @@ class RoundArgs:
     def values_calls(self) -> tuple[Callable[..., float], Callable[..., bool]]:
         """The compiled entry points of a record of known inputs (only when :attr:`known`):
         ``(nb.learn_values_explicit or nb.learn_values, nb.predict_values)``, called as
-        ``f(pack, vals, cols, raw, count, mean, m2, xs, standardize, y, t, n)`` and
-        ``g(pack, vals, cols, raw, count, mean, m2, xs, standardize, True)`` (float64 vectors,
-        ``cols`` int64, bools, a float and two ints)."""
+        ``f(pack, vals, cols, raw, count, mean, m2, binary, xs, standardize, y, t, n)`` and
+        ``g(pack, vals, cols, raw, count, mean, m2, binary, xs, standardize, True)`` (float64
+        vectors, ``cols`` int64, bools, a float and two ints)."""
         f, i = np.zeros(0), np.zeros(0, dtype=np.int64)
         learn = nb.learn_values_explicit if self.fast else nb.learn_values
-        probe = (self.pack, f, i, f, f, f, f, f, True)
+        probe = (self.pack, f, i, f, f, f, f, f, f, True)
         return _entry(learn, (*probe, 0.0, 1, 1)), _entry(nb.predict_values, (*probe, True))
 
     def settle(self) -> None:

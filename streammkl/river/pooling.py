@@ -6,6 +6,15 @@ count their own inputs on top; the group's statistics are those of every input c
 one learner that saw them all would hold: each member's own part is recovered from its
 statistics and the base's (Chan et al.'s pairwise update, inverted), and the parts are added to
 the base's with the same update (exact up to rounding, whatever the order of the inputs).
+
+An input stays *binary* (left at 0/1, not centred: ``_scaling``) while every value counted for
+it was 0 or 1 and it is rare; a member's flag only ever goes from binary to standardised, so the
+group's input is binary when it is binary for the base and for every member (the flags'
+minimum): an input that took another value anywhere is standardised, as for the one learner
+that saw every value. An input rare for each member but frequent in the pooled statistics stays
+binary until its next count, which finds it frequent and clears the flag. An input a learner has
+not counted yet is binary for it; a state saved before the rule (no flags) has none of its
+counted inputs binary.
 """
 
 from __future__ import annotations
@@ -45,13 +54,32 @@ def _on(stats: Stats, keys: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.n
     return out[0], out[1], out[2]
 
 
+def _binary_on(stats: Stats, keys: Sequence[str]) -> np.ndarray:
+    """The binary flags of ``stats`` over ``keys`` (1.0 for an input it has not counted; 0.0 for
+    every counted one of a state without flags)."""
+    names, arrays = stats
+    out = np.ones(len(keys))
+    count = arrays.get(SCALER_PREFIX + "count")
+    if count is None:
+        return out
+    flags = arrays.get(SCALER_PREFIX + "binary")
+    flags = np.zeros(0) if flags is None else np.asarray(flags, dtype=np.float64)
+    where = {k: j for j, k in enumerate(keys)}
+    for j, name in enumerate(list(names)[: np.asarray(count).shape[0]]):
+        if name in where:
+            out[where[name]] = flags[j] if j < flags.shape[0] else 0.0
+    return out
+
+
 def pool_scalers(
     base: Stats, members: Sequence[tuple[Stats, Stats | None]], keys: Sequence[str]
 ) -> dict[str, np.ndarray]:
     """The group's standardisation arrays over the inputs ``keys``: the base's statistics plus
     every member's own part (its statistics minus those of the base it started from: ``None``
-    for the current base, else an older one). Members are added in the order given."""
+    for the current base, else an older one). Members are added in the order given. An input is
+    binary when the base and every member hold it binary."""
     c, mean, m2 = _on(base, keys)
+    binary = _binary_on(base, keys)
     for stats, since in members:
         c0, mean0, m20 = _on(base if since is None else since, keys)
         ci, meani, m2i = _on(stats, keys)
@@ -67,4 +95,10 @@ def pool_scalers(
         mean = np.where(has, mean + delta * n / safe_total, mean)
         m2 = np.where(has, m2 + part_m2 + delta**2 * c * n / safe_total, m2)
         c = np.where(has, total, c)
-    return {SCALER_PREFIX + "count": c, SCALER_PREFIX + "mean": mean, SCALER_PREFIX + "m2": m2}
+        binary = np.minimum(binary, _binary_on(stats, keys))
+    return {
+        SCALER_PREFIX + "count": c,
+        SCALER_PREFIX + "mean": mean,
+        SCALER_PREFIX + "m2": m2,
+        SCALER_PREFIX + "binary": binary,
+    }

@@ -113,15 +113,21 @@ class Rounds:
             new = features.new_names(x)
             model = self.model_for_learning()
             if new or not features.names:
-                # a sparse raw record (bag of words, one-hot) does not widen the distances
-                wide = self.learner.standardize or 4 * sum(1 for v in x.values() if v) >= (
-                    len(features) + len(new)
-                )
+                # a sparse record (bag of words, one-hot; standardised, its 0/1 inputs stay
+                # 0/1) does not widen the distances
+                wide = 4 * self._nonzeros(x) >= len(features) + len(new)
                 model.declare_features(new, rescale=wide)  # first: if it refuses, nothing changed
                 features.add(new)
         if self.model is None or not self.model.feature_keys:
             return None
         return self.scale(self.features.vector(x, validated=True), learn)
+
+    def _nonzeros(self, x: Mapping) -> int:
+        """The non-zeros of ``x`` as the core sees it: its non-zero values, raw; standardised,
+        about (:meth:`InputScaler.nonzeros`: its 0/1 inputs stay 0/1, the others are centred)."""
+        if self.learner.standardize:
+            return self.scaler.nonzeros(x, self.features.index)
+        return sum(1 for v in x.values() if v)
 
     def scale(self, vec: np.ndarray, learn: bool) -> np.ndarray:
         """The core's vector for a raw one: standardised when the learner standardises (and
@@ -202,14 +208,14 @@ class Rounds:
         self.last_loss = model.learn(vec, value)
         return model.last_scores
 
-    def _stats(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The input standardisation's statistics ``(count, mean, m2)`` over every known input
-        (an input the statistics have not met yet starts at zero)."""
+    def _stats(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The input standardisation's statistics ``(count, mean, m2, binary)`` over every
+        known input (an input the statistics have not met yet starts at zero, binary)."""
         scaler = self.scaler
         width = len(self.features.names)
         if scaler.count.shape[0] != width:
             scaler.fit_width(width)
-        return scaler.count, scaler.mean, scaler.m2
+        return scaler.stats
 
     def predict_known(self, x: Mapping) -> np.ndarray | None:
         """The scores of ``x`` (a view: copy to keep) when its values are all plain finite numbers
@@ -297,15 +303,16 @@ class Rounds:
         """A cheap estimate of the work, in array entries touched: (one round now, laying out
         the inputs of ``x`` the learner has not met yet). A round's entries are those of a
         round on ``x`` (:meth:`OnlineMKL.cost`: a sparse record that takes the sparse round
-        costs its own columns; a standardised or dense record, or no ``x``, every column); the
+        costs its own columns, standardised or not: a standardised record's non-zeros are its
+        0/1 inputs' non-zeros and every other input; a dense record, or no ``x``, every column); the
         growth is 0 for a record of known inputs. Before the first round: (0, 0). For an
         admission budget in seconds: scale by a measured round (its time over its entries);
         the two share a unit, so the growth's share of a record's cost needs no calibration."""
         if self.model is None:
             return 0, 0
         new = 0 if x is None else len(self.unknown_features(x))
-        # a standardised record is dense (its zeros are centred): only a raw one can be sparse
-        nnz = None if x is None or self.learner.standardize else sum(1 for v in x.values() if v)
+        # standardised, only the 0/1 inputs' zeros stay zeros (the others are centred)
+        nnz = None if x is None else self._nonzeros(x)
         return self.model.cost(new, nnz)
 
     @property

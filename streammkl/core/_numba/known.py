@@ -8,9 +8,10 @@ prediction ignores it) and calls one of these on buffers it keeps, instead of ma
 standardising it and calling the round, each a call of its own.
 
 The standardisation is the one of ``standardize_row`` (running mean and variance, Welford; the
-statistics including the row), compiled without fastmath (``JIT_EXACT``), the same code for one
-row, for a run of rows and inside these calls: the same numbers bit for bit. ``learn_values``
-counts the row only once the round has taken it: a record the round refuses changes nothing.
+statistics including the row; an input that has only ever been 0 or 1 is left as it is),
+compiled without fastmath (``JIT_EXACT``), the same code for one row, for a run of rows and
+inside these calls: the same numbers bit for bit. ``learn_values`` counts the row only once the
+round has taken it: a record the round refuses changes nothing.
 """
 
 from __future__ import annotations
@@ -30,19 +31,35 @@ from streammkl.core._numba.rounds import (
 
 #: Below this variance an input counts as constant (scale 1).
 TINY_VAR = 1e-24
+#: A 0/1 input counted this many times and 1 in more than ``RARE_SHARE`` of them is frequent:
+#: standardised for good (a rare one, a one-hot category, stays at 0/1).
+RARE_AFTER = 64.0
+RARE_SHARE = 1.0 / 3.0
 
 
-def _standardize_row(x, count, mean, m2, out, learn):
+def _standardize_row(x, count, mean, m2, binary, out, learn):
     """``x`` standardised into ``out`` with the statistics including it (``(v - mean) / std``,
-    the population variance; a constant input gives ``v - mean``); counted when ``learn``."""
+    the population variance; a constant input gives ``v - mean``); counted when ``learn``.
+
+    An input whose ``binary`` flag is set (1.0: every value counted so far was 0 or 1, and it
+    is rare: fewer than ``RARE_AFTER`` counts, or a mean of at most ``RARE_SHARE``) and whose
+    value is 0 or 1 is left as it is (not centred: an absent one-hot category stays 0, so a
+    record of few non-zeros stays sparse). Its first other value, or the count that makes it
+    frequent, is standardised with the statistics of everything counted (kept all along) and,
+    counted, clears the flag for good."""
     for j in range(x.shape[0]):
         v = x[j]
         n = count[j] + 1.0  # the statistics with v counted (stored only when learning)
         delta = v - mean[j]
         mu = mean[j] + delta / n
         s2 = m2[j] + delta * (v - mu)
-        var = s2 / n
-        out[j] = (v - mu) / math.sqrt(var) if var > TINY_VAR else v - mu
+        if binary[j] != 0.0 and (v == 0.0 or v == 1.0) and (n < RARE_AFTER or mu <= RARE_SHARE):
+            out[j] = v
+        else:
+            var = s2 / n
+            out[j] = (v - mu) / math.sqrt(var) if var > TINY_VAR else v - mu
+            if learn:
+                binary[j] = 0.0
         if learn:
             count[j] = n
             mean[j] = mu
@@ -53,16 +70,16 @@ def _standardize_row(x, count, mean, m2, out, learn):
 standardize_row = njit(inline="always", **JIT_EXACT)(_standardize_row)
 
 
-def _standardize_rows(X, count, mean, m2, out, learn):
+def _standardize_rows(X, count, mean, m2, binary, out, learn):
     """Every row of ``X`` through ``standardize_row`` in order (with ``learn``, row i sees the
     rows before it)."""
     for i in range(X.shape[0]):
-        standardize_row(X[i], count, mean, m2, out[i], learn)
+        standardize_row(X[i], count, mean, m2, binary, out[i], learn)
 
 
-def _standardize_one(x, count, mean, m2, out, learn):
+def _standardize_one(x, count, mean, m2, binary, out, learn):
     """One row through ``standardize_row`` (its own entry point: no loop)."""
-    standardize_row(x, count, mean, m2, out, learn)
+    standardize_row(x, count, mean, m2, binary, out, learn)
 
 
 standardize_rows = njit(**JIT_EXACT)(_standardize_rows)
@@ -88,38 +105,38 @@ def _scatter(vals, cols, raw):
 scatter_record = njit(inline="always", **JIT_EXACT)(_scatter)
 
 
-def _learn_values_explicit(p, vals, cols, raw, count, mean, m2, xs, standardize, y, t, n):
+def _learn_values_explicit(p, vals, cols, raw, count, mean, m2, binary, xs, standardize, y, t, n):
     """``learn_predict_explicit`` (a pack that takes the explicit round, ``p.fast``) on the
     record (``vals``, ``cols``) (every ``cols[i] >= 0``): scattered into ``raw``, standardised
-    into ``xs`` when ``standardize`` (the statistics ``count``, ``mean``, ``m2`` counted once the
-    round took it). Returns the round's loss, or its refusal code (``BAD_X`` for a value out of
-    range), having changed nothing."""
+    into ``xs`` when ``standardize`` (the statistics ``count``, ``mean``, ``m2``, ``binary``
+    counted once the round took it). Returns the round's loss, or its refusal code (``BAD_X``
+    for a value out of range), having changed nothing."""
     if not scatter_record(vals, cols, raw):
         return BAD_X
     if not standardize:
         return learn_predict_explicit(p, raw, y, t, n)
-    standardize_row(raw, count, mean, m2, xs, False)
+    standardize_row(raw, count, mean, m2, binary, xs, False)
     loss = learn_predict_explicit(p, xs, y, t, n)
     if loss >= 0.0:
-        standardize_row(raw, count, mean, m2, xs, True)  # the same xs, the row counted
+        standardize_row(raw, count, mean, m2, binary, xs, True)  # the same xs, the row counted
     return loss
 
 
-def _learn_values(p, vals, cols, raw, count, mean, m2, xs, standardize, y, t, n):
+def _learn_values(p, vals, cols, raw, count, mean, m2, binary, xs, standardize, y, t, n):
     """``learn_values_explicit`` for a pack of any other explicit bank (``learn_predict``: other
     schedules, regularizers, a projection)."""
     if not scatter_record(vals, cols, raw):
         return BAD_X
     if not standardize:
         return learn_predict(p, raw, y, t, n)
-    standardize_row(raw, count, mean, m2, xs, False)
+    standardize_row(raw, count, mean, m2, binary, xs, False)
     loss = learn_predict(p, xs, y, t, n)
     if loss >= 0.0:
-        standardize_row(raw, count, mean, m2, xs, True)
+        standardize_row(raw, count, mean, m2, binary, xs, True)
     return loss
 
 
-def _predict_values(p, vals, cols, raw, count, mean, m2, xs, standardize, leader_scores):
+def _predict_values(p, vals, cols, raw, count, mean, m2, binary, xs, standardize, leader_scores):
     """``decision_explicit`` (into ``p.fx``; the leader's scores with ``leader_scores``) on the
     record (``vals``, ``cols``; a column of -1 is a name the model ignores), standardised
     without counting when ``standardize``; False, changing nothing, for a value out of range.
@@ -129,7 +146,7 @@ def _predict_values(p, vals, cols, raw, count, mean, m2, xs, standardize, leader
         return False
     x = raw
     if standardize:
-        standardize_row(raw, count, mean, m2, xs, False)
+        standardize_row(raw, count, mean, m2, binary, xs, False)
         x = xs
     decision_explicit(p, x, p.w, p.scale, leader_scores)
     return True
