@@ -259,6 +259,36 @@ def wait_for(predicate: Any, timeout: float, what: str) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.skipif(not hasattr(socket, "TCP_DEFER_ACCEPT"), reason="Linux's TCP_DEFER_ACCEPT")
+def test_a_probe_slow_to_send_its_head_is_not_evicted_by_its_own_address() -> None:
+    """The race a flood from the probes' own address opens: a probe connects, its client is
+    slow to send the head (descheduled on a loaded machine), and meanwhile ``per_client`` more
+    connections from the same address arrive. Accepted at its connect, the probe would be the
+    client's oldest pending connection, evicted before its head came (reset: no answer). The
+    listener accepts a connection once its first bytes are there (``TCP_DEFER_ACCEPT``): the
+    silent connections are not accepted at all in the meantime, and the probe is served."""
+    server = HealthServer(registry(), status, per_client=2, header_timeout=5.0).start()
+    silent: list[socket.socket] = []
+    try:
+        addr = ("127.0.0.1", server.port)
+        silent += [socket.create_connection(addr, timeout=2.0) for _ in range(2)]
+        slow = socket.create_connection(addr, timeout=5.0)
+        silent += [socket.create_connection(addr, timeout=2.0) for _ in range(4)]
+        time.sleep(0.3)  # the server's event thread runs; the probe has sent nothing yet
+        slow.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        answer = b""
+        while b"\r\n" not in answer:
+            chunk = slow.recv(4096)
+            assert chunk, "the probe's connection was closed without an answer"
+            answer += chunk
+        assert answer.startswith(b"HTTP/1.1 200"), answer[:80]
+        slow.close()
+    finally:
+        for sock in silent:
+            sock.close()
+        server.stop()
+
+
 @pytest.mark.parametrize("source", ["127.0.0.2", "127.0.0.1"], ids=["other-client", "same-client"])
 def test_probes_answer_under_slowloris(source: str) -> None:
     """200 connections dripping their heads a byte every 0.5 s, reopened when closed: every

@@ -5,7 +5,8 @@ a client that drips its request one byte at a time holds that thread until its d
 few such clients held every worker of the bounded pool that served ``/healthz`` (measured: 1 of
 200 probes answered under a slowloris client). Here a connection goes through three stages:
 
-1. **Accepted** by the one event thread (``streammkl-http``), under a policy per client (its IP
+1. **Accepted** by the one event thread (``streammkl-http``) once its first bytes have arrived
+   (Linux: :data:`DEFER_ACCEPT_SECONDS`), under a policy per client (its IP
    address): a client holds at most ``per_client`` connections at once; a new one beyond that
    closes the client's oldest connection still sending its request head (or is closed itself
    when all of the client's connections are being served). At most :data:`MAX_PENDING`
@@ -62,6 +63,13 @@ MAX_PENDING = 256
 #: Requests waiting for a worker, per lane and worker.
 QUEUE_PER_WORKER = 2
 _EVENT_TICK = 0.1  # the event thread's longest wait (deadlines are checked at least this often)
+#: Linux's ``TCP_DEFER_ACCEPT``: the kernel hands a connection over once its first bytes have
+#: arrived (or after about this many seconds without any). A probe's head, sent in one write
+#: right after its connect, is then there when the connection is accepted and is served at
+#: once: never a pending connection that a flood from the probe's own address could evict
+#: before its head arrived (seen under load: 1 of 200 probes reset while its client had not
+#: yet sent). A client that connects and sends nothing (a TCP probe) still connects.
+DEFER_ACCEPT_SECONDS = 1
 
 
 @dataclass(frozen=True)
@@ -201,6 +209,9 @@ class WebServer:
         }
         self._listener = socket.create_server(address, backlog=128)
         self._listener.setblocking(False)
+        defer = getattr(socket, "TCP_DEFER_ACCEPT", None)  # Linux only
+        if defer is not None:
+            self._listener.setsockopt(socket.IPPROTO_TCP, defer, DEFER_ACCEPT_SECONDS)
         self.port = int(self._listener.getsockname()[1])
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
