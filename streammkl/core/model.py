@@ -194,10 +194,9 @@ class OnlineMKL:
         #: the model keeps its warm-up inputs but never changes a bandwidth by itself. Not
         #: saved with the state (a member sets it on every model it adopts).
         self.hold_bandwidths = False
-        #: The bank whose landmark refreshes were last planned, and the planned period (the
-        #: gcd of its ``LandmarkRBF.refresh`` periods; 0: none): see :meth:`_refresh_landmarks`.
-        self._refresh_plan: tuple[tuple[Kernel, ...], int] = ((), 0)
-        self._refresh_every = 0  # (the same, set with the rounds' arguments: one read per round)
+        #: The bank's landmark refresh period (:meth:`_refresh_period`), set with the rounds'
+        #: arguments: one read per round.
+        self._refresh_every = 0
 
     # --- the model's arrays (made at the first input, grown with the inputs and classes) ----
     @property
@@ -456,15 +455,13 @@ class OnlineMKL:
         statistics of the model's width; ``y`` a float. Returns the loss, or a negative number
         when the record needs :meth:`learn` (a value out of range, a new class, a bank whose
         rounds take another route, ...), having changed nothing."""
-        args = self._args
-        if args is not self._values_args:
-            self._bind_values()
-        learn = self._values[0]
-        if learn is None or not raw.shape[0] == xs.shape[0] == len(self._keys):
+        learn = self._values_call(0, raw, xs)
+        if learn is None:
             return _NOT_TAKEN
+        args = self._args
+        assert args is not None
         s = self.schedule
         t = self.t + 1
-        assert args is not None
         count, mean, m2, binary = _NO_STATS if stats is None else stats
         loss = learn(
             args.pack, vals, cols, raw, count, mean, m2, binary, xs, stats is not None, y,
@@ -477,11 +474,18 @@ class OnlineMKL:
         self._after_round(raw if stats is None else xs, loss, t)
         return loss
 
-    def _bind_values(self) -> None:
-        """The compiled calls of :meth:`learn_values` / :meth:`predict_values` for the round
-        arguments now (None when the rounds do not take them)."""
-        args = self._values_args = self._args
-        self._values = args.values_calls() if args is not None and args.known else (None, None)
+    def _values_call(self, which: int, raw: np.ndarray, xs: np.ndarray) -> Any:
+        """The compiled call of :meth:`learn_values` (``which`` 0) or :meth:`predict_values`
+        (1) for the round arguments now, bound once per arguments; None when the rounds do not
+        take it or the buffers are not of the model's width."""
+        args = self._args
+        if args is not self._values_args:
+            self._values_args = args
+            self._values = args.values_calls() if args is not None and args.known else (None, None)
+        call = self._values[which]
+        if call is None or not raw.shape[0] == xs.shape[0] == len(self._keys):
+            return None
+        return call
 
     def predict_values(
         self, vals: np.ndarray, cols: np.ndarray, raw: np.ndarray,
@@ -492,12 +496,10 @@ class OnlineMKL:
         in one compiled call: the scores (a view: copy to keep), or None when the record needs
         the general path (a value out of range, a bank whose predictions take another
         route)."""
-        args = self._args
-        if args is not self._values_args:
-            self._bind_values()
-        predict = self._values[1]
-        if predict is None or not raw.shape[0] == xs.shape[0] == len(self._keys):
+        predict = self._values_call(1, raw, xs)
+        if predict is None:
             return None
+        args = self._args
         assert args is not None
         count, mean, m2, binary = _NO_STATS if stats is None else stats
         standardize = stats is not None
@@ -644,21 +646,17 @@ class OnlineMKL:
             loss, pred = self._compiled_rounds(X[start:end], Y[start:end], part)
             losses.append(loss)
             preds.append(pred)
-            if loss[-1] > 0.0 and self.t % period == 0:
-                self._refresh_landmarks(X[end - 1], self.t)
+            self._after_round(X[end - 1], float(loss[-1]), self.t)
             start = end
         if len(losses) == 1:
             return losses[0], preds[0]
         return np.concatenate(losses), np.concatenate(preds)
 
     def _refresh_period(self) -> int:
-        """The gcd of the bank's landmark refresh periods (0: none), planned once per bank."""
-        kernels, period = self._refresh_plan
-        if kernels is not self.kernels:
-            periods = [k.refresh for k in self.kernels if isinstance(k, LandmarkRBF)]
-            period = math.gcd(*periods) if periods else 0
-            self._refresh_plan = (self.kernels, period)
-        return period
+        """The gcd of the bank's landmark refresh periods (0: none; see
+        :meth:`_refresh_landmarks`)."""
+        periods = [k.refresh for k in self.kernels if isinstance(k, LandmarkRBF)]
+        return math.gcd(*periods) if periods else 0
 
     def _refresh_landmarks(self, x: np.ndarray, t: int) -> None:
         """After round ``t`` on the input ``x`` (scored with a loss): in every landmark block
@@ -1158,8 +1156,7 @@ class OnlineMKL:
             state["draws"] = NUMPY_DRAWS
             if state.get("_layout") is not None:
                 state["_layout"].draws = NUMPY_DRAWS
-        state.setdefault("_refresh_plan", ((), 0))  # (pickled before landmark refreshes)
-        state.setdefault("_refresh_every", 0)
+        state.setdefault("_refresh_every", 0)  # (pickled before landmark refreshes)
         state.setdefault("_values_args", None)  # pickled before the one-call route
         state.setdefault("_values", (None, None))
         self.__dict__.update(state)
