@@ -39,8 +39,8 @@ MODEL_LOOPS = [
     "leader", "average_scores", "track_averages", "update_averages", "learn_predict", "new_pack",
     "explicit_scores", "implicit_scores", "all_average_scores", "explicit_view", "explicit_round",
     "explicit_decision", "decision_total", "ftrl_store", "ftrl_scales", "explicit_phi_of",
-    "check_example", "learn_predict_explicit", "learn_many_explicit", "decision_explicit",
-    "decision_many_explicit", "ftrl_mixed", "support_step", "rescale_block",
+    "check_example", "check_target", "learn_predict_explicit", "learn_many_explicit",
+    "decision_explicit", "decision_many_explicit", "ftrl_mixed", "support_step", "rescale_block",
     "with_kernelized_scores",
 ]  # fmt: skip
 WIDE_LOOPS = [

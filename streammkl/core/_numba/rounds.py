@@ -627,11 +627,8 @@ def _decision_many(p, X, out):
 decision_many = njit(**JIT)(_decision_many)
 
 
-def _check_example(p, x, y):
-    """0.0 when ``learn_predict`` takes (x, y), else its refusal code (see there)."""
-    for j in range(x.shape[0]):
-        if not abs(x[j]) <= MAX_ABS_INPUT:  # NaN fails the comparison too
-            return BAD_X
+def _check_target(p, y):
+    """0.0 when ``learn_predict`` takes the target ``y``, else its refusal code (see there)."""
     code = p.loss_code
     if code == L_HINGE or code == L_LOGISTIC:
         if y != 1.0 and y != -1.0:
@@ -644,6 +641,17 @@ def _check_example(p, x, y):
     elif not abs(y) <= MAX_ABS_INPUT:
         return BAD_Y
     return 0.0
+
+
+check_target = njit(**JIT_INLINE)(_check_target)
+
+
+def _check_example(p, x, y):
+    """0.0 when ``learn_predict`` takes (x, y), else its refusal code (see there)."""
+    for j in range(x.shape[0]):
+        if not abs(x[j]) <= MAX_ABS_INPUT:  # NaN fails the comparison too
+            return BAD_X
+    return check_target(p, y)
 
 
 check_example = njit(**JIT_INLINE)(_check_example)

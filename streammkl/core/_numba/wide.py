@@ -85,7 +85,7 @@ from streammkl.core._numba.rounds import (
     BAD_X,
     MAX_ABS_INPUT,
     block_steps,
-    check_example,
+    check_target,
     explicit_decision,
     explicit_round,
     ftrl_scales,
@@ -688,14 +688,14 @@ def _learn_predict_wide(p, x, y, t, n):
     record, else the dense one on the settled state."""
     nz = np.empty(x.shape[0], dtype=np.int64)
     nnz = 0
-    for i in range(x.shape[0]):  # check_example's check of x and the non-zeros, in one pass
+    for i in range(x.shape[0]):  # the check of x (check_example's) and the non-zeros, in one pass
         v = x[i]
         if not abs(v) <= MAX_ABS_INPUT:  # NaN fails the comparison too
             return BAD_X
         if v != 0.0:
             nz[nnz] = i
             nnz += 1
-    code = check_example(p, x[:0], y)  # (its checks of y: x is checked)
+    code = check_target(p, y)
     if code < 0.0:
         return code
     n_cols, sparse = wide_route(nnz, p.ex_blocks, p.ex_off, p.ex_kind, p.ex_used, p.blk_inputs)
