@@ -819,16 +819,7 @@ def test_a_record_the_client_skips_is_read_again_not_lost() -> None:
     polls: list[list[int]] = [[0, 1, 3, 4], [2, 3, 4], [3, 4, 6], [6], [7]]
     seeks: list[int] = []
 
-    class Consumer:
-        def __init__(self, **options):
-            pass
-
-        def assign(self, tps):
-            pass
-
-        def seek_to_beginning(self, tp):
-            pass
-
+    class Consumer(_IdleConsumer):  # read, from a script of polls
         def seek(self, tp, offset):
             seeks.append(offset)
 
