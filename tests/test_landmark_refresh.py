@@ -8,6 +8,7 @@ landmarks are replaced."""
 
 from __future__ import annotations
 
+import copy
 import itertools
 import math
 
@@ -229,3 +230,43 @@ def test_behind_rivers_scaler_the_near_duplicate_first_landmarks_are_replaced() 
         crowded[refresh] = _crowded_pairs(model.kernels[1])
     assert crowded[0] >= 4  # the scaler's first outputs, kept
     assert crowded[100] == 0
+
+
+@pytest.mark.parametrize("schedule", sorted(SCHEDULES))
+def test_a_refresh_writes_the_layout_in_place_with_the_numbers_of_a_copy(schedule: str) -> None:
+    """A refresh rewrites the model's own layout in place (the same arrays, the same round
+    arguments: no copy, no re-binding), and gives bit for bit the model whose every refresh
+    copies the layout (a save point holds it: copy on write), rounds, states and layouts."""
+    X, y = _stream()
+    inplace, copying = _model(schedule), _model(schedule)
+    for x, t in zip(X[:200], y[:200], strict=True):
+        inplace.learn(x, t)
+        copying.learn(x, t)
+    layout, args = inplace.layout, inplace._args
+    points = [(copying.t, copying.save_point())]
+    refreshed = 0
+    for x, t in zip(X[200:], y[200:], strict=True):
+        kernels = inplace.kernels
+        assert inplace.learn(x, t) == copying.learn(x, t)
+        if inplace.kernels is not kernels:  # a refresh: in place here, a copy there
+            refreshed += 1
+            assert inplace.layout is layout and inplace._args is args
+            assert copying.layout is not points[-1][1][3]  # (the point keeps its layout)
+            points.append((copying.t, copying.save_point()))
+    assert refreshed >= 2
+    assert inplace.digest() == copying.digest()
+    for name in ("rff_wt", "rff_b", "phi_src"):
+        np.testing.assert_array_equal(
+            getattr(inplace.layout, name), getattr(copying.layout, name), err_msg=name
+        )
+    # the landmarks' distances kept with each refreshed kernel (one row computed anew per
+    # refresh) are those computed from scratch, bit for bit
+    m, _, _ = _block(inplace)
+    kernel = inplace.kernels[m]
+    assert isinstance(kernel, Kmod.LandmarkRBF)
+    np.testing.assert_array_equal(kernel._distances(), copy.deepcopy(kernel)._distances())
+    # a save point holds the layout of its time: taken back, the rounds since come again
+    t0, point = points[1]
+    copying.restore_point(point)
+    copying.learn_many(X[t0:], y[t0:])
+    assert copying.digest() == inplace.digest()

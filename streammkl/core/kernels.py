@@ -693,6 +693,29 @@ class LandmarkRBF(MedianRBF):
             raise TypeError(f"{self.name}: no landmarks to replace yet")
         if not 0 <= j < self.n_landmarks:
             raise IndexError(f"{self.name}: no landmark {j} (it has {self.n_landmarks})")
+        idx, Z, ordered = self._over(keys, index)
+        if ordered:  # the landmarks are over the inputs the kernel reads, in order: no name lookups
+            Z = Z.copy()
+            z = Z[j] = np.asarray(row, dtype=np.float64)[idx]
+            if z.all() or (Z != 0.0).any(axis=0).all():  # (else an input leaves the landmarks)
+                out = copy.copy(self)
+                f = self.fit
+                assert f is not None
+                fit = out.fit = Landmarks(
+                    f.gamma, f.inputs, f.final, None, self._landmarks()[0],
+                    tuple(map(tuple, Z.tolist())),
+                )  # fmt: skip
+                col = self._landmark_arrays_now()[2]
+                out.__dict__["_landmark_arrays"] = (fit, Z, col)
+                out.__dict__["_over_cache"] = (fit, keys, len(keys), index, idx, Z, True)
+                crowding = self.__dict__.get("_crowding")
+                if crowding is not None and crowding[0] is f:  # one landmark's distances anew
+                    diff = Z - z
+                    d2 = crowding[1].copy()
+                    d2[j] = d2[:, j] = np.einsum("ij,ij->i", diff, diff)
+                    d2[j, j] = np.inf
+                    out.__dict__["_crowding"] = (fit, d2)
+                return out
         keys = [str(k) for k in keys]
         Z = self.landmark_matrix(keys)
         Z[j] = np.asarray(row, dtype=np.float64)
@@ -709,15 +732,25 @@ class LandmarkRBF(MedianRBF):
         one or two examples), else among all, the one with the smallest weights (the first
         of equals)."""
         weights = np.asarray(weights, dtype=np.float64)
+        crowded = self.gamma * self._distances().min(axis=1) <= self.REACH
+        if crowded.any():
+            weights = np.where(crowded, weights, np.inf)
+        return int(np.argmin(weights))
+
+    def _distances(self) -> np.ndarray:
+        """The landmarks' squared distances to each other (m x m, infinite on the diagonal;
+        read it, never write it), kept with the fit (:meth:`with_landmark` computes one
+        landmark's row anew)."""
+        cached = self.__dict__.get("_crowding")
+        if cached is not None and cached[0] is self.fit:
+            return cached[1]
         own, _ = self._landmarks()
         Z = self.landmark_matrix(own)
         diff = Z[:, None, :] - Z[None, :, :]  # (no BLAS product: it wakes OpenBLAS's threads)
         d2 = np.einsum("ijk,ijk->ij", diff, diff)
         np.fill_diagonal(d2, np.inf)
-        crowded = self.gamma * d2.min(axis=1) <= self.REACH
-        if crowded.any():
-            weights = np.where(crowded, weights, np.inf)
-        return int(np.argmin(weights))
+        self.__dict__["_crowding"] = (self.fit, d2)
+        return d2
 
     def within_reach(
         self, x: np.ndarray, keys: Sequence[str], index: Mapping[str, int] | None = None
@@ -728,9 +761,45 @@ class LandmarkRBF(MedianRBF):
         if not self.landmarks:
             return False
         x = np.asarray(x, dtype=np.float64)
-        idx = self.feature_indices(len(keys), index)
-        diff = self.landmark_matrix([str(keys[j]) for j in idx.tolist()]) - x[idx]
+        idx, Z, _ = self._over(keys, index)
+        diff = Z - x[idx]
         return bool(self.gamma * float(np.einsum("ij,ij->i", diff, diff).min()) <= self.REACH)
+
+    def _over(
+        self, keys: Sequence[str], index: Mapping[str, int] | None
+    ) -> tuple[np.ndarray, np.ndarray, bool]:
+        """The inputs the kernel reads among ``keys`` (their columns ``idx``), the landmarks on
+        them (``landmark_matrix``, m x len(idx): read it, never write it) and whether the
+        landmarks are over exactly those inputs in that order; kept for the same fit and the
+        same ``keys`` and ``index`` objects at the same length (a model's own list and
+        index, which only grow), so that a refresh's checks cost no name lookups."""
+        cached = self.__dict__.get("_over_cache")
+        if (
+            cached is not None
+            and cached[0] is self.fit
+            and cached[1] is keys
+            and cached[2] == len(keys)
+            and cached[3] is index
+        ):
+            return cached[4], cached[5], cached[6]
+        idx = self.feature_indices(len(keys), index)
+        names = [str(keys[j]) for j in idx.tolist()]
+        Z = self.landmark_matrix(names)
+        own = tuple(names) == self._landmarks()[0]
+        self.__dict__["_over_cache"] = (self.fit, keys, len(keys), index, idx, Z, own)
+        return idx, Z, own
+
+    def _landmark_arrays_now(self) -> tuple[Any, np.ndarray, dict[str, int]]:
+        """The fit's landmarks as an array over its own inputs and those inputs' columns
+        there (cached with the fit: see :meth:`landmark_matrix`)."""
+        cached = self.__dict__.get("_landmark_arrays")
+        if cached is None or cached[0] is not self.fit:  # (a copy with another fit: rebuilt)
+            own, points = self._landmarks()
+            Z = np.array(points, dtype=np.float64).reshape(len(points), len(own))
+            cached = self.__dict__["_landmark_arrays"] = (
+                self.fit, Z, {k: i for i, k in enumerate(own)},
+            )  # fmt: skip
+        return cached
 
     @property
     def landmarks(self) -> bool:
@@ -748,14 +817,9 @@ class LandmarkRBF(MedianRBF):
         out = np.zeros((self.n_landmarks, len(keys)))
         if not self.landmarks:
             return out
-        cached = self.__dict__.get("_landmark_arrays")
-        if cached is None or cached[0] is not self.fit:  # (a copy with another fit: rebuilt)
-            own, points = self._landmarks()
-            Z = np.array(points, dtype=np.float64).reshape(len(points), len(own))
-            cached = self.__dict__["_landmark_arrays"] = (
-                self.fit, Z, {k: i for i, k in enumerate(own)},
-            )  # fmt: skip
-        _, Z, col = cached
+        _, Z, col = self._landmark_arrays_now()
+        if Z.shape[0] == out.shape[0] and tuple(keys) == self._landmarks()[0]:
+            return Z.copy()  # (its own inputs, in order)
         for j, key in enumerate(keys):
             i = col.get(str(key))
             if i is not None:
@@ -764,7 +828,9 @@ class LandmarkRBF(MedianRBF):
 
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()
-        state.pop("_landmark_arrays", None)  # a cache of the fit's arrays: rebuilt on demand
+        state.pop("_landmark_arrays", None)  # caches of the fit's arrays: rebuilt on demand
+        state.pop("_over_cache", None)
+        state.pop("_crowding", None)
         return state
 
     def fourier_columns(self, keys: Sequence[str], seed: int, draws: int = _DRAWS) -> np.ndarray:
