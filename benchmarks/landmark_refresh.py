@@ -53,8 +53,8 @@ def bank(kind: str, period: int, m: int = 0, scale: float = 0.0) -> tuple:
     )
 
 
-def _run(job: tuple[str, int, int, str, float, int, float]) -> float:
-    key, seed, period, kind, reach, m, scale = job
+def _run(job: tuple[str, int, int, str, float, int, float, str]) -> float:
+    key, seed, period, kind, reach, m, scale, rule = job
     import river_suite as rs
     from river import preprocessing
 
@@ -62,6 +62,7 @@ def _run(job: tuple[str, int, int, str, float, int, float]) -> float:
     from streammkl.river import MKLClassifier
 
     kernels.LandmarkRBF.REACH = reach  # (a worker process of its own: set for its runs)
+    kernels.LandmarkRBF.RELATIVE = rule == "spacing"
     data = list(itertools.islice(rs.DATASETS[key].load(), rs.FULL))
     learner = MKLClassifier(kernels=bank(kind, period, m, scale), seed=seed)
     pipe = preprocessing.StandardScaler() | learner
@@ -86,6 +87,10 @@ def main(argv: list[str] | None = None) -> None:
         "--reach", type=float, default=2.0,
         help="LandmarkRBF.REACH: inputs within it of a landmark refresh nothing",
     )  # fmt: skip
+    parser.add_argument(
+        "--rule", default="spacing", choices=("spacing", "absolute"),
+        help="the reach in units of the landmarks' spacing (LandmarkRBF.RELATIVE) or of gamma",
+    )  # fmt: skip
     parser.add_argument("--landmarks", type=int, default=0, help="landmarks (0: the bank's)")
     parser.add_argument("--scale", type=float, default=0.0, help="their gamma scale (0: bank's)")
     add_out(parser)
@@ -99,7 +104,7 @@ def main(argv: list[str] | None = None) -> None:
         periods.insert(0, 0)  # the reference: fixed landmarks
     header = machine()
     start = time.perf_counter()
-    extra = (args.bank, args.reach, args.landmarks, args.scale)
+    extra = (args.bank, args.reach, args.landmarks, args.scale, args.rule)
     jobs = [(k, s, p, *extra) for k in keys for p in periods for s in range(args.seeds)]
     with ProcessPoolExecutor(args.jobs) as pool:
         accs = dict(zip(jobs, pool.map(_run, jobs), strict=True))
@@ -120,7 +125,8 @@ def main(argv: list[str] | None = None) -> None:
         rows.append([f"refresh={p}" if p else "fixed landmarks", *cells])
     names = [f"{rs.DATASETS[k].title} ({rs.DATASETS[k].role})" for k in keys]
     body = "\n\n".join([
-        f"{header}; {args.seeds} seeds, bank {args.bank}, reach {args.reach:g}, landmarks "
+        f"{header}; {args.seeds} seeds, bank {args.bank}, reach {args.reach:g} ({args.rule}), "
+        "landmarks "
         f"{args.landmarks or 'as the bank'}, scale {args.scale or 'as the bank'}, total "
         f"{time.perf_counter() - start:.0f} s. Prequential accuracy, mean ± sd over the seeds "
         "(in brackets: the difference from fixed landmarks, points).",

@@ -24,12 +24,14 @@ SCHEDULES = {"ftrl": lambda: schedules.FTRL(1.0), "adagrad": lambda: schedules.A
 
 
 def _stream(n: int = 1500, seed: int = 3) -> tuple[np.ndarray, np.ndarray]:
-    """A stream whose classes move: the second half is shifted away from the first, so inputs
-    out of reach of the first landmarks arrive."""
+    """A stream whose classes move: the second half is shifted away from the first and drifts
+    on, the classes with it, so inputs out of reach of the first landmarks (and then of the
+    new ones) keep arriving."""
     rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, 3))
-    X[n // 2 :] += 4.0
-    y = np.where(np.sin(2.0 * X[:, 0]) + X[:, 1] * X[:, 2] > 0.0, 1.0, -1.0)
+    Z = rng.normal(size=(n, 3))
+    y = np.where(np.sin(2.0 * Z[:, 0]) + Z[:, 1] * Z[:, 2] > 0.0, 1.0, -1.0)
+    X = Z.copy()
+    X[n // 2 :] += 4.0 + np.linspace(0.0, 8.0, n - n // 2)[:, None]
     return X, y
 
 
@@ -87,7 +89,7 @@ def test_a_refresh_replaces_the_least_weighted_landmark_with_exact_norms(schedul
     crowded = [
         j for j, z in enumerate(Z_before)
         if any(gamma * sum((p - q) ** 2 for p, q in zip(z, o, strict=True))
-               <= Kmod.LandmarkRBF.REACH for i, o in enumerate(Z_before) if i != j)
+               <= Kmod.LandmarkRBF.CROWD for i, o in enumerate(Z_before) if i != j)
     ]  # fmt: skip
     pool = crowded or list(range(e - a))  # near-duplicates first, else every landmark
     want_j = min(pool, key=lambda j: (col_norms[j], j))  # the first of the smallest
@@ -202,7 +204,7 @@ def _crowded_pairs(kernel: Kmod.Kernel) -> int:
     Z = [list(p) for p in kernel.fit.points]
     return sum(
         kernel.gamma * sum((a - b) ** 2 for a, b in zip(Z[i], Z[j], strict=True))
-        <= Kmod.LandmarkRBF.REACH
+        <= Kmod.LandmarkRBF.CROWD
         for i in range(len(Z)) for j in range(i + 1, len(Z))
     )  # fmt: skip
 
@@ -270,3 +272,44 @@ def test_a_refresh_writes_the_layout_in_place_with_the_numbers_of_a_copy(schedul
     copying.restore_point(point)
     copying.learn_many(X[t0:], y[t0:])
     assert copying.digest() == inplace.digest()
+
+
+def test_the_reach_is_relative_to_the_landmarks_spacing_by_brute_force(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``within_reach``: ``gamma min_j ||x - z_j||^2 <= REACH * spacing`` (the median over the
+    landmarks of ``gamma`` times the squared distance to the nearest other one), or within
+    ``CROWD`` if that is less while some landmarks are crowded; ``REACH`` itself without
+    ``RELATIVE``. Checked against sums written out, on spread and on crowded landmarks."""
+    rng = np.random.default_rng(5)
+    keys = ["a", "b", "c", "d"]
+    base = Kmod.LandmarkRBF(16.0, 8)
+    fitted = base.fitted(0.3, 4, True)
+    for rows in (
+        rng.normal(size=(8, 4)),
+        np.vstack([10.0 * rng.normal(size=(5, 4)), 1e-3 * rng.normal(size=(3, 4))]),
+    ):
+        kernel = fitted.with_landmarks(rows, keys)
+        Z = [list(r) for r in rows]
+        g = kernel.gamma
+
+        def d2(p: list, q: list) -> float:
+            return sum((u - v) ** 2 for u, v in zip(p, q, strict=True))
+
+        nearest = [g * min(d2(z, o) for i, o in enumerate(Z) if i != j) for j, z in enumerate(Z)]
+        reach = Kmod.LandmarkRBF.REACH * float(np.median(nearest))
+        if min(nearest) <= Kmod.LandmarkRBF.CROWD:
+            reach = min(reach, Kmod.LandmarkRBF.CROWD)
+        assert kernel.spacing() == pytest.approx(float(np.median(nearest)), rel=1e-12)
+        assert kernel.reach() == pytest.approx(reach, rel=1e-12)
+        for x in rng.normal(size=(200, 4)) * 1.5:
+            near = g * min(d2(list(x), z) for z in Z)
+            if abs(near - reach) > 1e-9 * reach:  # (not on the edge itself)
+                assert kernel.within_reach(x, keys) == (near <= reach)
+        monkeypatch.setattr(Kmod.LandmarkRBF, "RELATIVE", False)
+        fresh = fitted.with_landmarks(rows, keys)
+        assert fresh.reach() == Kmod.LandmarkRBF.REACH
+        for x in rng.normal(size=(50, 4)):
+            near = g * min(d2(list(x), z) for z in Z)
+            assert fresh.within_reach(x, keys) == (near <= Kmod.LandmarkRBF.REACH)
+        monkeypatch.setattr(Kmod.LandmarkRBF, "RELATIVE", True)
