@@ -5,10 +5,13 @@ The default bank's ``LandmarkRBF(16, 50)`` takes its landmarks from the first 50
 inputs. With ``refresh=N`` the learner itself, at every round ``t`` that is a multiple of ``N``
 and whose input it scored with a loss, replaces the landmark whose weight columns have the
 smallest norm (among near-duplicate landmarks first) by that input, unless the input lies
-within ``LandmarkRBF.REACH`` of a landmark (its columns restart at zero, the block norm
-recomputed exactly; see ``streammkl.core.kernels.LandmarkRBF``). The period is chosen on the
-development streams (Bananas, Phishing, SEA, Hyperplane) alone and then reported on the
-validation streams without re-tuning (``--datasets``).
+within the landmarks' reach (``LandmarkRBF.reach``: ``REACH`` times the landmarks' own spacing,
+the median over the landmarks of ``gamma`` times the squared distance to the nearest other one,
+or ``CROWD`` while some landmarks are near-duplicates; ``--rule absolute``: ``REACH`` itself)
+(its columns restart at zero, the block norm recomputed exactly; see
+``streammkl.core.kernels.LandmarkRBF``). The period and reach are chosen on the development
+streams (Bananas, Phishing, SEA, Hyperplane) alone and then reported on the validation streams
+without re-tuning (``--datasets``).
 
 Learner: ``StandardScaler() | MKLClassifier(kernels=bank, seed=s)`` with the default bank (or
 ``--bank accurate``: ``defaults.accurate_bank()``) whose landmark kernel takes each period;
@@ -17,11 +20,15 @@ prequential accuracy (``predict_one`` then ``learn_one``) on the classification 
 each period's difference from fixed landmarks (mean over the seeds, in points).
 
 The period and ``LandmarkRBF.REACH`` were chosen on the development streams alone (``--datasets
-bananas,phishing,sea-drift,hyperplane --periods 0,10,25,50,100 --reach 0|1|2|4``); the full run
-reports the chosen setting (refresh 100, reach 2) on every stream.
+bananas,phishing,sea-drift,hyperplane``): first the absolute reach (``--rule absolute --periods
+0,10,25,50,100 --reach 0|1|2|4``: refresh 100, reach 2, which with 10 inputs let nearly every
+checked input replace a landmark), then the reach relative to the spacing (``--rule spacing
+--reach 1|2|4``, ``--periods 0,100,200,400``): refresh 100 at 2 x the spacing, the best mean of
+the relative rules; the full run reports it on every stream.
 
 Run: ``python benchmarks/landmark_refresh.py [--seeds 5] [--jobs 2] [--periods 0,100]
-[--datasets ...] [--bank default|accurate] [--reach 2] [--landmarks M] [--scale S]``.
+[--datasets ...] [--bank default|accurate] [--rule spacing|absolute] [--reach 2] [--landmarks M]
+[--scale S]``.
 """
 
 from __future__ import annotations
