@@ -313,3 +313,26 @@ def test_the_reach_is_relative_to_the_landmarks_spacing_by_brute_force(
             near = g * min(d2(list(x), z) for z in Z)
             assert fresh.within_reach(x, keys) == (near <= Kmod.LandmarkRBF.REACH)
         monkeypatch.setattr(Kmod.LandmarkRBF, "RELATIVE", True)
+
+
+def test_a_pickled_model_refreshes_on_as_the_original_even_one_pickled_before() -> None:
+    """Pickled and loaded, a refreshing model learns on bit for bit as the original (its own
+    layout stays its own); one pickled before the in-place refresh (no record of owning its
+    layout) copies its layout at its first refresh, with the same numbers."""
+    import pickle
+
+    X, y = _stream()
+    model = _model("ftrl")
+    model.learn_many(X[:900], y[:900])
+    back = pickle.loads(pickle.dumps(model))
+    state = model.__getstate__()
+    del state["_own_layout"]  # (what a pickle made before it had)
+    older = OnlineMKL.__new__(OnlineMKL)
+    older.__setstate__(copy.deepcopy(state))
+    m, _, _ = _block(model)
+    before = model.kernels[m]
+    a = model.learn_many(X[900:], y[900:])[0]
+    assert model.kernels[m] is not before  # (refreshes happened on the way)
+    for other in (back, older):
+        np.testing.assert_array_equal(other.learn_many(X[900:], y[900:])[0], a)
+        assert other.digest() == model.digest()

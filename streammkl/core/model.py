@@ -1175,6 +1175,7 @@ class OnlineMKL:
             if state.get("_layout") is not None:
                 state["_layout"].draws = NUMPY_DRAWS
         state.setdefault("_refresh_every", 0)  # (pickled before landmark refreshes)
+        state.setdefault("_own_layout", None)  # (before refreshes in place: copied at the first)
         state.setdefault("_values_args", None)  # pickled before the one-call route
         state.setdefault("_values", (None, None))
         self.__dict__.update(state)
