@@ -5,10 +5,13 @@ The default bank's ``LandmarkRBF(16, 50)`` takes its landmarks from the first 50
 inputs. With ``refresh=N`` the learner itself, at every round ``t`` that is a multiple of ``N``
 and whose input it scored with a loss, replaces the landmark whose weight columns have the
 smallest norm (among near-duplicate landmarks first) by that input, unless the input lies
-within ``LandmarkRBF.REACH`` of a landmark (its columns restart at zero, the block norm
-recomputed exactly; see ``streammkl.core.kernels.LandmarkRBF``). The period is chosen on the
-development streams (Bananas, Phishing, SEA, Hyperplane) alone and then reported on the
-validation streams without re-tuning (``--datasets``).
+within the landmarks' reach (``LandmarkRBF.reach``: ``REACH`` times the landmarks' own spacing,
+the median over the landmarks of ``gamma`` times the squared distance to the nearest other one,
+or ``CROWD`` while some landmarks are near-duplicates; ``--rule absolute``: ``REACH`` itself)
+(its columns restart at zero, the block norm recomputed exactly; see
+``streammkl.core.kernels.LandmarkRBF``). The period and reach are chosen on the development
+streams (Bananas, Phishing, SEA, Hyperplane) alone and then reported on the validation streams
+without re-tuning (``--datasets``).
 
 Learner: ``StandardScaler() | MKLClassifier(kernels=bank, seed=s)`` with the default bank (or
 ``--bank accurate``: ``defaults.accurate_bank()``) whose landmark kernel takes each period;
@@ -17,11 +20,15 @@ prequential accuracy (``predict_one`` then ``learn_one``) on the classification 
 each period's difference from fixed landmarks (mean over the seeds, in points).
 
 The period and ``LandmarkRBF.REACH`` were chosen on the development streams alone (``--datasets
-bananas,phishing,sea-drift,hyperplane --periods 0,10,25,50,100 --reach 0|1|2|4``); the full run
-reports the chosen setting (refresh 100, reach 2) on every stream.
+bananas,phishing,sea-drift,hyperplane``): first the absolute reach (``--rule absolute --periods
+0,10,25,50,100 --reach 0|1|2|4``: refresh 100, reach 2, which with 10 inputs let nearly every
+checked input replace a landmark), then the reach relative to the spacing (``--rule spacing
+--reach 1|2|4``, ``--periods 0,100,200,400``): refresh 100 at 2 x the spacing, the best mean of
+the relative rules; the full run reports it on every stream.
 
 Run: ``python benchmarks/landmark_refresh.py [--seeds 5] [--jobs 2] [--periods 0,100]
-[--datasets ...] [--bank default|accurate] [--reach 2] [--landmarks M] [--scale S]``.
+[--datasets ...] [--bank default|accurate] [--rule spacing|absolute] [--reach 2] [--landmarks M]
+[--scale S]``.
 """
 
 from __future__ import annotations
@@ -53,8 +60,8 @@ def bank(kind: str, period: int, m: int = 0, scale: float = 0.0) -> tuple:
     )
 
 
-def _run(job: tuple[str, int, int, str, float, int, float]) -> float:
-    key, seed, period, kind, reach, m, scale = job
+def _run(job: tuple[str, int, int, str, float, int, float, str]) -> float:
+    key, seed, period, kind, reach, m, scale, rule = job
     import river_suite as rs
     from river import preprocessing
 
@@ -62,6 +69,7 @@ def _run(job: tuple[str, int, int, str, float, int, float]) -> float:
     from streammkl.river import MKLClassifier
 
     kernels.LandmarkRBF.REACH = reach  # (a worker process of its own: set for its runs)
+    kernels.LandmarkRBF.RELATIVE = rule == "spacing"
     data = list(itertools.islice(rs.DATASETS[key].load(), rs.FULL))
     learner = MKLClassifier(kernels=bank(kind, period, m, scale), seed=seed)
     pipe = preprocessing.StandardScaler() | learner
@@ -86,6 +94,10 @@ def main(argv: list[str] | None = None) -> None:
         "--reach", type=float, default=2.0,
         help="LandmarkRBF.REACH: inputs within it of a landmark refresh nothing",
     )  # fmt: skip
+    parser.add_argument(
+        "--rule", default="spacing", choices=("spacing", "absolute"),
+        help="the reach in units of the landmarks' spacing (LandmarkRBF.RELATIVE) or of gamma",
+    )  # fmt: skip
     parser.add_argument("--landmarks", type=int, default=0, help="landmarks (0: the bank's)")
     parser.add_argument("--scale", type=float, default=0.0, help="their gamma scale (0: bank's)")
     add_out(parser)
@@ -99,7 +111,7 @@ def main(argv: list[str] | None = None) -> None:
         periods.insert(0, 0)  # the reference: fixed landmarks
     header = machine()
     start = time.perf_counter()
-    extra = (args.bank, args.reach, args.landmarks, args.scale)
+    extra = (args.bank, args.reach, args.landmarks, args.scale, args.rule)
     jobs = [(k, s, p, *extra) for k in keys for p in periods for s in range(args.seeds)]
     with ProcessPoolExecutor(args.jobs) as pool:
         accs = dict(zip(jobs, pool.map(_run, jobs), strict=True))
@@ -120,7 +132,8 @@ def main(argv: list[str] | None = None) -> None:
         rows.append([f"refresh={p}" if p else "fixed landmarks", *cells])
     names = [f"{rs.DATASETS[k].title} ({rs.DATASETS[k].role})" for k in keys]
     body = "\n\n".join([
-        f"{header}; {args.seeds} seeds, bank {args.bank}, reach {args.reach:g}, landmarks "
+        f"{header}; {args.seeds} seeds, bank {args.bank}, reach {args.reach:g} ({args.rule}), "
+        "landmarks "
         f"{args.landmarks or 'as the bank'}, scale {args.scale or 'as the bank'}, total "
         f"{time.perf_counter() - start:.0f} s. Prequential accuracy, mean ± sd over the seeds "
         "(in brackets: the difference from fixed landmarks, points).",

@@ -8,6 +8,7 @@ landmarks are replaced."""
 
 from __future__ import annotations
 
+import copy
 import itertools
 import math
 
@@ -23,12 +24,14 @@ SCHEDULES = {"ftrl": lambda: schedules.FTRL(1.0), "adagrad": lambda: schedules.A
 
 
 def _stream(n: int = 1500, seed: int = 3) -> tuple[np.ndarray, np.ndarray]:
-    """A stream whose classes move: the second half is shifted away from the first, so inputs
-    out of reach of the first landmarks arrive."""
+    """A stream whose classes move: the second half is shifted away from the first and drifts
+    on, the classes with it, so inputs out of reach of the first landmarks (and then of the
+    new ones) keep arriving."""
     rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, 3))
-    X[n // 2 :] += 4.0
-    y = np.where(np.sin(2.0 * X[:, 0]) + X[:, 1] * X[:, 2] > 0.0, 1.0, -1.0)
+    Z = rng.normal(size=(n, 3))
+    y = np.where(np.sin(2.0 * Z[:, 0]) + Z[:, 1] * Z[:, 2] > 0.0, 1.0, -1.0)
+    X = Z.copy()
+    X[n // 2 :] += 4.0 + np.linspace(0.0, 8.0, n - n // 2)[:, None]
     return X, y
 
 
@@ -86,7 +89,7 @@ def test_a_refresh_replaces_the_least_weighted_landmark_with_exact_norms(schedul
     crowded = [
         j for j, z in enumerate(Z_before)
         if any(gamma * sum((p - q) ** 2 for p, q in zip(z, o, strict=True))
-               <= Kmod.LandmarkRBF.REACH for i, o in enumerate(Z_before) if i != j)
+               <= Kmod.LandmarkRBF.CROWD for i, o in enumerate(Z_before) if i != j)
     ]  # fmt: skip
     pool = crowded or list(range(e - a))  # near-duplicates first, else every landmark
     want_j = min(pool, key=lambda j: (col_norms[j], j))  # the first of the smallest
@@ -201,7 +204,7 @@ def _crowded_pairs(kernel: Kmod.Kernel) -> int:
     Z = [list(p) for p in kernel.fit.points]
     return sum(
         kernel.gamma * sum((a - b) ** 2 for a, b in zip(Z[i], Z[j], strict=True))
-        <= Kmod.LandmarkRBF.REACH
+        <= Kmod.LandmarkRBF.CROWD
         for i in range(len(Z)) for j in range(i + 1, len(Z))
     )  # fmt: skip
 
@@ -229,3 +232,107 @@ def test_behind_rivers_scaler_the_near_duplicate_first_landmarks_are_replaced() 
         crowded[refresh] = _crowded_pairs(model.kernels[1])
     assert crowded[0] >= 4  # the scaler's first outputs, kept
     assert crowded[100] == 0
+
+
+@pytest.mark.parametrize("schedule", sorted(SCHEDULES))
+def test_a_refresh_writes_the_layout_in_place_with_the_numbers_of_a_copy(schedule: str) -> None:
+    """A refresh rewrites the model's own layout in place (the same arrays, the same round
+    arguments: no copy, no re-binding), and gives bit for bit the model whose every refresh
+    copies the layout (a save point holds it: copy on write), rounds, states and layouts."""
+    X, y = _stream()
+    inplace, copying = _model(schedule), _model(schedule)
+    for x, t in zip(X[:200], y[:200], strict=True):
+        inplace.learn(x, t)
+        copying.learn(x, t)
+    layout, args = inplace.layout, inplace._args
+    points = [(copying.t, copying.save_point())]
+    refreshed = 0
+    for x, t in zip(X[200:], y[200:], strict=True):
+        kernels = inplace.kernels
+        assert inplace.learn(x, t) == copying.learn(x, t)
+        if inplace.kernels is not kernels:  # a refresh: in place here, a copy there
+            refreshed += 1
+            assert inplace.layout is layout and inplace._args is args
+            assert copying.layout is not points[-1][1][3]  # (the point keeps its layout)
+            points.append((copying.t, copying.save_point()))
+    assert refreshed >= 2
+    assert inplace.digest() == copying.digest()
+    for name in ("rff_wt", "rff_b", "phi_src"):
+        np.testing.assert_array_equal(
+            getattr(inplace.layout, name), getattr(copying.layout, name), err_msg=name
+        )
+    # the landmarks' distances kept with each refreshed kernel (one row computed anew per
+    # refresh) are those computed from scratch, bit for bit
+    m, _, _ = _block(inplace)
+    kernel = inplace.kernels[m]
+    assert isinstance(kernel, Kmod.LandmarkRBF)
+    np.testing.assert_array_equal(kernel._distances(), copy.deepcopy(kernel)._distances())
+    # a save point holds the layout of its time: taken back, the rounds since come again
+    t0, point = points[1]
+    copying.restore_point(point)
+    copying.learn_many(X[t0:], y[t0:])
+    assert copying.digest() == inplace.digest()
+
+
+def test_the_reach_is_relative_to_the_landmarks_spacing_by_brute_force(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``within_reach``: ``gamma min_j ||x - z_j||^2 <= REACH * spacing`` (the median over the
+    landmarks of ``gamma`` times the squared distance to the nearest other one), or within
+    ``CROWD`` if that is less while some landmarks are crowded; ``REACH`` itself without
+    ``RELATIVE``. Checked against sums written out, on spread and on crowded landmarks."""
+    rng = np.random.default_rng(5)
+    keys = ["a", "b", "c", "d"]
+    base = Kmod.LandmarkRBF(16.0, 8)
+    fitted = base.fitted(0.3, 4, True)
+    for rows in (
+        rng.normal(size=(8, 4)),
+        np.vstack([10.0 * rng.normal(size=(5, 4)), 1e-3 * rng.normal(size=(3, 4))]),
+    ):
+        kernel = fitted.with_landmarks(rows, keys)
+        Z = [list(r) for r in rows]
+        g = kernel.gamma
+
+        def d2(p: list, q: list) -> float:
+            return sum((u - v) ** 2 for u, v in zip(p, q, strict=True))
+
+        nearest = [g * min(d2(z, o) for i, o in enumerate(Z) if i != j) for j, z in enumerate(Z)]
+        reach = Kmod.LandmarkRBF.REACH * float(np.median(nearest))
+        if min(nearest) <= Kmod.LandmarkRBF.CROWD:
+            reach = min(reach, Kmod.LandmarkRBF.CROWD)
+        assert kernel.spacing() == pytest.approx(float(np.median(nearest)), rel=1e-12)
+        assert kernel.reach() == pytest.approx(reach, rel=1e-12)
+        for x in rng.normal(size=(200, 4)) * 1.5:
+            near = g * min(d2(list(x), z) for z in Z)
+            if abs(near - reach) > 1e-9 * reach:  # (not on the edge itself)
+                assert kernel.within_reach(x, keys) == (near <= reach)
+        monkeypatch.setattr(Kmod.LandmarkRBF, "RELATIVE", False)
+        fresh = fitted.with_landmarks(rows, keys)
+        assert fresh.reach() == Kmod.LandmarkRBF.REACH
+        for x in rng.normal(size=(50, 4)):
+            near = g * min(d2(list(x), z) for z in Z)
+            assert fresh.within_reach(x, keys) == (near <= Kmod.LandmarkRBF.REACH)
+        monkeypatch.setattr(Kmod.LandmarkRBF, "RELATIVE", True)
+
+
+def test_a_pickled_model_refreshes_on_as_the_original_even_one_pickled_before() -> None:
+    """Pickled and loaded, a refreshing model learns on bit for bit as the original (its own
+    layout stays its own); one pickled before the in-place refresh (no record of owning its
+    layout) copies its layout at its first refresh, with the same numbers."""
+    import pickle
+
+    X, y = _stream()
+    model = _model("ftrl")
+    model.learn_many(X[:900], y[:900])
+    back = pickle.loads(pickle.dumps(model))
+    state = model.__getstate__()
+    del state["_own_layout"]  # (what a pickle made before it had)
+    older = OnlineMKL.__new__(OnlineMKL)
+    older.__setstate__(copy.deepcopy(state))
+    m, _, _ = _block(model)
+    before = model.kernels[m]
+    a = model.learn_many(X[900:], y[900:])[0]
+    assert model.kernels[m] is not before  # (refreshes happened on the way)
+    for other in (back, older):
+        np.testing.assert_array_equal(other.learn_many(X[900:], y[900:])[0], a)
+        assert other.digest() == model.digest()

@@ -29,7 +29,7 @@ SCALAR_KERNELS = [
     "secular_root", "dot4_row", "dot4_rows", "dot4_row_sq", "dot4_rows_sq", "rows_dot4",
     "axpby_sqnorm_row", "absmax", "cosines", "cos_of", "negate_row", "blockwise", "prox_blockwise",
     "prox_blockwise_steps",
-    "seed_state", "philox", "unit_pair", "draw_rows", "draw_row", "crc32",
+    "seed_state", "philox", "unit_pair", "draw_rows", "draw_row", "crc32", "nearest_sq",
 ]  # fmt: skip
 BINNING_LOOPS = ["binning_hash", "binning_column"]  # test_random_binning_compiled_equal_python
 MODEL_LOOPS = [
@@ -208,6 +208,11 @@ def test_scalar_and_vector_kernels():
     for start, lo in ((0, 0), (zlib.crc32(b"seed"), 5), (2**32 - 1, name.size)):
         crc = _both("crc32", u(start), name, lo, name.size)
         assert crc == zlib.crc32(name[lo:].tobytes(), start)  # zlib's, continued from start
+    Z, x = rng.normal(size=(7, 3)), rng.normal(size=5)
+    idx = np.array([4, 0, 2], dtype=np.int64)  # (the landmarks' inputs among x's)
+    near = _both("nearest_sq", Z, x, idx)
+    assert near == pytest.approx(min(sum((x[i] - z[k]) ** 2 for k, i in enumerate(idx)) for z in Z))
+    assert _both("nearest_sq", Z[:0], x, idx) == np.inf
     assert set(SCALAR_KERNELS) <= COVERED  # (other files' tests add theirs: the set is shared)
 
 

@@ -601,7 +601,9 @@ class LandmarkRBF(MedianRBF):
     ``refresh`` (0: never) lets the landmarks move with the stream: once the landmarks are
     taken, at every round ``t`` that is a multiple of ``refresh`` whose input the model scored
     with a loss (a margin violation: where the bank lacks capacity) and lies out of the
-    landmarks' reach (:meth:`within_reach`: ``gamma min_j ||x - z_j||^2 > REACH``), the
+    landmarks' reach (:meth:`within_reach`: ``gamma min_j ||x - z_j||^2 > REACH`` times the
+    landmarks' own spacing, :meth:`spacing`: farther from every landmark than they lie from
+    each other, so that a refresh is rare on a stream the landmarks already cover), the
     landmark whose weight columns have the smallest norm over the outputs, among the crowded
     ones (near-duplicates) if there are any (:meth:`to_replace`), is replaced by that input
     (:meth:`with_landmark`), its weight columns (and those of the averaged iterates) restart
@@ -611,10 +613,17 @@ class LandmarkRBF(MedianRBF):
     """
 
     fit_type: ClassVar[type[Bandwidth]] = Landmarks
-    #: An input within ``gamma ||x - z||^2 <= REACH`` of a landmark ``z`` (its Gaussian above
-    #: e^-2 = 0.14 there) refreshes nothing. Chosen with the period on the development streams
-    #: (reaches 0, 1, 2, 4; benchmarks/landmark_refresh.py).
+    #: An input within ``gamma ||x - z||^2 <= REACH * spacing()`` of a landmark ``z``
+    #: refreshes nothing (``RELATIVE``; else within ``gamma ||x - z||^2 <= REACH``: its
+    #: Gaussian above e^-REACH there). Chosen with the period on the development streams
+    #: (benchmarks/landmark_refresh.py).
     REACH: ClassVar[float] = 2.0
+    #: Whether the reach is relative to the landmarks' own spacing (:meth:`spacing`): with 10
+    #: inputs nearly every input lies beyond ``gamma ||x - z||^2 = 2`` of every landmark.
+    RELATIVE: ClassVar[bool] = True
+    #: Landmarks within ``gamma ||z - z'||^2 <= CROWD`` of another one are crowded
+    #: (near-duplicates: :meth:`to_replace` gives them up first).
+    CROWD: ClassVar[float] = 2.0
 
     def __init__(
         self,
@@ -693,6 +702,28 @@ class LandmarkRBF(MedianRBF):
             raise TypeError(f"{self.name}: no landmarks to replace yet")
         if not 0 <= j < self.n_landmarks:
             raise IndexError(f"{self.name}: no landmark {j} (it has {self.n_landmarks})")
+        idx, Z, ordered = self._over(keys, index)
+        if ordered:  # the landmarks are over the inputs the kernel reads, in order: no name lookups
+            Z = Z.copy()
+            z = Z[j] = np.asarray(row, dtype=np.float64)[idx]
+            if z.all() or (Z != 0.0).any(axis=0).all():  # (else an input leaves the landmarks)
+                out = copy.copy(self)
+                f = self.fit
+                assert f is not None
+                names, points = self._landmarks()
+                points = (*points[:j], tuple(z.tolist()), *points[j + 1 :])  # (the others kept)
+                fit = out.fit = Landmarks(f.gamma, f.inputs, f.final, None, names, points)
+                col = self._landmark_arrays_now()[2]
+                out.__dict__["_landmark_arrays"] = (fit, Z, col)
+                out.__dict__["_over_cache"] = (fit, keys, len(keys), index, idx, Z, True)
+                crowding = self.__dict__.get("_crowding")
+                if crowding is not None and crowding[0] is f:  # one landmark's distances anew
+                    diff = Z - z
+                    d2 = crowding[1].copy()
+                    d2[j] = d2[:, j] = np.einsum("ij,ij->i", diff, diff)
+                    d2[j, j] = np.inf
+                    out.__dict__["_crowding"] = (fit, d2, None)
+                return out
         keys = [str(k) for k in keys]
         Z = self.landmark_matrix(keys)
         Z[j] = np.asarray(row, dtype=np.float64)
@@ -704,20 +735,30 @@ class LandmarkRBF(MedianRBF):
 
     def to_replace(self, weights: np.ndarray) -> int:
         """The landmark a refresh gives up, given each landmark's squared weight norm
-        (``weights``, one per landmark): among the crowded landmarks (within ``REACH`` of
+        (``weights``, one per landmark): among the crowded landmarks (within ``CROWD`` of
         another one: near-duplicates, e.g. the first inputs through a scaler that had seen
         one or two examples), else among all, the one with the smallest weights (the first
         of equals)."""
         weights = np.asarray(weights, dtype=np.float64)
+        crowded = self.gamma * self._distances().min(axis=1) <= self.CROWD
+        if crowded.any():
+            weights = np.where(crowded, weights, np.inf)
+        return int(np.argmin(weights))
+
+    def _distances(self) -> np.ndarray:
+        """The landmarks' squared distances to each other (m x m, infinite on the diagonal;
+        read it, never write it), kept with the fit (:meth:`with_landmark` computes one
+        landmark's row anew)."""
+        cached = self.__dict__.get("_crowding")
+        if cached is not None and cached[0] is self.fit:
+            return cached[1]
         own, _ = self._landmarks()
         Z = self.landmark_matrix(own)
         diff = Z[:, None, :] - Z[None, :, :]  # (no BLAS product: it wakes OpenBLAS's threads)
         d2 = np.einsum("ijk,ijk->ij", diff, diff)
         np.fill_diagonal(d2, np.inf)
-        crowded = self.gamma * d2.min(axis=1) <= self.REACH
-        if crowded.any():
-            weights = np.where(crowded, weights, np.inf)
-        return int(np.argmin(weights))
+        self.__dict__["_crowding"] = (self.fit, d2, None)
+        return d2
 
     def within_reach(
         self, x: np.ndarray, keys: Sequence[str], index: Mapping[str, int] | None = None
@@ -727,10 +768,68 @@ class LandmarkRBF(MedianRBF):
         reads (False before the landmarks)."""
         if not self.landmarks:
             return False
-        x = np.asarray(x, dtype=np.float64)
+        idx, Z, _ = self._over(keys, index)
+        near = self.gamma * nb.nearest_sq(Z, np.ascontiguousarray(x, dtype=np.float64), idx)
+        return bool(near <= self.reach())
+
+    def reach(self) -> float:
+        """The reach of the landmarks (:meth:`within_reach`): ``REACH`` times their spacing
+        (:meth:`spacing`), or ``CROWD`` if less while some landmarks are crowded (a
+        near-duplicate is given up for any input beyond it); ``REACH`` itself unless
+        ``RELATIVE``. Kept with the fit."""
+        if not self.RELATIVE:
+            return self.REACH
+        cached = self.__dict__.get("_crowding")
+        if cached is None or cached[0] is not self.fit or cached[2] is None:
+            d2 = self._distances()
+            near = self.gamma * (d2.min(axis=1) if d2.shape[0] > 1 else np.zeros(1))
+            reach = self.REACH * float(np.median(near))
+            if (near <= self.CROWD).any():
+                reach = min(reach, self.CROWD)
+            cached = self.__dict__["_crowding"] = (self.fit, d2, reach)
+        return float(cached[2])
+
+    def spacing(self) -> float:
+        """The landmarks' own spacing: the median over the landmarks of ``gamma`` times the
+        squared distance to the nearest other landmark (0 with fewer than two landmarks)."""
+        d2 = self._distances()
+        return self.gamma * float(np.median(d2.min(axis=1))) if d2.shape[0] > 1 else 0.0
+
+    def _over(
+        self, keys: Sequence[str], index: Mapping[str, int] | None
+    ) -> tuple[np.ndarray, np.ndarray, bool]:
+        """The inputs the kernel reads among ``keys`` (their columns ``idx``), the landmarks on
+        them (``landmark_matrix``, m x len(idx): read it, never write it) and whether the
+        landmarks are over exactly those inputs in that order; kept for the same fit and the
+        same ``keys`` and ``index`` objects at the same length (a model's own list and
+        index, which only grow), so that a refresh's checks cost no name lookups."""
+        cached = self.__dict__.get("_over_cache")
+        if (
+            cached is not None
+            and cached[0] is self.fit
+            and cached[1] is keys
+            and cached[2] == len(keys)
+            and cached[3] is index
+        ):
+            return cached[4], cached[5], cached[6]
         idx = self.feature_indices(len(keys), index)
-        diff = self.landmark_matrix([str(keys[j]) for j in idx.tolist()]) - x[idx]
-        return bool(self.gamma * float(np.einsum("ij,ij->i", diff, diff).min()) <= self.REACH)
+        names = [str(keys[j]) for j in idx.tolist()]
+        Z = self.landmark_matrix(names)
+        own = tuple(names) == self._landmarks()[0]
+        self.__dict__["_over_cache"] = (self.fit, keys, len(keys), index, idx, Z, own)
+        return idx, Z, own
+
+    def _landmark_arrays_now(self) -> tuple[Any, np.ndarray, dict[str, int]]:
+        """The fit's landmarks as an array over its own inputs and those inputs' columns
+        there (cached with the fit: see :meth:`landmark_matrix`)."""
+        cached = self.__dict__.get("_landmark_arrays")
+        if cached is None or cached[0] is not self.fit:  # (a copy with another fit: rebuilt)
+            own, points = self._landmarks()
+            Z = np.array(points, dtype=np.float64).reshape(len(points), len(own))
+            cached = self.__dict__["_landmark_arrays"] = (
+                self.fit, Z, {k: i for i, k in enumerate(own)},
+            )  # fmt: skip
+        return cached
 
     @property
     def landmarks(self) -> bool:
@@ -748,14 +847,9 @@ class LandmarkRBF(MedianRBF):
         out = np.zeros((self.n_landmarks, len(keys)))
         if not self.landmarks:
             return out
-        cached = self.__dict__.get("_landmark_arrays")
-        if cached is None or cached[0] is not self.fit:  # (a copy with another fit: rebuilt)
-            own, points = self._landmarks()
-            Z = np.array(points, dtype=np.float64).reshape(len(points), len(own))
-            cached = self.__dict__["_landmark_arrays"] = (
-                self.fit, Z, {k: i for i, k in enumerate(own)},
-            )  # fmt: skip
-        _, Z, col = cached
+        _, Z, col = self._landmark_arrays_now()
+        if Z.shape[0] == out.shape[0] and tuple(keys) == self._landmarks()[0]:
+            return Z.copy()  # (its own inputs, in order)
         for j, key in enumerate(keys):
             i = col.get(str(key))
             if i is not None:
@@ -764,13 +858,32 @@ class LandmarkRBF(MedianRBF):
 
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()
-        state.pop("_landmark_arrays", None)  # a cache of the fit's arrays: rebuilt on demand
+        state.pop("_landmark_arrays", None)  # caches of the fit's arrays: rebuilt on demand
+        state.pop("_over_cache", None)
+        state.pop("_crowding", None)
         return state
 
     def fourier_columns(self, keys: Sequence[str], seed: int, draws: int = _DRAWS) -> np.ndarray:
         """The projection's columns (m x len(keys)) on these inputs: ``2 gamma z_j`` (nothing
         drawn: ``seed`` and ``draws`` unused)."""
         return 2.0 * self.gamma * self.landmark_matrix(keys)
+
+    def fourier_column(self, j: int, keys: Sequence[str]) -> np.ndarray:
+        """Row ``j`` of :meth:`fourier_columns` (landmark ``j``'s, the same numbers)."""
+        return 2.0 * self.gamma * self._over_names(keys)[j]
+
+    def fourier_offset(self, j: int) -> float:
+        """Entry ``j`` of :meth:`fourier_offsets` (landmark ``j``'s, the same number)."""
+        z = self._landmark_arrays_now()[1][j : j + 1]
+        return float(-self.gamma * np.einsum("ij,ij->i", z, z)[0])
+
+    def _over_names(self, keys: Sequence[str]) -> np.ndarray:
+        """:meth:`landmark_matrix` on ``keys`` (read it, never write it: the kept array when
+        ``keys`` are the landmarks' own inputs)."""
+        cached = self._landmark_arrays_now()
+        if cached[1].shape[0] == self.n_landmarks and tuple(keys) == self._landmarks()[0]:
+            return cached[1]
+        return self.landmark_matrix(keys)
 
     def fourier_offsets(self, seed: int) -> np.ndarray:
         """``-gamma ||z_j||^2`` per landmark (the inputs it has values of)."""

@@ -281,18 +281,35 @@ class Layout:
         the inputs it reads (``keys``: every input's name), written as :meth:`extend` writes
         them (``fourier_columns``, ``fourier_offsets``): the layout ``build_layout`` gives for
         the bank with that kernel, bit for bit. O(landmarks x inputs) plus the copy."""
+        out = _copied(self)
+        out.set_landmarks(m, kernel, keys, seed)
+        return out
+
+    def set_landmarks(
+        self, m: int, kernel: LandmarkRBF, keys: Sequence[str], seed: int,
+        changed: int | None = None,
+    ) -> None:  # fmt: skip
+        """:meth:`with_landmarks_of` in place: landmark block ``m`` takes the rows and offsets
+        of ``kernel`` (only landmark ``changed``'s column of the projection and offset when
+        given: the others' are the same numbers), bit for bit what a fresh build gives; the
+        arrays stay the same objects, so the round arguments bound to them see the new
+        landmarks. O(landmarks x inputs) (O(inputs) for one landmark)."""
         if self.ex_kind[m] != nb.MAP_LANDMARK or not kernel.landmarks:
             raise ValueError(f"block {m} is not a landmark block with landmarks")
-        out = _copied(self)
-        a, e = int(out.ex_off[m]), int(out.ex_off[m + 1])
-        r0 = int(out.phi_src[0, a])
-        idx = np.flatnonzero(out.in_pos[m, : out.n_inputs] >= 0)
+        a, e = int(self.ex_off[m]), int(self.ex_off[m + 1])
+        r0 = int(self.phi_src[0, a])
+        idx = np.flatnonzero(self.in_pos[m, : self.n_inputs] >= 0)
+        names = [str(keys[j]) for j in idx.tolist()]
+        if changed is not None:  # one landmark's column and offset
+            if idx.size:
+                self.rff_wt[idx, r0 + changed] = kernel.fourier_column(changed, names)
+            self.rff_b[r0 + changed] = kernel.fourier_offset(changed)
+            return
         if idx.size:
-            cols = kernel.fourier_columns([str(keys[j]) for j in idx.tolist()], seed, out.draws)
-            out.rff_wt[idx, r0 : r0 + e - a] = cols.T
-        out.rff_b[r0 : r0 + e - a] = kernel.fourier_offsets(seed)
-        out.phi_src[2, a:e] = 1.0  # (a block with landmarks: factor 1)
-        return out
+            cols = kernel.fourier_columns(names, seed, self.draws)
+            self.rff_wt[idx, r0 : r0 + e - a] = cols.T
+        self.rff_b[r0 : r0 + e - a] = kernel.fourier_offsets(seed)
+        self.phi_src[2, a:e] = 1.0  # (a block with landmarks: factor 1)
 
     def _block_inputs(self, m: int, n: int) -> np.ndarray:
         """The first ``n`` inputs block ``m`` reads, in its map's order."""

@@ -178,6 +178,9 @@ class OnlineMKL:
         self.t = 0  # rounds learned
         self._names: tuple[tuple[Kernel, ...], list[str]] | None = None  # (bank, its names)
         self._layout: Layout | None = None
+        #: The layout this model made and no one else holds (None: a save point, a restored
+        #: or adopted state may hold the layout now): a landmark refresh writes it in place.
+        self._own_layout: Layout | None = None
         self._state: BlockState | None = None
         self._args: RoundArgs | None = None
         #: The round arguments the one-call route is bound to, and its compiled calls.
@@ -252,7 +255,7 @@ class OnlineMKL:
             names = self.names
             self._state = transplant(layout, state, names, new, names, self.kernels)
             self._state.sync_gram(new, budgets.keeps_gram(self.budget, self.budget_policy))
-            self._layout = new
+            self._layout = self._own_layout = new
             self._refresh_args()
 
     def _rebuild(self, kernels: Sequence[Kernel], n_outputs: int) -> None:
@@ -275,6 +278,7 @@ class OnlineMKL:
         self.kernels = tuple(kernels)
         self.n_outputs = n_outputs
         self._layout, self._state = layout, state
+        self._own_layout = layout
         self._refresh_args()
 
     def _refresh_args(self) -> None:
@@ -663,37 +667,50 @@ class OnlineMKL:
         whose ``refresh`` divides ``t`` and whose landmarks ``x`` is out of reach of
         (``LandmarkRBF.within_reach``), the landmark ``LandmarkRBF.to_replace`` picks (the
         smallest weight columns, crowded landmarks first) becomes ``x``, its columns (weights and
-        their averages) restart at zero, the block's norm is recomputed exactly; the layout is
-        a new one (a save point keeps the old). Not while a mixing group holds the
+        their averages) restart at zero, the block's norm is recomputed exactly. In place: the
+        layout's projection column and offsets of the block are rewritten in the arrays the
+        round arguments are bound to (``Layout.set_landmarks``: no copy, no new arguments),
+        unless a save point or another model may hold the layout (:attr:`_own_layout`), which
+        then keeps it and this model takes a copy. Not while a mixing group holds the
         bandwidths (its landmarks are the group's)."""
         if self.hold_bandwidths or self._layout is None or self._state is None:
             return
-        kernels = list(self.kernels)
-        changed = False
+        kernels = None
         for m, kernel in enumerate(self.kernels):
             if not isinstance(kernel, LandmarkRBF) or not kernel.refresh or t % kernel.refresh:
                 continue
             if not kernel.landmarks:
                 continue
-            layout, state = self._layout, self._state
             if kernel.within_reach(x, self._keys, self._key_index):
                 continue  # near a landmark already: nothing new to keep
+            layout, state = self._layout, self._state
             state.settle(layout)
             a, e = int(layout.ex_off[m]), int(layout.ex_off[m + 1])
             w = state.w[:, a:e]
             j = kernel.to_replace(np.einsum("ka,ka->a", w, w))
-            new = kernels[m] = kernel.with_landmark(j, x, self._keys, self._key_index)
-            self._layout = layout.with_landmarks_of(m, new, self._keys, self.seed)
+            new = kernel.with_landmark(j, x, self._keys, self._key_index)
+            if kernels is None:
+                kernels = list(self.kernels)
+            kernels[m] = new
+            if layout is not self._own_layout:  # (shared: copy on write, the copy is ours)
+                layout = self._own_layout = self._layout = layout.with_landmarks_of(
+                    m, new, self._keys, self.seed
+                )
+                self._refresh_args_keeping_prediction()
+            else:
+                layout.set_landmarks(m, new, self._keys, self.seed, changed=j)
             ftrl = isinstance(self.schedule, schedules_mod.FTRL)
-            state.restart_columns(self._layout, m, np.array([a + j]), stored=ftrl)
+            state.restart_columns(layout, m, np.array([a + j]), stored=ftrl)
+        if kernels is not None:
             self.kernels = tuple(kernels)
-            changed = True
-        if changed:
-            last = None if self._args is None else self._args.pred.copy()
-            self._refresh_args()
-            assert self._args is not None
-            if last is not None:
-                self._args.pred[:] = last  # the round's prediction survives the new landmarks
+
+    def _refresh_args_keeping_prediction(self) -> None:
+        """New round arguments for a new layout, the last round's prediction kept."""
+        last = None if self._args is None else self._args.pred.copy()
+        self._refresh_args()
+        assert self._args is not None
+        if last is not None:
+            self._args.pred[:] = last  # the round's prediction survives the new landmarks
 
     def _compiled_rounds(
         self, X: np.ndarray, Y: np.ndarray, block_norms: np.ndarray | None = None
@@ -972,6 +989,7 @@ class OnlineMKL:
         """Everything learning changes, copied (a few µs for a bank of explicit blocks): a run
         learned after it can be taken back by :meth:`restore_point`."""
         state = None if self._state is None else self._state.copy()
+        self._own_layout = None  # (the point holds the layout: a refresh copies it first)
         warmup = (
             None
             if self._warmup is None
@@ -1157,6 +1175,7 @@ class OnlineMKL:
             if state.get("_layout") is not None:
                 state["_layout"].draws = NUMPY_DRAWS
         state.setdefault("_refresh_every", 0)  # (pickled before landmark refreshes)
+        state.setdefault("_own_layout", None)  # (before refreshes in place: copied at the first)
         state.setdefault("_values_args", None)  # pickled before the one-call route
         state.setdefault("_values", (None, None))
         self.__dict__.update(state)

@@ -78,20 +78,23 @@ NARROW_SCALE = 64.0  # gamma = 64 / median ||x - x'||^2
 # RandomRBFDrift +0.12, no development stream down by more than 0.01) it costs +14-17 % per
 # call, past the ~10 % the default may spend: hence here, not in the default.
 # Landmarks that move (LandmarkRBF(refresh=100)): at every 100th round whose input the learner
-# scored with a loss and that lies out of reach of every landmark (gamma ||x - z||^2 > 2), the
-# landmark with the smallest weights, among near-duplicate landmarks first, becomes that input.
-# Period and reach chosen on the development streams alone (benchmarks/landmark_refresh.py;
-# periods 10-200, reaches 0-4: every setting within 0.12 point of fixed landmarks there, refresh
-# 100 at reach 2 the best mean); near-duplicates first (the first landmarks behind river's
-# StandardScaler crowd together) changed no development stream by more than 0.08. Beside the
-# default bank (5 seeds, 20k caps, load ~3-5): Bananas -0.05, Phishing -0.03, SEA +0.06,
-# Hyperplane -0.01 (development); ImageSegments +0.05, RandomRBFDrift +0.22, Shuttle, Sine, LED,
-# Agrawal within 0.01 (validation). Beside the accurate bank: RandomRBFDrift +0.20, every other
-# stream within 0.04. A refresh costs ~0.1 ms (a new layout and argument pack; with 10 inputs
-# nearly every input is out of reach); per call (benchmarks/bank_speed.py, dense rows, same
-# process, load ~7) the default with it +5 % (Bananas), +20 % (Phishing), +30 % (Hyperplane),
-# past the 3 % the default may spend: hence here, not in the default; the accurate bank with it
-# +5 / +18 / +24 % against its fixed landmarks.
+# scored with a loss and that lies out of the landmarks' reach, the landmark with the smallest
+# weights, among near-duplicate landmarks first, becomes that input. The reach is relative to the
+# landmarks' own spacing (gamma min ||x - z||^2 > 2 x the median over the landmarks of gamma x the
+# squared distance to the nearest other one; > 2 while some landmarks are near-duplicates): the
+# first rule, gamma ||x - z||^2 > 2, let 98 % of the checks replace a landmark with 10 inputs
+# (Hyperplane), this one 2 %. Period and reach chosen on the development streams alone
+# (benchmarks/landmark_refresh.py, 5 seeds, 20k caps: periods 100-400, reaches 1-4 x the spacing,
+# every setting within 0.1 point of fixed landmarks there, 100 at 2 x the best mean with the near-
+# duplicate floor). Beside the default bank (load ~10): Bananas -0.04, Phishing -0.02, SEA +0.08,
+# Hyperplane +0.00 (development); ImageSegments +0.05, RandomRBFDrift +0.19, Shuttle, Sine, LED,
+# Agrawal within 0.01 (validation). Beside the accurate bank: RandomRBFDrift +0.10 (the first rule:
+# +0.20), SEA +0.06, Bananas -0.09, every other stream within 0.03. A refresh is done in place (one
+# projection column and offset of the layout, the restarted columns, the exact block norm; no layout
+# copy, no new round arguments); per call (benchmarks/bank_speed.py, dense rows, same process, load
+# ~11) the default with it +8-9 % (Bananas: 2 inputs, 7 of 42 checks replace), +1-4 % (Phishing),
+# +2-3 % (Hyperplane), past the 3 % the default may spend on Bananas: hence here, not in the
+# default.
 LANDMARK_REFRESH = 100
 BINNING_GRIDS = 64
 BINNING_SCALE = 4.0  # 1 / sigma = 4 / median ||x - x'||_1

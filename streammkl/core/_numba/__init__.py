@@ -118,6 +118,7 @@ from streammkl.core._numba.sequences import (
 from streammkl.core._numba.sparse import (
     AVERAGE_FLOOR, block_sqnorm, exact_norms, sparse_rescale, sparse_step, zero_entries,
 )  # fmt: skip
+from streammkl.core._numba.landmarks import nearest_sq
 from streammkl.core._numba.draws import crc32, draw_row, draw_rows, philox, seed_state, unit_pair
 from streammkl.core._numba.place import (
     PLACE_ADDITIVE, PLACE_LINEAR, PLACE_MASK, PLACE_NONE, PLACE_QUADRATURE, PLACE_RFF, PLACE_STUMPS,
