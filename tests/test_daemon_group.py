@@ -664,16 +664,23 @@ def _run_group(
                          [(4000, 0, 3, KERNELS, "librdkafka"),
                           (8000, 1, 4, KERNELS, "librdkafka"),
                           (8000, 1, 4, KERNELS, "kafka-python"),
-                          (8000, 1, 8, None, "librdkafka")],
+                          (8000, 1, 8, None, "librdkafka"),
+                          (8000, 1, 9, None, "staleness-2")],
                          ids=["no-fault", "kill9-once", "kill9-once-kafka-python",
-                              "kill9-once-default-bank"])  # fmt: skip
+                              "kill9-once-default-bank", "kill9-once-staleness-2"])  # fmt: skip
 def test_two_members_learn_one_model_exactly_once(
     kafka_bootstrap: str, tmp_path: Path, n: int, kills: int, seed: int, bank, client: str
 ) -> None:
     """kill9-once: SIGKILL of a member at a random moment, then a restart (with the fixed
     bank, and with the default one: held bandwidths, pooled input statistics), with either
-    consumer client (``kafka.consumer_client``: the group consumes with the one it names)."""
-    _run_group(kafka_bootstrap, tmp_path, n=n, kills=kills, seed=seed, bank=bank, client=client)
+    consumer client (``kafka.consumer_client``: the group consumes with the one it names),
+    and with the staleness bound 2 (a member killed with deltas published ahead of the merged
+    model: they are merged from their own references, its next delta follows them)."""
+    learner = None
+    if client == "staleness-2":
+        client, learner = "librdkafka", {"mixing.staleness": 2}
+    _run_group(kafka_bootstrap, tmp_path, n=n, kills=kills, seed=seed, bank=bank,
+               client=client, learner=learner)  # fmt: skip
 
 
 @pytest.mark.kafka
