@@ -23,8 +23,11 @@ offsets:
   ``close`` record (written by a member that waited ``round_timeout_seconds``); closing merges
   every kept delta: those of round r (fresh) and
   those of earlier rounds that came after their round's close (stale, merged from their own
-  base: bounded staleness) — :func:`streammkl.core.mixing.merge`, the example-weighted delta
-  merge followed by the prox — and opens round r + 1;
+  base: bounded staleness), each measured from the state it names (:attr:`MixRecord.ref`: its
+  member's previous delta, for a delta published ahead of the merged model under a staleness
+  bound above one round) or else from its base — :func:`streammkl.core.mixing.merge`, the
+  example-weighted delta merge followed by the prox — and opens round r + 1, and the rounds
+  after it whose expected members have all published already;
 - the members a round waits for are those that said ``hello`` or published a delta, minus those
   that said ``bye`` or missed a close (a late member is back as soon as it publishes);
 - a ``bank`` record proposes another kernel bank: the last one folded before the open round
