@@ -101,9 +101,13 @@ def daemon(bootstrap: str, topic: str, group: str, work: Path, name: str, settin
     return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
 
 
-def predictions_window(bootstrap: str, topic: str, expect: int) -> tuple[float, float]:
+def predictions_window(
+    bootstrap: str, topic: str, expect: int, labels: list[Any] | None = None
+) -> tuple[float, float, list[float] | None]:
     """The wall-clock times (seconds) of the first and the last prediction written (broker
-    timestamps): the window in which the daemons learned."""
+    timestamps): the window in which the daemons learned; with ``labels`` (by stream index),
+    the prequential accuracy of every :data:`WINDOW` records of the stream, in stream order
+    (record i is offset i // PARTITIONS of partition i % PARTITIONS)."""
     from kafka import KafkaConsumer, TopicPartition
 
     c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
@@ -111,12 +115,20 @@ def predictions_window(bootstrap: str, topic: str, expect: int) -> tuple[float, 
     c.assign(tps)
     c.seek_to_beginning(*tps)
     lo, hi, seen, deadline = float("inf"), 0.0, 0, time.monotonic() + 120
+    hits = np.zeros(-(-expect // WINDOW)) if labels else None
+    counts = np.zeros_like(hits) if hits is not None else None
     while seen < expect and time.monotonic() < deadline:
         for recs in c.poll(timeout_ms=300, max_records=20000).values():
             for r in recs:
                 lo, hi, seen = min(lo, r.timestamp), max(hi, r.timestamp), seen + 1
+                if labels and hits is not None and counts is not None:
+                    v = json.loads(r.value)
+                    i = v["offset"] * PARTITIONS + v["partition"]
+                    hits[i // WINDOW] += v["prediction"] == labels[i]
+                    counts[i // WINDOW] += 1
     c.close()
-    return lo / 1000.0, max(hi, lo + 1.0) / 1000.0
+    windows = None if hits is None or counts is None else list(hits / np.maximum(counts, 1))
+    return lo / 1000.0, max(hi, lo + 1.0) / 1000.0, windows
 
 
 class CpuSampler:
@@ -164,6 +176,11 @@ class CpuSampler:
 
 BANK = "fixed"  # set by --bank
 MAX_EVERY: int | None = None  # set by --max-every (adaptive K)
+STALENESS: int | None = None  # set by --staleness (None: the daemon's default)
+#: Records per window of the prequential accuracy by stream position (--windows).
+WINDOW = 5000
+LABELS: list[Any] = []  # the stream's labels by index, with --windows (else empty)
+WINDOWS = False  # set by --windows
 
 
 def run(bootstrap: str, topic: str, n: int, members: int, mixing: bool, every: int,
@@ -186,6 +203,8 @@ def run(bootstrap: str, topic: str, n: int, members: int, mixing: bool, every: i
                          "mixing.dual": dual})  # fmt: skip
         if MAX_EVERY is not None:
             settings["mixing.max_every_records"] = MAX_EVERY
+        if STALENESS is not None:
+            settings["mixing.staleness"] = STALENESS
     names = [f"{'mix' if mixing else 'own'}{members}-{tag}-{i}" for i in range(members)]
     t0 = time.monotonic()
     member = (lambda nm: {"mixing.member": nm}) if mixing else (lambda nm: {})
@@ -200,8 +219,9 @@ def run(bootstrap: str, topic: str, n: int, members: int, mixing: bool, every: i
     counters = [CheckpointStore(work / nm).load_latest().counters for nm in names]
     correct = sum(c["correct_predictions"] for c in counters)
     labelled = sum(c["labelled_predictions"] for c in counters)
-    lo, hi = predictions_window(bootstrap, preds, n)
+    lo, hi, windows = predictions_window(bootstrap, preds, n, LABELS)
     out: dict[str, Any] = {
+        "window_accuracy": windows,
         "accuracy": correct / labelled, "labelled": labelled, "wall_s": wall,
         "records_per_s": n / (hi - lo), "span_s": hi - lo,
         # all the members' CPU (every thread) inside the learning window, per record learned
@@ -266,6 +286,10 @@ def fold(bootstrap: str, mix: str, summaries: list[dict], dual: str,
 def scenario_runs(bootstrap: str, scenario: str, n: int, counts: list[int], every: int,
                   seed: int, work: Path) -> dict[str, Any]:  # fmt: skip
     values, classes = stream(scenario, n, seed)
+    if WINDOWS:
+        from streammkl import wire
+
+        LABELS[:] = [getattr(wire.decode(v), "y", None) for v in values]
     topic = f"{scenario}-{uuid.uuid4().hex[:6]}"
     say(f"[{scenario}] producing {n} records into {PARTITIONS} partitions")
     produce(bootstrap, topic, values)
@@ -361,9 +385,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hog", type=int, default=0, metavar="P",
                     help="run P busy-loop processes beside the daemons (a loaded machine: "
                     "accuracy must not depend on load)")  # fmt: skip
+    ap.add_argument(
+        "--staleness",
+        type=int,
+        default=None,
+        metavar="S",
+        help="the staleness bound (mixing.staleness; default: the daemon's)",
+    )
+    ap.add_argument("--windows", action="store_true",
+                    help=f"the prequential accuracy of every {WINDOW} records (stream order) of "
+                    "every run, in the JSON (merged, single, independent)")  # fmt: skip
     args = ap.parse_args(argv)
-    global BANK, MAX_EVERY
-    BANK, MAX_EVERY = args.bank, args.max_every
+    global BANK, MAX_EVERY, STALENESS, WINDOWS
+    BANK, MAX_EVERY, STALENESS = args.bank, args.max_every, args.staleness
+    WINDOWS = args.windows
     from streammkl.daemon.commands.broker import EmbeddedBroker
 
     broker = EmbeddedBroker()
@@ -395,6 +430,10 @@ def main(argv: list[str] | None = None) -> int:
                 "density_merged": merged["density"], "density_single": single["density"],
                 "rounds": merged["rounds"], "merge_ms_mean": merged["merge_ms_mean"],
                 "max_every": args.max_every, "every_mean": merged["every_mean"],
+                "staleness": args.staleness, "stale_deltas": merged["stale_deltas"],
+                "window_accuracy": {"merged": merged["window_accuracy"],
+                                    "single": single["window_accuracy"],
+                                    "independent": indep["window_accuracy"]},
                 "late_members": merged["late_members"],
                 "active_before_prox_mean": merged["active_before_prox_mean"],
                 "active_after_prox_mean": merged["active_after_prox_mean"],

@@ -32,6 +32,7 @@ from streammkl.daemon.mixing.log import (
     core_state,
     learner_digest,
     next_every,
+    rebased,
 )
 from streammkl.daemon.mixing.member import MixingMember
 from streammkl.daemon.mixing.metrics import MixMetrics
@@ -188,6 +189,67 @@ def test_a_late_member_is_merged_next_round_and_nothing_is_counted_twice():
     stranger = _delta(_base(), 2, "c", X[:10], Y[:10])
     log.apply(MixRecord("delta", 2, "c", examples=10, state=stranger.state, base_digest="x"))
     assert log.mismatches == [(2, "c")]  # learned from another model than the group's base
+
+
+def _chained(prev: MixRecord, round_: int, xs, ys) -> MixRecord:
+    """The delta of ``prev``'s member for ``round_``, learned on from ``prev``'s state before
+    ``prev``'s round closed (a staleness bound above one round): measured from that state."""
+    assert prev.state is not None
+    learner = MKLClassifier(kernels=BANK)
+    learner.rounds().load_state(*prev.state)
+    start = learner.rounds().n_learned
+    for x, y in zip(xs, ys, strict=True):
+        learner.learn_one(x, y)
+    return MixRecord(
+        "delta", round_, prev.member, examples=learner.rounds().n_learned - start,
+        state=learner.to_state(), base_digest=prev.base_digest, on=prev.base_round,
+        ref=prev.state,
+    )  # fmt: skip
+
+
+def test_a_delta_learned_ahead_from_its_own_previous_delta_merges_its_progress_once():
+    """Staleness bound s = 2: members a and b publish their round-1 deltas, learned on from
+    their round-0 deltas, before round 0 closes (member c is still expected). c's bye closes
+    round 0 and, at once, round 1 (both of its deltas are in). Round 1's merge is the one of the
+    same progress moved onto round 1's base and published from it (s = 1), every example once;
+    the reference state travels with the delta."""
+    X, Y = _stream(400, 2)
+    base = _base()
+    head = [MixRecord("base", 0, "a", state=base), *(MixRecord("hello", 0, m) for m in "abc")]
+    a0 = _delta(base, 0, "a", X[:100], Y[:100])
+    b0 = _delta(base, 0, "b", X[100:250], Y[100:250])
+    a1, b1 = _chained(a0, 1, X[250:300], Y[250:300]), _chained(b0, 1, X[300:400], Y[300:400])
+    log = MixLog()
+    for rec in [*head, a0, a1, b0, b1]:
+        assert log.apply(_roundtrip(rec)) is None  # round 0 waits for c
+    assert _roundtrip(a1).ref is not None and _roundtrip(a1).base_round == 0
+    res = log.apply(MixRecord("bye", 0, "c"))
+    assert res is not None and res.round == 1 and [r.round for r in log.results] == [0, 1]
+    assert log.round == 2 and log.examples == 400 and log.mismatches == []
+    assert res.members == ("a", "b") and res.stale == ()
+    # the same progress, moved onto round 1's base by its member and published from it
+    other = MixLog()
+    for rec in [*head, a0, b0, MixRecord("bye", 0, "c")]:
+        other.apply(_roundtrip(rec))
+    base1 = other.base
+    assert base1 is not None
+    moved = []
+    for rec, prev in ((a1, a0), (b1, b0)):
+        assert rec.state is not None and prev.state is not None
+        state = rebased(base1, rec.state, prev.state, rec.examples)
+        moved.append(dataclasses.replace(rec, state=state, on=-1, ref=None,
+                                         base_digest=learner_digest(base1)))  # fmt: skip
+    for rec in moved:
+        other.apply(_roundtrip(rec))
+    assert other.round == 2 and other.examples == 400
+    assert log.base is not None and other.base is not None
+    mine, theirs = core_state(log.base)[1], core_state(other.base)[1]
+    assert mine.keys() == theirs.keys()
+    for name, array in mine.items():
+        if np.issubdtype(np.asarray(array).dtype, np.floating):
+            np.testing.assert_allclose(array, theirs[name], rtol=1e-9, atol=1e-12, err_msg=name)
+        else:
+            assert np.array_equal(array, theirs[name]), name
 
 
 def _claiming(rec: MixRecord, claims: dict[str, tuple[int, int]]) -> MixRecord:
@@ -433,9 +495,11 @@ def _member(
 ) -> tuple[MixingMember, Any]:  # fmt: skip
     from streammkl.daemon.learning.building import build_learner
 
+    # (staleness 1 unless a test says otherwise: the scripted sequences of records below are
+    # those of a member that waits for its last delta's round before its next)
     overrides = {"mixing.enabled": True, "mixing.member": name, "records.classes": [0, 1],
                  "kafka.create_topics": False, "learner.kernels": KERNELS[:3],
-                 "mixing.round_timeout_seconds": 0.2,
+                 "mixing.round_timeout_seconds": 0.2, "mixing.staleness": 1,
                  **{f"mixing.{k}": v for k, v in (mixing or {}).items()},
                  **{f"learner.{k}": v for k, v in learner.items()}}  # fmt: skip
     settings = load_settings(env={}, overrides=overrides)
@@ -600,16 +664,23 @@ def _run_group(
                          [(4000, 0, 3, KERNELS, "librdkafka"),
                           (8000, 1, 4, KERNELS, "librdkafka"),
                           (8000, 1, 4, KERNELS, "kafka-python"),
-                          (8000, 1, 8, None, "librdkafka")],
+                          (8000, 1, 8, None, "librdkafka"),
+                          (8000, 1, 9, None, "staleness-2")],
                          ids=["no-fault", "kill9-once", "kill9-once-kafka-python",
-                              "kill9-once-default-bank"])  # fmt: skip
+                              "kill9-once-default-bank", "kill9-once-staleness-2"])  # fmt: skip
 def test_two_members_learn_one_model_exactly_once(
     kafka_bootstrap: str, tmp_path: Path, n: int, kills: int, seed: int, bank, client: str
 ) -> None:
     """kill9-once: SIGKILL of a member at a random moment, then a restart (with the fixed
     bank, and with the default one: held bandwidths, pooled input statistics), with either
-    consumer client (``kafka.consumer_client``: the group consumes with the one it names)."""
-    _run_group(kafka_bootstrap, tmp_path, n=n, kills=kills, seed=seed, bank=bank, client=client)
+    consumer client (``kafka.consumer_client``: the group consumes with the one it names),
+    and with the staleness bound 2 (a member killed with deltas published ahead of the merged
+    model: they are merged from their own references, its next delta follows them)."""
+    learner = None
+    if client == "staleness-2":
+        client, learner = "librdkafka", {"mixing.staleness": 2}
+    _run_group(kafka_bootstrap, tmp_path, n=n, kills=kills, seed=seed, bank=bank,
+               client=client, learner=learner)  # fmt: skip
 
 
 @pytest.mark.kafka
@@ -1268,9 +1339,10 @@ def test_two_hindsight_reports_before_a_publish_add_up():
 def test_steady_rebases_check_the_merged_model_on_a_schedule(monkeypatch):
     """A settled member's rebases check the merged model they move onto (its digest, and the
     hindsight scoring of the member's merged examples) on the first and every CHECK_EVERY-th
-    one, whether it rebases its own progress (the check waits for its next publish) or has
-    nothing of its own since its publish (the round's last publisher: at once); every other
-    adoption is checked every time. The counts and the digests stay exact, and the sampled
+    one that takes a round of the member's (at least K / 2 of its examples), whether it
+    rebases its own progress (the check waits for its next publish) or has nothing of its own
+    since its publish (the round's last publisher: at once); every other adoption is checked
+    every time. The counts and the digests stay exact, and the sampled
     checks still feed the hindsight view."""
     from streammkl.daemon.mixing import member as member_mod
 
@@ -1315,11 +1387,65 @@ def test_steady_rebases_check_the_merged_model_on_a_schedule(monkeypatch):
     assert la.rounds().digest() in log.digests.values()
     steady = a._steady + b._steady  # (each member: its first, then every CHECK_EVERY-th)
     assert steady > 4 * member_mod.CHECK_EVERY
-    scheduled = sum(-(-m._steady // member_mod.CHECK_EVERY) for m in (a, b))
+    assert all(m._full > 4 for m in (a, b))  # most rebases take a round of the member's
+    scheduled = sum(-(-m._full // member_mod.CHECK_EVERY) for m in (a, b))
     # the scheduled checks, plus the adoptions outside the steady state (join, the rounds
     # before the group settles, the shutdown): far fewer than one check per rebase
     assert scheduled <= sum(checks.values()) < steady
     assert 0 < log.regret_examples <= learned  # the sampled rounds' hindsight reports
+
+
+def test_a_member_a_round_ahead_publishes_from_its_own_delta_without_waiting(monkeypatch):
+    """``mixing.staleness = 2``: member b runs a whole round ahead of a. It publishes its next
+    round's delta measured from its own previous delta (the record carries that state and the
+    base round it was on) without waiting for the merge, and when the merge comes it rebases
+    its learner and that delta onto it. b never waits; every example is counted once; every
+    reader folds the same merged models, and the last one out holds the final one."""
+    records: list[MixRecord] = []
+    (a, la), (b, lb) = (_member(records, m, {"staleness": 2}) for m in "ab")
+    waits: list[int | None] = []
+    for m, lr in ((a, la), (b, lb)):
+        m.join(lr, {})
+        m.K = m.K_round = 40
+    wait = b._wait_close
+
+    def counted(until=None):
+        waits.append(until)
+        wait(until)
+
+    monkeypatch.setattr(b, "_wait_close", counted)
+    X, Y = _stream(2000, 18)
+
+    def learn(m, lr, lo, hi):
+        m.before_batch(lr, {})
+        m.took(hi - lo)
+        for x, y in zip(X[lo:hi], Y[lo:hi], strict=True):
+            m.kept.append((x, y, (lr.predict_one(x), lr.predict_proba_one(x))))
+            lr.learn_one(x, y)
+        m.after_batch(lr, {})
+
+    learn(b, lb, 0, 40)  # b's round 0; then b one round ahead of a all along
+    i = 40
+    while i + 80 <= 1960:
+        learn(b, lb, i, i + 40)
+        learn(a, la, i + 40, i + 80)
+        i += 80
+    assert waits == [] and b.next == b.round + 2  # never blocked, its bound reached
+    chained = [r for r in records if r.kind == "delta" and r.ref is not None]
+    assert chained and {r.member for r in chained} == {"b"}
+    assert all(r.base_round == r.round - 1 for r in chained)
+    learned = i
+    a.leave(la, {})
+    b.leave(lb, {})
+    log = MixLog()
+    for rec in records:
+        log.apply(_roundtrip(rec))
+    assert log.examples == learned and log.labelled == learned
+    assert log.mismatches == [] and log.skipped == [] and log.fenced == [] and log.pending == {}
+    assert a.log.digest == b.log.digest == log.digest
+    assert lb.rounds().digest() == log.digest  # the last one out holds the final model
+    assert la.rounds().digest() in log.digests.values()
+    assert [r.round for r in log.results] == list(range(len(log.results)))
 
 
 def test_an_acknowledged_delta_that_never_shows_in_the_log_is_published_again(monkeypatch):

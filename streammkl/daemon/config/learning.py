@@ -82,6 +82,13 @@ class MixingSettings(Section):
     #: same K at the same round). None: K stays ``every_records``. The founding member's
     #: ``every_records``, ``max_every_records`` and ``round_overhead`` are the group's.
     max_every_records: int | None = Field(default=None, ge=1)
+    #: The staleness bound s: a member publishes its next round's delta (measured from its own
+    #: previous delta) and learns on while the rounds before it close, and waits only when it
+    #: is s rounds ahead of the last merged round it applied (stale-synchronous rounds,
+    #: docs/scale-out.md). 1: a member waits for its last delta's round before its next (the
+    #: default, chosen on the kernel-drift stream: s = 2 and 4 lost accuracy after every drift
+    #: and did not lower the time blocked on a loaded 2-core machine, docs/scale-out.md).
+    staleness: int = Field(default=1, ge=1, le=16)
     #: The fraction of a round's learning time its cost on the group (publishing, folding the
     #: log, rebasing, waiting) may take, with adaptive K.
     round_overhead: float = Field(default=0.03, gt=0, lt=1)

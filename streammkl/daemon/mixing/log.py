@@ -23,8 +23,11 @@ offsets:
   ``close`` record (written by a member that waited ``round_timeout_seconds``); closing merges
   every kept delta: those of round r (fresh) and
   those of earlier rounds that came after their round's close (stale, merged from their own
-  base: bounded staleness) — :func:`streammkl.core.mixing.merge`, the example-weighted delta
-  merge followed by the prox — and opens round r + 1;
+  base: bounded staleness), each measured from the state it names (:attr:`MixRecord.ref`: its
+  member's previous delta, for a delta published ahead of the merged model under a staleness
+  bound above one round) or else from its base — :func:`streammkl.core.mixing.merge`, the
+  example-weighted delta merge followed by the prox — and opens round r + 1, and the rounds
+  after it whose expected members have all published already;
 - the members a round waits for are those that said ``hello`` or published a delta, minus those
   that said ``bye`` or missed a close (a late member is back as soon as it publishes);
 - a ``bank`` record proposes another kernel bank: the last one folded before the open round
@@ -214,6 +217,9 @@ class MixLog:
     owners: dict[str, tuple[str, int, int]] = field(default_factory=dict)
     applied: int = 0  # records applied (a record's position in the log, for takes)
     _fenced: set[tuple[int, str]] = field(default_factory=set)  # pending deltas set aside
+    #: Member -> the latest round it published a delta for (a member that restarts publishes
+    #: its next delta for a later round: the log keeps the first record of every key).
+    last_delta: dict[str, int] = field(default_factory=dict)
 
     def fresh(self) -> set[str]:
         """Members with a delta for the open round."""
@@ -268,13 +274,14 @@ class MixLog:
         elif rec.kind == "bye":
             self.members.discard(rec.member)
             if self.fresh() and self.complete():
-                return self._close()
+                return self._closes()
         elif rec.kind == "take":
             for tp in rec.partitions:
                 self.owners[tp] = (rec.member, self.frontier.get(tp, 0), self.applied)
         elif rec.kind == "delta":
             self.members.add(rec.member)
-            want = self.digests.get(rec.round)
+            self.last_delta[rec.member] = max(self.last_delta.get(rec.member, -1), rec.round)
+            want = self.digests.get(rec.base_round)
             if rec.base_digest and want is not None and rec.base_digest != want:
                 self.mismatches.append((rec.round, rec.member))
             fence = self._fence(rec)
@@ -292,10 +299,19 @@ class MixLog:
                     self.frontier[tp] = max(self.frontier.get(tp, 0), offset)
             self.pending[(rec.round, rec.member)] = rec
             if rec.round == self.round and self.complete():
-                return self._close()
+                return self._closes()
         elif rec.kind == "close" and rec.round == self.round and self.base is not None:
-            return self._close()
+            return self._closes()
         return None
+
+    def _closes(self) -> RoundResult:
+        """Close the open round, and every next one whose expected members have all
+        published already (a member may publish up to its staleness bound ahead of the open
+        round); returns the last result (all of them are in :attr:`results`)."""
+        result = self._close()
+        while self.fresh() and self.complete():
+            result = self._close()
+        return result
 
     def _fence(self, rec: MixRecord) -> str:
         """Why a delta's claims cannot count (empty: they can): a partition another member has
@@ -361,14 +377,16 @@ class MixLog:
         self._fenced -= fenced
         for key in taken:
             rec = self.pending.pop(key)
-            since = self._bases.get(rec.round)
+            since = self._bases.get(rec.base_round)
             if key in fenced:
                 continue
             if rec.state is None:
                 self._skip(rec, "unmergeable", "a delta without a state")
             elif since is None:
                 self.dropped.append(key)  # staler than KEEP_BASES: cannot be merged
-                self._skip(rec, "too_stale", f"learned from round {rec.round}'s base, not kept")
+                self._skip(
+                    rec, "too_stale", f"learned from round {rec.base_round}'s base, not kept"
+                )
             elif rec.state[0].get("core") is not None:  # else: learned nothing, ever
                 item = self._switched(rec, since, r)
                 if item is not None:
@@ -402,20 +420,22 @@ class MixLog:
         return result
 
     def _switched(self, rec: MixRecord, since: State, r: int) -> Merged | None:
-        """A delta ready to merge into round ``r``'s close: (record, state, the base it learned
-        from when stale). A late delta learned before a bank switch gets every switch made
-        since (it and its base alike: its delta is then over the group's bank, new blocks at
-        zero); None (skipped) if that fails."""
+        """A delta ready to merge into round ``r``'s close: (record, state, the state it
+        learned from unless that is round ``r``'s base: an older base when stale, or the
+        member's previous delta, :attr:`MixRecord.ref`). A delta learned before a bank switch
+        gets every switch made since (it and the state it learned from alike: its delta is then
+        over the group's bank, new blocks at zero); None (skipped) if that fails."""
         assert rec.state is not None
-        state, old = rec.state, since
+        on = rec.base_round
+        state, old = rec.state, since if rec.ref is None else rec.ref
         try:
-            for q in sorted(q for q in self._switches if rec.round < q <= r):
+            for q in sorted(q for q in self._switches if on < q <= r):
                 state = switch_bank(state, self._switches[q])[0]
                 old = switch_bank(old, self._switches[q])[0]
         except Exception as exc:
             self._skip(rec, "foreign_bank", f"the group's bank switch cannot apply: {exc!r}")
             return None
-        return rec, state, None if rec.round == r else old
+        return rec, state, None if on == r and rec.ref is None else old
 
     def _merge_usable(self, rounds: list[Merged], stats: dict[str, float]) -> tuple[list, State]:
         """The merge of the deltas (the base if none), and the deltas it holds. A delta the

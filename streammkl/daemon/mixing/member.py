@@ -13,9 +13,11 @@ when every expected member has published or ``mixing.round_timeout_seconds`` pas
 ``close`` without the late ones, whose deltas are merged the next round); every member
 computes the same merged model from the log (:mod:`streammkl.daemon.mixing.log`) and
 *rebases* what it learned since its publish onto it (``merged + local - published``,
-:func:`streammkl.daemon.mixing.log.rebased`), with the group's offsets. A member is at most
-one round ahead: K records after a publish whose round has not closed, it waits for it (the
-staleness bound, docs/scale-out.md).
+:func:`streammkl.daemon.mixing.log.rebased`), with the group's offsets. A member runs at most
+``mixing.staleness`` (s) rounds ahead of the last merged round it applied: it publishes its
+next round's delta measured from its own previous delta (the record carries that reference
+state) and learns on, and waits only before a delta for round ``round + s``
+(stale-synchronous rounds, docs/scale-out.md).
 
 Exactly once, without Kafka transactions: the log is the group's checkpoint. A member's learned
 records count once they are in a published delta (keyed by (round, member), deduplicated by
@@ -56,6 +58,7 @@ import math
 import socket
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -150,15 +153,22 @@ class MixingMember:
         self._topic_factory = topic_factory
         self.topic: MixTopic | None = None
         self.log = MixLog(dual=settings.mixing.dual)
-        #: The round of the base the learner's unpublished progress derives from.
+        #: The round of the base the learner derives from (the last merged round applied).
         self.round = -1
-        #: The state that progress is measured from: the base of ``round`` or, once this member
-        #: published its delta for ``round``, that delta's state (rebased when the round closes).
+        #: The round of this member's next delta (``round`` or, ahead of it by up to the
+        #: staleness bound ``s``, one after its last published delta's).
+        self.next = 0
+        #: The staleness bound s: this member publishes its delta for round ``round + s - 1``
+        #: at most before it has applied a newer merged round (stale-synchronous rounds).
+        self.staleness = settings.mixing.staleness
+        #: This member's published deltas not in the base it is on yet, oldest first, on the
+        #: learner's coordinates (moved onto every merged model it takes).
+        self.outstanding: list[Sent] = []
+        #: The state the next delta is measured from: the base of ``round`` or this member's
+        #: last published delta's state (:attr:`outstanding`).
         self.ref: State | None = None
         self.mark = 0  # the learner's core count at ``ref``
-        #: Whether this member published its delta for ``round`` (its base has not come yet).
-        self.published = False
-        self.published_at = 0.0
+        self.published_at: dict[int, float] = {}  # round -> when this member's delta went out
         self.digests: dict[int, str] = {}  # round -> digest of the base adopted
         self._read_at = 0.0
         self._attempts = 0  # publishes retry until they succeed (bounded at shutdown)
@@ -176,16 +186,15 @@ class MixingMember:
         #: (x, y, (pred, probas)), appended by the daemon's prequential handling (the next
         #: delta's prequential view).
         self.kept: list[Learned] = []
-        #: The examples of the published delta, for its hindsight view once it is merged.
-        self._kept_published: list[Learned] = []
         self.hindsight: dict[str, float] = {}  # of the last round merged with this delta
         #: A steady-state rebase's checks, done after the next publish (:meth:`_check_later`):
         #: (the learner, the merged base, its digest and round, (round, examples) to score
         #: again or None).
         self._later: (
-            tuple[MKLClassifier, State, str, int, tuple[int, list[Learned]] | None] | None
+            tuple[MKLClassifier, State, str, int, tuple[int, list[Learned], int] | None] | None
         ) = None
-        self._steady = 0  # steady-state rebases so far (every CHECK_EVERY-th is checked)
+        self._steady = 0  # steady-state rebases so far (the first is checked)
+        self._full = 0  # ... that took a round of this member's (every CHECK_EVERY-th checked)
         #: This member's configured bank (``learner.kernels`` as specs; None: unset, it keeps
         #: the group's), updated by every reload.
         self.configured: list[dict[str, Any]] | None = None
@@ -200,6 +209,25 @@ class MixingMember:
         #: measure (:func:`streammkl.daemon.mixing.log.next_every`).
         self._round_started = time.perf_counter()
         self._cost_before = 0.0
+
+    @property
+    def published(self) -> bool:
+        """Whether this member has a delta for the round of its base or a later one (the
+        merged model that holds it has not come yet)."""
+        return self.next > self.round
+
+    def _bound(self) -> int:
+        """The staleness bound now: the configured one in a settled group, one round while the
+        group decides bandwidths or switches its bank (those rounds change the model's layout,
+        which a delta learned ahead of them would not have)."""
+        if self.K_round != self.K or self.log.proposal is not None:
+            return 1
+        return self.staleness
+
+    def _resolved(self, round_: int) -> bool:
+        """Whether this member's delta of ``round_`` is done with: its round closed and it is
+        not waiting as a late delta (merged, or fenced / skipped: its records learned again)."""
+        return round_ < self.log.round and (round_, self.name) not in self.log.pending
 
     @staticmethod
     def check_learner(learner: Learner) -> None:
@@ -311,6 +339,7 @@ class MixingMember:
         assert self.log.base is not None
         rounds = learner.rounds()
         rounds.load_state(*self.log.base, with_bank=True)  # the group's bank, if it changed
+        self.outstanding = []
         self._after_base(learner)
         for key, offset in self.log.frontier.items():
             topic, _, part = key.rpartition("/")
@@ -326,11 +355,17 @@ class MixingMember:
                 f"differs from the group's {want}"
             )
 
-    def _checked_now(self) -> bool:
-        """Whether this steady-state rebase is one that checks the merged model (the first,
-        then every :data:`CHECK_EVERY`-th)."""
+    def _checked_now(self, examples: int) -> bool:
+        """Whether this steady-state rebase is one that checks the merged model: the first,
+        then every :data:`CHECK_EVERY`-th of those that take a round of this member's
+        (``examples``, its examples the merged model now holds, at least K / 2: with a
+        staleness bound above one round, the first steady rebase may take a short warm-up
+        delta, and a rebase may take none; the hindsight view samples rounds, not rebases)."""
         self._steady += 1
-        return (self._steady - 1) % CHECK_EVERY == 0
+        if 2 * examples < self.K:
+            return self._steady == 1
+        self._full += 1
+        return self._steady == 1 or (self._full - 1) % CHECK_EVERY == 0
 
     def _check_later(self) -> None:
         """The work a steady-state rebase left for after this member's next publish (off the
@@ -348,7 +383,7 @@ class MixingMember:
         rounds.load_state(*base, with_bank=True)
         self._check_digest(rounds, digest, round_)
         if scored is not None:
-            self.add_hindsight(hindsight(rounds, scored[1], scored[0], SAMPLED))
+            self.add_hindsight(hindsight(rounds, scored[1], scored[0], SAMPLED * scored[2]))
         self._spent("rebase", t0)
 
     def _after_base(self, learner: MKLClassifier) -> None:
@@ -366,17 +401,20 @@ class MixingMember:
         left = 0 if core is None else core.warmup_left
         self.K_round = min(self.K, left) if left else self.K
         self.round = self.log.round
-        self.ref = self.log.base
-        self.published = False
+        self.next = max(self.next, self.round)
+        self.ref = self.outstanding[-1].state if self.outstanding else self.log.base
         self.digests[self.round] = self.log.digest
         self.metrics.round.set(self.round)
         self.metrics.examples.set(self.log.examples)
 
     def _rebase(self, learner: MKLClassifier, offsets: dict[TP, int], drain: Drain) -> None:
         """The log's base is newer than the learner's: move the learner onto it. Its own
-        unpublished progress (learned since :attr:`ref`) is kept on top of the merged model,
-        ``w <- w_merged + (w_local - w_ref)`` for every part of the state; a delta it did not
-        publish for its old round (the round closed without it) is published first, stale."""
+        progress that the merged model does not hold (learned since the state its oldest
+        published delta not merged yet was learned from, or since :attr:`ref`) is kept on top
+        of the merged model, ``w <- w_merged + (w_local - w_since)`` for every part of the
+        state, and so are those deltas' states (the next delta is measured from the last); a
+        delta it did not publish for its old round (the round closed without it) is published
+        first, stale."""
         assert self.log.base is not None and self.ref is not None
         t0 = time.perf_counter()
         drain()
@@ -387,12 +425,17 @@ class MixingMember:
         self._check_later()  # (a previous base's, if any)
         rounds = learner.rounds()
         base = self.log.base
-        mine = self._merged_mine()
-        n = self._learned(learner)
+        done = [sent for sent in self.outstanding if self._resolved(sent.round)]
+        left = [sent for sent in self.outstanding if not self._resolved(sent.round)]
+        ref = left[0].ref if left else self.ref  # what the merged model holds of this member
+        unpublished = self._learned(learner)
+        n = unpublished + sum(sent.examples for sent in left)
         learned = n > 0 or bool(self.kept)
-        kept, self._kept_published = self._kept_published, []
-        scored = (self.round, kept) if kept and mine else None  # the merged model holds them
-        ref = self.ref
+        merged = [sent for sent in done if self._merged_in(sent.round)]
+        kept = [x for sent in merged for x in sent.kept]
+        # the merged model holds them; a sample per delta (a rebase may take several)
+        scored = (done[-1].round, kept, len(merged)) if kept else None
+        self.outstanding = self._moved(left, base, ref)
         # a settled group (the same bank, inputs and layout): the rebase on the learner's own
         # arrays, the same bits as the rebased state loaded below, without building either
         in_place = learned and self.K_round == self.K and rounds.rebase_onto(base, ref, n)
@@ -408,7 +451,7 @@ class MixingMember:
             if not in_place:
                 assert local is not None
                 rounds.load_state(*rebased(base, local, ref, n), with_bank=True)
-            if self._checked_now():
+            if self._checked_now(sum(sent.examples for sent in merged)):
                 self._later = (learner, base, self.log.digest, self.log.round, scored)
             self._after_base(learner)
         elif steady and bank_of(ref) == bank:
@@ -417,16 +460,18 @@ class MixingMember:
             # arrays when its layout is the same), checked like the rebase above
             if not rounds.take_state(*base):
                 rounds.load_state(*base, with_bank=True)
-            if self._checked_now():
+            if self._checked_now(sum(sent.examples for sent in merged)):
                 self._check_digest(rounds)
                 if scored is not None:
-                    self.add_hindsight(hindsight(rounds, scored[1], scored[0], SAMPLED))
+                    self.add_hindsight(hindsight(rounds, scored[1], scored[0], SAMPLED * scored[2]))
             self._after_base(learner)
         else:
             rounds.load_state(*base, with_bank=True)  # the merged model, exactly
             self._check_digest(rounds)
             if scored is not None:  # score them again
-                self.add_hindsight(hindsight(rounds, scored[1], scored[0]))
+                self.add_hindsight(
+                    hindsight(rounds, scored[1], scored[0], HINDSIGHT_SAMPLE * scored[2])
+                )
             self._after_base(learner)
             if local is not None:
                 if switched:  # the round switched the bank: its progress and its reference
@@ -436,7 +481,24 @@ class MixingMember:
                 core = rounds.model
                 if core is not None:
                     core.hold_bandwidths = True
-        self._rebased(rounds, n, offsets, t0)
+        self._rebased(rounds, unpublished, offsets, t0)
+
+    def _moved(self, left: list[Sent], base: State, since: State) -> list[Sent]:
+        """This member's published deltas that ``base`` does not hold, moved onto it like the
+        learner (``state <- base + (state - since)``): each is measured from the previous one's
+        moved state, the first from ``base``. A bank switched at ``base`` switches them too."""
+        bank = bank_of(base)
+        out: list[Sent] = []
+        prev, total = base, 0
+        for sent in left:
+            total += sent.examples
+            state, src = sent.state, since
+            if bank is not None and bank_of(state) != bank:
+                state, src = switch_bank(state, bank)[0], switch_bank(since, bank)[0]
+            moved = rebased(base, state, src, total)
+            out.append(Sent(sent.round, moved, prev, sent.examples, sent.kept))
+            prev = moved
+        return out
 
     def _rebased(self, rounds: Rounds, n: int, offsets: dict[TP, int], t0: float) -> None:
         """A rebase's end: the learner's mark (``n`` of its examples are not published yet)
@@ -496,10 +558,12 @@ class MixingMember:
         )  # fmt: skip
         return True
 
-    def _merged_mine(self) -> bool:
-        """Whether the latest merge holds this member's delta of its round (not late)."""
+    def _merged_in(self, round_: int) -> bool:
+        """Whether a merge holds this member's delta of ``round_`` (fresh or late)."""
         for res in reversed(self.log.results):
-            if res.round == self.round:
+            if (self.name, res.round - round_) in res.stale:
+                return True
+            if res.round == round_:
                 return self.name in res.members
         return False
 
@@ -509,6 +573,8 @@ class MixingMember:
         and its progress is measured from this state until the round's merge comes."""
         t0 = time.perf_counter()
         state = snapshot(learner)
+        n = self._learned(learner)
+        chained = self.outstanding[-1].state if self.outstanding else None
         claims = {}
         for (topic, part), start in self.owned.items():
             end = offsets.get((topic, part), start)
@@ -516,16 +582,21 @@ class MixingMember:
                 claims[f"{topic}/{part}"] = (start, end)
                 self.owned[(topic, part)] = end
         self._send(MixRecord(
-            "delta", self.round, self.name, examples=self._learned(learner),
+            "delta", self.next, self.name, examples=n,
             offsets={f"{t}/{p}": o for (t, p), o in offsets.items()}, claims=claims,
             state=state, sent=time.time(), base_digest=self.digests[self.round],
             stats={**prequential(self.kept), **self._take_hindsight(),
                    **self._blocked_stats(), **self._round_stats(learner)},
+            on=-1 if self.next == self.round else self.round, ref=chained,
         ))  # fmt: skip
+        assert self.ref is not None
+        self.outstanding.append(Sent(self.next, state, self.ref, n, list(self.kept)))
+        self.published_at[self.next] = time.monotonic()
+        for old in [q for q in self.published_at if q < self.round]:
+            del self.published_at[old]
+        self.next += 1
         self.ref, self.mark = state, int(learner.rounds().n_learned)
-        self._kept_published[:] = self.kept
         self.kept.clear()
-        self.published, self.published_at = True, time.monotonic()
         self.taken = 0
         self._spent("publish", t0)
 
@@ -610,9 +681,11 @@ class MixingMember:
                 f"the group of {self.settings.mixing.topic} needs the same [learner] settings"
             ) from exc
         self.mark = int(learner.rounds().n_learned)
-        if self.log.has_delta(self.round, self.name):  # published before a crash: this
-            self.published = True  # member's part of the open round is in the log already
-            self.published_at = time.monotonic()
+        # published before a crash: this member's part of the open round (and of later ones,
+        # up to its staleness bound) is in the log already; its next delta follows them
+        self.next = max(self.round, self.log.last_delta.get(self.name, -1) + 1)
+        for q in range(self.round, self.next):
+            self.published_at[q] = time.monotonic()
         self.joined_at = time.monotonic()
         self.propose(learner, self.settings.learner, self.settings.reload)
         self._publish(MixRecord("hello", self.round, self.name, sent=time.time()))
@@ -661,12 +734,8 @@ class MixingMember:
         t0 = time.perf_counter()
         drain()
         self._spent("drain", t0)
-        if not self.published:
-            self._publish_delta(learner, offsets)
-        elif self._learned(learner) > 0 or self.kept:
-            self._wait_close()
-            self._rebase(learner, offsets, drain)
-            self._publish_delta(learner, offsets)
+        if not self.published or self._learned(learner) > 0 or self.kept:
+            self._publish_within(learner, offsets, drain)
         self._confirm()  # in the log before the partitions' next owners read the frontier
         self.owned.clear()  # (every partition is revoked: both clients' protocols are eager)
 
@@ -711,54 +780,64 @@ class MixingMember:
         self._check_later()
         if self.published or time.monotonic() - self._read_at >= READ_EVERY:
             self._read()
-        if self.published:  # at most one round ahead: K more records wait for the merge
+        if self.published:  # a delta ahead: the round ends at K records
             if self.taken < self.K_round:
                 return
-            t0 = time.perf_counter()
-            drain()
-            self._spent("drain", t0)
-            self._wait_close()
-            self._rebase(learner, offsets, drain)
-            self._publish_delta(learner, offsets)
-            return
-        triggered = self.log.fresh() - {self.name}
-        idle = self._last_took == 0 and not self._waiting
-        switching = self.log.proposal is not None  # a bank proposal: switch at once
-        if self.taken >= self.K_round or switching or (triggered and idle):
-            t0 = time.perf_counter()
-            drain()
-            self._spent("drain", t0)
-            self._publish_delta(learner, offsets)
+        else:
+            triggered = self.log.fresh() - {self.name}
+            idle = self._last_took == 0 and not self._waiting
+            switching = self.log.proposal is not None  # a bank proposal: switch at once
+            if not (self.taken >= self.K_round or switching or (triggered and idle)):
+                return
+        t0 = time.perf_counter()
+        drain()
+        self._spent("drain", t0)
+        self._publish_within(learner, offsets, drain)
 
-    def _wait_close(self) -> None:
-        """Wait until the round of this member's published delta closes (every expected
-        member published, or this member closes it after the timeout)."""
+    def _publish_within(self, learner: MKLClassifier, offsets: dict[TP, int], drain: Drain) -> None:
+        """Publish the next delta (the learner is drained) within the staleness bound: a
+        member more than s rounds ahead of the last merged round it applied (its next delta's
+        round ``>= round + s``) first waits for round ``next - s`` to close and rebases onto
+        what has come."""
+        if self.next >= self.round + self._bound():
+            self._wait_close(self.next - self._bound())
+            self._rebase(learner, offsets, drain)
+        self._publish_delta(learner, offsets)
+
+    def _wait_close(self, until: int | None = None) -> None:
+        """Wait until round ``until`` closes (default: the round of this member's last
+        delta): every expected member published, or this member closes the open round after
+        the timeout if its delta for it is out."""
         assert self.topic is not None
         self._confirm()  # the round cannot close without this member's delta
-        r = self.round
+        r = self.next - 1 if until is None else until
         t0, folded = time.perf_counter(), self.blocked["fold"]
-        closed_by_me = False
+        closed_by_me: set[int] = set()
         confirmed = time.monotonic()
         while self.log.round <= r:
             mine = self._last_sent
             if (
                 mine is not None
-                and mine.round == r
-                and not self.log.has_delta(r, self.name)
+                and mine.round >= self.log.round
+                and not self.log.has_delta(mine.round, self.name)
                 and time.monotonic() - confirmed > UNSEEN_AFTER
             ):  # acknowledged, yet not in the log as read: publish it again (readers keep the
                 log.warning(  # first of a key), not wait for the round's timeout without it
                     "mix topic: this member's delta for round %d was acknowledged but is not "
-                    "read back after %.0f s; publishing it again", r, UNSEEN_AFTER,
+                    "read back after %.0f s; publishing it again", mine.round, UNSEEN_AFTER,
                 )  # fmt: skip
                 self._publish(mine)
                 confirmed = time.monotonic()
-            if not closed_by_me and time.monotonic() - self.published_at > self.timeout:
+            o = self.log.round
+            at = self.published_at.get(o)
+            if o not in closed_by_me and at is not None and time.monotonic() - at > self.timeout:
                 late = tuple(sorted(self.log.members - self.log.fresh()))
-                self._publish(MixRecord("close", r, self.name, late=late, sent=time.time()))
-                closed_by_me = True
+                self._publish(MixRecord("close", o, self.name, late=late, sent=time.time()))
+                closed_by_me.add(o)
             self._read(timeout_ms=20)
-        self.metrics.wait_seconds.observe(time.monotonic() - self.published_at)
+        at = self.published_at.get(r)
+        if at is not None:
+            self.metrics.wait_seconds.observe(time.monotonic() - at)
         self._spent("wait", t0 + (self.blocked["fold"] - folded))  # the folds are counted
 
     def leave(
@@ -774,11 +853,8 @@ class MixingMember:
             self._read()
             if self.log.round > self.round:
                 self._rebase(learner, offsets, drain)
-            if self.published:
-                self._wait_close()
-                self._rebase(learner, offsets, drain)
-            if not self.published:
-                self._publish_delta(learner, offsets)
+            if not self.published or self._learned(learner) > 0 or self.kept:
+                self._publish_within(learner, offsets, drain)
             self._wait_close()
             self._rebase(learner, offsets, drain)  # nothing learned since: the merged model
             self._check_later()  # (its last hindsight report goes with the bye)
@@ -788,6 +864,19 @@ class MixingMember:
         finally:
             self.topic.close()
             self.topic = None
+
+
+@dataclass
+class Sent:
+    """One of a member's published deltas: its round, its state, the state it was learned
+    from (both on the learner's coordinates: moved onto every merged model the member takes
+    before the delta's own merge), its examples and their predictions (the hindsight view)."""
+
+    round: int
+    state: State
+    ref: State
+    examples: int
+    kept: list[Learned]
 
 
 def snapshot(learner: MKLClassifier) -> State:

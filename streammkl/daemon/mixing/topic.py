@@ -11,9 +11,11 @@ before, compressed or not):
 - ``base``  (round 0): the group's starting model (the first one in the log wins);
 - ``hello`` / ``bye``: a member joins / leaves cleanly;
 - ``delta``: a member's end of a round: its state (learned from the round's base, so
-  Δ = state - base), the examples it learned since that base, the next offset of every
-  input partition it has learned up to and its *claims*: the offsets ``[start, end)`` it
-  learned from each partition it owns since its previous delta;
+  Δ = state - base; or, published ahead of that base under a staleness bound above one round,
+  learned from its own previous delta, whose state it carries as ``ref``: Δ = state - ref),
+  the examples it learned since, the next offset of every input partition it has learned up
+  to and its *claims*: the offsets ``[start, end)`` it learned from each partition it owns
+  since its previous delta;
 - ``take``: a member starts owning partitions (its assignment callback): from then on, the
   group counts records of those partitions from that member only (the log fences the others,
   :mod:`streammkl.daemon.mixing.log`);
@@ -91,6 +93,18 @@ class MixRecord:
     claims: Mapping[str, tuple[int, int]] | None = None
     #: A take's: the partitions (``"topic/partition"``) its member starts owning.
     partitions: tuple[str, ...] = ()
+    #: A delta's: the round of the base its member's learner was on when it published (-1:
+    #: ``round``, as every delta written before staleness bounds above one round).
+    on: int = -1
+    #: A delta's: the state it was learned from when that is not the base of round ``on``:
+    #: its member's previous delta (moved onto that base if the member took a merged model
+    #: since), so Δ = state - ref (stale-synchronous rounds, docs/scale-out.md).
+    ref: State | None = None
+
+    @property
+    def base_round(self) -> int:
+        """The round of the base a delta's member was on (:attr:`on`, or its round)."""
+        return self.round if self.on < 0 else self.on
 
     @property
     def key(self) -> str:
@@ -128,19 +142,25 @@ def encode(rec: MixRecord) -> tuple[bytes, bytes]:
         "claims": None if rec.claims is None else {k: list(v) for k, v in rec.claims.items()},
         "partitions": list(rec.partitions),
     }  # fmt: skip
+    if rec.on >= 0:
+        head["on"] = rec.on
+    if rec.ref is not None:
+        head["ref_meta"] = rec.ref[0]
     chunks: list[bytes | memoryview] = []
-    index = []
     at = 0
-    for name, value in (rec.state[1] if rec.state is not None else {}).items():
-        array = np.ascontiguousarray(value)
-        if array.dtype.hasobject:
-            raise ValueError(f"array {name!r}: object arrays are not written")
-        index.append([name, array.dtype.str, list(array.shape), at])
-        chunks.append(array.tobytes() if array.size else b"")
-        pad = -array.nbytes % _ALIGN
-        chunks.append(b"\0" * pad)
-        at += array.nbytes + pad
-    head["arrays"] = index
+    for key, state in (("arrays", rec.state), ("ref_arrays", rec.ref)):
+        index = []
+        for name, value in (state[1] if state is not None else {}).items():
+            array = np.ascontiguousarray(value)
+            if array.dtype.hasobject:
+                raise ValueError(f"array {name!r}: object arrays are not written")
+            index.append([name, array.dtype.str, list(array.shape), at])
+            chunks.append(array.tobytes() if array.size else b"")
+            pad = -array.nbytes % _ALIGN
+            chunks.append(b"\0" * pad)
+            at += array.nbytes + pad
+        if index or key == "arrays":
+            head[key] = index
     text = json.dumps(head).encode()
     text += b" " * (-(len(MAGIC) + 8 + len(text)) % _ALIGN)
     out = b"".join([MAGIC, len(text).to_bytes(8, "little"), text, *chunks])
@@ -149,15 +169,23 @@ def encode(rec: MixRecord) -> tuple[bytes, bytes]:
 
 def _raw(value: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """(head, arrays) of a record in the raw form; the arrays are copies (writable, and
-    independent of the consumer's buffer)."""
+    independent of the consumer's buffer). A delta's reference state's arrays are in
+    ``head["ref_arrays"]``."""
     n = int.from_bytes(value[len(MAGIC) : len(MAGIC) + 8], "little")
     start = len(MAGIC) + 8
     if n < 0 or start + n > len(value):
         raise ValueError(f"head of {n} bytes in a record of {len(value)}")
     head = json.loads(value[start : start + n])
     body = bytearray(memoryview(value)[start + n :])  # one copy for every array
+    if head.get("ref_arrays") is not None:
+        head["ref_arrays"] = _arrays(body, head["ref_arrays"])
+    return head, _arrays(body, head.pop("arrays", None) or [])
+
+
+def _arrays(body: bytearray, index: list[Any]) -> dict[str, np.ndarray]:
+    """The arrays an index names, read from a record's body."""
     arrays: dict[str, np.ndarray] = {}
-    for name, dtype, shape, at in head.pop("arrays", None) or []:
+    for name, dtype, shape, at in index:
         dt = np.dtype(dtype)
         if dt.hasobject:
             raise ValueError(f"array {name!r}: object dtype")
@@ -165,7 +193,7 @@ def _raw(value: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         if at < 0 or count < 0 or at + count * dt.itemsize > len(body):
             raise ValueError(f"array {name!r} lies outside the record")
         arrays[str(name)] = np.frombuffer(body, dtype=dt, count=count, offset=at).reshape(shape)
-    return head, arrays
+    return arrays
 
 
 def _npz(value: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
@@ -184,6 +212,7 @@ def decode(value: bytes) -> MixRecord:
         if kind not in KINDS:
             raise ValueError(f"unknown kind {kind!r}")
         meta = head.get("meta")
+        ref_meta = head.get("ref_meta")
         return MixRecord(
             kind=kind,
             round=int(head["round"]),
@@ -198,6 +227,8 @@ def decode(value: bytes) -> MixRecord:
             kernels=_kernels(head.get("kernels")),
             claims=_claims(head.get("claims")),
             partitions=tuple(str(p) for p in head.get("partitions") or ()),
+            on=int(head.get("on", -1)),
+            ref=None if ref_meta is None else (dict(ref_meta), dict(head.get("ref_arrays") or {})),
         )
     except Exception as exc:  # zip / json / key / index errors all mean the same thing
         raise ValueError(f"not a mix record: {exc!r}") from None
