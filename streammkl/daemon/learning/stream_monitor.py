@@ -258,6 +258,8 @@ class StreamMonitor:
         self._errors_logged = 0  # comparator errors already in the log
         self._last: dict[str, float] = {"t": 0.0, "hits": 0.0, "labelled": 0.0, "loss": 0.0}
         self._bandwidths: dict[str, float] = {}  # the fitted bandwidths in the history
+        self._throttle: Throttled | None = None  # the comparator the monitor fits with
+        self._fitted_before = 0.0  # fitting CPU of the comparators replaced by a rebuild
 
     @property
     def stride(self) -> int:
@@ -290,9 +292,18 @@ class StreamMonitor:
             self._width, self.window_cells(core), self.max_cells,
         )  # fmt: skip
 
+    @property
+    def comparator_seconds(self) -> float:
+        """CPU seconds the comparator's worker has spent fitting so far (its pauses excluded;
+        every comparator this monitor built)."""
+        throttle = self._throttle
+        return self._fitted_before + (throttle.busy_seconds if throttle is not None else 0.0)
+
     def _build(self, core: OnlineMKL) -> None:
         s = self.settings
         self.close(timeout=0)
+        if self._throttle is not None:
+            self._fitted_before += self._throttle.busy_seconds
         self.windowed = self._window_fits(core)
         if s.window and not self.windowed and self.monitor is None:  # built (or restored) wide
             self._say_window_off(core)
@@ -408,6 +419,7 @@ class StreamMonitor:
         regret = monitor.regret
         if regret is not None:
             s = self.settings
+            assert self._throttle is not None  # (built with the monitor)
             with self._throttle.loop_waits():
                 regret.catch_up(monitor.n, s.catch_up_seconds, s.catch_up_share)
 
@@ -499,5 +511,6 @@ class StreamMonitor:
     def close(self, timeout: float = 1.0) -> None:
         """Stop the comparator worker."""
         if self.loop is not None:
+            assert self._throttle is not None  # (built with the loop)
             self._throttle.close()
             self.loop.close(timeout=timeout)
