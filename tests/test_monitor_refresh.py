@@ -155,6 +155,41 @@ def test_an_overdue_estimate_hurries_the_comparator_past_its_pauses() -> None:
         regret.close(timeout=5)
 
 
+def test_the_daemon_s_comparator_is_hurried_only_while_the_loop_waits_for_it() -> None:
+    """``hurry_when="loop_waits"`` (the daemon's): the schedule's hurry alone is declined (the
+    duty holds however far the estimate lags: a backlog), the hurry of a loop that waits for
+    the fit is heeded, and once the loop stops waiting the pauses are owed again."""
+    model, X, Y = trained(200)
+    inner = epochs(model, max_epochs=4, patience=4, rel_tol=-1.0)
+    throttle = Throttled(inner, duty=1e-6, hurry_when="loop_waits")  # pauses of days
+    regret = WindowedRegret(model, window=40, every=20, comparator=throttle, refresh_examples=100)
+    try:
+        for x, y in zip(X[:80], Y[:80], strict=True):  # 80 examples without an estimate
+            regret.observe(x, y, 0.5, 0.0, 0.1, 1.0)
+        assert regret.due(80)
+        assert not _published(regret, 20, 80, timeout=0.5)  # the schedule's hurry: declined
+        assert throttle.n_hurried == 0 and throttle.n_hurries_declined >= 1
+        with throttle.loop_waits():
+            waited = regret.catch_up(80, timeout=30)
+        assert 0 < waited < 30 and regret.latest is not None and regret.latest.end >= 20
+        assert throttle.n_hurried >= 1 and throttle.busy_seconds > 0
+        fits = len(regret.history)
+        for x, y in zip(X[80:200], Y[80:200], strict=True):  # far behind again, nobody waits
+            regret.observe(x, y, 0.5, 0.0, 0.1, 1.0)
+        assert regret.overdue(200)
+        assert not _published(regret, 200 - 60, 200, timeout=0.5)
+        assert len(regret.history) <= fits + 1  # (at most the fit the wait had begun)
+    finally:
+        throttle.close()
+        regret.close(timeout=5)
+    try:
+        Throttled(inner, duty=0.5, hurry_when="sometimes")  # type: ignore[arg-type]
+    except ValueError as exc:
+        assert "hurry_when" in str(exc)
+    else:
+        raise AssertionError("an unknown hurry_when was accepted")
+
+
 def test_the_snapshot_says_when_the_windowed_regret_is_stale() -> None:
     model, X, Y = trained(200)
     gate = threading.Event()

@@ -127,18 +127,18 @@ class MonitorSettings(Section):
     #: At most this fraction of the time fitting comparators (unthrottled, the worker would fit
     #: back to back and take a whole core); an epoch comparator's fit is paced epoch by epoch,
     #: windows arriving meanwhile are skipped. A new estimate then comes every K examples or
-    #: every ``fit CPU / duty`` seconds, whichever is later: ~3 s for the default bank at 0.05,
-    #: and at most half the refresh schedule below (the comparator is hurried from there on).
+    #: every ``fit CPU / duty`` seconds, whichever is later: ~3 s for the default bank at 0.05.
+    #: The duty holds however far the estimate lags; only while the learning loop waits for a
+    #: fit (``catch_up_share`` below) does the fit skip its pauses, on the CPU the loop gives up.
     comparator_duty: float = Field(default=0.05, gt=0, le=1)
     #: The comparator thread's nice value (Linux): it fits on CPU time the loop, the learner
     #: and the broker leave; 0 = the process's priority.
     comparator_nice: int = Field(default=19, ge=0, le=19)
     #: The windowed regret's schedule: an estimate whose window ended more than this many
     #: examples ago, or a window that has waited more than this many seconds for its fit, is
-    #: *stale* (``streammkl_window_regret_stale`` says so). From half of either on the
-    #: comparator's pauses are skipped until a fresh estimate is published, so a backlog (the
-    #: stream faster than the duty allows) gets its fits back to back, each bounded by
-    #: ``comparator_epochs``, and a loaded machine slows the refreshes, never stops them.
+    #: *stale* (``streammkl_window_regret_stale`` says so). A backlog (the stream faster than
+    #: the duty allows) is kept on schedule by the loop's waits below, each fit bounded by
+    #: ``comparator_epochs``; a loaded machine slows the refreshes, never stops them.
     #: (30,000: at 1,000 records/s the seconds decide; in a backlog, where the default
     #: learner takes ~50,000 records/s, the loop waits for one bounded fit per ~18,000
     #: examples; at 10,000 a backlog was learned 8 times slower, measured.)
