@@ -167,17 +167,3 @@ def test_the_regressor_round_gives_the_general_round_numbers_bit_for_bit():
     np.testing.assert_array_equal(preds, many_preds[:, 0])
     for key, arr in one.to_state()[1].items():
         np.testing.assert_array_equal(arr, many.to_state()[1][key], err_msg=key)
-
-
-def test_the_explicit_view_type_is_the_one_the_predict_call_is_compiled_for():
-    """``predict_values`` calls the model's ``explicit_decision`` at its address, compiled for
-    ``nb.ExplicitRoundType``: the type ``explicit_view`` builds inside numba must be it."""
-    from numba import njit, typeof
-
-    from streammkl.core import _numba as nb
-
-    model = MKLClassifier()
-    for x, y in list(datasets.Bananas())[:3]:
-        model.learn_one(x, y)
-    pack = model._rounds.model._args.pack
-    assert typeof(njit(lambda p: nb.explicit_view(p))(pack)) == nb.ExplicitRoundType

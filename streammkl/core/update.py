@@ -144,15 +144,6 @@ def _entry(compiled: Any, args: tuple[Any, ...]) -> Callable[..., Any]:
     return fast
 
 
-class _ExplicitViewType:
-    """Stands for ``nb.explicit_view(pack)`` where :func:`native_address` types arguments:
-    its numba type, the named tuple of the pack's fields that ``explicit_view`` builds."""
-
-    _numba_type_ = nb.ExplicitRoundType
-
-
-_EXPLICIT_VIEW = _ExplicitViewType()
-
 #: Round entry points by (compiled function, the pack's numba type) (see :func:`_entry`).
 _ENTRIES: dict[tuple[Any, Any], Callable[..., Any]] = {}
 
@@ -256,7 +247,7 @@ class RoundArgs:
             round_fn = nb.learn_predict_md
         at_round = native_address(round_fn, (self.pack, f, 0.0, 1, 1))
         at_decision = native_address(
-            nb.explicit_decision, (_EXPLICIT_VIEW, f, self.state.w, self.state.scale, True)
+            nb.decision_explicit, (self.pack, f, self.state.w, self.state.scale, True)
         )
         interpreted = getattr(nb.learn_values, "typeof_pyval", None) is None  # a test's
         if not interpreted and not (at_round and at_decision):

@@ -105,7 +105,7 @@ from streammkl.core._numba.rounds import (
     learn_predict_md, learn_round, rescale_block, round_body, support_step,
     with_kernelized_scores,
 )  # fmt: skip
-from streammkl.core._numba.pack import ExplicitRoundType, RoundPack, explicit_view, new_pack
+from streammkl.core._numba.pack import RoundPack, explicit_view, new_pack
 from streammkl.core._numba.known import (
     TINY_VAR, decide_at, learn_at, learn_values, predict_values, scatter_record,
     standardize_one, standardize_row, standardize_rows,

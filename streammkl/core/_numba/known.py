@@ -9,8 +9,8 @@ standardising it and calling the round, each a call of its own.
 The round and the decision are called at the addresses of the model's own compiled ones
 (``learn_at``, ``decide_at``; ``streammkl.core._jit.native_address``), not by name: numba
 links a callee's code into every caller that names it and optimises it again there, and the
-round is most of a first run's compile time (by name, these two calls added ~2.4 s of a fresh
-process's ~32 s).
+round is most of a first run's compile time (by name, these two calls compiled ~2 s more in a
+fresh process; at the addresses, ~0.6 s).
 
 The standardisation is the one of ``standardize_row`` (running mean and variance, Welford; the
 statistics including the row; an input that has only ever been 0 or 1 is left as it is),
@@ -28,11 +28,10 @@ from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
 from streammkl.core._jit import JIT_EXACT
-from streammkl.core._numba.pack import explicit_view
 from streammkl.core._numba.rounds import (
     BAD_X,
     MAX_ABS_INPUT,
-    explicit_decision,
+    decision_explicit,
     learn_predict,
     learn_predict_explicit,
 )
@@ -133,9 +132,9 @@ def _round_at(typingctx, address, p, x, y, t, n):
 
 
 @intrinsic
-def _decision_at(typingctx, address, f, x, w, scale, leader_scores):
-    """``decision(f, x, w, scale, leader_scores)`` of the compiled decision at ``address``."""
-    return types.none(address, f, x, w, scale, leader_scores), _call_at
+def _decision_at(typingctx, address, p, x, w, scale, leader_scores):
+    """``decision(p, x, w, scale, leader_scores)`` of the compiled decision at ``address``."""
+    return types.none(address, p, x, w, scale, leader_scores), _call_at
 
 
 def learn_at(address, p, x, y, t, n):
@@ -146,10 +145,12 @@ def learn_at(address, p, x, y, t, n):
     return (learn_predict_explicit if p.fast else learn_predict)(p, x, y, t, n)
 
 
-def decide_at(address, f, x, w, scale, leader_scores):
-    """``explicit_decision(f, x, w, scale, leader_scores)`` (``f = explicit_view(p)``):
-    compiled, a call of the compiled one at ``address`` (see ``learn_at``)."""
-    explicit_decision(f, x, w, scale, leader_scores)
+def decide_at(address, p, x, w, scale, leader_scores):
+    """``decision_explicit(p, x, w, scale, leader_scores)``: compiled, a call of the compiled
+    one at ``address`` (see ``learn_at``). (Not ``explicit_decision`` on the pack's fields:
+    built here, where numba counts references, and passed to a call it cannot see into, they
+    cost ~0.5 µs a call more, measured.)"""
+    decision_explicit(p, x, w, scale, leader_scores)
 
 
 @overload(learn_at)
@@ -159,10 +160,10 @@ def _learn_at(address, p, x, y, t, n):
 
 
 @overload(decide_at)
-def _decide_at(address, f, x, w, scale, leader_scores):
+def _decide_at(address, p, x, w, scale, leader_scores):
     """``decide_at`` compiled: the call at ``address``."""
-    return lambda address, f, x, w, scale, leader_scores: _decision_at(  # type: ignore[call-arg]
-        address, f, x, w, scale, leader_scores
+    return lambda address, p, x, w, scale, leader_scores: _decision_at(  # type: ignore[call-arg]
+        address, p, x, w, scale, leader_scores
     )
 
 
@@ -192,9 +193,8 @@ def _learn_values(p, vals, cols, raw, count, mean, m2, binary, xs, standardize, 
 def _predict_values(
     p, vals, cols, raw, count, mean, m2, binary, xs, standardize, leader_scores, at
 ):  # fmt: skip
-    """``explicit_decision`` (into ``p.fx``; the leader's scores with ``leader_scores``),
-    compiled at the address ``at`` (as in ``learn_values``; the pack's fields as
-    ``explicit_view`` gives them), on the record (``vals``, ``cols``;
+    """``decision_explicit`` (into ``p.fx``; the leader's scores with ``leader_scores``),
+    compiled at the address ``at`` (as in ``learn_values``), on the record (``vals``, ``cols``;
     a column of -1 is a name the model ignores), standardised without counting when
     ``standardize``; False, changing nothing, for a value out of range."""
     if not scatter_record(vals, cols, raw):
@@ -203,7 +203,7 @@ def _predict_values(
     if standardize:
         standardize_row(raw, count, mean, m2, binary, xs, False)
         x = xs
-    decide_at(at, explicit_view(p), x, p.w, p.scale, leader_scores)
+    decide_at(at, p, x, p.w, p.scale, leader_scores)
     return True
 
 

@@ -96,10 +96,6 @@ EXPLICIT_FIELDS = (
     "newnorms", "step_codes", "step_p", "step_groups", "bias_lr", "phi_x", "phi_valid",
 )  # fmt: skip
 ExplicitRound = namedtuple("ExplicitRound", EXPLICIT_FIELDS)  # type: ignore[misc]
-#: Its numba type (what ``explicit_view`` returns: the fields' types in the pack).
-ExplicitRoundType = types.NamedTuple(
-    tuple(dict(FIELDS)[name] for name in EXPLICIT_FIELDS), ExplicitRound
-)
 
 
 def _explicit_view(p):
