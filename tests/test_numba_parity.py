@@ -40,6 +40,7 @@ MODEL_LOOPS = [
     "explicit_scores", "implicit_scores", "all_average_scores", "explicit_view", "explicit_round",
     "explicit_decision", "decision_total", "ftrl_store", "ftrl_scales", "explicit_phi_of",
     "check_example", "check_target", "learn_predict_explicit", "learn_many_explicit",
+    "explicit_md_round", "learn_predict_md",
     "decision_explicit", "decision_many_explicit", "ftrl_mixed", "support_step", "rescale_block",
     "with_kernelized_scores",
 ]  # fmt: skip
@@ -58,7 +59,7 @@ BUDGET_LOOPS = [
 ]  # fmt: skip
 PLACE_LOOPS = ["place_inputs"]
 KNOWN_LOOPS = [
-    "learn_values", "learn_values_explicit", "predict_values", "scatter_record",
+    "learn_values", "predict_values", "scatter_record",
     "standardize_one", "standardize_row", "standardize_rows",
 ]  # fmt: skip
 # parity-tested in tests/test_structured_decoders.py, tests/test_structured_labeler.py and

@@ -150,3 +150,20 @@ def test_landmark_refreshes_happen_on_the_one_call_route_too(counted):
     ]  # fmt: skip
     assert moved and names == [k.name for k in general.rounds().model.kernels]
     assert fused.rounds().digest() == general.rounds().digest()
+
+
+def test_the_regressor_round_gives_the_general_round_numbers_bit_for_bit():
+    """The default regressor's rounds (an explicit bank under InvSqrt: ``learn_predict_md``,
+    compiled without reference counting) against the general compiled round of the same
+    model (``learn_many``'s ``learn_round``): the same predictions and state, bit for bit."""
+    data = list(synth.Friedman(seed=7).take(600))
+    X = np.array([list(x.values()) for x, _ in data])
+    Y = np.array([y for _, y in data])
+    Y = (Y - Y.mean()) / Y.std()
+    one, many = MKLRegressor()._make_model(), MKLRegressor()._make_model()
+    preds = np.array([one.learn_predict(x, y)[0] for x, y in zip(X, Y, strict=True)])
+    assert one._args is not None and one._args.md  # the route under test
+    _, many_preds = many.learn_many(X, Y)
+    np.testing.assert_array_equal(preds, many_preds[:, 0])
+    for key, arr in one.to_state()[1].items():
+        np.testing.assert_array_equal(arr, many.to_state()[1][key], err_msg=key)

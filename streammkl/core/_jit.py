@@ -58,6 +58,22 @@ def entry_point(dispatcher: Any, args: tuple[Any, ...]) -> Callable[..., Any]:
         return dispatcher
 
 
+def native_address(dispatcher: Any, args: tuple[Any, ...]) -> int:
+    """The address of the compiled function of ``dispatcher`` for exactly these argument types
+    (compiled on the first call if needed), in numba's own calling convention: for a compiled
+    function that calls it there (``core._numba.known``) instead of compiling its own copy of
+    it. 0 when numba's internals differ or the function is not compiled (a test runs the
+    Python original): the caller must not call it then."""
+    try:
+        sig = tuple(dispatcher.typeof_pyval(a) for a in args)
+        if sig not in dispatcher.overloads:
+            dispatcher.compile(sig)
+        cres = dispatcher.overloads[sig]
+        return int(cres.library.get_pointer_to_function(cres.fndesc.mangled_name))
+    except Exception:  # a Python function, or numba internals changed
+        return 0
+
+
 def cache_guard(package_init: str) -> None:
     """Drop a package's numba cache when any of its sources changed since the cache was written.
 

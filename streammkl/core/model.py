@@ -459,9 +459,10 @@ class OnlineMKL:
         statistics of the model's width; ``y`` a float. Returns the loss, or a negative number
         when the record needs :meth:`learn` (a value out of range, a new class, a bank whose
         rounds take another route, ...), having changed nothing."""
-        learn = self._values_call(0, raw, xs)
-        if learn is None:
+        call = self._values_call(0, raw, xs)
+        if call is None:
             return _NOT_TAKEN
+        learn, at = call
         args = self._args
         assert args is not None
         s = self.schedule
@@ -469,7 +470,7 @@ class OnlineMKL:
         count, mean, m2, binary = _NO_STATS if stats is None else stats
         loss = learn(
             args.pack, vals, cols, raw, count, mean, m2, binary, xs, stats is not None, y,
-            s.t + 1, t,
+            s.t + 1, t, at,
         )  # fmt: skip
         if loss < 0.0:
             return loss
@@ -485,7 +486,8 @@ class OnlineMKL:
         args = self._args
         if args is not self._values_args:
             self._values_args = args
-            self._values = args.values_calls() if args is not None and args.known else (None, None)
+            calls = args.values_calls() if args is not None and args.known else None
+            self._values = (None, None) if calls is None else calls
         call = self._values[which]
         if call is None or not raw.shape[0] == xs.shape[0] == len(self._keys):
             return None
@@ -500,14 +502,17 @@ class OnlineMKL:
         in one compiled call: the scores (a view: copy to keep), or None when the record needs
         the general path (a value out of range, a bank whose predictions take another
         route)."""
-        predict = self._values_call(1, raw, xs)
-        if predict is None:
+        call = self._values_call(1, raw, xs)
+        if call is None:
             return None
+        predict, at = call
         args = self._args
         assert args is not None
         count, mean, m2, binary = _NO_STATS if stats is None else stats
         standardize = stats is not None
-        if not predict(args.pack, vals, cols, raw, count, mean, m2, binary, xs, standardize, True):
+        if not predict(
+            args.pack, vals, cols, raw, count, mean, m2, binary, xs, standardize, True, at
+        ):
             return None
         return args.fx
 

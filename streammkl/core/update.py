@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from streammkl.core import _numba as nb
-from streammkl.core._jit import entry_point
+from streammkl.core._jit import entry_point, native_address
 from streammkl.core.losses import Loss
 from streammkl.core.model_checks import BLOCKWISE
 from streammkl.core.regularizers import Regularizer
@@ -184,6 +184,9 @@ class RoundArgs:
         #: compiles only the routes its bank takes: the default bank never compiles the
         #: kernelized round.)
         self.explicit = not L.im_blocks.size
+        #: The rounds of an explicit bank under another schedule than FTRL take
+        #: ``nb.learn_predict_md`` (the default regressor's: the general round's numbers).
+        self.md = self.explicit and not self.fast and schedule.code != nb.S_FTRL
         #: Sparse records take the sparse round (:func:`wide_round`, ``core._numba.wide``).
         self.wide = wide_round(L, self.fast, average)
         self._layout = L
@@ -220,21 +223,39 @@ class RoundArgs:
         fast = self._learn
         if fast is None:
             compiled = nb.learn_predict_explicit if self.fast else nb.learn_predict
+            if self.md:
+                compiled = nb.learn_predict_md
             if self.wide:
                 compiled = nb.learn_predict_wide
             fast = self._learn = _entry(compiled, (self.pack, x, 0.0, t, n))
         return fast(self.pack, x, float(y), t, n)
 
-    def values_calls(self) -> tuple[Callable[..., float], Callable[..., bool]]:
-        """The compiled entry points of a record of known inputs (only when :attr:`known`):
-        ``(nb.learn_values_explicit or nb.learn_values, nb.predict_values)``, called as
-        ``f(pack, vals, cols, raw, count, mean, m2, binary, xs, standardize, y, t, n)`` and
-        ``g(pack, vals, cols, raw, count, mean, m2, binary, xs, standardize, True)`` (float64
-        vectors, ``cols`` int64, bools, a float and two ints)."""
+    def values_calls(
+        self,
+    ) -> tuple[tuple[Callable[..., float], int], tuple[Callable[..., bool], int]] | None:
+        """The compiled entry points of a record of known inputs (only when :attr:`known`),
+        each with the address it is given last: ``(nb.learn_values, a)``, called as
+        ``f(pack, vals, cols, raw, count, mean, m2, binary, xs, standardize, y, t, n, a)``, and
+        ``(nb.predict_values, b)``, called as ``g(pack, vals, cols, raw, count, mean, m2,
+        binary, xs, standardize, True, b)`` (float64 vectors, ``cols`` int64, bools, a float
+        and ints): the addresses of this model's own compiled round and decision (those of
+        :meth:`learn_predict` and :meth:`decision`), which they call there. None when numba
+        gives no address."""
         f, i = np.zeros(0), np.zeros(0, dtype=np.int64)
-        learn = nb.learn_values_explicit if self.fast else nb.learn_values
+        round_fn = nb.learn_predict_explicit if self.fast else nb.learn_predict
+        if self.md:
+            round_fn = nb.learn_predict_md
+        at_round = native_address(round_fn, (self.pack, f, 0.0, 1, 1))
+        at_decision = native_address(
+            nb.decision_explicit, (self.pack, f, self.state.w, self.state.scale, True)
+        )
+        interpreted = getattr(nb.learn_values, "typeof_pyval", None) is None  # a test's
+        if not interpreted and not (at_round and at_decision):
+            return None
         probe = (self.pack, f, i, f, f, f, f, f, f, True)
-        return _entry(learn, (*probe, 0.0, 1, 1)), _entry(nb.predict_values, (*probe, True))
+        learn = _entry(nb.learn_values, (*probe, 0.0, 1, 1, at_round))
+        predict = _entry(nb.predict_values, (*probe, True, at_decision))
+        return (learn, at_round), (predict, at_decision)
 
     def settle(self) -> None:
         """Fold the sparse round's factors into the state (``BlockState.settle``): before a

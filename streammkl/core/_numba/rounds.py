@@ -489,6 +489,66 @@ def _explicit_round(f, x, y, t):
 
 
 explicit_round = njit(**JIT_NORC)(_explicit_round)
+
+
+def _explicit_md_round(f, x, y, t):
+    """``round_body`` up to its prox steps for a bank of explicit blocks under a schedule other
+    than FTRL (Constant, InvSqrt, InvT, AdaGrad: the default regressor's), on the pack's fields
+    ``f = explicit_view(p)``: the same operations in the same order (featurise, score, loss,
+    the averages' tracking, the steps, the gradient step and the bias), so the same numbers,
+    without reference counting (``JIT_NORC``). The prox steps (which may allocate) and the
+    averages' update are ``learn_predict_md``'s. (``explicit_phi_of``: the maps of ``x`` stay
+    remembered, where ``round_body`` forgets them; the same numbers either way.)"""
+    phi, w, scale, ex_blocks, ex_off = f.phi, f.w, f.scale, f.ex_blocks, f.ex_off
+    scores, fx, v, fsq, etas, bias, pred = f.scores, f.fx, f.v, f.fsq, f.etas, f.bias, f.pred
+    avg_w, mirror, sched = f.avg_w, f.mirror, f.sched
+    M = f.norms.shape[0]
+    K = fx.shape[0]
+    explicit_phi_of(x, ex_blocks, ex_off, f.ex_kind, f.ex_norm, f.phi_src, f.rff_wt, f.rff_b,
+                    phi, f.phi_x, f.phi_valid)  # fmt: skip
+    adaptive = sched == S_ADAGRAD or sched == S_FTRL  # (only they read ||phi_m(x)||^2)
+    explicit_scores(phi, w, scale, ex_blocks, ex_off, scores, fsq if adaptive else fsq[:0], mirror)
+    for k in range(K):
+        total = bias[k]
+        for m in range(M):
+            total += scores[m, k]
+        fx[k] = total
+    loss = loss_grad(f.loss_code, f.loss_p, fx, y, v)
+    if mirror:  # the two rows stay each other's negation (v[1] = -v[0] up to rounding)
+        v[1] = -v[0]
+    if avg_w.shape[0] > 0:
+        track_averages(
+            f.loss_code, f.loss_p, fx, loss, y, phi, ex_blocks, ex_off, avg_w, f.avg_bias,
+            f.avg_loss, f.rho, f.avg_count, f.every, f.scratch, f.ascores, pred, f.row_dots,
+            mirror,
+        )  # fmt: skip
+    else:
+        for k in range(K):
+            pred[k] = fx[k]
+    vv = 0.0
+    for k in range(K):
+        vv += v[k] * v[k]
+    block_steps(sched, f.sched_p, t, f.acc, fsq, vv, etas)
+    norms = f.norms
+    if vv > 0.0:
+        for m in ex_blocks:  # explicit: W += (eta_m / scale) v (x) phi, exact norm (one pass)
+            a = ex_off[m]
+            e = ex_off[m + 1]
+            g = etas[m] / scale[m]
+            sq = 0.0
+            for k in range(K):
+                gk = g * v[k]
+                if gk != 0.0:
+                    sq += axpy_sqnorm(w[k], phi, gk, a, e)
+                else:
+                    sq += dot4(w[k], w[k], a, e)
+            norms[m] = scale[m] * math.sqrt(sq)
+        for k in range(K):
+            bias[k] += f.bias_lr * etas[M] * v[k]
+    return loss
+
+
+explicit_md_round = njit(**JIT_NORC)(_explicit_md_round)
 learn_round = njit(**JIT)(_learn_round)
 
 
@@ -669,6 +729,31 @@ def _learn_predict_explicit(p, x, y, t, n):
 
 
 learn_predict_explicit = njit(**JIT)(_learn_predict_explicit)
+
+
+def _learn_predict_md(p, x, y, t, n):
+    """``learn_predict`` for a bank of explicit blocks under a schedule other than FTRL (the
+    default regressor's; ``RoundArgs.md``): ``explicit_md_round`` then the prox steps and the
+    averages' update of ``learn_round``, the same numbers."""
+    code = check_example(p, x, y)
+    if code < 0.0:
+        return code
+    loss = explicit_md_round(explicit_view(p), x, y, t)
+    apply_prox_steps(
+        p.etas, p.step_codes, p.step_p, p.step_groups, p.radius, p.is_explicit, p.ex_blocks,
+        p.ex_off, p.w, p.scale, p.norms, p.coef, p.counters[0], p.newnorms,
+    )  # fmt: skip
+    if p.avg_w.shape[0] > 0:
+        update_averages(
+            p.w, p.scale, p.bias, p.ex_blocks, p.ex_off, p.avg_w, p.avg_bias, p.horizons,
+            p.avg_count, p.every, p.mirror,
+        )  # fmt: skip
+    if p.average:
+        average_explicit(p.w, p.scale, p.ex_blocks, p.ex_off, p.w_avg, n)
+    return loss
+
+
+learn_predict_md = njit(**JIT)(_learn_predict_md)
 
 
 def _learn_many_explicit(p, X, Y, t0, n0, losses, preds, norms_before):
