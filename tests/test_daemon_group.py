@@ -508,6 +508,17 @@ def _member(
     return member, build_learner(settings.learner)
 
 
+def _learn_batch(member: MixingMember, learner: Any, xs: list[dict], ys: list[int]) -> None:
+    """One batch of ``member``'s learning loop on ``learner``, with the prequential records the
+    daemon keeps."""
+    member.before_batch(learner, {})
+    member.took(len(xs))
+    for x, y in zip(xs, ys, strict=True):
+        member.kept.append((x, y, (learner.predict_one(x), learner.predict_proba_one(x))))
+        learner.learn_one(x, y)
+    member.after_batch(learner, {})
+
+
 def test_a_member_proposes_its_bank_and_is_refused_other_learner_settings():
     """At join, a member whose settings name another bank than the group's proposes it (the
     group's model is adopted meanwhile); one with another loss is refused, naming it; a
@@ -1361,13 +1372,8 @@ def test_steady_rebases_check_the_merged_model_on_a_schedule(monkeypatch):
         monkeypatch.setattr(m, "_check_digest", counted)
     X, Y = _stream(2000, 17)
 
-    def learn(m, lr, lo, hi):  # with the prequential records the daemon keeps
-        m.before_batch(lr, {})
-        m.took(hi - lo)
-        for x, y in zip(X[lo:hi], Y[lo:hi], strict=True):
-            m.kept.append((x, y, (lr.predict_one(x), lr.predict_proba_one(x))))
-            lr.learn_one(x, y)
-        m.after_batch(lr, {})
+    def learn(m, lr, lo, hi):
+        _learn_batch(m, lr, X[lo:hi], Y[lo:hi])
 
     i = 0
     learn(b, lb, 0, 20)  # b half a round ahead: the members' rounds overlap
@@ -1417,12 +1423,7 @@ def test_a_member_a_round_ahead_publishes_from_its_own_delta_without_waiting(mon
     X, Y = _stream(2000, 18)
 
     def learn(m, lr, lo, hi):
-        m.before_batch(lr, {})
-        m.took(hi - lo)
-        for x, y in zip(X[lo:hi], Y[lo:hi], strict=True):
-            m.kept.append((x, y, (lr.predict_one(x), lr.predict_proba_one(x))))
-            lr.learn_one(x, y)
-        m.after_batch(lr, {})
+        _learn_batch(m, lr, X[lo:hi], Y[lo:hi])
 
     learn(b, lb, 0, 40)  # b's round 0; then b one round ahead of a all along
     i = 40

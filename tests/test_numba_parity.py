@@ -40,7 +40,7 @@ MODEL_LOOPS = [
     "explicit_scores", "implicit_scores", "all_average_scores", "explicit_view", "explicit_round",
     "explicit_decision", "decision_total", "ftrl_store", "ftrl_scales", "explicit_phi_of",
     "check_example", "check_target", "learn_predict_explicit", "learn_many_explicit",
-    "explicit_md_round", "learn_predict_md",
+    "explicit_md_round", "learn_predict_md", "explicit_front", "explicit_step",
     "decision_explicit", "decision_many_explicit", "ftrl_mixed", "support_step", "rescale_block",
     "with_kernelized_scores",
 ]  # fmt: skip

@@ -100,10 +100,10 @@ from streammkl.core._numba.averages import (
 from streammkl.core._numba.rounds import (
     BAD_X, BAD_Y, MAX_ABS_INPUT, NEW_CLASS, apply_prox_steps, average_explicit, block_steps,
     check_example, check_target, decision, decision_explicit, decision_many, decision_many_explicit,
-    decision_total, explicit_decision, explicit_md_round, explicit_round, ftrl_explicit, ftrl_mixed,
-    ftrl_scales, ftrl_store, learn_many, learn_many_explicit, learn_predict, learn_predict_explicit,
-    learn_predict_md, learn_round, rescale_block, round_body, support_step,
-    with_kernelized_scores,
+    decision_total, explicit_decision, explicit_front, explicit_md_round, explicit_round,
+    explicit_step, ftrl_explicit, ftrl_mixed, ftrl_scales, ftrl_store, learn_many,
+    learn_many_explicit, learn_predict, learn_predict_explicit, learn_predict_md, learn_round,
+    rescale_block, round_body, support_step, with_kernelized_scores,
 )  # fmt: skip
 from streammkl.core._numba.pack import RoundPack, explicit_view, new_pack
 from streammkl.core._numba.known import (

@@ -312,6 +312,26 @@ def _learn_round(p, x, y, t):
     return loss
 
 
+def _explicit_step(v, phi, ex_blocks, ex_off, etas, w, scale, norms):
+    """The gradient step of the explicit blocks: ``W_m += (eta_m / scale_m) v (x) phi_m``
+    (``w`` holds ``W / scale``), each block's norm exact, in one pass."""
+    for m in ex_blocks:
+        a = ex_off[m]
+        e = ex_off[m + 1]
+        g = etas[m] / scale[m]
+        sq = 0.0
+        for k in range(v.shape[0]):
+            gk = g * v[k]
+            if gk != 0.0:
+                sq += axpy_sqnorm(w[k], phi, gk, a, e)
+            else:
+                sq += dot4(w[k], w[k], a, e)
+        norms[m] = scale[m] * math.sqrt(sq)
+
+
+explicit_step = njit(**JIT_INLINE)(_explicit_step)
+
+
 def _round_body(p, x, y, t):
     """``learn_round`` before the averages' update (see there)."""
     sched, sched_p, acc, etas, prev, zn = p.sched, p.sched_p, p.acc, p.etas, p.prev, p.zn
@@ -385,18 +405,7 @@ def _round_body(p, x, y, t):
             bias[k] += bias_lr * etas[M] * v[k]
         return loss
     if vv > 0.0:
-        for m in ex_blocks:  # explicit: W += (eta_m / scale) v (x) phi, exact norm (one pass)
-            a = ex_off[m]
-            e = ex_off[m + 1]
-            g = etas[m] / scale[m]
-            sq = 0.0
-            for k in range(K):
-                gk = g * v[k]
-                if gk != 0.0:
-                    sq += axpy_sqnorm(w[k], phi, gk, a, e)
-                else:
-                    sq += dot4(w[k], w[k], a, e)
-            norms[m] = scale[m] * math.sqrt(sq)
+        explicit_step(v, phi, ex_blocks, ex_off, etas, w, scale, norms)
         if im_blocks.shape[0] > 0:
             support_step(
                 x, xsq, v, vv, etas, fsq, policy, im_blocks, view_of, masks, view_full, kinds,
@@ -437,21 +446,18 @@ def _with_kernelized_scores(scores, im_blocks, avg_bias):
 with_kernelized_scores = njit(**JIT_INLINE)(_with_kernelized_scores)
 
 
-def _explicit_round(f, x, y, t):
-    """``learn_round`` for a bank of explicit blocks under FTRL whose prox steps all act on
-    each block's norm alone, without a projection (``p.fast``: the default bank), on the
-    pack's fields ``f = explicit_view(p)``: the same operations in the same order as
-    ``round_body`` then ``update_averages`` take on such a bank, so the same numbers, compiled
-    without reference counting (``JIT_NORC``: its arrays and views cost no atomic operations;
-    it allocates nothing)."""
-    phi, w, scale, ex_blocks, ex_off = f.phi, f.w, f.scale, f.ex_blocks, f.ex_off
-    scores, fx, v, fsq, etas, bias, pred = f.scores, f.fx, f.v, f.fsq, f.etas, f.bias, f.pred
-    avg_w, mirror = f.avg_w, f.mirror
-    M = f.norms.shape[0]
+def _explicit_front(f, x, y, fsq):
+    """The part of a round of explicit blocks before its steps, on the pack's fields ``f =
+    explicit_view(p)``: ``x``'s maps (remembered), the block scores (their ``||phi_m||^2``
+    into ``fsq``, unless it is empty), ``f.fx``, the loss and its gradient ``f.v``, the
+    averaged iterates' tracking and the prediction ``f.pred``. Returns ``(loss, ||v||^2)``."""
+    phi, ex_blocks, ex_off, fx, v, mirror = f.phi, f.ex_blocks, f.ex_off, f.fx, f.v, f.mirror
     K = fx.shape[0]
     explicit_phi_of(x, ex_blocks, ex_off, f.ex_kind, f.ex_norm, f.phi_src, f.rff_wt, f.rff_b,
                     phi, f.phi_x, f.phi_valid)  # fmt: skip
-    explicit_scores(phi, w, scale, ex_blocks, ex_off, scores, fsq, mirror)  # ||phi_m||^2 too
+    explicit_scores(phi, f.w, f.scale, ex_blocks, ex_off, f.scores, fsq, mirror)
+    scores, bias = f.scores, f.bias
+    M = f.norms.shape[0]
     for k in range(K):
         total = bias[k]
         for m in range(M):
@@ -460,18 +466,37 @@ def _explicit_round(f, x, y, t):
     loss = loss_grad(f.loss_code, f.loss_p, fx, y, v)
     if mirror:  # the two rows stay each other's negation (v[1] = -v[0] up to rounding)
         v[1] = -v[0]
-    if avg_w.shape[0] > 0:
+    if f.avg_w.shape[0] > 0:
         track_averages(
-            f.loss_code, f.loss_p, fx, loss, y, phi, ex_blocks, ex_off, avg_w, f.avg_bias,
-            f.avg_loss, f.rho, f.avg_count, f.every, f.scratch, f.ascores, pred, f.row_dots,
+            f.loss_code, f.loss_p, fx, loss, y, phi, ex_blocks, ex_off, f.avg_w, f.avg_bias,
+            f.avg_loss, f.rho, f.avg_count, f.every, f.scratch, f.ascores, f.pred, f.row_dots,
             mirror,
         )  # fmt: skip
     else:
         for k in range(K):
-            pred[k] = fx[k]
+            f.pred[k] = fx[k]
     vv = 0.0
     for k in range(K):
         vv += v[k] * v[k]
+    return loss, vv
+
+
+explicit_front = njit(**JIT_INLINE)(_explicit_front)
+
+
+def _explicit_round(f, x, y, t):
+    """``learn_round`` for a bank of explicit blocks under FTRL whose prox steps all act on
+    each block's norm alone, without a projection (``p.fast``: the default bank), on the
+    pack's fields ``f = explicit_view(p)``: the same operations in the same order as
+    ``round_body`` then ``update_averages`` take on such a bank, so the same numbers, compiled
+    without reference counting (``JIT_NORC``: its arrays and views cost no atomic operations;
+    it allocates nothing)."""
+    phi, w, scale, ex_blocks, ex_off = f.phi, f.w, f.scale, f.ex_blocks, f.ex_off
+    v, fsq, etas, bias = f.v, f.fsq, f.etas, f.bias
+    avg_w, mirror = f.avg_w, f.mirror
+    M = f.norms.shape[0]
+    K = f.fx.shape[0]
+    loss, vv = explicit_front(f, x, y, fsq)  # ||phi_m||^2 too
     block_steps(f.sched, f.sched_p, t, f.acc, fsq, vv, etas)
     c, steps, newnorms, norms, zn = f.blk_c, f.blk_steps, f.newnorms, f.norms, f.zn
     ftrl_store(v, phi, ex_blocks, ex_off, etas, f.prev, t, w, scale, norms, zn, c, steps, mirror)
@@ -500,49 +525,15 @@ def _explicit_md_round(f, x, y, t):
     averages' update are ``learn_predict_md``'s. (``explicit_phi_of``: the maps of ``x`` stay
     remembered, where ``round_body`` forgets them; the same numbers either way.)"""
     phi, w, scale, ex_blocks, ex_off = f.phi, f.w, f.scale, f.ex_blocks, f.ex_off
-    scores, fx, v, fsq, etas, bias, pred = f.scores, f.fx, f.v, f.fsq, f.etas, f.bias, f.pred
-    avg_w, mirror, sched = f.avg_w, f.mirror, f.sched
+    v, fsq, etas, bias, sched = f.v, f.fsq, f.etas, f.bias, f.sched
     M = f.norms.shape[0]
-    K = fx.shape[0]
-    explicit_phi_of(x, ex_blocks, ex_off, f.ex_kind, f.ex_norm, f.phi_src, f.rff_wt, f.rff_b,
-                    phi, f.phi_x, f.phi_valid)  # fmt: skip
+    K = f.fx.shape[0]
     adaptive = sched == S_ADAGRAD or sched == S_FTRL  # (only they read ||phi_m(x)||^2)
-    explicit_scores(phi, w, scale, ex_blocks, ex_off, scores, fsq if adaptive else fsq[:0], mirror)
-    for k in range(K):
-        total = bias[k]
-        for m in range(M):
-            total += scores[m, k]
-        fx[k] = total
-    loss = loss_grad(f.loss_code, f.loss_p, fx, y, v)
-    if mirror:  # the two rows stay each other's negation (v[1] = -v[0] up to rounding)
-        v[1] = -v[0]
-    if avg_w.shape[0] > 0:
-        track_averages(
-            f.loss_code, f.loss_p, fx, loss, y, phi, ex_blocks, ex_off, avg_w, f.avg_bias,
-            f.avg_loss, f.rho, f.avg_count, f.every, f.scratch, f.ascores, pred, f.row_dots,
-            mirror,
-        )  # fmt: skip
-    else:
-        for k in range(K):
-            pred[k] = fx[k]
-    vv = 0.0
-    for k in range(K):
-        vv += v[k] * v[k]
+    loss, vv = explicit_front(f, x, y, fsq if adaptive else fsq[:0])
     block_steps(sched, f.sched_p, t, f.acc, fsq, vv, etas)
     norms = f.norms
     if vv > 0.0:
-        for m in ex_blocks:  # explicit: W += (eta_m / scale) v (x) phi, exact norm (one pass)
-            a = ex_off[m]
-            e = ex_off[m + 1]
-            g = etas[m] / scale[m]
-            sq = 0.0
-            for k in range(K):
-                gk = g * v[k]
-                if gk != 0.0:
-                    sq += axpy_sqnorm(w[k], phi, gk, a, e)
-                else:
-                    sq += dot4(w[k], w[k], a, e)
-            norms[m] = scale[m] * math.sqrt(sq)
+        explicit_step(v, phi, ex_blocks, ex_off, etas, w, scale, norms)
         for k in range(K):
             bias[k] += f.bias_lr * etas[M] * v[k]
     return loss
