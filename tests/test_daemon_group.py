@@ -1406,6 +1406,48 @@ def test_a_member_that_sees_its_error_rate_jump_ends_the_round_for_the_group(mon
     assert a.log.digest == b.log.digest and a.log.mismatches == []
 
 
+def test_a_member_without_partitions_answers_a_round_at_once(monkeypatch):
+    """A member that owns no partitions yet (its assignment pending: the loop cannot know
+    whether records wait for it) answers a round another member ended with an empty delta at
+    once, so the round closes without its timeout (the member that ended it waits for the
+    close without serving its consumer's rebalance, which would give the new member its
+    partitions: a late join held round 0 for 30 s). Once it owns partitions, a batch it could
+    not fetch yet is a slow member's, not an idle one's: it contributes its K."""
+    from streammkl.daemon.mixing import member as member_mod
+
+    monkeypatch.setattr(member_mod, "READ_EVERY", 0.0)  # every batch reads the log
+    records: list[MixRecord] = []
+    (a, la), (b, lb) = _member(records, "a"), _member(records, "b")
+    oa: dict = {}
+    ob: dict = {}
+    a.join(la, oa)
+    b.join(lb, ob)
+    t0, t1 = Partition("t", 0), Partition("t", 1)
+    a.catch_up([t0], oa)  # b: no partitions yet
+    for m in (a, b):
+        m.K = m.K_round = 40
+    X, Y = _stream(200, 17)
+    _learn_from(a, la, oa, t0, X[:40], Y[:40])  # a ends round 0
+    b.before_batch(lb, ob)
+    b.took(0, waiting=True)  # the loop's view before an assignment
+    b.after_batch(lb, ob)
+    assert [(r.round, r.examples) for r in records if r.kind == "delta" and r.member == "b"] == [
+        (0, 0)
+    ]
+    b.catch_up([t1], ob)
+    b.before_batch(lb, ob)
+    assert b.log.round == 1 and b.log.examples == 40
+    _learn_from(a, la, oa, t0, X[40:80], Y[40:80])  # a ends round 1
+    b.before_batch(lb, ob)
+    b.took(0, waiting=True)  # owns t/1 now: records wait, not fetched yet
+    b.after_batch(lb, ob)
+    assert [r.round for r in records if r.kind == "delta" and r.member == "b"] == [0]
+    _learn_from(b, lb, ob, t1, X[80:120], Y[80:120])  # its K: round 1 closes
+    for m, lr, o in ((a, la, oa), (b, lb, ob)):
+        m.before_batch(lr, o)
+        assert m.log.round == 2 and m.log.examples == 120 and m.log.mismatches == []
+
+
 def test_two_hindsight_reports_before_a_publish_add_up():
     """A deferred scoring can meet the next one before the member publishes: the record's one
     report then holds both rounds' sums (under the later round), so no round's examples are

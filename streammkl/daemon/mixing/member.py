@@ -775,10 +775,15 @@ class MixingMember:
     def took(self, records: int, waiting: bool = False) -> None:
         """The loop took ``records`` for the next batch; ``waiting``: none, while records wait
         on this member's partitions (not fetched yet: a slow or starved member, not an idle
-        one)."""
+        one). A member that owns no partitions (none taken since its join or its last
+        revocation) is idle whatever the loop says: before its first assignment the loop
+        cannot know whether records wait, and holding the round until its timeout (30 s)
+        would hold the assignment too, since the member that ended the round waits for its
+        close without serving its consumer's rebalance (seen as a late join: round 0 closed
+        at the timeout, the new member assigned right after)."""
         self.taken += records
         self._last_took = records
-        self._waiting = waiting
+        self._waiting = waiting and bool(self.owned)
 
     def after_batch(
         self, learner: MKLClassifier, offsets: dict[TP, int], drain: Drain = _nothing
