@@ -277,6 +277,9 @@ def fold(bootstrap: str, mix: str, summaries: list[dict], dual: str,
         "active_after_prox_mean": sum(r.active_after for r in res) / max(len(res), 1),
         # the group's K over its rounds (adaptive K; None: fixed)
         "every_mean": every_mean,
+        # adaptive K's course: (examples merged, K of the next round) of every round that
+        # merged examples, in log order
+        "every_trace": [[r.examples, r.every] for r in res if r.examples and r.every],
         "blocked_fraction_max": max(per_member),
         "blocked_fraction_mean": sum(per_member) / len(per_member),
         "blocked_parts": parts,
@@ -430,6 +433,7 @@ def main(argv: list[str] | None = None) -> int:
                 "density_merged": merged["density"], "density_single": single["density"],
                 "rounds": merged["rounds"], "merge_ms_mean": merged["merge_ms_mean"],
                 "max_every": args.max_every, "every_mean": merged["every_mean"],
+                "every_trace": merged["every_trace"],
                 "staleness": args.staleness, "stale_deltas": merged["stale_deltas"],
                 "window_accuracy": {"merged": merged["window_accuracy"],
                                     "single": single["window_accuracy"],

@@ -26,7 +26,10 @@ from streammkl.daemon.commands.broker import free_port
 from streammkl.daemon.config import ConfigError, load_settings
 from streammkl.daemon.kafka.clients.protocol import Partition
 from streammkl.daemon.mixing.log import (
+    MISTAKES_PER_ROUND,
+    ErrorTrend,
     MixLog,
+    above,
     canonical_bank,
     check_base_state,
     core_state,
@@ -1326,6 +1329,123 @@ def test_adaptive_k_is_decided_by_the_log_the_same_for_every_member():
     for rec in records[:1]:
         fixed.apply(rec)
     assert MixLog().every is None and fixed.every == 40
+
+
+def test_adaptive_k_falls_to_its_minimum_at_a_drift_and_grows_only_on_a_settled_stream():
+    """The accuracy bounds adaptive K from above: the log's running error rate of the merged
+    rounds (the same on every reader) calls a round whose rate jumps (or whose delta says its
+    member saw a jump) a drift, and K is the minimum at once; while the rate falls (the model
+    still learning) K does not grow; only a settled stream lets the cost raise it."""
+    trend = ErrorTrend()
+    assert trend.observe([]) == "settled" and trend.rate is None
+    assert trend.observe([{"mistakes": 40.0, "labelled": 100.0}]) == "learning"  # the first
+    assert trend.rate == pytest.approx(0.4)
+    assert trend.observe([{"mistakes": 10.0, "labelled": 200.0}]) == "learning"  # falls
+    rate = trend.rate
+    assert rate is not None and 0.05 < rate < 0.4
+    steady = [{"mistakes": rate * 250, "labelled": 250.0}] * 2
+    assert trend.observe(steady) == "settled"
+    assert trend.observe([{"mistakes": 200.0, "labelled": 500.0}]) == "drift"  # jumps
+    assert trend.observe([{"drift": 1.0, "mistakes": 1.0, "labelled": 100.0}]) == "drift"
+    assert above(0.1, 30, 100) and not above(0.1, 15, 100) and not above(0.1, 5, 0)
+    assert above(0.3, 5, 100, sign=-1.0) and not above(0.3, 25, 100, sign=-1.0)
+
+    bounds = (100, 1000, 0.05)
+    dear = {"round_seconds": 0.2, "round_cost": 0.1, "round_examples": 250.0}
+    cheap = {"round_seconds": 0.0101, "round_cost": 0.0001, "round_examples": 250.0}
+    assert next_every(800, bounds, [dear], "settled") == 1000
+    assert next_every(800, bounds, [dear], "learning") == 800  # does not grow ...
+    assert next_every(800, bounds, [cheap], "learning") == 400  # ... but may fall
+    assert next_every(800, bounds, [dear], "drift") == 100  # the minimum at once
+    # the accuracy's bound: MISTAKES_PER_ROUND / the running error rate
+    assert next_every(800, bounds, [dear], "settled", 0.05) == round(MISTAKES_PER_ROUND / 0.05)
+    assert next_every(800, bounds, [dear], "settled", 0.5) == 100  # (not below the minimum)
+    assert next_every(800, bounds, [{}], "settled", 0.1) == 250  # no report: the bound only
+
+
+def test_a_member_that_sees_its_error_rate_jump_ends_the_round_for_the_group(monkeypatch):
+    """With adaptive K above its minimum, a member whose round's error rate jumps above the
+    group's running rate publishes at once (its delta says so), the other member ends the
+    same round at its next batch, and the log sets the next K to the minimum, on both; every
+    example is counted once and the digests are equal."""
+    from streammkl.daemon.mixing import member as member_mod
+
+    monkeypatch.setattr(member_mod, "READ_EVERY", 0.0)  # every batch reads the log
+    records: list[MixRecord] = []
+    adaptive = {"every_records": 40, "max_every_records": 400, "round_overhead": 0.001}
+    (a, la), (b, lb) = _member(records, "a", adaptive), _member(records, "b", adaptive)
+    a.join(la, {})
+    b.join(lb, {})
+    X, Y = _stream(2000, 23)
+    at = 0
+    for _ in range(8):  # eight rounds (the model learns, the log's rate falls, K grows)
+        for m, lr in ((a, la), (b, lb)):
+            k = m.K_round
+            _learn_batch(m, lr, X[at : at + k], Y[at : at + k])
+            at += k
+        for m, lr in ((a, la), (b, lb)):
+            m.before_batch(lr, {})
+    assert a.log.round == b.log.round == 8 and a.log.trend.rate is not None
+    for m in (a, b):  # a large K (as the cost would ask on a settled stream)
+        m.K = m.K_round = 400
+        assert m.room(2000) == 40  # batches of the minimum K: the drift watch sees each
+    r = a.next
+    flipped = [1 - y for y in Y[at : at + 120]]  # the concept flips: most predictions wrong
+    _learn_batch(a, la, X[at : at + 120], flipped)
+    at += 120
+    delta = [x for x in records if x.kind == "delta" and x.member == "a" and x.round == r]
+    assert len(delta) == 1 and delta[0].stats["drift"] == 1.0 and delta[0].examples == 120
+    _learn_batch(b, lb, X[at : at + 30], Y[at : at + 30])  # b ends the round at once
+    at += 30
+    assert [x.examples for x in records if x.kind == "delta" and x.member == "b"][-1] == 30
+    for m, lr in ((a, la), (b, lb)):
+        m.before_batch(lr, {})
+    assert a.log.round == b.log.round == r + 1
+    assert a.log.results[-1].every == b.log.results[-1].every == 40 == a.K == b.K
+    assert a.log.examples == b.log.examples == at  # every example once
+    assert a.log.digest == b.log.digest and a.log.mismatches == []
+
+
+def test_a_member_without_partitions_answers_a_round_at_once(monkeypatch):
+    """A member that owns no partitions yet (its assignment pending: the loop cannot know
+    whether records wait for it) answers a round another member ended with an empty delta at
+    once, so the round closes without its timeout (the member that ended it waits for the
+    close without serving its consumer's rebalance, which would give the new member its
+    partitions: a late join held round 0 for 30 s). Once it owns partitions, a batch it could
+    not fetch yet is a slow member's, not an idle one's: it contributes its K."""
+    from streammkl.daemon.mixing import member as member_mod
+
+    monkeypatch.setattr(member_mod, "READ_EVERY", 0.0)  # every batch reads the log
+    records: list[MixRecord] = []
+    (a, la), (b, lb) = _member(records, "a"), _member(records, "b")
+    oa: dict = {}
+    ob: dict = {}
+    a.join(la, oa)
+    b.join(lb, ob)
+    t0, t1 = Partition("t", 0), Partition("t", 1)
+    a.catch_up([t0], oa)  # b: no partitions yet
+    for m in (a, b):
+        m.K = m.K_round = 40
+    X, Y = _stream(200, 17)
+    _learn_from(a, la, oa, t0, X[:40], Y[:40])  # a ends round 0
+    b.before_batch(lb, ob)
+    b.took(0, waiting=True)  # the loop's view before an assignment
+    b.after_batch(lb, ob)
+    assert [(r.round, r.examples) for r in records if r.kind == "delta" and r.member == "b"] == [
+        (0, 0)
+    ]
+    b.catch_up([t1], ob)
+    b.before_batch(lb, ob)
+    assert b.log.round == 1 and b.log.examples == 40
+    _learn_from(a, la, oa, t0, X[40:80], Y[40:80])  # a ends round 1
+    b.before_batch(lb, ob)
+    b.took(0, waiting=True)  # owns t/1 now: records wait, not fetched yet
+    b.after_batch(lb, ob)
+    assert [r.round for r in records if r.kind == "delta" and r.member == "b"] == [0]
+    _learn_from(b, lb, ob, t1, X[80:120], Y[80:120])  # its K: round 1 closes
+    for m, lr, o in ((a, la, oa), (b, lb, ob)):
+        m.before_batch(lr, o)
+        assert m.log.round == 2 and m.log.examples == 120 and m.log.mismatches == []
 
 
 def test_two_hindsight_reports_before_a_publish_add_up():

@@ -79,7 +79,9 @@ class MixingSettings(Section):
     #: Adaptive K: the group raises K up to this (halves it down to ``every_records``) so that a
     #: round's cost on the group stays below ``round_overhead`` of its learning time, measured
     #: by the members and decided by the group's log at every close (every member applies the
-    #: same K at the same round). None: K stays ``every_records``. The founding member's
+    #: same K at the same round), bounded by the accuracy: back to ``every_records`` at a drift,
+    #: not growing while the error rate falls, at most 25 / the error rate (docs/scale-out.md,
+    #: "Adaptive K bounded by the accuracy"). None: K stays ``every_records``. The founding member's
     #: ``every_records``, ``max_every_records`` and ``round_overhead`` are the group's.
     max_every_records: int | None = Field(default=None, ge=1)
     #: The staleness bound s: a member publishes its next round's delta (measured from its own

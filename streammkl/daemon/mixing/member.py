@@ -2,8 +2,9 @@
 
 Each member learns locally from its partitions. A round ends (:meth:`MixingMember.after_batch`)
 when the member has learned K examples since its last publish (``mixing.every_records``, or
-the group's adaptive K: :func:`streammkl.daemon.mixing.log.next_every`), when it sees another
-member's delta for its round and has nothing to read, at a rebalance
+the group's adaptive K: :func:`streammkl.daemon.mixing.log.next_every`; earlier when its
+error rate jumps, or another member's delta says its did: :meth:`MixingMember._drifted`), when
+it sees another member's delta for its round and has nothing to read, at a rebalance
 (:meth:`MixingMember.on_revoke`) and at a clean shutdown (:meth:`MixingMember.leave`): it
 publishes its state and count to the mix topic (:mod:`streammkl.daemon.mixing.topic`) and
 **keeps learning** (pipelined rounds), without waiting for the broker's acknowledgement: the
@@ -69,8 +70,10 @@ from streammkl.daemon.learning.bank import check_change, configured_kernels
 from streammkl.daemon.learning.building import LearnerConfigError
 from streammkl.daemon.learning.learner import Learned, Learner, Prediction, Probas, Target
 from streammkl.daemon.mixing.log import (
+    DRIFT_MIN_EXAMPLES,
     MixLog,
     Skipped,
+    above,
     bank_of,
     canonical_bank,
     check_base_state,
@@ -186,6 +189,11 @@ class MixingMember:
         #: (x, y, (pred, probas)), appended by the daemon's prequential handling (the next
         #: delta's prequential view).
         self.kept: list[Learned] = []
+        #: Adaptive K's drift watch over :attr:`kept`: entries scanned, their mistakes, and
+        #: whether this round's error rate jumped (:meth:`_drifted`).
+        self._scanned = 0
+        self._mistakes = 0
+        self._drift = False
         self.hindsight: dict[str, float] = {}  # of the last round merged with this delta
         #: A steady-state rebase's checks, done after the next publish (:meth:`_check_later`):
         #: (the learner, the merged base, its digest and round, (round, examples) to score
@@ -586,7 +594,8 @@ class MixingMember:
             offsets={f"{t}/{p}": o for (t, p), o in offsets.items()}, claims=claims,
             state=state, sent=time.time(), base_digest=self.digests[self.round],
             stats={**prequential(self.kept), **self._take_hindsight(),
-                   **self._blocked_stats(), **self._round_stats(learner)},
+                   **self._blocked_stats(), **self._round_stats(learner),
+                   **({"drift": 1.0} if self._drift else {})},
             on=-1 if self.next == self.round else self.round, ref=chained,
         ))  # fmt: skip
         assert self.ref is not None
@@ -597,6 +606,8 @@ class MixingMember:
         self.next += 1
         self.ref, self.mark = state, int(learner.rounds().n_learned)
         self.kept.clear()
+        self._scanned = self._mistakes = 0
+        self._drift = False
         self.taken = 0
         self._spent("publish", t0)
 
@@ -752,16 +763,27 @@ class MixingMember:
             self._rebase(learner, offsets, drain)
 
     def room(self, limit: int) -> int:
-        """How many records the next batch may take so that the round ends at K of them."""
+        """How many records the next batch may take so that the round ends at K of them; with
+        adaptive K above its minimum, at most that minimum (the batches of a fixed-K group):
+        the drift watch (:meth:`_drifted`) looks at every batch, so a round of a large K still
+        ends within about a batch of a drift instead of at its end."""
+        bounds = self.log.every_bounds
+        if bounds is not None and self.K_round > bounds[0]:
+            limit = min(limit, bounds[0])
         return max(1, min(limit, self.K_round - self.taken))
 
     def took(self, records: int, waiting: bool = False) -> None:
         """The loop took ``records`` for the next batch; ``waiting``: none, while records wait
         on this member's partitions (not fetched yet: a slow or starved member, not an idle
-        one)."""
+        one). A member that owns no partitions (none taken since its join or its last
+        revocation) is idle whatever the loop says: before its first assignment the loop
+        cannot know whether records wait, and holding the round until its timeout (30 s)
+        would hold the assignment too, since the member that ended the round waits for its
+        close without serving its consumer's rebalance (seen as a late join: round 0 closed
+        at the timeout, the new member assigned right after)."""
         self.taken += records
         self._last_took = records
-        self._waiting = waiting
+        self._waiting = waiting and bool(self.owned)
 
     def after_batch(
         self, learner: MKLClassifier, offsets: dict[TP, int], drain: Drain = _nothing
@@ -780,19 +802,42 @@ class MixingMember:
         self._check_later()
         if self.published or time.monotonic() - self._read_at >= READ_EVERY:
             self._read()
-        if self.published:  # a delta ahead: the round ends at K records
-            if self.taken < self.K_round:
+        drift = self._drifted()
+        if self.published:  # a delta ahead: the round ends at K records (or at a drift)
+            if self.taken < self.K_round and not drift:
                 return
         else:
             triggered = self.log.fresh() - {self.name}
             idle = self._last_took == 0 and not self._waiting
             switching = self.log.proposal is not None  # a bank proposal: switch at once
-            if not (self.taken >= self.K_round or switching or (triggered and idle)):
+            if not (self.taken >= self.K_round or switching or (triggered and idle) or drift):
                 return
         t0 = time.perf_counter()
         drain()
         self._spent("drain", t0)
         self._publish_within(learner, offsets, drain)
+
+    def _drifted(self) -> bool:
+        """Adaptive K's early end of a round: whether this member's error rate in its round
+        so far is above the group's running rate (:func:`streammkl.daemon.mixing.log.above`,
+        on at least :data:`DRIFT_MIN_EXAMPLES` examples; its delta then says so), or another
+        member's delta for the same round says it saw a drift. The round then closes at once
+        and the log sets the next K to the minimum
+        (:func:`streammkl.daemon.mixing.log.next_every`): a long round would keep the members
+        on a stale base while the model must move. Never while K is at its minimum (nothing
+        to shorten) or fixed."""
+        bounds, rate = self.log.every_bounds, self.log.trend.rate
+        if bounds is None or rate is None or self.K_round <= bounds[0]:
+            return False
+        for _, y, outcome in self.kept[self._scanned :]:
+            self._mistakes += _loss(y, outcome)[1]
+        self._scanned = len(self.kept)
+        if not self._drift and self._scanned >= DRIFT_MIN_EXAMPLES:
+            self._drift = above(rate, self._mistakes, self._scanned)
+            if self._drift:
+                log.info("error rate %d/%d above the group's %.3f: round %d ends now (drift)",
+                         self._mistakes, self._scanned, rate, self.next)  # fmt: skip
+        return self._drift or self.log.flagged(self.next)
 
     def _publish_within(self, learner: MKLClassifier, offsets: dict[TP, int], drain: Drain) -> None:
         """Publish the next delta (the learner is drained) within the staleness bound: a
