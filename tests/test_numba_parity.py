@@ -24,7 +24,8 @@ def compiled_functions():
 SCALAR_KERNELS = [
     "kernel_value", "gram", "view_dot", "dot4", "dot4_pair", "axpy_sqnorm", "axpby_sqnorm",
     "loss_grad", "loss_values", "prox_squared_l1", "project_l1_ball", "prox_power",
-    "prox_norm_step", "schedule_eta", "fast_cos", "uniform", "gather", "scatter",
+    "prox_norm_step", "prox_norm_step_into", "squared_l1_norms", "schedule_eta", "fast_cos",
+    "uniform", "gather", "scatter",
     "weighted_squared_l1", "weighted_l1_ball", "decreasing_root", "ball_multiplier", "block_steps",
     "secular_root", "dot4_row", "dot4_rows", "dot4_row_sq", "dot4_rows_sq", "rows_dot4",
     "axpby_sqnorm_row", "absmax", "cosines", "cos_of", "negate_row", "blockwise", "prox_blockwise",
@@ -42,7 +43,7 @@ MODEL_LOOPS = [
     "check_example", "check_target", "learn_predict_explicit", "learn_many_explicit",
     "explicit_md_round", "learn_predict_md", "explicit_front", "explicit_step",
     "decision_explicit", "decision_many_explicit", "ftrl_mixed", "support_step", "rescale_block",
-    "with_kernelized_scores",
+    "with_kernelized_scores", "apply_prox_steps_into",
 ]  # fmt: skip
 WIDE_LOOPS = [
     "wide_plan", "wide_route", "wide_features", "wide_scores", "wide_average_scores", "wide_store",
@@ -177,6 +178,25 @@ def test_scalar_and_vector_kernels():
         expect = nb.prox_norm_step(code, p0, p1, g, expect, s, np.zeros(6))
     np.testing.assert_array_equal(chained, expect)
     assert not _both("blockwise", nb.P_SQGROUP)
+    # the squared group lasso without allocating: Alg. 2's numbers bit for bit (ties included)
+    tied = np.array([0.5, -1.25, 0.5, 2.0, -0.5, 1.25])
+    for norms_in in (3 * b, tied, -tied, np.zeros(6)):
+        for lam in (0.4, 0.03, 5.0):
+            out, work = np.full(6, 9.0), np.zeros(6)
+            _both("squared_l1_norms", norms_in, lam, group, out, work)
+            nb.squared_l1_norms(norms_in, lam, group, out, work)
+            assert out[~group].tolist() == [9.0]  # outside the group: untouched
+            assert out[group].tolist() == nb.prox_squared_l1(norms_in[group], lam,
+                                                             np.zeros(5)).tolist()  # fmt: skip
+    for code in range(9):
+        if code == nb.P_L1:
+            continue
+        p1 = 1.5 if code == nb.P_GROUPLQ else 0.4
+        for steps in (np.full(6, 0.7), s):
+            into = _both("prox_norm_step_into", code, 0.3, p1, group, 3 * b, steps, np.zeros(6),
+                         np.zeros(6))  # fmt: skip
+            assert into.tolist() == nb.prox_norm_step(code, 0.3, p1, group, 3 * b, steps,
+                                                      np.zeros(6)).tolist()  # fmt: skip
     _both("uniform", s, group)
     _both("gather", b, group)
     _both("scatter", b[:5], group, np.zeros(6))
@@ -511,7 +531,8 @@ def test_adaptive_schedules_compiled_equal_python(monkeypatch):
         fast.learn_many(X, Y)
         with monkeypatch.context() as patch:
             interpret(patch, [*MODEL_LOOPS, "block_steps", "prox_norm_step", "prox_blockwise",
-                               "prox_blockwise_steps"])  # fmt: skip
+                               "prox_blockwise_steps", "prox_norm_step_into",
+                               "squared_l1_norms"])  # fmt: skip
             slow.learn_many(X, Y)
         for key, arr in fast.to_state()[1].items():
             np.testing.assert_allclose(
@@ -585,7 +606,8 @@ def test_random_binning_compiled_equal_python(monkeypatch):
     slow = OnlineMKL(**cfg)
     with monkeypatch.context() as patch:
         interpret(patch, [*MODEL_LOOPS, *BINNING_LOOPS, "block_steps", "prox_norm_step",
-                           "prox_blockwise", "prox_blockwise_steps"])  # fmt: skip
+                           "prox_blockwise", "prox_blockwise_steps", "prox_norm_step_into",
+                           "squared_l1_norms"])  # fmt: skip
         slow.learn_many(X[:55], Y[:55])
     for key, arr in fast.to_state()[1].items():
         np.testing.assert_allclose(arr, slow.to_state()[1][key], rtol=1e-10, atol=1e-12,

@@ -476,7 +476,8 @@ class OnlineMKL:
             return loss
         s.t += 1
         self.t = t
-        self._after_round(raw if stats is None else xs, loss, t)
+        if self._warmup is not None or self._refresh_every:  # (else nothing follows a round)
+            self._after_round(raw if stats is None else xs, loss, t)
         return loss
 
     def _values_call(self, which: int, raw: np.ndarray, xs: np.ndarray) -> Any:

@@ -202,7 +202,7 @@ class RoundArgs:
             S.bias, float(bias_lr),
             self.phi, self.scores, self.fx, np.zeros(K), np.zeros(L.n_views),
             np.zeros(L.n_views), np.zeros(M), np.zeros(M), np.zeros(M), np.zeros(M),
-            np.ones(M, dtype=np.bool_),
+            np.ones(M, dtype=np.bool_), np.zeros(M),
             S.avg_w, S.avg_bias, S.avg_loss, S.avg_count, horizons, float(discount), int(every),
             self.pred, np.zeros(K), np.zeros((S.avg_w.shape[0], K)),
             np.zeros(max(S.avg_w.shape[0] * K, 1)),

@@ -12,6 +12,7 @@ does not know. Values out of range are the compiled call's to refuse (``OnlineMK
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Mapping
 
 import numpy as np
@@ -31,7 +32,7 @@ class KnownRecord:
         self._width = -1  # the inputs known when the columns were looked up
         self._complete = False  # every key had a column
         self.cols = np.zeros(0, dtype=np.int64)
-        self.vals = _NONE
+        self._bind(_NONE)
         #: The record over the model's inputs, and standardised (buffers of its width).
         self.raw = _NONE
         self.xs = _NONE
@@ -48,14 +49,28 @@ class KnownRecord:
         if learn and not self._complete:
             return None
         values = list(x.values())
-        if not set(map(type, values)) <= _NUMBER:
+        if not _NUMBER.issuperset(map(type, values)):
             return None
-        vals = self.vals
-        try:
-            vals[:] = values
-        except (OverflowError, ValueError, TypeError):  # an int beyond a float's range
+        try:  # into vals: a struct's copy costs ~0.3 µs less than ``vals[:] = values``
+            self._pack(self.vals, 0, *values)  # type: ignore[arg-type]  # (a buffer: numpy's)
+        except (OverflowError, struct.error):  # an int beyond a float's range, another length
             return None
-        return vals
+        return self.vals
+
+    def _bind(self, vals: np.ndarray) -> None:
+        """``vals`` becomes the values' buffer, written by a ``struct`` of as many float64 (C
+        doubles: a float as it is, an int as ``float(int)``, as numpy converts them)."""
+        self.vals = vals
+        self._pack = struct.Struct(f"{vals.shape[0]}d").pack_into
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        del state["_pack"]  # (a struct does not pickle: made again from the buffer)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._bind(self.vals)
 
     def _look_up(self, keys: tuple, features: FeatureIndex, width: int) -> None:
         get = features.index.get
@@ -68,11 +83,12 @@ class KnownRecord:
             found = [-1 if col is None else col for col in found]
         if -2 in found:  # a name of another type: the general path, every time
             self._keys, self._index, self._width, self._complete = None, None, -1, False
-            self.vals, self.cols = _NONE, self.cols[:0]
+            self._bind(_NONE)
+            self.cols = self.cols[:0]
             return
         self._keys, self._index, self._width, self._complete = keys, features.index, width, complete
         self.cols = np.array(found, dtype=np.int64)
         if self.vals.shape[0] != len(keys):
-            self.vals = np.zeros(len(keys))
+            self._bind(np.zeros(len(keys)))
         if self.raw.shape[0] != width:
             self.raw, self.xs = np.zeros(width), np.zeros(width)

@@ -67,9 +67,9 @@ from streammkl.core._numba.kernels import (
 from streammkl.core._numba.losses import loss_grad, loss_values
 from streammkl.core._numba.prox import (
     ball_multiplier, blockwise, decreasing_root, gather, prox_blockwise, prox_blockwise_steps,
-    prox_norm_step, prox_power, prox_squared_l1,
+    prox_norm_step, prox_norm_step_into, prox_power, prox_squared_l1,
     project_l1_ball, scatter, schedule_eta, secular_root, uniform, weighted_l1_ball,
-    weighted_squared_l1,
+    squared_l1_norms, weighted_squared_l1,
 )  # fmt: skip
 from streammkl.core._numba.features import (
     FAST_COS_LIMIT, absmax, axpby_sqnorm, axpby_sqnorm_row, axpy_sqnorm, cos_of, cosines, dot4,
@@ -98,7 +98,8 @@ from streammkl.core._numba.averages import (
     all_average_scores, average_scores, leader, track_averages, update_averages,
 )  # fmt: skip
 from streammkl.core._numba.rounds import (
-    BAD_X, BAD_Y, MAX_ABS_INPUT, NEW_CLASS, apply_prox_steps, average_explicit, block_steps,
+    BAD_X, BAD_Y, MAX_ABS_INPUT, NEW_CLASS, apply_prox_steps, apply_prox_steps_into,
+    average_explicit, block_steps,
     check_example, check_target, decision, decision_explicit, decision_many, decision_many_explicit,
     decision_total, explicit_decision, explicit_front, explicit_md_round, explicit_round,
     explicit_step, ftrl_explicit, ftrl_mixed, ftrl_scales, ftrl_store, learn_many,

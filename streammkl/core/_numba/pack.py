@@ -52,6 +52,7 @@ FIELDS = (
     # work buffers of a round
     ("phi", F1), ("scores", F2), ("fx", F1), ("v", F1), ("xsq", F1), ("dots", F1),
     ("newnorms", F1), ("fsq", F1), ("blk_c", F1), ("blk_steps", F1), ("all_blocks", B1),
+    ("prox_work", F1),
     # averaged iterates (exponential averages, the leader's prediction) ...
     ("avg_w", F3), ("avg_bias", F2), ("avg_loss", F1), ("avg_count", F1), ("horizons", F1),
     ("rho", FLOAT), ("every", INT), ("pred", F1), ("scratch", F1), ("ascores", F2),
@@ -119,7 +120,7 @@ def _new_pack(
     ex_norm, phi_src, rff_wt, rff_b,
     loss_code, loss_p, step_codes, step_p, step_groups, radius, policy, capacity,
     w, scale, norms, sx, ssq, sv, coef, kself, sage, counters, gram, bias, bias_lr,
-    phi, scores, fx, v, xsq, dots, newnorms, fsq, blk_c, blk_steps, all_blocks,
+    phi, scores, fx, v, xsq, dots, newnorms, fsq, blk_c, blk_steps, all_blocks, prox_work,
     avg_w, avg_bias, avg_loss, avg_count, horizons, rho, every, pred, scratch, ascores, row_dots,
     average, w_avg, mirror, fast, phi_x, phi_valid, lazy, in_pos, ex_used, blk_inputs,
 ):  # fmt: skip
@@ -177,6 +178,7 @@ def _new_pack(
     p.blk_c = blk_c
     p.blk_steps = blk_steps
     p.all_blocks = all_blocks
+    p.prox_work = prox_work
     p.avg_w = avg_w
     p.avg_bias = avg_bias
     p.avg_loss = avg_loss

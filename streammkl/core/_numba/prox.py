@@ -410,3 +410,53 @@ def _prox_norm_step(code, p0, p1, group, b, steps, out):
 
 
 prox_norm_step = njit(**JIT)(_prox_norm_step)
+
+
+def _squared_l1_norms(b, lam, group, out, work):
+    """``prox_squared_l1`` (Alg. 2) on the entries of ``b`` in ``group``, into the same entries
+    of ``out``, without allocating: ``work`` (at least as long as ``b``) receives the group's
+    magnitudes sorted in decreasing order (an insertion sort: the same values in the same order
+    as ``np.sort``'s, so the same numbers)."""
+    n = 0
+    for m in range(b.shape[0]):
+        if group[m]:
+            a = abs(b[m])
+            i = n
+            while i > 0 and work[i - 1] < a:
+                work[i] = work[i - 1]
+                i -= 1
+            work[i] = a
+            n += 1
+    s = 0.0
+    tau = 0.0
+    for j in range(n):
+        s += work[j]
+        t = lam / (1.0 + (j + 1) * lam) * s
+        if work[j] - t > 0.0:
+            tau = t
+    for m in range(b.shape[0]):
+        if group[m]:
+            a = abs(b[m]) - tau
+            out[m] = math.copysign(a, b[m]) if a > 0.0 else 0.0
+
+
+squared_l1_norms = njit(**JIT_INLINE)(_squared_l1_norms)
+
+
+def _prox_norm_step_into(code, p0, p1, group, b, steps, out, work):
+    """``prox_norm_step``, without allocating for the blockwise steps and for the squared group
+    lasso at one step for its group (the default regressor's: ``squared_l1_norms`` on the
+    scratch ``work``, length >= M); the same numbers."""
+    if blockwise(code):
+        return prox_blockwise(code, p0, p1, group, b, steps, out)
+    if code == P_SQGROUP:
+        step = uniform(steps, group)
+        if step >= 0.0:
+            for m in range(b.shape[0]):
+                out[m] = b[m]
+            squared_l1_norms(b, step * p0, group, out, work)
+            return out
+    return prox_norm_step(code, p0, p1, group, b, steps, out)
+
+
+prox_norm_step_into = njit(**JIT_INLINE)(_prox_norm_step_into)

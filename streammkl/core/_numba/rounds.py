@@ -33,7 +33,12 @@ from streammkl.core._numba.features import (
 from streammkl.core._numba.kernels import kernel_value
 from streammkl.core._numba.losses import loss_grad
 from streammkl.core._numba.pack import explicit_view
-from streammkl.core._numba.prox import prox_blockwise_steps, prox_norm_step, schedule_eta
+from streammkl.core._numba.prox import (
+    prox_blockwise_steps,
+    prox_norm_step,
+    prox_norm_step_into,
+    schedule_eta,
+)
 from streammkl.core._numba.scores import (
     explicit_scores,
     explicit_sqnorm,
@@ -49,7 +54,21 @@ def _apply_prox_steps(
     """J prox steps in order, then the optional projection onto the ball of radius ``radius``,
     in the metric of the per-block steps ``etas[m]`` (one value for every block: the paper's
     Euclidean steps; per-block values: AdaGrad's composite mirror descent). Entries of
-    ``etas`` past the M blocks (the bias step) are ignored."""
+    ``etas`` past the M blocks (the bias step) are ignored. (``apply_prox_steps_into`` with
+    scratch of its own.)"""
+    apply_prox_steps_into(
+        etas, step_codes, step_p, step_groups, radius, is_explicit, ex_blocks, ex_off,
+        w, scale, norms, coef, n_support, newnorms, np.empty(norms.shape[0]),
+    )  # fmt: skip
+
+
+def _apply_prox_steps_into(
+    etas, step_codes, step_p, step_groups, radius, is_explicit, ex_blocks, ex_off,
+    w, scale, norms, coef, n_support, newnorms, work,
+):  # fmt: skip
+    """``apply_prox_steps`` with the scratch ``work`` (M): a round's prox steps allocate
+    nothing when they act on each block's norm alone or are the squared group lasso at one
+    step (``prox_norm_step_into``)."""
     M = norms.shape[0]
     n_steps = step_codes.shape[0]
     steps = etas[:M]
@@ -74,7 +93,9 @@ def _apply_prox_steps(
                                 w[k, i] = 0.0
                     norms[m] = scale[m] * math.sqrt(explicit_sqnorm(w, a, e))
                 continue
-            prox_norm_step(code, step_p[j, 0], step_p[j, 1], step_groups[j], norms, steps, newnorms)
+            prox_norm_step_into(
+                code, step_p[j, 0], step_p[j, 1], step_groups[j], norms, steps, newnorms, work
+            )  # fmt: skip
         else:
             if radius <= 0.0:
                 break
@@ -100,6 +121,7 @@ def _rescale_block(m, new, explicit, w, ex_off, coef, n_support, scale, norms):
 
 
 rescale_block = njit(**JIT_INLINE)(_rescale_block)
+apply_prox_steps_into = njit(**JIT_INLINE)(_apply_prox_steps_into)
 apply_prox_steps = njit(**JIT_INLINE)(_apply_prox_steps)
 
 
@@ -414,9 +436,9 @@ def _round_body(p, x, y, t):
             )  # fmt: skip
         for k in range(K):
             bias[k] += bias_lr * etas[M] * v[k]
-    apply_prox_steps(
+    apply_prox_steps_into(
         etas, step_codes, step_p, step_groups, radius, is_explicit, ex_blocks, ex_off,
-        w, scale, norms, coef, counters[0], newnorms,
+        w, scale, norms, coef, counters[0], newnorms, p.prox_work,
     )  # fmt: skip
     return loss
 
@@ -730,9 +752,9 @@ def _learn_predict_md(p, x, y, t, n):
     if code < 0.0:
         return code
     loss = explicit_md_round(explicit_view(p), x, y, t)
-    apply_prox_steps(
+    apply_prox_steps_into(
         p.etas, p.step_codes, p.step_p, p.step_groups, p.radius, p.is_explicit, p.ex_blocks,
-        p.ex_off, p.w, p.scale, p.norms, p.coef, p.counters[0], p.newnorms,
+        p.ex_off, p.w, p.scale, p.norms, p.coef, p.counters[0], p.newnorms, p.prox_work,
     )  # fmt: skip
     if p.avg_w.shape[0] > 0:
         update_averages(
