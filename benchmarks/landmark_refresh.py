@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> None:
     )  # fmt: skip
     parser.add_argument(
         "--rule", default="spacing", choices=("spacing", "absolute"),
-        help="the reach in units of the landmarks' spacing (LandmarkRBF.RELATIVE) or of gamma",
+        help="the reach in units of the landmarks' spacing or of gamma (LandmarkRBF(reach_rule=))",
     )  # fmt: skip
     parser.add_argument("--landmarks", type=int, default=0, help="landmarks (0: the bank's)")
     parser.add_argument("--scale", type=float, default=0.0, help="their gamma scale (0: bank's)")
