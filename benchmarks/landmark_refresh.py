@@ -45,15 +45,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _table import add_out, documented_run, machine, markdown, publish
 
 
-def bank(kind: str, period: int, m: int = 0, scale: float = 0.0) -> tuple:
+def bank(kind: str, period: int, m: int = 0, scale: float = 0.0, rule: str = "spacing") -> tuple:
     """The bank ``kind`` with its landmark kernel refreshed every ``period`` rounds (0: not),
-    with ``m`` landmarks at ``scale`` / median (0: the bank's)."""
+    with ``m`` landmarks at ``scale`` / median (0: the bank's), its reach by ``rule``
+    (``LandmarkRBF(reach_rule=)``)."""
     from streammkl.core import kernels
     from streammkl.river import defaults
 
     base = defaults.accurate_bank() if kind == "accurate" else defaults.kernel_bank()
     return tuple(
-        kernels.LandmarkRBF(scale or k.scale, m or k.n_landmarks, k.features, refresh=period)
+        kernels.LandmarkRBF(
+            scale or k.scale, m or k.n_landmarks, k.features, refresh=period, reach_rule=rule
+        )
         if isinstance(k, kernels.LandmarkRBF)
         else k
         for k in base
@@ -69,9 +72,8 @@ def _run(job: tuple[str, int, int, str, float, int, float, str]) -> float:
     from streammkl.river import MKLClassifier
 
     kernels.LandmarkRBF.REACH = reach  # (a worker process of its own: set for its runs)
-    kernels.LandmarkRBF.RELATIVE = rule == "spacing"
     data = list(itertools.islice(rs.DATASETS[key].load(), rs.FULL))
-    learner = MKLClassifier(kernels=bank(kind, period, m, scale), seed=seed)
+    learner = MKLClassifier(kernels=bank(kind, period, m, scale, rule), seed=seed)
     pipe = preprocessing.StandardScaler() | learner
     hits = 0
     for x, y in data:
@@ -96,7 +98,7 @@ def main(argv: list[str] | None = None) -> None:
     )  # fmt: skip
     parser.add_argument(
         "--rule", default="spacing", choices=("spacing", "absolute"),
-        help="the reach in units of the landmarks' spacing (LandmarkRBF.RELATIVE) or of gamma",
+        help="the reach in units of the landmarks' spacing or of gamma (LandmarkRBF(reach_rule=))",
     )  # fmt: skip
     parser.add_argument("--landmarks", type=int, default=0, help="landmarks (0: the bank's)")
     parser.add_argument("--scale", type=float, default=0.0, help="their gamma scale (0: bank's)")

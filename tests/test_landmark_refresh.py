@@ -274,13 +274,12 @@ def test_a_refresh_writes_the_layout_in_place_with_the_numbers_of_a_copy(schedul
     assert copying.digest() == inplace.digest()
 
 
-def test_the_reach_is_relative_to_the_landmarks_spacing_by_brute_force(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_the_reach_is_relative_to_the_landmarks_spacing_by_brute_force() -> None:
     """``within_reach``: ``gamma min_j ||x - z_j||^2 <= REACH * spacing`` (the median over the
     landmarks of ``gamma`` times the squared distance to the nearest other one), or within
-    ``CROWD`` if that is less while some landmarks are crowded; ``REACH`` itself without
-    ``RELATIVE``. Checked against sums written out, on spread and on crowded landmarks."""
+    ``CROWD`` if that is less while some landmarks are crowded; ``REACH`` itself with
+    ``reach_rule="absolute"``. Checked against sums written out, on spread and on crowded
+    landmarks."""
     rng = np.random.default_rng(5)
     keys = ["a", "b", "c", "d"]
     base = Kmod.LandmarkRBF(16.0, 8)
@@ -306,13 +305,12 @@ def test_the_reach_is_relative_to_the_landmarks_spacing_by_brute_force(
             near = g * min(d2(list(x), z) for z in Z)
             if abs(near - reach) > 1e-9 * reach:  # (not on the edge itself)
                 assert kernel.within_reach(x, keys) == (near <= reach)
-        monkeypatch.setattr(Kmod.LandmarkRBF, "RELATIVE", False)
-        fresh = fitted.with_landmarks(rows, keys)
+        absolute = Kmod.LandmarkRBF(16.0, 8, reach_rule="absolute").fitted(0.3, 4, True)
+        fresh = absolute.with_landmarks(rows, keys)
         assert fresh.reach() == Kmod.LandmarkRBF.REACH
         for x in rng.normal(size=(50, 4)):
             near = g * min(d2(list(x), z) for z in Z)
             assert fresh.within_reach(x, keys) == (near <= Kmod.LandmarkRBF.REACH)
-        monkeypatch.setattr(Kmod.LandmarkRBF, "RELATIVE", True)
 
 
 def test_a_pickled_model_refreshes_on_as_the_original_even_one_pickled_before() -> None:
@@ -336,3 +334,41 @@ def test_a_pickled_model_refreshes_on_as_the_original_even_one_pickled_before() 
     for other in (back, older):
         np.testing.assert_array_equal(other.learn_many(X[900:], y[900:])[0], a)
         assert other.digest() == model.digest()
+
+
+def test_the_reach_rule_is_a_stable_constructor_argument() -> None:
+    """``reach_rule`` is configuration: the default ("spacing") leaves the name and the spec as
+    they were; "absolute" names itself and survives the spec round trip; anything else is
+    refused."""
+    default = Kmod.LandmarkRBF(16.0, 50, refresh=100)
+    assert default.name == "landmarks(gamma=16/median,m=50,refresh=100)"
+    assert "reach_rule" not in default.to_spec()
+    absolute = Kmod.LandmarkRBF(16.0, 50, refresh=100, reach_rule="absolute")
+    assert absolute.name == "landmarks(gamma=16/median,m=50,refresh=100,reach=absolute)"
+    again = Kmod.from_spec(absolute.to_spec())
+    assert again == absolute and again.reach_rule == "absolute"
+    with pytest.raises(ValueError, match="reach_rule"):
+        Kmod.LandmarkRBF(16.0, 50, reach_rule="relative")
+
+
+def test_the_kept_numbers_follow_the_fit() -> None:
+    """What the kernel keeps for its landmarks (their array, distances, reach) belongs to one
+    fit: after a landmark is replaced the copy's numbers are those of a kernel built afresh
+    with the same landmarks, and the original's are unchanged."""
+    rng = np.random.default_rng(11)
+    keys = ["a", "b", "c"]
+    rows = rng.normal(size=(6, 3))
+    kernel = Kmod.LandmarkRBF(4.0, 6).fitted(0.5, 3, True).with_landmarks(rows, keys)
+    before = (kernel.spacing(), kernel.reach(), kernel.landmark_matrix(keys).copy())
+    new = rng.normal(size=3)
+    moved = kernel.with_landmark(2, new, keys)
+    rows2 = rows.copy()
+    rows2[2] = new
+    fresh = Kmod.LandmarkRBF(4.0, 6).fitted(0.5, 3, True).with_landmarks(rows2, keys)
+    assert np.array_equal(moved.landmark_matrix(keys), fresh.landmark_matrix(keys))
+    assert moved.spacing() == pytest.approx(fresh.spacing(), rel=1e-12)
+    assert moved.reach() == pytest.approx(fresh.reach(), rel=1e-12)
+    assert (kernel.spacing(), kernel.reach()) == before[:2]
+    assert np.array_equal(kernel.landmark_matrix(keys), before[2])
+    for x in rng.normal(size=(40, 3)):
+        assert moved.within_reach(x, keys) == fresh.within_reach(x, keys)

@@ -30,7 +30,11 @@ def _cases():
 
 
 def test_every_public_learner_is_checked():
-    assert {c.__name__ for c in _learners()} == {"MKLClassifier", "MKLRegressor"}
+    assert {c.__name__ for c in _learners()} == {
+        "LambdaChoiceClassifier",
+        "MKLClassifier",
+        "MKLRegressor",
+    }
     assert all(not cls()._unit_test_skips() for cls in _learners())  # nothing skipped
 
 

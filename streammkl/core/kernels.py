@@ -567,6 +567,21 @@ class Landmarks(Bandwidth):
         return cls(base.gamma, base.inputs, base.final, None, keys, points)
 
 
+@dataclass(eq=False)
+class _FitCache:
+    """What a :class:`LandmarkRBF` derives from one fit, kept while the kernel's ``fit`` is
+    that very object and dropped as a whole when it is not (the one invalidation rule: a fit is
+    never changed in place, a new landmark or bandwidth is a new fit). Filled lazily; neither
+    copied nor pickled with the kernel (``__getstate__``)."""
+
+    fit: Any  # the Landmarks these numbers are of
+    Z: np.ndarray  # the landmarks over their own inputs (m x len(keys)): read it, never write
+    col: dict[str, int]  # an input's column in Z
+    d2: np.ndarray | None = None  # squared distances between landmarks (m x m, inf diagonal)
+    reach: float | None = None  # the relative reach (``reach_rule="spacing"``)
+    over: tuple | None = None  # (keys, len(keys), index, idx, Z on idx, own order): ``_over``
+
+
 class LandmarkRBF(MedianRBF):
     """Local memory that stays explicit (FTRL keeps serving the bank): the Gaussian profile of
     an input over ``n_landmarks`` landmarks kept from the stream, normalised,
@@ -601,9 +616,10 @@ class LandmarkRBF(MedianRBF):
     ``refresh`` (0: never) lets the landmarks move with the stream: once the landmarks are
     taken, at every round ``t`` that is a multiple of ``refresh`` whose input the model scored
     with a loss (a margin violation: where the bank lacks capacity) and lies out of the
-    landmarks' reach (:meth:`within_reach`: ``gamma min_j ||x - z_j||^2 > REACH`` times the
-    landmarks' own spacing, :meth:`spacing`: farther from every landmark than they lie from
-    each other, so that a refresh is rare on a stream the landmarks already cover), the
+    landmarks' reach (:meth:`within_reach`; ``reach_rule="spacing"``, the default: ``gamma
+    min_j ||x - z_j||^2 > REACH`` times the landmarks' own spacing, :meth:`spacing`: farther from
+    every landmark than they lie from each other, so that a refresh is rare on a stream the
+    landmarks already cover; ``"absolute"``: ``gamma min_j ||x - z_j||^2 > REACH``), the
     landmark whose weight columns have the smallest norm over the outputs, among the crowded
     ones (near-duplicates) if there are any (:meth:`to_replace`), is replaced by that input
     (:meth:`with_landmark`), its weight columns (and those of the averaged iterates) restart
@@ -614,13 +630,13 @@ class LandmarkRBF(MedianRBF):
 
     fit_type: ClassVar[type[Bandwidth]] = Landmarks
     #: An input within ``gamma ||x - z||^2 <= REACH * spacing()`` of a landmark ``z``
-    #: refreshes nothing (``RELATIVE``; else within ``gamma ||x - z||^2 <= REACH``: its
-    #: Gaussian above e^-REACH there). Chosen with the period on the development streams
-    #: (benchmarks/landmark_refresh.py).
+    #: refreshes nothing (``reach_rule="spacing"``; ``"absolute"``: within ``gamma ||x -
+    #: z||^2 <= REACH``, its Gaussian above e^-REACH there). Chosen with the period on the
+    #: development streams (benchmarks/landmark_refresh.py).
     REACH: ClassVar[float] = 2.0
-    #: Whether the reach is relative to the landmarks' own spacing (:meth:`spacing`): with 10
-    #: inputs nearly every input lies beyond ``gamma ||x - z||^2 = 2`` of every landmark.
-    RELATIVE: ClassVar[bool] = True
+    #: The reach rules: relative to the landmarks' own spacing (:meth:`spacing`; with 10 inputs
+    #: nearly every input lies beyond ``gamma ||x - z||^2 = 2`` of every landmark), or not.
+    REACH_RULES: ClassVar[tuple[str, ...]] = ("spacing", "absolute")
     #: Landmarks within ``gamma ||z - z'||^2 <= CROWD`` of another one are crowded
     #: (near-duplicates: :meth:`to_replace` gives them up first).
     CROWD: ClassVar[float] = 2.0
@@ -632,6 +648,7 @@ class LandmarkRBF(MedianRBF):
         features: Sequence[int | str] | None = None,
         name: str | None = None,
         refresh: int = 0,
+        reach_rule: str = "spacing",
     ):
         if isinstance(n_landmarks, bool) or int(n_landmarks) != n_landmarks or n_landmarks < 1:
             raise ValueError(
@@ -639,8 +656,14 @@ class LandmarkRBF(MedianRBF):
             )
         if isinstance(refresh, bool) or int(refresh) != refresh or refresh < 0:
             raise ValueError(f"LandmarkRBF: refresh must be an integer >= 0, got {refresh!r}")
+        if reach_rule not in self.REACH_RULES:
+            raise ValueError(
+                f"LandmarkRBF: reach_rule must be one of {self.REACH_RULES}, got {reach_rule!r}"
+            )
         super().__init__(scale, int(n_landmarks), features, name)
         self.refresh = int(refresh)
+        self.reach_rule = str(reach_rule)
+        self._fit_cache: _FitCache | None = None
 
     @property
     def n_landmarks(self) -> int:
@@ -648,12 +671,15 @@ class LandmarkRBF(MedianRBF):
 
     def _default_name(self) -> str:
         base = f"landmarks(gamma={self.scale:g}/median,m={self.n_landmarks}"
-        return f"{base},refresh={self.refresh})" if self.refresh else f"{base})"
+        base += f",refresh={self.refresh}" if self.refresh else ""
+        return f"{base},reach={self.reach_rule})" if self.reach_rule != "spacing" else f"{base})"
 
     def params(self) -> dict[str, Any]:
         out = super().params()
         del out["n_components"]
-        more = {"refresh": self.refresh} if self.refresh else {}  # (specs without: as before)
+        more: dict[str, Any] = {"refresh": self.refresh} if self.refresh else {}
+        if self.reach_rule != "spacing":  # (specs without either: as before)
+            more["reach_rule"] = self.reach_rule
         return {"scale": self.scale, "n_landmarks": self.n_landmarks, **more, **out}
 
     def fitted(self, gamma: float, inputs: int, final: bool) -> LandmarkRBF:
@@ -713,16 +739,14 @@ class LandmarkRBF(MedianRBF):
                 names, points = self._landmarks()
                 points = (*points[:j], tuple(z.tolist()), *points[j + 1 :])  # (the others kept)
                 fit = out.fit = Landmarks(f.gamma, f.inputs, f.final, None, names, points)
-                col = self._landmark_arrays_now()[2]
-                out.__dict__["_landmark_arrays"] = (fit, Z, col)
-                out.__dict__["_over_cache"] = (fit, keys, len(keys), index, idx, Z, True)
-                crowding = self.__dict__.get("_crowding")
-                if crowding is not None and crowding[0] is f:  # one landmark's distances anew
+                mine = self._cache()
+                cache = out._fit_cache = _FitCache(fit, Z, mine.col)
+                cache.over = (keys, len(keys), index, idx, Z, True)
+                if mine.d2 is not None:  # one landmark's distances anew
                     diff = Z - z
-                    d2 = crowding[1].copy()
+                    d2 = cache.d2 = mine.d2.copy()
                     d2[j] = d2[:, j] = np.einsum("ij,ij->i", diff, diff)
                     d2[j, j] = np.inf
-                    out.__dict__["_crowding"] = (fit, d2, None)
                 return out
         keys = [str(k) for k in keys]
         Z = self.landmark_matrix(keys)
@@ -749,16 +773,14 @@ class LandmarkRBF(MedianRBF):
         """The landmarks' squared distances to each other (m x m, infinite on the diagonal;
         read it, never write it), kept with the fit (:meth:`with_landmark` computes one
         landmark's row anew)."""
-        cached = self.__dict__.get("_crowding")
-        if cached is not None and cached[0] is self.fit:
-            return cached[1]
-        own, _ = self._landmarks()
-        Z = self.landmark_matrix(own)
-        diff = Z[:, None, :] - Z[None, :, :]  # (no BLAS product: it wakes OpenBLAS's threads)
-        d2 = np.einsum("ijk,ijk->ij", diff, diff)
-        np.fill_diagonal(d2, np.inf)
-        self.__dict__["_crowding"] = (self.fit, d2, None)
-        return d2
+        cache = self._cache()
+        if cache.d2 is None:
+            own, _ = self._landmarks()
+            Z = self.landmark_matrix(own)
+            diff = Z[:, None, :] - Z[None, :, :]  # (no BLAS product: it wakes OpenBLAS's threads)
+            cache.d2 = np.einsum("ijk,ijk->ij", diff, diff)
+            np.fill_diagonal(cache.d2, np.inf)
+        return cache.d2
 
     def within_reach(
         self, x: np.ndarray, keys: Sequence[str], index: Mapping[str, int] | None = None
@@ -776,18 +798,18 @@ class LandmarkRBF(MedianRBF):
         """The reach of the landmarks (:meth:`within_reach`): ``REACH`` times their spacing
         (:meth:`spacing`), or ``CROWD`` if less while some landmarks are crowded (a
         near-duplicate is given up for any input beyond it); ``REACH`` itself unless
-        ``RELATIVE``. Kept with the fit."""
-        if not self.RELATIVE:
+        ``reach_rule="spacing"``. Kept with the fit."""
+        if self.reach_rule != "spacing":
             return self.REACH
-        cached = self.__dict__.get("_crowding")
-        if cached is None or cached[0] is not self.fit or cached[2] is None:
+        cache = self._cache()
+        if cache.reach is None:
             d2 = self._distances()
             near = self.gamma * (d2.min(axis=1) if d2.shape[0] > 1 else np.zeros(1))
             reach = self.REACH * float(np.median(near))
             if (near <= self.CROWD).any():
                 reach = min(reach, self.CROWD)
-            cached = self.__dict__["_crowding"] = (self.fit, d2, reach)
-        return float(cached[2])
+            cache.reach = reach
+        return float(cache.reach)
 
     def spacing(self) -> float:
         """The landmarks' own spacing: the median over the landmarks of ``gamma`` times the
@@ -803,33 +825,26 @@ class LandmarkRBF(MedianRBF):
         landmarks are over exactly those inputs in that order; kept for the same fit and the
         same ``keys`` and ``index`` objects at the same length (a model's own list and
         index, which only grow), so that a refresh's checks cost no name lookups."""
-        cached = self.__dict__.get("_over_cache")
-        if (
-            cached is not None
-            and cached[0] is self.fit
-            and cached[1] is keys
-            and cached[2] == len(keys)
-            and cached[3] is index
-        ):
-            return cached[4], cached[5], cached[6]
+        cache = self._cache()
+        o = cache.over
+        if o is not None and o[0] is keys and o[1] == len(keys) and o[2] is index:
+            return o[3], o[4], o[5]
         idx = self.feature_indices(len(keys), index)
         names = [str(keys[j]) for j in idx.tolist()]
         Z = self.landmark_matrix(names)
         own = tuple(names) == self._landmarks()[0]
-        self.__dict__["_over_cache"] = (self.fit, keys, len(keys), index, idx, Z, own)
+        cache.over = (keys, len(keys), index, idx, Z, own)
         return idx, Z, own
 
-    def _landmark_arrays_now(self) -> tuple[Any, np.ndarray, dict[str, int]]:
-        """The fit's landmarks as an array over its own inputs and those inputs' columns
-        there (cached with the fit: see :meth:`landmark_matrix`)."""
-        cached = self.__dict__.get("_landmark_arrays")
-        if cached is None or cached[0] is not self.fit:  # (a copy with another fit: rebuilt)
+    def _cache(self) -> _FitCache:
+        """The numbers kept for the current fit (:class:`_FitCache`), rebuilt when the fit is
+        another object than the one they were computed from."""
+        cache = self._fit_cache
+        if cache is None or cache.fit is not self.fit:
             own, points = self._landmarks()
             Z = np.array(points, dtype=np.float64).reshape(len(points), len(own))
-            cached = self.__dict__["_landmark_arrays"] = (
-                self.fit, Z, {k: i for i, k in enumerate(own)},
-            )  # fmt: skip
-        return cached
+            cache = self._fit_cache = _FitCache(self.fit, Z, {k: i for i, k in enumerate(own)})
+        return cache
 
     @property
     def landmarks(self) -> bool:
@@ -847,7 +862,8 @@ class LandmarkRBF(MedianRBF):
         out = np.zeros((self.n_landmarks, len(keys)))
         if not self.landmarks:
             return out
-        _, Z, col = self._landmark_arrays_now()
+        cache = self._cache()
+        Z, col = cache.Z, cache.col
         if Z.shape[0] == out.shape[0] and tuple(keys) == self._landmarks()[0]:
             return Z.copy()  # (its own inputs, in order)
         for j, key in enumerate(keys):
@@ -858,10 +874,13 @@ class LandmarkRBF(MedianRBF):
 
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()
-        state.pop("_landmark_arrays", None)  # caches of the fit's arrays: rebuilt on demand
-        state.pop("_over_cache", None)
-        state.pop("_crowding", None)
+        state["_fit_cache"] = None  # numbers of the fit: rebuilt on demand
         return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.__dict__.setdefault("_fit_cache", None)  # (pickled before the cache had a name)
+        self.__dict__.setdefault("reach_rule", "spacing")  # (... or the rule)
 
     def fourier_columns(self, keys: Sequence[str], seed: int, draws: int = _DRAWS) -> np.ndarray:
         """The projection's columns (m x len(keys)) on these inputs: ``2 gamma z_j`` (nothing
@@ -874,15 +893,15 @@ class LandmarkRBF(MedianRBF):
 
     def fourier_offset(self, j: int) -> float:
         """Entry ``j`` of :meth:`fourier_offsets` (landmark ``j``'s, the same number)."""
-        z = self._landmark_arrays_now()[1][j : j + 1]
+        z = self._cache().Z[j : j + 1]
         return float(-self.gamma * np.einsum("ij,ij->i", z, z)[0])
 
     def _over_names(self, keys: Sequence[str]) -> np.ndarray:
         """:meth:`landmark_matrix` on ``keys`` (read it, never write it: the kept array when
         ``keys`` are the landmarks' own inputs)."""
-        cached = self._landmark_arrays_now()
-        if cached[1].shape[0] == self.n_landmarks and tuple(keys) == self._landmarks()[0]:
-            return cached[1]
+        Z = self._cache().Z
+        if Z.shape[0] == self.n_landmarks and tuple(keys) == self._landmarks()[0]:
+            return Z
         return self.landmark_matrix(keys)
 
     def fourier_offsets(self, seed: int) -> np.ndarray:

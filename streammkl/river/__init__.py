@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from streammkl.river.classifier import MKLClassifier
+from streammkl.river.lambda_choice import LambdaChoiceClassifier
 from streammkl.river.regressor import MKLRegressor
 
-__all__ = ["MKLClassifier", "MKLRegressor"]
+__all__ = ["LambdaChoiceClassifier", "MKLClassifier", "MKLRegressor"]
