@@ -335,38 +335,3 @@ def test_a_subclass_that_draws_its_own_rows_is_not_laid_out_as_its_parent():
     np.testing.assert_array_equal(layout.rff_wt[:5, own : own + 4], 0.25)
     plain = int(layout.phi_src[0, layout.ex_off[2]])
     assert not np.any(layout.rff_wt[:5, plain : plain + 4] == 0.25)
-
-
-def test_the_frequencies_room_in_huge_pages_changes_no_number(monkeypatch):
-    """``layout.zeroed``: a frequencies' room from ``HUGE_BYTES`` on is an anonymous mapping
-    (huge pages advised): zeros until written, the same numbers as ``np.zeros``'s room, and a
-    model holding one copies, pickles and saves as any other."""
-    import copy
-    import mmap
-    import pickle
-
-    from streammkl.core import layout as layout_mod
-
-    keys = [f"w{j}" for j in range(D_IN)]
-    X, Y = _stream()
-    digests = {}
-    for huge in (0, 1 << 62):  # every room mapped / none
-        monkeypatch.setattr(layout_mod, "HUGE_BYTES", huge)
-        model = _model()
-        for k in keys:  # doublings: each a new room, the old rows copied
-            model.declare_features([k])
-        rff = model.layout.rff_wt
-        view = getattr(rff.base, "base", None)  # (a reshaped frombuffer of a memoryview)
-        mapped = isinstance(view, memoryview) and isinstance(view.obj, mmap.mmap)
-        assert mapped == (huge == 0 and hasattr(mmap, "MADV_HUGEPAGE"))
-        assert not rff[D_IN:].any() and rff.flags.c_contiguous and rff.flags.writeable
-        for x, y in zip(X, Y, strict=True):
-            model.learn_predict(x, int(y))
-        twin = copy.deepcopy(model)
-        back = pickle.loads(pickle.dumps(model))
-        for other in (twin, back):
-            np.testing.assert_array_equal(other.decision(X[0]), model.decision(X[0]))
-        arrays = model.to_state()[1]
-        digests[huge] = (model.decision(X[1]).tolist(), {k: v.tobytes() for k, v in arrays.items()})
-    assert digests[0] == digests[1 << 62]
-    assert layout_mod.zeroed((3, 4)).shape == (3, 4)  # small: np.zeros

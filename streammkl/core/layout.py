@@ -27,7 +27,6 @@ non-zeros.
 from __future__ import annotations
 
 import copy
-import mmap
 import threading
 import zlib
 from collections.abc import Callable, Mapping, Sequence
@@ -608,7 +607,7 @@ def _empty(
         ex_kind=ex_kind,
         ex_norm=ex_norm,
         phi_src=src,
-        rff_wt=zeroed((capacity, n_rff)),
+        rff_wt=np.zeros((capacity, n_rff)),
         rff_b=offsets,
         in_pos=np.full((M, capacity), -1, dtype=np.int64),
         blk_inputs=np.zeros(M, dtype=np.int64),
@@ -654,27 +653,6 @@ def build_layout(
     return layout
 
 
-#: Arrays of at least this many bytes are mapped with transparent huge pages (:func:`zeroed`).
-HUGE_BYTES = 2 << 20
-
-
-def zeroed(shape: tuple[int, ...]) -> np.ndarray:
-    """A float64 array of zeros whose pages are touched only when written (as ``np.zeros``'s
-    calloc gives them); from ``HUGE_BYTES`` on, an anonymous mapping advised to the kernel for
-    transparent huge pages (``MADV_HUGEPAGE``, where the system offers it): the frequencies'
-    room is filled a row per new input and copied whole at a doubling, and with 4 KB pages each
-    first touch is a page fault (measured ~5 us per 4 KB page on a loaded 2-core box: a
-    doubling's copy of 3,000 inputs' frequencies, 20 MB, took 25 ms); a 2 MB page faults once
-    for ~320 inputs' rows. The array keeps the mapping alive (its ``base``); a copy or a
-    pickle of it is an ordinary array."""
-    size = int(np.prod(shape)) * 8
-    if size < max(HUGE_BYTES, 1) or not hasattr(mmap, "MADV_HUGEPAGE"):
-        return np.zeros(shape)
-    buf = mmap.mmap(-1, size)  # anonymous: zeroed pages
-    buf.madvise(mmap.MADV_HUGEPAGE)
-    return np.frombuffer(buf, dtype=np.float64).reshape(shape)
-
-
 def _copied(layout: Layout) -> Layout:
     """A copy of ``layout`` that shares no array with it (``copy.deepcopy``'s result), made
     without reading the room: the rows of frequencies of the inputs not laid out yet are 0 in
@@ -687,7 +665,7 @@ def _copied(layout: Layout) -> Layout:
         if isinstance(value, np.ndarray) and name != "rff_wt":
             setattr(out, name, value.copy())
     n = layout.n_inputs
-    out.rff_wt = zeroed(layout.rff_wt.shape)  # (zeroed pages; zeros_like writes)
+    out.rff_wt = np.zeros(layout.rff_wt.shape)  # (calloc: zeroed pages; zeros_like writes)
     out.rff_wt[:n] = layout.rff_wt[:n]
     return out
 
