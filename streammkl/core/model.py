@@ -250,7 +250,8 @@ class OnlineMKL:
         if any(a is not b for a, b in zip(kernels, self.kernels, strict=True)):
             self._rebuild(kernels, self.n_outputs)  # a new bandwidth: its block restarts
             return
-        new = grown(layout, self.kernels, self._keys, self.seed, self._key_index)
+        owned = layout is self._own_layout  # (no save point holds it: its frequencies move on)
+        new = grown(layout, self.kernels, self._keys, self.seed, self._key_index, owned)
         if new is not layout:  # reallocated: the state moves to the new columns
             names = self.names
             self._state = transplant(layout, state, names, new, names, self.kernels)
