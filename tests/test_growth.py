@@ -339,7 +339,8 @@ def test_a_subclass_that_draws_its_own_rows_is_not_laid_out_as_its_parent():
 
 def test_a_doubling_of_a_layout_no_one_else_holds_keeps_its_frequencies_array(monkeypatch):
     """``grown(owned=True)``: a doubling keeps the old Fourier frequencies' array when it has
-    rows for the new capacity (``RFF_ROOM``: a doubling allocates rows for twice its capacity),
+    rows for the new capacity (``RFF_ROOM``: a doubling allocates rows for twice its capacity,
+    from ``ROOM_BYTES`` on),
     with the numbers of copying; a save point holds the layout, so the next doubling copies and
     the point restores bit for bit; a pickle or deep copy drops the rows past the capacity."""
     import copy
@@ -351,6 +352,8 @@ def test_a_doubling_of_a_layout_no_one_else_holds_keeps_its_frequencies_array(mo
     rng = np.random.default_rng(1)
     X = rng.normal(size=(200, 40)) * (rng.random(size=(200, 40)) < 0.2)
     Y = (X[:, 0] - X[:, 5] + X[:, 30] > 0).astype(int)
+
+    monkeypatch.setattr(layout_mod, "ROOM_BYTES", 0)  # room at any size (32 MB by default)
 
     def run(room):
         monkeypatch.setattr(layout_mod, "RFF_ROOM", room)

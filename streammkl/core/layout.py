@@ -685,12 +685,17 @@ _KEEP_BUILT = 8
 _BUILT_LOCK = threading.Lock()  # (a daemon loads models from more than one thread)
 
 
-#: A doubling's Fourier frequencies get rows for this many times its capacity: the rows past the
-#: inputs are zero pages no one touches until an input fills its row (calloc'd), and the next
-#: doubling of a layout no one else holds keeps the array instead of copying every known input's
-#: row into fresh pages (on a 2-core VM, ~5 us per 4 KB page first touched: a doubling at 3,008
-#: inputs of the default bank copied 20 MB in ~25 ms).
+#: A doubling's Fourier frequencies get rows for this many times its capacity when that makes
+#: at least ``ROOM_BYTES``: the rows past the inputs are zero pages no one touches until an
+#: input fills its row, and the next doubling of a layout no one else holds keeps the array
+#: instead of copying every known input's row into fresh pages (on a 2-core VM, ~5 us per 4 KB
+#: page first touched: a doubling at 6,016 inputs of the default bank copied 20 MB in ~45 ms).
 RFF_ROOM = 2
+#: Below this, no room: glibc's calloc serves a block under its mmap threshold (which rises to
+#: 32 MB as a process frees large blocks) from the heap and zero-fills all of it, room included
+#: (measured: room at every doubling made a bag-of-words learner's first 300 documents ~20 %
+#: slower); from 32 MB on it maps fresh pages, which cost nothing until touched.
+ROOM_BYTES = 32 << 20
 
 
 def grown(
@@ -707,14 +712,15 @@ def grown(
 
     ``owned``: no one but the caller holds ``layout``, which it drops for the result: a
     doubling then keeps ``layout``'s Fourier frequencies (the same array, the old rows where
-    they are) when it has rows for the new capacity (``RFF_ROOM``); the old layout must not be
-    used after (its rows past its inputs are the new layout's)."""
+    they are) when it has rows for the new capacity (``RFF_ROOM``, ``ROOM_BYTES``); the old
+    layout must not be used after (its rows past its inputs are the new layout's)."""
     if len(keys) <= layout.capacity:
         layout.extend(kernels, keys, seed, index)
         return layout
     capacity = max(2 * layout.capacity, len(keys))
     keep = owned and layout.rff_wt.shape[0] >= capacity
-    rows = 0 if keep else RFF_ROOM * capacity
+    room = RFF_ROOM * capacity
+    rows = 0 if keep else room if room * layout.rff_wt.shape[1] * 8 >= ROOM_BYTES else capacity
     out = _empty(kernels, capacity, seed, layout.draws, layout.rff_b, rows)
     d_old = layout.n_inputs
     for m in range(len(kernels)):
