@@ -41,6 +41,9 @@ _VALUE_TYPES = frozenset({float, int, type(None)})
 class FeatureIndex:
     """Name -> column map that only grows."""
 
+    #: (A class default as well: an index pickled before the memo loads without one.)
+    _memo: tuple[dict, np.ndarray | None] | None = None
+
     def __init__(self, names: list[str] | None = None):
         self.names: list[str] = list(names or [])
         self.index: dict[str, int] = {n: i for i, n in enumerate(self.names)}
