@@ -28,6 +28,7 @@ import math
 import numbers
 from collections import Counter
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -42,14 +43,14 @@ class FeatureIndex:
     """Name -> column map that only grows."""
 
     #: (A class default as well: an index pickled before the memo loads without one.)
-    _memo: tuple[dict, np.ndarray | None] | None = None
+    _memo: tuple[dict, Any] | None = None
 
     def __init__(self, names: list[str] | None = None):
         self.names: list[str] = list(names or [])
         self.index: dict[str, int] = {n: i for i, n in enumerate(self.names)}
         self._ints: dict[int, int] = {}  # int name -> column (the column of its str)
         #: The last prediction's record (a copy) and its vector (see the module's docstring).
-        self._memo: tuple[dict, np.ndarray | None] | None = None
+        self._memo: tuple[dict, Any] | None = None
 
     def __len__(self) -> int:
         return len(self.names)
@@ -92,7 +93,7 @@ class FeatureIndex:
             memo = self._memo
             if memo is not None:
                 self._memo = None
-                if _same_record(memo[0], x):
+                if _same_record(memo[0], x) and type(memo[1]) is not tuple:
                     return memo[1]  # (None: it has names without a column)
         out = np.zeros(len(self.names))
         index = self.index
@@ -113,6 +114,44 @@ class FeatureIndex:
                 complete = False
             elif value is not None:
                 out[col] = value
+        if not learn:
+            self._memo = (dict(x), out if complete else None) if type(x) in _MEMO_DICTS else None
+        return out
+
+    def known_sparse(self, x: Mapping, learn: bool) -> tuple[np.ndarray, np.ndarray] | None:
+        """:meth:`known_vector` as the record's entries, at a cost linear in ``x`` (no vector of
+        the known width): ``(cols, vals)``, int64 columns and float64 values in the dict's
+        order (a later value of a column wins, as in the vector; zeros kept, the core skips
+        them); None in the same cases. Remembered and taken as :meth:`known_vector`'s vector
+        is (a memo holds the one or the other: a learning call takes only its own kind)."""
+        if learn:
+            memo = self._memo
+            if memo is not None:
+                self._memo = None
+                if _same_record(memo[0], x) and type(memo[1]) is not np.ndarray:
+                    return memo[1]  # (None: it has names without a column)
+        cols = []
+        vals = []
+        index = self.index
+        complete = True
+        for key, value in x.items():
+            kind = type(value)
+            if kind is float or kind is int:
+                if not -MAX_ABS_INPUT <= value <= MAX_ABS_INPUT:  # NaN, +-Inf, too large:
+                    return None  # the full path names it
+            elif value is not None:
+                return None
+            col = index.get(key)
+            if col is None and type(key) is int:  # river's synthetic streams: int names
+                col = self._int_column(key)
+            if col is None:
+                if learn or type(key) is not str:
+                    return None
+                complete = False
+            elif value is not None:
+                cols.append(col)
+                vals.append(value)
+        out = np.array(cols, dtype=np.int64), np.array(vals, dtype=np.float64)
         if not learn:
             self._memo = (dict(x), out if complete else None) if type(x) in _MEMO_DICTS else None
         return out
