@@ -142,9 +142,8 @@ class Rounds:
                     self._last_sparse = (*record, len(self.features.names))
                     self.last_loss = loss
                     return loss
-        vec = self.vector(x, learn=True, validated=True)  # (nothing new to admit now)
-        assert vec is not None
-        return self.learn(vec, target)
+        assert model.feature_keys  # (as after vector(x, learn=True))
+        return self.learn(self.scale(self.features.vector(x, validated=True), True), target)
 
     def _admit(self, x: Mapping) -> None:
         """Columns for the new inputs of ``x`` (the model made if there is none yet)."""
