@@ -335,3 +335,64 @@ def test_a_subclass_that_draws_its_own_rows_is_not_laid_out_as_its_parent():
     np.testing.assert_array_equal(layout.rff_wt[:5, own : own + 4], 0.25)
     plain = int(layout.phi_src[0, layout.ex_off[2]])
     assert not np.any(layout.rff_wt[:5, plain : plain + 4] == 0.25)
+
+
+def test_a_doubling_of_a_layout_no_one_else_holds_keeps_its_frequencies_array(monkeypatch):
+    """``grown(owned=True)``: a doubling keeps the old Fourier frequencies' array when it has
+    rows for the new capacity (``RFF_ROOM``: a doubling allocates rows for twice its capacity,
+    from ``ROOM_BYTES`` on),
+    with the numbers of copying; a save point holds the layout, so the next doubling copies and
+    the point restores bit for bit; a pickle or deep copy drops the rows past the capacity."""
+    import copy
+    import pickle
+
+    from streammkl.core import layout as layout_mod
+
+    keys = [f"w{j}" for j in range(40)]
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(200, 40)) * (rng.random(size=(200, 40)) < 0.2)
+    Y = (X[:, 0] - X[:, 5] + X[:, 30] > 0).astype(int)
+
+    monkeypatch.setattr(layout_mod, "ROOM_BYTES", 0)  # room at any size (32 MB by default)
+
+    def run(room):
+        monkeypatch.setattr(layout_mod, "RFF_ROOM", room)
+        model, kept = _model(), 0
+        for j, k in enumerate(keys):
+            before = model.layout
+            model.declare_features([k])
+            after = model.layout
+            if before is not None and after is not before:  # a doubling
+                kept += after.rff_wt is before.rff_wt
+            assert after.rff_wt.shape[0] >= after.capacity
+            assert not after.rff_wt[j + 1 :].any()  # the rows past the inputs stay zeros
+            for x, y in zip(X[5 * j : 5 * j + 5], Y[5 * j : 5 * j + 5], strict=True):
+                model.learn_predict(x[: j + 1], int(y))
+        return model, kept
+
+    copying, kept_none = run(1)  # rows for the capacity only: every doubling copies
+    keeping, kept = run(2)
+    assert kept_none == 0 and kept >= 2  # (capacities 1, 2, 4, ..., 64: every other one kept)
+    assert copying.layout.rff_wt.shape[0] == copying.layout.capacity
+    np.testing.assert_array_equal(keeping.layout.rff_wt[:40], copying.layout.rff_wt[:40])
+    for x in X[:20]:
+        np.testing.assert_array_equal(keeping.decision(x), copying.decision(x))
+    a, b = keeping.to_state()[1], copying.to_state()[1]
+    assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+
+    for twin in (copy.deepcopy(keeping), pickle.loads(pickle.dumps(keeping))):
+        assert twin.layout.rff_wt.shape[0] == twin.layout.capacity
+        np.testing.assert_array_equal(twin.decision(X[0]), keeping.decision(X[0]))
+
+    # a save point holds the layout: the next doubling copies, the point is left as it was
+    model = _model()
+    model.declare_features(keys[:3])  # capacity 3, rows 3
+    model.declare_features(keys[3:4])  # doubled (owned): capacity 6, rows 12
+    point = model.save_point()
+    held = model.layout
+    rows_before = held.rff_wt.copy()
+    model.declare_features(keys[4:7])  # capacity 12: the point's layout is not the caller's
+    assert model.layout.rff_wt is not held.rff_wt
+    np.testing.assert_array_equal(held.rff_wt, rows_before)
+    model.restore_point(point)
+    assert model.layout is held and len(model.feature_keys) == 4

@@ -49,7 +49,7 @@ WIDE_LOOPS = [
     "wide_plan", "wide_route", "wide_features", "wide_scores", "wide_average_scores", "wide_store",
     "wide_averages", "wide_round", "wide_decision", "learn_predict_wide", "decision_wide",
     "settle", "settle_block", "block_sq", "per_input", "add_run", "dot_avg", "sparse_cached",
-    "remember_sparse", "step_run",
+    "remember_sparse", "step_run", "scatter_sparse", "learn_sparse_wide", "decision_sparse_wide",
 ]  # fmt: skip
 BUDGET_LOOPS = [
     "exp_reduced", "fast_exp", "exp_many", "table_loss", "segment_kernels", "top_direction",
@@ -567,6 +567,17 @@ def test_wide_rounds_compiled_equal_python(monkeypatch, loss):
             interpret(patch, loops)
             scores = [model.learn_predict(x, y).copy() for x, y in zip(X, Y, strict=True)]
             scores.append(model.decision(X[1]).copy())
+            assert model.takes_sparse
+            for x, y in zip(X[:20], Y[:20], strict=True):  # the records as their entries
+                cols = np.flatnonzero(x)[::-1].astype(np.int64)  # (any order)
+                cols = np.concatenate([cols, cols[:1]])  # a column again: its later value, 0
+                vals = np.concatenate([x[cols[:-1]], [0.0]])
+                fx = model.predict_sparse(cols, vals)
+                assert fx is not None
+                scores.append(fx.copy())
+                loss = model.learn_sparse(cols, vals, float(y))
+                assert loss >= 0.0
+                scores.append(np.array([loss]))
             state = model.to_state()[1]
         assert model._args is not None and model._args.wide
         runs.append((scores, state))

@@ -250,7 +250,8 @@ class OnlineMKL:
         if any(a is not b for a, b in zip(kernels, self.kernels, strict=True)):
             self._rebuild(kernels, self.n_outputs)  # a new bandwidth: its block restarts
             return
-        new = grown(layout, self.kernels, self._keys, self.seed, self._key_index)
+        owned = layout is self._own_layout  # (no save point holds it: its frequencies move on)
+        new = grown(layout, self.kernels, self._keys, self.seed, self._key_index, owned)
         if new is not layout:  # reallocated: the state moves to the new columns
             names = self.names
             self._state = transplant(layout, state, names, new, names, self.kernels)
@@ -479,6 +480,55 @@ class OnlineMKL:
         if self._warmup is not None or self._refresh_every:  # (else nothing follows a round)
             self._after_round(raw if stats is None else xs, loss, t)
         return loss
+
+    @property
+    def takes_sparse(self) -> bool:
+        """Whether records may go through :meth:`learn_sparse` / :meth:`predict_sparse` (the
+        rounds of a wide bank, ``RoundArgs.wide``, once no bandwidth warm-up keeps its inputs
+        and no landmark block refreshes: nothing after the round needs the dense record)."""
+        args = self._args
+        return args is not None and args.wide and self._warmup is None and not self._refresh_every
+
+    def _zeros(self) -> np.ndarray:
+        """A buffer of zeros of the model's width (the sparse calls write a record into it
+        and leave it zero); its room doubles, so a new input costs O(1) amortised here."""
+        d = len(self._keys)
+        buf = self.__dict__.get("_sparse_x")
+        if buf is None or buf.shape[0] < d:
+            buf = self._sparse_x = np.zeros(max(2 * d, 64))
+        return buf[:d]
+
+    def learn_sparse(self, cols: np.ndarray, vals: np.ndarray, y: float) -> float:
+        """:meth:`learn` on the record whose entries are ``vals`` (float64) at the columns
+        ``cols`` (int64, each below the model's width; any order, a later value of a column
+        wins, zeros allowed), at a cost linear in them on the sparse route (no vector of the
+        model's width is built or scanned): the same numbers as :meth:`learn` on the dense
+        record. Only when
+        :attr:`takes_sparse` and ``y`` is a float; returns the loss, or a negative number when
+        the record needs :meth:`learn` (nothing changed)."""
+        if not self.takes_sparse or type(y) is not float:
+            return _NOT_TAKEN
+        args = self._args
+        assert args is not None
+        s = self.schedule
+        t = self.t + 1
+        loss = args.learn_sparse(self._zeros(), cols, vals, y, s.t + 1, t)
+        if loss < 0.0:
+            return loss
+        s.t += 1
+        self.t = t
+        return loss
+
+    def predict_sparse(self, cols: np.ndarray, vals: np.ndarray) -> np.ndarray | None:
+        """:meth:`decision_prepared` of a record given as in :meth:`learn_sparse`: the scores
+        (a view: copy to keep), or None when the record needs the general path."""
+        if not self.takes_sparse:
+            return None
+        args = self._args
+        assert args is not None
+        if not args.decision_sparse(self._zeros(), cols, vals):
+            return None
+        return args.fx
 
     def _values_call(self, which: int, raw: np.ndarray, xs: np.ndarray) -> Any:
         """The compiled call of :meth:`learn_values` (``which`` 0) or :meth:`predict_values`
@@ -1172,6 +1222,7 @@ class OnlineMKL:
         # rebuilt on load
         state = self.__dict__.copy()
         state["_args"] = state["_values_args"] = None
+        state.pop("_sparse_x", None)  # (zeros: made again when needed)
         state["_values"] = (None, None)
         return state
 

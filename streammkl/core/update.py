@@ -213,6 +213,8 @@ class RoundArgs:
         self._unit_scales = np.ones(M)
         self._learn: Callable[..., float] | None = None
         self._decide: Callable[..., Any] | None = None
+        self._learn_sparse: Callable[..., float] | None = None
+        self._decide_sparse: Callable[..., Any] | None = None
         #: Records of known inputs take one compiled call (``learn_values``, ``predict_values``):
         #: the rounds and predictions of explicit banks on dense records.
         self.known = self.explicit and not self.wide
@@ -229,6 +231,29 @@ class RoundArgs:
                 compiled = nb.learn_predict_wide
             fast = self._learn = _entry(compiled, (self.pack, x, 0.0, t, n))
         return fast(self.pack, x, float(y), t, n)
+
+    def learn_sparse(
+        self, x: np.ndarray, cols: np.ndarray, vals: np.ndarray, y: float, t: int, n: int
+    ) -> float:
+        """:meth:`learn_predict` of a :attr:`wide` bank on a record given by its non-zeros
+        (``nb.learn_sparse_wide``: ``vals`` float64 at the int64 columns ``cols``, any order, a
+        later value of a column wins; ``x`` a zero buffer of the model's width, left zero):
+        O(nnz) on the sparse route."""
+        fast = self._learn_sparse
+        if fast is None:
+            probe = (self.pack, x, cols, vals, 0.0, t, n)
+            fast = self._learn_sparse = _entry(nb.learn_sparse_wide, probe)
+        return fast(self.pack, x, cols, vals, float(y), t, n)
+
+    def decision_sparse(self, x: np.ndarray, cols: np.ndarray, vals: np.ndarray) -> bool:
+        """:meth:`decision` of a :attr:`wide` bank on a record given by its non-zeros (as in
+        :meth:`learn_sparse`) into ``self.fx``; False (nothing computed) for a value out of
+        range."""
+        fast = self._decide_sparse
+        if fast is None:
+            probe = (self.pack, x, cols, vals, self.state.w, self.state.scale, True)
+            fast = self._decide_sparse = _entry(nb.decision_sparse_wide, probe)
+        return bool(fast(self.pack, x, cols, vals, self.state.w, self.state.scale, True))
 
     def values_calls(
         self,

@@ -3,27 +3,54 @@
 Feature names get a column when first seen (a batch of new names is sorted, so the order of keys
 in a dict never matters); a missing feature is 0; ``None`` means missing; a non-numeric value,
 a non-finite one or one beyond ``+-MAX_ABS_INPUT`` (1e100) is an error naming the feature. The
-vector is a fresh array: the learner never keeps a reference to the caller's dict.
+vector is a fresh array: the learner never keeps a reference to the caller's dict (the one-record
+memo below keeps a copy of it).
+
+The one-record memo: ``predict_proba_one`` then ``learn_one`` on the same record (river's
+prequential loop; through a pipeline, two equal dicts: ``BagOfWords`` makes a new ``Counter`` per
+call) would map the record twice. :meth:`FeatureIndex.known_vector` keeps the vector a
+prediction mapped, with a copy of the dict (or that some name had no column: the learning call
+then takes the full path at once, which gives it one); the next learning call takes it (once)
+when its dict is equal to that copy. Equal means: a ``dict`` or
+``Counter`` with the same keys and values as the copy (``dict.__eq__``: not ``Counter``'s, which
+reads a missing key as 0), every key a ``str`` or ``int`` and every value a ``float``, ``int``
+or ``None``, as the copy's were: then each key is the copy's (a ``str`` never equals an
+``int``) and each value the same real number (or ``None``), so the vector is the one mapping
+it again would give (a zero of either sign reads as 0, as everywhere in the core's sparse
+route). A dict mutated between the calls is unequal to the copy (mapped again); new inputs
+between the calls (:meth:`FeatureIndex.add`) drop the memo; the memo belongs to its index, so a
+learner that adopts or restores another index never sees it.
 """
 
 from __future__ import annotations
 
 import math
 import numbers
+from collections import Counter
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
 from streammkl.core.model import MAX_ABS_INPUT
 
+_MEMO_DICTS = (dict, Counter)  # dicts whose items are their dict storage (dict.__eq__ reads it)
+_KEY_TYPES = frozenset({str, int})
+_VALUE_TYPES = frozenset({float, int, type(None)})
+
 
 class FeatureIndex:
     """Name -> column map that only grows."""
+
+    #: (A class default as well: an index pickled before the memo loads without one.)
+    _memo: tuple[dict, Any] | None = None
 
     def __init__(self, names: list[str] | None = None):
         self.names: list[str] = list(names or [])
         self.index: dict[str, int] = {n: i for i, n in enumerate(self.names)}
         self._ints: dict[int, int] = {}  # int name -> column (the column of its str)
+        #: The last prediction's record (a copy) and its vector (see the module's docstring).
+        self._memo: tuple[dict, Any] | None = None
 
     def __len__(self) -> int:
         return len(self.names)
@@ -32,6 +59,7 @@ class FeatureIndex:
         return sorted({_key(k) for k in x if _key(k) not in self.index})
 
     def add(self, names: list[str]) -> None:
+        self._memo = None
         for name in names:
             if name not in self.index:
                 self.index[name] = len(self.names)
@@ -55,9 +83,21 @@ class FeatureIndex:
         """``x`` as :meth:`vector` gives it, in one pass, when every value is a plain ``float`` or
         ``int`` within ``+-MAX_ABS_INPUT`` (or ``None``) under a ``str`` key; None when another
         case needs the full path (nothing changed). ``learn``: an unknown name also answers None
-        (it would get a column); else it is ignored, as predictions ignore it."""
+        (it would get a column); else it is ignored, as predictions ignore it.
+
+        A prediction's vector is remembered with a copy of ``x``; the next learning call on an
+        equal record gets that very vector (see the module's docstring), or None at once when
+        the prediction met names without a column: callers never write into the vector they
+        get."""
+        if learn:
+            memo = self._memo
+            if memo is not None:
+                self._memo = None
+                if _same_record(memo[0], x) and type(memo[1]) is not tuple:
+                    return memo[1]  # (None: it has names without a column)
         out = np.zeros(len(self.names))
         index = self.index
+        complete = True
         for key, value in x.items():
             kind = type(value)
             if kind is float or kind is int:
@@ -71,8 +111,49 @@ class FeatureIndex:
             if col is None:
                 if learn or type(key) is not str:
                     return None
+                complete = False
             elif value is not None:
                 out[col] = value
+        if not learn:
+            self._memo = (dict(x), out if complete else None) if type(x) in _MEMO_DICTS else None
+        return out
+
+    def known_sparse(self, x: Mapping, learn: bool) -> tuple[np.ndarray, np.ndarray] | None:
+        """:meth:`known_vector` as the record's entries, at a cost linear in ``x`` (no vector of
+        the known width): ``(cols, vals)``, int64 columns and float64 values in the dict's
+        order (a later value of a column wins, as in the vector; zeros kept, the core skips
+        them); None in the same cases. Remembered and taken as :meth:`known_vector`'s vector
+        is (a memo holds the one or the other: a learning call takes only its own kind)."""
+        if learn:
+            memo = self._memo
+            if memo is not None:
+                self._memo = None
+                if _same_record(memo[0], x) and type(memo[1]) is not np.ndarray:
+                    return memo[1]  # (None: it has names without a column)
+        cols = []
+        vals = []
+        index = self.index
+        complete = True
+        for key, value in x.items():
+            kind = type(value)
+            if kind is float or kind is int:
+                if not -MAX_ABS_INPUT <= value <= MAX_ABS_INPUT:  # NaN, +-Inf, too large:
+                    return None  # the full path names it
+            elif value is not None:
+                return None
+            col = index.get(key)
+            if col is None and type(key) is int:  # river's synthetic streams: int names
+                col = self._int_column(key)
+            if col is None:
+                if learn or type(key) is not str:
+                    return None
+                complete = False
+            elif value is not None:
+                cols.append(col)
+                vals.append(value)
+        out = np.array(cols, dtype=np.int64), np.array(vals, dtype=np.float64)
+        if not learn:
+            self._memo = (dict(x), out if complete else None) if type(x) in _MEMO_DICTS else None
         return out
 
     def _int_column(self, key: int) -> int | None:
@@ -83,6 +164,17 @@ class FeatureIndex:
             if col is not None:
                 self._ints[key] = col
         return col
+
+
+def _same_record(kept: dict, x: Mapping) -> bool:
+    """Whether ``x`` maps to the vector of ``kept`` (a remembered record; see the module's
+    docstring): equal as dicts, with keys and values of the types ``kept``'s had."""
+    return (
+        type(x) in _MEMO_DICTS
+        and dict.__eq__(kept, x) is True
+        and _KEY_TYPES.issuperset(map(type, x))
+        and _VALUE_TYPES.issuperset(map(type, x.values()))
+    )
 
 
 def _key(key: object) -> str:

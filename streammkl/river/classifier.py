@@ -151,10 +151,7 @@ class MKLClassifier(MKLLearner, base.MiniBatchClassifier):
         check_numeric(x)  # validate everything before any state changes
         classes = self._classes
         k = classes.register(y)
-        rounds = self._rounds
-        vec = rounds.vector(x, learn=True, validated=True)
-        assert vec is not None
-        rounds.learn(vec, classes.target_of(k))
+        self._rounds.learn_record(x, classes.target_of(k))
 
     def _scores(self, x: Mapping) -> np.ndarray | None:
         rounds = self._rounds

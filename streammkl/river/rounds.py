@@ -73,6 +73,9 @@ class Rounds:
         self.targets = targets
         self._last_input: np.ndarray | None = None
         self._last_shared = False  # _last_input is a buffer of the one-call round
+        #: The last round's record as its non-zeros ``(cols, vals, width)`` when the sparse
+        #: call learned it (:attr:`last_input` makes it dense when asked for), else None.
+        self._last_sparse: tuple[np.ndarray, np.ndarray, int] | None = None
         self._known = KnownRecord()
         #: The prequential loss of the last round learned (at theta_t, before its update, in
         #: the core's conventions); NaN before the first.
@@ -84,12 +87,20 @@ class Rounds:
     def last_input(self) -> np.ndarray | None:
         """The core's input vector of the last round learned (standardised when the learner
         standardises); None before the first."""
+        sparse = self._last_sparse
+        if sparse is not None:  # the sparse round's record, made dense once asked for
+            cols, vals, width = sparse
+            dense = np.zeros(width)
+            for col, value in zip(cols.tolist(), vals.tolist(), strict=True):
+                dense[col] = value  # (in order: a later value of a column wins)
+            self.last_input = dense
+            return dense
         vec = self._last_input
         return vec.copy() if self._last_shared and vec is not None else vec
 
     @last_input.setter
     def last_input(self, vec: np.ndarray | None) -> None:
-        self._last_input, self._last_shared = vec, False
+        self._last_input, self._last_shared, self._last_sparse = vec, False, None
 
     # --- the model and its inputs -------------------------------------------------------------
     def model_for_learning(self) -> OnlineMKL:
@@ -109,18 +120,42 @@ class Rounds:
         if not validated:
             check_numeric(x)
         if learn:
-            features = self.features
-            new = features.new_names(x)
-            model = self.model_for_learning()
-            if new or not features.names:
-                # a sparse record (bag of words, one-hot; standardised, its 0/1 inputs stay
-                # 0/1) does not widen the distances
-                wide = 4 * self._nonzeros(x) >= len(features) + len(new)
-                model.declare_features(new, rescale=wide)  # first: if it refuses, nothing changed
-                features.add(new)
+            self._admit(x)
         if self.model is None or not self.model.feature_keys:
             return None
         return self.scale(self.features.vector(x, validated=True), learn)
+
+    def learn_record(self, x: Mapping, target: float) -> float:
+        """:meth:`vector` (learning: new inputs get their columns) then :meth:`learn` on ``x``,
+        whose values passed ``check_numeric``; a sparse record the core takes as its entries
+        (:meth:`_sparse`) is learned as them, at a cost linear in ``x`` besides laying out its
+        new inputs: the same numbers. Returns the loss."""
+        self._admit(x)
+        model = self.model
+        assert model is not None
+        if model.feature_keys and self._sparse(model, x):
+            record = self.features.known_sparse(x, learn=True)
+            if record is not None:
+                loss = model.learn_sparse(*record, target)
+                if loss >= 0.0:
+                    self._last_input, self._last_shared = None, False
+                    self._last_sparse = (*record, len(self.features.names))
+                    self.last_loss = loss
+                    return loss
+        assert model.feature_keys  # (as after vector(x, learn=True))
+        return self.learn(self.scale(self.features.vector(x, validated=True), True), target)
+
+    def _admit(self, x: Mapping) -> None:
+        """Columns for the new inputs of ``x`` (the model made if there is none yet)."""
+        features = self.features
+        new = features.new_names(x)
+        model = self.model_for_learning()
+        if new or not features.names:
+            # a sparse record (bag of words, one-hot; standardised, its 0/1 inputs stay 0/1)
+            # does not widen the distances
+            wide = 4 * self._nonzeros(x) >= len(features) + len(new)
+            model.declare_features(new, rescale=wide)  # first: if it refuses, nothing changed
+            features.add(new)
 
     def _nonzeros(self, x: Mapping) -> int:
         """The non-zeros of ``x`` as the core sees it: its non-zero values, raw; standardised,
@@ -183,6 +218,7 @@ class Rounds:
         if loss >= 0.0:
             self._last_input = known.xs if standardize else known.raw
             self._last_shared = True
+            self._last_sparse = None
             self.last_loss = loss
             return model.last_scores
         if scale is not None and mark is not None:
@@ -197,6 +233,19 @@ class Rounds:
         computed, else ``target``'s)."""
         model = self.model
         assert model is not None
+        if self._sparse(model, x):
+            record = self.features.known_sparse(x, learn=True)
+            if record is None:
+                return None
+            cols, vals = record
+            if value is None:
+                value = target() if callable(target) else target
+            loss = model.learn_sparse(cols, vals, value)
+            if loss >= 0.0:
+                self._last_input, self._last_shared = None, False
+                self._last_sparse = (cols, vals, len(self.features.names))
+                self.last_loss = loss
+                return model.last_scores
         vec = self.features.known_vector(x, learn=True)
         if vec is None or not vec.shape[0]:
             return None
@@ -207,6 +256,18 @@ class Rounds:
             value = target() if callable(target) else target
         self.last_loss = model.learn(vec, value)
         return model.last_scores
+
+    def _sparse(self, model: OnlineMKL, x: Mapping) -> bool:
+        """Whether ``x`` takes the core's calls on a record's non-zeros
+        (:meth:`OnlineMKL.learn_sparse`): a bank whose rounds take them, raw inputs (the
+        standardisation counts every known input), and a record whose entries are fewer than
+        a quarter of the known inputs (the data decides, not the stream: a dense record keeps
+        its dense vector)."""
+        return (
+            4 * len(x) < len(self.features.names)
+            and model.takes_sparse
+            and not self.learner.standardize
+        )
 
     def _stats(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The input standardisation's statistics ``(count, mean, m2, binary)`` over every
@@ -229,6 +290,13 @@ class Rounds:
         if vals is not None:
             stats = self._stats() if self.learner.standardize else None
             fx = model.predict_values(vals, known.cols, known.raw, stats, known.xs)
+            if fx is not None:
+                return fx
+        if self._sparse(model, x):
+            record = self.features.known_sparse(x, learn=False)
+            if record is None:
+                return None
+            fx = model.predict_sparse(*record)
             if fx is not None:
                 return fx
         vec = self.features.known_vector(x, learn=False)

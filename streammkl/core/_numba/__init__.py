@@ -127,10 +127,10 @@ from streammkl.core._numba.place import (
     PLACE_ZERO, place_inputs,
 )  # fmt: skip
 from streammkl.core._numba.wide import (
-    SPARSE_SHARE, add_run, block_sq, decision_wide, dot_avg, learn_predict_wide, per_input,
-    remember_sparse, settle, settle_block, sparse_cached, step_run, wide_average_scores,
-    wide_averages, wide_decision, wide_features, wide_plan, wide_round, wide_route, wide_scores,
-    wide_store,
+    SPARSE_SHARE, add_run, block_sq, decision_sparse_wide, decision_wide, dot_avg,
+    learn_predict_wide, learn_sparse_wide, per_input, remember_sparse, scatter_sparse, settle,
+    settle_block, sparse_cached, step_run, wide_average_scores, wide_averages, wide_decision,
+    wide_features, wide_plan, wide_round, wide_route, wide_scores, wide_store,
 )  # fmt: skip
 from streammkl.core._numba.arcs import (
     A_BETWEEN, A_DIR, A_DIST, A_HEAD, A_MOD, PAD, arc_features, arc_key, arc_scores, atom_value,

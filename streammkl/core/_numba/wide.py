@@ -721,3 +721,79 @@ def _decision_wide(p, x, w, scale, leader_scores):
 
 
 decision_wide = njit(**JIT)(_decision_wide)
+
+
+def _scatter_sparse(x, cols, vals):
+    """The record ``vals`` at ``cols`` (in order: a later value of a column wins) written into
+    the zero buffer ``x``, and its non-zero inputs, ascending, as ``wide_plan`` finds them in
+    the dense record: ``(nz, nnz)`` (None, writing nothing, when a value is not finite within
+    ``+-MAX_ABS_INPUT``). O(n log n) in the record's entries, never in ``x``'s width."""
+    n = cols.shape[0]
+    nz = np.empty(n, dtype=np.int64)
+    for q in range(n):
+        if not abs(vals[q]) <= MAX_ABS_INPUT:  # NaN fails the comparison too
+            return nz, -1
+    for q in range(n):
+        x[cols[q]] = vals[q]
+    order = np.sort(cols)
+    nnz = 0
+    prev = -1
+    for q in range(n):
+        c = order[q]
+        if c != prev and x[c] != 0.0:
+            nz[nnz] = c
+            nnz += 1
+        prev = c
+    return nz, nnz
+
+
+scatter_sparse = njit(**JIT_INLINE)(_scatter_sparse)
+
+
+def _learn_sparse_wide(p, x, cols, vals, y, t, n):
+    """``learn_predict_wide`` on a record given by its entries, in O(nnz) on the sparse route
+    (the dense round on a record dense enough for it): ``vals`` (float64) at the columns
+    ``cols`` (int64, each below the model's width; any order, a later value of a column wins,
+    zeros allowed), ``x`` a buffer of the model's width holding zeros, which holds the record
+    for the round and is left zero again (``wide_features`` reads the record at its non-zeros
+    only). The same numbers as ``learn_predict_wide`` on the dense record: the same non-zeros
+    in the same order, the same round. A refusal changes nothing."""
+    code = check_target(p, y)
+    if code < 0.0:
+        return code
+    nz, nnz = scatter_sparse(x, cols, vals)
+    if nnz < 0:
+        return BAD_X
+    n_cols, sparse = wide_route(nnz, p.ex_blocks, p.ex_off, p.ex_kind, p.ex_used, p.blk_inputs)
+    if sparse:
+        loss = wide_round(p, x, y, t, nz, nnz, n_cols)
+    else:
+        settle(p.w, p.avg_w, p.ex_blocks, p.ex_off, p.lazy)
+        loss = explicit_round(explicit_view(p), x, y, t)
+    for q in range(cols.shape[0]):
+        x[cols[q]] = 0.0
+    return loss
+
+
+learn_sparse_wide = njit(**JIT)(_learn_sparse_wide)
+
+
+def _decision_sparse_wide(p, x, cols, vals, w, scale, leader_scores):
+    """``decision_wide`` on a record given by its entries (as in ``learn_sparse_wide``; ``x``
+    a zero buffer of the model's width, left zero). False, computing nothing, when a value is
+    not finite within ``+-MAX_ABS_INPUT``."""
+    nz, nnz = scatter_sparse(x, cols, vals)
+    if nnz < 0:
+        return False
+    n_cols, sparse = wide_route(nnz, p.ex_blocks, p.ex_off, p.ex_kind, p.ex_used, p.blk_inputs)
+    if sparse:
+        wide_decision(p, x, nz, nnz, n_cols, leader_scores)
+    else:
+        settle(p.w, p.avg_w, p.ex_blocks, p.ex_off, p.lazy)
+        explicit_decision(explicit_view(p), x, w, scale, leader_scores)
+    for q in range(cols.shape[0]):
+        x[cols[q]] = 0.0
+    return True
+
+
+decision_sparse_wide = njit(**JIT)(_decision_sparse_wide)

@@ -1,0 +1,162 @@
+"""A sparse record of known inputs goes to the core as its entries (``FeatureIndex.known_sparse``,
+``OnlineMKL.learn_sparse`` / ``predict_sparse``): no vector of the vocabulary's width is built
+or scanned. The same numbers bit for bit as the dense vector's route (predictions, the learned
+inputs, the saved arrays, the digest), the route taken when it should be, the zero buffer left
+zero, and a bad value still refused by the full path."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from river import feature_extraction
+from river.datasets import synth
+
+from streammkl.core.model import OnlineMKL
+from streammkl.river import MKLClassifier
+from streammkl.river.rounds import Rounds
+
+
+def _docs(n: int, seed: int = 5) -> list[tuple[str, bool]]:
+    """Short documents over a Zipf vocabulary: new words throughout."""
+    rng = np.random.default_rng(seed)
+    p = np.arange(1, 1201) ** -1.1
+    p /= p.sum()
+    weight = rng.normal(size=1200)
+    out = []
+    for _ in range(n):
+        words = rng.choice(1200, size=int(rng.integers(5, 20)), p=p)
+        out.append((" ".join(f"w{w}" for w in words), bool(weight[words].sum() > 0)))
+    return out
+
+
+def _one_hot(n: int) -> list[tuple[dict, int]]:
+    out = []
+    for x, y in synth.Agrawal(seed=3, classification_function=0).take(n):
+        row = {k: float(v) for k, v in x.items() if k not in ("elevel", "car", "zipcode")}
+        for k in ("elevel", "car", "zipcode"):
+            row[f"{k}={x[k]}"] = 1.0
+        out.append((row, y))
+    return out
+
+
+@pytest.fixture
+def sparse_calls(monkeypatch):
+    """How many rounds and predictions the entries' calls took."""
+    seen = {"learn": 0, "predict": 0}
+    learn, predict = OnlineMKL.learn_sparse, OnlineMKL.predict_sparse
+
+    def counted_learn(self, cols, vals, y):
+        loss = learn(self, cols, vals, y)
+        seen["learn"] += loss >= 0.0
+        assert np.all(self._zeros() == 0.0)  # the buffer is left zero
+        return loss
+
+    def counted_predict(self, cols, vals):
+        fx = predict(self, cols, vals)
+        seen["predict"] += fx is not None
+        assert np.all(self._zeros() == 0.0)
+        return fx
+
+    monkeypatch.setattr(OnlineMKL, "learn_sparse", counted_learn)
+    monkeypatch.setattr(OnlineMKL, "predict_sparse", counted_predict)
+    return seen
+
+
+def _run(make, data, sparse: bool, monkeypatch) -> tuple[list, list, object]:
+    """Prequential predictions and learned inputs of a fresh learner, the entries' route on or
+    off."""
+    route = Rounds._sparse
+    with monkeypatch.context() as patch:
+        if not sparse:
+            patch.setattr(Rounds, "_sparse", lambda self, model, x: False)
+        else:
+            patch.setattr(Rounds, "_sparse", route)
+        model = make()
+        probas, inputs = [], []
+        for x, y in data:
+            probas.append(model.predict_proba_one(x))
+            model.learn_one(x, y)
+            clf = model if hasattr(model, "rounds") else model["MKLClassifier"]
+            inputs.append(clf.rounds().last_input)
+    return probas, inputs, clf
+
+
+def _same(a, b) -> None:
+    probas_a, inputs_a, clf_a = a
+    probas_b, inputs_b, clf_b = b
+    assert probas_a == probas_b
+    for va, vb in zip(inputs_a, inputs_b, strict=True):
+        np.testing.assert_array_equal(va, vb)
+    meta_a, arrays_a = clf_a.to_state()
+    meta_b, arrays_b = clf_b.to_state()
+    assert meta_a == meta_b
+    assert arrays_a.keys() == arrays_b.keys()
+    for k in arrays_a:
+        np.testing.assert_array_equal(arrays_a[k], arrays_b[k], err_msg=k)
+    assert clf_a.rounds().digest() == clf_b.rounds().digest()
+
+
+def test_bag_of_words_learns_bit_for_bit_through_its_entries(monkeypatch, sparse_calls):
+    docs = _docs(500)
+
+    def make():
+        return feature_extraction.BagOfWords() | MKLClassifier()
+
+    dense = _run(make, docs, False, monkeypatch)
+    assert sparse_calls == {"learn": 0, "predict": 0}
+    sparse = _run(make, docs, True, monkeypatch)
+    # past the bandwidth warm-up, every round of known words takes the entries' calls
+    assert sparse_calls["learn"] > 50 and sparse_calls["predict"] > 100
+    _same(dense, sparse)
+
+
+@pytest.mark.parametrize("standardize", [False, True])
+def test_one_hot_agrawal_learns_bit_for_bit(monkeypatch, sparse_calls, standardize):
+    data = _one_hot(400)
+
+    def make():
+        return MKLClassifier(standardize=standardize)
+
+    _same(_run(make, data, False, monkeypatch), _run(make, data, True, monkeypatch))
+    if standardize:  # the standardisation counts every input: the dense route
+        assert sparse_calls == {"learn": 0, "predict": 0}
+
+
+def test_a_column_named_twice_and_zeros_read_as_the_vector_does(monkeypatch, sparse_calls):
+    """An ``int`` name and its ``str`` (one column: the later value wins) and zero values of
+    either sign, in a record of known inputs, through both routes."""
+    names = [str(i) for i in range(400)]
+    rng = np.random.default_rng(0)
+    data = []
+    for _ in range(1300):  # (past the bandwidth warm-up)
+        cols = rng.choice(400, size=6, replace=False)
+        x = {names[c]: float(rng.integers(1, 3)) for c in cols}
+        data.append((x, bool(rng.random() < 0.5)))
+    warm = [({n: 1.0 for n in names}, True)]  # every input known from the start
+    odd = [
+        ({"5": 1.0, 5: 2.0, "7": 0.0, "9": -0.0, "11": 3.0}, True),
+        ({7: 1.5, "7": 0.0, "12": 1.0}, False),
+    ]
+    stream = warm + data + odd * 3
+
+    def make():
+        return MKLClassifier()
+
+    dense = _run(make, stream, False, monkeypatch)
+    sparse = _run(make, stream, True, monkeypatch)
+    assert sparse_calls["learn"] > 0
+    _same(dense, sparse)
+
+
+def test_a_bad_value_is_refused_by_the_full_path_and_changes_nothing(monkeypatch):
+    docs = _docs(1200)
+    model = MKLClassifier()
+    bow = feature_extraction.BagOfWords()
+    for text, y in docs:
+        model.learn_one(bow.transform_one(text), y)
+    known = next(iter(model.rounds().features.names))
+    before = model.rounds().digest()
+    for bad in (float("nan"), float("inf"), 1e300):
+        with pytest.raises(ValueError, match=known):
+            model.learn_one({known: bad}, True)
+    assert model.rounds().digest() == before
