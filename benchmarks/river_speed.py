@@ -22,6 +22,12 @@ Rows:
   first 300 documents bring new words in nearly every record (the growth at its most
   expensive), the first 3,000 show where the cost and the accuracy go as the stream goes on.
 
+Every timed run starts after a full garbage collection (``gc.collect()``): a full collection
+costs ~0.1 s in a process that has imported numba and river, and one owed by earlier work (the
+compile, another learner's rows) would otherwise land in whichever learner's run comes next
+(it moved the 300-document row between 130 and 590 µs per document). The collector stays on
+during the run, so collections a learner's own allocations cause are charged to it.
+
 Each learner warms up (compiled code loaded, the bandwidth warm-up passed) on the first
 examples before the timed ones, except the sparse rows, which are timed from each learner's
 first example (their cost includes the growth; the process warmed by a throwaway learner), then
@@ -35,6 +41,7 @@ Run: ``python benchmarks/river_speed.py [--reps 3]``.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import statistics
 import subprocess
@@ -109,6 +116,7 @@ def _cpu_per_call(make: Callable[[], Any], warm: list, timed: list,
         model = make()
         for x, y in warm:
             step(model, x, y)
+        gc.collect()  # a collection owed by earlier work is not charged to this run
         t0 = time.process_time()
         for x, y in timed:
             step(model, x, y)
@@ -206,6 +214,7 @@ def kernelized_rows(reps: int) -> list[list[object]]:
 
 def _accuracy_and_time(model: Any, data: Iterable[tuple[Any, Any]]) -> tuple[float, float]:
     hits = n = 0
+    gc.collect()  # a collection owed by earlier work is not charged to this run
     t0 = time.process_time()
     for x, y in data:
         p = model.predict_proba_one(x)
@@ -293,8 +302,8 @@ def main() -> None:
     cold = "" if args.no_cold else cold_start()
     body = (
         f"Measured on {start} (load average {os.getloadavg()[0]:.2f} at the end); CPU time "
-        f"per example, median of {args.reps} runs; each learner warmed on the first {WARM:,} "
-        "examples of a stream and timed on the rest.\n\n"
+        f"per example, median of {args.reps} runs, each after a full garbage collection; each "
+        f"learner warmed on the first {WARM:,} examples of a stream and timed on the rest.\n\n"
         + markdown(
             [
                 "stream",
