@@ -362,6 +362,42 @@ def test_a_paced_comparator_sleeps_between_epochs_to_keep_its_duty() -> None:
     assert clock.now == 4.5 + 1.5 + 4.5  # 3 s busy in 10.5 s, 1.5 s still owed: 25 %
 
 
+def test_an_epoch_comparator_is_paced_within_its_epochs_and_fits_the_same() -> None:
+    """Paced every ``pace_rounds`` rounds (not only between epochs), the fit is the same, bit
+    for bit: the same rounds in the same order, in shorter stretches of work."""
+    import numpy as np
+
+    from streammkl.core import OnlineMKL
+    from streammkl.daemon.learning.stream_monitor import Throttled
+    from streammkl.monitor.hindsight import EpochComparator
+
+    model = OnlineMKL()
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(300, 2))
+    Y = np.where(X[:, 0] * X[:, 1] > 0, 1.0, -1.0)
+    model.learn_many(X, Y)
+    config, keys = model.config(), tuple(model.feature_keys)
+    plain = EpochComparator(max_epochs=4, patience=4, rel_tol=-1.0)  # exactly 4 epochs
+    inner = EpochComparator(max_epochs=4, patience=4, rel_tol=-1.0)
+    throttle = Throttled(inner, duty=1.0, pace_rounds=64)  # (duty 1: no pause owed)
+    assert inner.pace_rounds == 64
+    paces: list[int] = []
+    pace = inner.pace
+    assert pace is not None
+
+    def counted() -> None:
+        paces.append(1)
+        pace()
+
+    inner.pace = counted
+    for _ in range(2):  # the second fit warm-starts from the first
+        assert throttle.fit(config, keys, X, Y) == plain.fit(config, keys, X, Y)
+    # per epoch: after each of the first four chunks of 64 and before the objective (5), and
+    # between epochs (3 per fit)
+    assert len(paces) == 2 * (4 * 5 + 3)
+    assert Throttled(EpochComparator(), duty=0.5).inner.pace_rounds == Throttled.PACE_ROUNDS
+
+
 def test_closing_ends_the_pacing_and_the_fit_finishes() -> None:
     import numpy as np
 
