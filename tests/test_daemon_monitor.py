@@ -204,6 +204,42 @@ def test_the_model_and_monitor_do_not_depend_on_the_batches(
     assert events == [row for row in history.read(reference[1]) if "event" in row]
 
 
+def test_a_thinned_history_cuts_the_runs_at_its_spacing(
+    reference: tuple[Runner, Path, int], tmp_path: Path
+) -> None:
+    """Runs are cut at the history's spacing (the interval times the thinning stride): the
+    same model and monitor, and the rows where the rows of the finer cut fall."""
+    ref, ref_dir, n = reference
+    cluster = FakeCluster()
+    drifting(cluster)
+    r = make(tmp_path, cluster)
+    assert r.monitor is not None
+    r.monitor.history.stride = 4  # as after two thinnings
+    assert r.monitor.history_every == 4 * 20
+    r.run()
+    assert r.counters["examples_learned"] == n
+    assert digest_of(r.learner) == digest_of(ref.learner)
+    meta, ref_meta = r.monitor.to_state()[0], ref.monitor.to_state()[0]  # type: ignore[union-attr]
+    assert (meta.pop("history_stride"), ref_meta.pop("history_stride")) == (4, 1)
+    assert meta == ref_meta
+
+    def rows(directory: Path) -> dict[int, dict[str, Any]]:
+        # (the windowed regret: a thread's; the "recent" values span the spacing)
+        return {
+            row["t"]: {
+                k: v
+                for k, v in row.items()
+                if not k.startswith("window_") and not k.endswith("_recent")
+            }
+            for row in history.read(directory)
+            if "event" not in row
+        }
+
+    thinned, fine = rows(tmp_path / "ck"), rows(ref_dir)
+    assert thinned and all(t % 80 == 0 for t in thinned)
+    assert thinned == {t: row for t, row in fine.items() if t % 80 == 0}
+
+
 def test_monitor_settings_disable_parts() -> None:
     cluster = FakeCluster()
     drifting(cluster)

