@@ -13,7 +13,7 @@ repetitions; the table gives medians (and the min-max range) because the machine
    learning each run in one loop and feeding its losses to the compiled ADWIN (a detected drift
    restarts the schedule at the next multiple of ``monitor.stride`` = 50; a restart inside a
    run takes the run back to it), the windowed regret's comparator fitted on a worker thread
-   at 5 % of a core (paced epoch by epoch); and the same without the windowed regret
+   at 5 % of a core (paced every 256 rounds of an epoch); and the same without the windowed regret
    (``monitor.window = 0``), to show the comparator's share;
 3. the same with a stride of 1: one fused round per record, each observed (the default before
    the monitor took the compiled runs);
@@ -28,7 +28,9 @@ repetitions; the table gives medians (and the min-max range) because the machine
 
 Rates are records per second from the partition assignment to the last record handled (daemon:
 predictions acknowledged); CPU is the process's CPU time (all threads) per record over the same
-span — less sensitive to the machine's load than the rate (the broker's CPU is not in it).
+span — less sensitive to the machine's load than the rate (the broker's CPU is not in it);
+on Linux the daemon rows also split it by thread (the loop, the learner thread, the
+comparator's worker, librdkafka's threads: ``/proc/self/task/*/schedstat``).
 Learn latency: every learning round inside the daemon, timed (p50/p99); for compiled runs the
 run's time divided by its records. Writes ``benchmarks/results/daemon_throughput.md``.
 
@@ -44,6 +46,7 @@ import platform
 import statistics
 import sys
 import tempfile
+import threading
 import time
 import uuid
 import warnings
@@ -206,6 +209,44 @@ def raw_consume_rdkafka(bootstrap: str, topic: str, n: int) -> dict[str, float]:
     return out
 
 
+#: The daemon's threads by name (Python's thread names; librdkafka names its own ``rdk:*``).
+THREADS = {"MainThread": "loop", "streammkl-learn": "learner", "streammkl-regret": "comparator",
+           "rdk:": "librdkafka"}  # fmt: skip
+
+
+def thread_cpu() -> dict[str, tuple[str, float]]:
+    """CPU seconds so far of each live thread of a group of :data:`THREADS`, by thread id, with
+    its group (Linux; {} elsewhere)."""
+    names = {str(t.native_id): t.name for t in threading.enumerate()}
+    out: dict[str, tuple[str, float]] = {}
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return out
+    for tid in tasks:
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                comm = f.read().strip()
+            with open(f"/proc/self/task/{tid}/schedstat") as f:
+                ns = int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+        name = names.get(tid, comm)
+        group = next((g for prefix, g in THREADS.items() if name.startswith(prefix)), None)
+        if group is not None:
+            out[tid] = (group, ns / 1e9)
+    return out
+
+
+def thread_cpu_since(before: dict[str, tuple[str, float]]) -> dict[str, float]:
+    """CPU seconds of each group since ``before`` (:func:`thread_cpu`): the threads alive now,
+    each from its own reading then (0 if born since)."""
+    out: dict[str, float] = {}
+    for tid, (group, seconds) in thread_cpu().items():
+        out[group] = out.get(group, 0.0) + seconds - before.get(tid, (group, 0.0))[1]
+    return out
+
+
 def time_rounds(step: Any, seconds: list[float]) -> None:
     """Time every learning round of a learner step (fused, generic or compiled runs) into
     ``seconds`` (a compiled run: its mean per record, once per record)."""
@@ -278,13 +319,16 @@ def daemon(
     while not runner.source.buffers:  # the clock starts when partitions are assigned
         runner.tick()
     clock = Clock()
+    threads = thread_cpu()
     clock.start()
     while runner.counters["records_consumed"] < n:
         runner.tick()
     left = runner.sink.flush(timeout=60)
     out = clock.stop(n)
+    for group, seconds in thread_cpu_since(threads).items():
+        out[f"{group}_us"] = seconds / n * 1e6
     if runner.monitor is not None:  # the comparator's fitting CPU (its worker thread)
-        out["comparator_us"] = runner.monitor.comparator_seconds / n * 1e6
+        out["comparator_fits_us"] = runner.monitor.comparator_seconds / n * 1e6
     runner.stop()
     runner.run()
     lat = np.array(rounds) * 1e6
@@ -374,7 +418,7 @@ def learner_monitored_runs(
 def phases(values: list[bytes], batch: int = 2000) -> dict[str, float]:
     """Where a record's time goes in the daemon's own code, no Kafka (µs of the thread's CPU
     time per record -- less sensitive to a shared machine's load than the wall clock -- one
-    thread, the default learner with the monitor off): decode (``wire.decode``),
+    thread, the default learner with the monitor off): decode (``wire.decoder``, the loop's),
     featurize (the step's ``plan_run``: dict -> dense rows), round (the compiled run, with the
     probabilities), emit (the prediction message, ``prediction_bytes``), account (counters and
     the checkpointer's next offsets) and commit (one checkpoint, divided by
@@ -390,7 +434,8 @@ def phases(values: list[bytes], batch: int = 2000) -> dict[str, float]:
     step.warm_up()
     perf = time.thread_time
     t0 = perf()
-    recs = [wire.decode(v, limits=limits) for v in values]
+    decode = wire.decoder(kind="vector", limits=limits)  # the settings bound, as in the loop
+    recs = [decode(v) for v in values]
     decode = perf() - t0
     xs = [{str(i): v for i, v in enumerate(r.x)} if isinstance(r.x, list) else r.x for r in recs]
     ys = [r.y for r in recs]
@@ -434,6 +479,25 @@ def phases(values: list[bytes], batch: int = 2000) -> dict[str, float]:
         "decode": decode * 1e6 / len(values), "featurize": featurize * us, "round": rounds * us,
         "emit": emit * us, "account": account * us, "commit": commit * 1e6,
     }  # fmt: skip
+
+
+def by_thread(runs: dict[str, list[dict[str, float]]]) -> list[str]:
+    """The notes' line on the daemon's CPU by thread (default settings, without the windowed
+    regret, monitor off), when the rows have it (Linux)."""
+    rows = [("the defaults", "daemon"), ("without the windowed regret", "daemon_nowindow"),
+            ("the monitor off", "nomonitor")]  # fmt: skip
+    parts = []
+    for label, key in rows:
+        groups = [g for g in THREADS.values() if all(f"{g}_us" in r for r in runs[key])]
+        if groups:
+            split = ", ".join(f"{g} {summary(runs[key], f'{g}_us')[0]:.2f}" for g in groups)
+            parts.append(f"{label}: {split}")
+    if not parts:
+        return []
+    return [
+        "- the daemon's CPU by thread (µs/record, medians; the comparator: its worker thread's "
+        "whole CPU, fits and pauses' bookkeeping included): " + "; ".join(parts) + "."
+    ]
 
 
 def summary(runs: list[dict[str, float]], key: str) -> tuple[float, float, float]:
@@ -593,12 +657,14 @@ def main(argv: list[str] | None = None) -> int:
         f"{cpu['alone_monitor_rec_hot']:.0f} and {cpu['alone_monitor_rec']:.0f} µs/record in "
         "all. Restarts wait for the next multiple of the stride, so the runs learn the model a "
         "round per record learns.",
-        f"- the windowed regret's comparator in the daemon (its worker's fitting CPU, "
-        "`comparator_duty` 0.05; it skips its pauses only while the loop waits for it): "
-        f"{summary(runs['daemon'], 'comparator_us')[0]:.2f} µs/record with the defaults, "
-        f"{summary(runs['daemon'], 'comparator_us')[0] / cpu['daemon']:.0%} of the process's "
-        f"CPU; the default settings without the windowed regret use "
+        f"- the windowed regret's comparator in the daemon (its worker's fitting CPU as its "
+        "throttle counts it, `comparator_duty` 0.05, paced every 256 rounds; it skips its "
+        "pauses only while the loop waits for it): "
+        f"{summary(runs['daemon'], 'comparator_fits_us')[0]:.2f} µs/record with the defaults, "
+        f"{summary(runs['daemon'], 'comparator_fits_us')[0] / cpu['daemon']:.0%} of the "
+        f"process's CPU; the default settings without the windowed regret use "
         f"{cpu['daemon'] - cpu['daemon_nowindow']:.1f} µs of CPU per record less in all.",
+        *by_thread(runs),
         f"- producers: kafka-python {cpu['producer_kp']:.0f} µs of CPU per message, librdkafka "
         f"{cpu['producer_rd']:.1f}; the daemon's settings: {json.dumps(sink_config)}; producing "
         f"the input (kafka-python, acks=all, linger 5 ms): {produce_in['rate']:,.0f} records/s.",
@@ -627,8 +693,9 @@ def main(argv: list[str] | None = None) -> int:
         f"| consume (librdkafka, the raw loop's CPU incl. json.loads) | {cpu['raw_rd']:.2f} |",
         f"| produce (librdkafka producer alone, CPU) | {cpu['producer_rd']:.2f} |",
         "",
-        "decode = `wire.decode`; featurize = the step's `plan_run` (dicts to dense rows); round "
-        "= the compiled run and its probabilities (on the learner thread in the daemon, "
+        "decode = `wire.decoder` (the settings bound once, as in the loop); featurize = the "
+        "step's `plan_run` (dicts to dense rows); round = the compiled run and its "
+        "probabilities (on the learner thread in the daemon, "
         "without the GIL); emit = `prediction_bytes`; account = counters and next offsets; "
         "commit = one checkpoint over `checkpoint.every_records` records.",
         "",

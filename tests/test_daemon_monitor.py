@@ -204,6 +204,42 @@ def test_the_model_and_monitor_do_not_depend_on_the_batches(
     assert events == [row for row in history.read(reference[1]) if "event" in row]
 
 
+def test_a_thinned_history_cuts_the_runs_at_its_spacing(
+    reference: tuple[Runner, Path, int], tmp_path: Path
+) -> None:
+    """Runs are cut at the history's spacing (the interval times the thinning stride): the
+    same model and monitor, and the rows where the rows of the finer cut fall."""
+    ref, ref_dir, n = reference
+    cluster = FakeCluster()
+    drifting(cluster)
+    r = make(tmp_path, cluster)
+    assert r.monitor is not None
+    r.monitor.history.stride = 4  # as after two thinnings
+    assert r.monitor.history_every == 4 * 20
+    r.run()
+    assert r.counters["examples_learned"] == n
+    assert digest_of(r.learner) == digest_of(ref.learner)
+    meta, ref_meta = r.monitor.to_state()[0], ref.monitor.to_state()[0]  # type: ignore[union-attr]
+    assert (meta.pop("history_stride"), ref_meta.pop("history_stride")) == (4, 1)
+    assert meta == ref_meta
+
+    def rows(directory: Path) -> dict[int, dict[str, Any]]:
+        # (the windowed regret: a thread's; the "recent" values span the spacing)
+        return {
+            row["t"]: {
+                k: v
+                for k, v in row.items()
+                if not k.startswith("window_") and not k.endswith("_recent")
+            }
+            for row in history.read(directory)
+            if "event" not in row
+        }
+
+    thinned, fine = rows(tmp_path / "ck"), rows(ref_dir)
+    assert thinned and all(t % 80 == 0 for t in thinned)
+    assert thinned == {t: row for t, row in fine.items() if t % 80 == 0}
+
+
 def test_monitor_settings_disable_parts() -> None:
     cluster = FakeCluster()
     drifting(cluster)
@@ -360,6 +396,42 @@ def test_a_paced_comparator_sleeps_between_epochs_to_keep_its_duty() -> None:
     t.fit()
     assert waits == [1.5, 1.5, 1.5, 1.5, 1.5]  # the owed 1.5 s first, then as before
     assert clock.now == 4.5 + 1.5 + 4.5  # 3 s busy in 10.5 s, 1.5 s still owed: 25 %
+
+
+def test_an_epoch_comparator_is_paced_within_its_epochs_and_fits_the_same() -> None:
+    """Paced every ``pace_rounds`` rounds (not only between epochs), the fit is the same, bit
+    for bit: the same rounds in the same order, in shorter stretches of work."""
+    import numpy as np
+
+    from streammkl.core import OnlineMKL
+    from streammkl.daemon.learning.stream_monitor import Throttled
+    from streammkl.monitor.hindsight import EpochComparator
+
+    model = OnlineMKL()
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(300, 2))
+    Y = np.where(X[:, 0] * X[:, 1] > 0, 1.0, -1.0)
+    model.learn_many(X, Y)
+    config, keys = model.config(), tuple(model.feature_keys)
+    plain = EpochComparator(max_epochs=4, patience=4, rel_tol=-1.0)  # exactly 4 epochs
+    inner = EpochComparator(max_epochs=4, patience=4, rel_tol=-1.0)
+    throttle = Throttled(inner, duty=1.0, pace_rounds=64)  # (duty 1: no pause owed)
+    assert inner.pace_rounds == 64
+    paces: list[int] = []
+    pace = inner.pace
+    assert pace is not None
+
+    def counted() -> None:
+        paces.append(1)
+        pace()
+
+    inner.pace = counted
+    for _ in range(2):  # the second fit warm-starts from the first
+        assert throttle.fit(config, keys, X, Y) == plain.fit(config, keys, X, Y)
+    # per epoch: after each of the first four chunks of 64 and before the objective (5), and
+    # between epochs (3 per fit)
+    assert len(paces) == 2 * (4 * 5 + 3)
+    assert Throttled(EpochComparator(), duty=0.5).inner.pace_rounds == Throttled.PACE_ROUNDS
 
 
 def test_closing_ends_the_pacing_and_the_fit_finishes() -> None:

@@ -57,9 +57,18 @@ def test_the_prop3_bound_after_a_restart_is_never_a_made_up_zero() -> None:
 
 
 def test_history_keeps_infinite_apart_from_unknown() -> None:
-    row = {"regret_bound": math.inf, "window_regret": math.nan, "beta": {"a": -math.inf}, "t": 3}
+    row = {
+        "regret_bound": math.inf,
+        "window_regret": math.nan,
+        "beta": {"a": -math.inf},
+        "t": 3,
+        "loss": 0.5,
+        "lag": np.float64(np.nan),
+        "deep": {"b": {"c": math.nan, "d": 2.5}},
+    }
     assert history.clean(row) == {
-        "regret_bound": "+inf", "window_regret": None, "beta": {"a": "-inf"}, "t": 3
+        "regret_bound": "+inf", "window_regret": None, "beta": {"a": "-inf"}, "t": 3,
+        "loss": 0.5, "lag": None, "deep": {"b": {"c": None, "d": 2.5}},
     }  # fmt: skip
 
 

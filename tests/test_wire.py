@@ -217,6 +217,36 @@ def test_decode_never_raises_on_garbage() -> None:
     assert decode(deep, max_bytes=10**7).reason == "invalid_json"  # type: ignore[union-attr]
 
 
+def test_a_bound_decoder_decides_as_decode() -> None:
+    """``decoder(**settings)(data)`` is ``decode(data, **settings)`` (the daemon's hot loop
+    binds the settings once), on valid, hostile and mutated records, under every route."""
+    rng = random.Random(1)
+    seeds = [
+        b'{"x": {"a": 0.5, "b": -2.5}, "y": false, "id": "r1"}',
+        b'{"x": {"a": 1}, "y": 1}',
+        b'{"x": [0.5, 1.5], "y": "cat", "ts": 3}',
+        b'{"x": [[1], [2]], "y": [1, 2]}',
+        b'{"x": [{"form": "a"}, {"form": "b"}], "y": [0, 1]}',
+        b'{"x": {"a": NaN}}',
+        b'{"x": {"a": 1e31}, "y": true}',
+    ]
+    settings: list[dict[str, object]] = [
+        {},
+        {"kind": "vector", "dim": 2},
+        {"kind": "vector", "strict": True, "classes": frozenset({True, False, "cat"})},
+        {"kind": "vector", "numeric_label": True},
+        {"kind": "sequence"},
+        {"kind": "sentence"},
+        {"max_bytes": 30, "limits": Limits(max_features=1)},
+    ]
+    for kw in settings:
+        bound = wire.decoder(**kw)  # type: ignore[arg-type]
+        for data in [*seeds, *(mutate(rng.choice(seeds), rng, 3) for _ in range(300))]:
+            want, got = wire.decode(data, **kw), bound(data)  # type: ignore[arg-type]
+            assert type(got) is type(want) and got == want, (kw, data)
+        assert bound(bytearray(seeds[0])) == wire.decode(seeds[0], **kw)  # type: ignore[arg-type]
+
+
 def test_the_magnitude_limit_can_be_lifted_and_an_overflowing_sum_still_decodes() -> None:
     unbounded = Limits(max_abs_value=math.inf)
     rec = decode(b'{"x": [1e308, 1e308]}', limits=unbounded)  # the sum overflows, values do not

@@ -46,6 +46,7 @@ def fit_comparator(
     feature_keys: Sequence[str] | None = None,
     warm_start_t: int = 0,
     between_epochs: Callable[[], None] | None = None,
+    chunk: int | None = None,
 ) -> ComparatorFit:
     """Fit the hindsight comparator on (X, Y) with the learner configuration ``config``.
 
@@ -53,7 +54,10 @@ def fit_comparator(
     epochs, or after ``max_epochs``. ``feature_keys`` names the columns of X as the learner does
     (needed when kernels select features by name). A warm-started fit resumes its step-size
     schedule at round ``warm_start_t`` (0: from eta0 again). ``between_epochs``, if given, is
-    called before every epoch but the first (a pacer sleeps there).
+    called before every epoch but the first (a pacer sleeps there); with ``chunk``, also within
+    an epoch, after every ``chunk`` rounds and before the epoch's objective, so that no stretch
+    of work between two calls is longer than ``chunk`` rounds or one objective. An epoch learned
+    in chunks is the same rounds in the same order: the fit is the same, bit for bit.
     """
     X = np.ascontiguousarray(X, dtype=np.float64)
     cfg = dict(config)
@@ -81,7 +85,15 @@ def fit_comparator(
         if between_epochs is not None and epochs > 1:
             between_epochs()
         order = rng.permutation(len(X))
-        model.learn_many(X[order], np.asarray(Y)[order])
+        Xo, Yo = X[order], np.asarray(Y)[order]
+        if between_epochs is None or chunk is None or chunk >= len(X):
+            model.learn_many(Xo, Yo)
+        else:
+            for start in range(0, len(X), chunk):
+                if start:
+                    between_epochs()
+                model.learn_many(Xo[start : start + chunk], Yo[start : start + chunk])
+            between_epochs()
         obj = window_objective(model, X, Y)
         history.append(obj)
         if obj < best - rel_tol * abs(best if np.isfinite(best) else obj):

@@ -55,7 +55,9 @@ class EpochComparator:
         Seeds the epoch shuffles (fit ``i`` uses ``seed + i``).
 
     ``pace``, if set, is called between epochs (``fit_comparator``'s ``between_epochs``): the
-    daemon's duty-cycle throttle sleeps there, so a fit's CPU is spread over its duration.
+    daemon's duty-cycle throttle sleeps there, so a fit's CPU is spread over its duration; with
+    ``pace_rounds`` set too, also every ``pace_rounds`` rounds within an epoch (``chunk``: the
+    same fit, in shorter stretches of work).
     """
 
     method = "epochs"
@@ -80,6 +82,7 @@ class EpochComparator:
         self.seed = int(seed)
         self.n_fits = 0
         self.pace: Callable[[], None] | None = None
+        self.pace_rounds: int | None = None
         self._previous: OnlineMKL | None = None
 
     def fit(
@@ -102,6 +105,7 @@ class EpochComparator:
             feature_keys=feature_keys,
             warm_start_t=warm.schedule.t if (warm is not None and self.resume_schedule) else 0,
             between_epochs=self.pace,
+            chunk=self.pace_rounds,
         )
         self.n_fits += 1
         self._previous = result.model

@@ -42,7 +42,7 @@ whose reason names the limit, so one hostile record costs at most a bounded amou
 
 from __future__ import annotations
 
-from streammkl.wire.codec import decode, encode
+from streammkl.wire.codec import decode, decoder, encode
 from streammkl.wire.schema import (
     DEFAULT_LIMITS,
     DEFAULT_MAX_BYTES,
@@ -60,5 +60,6 @@ __all__ = [
     "Limits",
     "Record",
     "decode",
+    "decoder",
     "encode",
 ]

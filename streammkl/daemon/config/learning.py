@@ -127,9 +127,10 @@ class MonitorSettings(Section):
     #: regret estimate (a lower bound) is a little lower.
     comparator_epochs: int = Field(default=10, ge=1)
     #: At most this fraction of the time fitting comparators (unthrottled, the worker would fit
-    #: back to back and take a whole core); an epoch comparator's fit is paced epoch by epoch,
-    #: windows arriving meanwhile are skipped. A new estimate then comes every K examples or
-    #: every ``fit CPU / duty`` seconds, whichever is later: ~3 s for the default bank at 0.05.
+    #: back to back and take a whole core); an epoch comparator's fit is paced every 256 rounds
+    #: of its epochs (and before each objective), windows arriving meanwhile are skipped. A new
+    #: estimate then comes every K examples or every ``fit CPU / duty`` seconds, whichever is
+    #: later: ~3 s for the default bank at 0.05.
     #: The duty holds however far the estimate lags; only while the learning loop waits for a
     #: fit (``catch_up_share`` below) does the fit skip its pauses, on the CPU the loop gives up.
     comparator_duty: float = Field(default=0.05, gt=0, le=1)

@@ -48,8 +48,9 @@ def clean(value: object) -> Any:  # the value made JSON-safe: of any JSON type
         if math.isfinite(value):
             return value
         return None if math.isnan(value) else ("+inf" if value > 0 else "-inf")
-    if isinstance(value, dict):
-        return {k: clean(v) for k, v in value.items()}
+    if isinstance(value, dict):  # a finite float kept without a call: most of a row's values
+        isfinite = math.isfinite
+        return {k: v if type(v) is float and isfinite(v) else clean(v) for k, v in value.items()}
     return value
 
 

@@ -35,8 +35,8 @@ import hashlib
 import math
 import time
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from itertools import repeat
 from operator import attrgetter
 from typing import Any, NamedTuple
 
@@ -54,7 +54,7 @@ from streammkl.daemon.learning.admission import Admission, Refusal
 from streammkl.daemon.learning.drivers import LearnerDriver
 from streammkl.daemon.learning.learner import Inputs, Learned, Outcome, Target
 from streammkl.daemon.loop.predictions import prediction_bytes
-from streammkl.wire import Record
+from streammkl.wire import DecodeError, Record
 
 #: Rejection reasons (a bounded set: metric labels): wire's decode reasons, the admission's
 #: (features, classes, work), a learner that raised on a record, and a record that killed the
@@ -129,6 +129,7 @@ class Prequential:
         self._wire_limits = settings.records.wire_limits()
         r = settings.records
         self._classes = frozenset(r.classes) if r.classes is not None else None
+        self._decoders: dict[tuple[str, bool], Callable[[bytes], Record | DecodeError]] = {}
         self.driver: LearnerDriver | None = None
         self.admission: Admission | None = None
         #: A batch was accounted since the runner last read the model (its view is stale).
@@ -213,13 +214,10 @@ class Prequential:
         """Decode a batch in order: the valid (message, record) pairs, a dense vector's
         features named ``"0"``, ``"1"``, ...; the rest dead-lettered. Offsets are taken by
         :meth:`_account`, once the whole batch is handled."""
-        rs = self.settings.records
-        decode, decode_error = wire.decode, wire.DecodeError
-        dim, classes, strict, max_bytes = rs.dim, self._classes, rs.strict, rs.max_bytes
+        decode, decode_error = self._decoder(kind, numeric_label), wire.DecodeError
         named = _named
         marker = self.marker
         watching = marker.watching
-        limits = self._wire_limits
         valid: Valid = []
         condemned = 0
         t0 = time.perf_counter()
@@ -233,10 +231,7 @@ class Prequential:
                     "not learned again (limits.crash_strikes)",
                 )  # fmt: skip
                 continue
-            rec = decode(
-                msg.value or b"", dim=dim, classes=classes, strict=strict, max_bytes=max_bytes,
-                kind=kind, numeric_label=numeric_label, limits=limits,  # type: ignore[arg-type]
-            )  # fmt: skip
+            rec = decode(msg.value or b"")
             if isinstance(rec, decode_error):
                 self._reject(msg, rec.reason, rec.message)
                 continue
@@ -248,8 +243,21 @@ class Prequential:
         decoded = len(batch) - condemned
         if decoded:  # the batch's mean per record, once per record (as the learn histogram)
             per = (time.perf_counter() - t0) / decoded
-            self.metrics.decode_seconds.pending.extend(repeat(per, decoded))
+            self.metrics.decode_seconds.observe_repeated(per, decoded)
         return valid
+
+    def _decoder(self, kind: str, numeric_label: bool) -> Callable[[bytes], Record | DecodeError]:
+        """:func:`streammkl.wire.decoder` with the record settings bound (made once per kind)."""
+        key = (kind, numeric_label)
+        decode = self._decoders.get(key)
+        if decode is None:
+            rs = self.settings.records
+            decode = self._decoders[key] = wire.decoder(
+                dim=rs.dim, classes=self._classes, strict=rs.strict, max_bytes=rs.max_bytes,
+                kind=kind,  # type: ignore[arg-type]
+                numeric_label=numeric_label, limits=self._wire_limits,
+            )  # fmt: skip
+        return decode
 
     def drain(self) -> None:
         """Finish the batch in flight, if any: wait for its run, learn its remaining records,
@@ -357,8 +365,8 @@ class Prequential:
             # historical time) only when the broker gave none.
             ts = msg.timestamp
             events.append(ts / 1000.0 if ts is not None and ts >= 0 else (rec.ts or time.time()))
-        m.learn_seconds.pending.extend(repeat(per, learned))
-        m.predict_seconds.pending.extend(repeat(per, unlabelled))
+        m.learn_seconds.observe_repeated(per, learned)
+        m.predict_seconds.observe_repeated(per, unlabelled)
         if self.learned_sink is not None:  # a mixing member keeps its round's examples
             self.learned_sink.extend(
                 (rec.x, rec.y, outcome)
