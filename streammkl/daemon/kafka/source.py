@@ -67,6 +67,9 @@ TOPICS_CHECK_SECONDS = 5.0
 #: took over 30 s from the re-creation to the first record read: the watch's 5-s cadence, the
 #: wait, then a slow join.) A needless rejoin costs one rebalance, nothing else.
 REJOIN_SECONDS = 8.0
+#: How often the return watch looks while an input topic it saw gone is not yet owned again (a
+#: metadata request each time), so the wait above starts within a second of the topic's return.
+RETURN_CHECK_SECONDS = 1.0
 
 
 class Backlog(NamedTuple):
@@ -364,18 +367,20 @@ class Source:
         return new
 
     def _watch_return(self) -> bool:
-        """In a group, while nothing is owned: notice input topics missing, then back, and
-        rejoin with a new consumer when the group still gives nothing :data:`REJOIN_SECONDS`
-        later. Measured on Tansu, both clients: after a broker restart, a member that rejoined
-        while its topic was missing got an empty assignment at every later join, the topic
-        back with its partitions in the metadata, until it left the group; a member that is
-        merely one too many (more members than partitions) never saw a topic missing, and is
-        left alone. Returns whether the consumer was replaced (nothing to poll this time)."""
+        """In a group, while nothing is owned: notice input topics missing, then back (or back
+        already, under a new id: :meth:`_recreated_unseen`), and rejoin with a new consumer when
+        the group still gives nothing :data:`REJOIN_SECONDS` later. Measured on Tansu, both
+        clients: after a broker restart, a member that rejoined while its topic was missing got
+        an empty assignment at every later join, the topic back with its partitions in the
+        metadata, until it left the group; a member that is merely one too many (more members
+        than partitions) never saw a topic missing nor a new id, and is left alone.
+        Returns whether the consumer was replaced (nothing to poll this time)."""
         consumer = self.consumer
         if consumer is None or not consumer.connected:  # (asking would block until it is)
             return False
         now = self.clock()
-        if now - self._watched_at < TOPICS_CHECK_SECONDS:
+        every = RETURN_CHECK_SECONDS if self._vanished else TOPICS_CHECK_SECONDS
+        if now - self._watched_at < every:
             return False
         self._watched_at = now  # (its own answers: missing_topics' are the idle end's)
         missing = {t for t in self.settings.topics if consumer.topic_missing(t)}
@@ -383,6 +388,9 @@ class Source:
             self._vanished |= missing
             self._back_since = None
             return False
+        recreated = self._recreated_unseen(consumer)
+        if recreated:
+            self._vanished |= recreated
         if not self._vanished:
             return False
         if self._back_since is None:
@@ -401,6 +409,22 @@ class Source:
         self.close()
         self.start()
         return True
+
+    def _recreated_unseen(self, consumer: ConsumerClient) -> set[str]:
+        """Input topics whose id differs from the one remembered when they were last owned: the
+        topic was deleted and re-created between two looks, so its absence was never seen
+        (the watch looks every few seconds, and kafka-python answers from metadata up to
+        ``kafka.metadata_max_age_ms`` old). The remembered id is left as it is: the next
+        assignment compares it again and resets the topic's own offsets."""
+        found = set()
+        for topic in self.settings.topics:
+            before = self.topic_ids.get(topic)
+            if before is None or topic in self._vanished:
+                continue
+            now = consumer.topic_id(topic)
+            if now is not None and now != before:
+                found.add(topic)
+        return found
 
     def _buffer(self, batch: Mapping[Partition, list[Any]]) -> int:
         """Append polled records to their partitions' buffers, dropping those below the next
