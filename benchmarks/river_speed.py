@@ -14,13 +14,14 @@ Rows:
   MKLClassifier(kernels=(RBF(1/d),))``, ``predict_one`` + ``learn_one``): target >= 20,000
   examples/s on a 2-D (Bananas) and a 10-D (Hyperplane) stream;
 - sparse streams: a bag-of-words stream (documents of ~20 words from a 5,000-word Zipf
-  vocabulary, so new words arrive throughout; ``BagOfWords() | MKLClassifier()`` against
-  ``BagOfWords() | LogisticRegression()``) and a one-hot categorical stream (``synth.Agrawal``
-  with its categorical attributes one-hot encoded; ``MKLClassifier(standardize=True)`` against
-  ``StandardScaler() | LogisticRegression()``): target >= 0.5x at >= its accuracy. Both learners
-  run on prefixes of ``--sparse-n`` examples (300 and 3,000 by default, one row each): the
-  first 300 documents bring new words in nearly every record (the growth at its most
-  expensive), the first 3,000 show where the cost and the accuracy go as the stream goes on.
+  vocabulary, ``simulators.zipf_documents``, so new words arrive throughout;
+  ``BagOfWords() | MKLClassifier()`` against ``BagOfWords() | LogisticRegression()``) and a
+  one-hot categorical stream (``synth.Agrawal`` with its categorical attributes one-hot
+  encoded; ``MKLClassifier(standardize=True)`` against ``StandardScaler() |
+  LogisticRegression()``): target >= 0.5x at >= its accuracy. Both learners run on prefixes
+  of ``--sparse-n`` examples (300 and 3,000 by default, one row each): the first 300
+  documents bring new words in nearly every record (the growth at its most expensive), the
+  first 3,000 show where the cost and the accuracy go as the stream goes on.
 
 Every timed run starts after a full garbage collection (``gc.collect()``): a full collection
 costs ~0.1 s in a process that has imported numba and river, and one owed by earlier work (the
@@ -52,7 +53,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+from simulators.zipf_documents import zipf_documents
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _table import add_out, documented_run, machine, markdown, publish
@@ -61,20 +62,10 @@ WARM = 1100  # examples before the timed ones (past the default bandwidth warm-u
 VOCABULARY = 5000
 
 
-def _bag_of_words(n: int, seed: int = 7) -> list[tuple[str, bool]]:
+def _bag_of_words(n: int) -> list[tuple[str, bool]]:
     """Documents of 10-30 words drawn from a Zipf(1.1) law over a 5,000-word vocabulary (rare
     words keep arriving), labelled by the sign of a random weight per word plus noise."""
-    rng = np.random.default_rng(seed)
-    ranks = np.arange(1, VOCABULARY + 1)
-    p = ranks**-1.1
-    p /= p.sum()
-    weight = rng.normal(size=VOCABULARY)
-    out = []
-    for _ in range(n):
-        words = rng.choice(VOCABULARY, size=int(rng.integers(10, 31)), p=p)
-        score = weight[words].sum() + rng.normal()
-        out.append((" ".join(f"w{w}" for w in words), bool(score > 0)))
-    return out
+    return zipf_documents(n, vocabulary=VOCABULARY, words=(10, 30), noise=1.0, seed=7)
 
 
 def _one_hot_agrawal(n: int) -> list[tuple[dict, Any]]:

@@ -13,20 +13,13 @@ import pytest
 from river import feature_extraction
 from river.datasets import synth
 
+from simulators.zipf_documents import zipf_documents
 from streammkl.river import MKLClassifier, _features
 
 
-def _docs(n: int, seed: int = 3) -> list[tuple[str, bool]]:
+def _docs(n: int) -> list[tuple[str, bool]]:
     """Short documents over a Zipf vocabulary: new words throughout."""
-    rng = np.random.default_rng(seed)
-    p = np.arange(1, 801) ** -1.1
-    p /= p.sum()
-    weight = rng.normal(size=800)
-    out = []
-    for _ in range(n):
-        words = rng.choice(800, size=int(rng.integers(5, 15)), p=p)
-        out.append((" ".join(f"w{w}" for w in words), bool(weight[words].sum() > 0)))
-    return out
+    return zipf_documents(n, vocabulary=800, words=(5, 14), seed=3)
 
 
 @pytest.fixture

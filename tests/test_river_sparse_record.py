@@ -11,22 +11,15 @@ import pytest
 from river import feature_extraction
 from river.datasets import synth
 
+from simulators.zipf_documents import zipf_documents
 from streammkl.core.model import OnlineMKL
 from streammkl.river import MKLClassifier
 from streammkl.river.rounds import Rounds
 
 
-def _docs(n: int, seed: int = 5) -> list[tuple[str, bool]]:
+def _docs(n: int) -> list[tuple[str, bool]]:
     """Short documents over a Zipf vocabulary: new words throughout."""
-    rng = np.random.default_rng(seed)
-    p = np.arange(1, 1201) ** -1.1
-    p /= p.sum()
-    weight = rng.normal(size=1200)
-    out = []
-    for _ in range(n):
-        words = rng.choice(1200, size=int(rng.integers(5, 20)), p=p)
-        out.append((" ".join(f"w{w}" for w in words), bool(weight[words].sum() > 0)))
-    return out
+    return zipf_documents(n, vocabulary=1200, words=(5, 19), seed=5)
 
 
 def _one_hot(n: int) -> list[tuple[dict, int]]:

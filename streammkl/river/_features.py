@@ -28,7 +28,7 @@ import math
 import numbers
 from collections import Counter
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal, overload
 
 import numpy as np
 
@@ -79,23 +79,36 @@ class FeatureIndex:
             out[col] = value if validated else _number(key, value)
         return out
 
-    def known_vector(self, x: Mapping, learn: bool) -> np.ndarray | None:
+    @overload
+    def known_vector(self, x: Mapping, learn: bool) -> np.ndarray | None: ...
+
+    @overload
+    def known_vector(
+        self, x: Mapping, learn: bool, entries: Literal[True]
+    ) -> tuple[np.ndarray, np.ndarray] | None: ...
+
+    def known_vector(self, x: Mapping, learn: bool, entries: bool = False) -> Any:
         """``x`` as :meth:`vector` gives it, in one pass, when every value is a plain ``float`` or
         ``int`` within ``+-MAX_ABS_INPUT`` (or ``None``) under a ``str`` key; None when another
         case needs the full path (nothing changed). ``learn``: an unknown name also answers None
-        (it would get a column); else it is ignored, as predictions ignore it.
+        (it would get a column); else it is ignored, as predictions ignore it. ``entries``: the
+        record's entries instead of the vector (:meth:`known_sparse`; one loop validates and
+        maps a record for both, and the dense call, the hot one, pays no call more).
 
         A prediction's vector is remembered with a copy of ``x``; the next learning call on an
         equal record gets that very vector (see the module's docstring), or None at once when
         the prediction met names without a column: callers never write into the vector they
-        get."""
+        get. A memo holds a vector or entries: a learning call takes only its own kind."""
         if learn:
             memo = self._memo
             if memo is not None:
                 self._memo = None
-                if _same_record(memo[0], x) and type(memo[1]) is not tuple:
+                if _same_record(memo[0], x) and type(memo[1]) is not (
+                    np.ndarray if entries else tuple
+                ):
                     return memo[1]  # (None: it has names without a column)
-        out = np.zeros(len(self.names))
+        # Where a mapped value goes: the vector, or column -> value (a later value wins in both)
+        out: Any = {} if entries else np.zeros(len(self.names))
         index = self.index
         complete = True
         for key, value in x.items():
@@ -114,47 +127,19 @@ class FeatureIndex:
                 complete = False
             elif value is not None:
                 out[col] = value
+        if entries:
+            n = len(out)
+            out = np.fromiter(out, np.int64, n), np.fromiter(out.values(), np.float64, n)
         if not learn:
             self._memo = (dict(x), out if complete else None) if type(x) in _MEMO_DICTS else None
         return out
 
     def known_sparse(self, x: Mapping, learn: bool) -> tuple[np.ndarray, np.ndarray] | None:
         """:meth:`known_vector` as the record's entries, at a cost linear in ``x`` (no vector of
-        the known width): ``(cols, vals)``, int64 columns and float64 values in the dict's
-        order (a later value of a column wins, as in the vector; zeros kept, the core skips
-        them); None in the same cases. Remembered and taken as :meth:`known_vector`'s vector
-        is (a memo holds the one or the other: a learning call takes only its own kind)."""
-        if learn:
-            memo = self._memo
-            if memo is not None:
-                self._memo = None
-                if _same_record(memo[0], x) and type(memo[1]) is not np.ndarray:
-                    return memo[1]  # (None: it has names without a column)
-        cols = []
-        vals = []
-        index = self.index
-        complete = True
-        for key, value in x.items():
-            kind = type(value)
-            if kind is float or kind is int:
-                if not -MAX_ABS_INPUT <= value <= MAX_ABS_INPUT:  # NaN, +-Inf, too large:
-                    return None  # the full path names it
-            elif value is not None:
-                return None
-            col = index.get(key)
-            if col is None and type(key) is int:  # river's synthetic streams: int names
-                col = self._int_column(key)
-            if col is None:
-                if learn or type(key) is not str:
-                    return None
-                complete = False
-            elif value is not None:
-                cols.append(col)
-                vals.append(value)
-        out = np.array(cols, dtype=np.int64), np.array(vals, dtype=np.float64)
-        if not learn:
-            self._memo = (dict(x), out if complete else None) if type(x) in _MEMO_DICTS else None
-        return out
+        the known width): ``(cols, vals)``, int64 columns (each once, in the order the dict
+        first names it) and float64 values (a column's later value wins, as in the vector;
+        zeros kept, the core skips them); None in the same cases."""
+        return self.known_vector(x, learn, True)
 
     def _int_column(self, key: int) -> int | None:
         """The column of an ``int`` name (its ``str``'s), remembered once found."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
+from functools import partial
 from typing import Any, Literal
 
 import orjson
@@ -87,17 +88,10 @@ def decode(
     -------
     A :class:`Record`, or a :class:`DecodeError` with a reason from :data:`REASONS`.
     """
-    raw = bytes(data) if not isinstance(data, bytes) else data
-    if (
-        len(raw) <= limits.short_record
-        and not strict
-        and not numeric_label
-        and (kind is None or kind == "vector")
-    ):
-        done = _plain(raw, limits)
-        if done is not None:
-            return done
-    return _judged(raw, dim, classes, strict, max_bytes, kind, numeric_label, limits)
+    return _decoded(
+        _plain_up_to(strict, kind, numeric_label, limits),
+        dim, classes, strict, max_bytes, kind, numeric_label, limits, data,
+    )  # fmt: skip
 
 
 def decoder(
@@ -118,18 +112,42 @@ def decoder(
     >>> decoder(dim=2)(b'{"x": [1, 2, 3]}').reason
     'wrong_dim'
     """
-    plain = not strict and not numeric_label and (kind is None or kind == "vector")
-    short = limits.short_record
+    return partial(
+        _decoded,
+        _plain_up_to(strict, kind, numeric_label, limits),
+        dim, classes, strict, max_bytes, kind, numeric_label, limits,
+    )  # fmt: skip
 
-    def decode_one(data: bytes) -> Record | DecodeError:
-        raw = data if type(data) is bytes else bytes(data)
-        if plain and len(raw) <= short:
-            done = _plain(raw, limits)
-            if done is not None:
-                return done
-        return _judged(raw, dim, classes, strict, max_bytes, kind, numeric_label, limits)
 
-    return decode_one
+def _plain_up_to(strict: bool, kind: str | None, numeric_label: bool, limits: Limits) -> int:
+    """The longest record (in bytes) that :func:`_plain` may take under these settings: a
+    short one (no string in it can break a length limit), outside strict mode, without a
+    numeric label, read as a vector; -1 (none) under other settings."""
+    if strict or numeric_label or kind not in (None, "vector"):
+        return -1
+    return limits.short_record
+
+
+def _decoded(
+    plain_up_to: int,
+    dim: int | None,
+    classes: Any,
+    strict: bool,
+    max_bytes: int,
+    kind: str | None,
+    numeric_label: bool,
+    limits: Limits,
+    data: bytes,
+) -> Record | DecodeError:
+    """:func:`decode`'s answer (the settings first, so that :func:`decoder` binds them): the
+    common record through :func:`_plain` when it is at most ``plain_up_to`` bytes, else (or
+    when :func:`_plain` declines it) judged in full."""
+    raw = data if type(data) is bytes else bytes(data)
+    if len(raw) <= plain_up_to:
+        done = _plain(raw, limits)
+        if done is not None:
+            return done
+    return _judged(raw, dim, classes, strict, max_bytes, kind, numeric_label, limits)
 
 
 def _judged(
