@@ -108,7 +108,9 @@ class Classes:
         or for a row of a compiled run); two classes of a multiclass loss inline the formula of
         :func:`probas_of_rows` (the same operations)."""
         labels = self.labels
-        if len(labels) == 2 and not self.shape()[0]:
+        cached = self._shape_of  # (``shape()`` read inline while the loss object stays)
+        shape = cached[1] if cached is not None and cached[0] is self.owner.loss else self.shape()
+        if len(labels) == 2 and not shape[0]:
             a, b = fx[0], fx[1]
             top = a if a >= b else b
             ea, eb = math.exp(a - top), math.exp(b - top)

@@ -221,9 +221,16 @@ class MKLClassifier(MKLLearner, base.MiniBatchClassifier):
         needed."""
         classes = self._classes
         k = classes.index.get(y) if type(y) in _PLAIN else None
-        if k is None or k >= (2 if classes.binary else self._rounds.n_outputs):
+        if k is None:
             return None
-        return self._rounds.learn_known(x, classes.target_of(k))
+        if classes.shape()[0]:  # a binary loss: targets +-1 (as ``Classes.target_of``)
+            if k >= 2:
+                return None
+            return self._rounds.learn_known(x, 1.0 if k == 1 else -1.0)
+        model = self._rounds.model
+        if model is None or k >= model.n_outputs:
+            return None
+        return self._rounds.learn_known(x, float(k))
 
     def predict_one(self, x: Mapping, **kwargs: Any) -> Any:
         if self.classes_:

@@ -196,16 +196,18 @@ class Rounds:
         whose rounds take it: ``OnlineMKL.learn_values``) is scattered, checked, standardised
         and learned in one compiled call on kept buffers."""
         model = self.model
-        if model is None or not model.built:
-            return None
-        if not model.takes_values:
+        if model is None or not model.takes_values:  # (takes_values: built, explicit, dense)
+            if model is None or not model.built:
+                return None
             return self._learn_vector(x, target, None)
         known = self._known
         vals = known.values(x, self.features, learn=True)
         if vals is None:
             return self._learn_vector(x, target, None)
         scale, mark = None, None
-        if callable(target):  # a regressor's target statistics count it: undone on a refusal
+        if type(target) is float:
+            value = target
+        elif callable(target):  # a regressor's target statistics count it: undone on a refusal
             if isinstance(self.targets, TargetScale):
                 scale = self.targets
                 mark = scale.mark()
@@ -273,25 +275,29 @@ class Rounds:
         """The input standardisation's statistics ``(count, mean, m2, binary)`` over every
         known input (an input the statistics have not met yet starts at zero, binary)."""
         scaler = self.scaler
-        width = len(self.features.names)
-        if scaler.count.shape[0] != width:
-            scaler.fit_width(width)
-        return scaler.stats
+        stats = scaler.stats
+        if stats[0].shape[0] != len(self.features.names):
+            scaler.fit_width(len(self.features.names))
+            stats = scaler.stats
+        return stats
 
     def predict_known(self, x: Mapping) -> np.ndarray | None:
         """The scores of ``x`` (a view: copy to keep) when its values are all plain finite numbers
         and the model has inputs (unknown names are ignored, as :meth:`vector` does); None when
         ``x`` needs the full path. Changes nothing."""
         model = self.model
-        if model is None or not model.built or not model.feature_keys:
+        if model is None or not model.feature_keys:
             return None
-        known = self._known
-        vals = known.values(x, self.features, learn=False) if model.takes_values else None
-        if vals is not None:
-            stats = self._stats() if self.learner.standardize else None
-            fx = model.predict_values(vals, known.cols, known.raw, stats, known.xs)
-            if fx is not None:
-                return fx
+        if model.takes_values:  # the one-call route (takes_values: the model is built)
+            known = self._known
+            vals = known.values(x, self.features, learn=False)
+            if vals is not None:
+                stats = self._stats() if self.learner.standardize else None
+                fx = model.predict_values(vals, known.cols, known.raw, stats, known.xs)
+                if fx is not None:
+                    return fx
+        elif not model.built:
+            return None
         if self._sparse(model, x):
             record = self.features.known_sparse(x, learn=False)
             if record is None:

@@ -1,0 +1,259 @@
+"""Where one call of the default river classifier goes: ``MKLClassifier(standardize=True)``'s
+``learn_predict_one`` and its ``predict_proba_one`` + ``learn_one`` (the memo path) broken down
+into the work of each hop, from the dict to the compiled round and back to a dict of
+probabilities. CPU time per example (``time.process_time_ns``) of a loop over a stream's timed
+examples, median of ``--reps`` runs; the stages' runs interleave (one run of each stage per
+repetition, each on a copy of the same warmed learner, after a full garbage collection), so a
+change of the machine's load shifts them alike.
+
+Stages (each a loop doing the named work per example; the differences between them are the
+hops):
+
+- ``dict -> values``: ``KnownRecord.values`` (the record's values in the dict's order into a
+  kept buffer, their columns looked up once per key tuple);
+- ``+ the compiled call``: the same, then the one compiled call the round goes through
+  (``OnlineMKL.learn_values``' entry point called directly: unboxing its arguments, the record
+  scattered and standardised, the round);
+- ``the round in the compiled loop``: the same rounds on the standardised rows in one compiled
+  loop (``learn_many``: no call per round): what the compiled call costs beyond it is the
+  Python-to-compiled boundary, the scatter and the standardisation;
+- ``Rounds.learn_known``: the river layer's round (all the Python down to the compiled call);
+- ``learn_predict_one``: the whole call (the class lookup, the round, the probabilities);
+- ``probabilities``: ``Classes.proba`` of two scores alone (the dict built per call);
+- the memo path: ``Rounds.predict_known`` (values, the compiled decision), ``predict_proba_one``
+  (that and the probabilities), then ``+ learn_one`` (the round, whose featurisation the memo
+  saves).
+
+Run: ``python benchmarks/river_breakdown.py [--reps 7]``; writes
+``benchmarks/results/river_breakdown.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import gc
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _table import add_out, documented_run, machine, markdown, publish
+
+WARM = 1100  # examples before the timed ones (past the default bandwidth warm-up of 1,000)
+STREAMS = ("Bananas", "Phishing", "Hyperplane")
+TIMED = 2000  # at least these many timed examples per run
+
+
+def _stream(name: str) -> list[tuple[dict, Any]]:
+    from river import datasets
+    from river.datasets import synth
+
+    if name == "Bananas":
+        return list(datasets.Bananas())
+    if name == "Phishing":
+        return list(datasets.Phishing())
+    return list(synth.Hyperplane(seed=42, n_features=10).take(10_000))
+
+
+Stage = Callable[[Any, list], Callable[[], None]]
+
+
+def _values(model: Any, timed: list) -> Callable[[], None]:
+    rounds = model.rounds()
+    known, features = rounds._known, rounds.features
+
+    def go() -> None:
+        for x, _ in timed:
+            known.values(x, features, True)
+
+    return go
+
+
+def _compiled_call(model: Any, timed: list) -> Callable[[], None]:
+    rounds = model.rounds()
+    known, features, core = rounds._known, rounds.features, rounds.model
+    targets = [rounds.target(y) for _, y in timed]
+    learn, at = core._values_call(0)
+    pack = core._args.pack
+    count, mean, m2, binary = rounds._stats()
+    t0, n0 = core.schedule.t, core.t
+
+    def go() -> None:
+        for i, ((x, _), y) in enumerate(zip(timed, targets, strict=True), start=1):
+            vals = known.values(x, features, True)
+            learn(pack, vals, known.cols, known.raw, count, mean, m2, binary, known.xs, True, y,
+                  t0 + i, n0 + i, at)  # fmt: skip
+
+    return go
+
+
+def _compiled_loop(model: Any, timed: list) -> Callable[[], None]:
+    rounds = model.rounds()
+    rows = np.array([rounds.features.vector(x, validated=True) for x, _ in timed])
+    standardised = rounds.scaler.rows(rows, learn=True)  # the rows as the rounds see them
+    targets = np.array([rounds.target(y) for _, y in timed])
+
+    def go() -> None:
+        rounds.model.learn_many_prepared(standardised, targets)
+
+    return go
+
+
+def _learn_known(model: Any, timed: list) -> Callable[[], None]:
+    rounds = model.rounds()
+    targets = [rounds.target(y) for _, y in timed]
+
+    def go() -> None:
+        for (x, _), y in zip(timed, targets, strict=True):
+            rounds.learn_known(x, y)
+
+    return go
+
+
+def _learn_predict_one(model: Any, timed: list) -> Callable[[], None]:
+    call = model.learn_predict_one
+
+    def go() -> None:
+        for x, y in timed:
+            call(x, y)
+
+    return go
+
+
+def _probabilities(model: Any, timed: list) -> Callable[[], None]:
+    classes = model._classes
+    scores = np.array([0.25, -0.25])
+
+    def go() -> None:
+        for _ in timed:
+            classes.proba(scores.tolist())
+
+    return go
+
+
+def _predict_known(model: Any, timed: list) -> Callable[[], None]:
+    rounds = model.rounds()
+    learn = model.learn_one
+
+    def go() -> None:  # (learning too, untimed apart: the predictions see a learning model)
+        for x, y in timed:
+            rounds.predict_known(x)
+            learn(x, y)
+
+    return go
+
+
+def _predict_proba_one(model: Any, timed: list) -> Callable[[], None]:
+    predict, learn = model.predict_proba_one, model.learn_one
+
+    def go() -> None:
+        for x, y in timed:
+            predict(x)
+            learn(x, y)
+
+    return go
+
+
+def _learn_one_only(model: Any, timed: list) -> Callable[[], None]:
+    learn = model.learn_one
+
+    def go() -> None:
+        for x, y in timed:
+            learn(x, y)
+
+    return go
+
+
+STAGES: tuple[tuple[str, Stage], ...] = (
+    ("dict -> values", _values),
+    ("+ the compiled call", _compiled_call),
+    ("the round in the compiled loop", _compiled_loop),
+    ("Rounds.learn_known", _learn_known),
+    ("learn_predict_one", _learn_predict_one),
+    ("probabilities (a dict of two)", _probabilities),
+    ("learn_one alone (no memo)", _learn_one_only),
+    ("Rounds.predict_known + learn_one", _predict_known),
+    ("predict_proba_one + learn_one", _predict_proba_one),
+)
+
+
+def breakdown(name: str, reps: int) -> dict[str, float]:
+    """Median CPU ns per example of every stage on ``name``'s timed examples."""
+    from streammkl.river import MKLClassifier
+
+    data = _stream(name)
+    warm, timed = data[:WARM], data[WARM:]
+    timed = timed * -(-TIMED // len(timed))  # (Phishing's 150 again and again: its rounds go on)
+    warmed = MKLClassifier(standardize=True)
+    for x, y in warm:
+        warmed.learn_predict_one(x, y)
+    times: dict[str, list[float]] = {label: [] for label, _ in STAGES}
+    for _ in range(reps):
+        for label, stage in STAGES:
+            run = stage(copy.deepcopy(warmed), timed)
+            gc.collect()
+            t0 = time.process_time_ns()
+            run()
+            times[label].append((time.process_time_ns() - t0) / len(timed))
+    return {label: statistics.median(v) for label, v in times.items()}
+
+
+def rows_of(name: str, t: dict[str, float]) -> list[list[object]]:
+    values, call, loop = (
+        t["dict -> values"],
+        t["+ the compiled call"],
+        t["the round in the compiled loop"],
+    )
+    known, one = t["Rounds.learn_known"], t["learn_predict_one"]
+    proba = t["probabilities (a dict of two)"]
+    predict_known, two = t["Rounds.predict_known + learn_one"], t["predict_proba_one + learn_one"]
+    learn_only = t["learn_one alone (no memo)"]
+    us = lambda v: f"{v / 1000:.2f}"  # noqa: E731
+    return [
+        [name, "learn_predict_one", "dict -> values (`KnownRecord.values`)", us(values)],
+        [name, "", "the compiled round (in a compiled loop)", us(loop)],
+        [name, "", "boundary, scatter, standardisation", us(call - values - loop)],
+        [name, "", "Python in `Rounds.learn_known` / `OnlineMKL.learn_values`", us(known - call)],
+        [name, "", "classifier hop and probabilities", us(one - known)],
+        [name, "", "(of which the dict of probabilities)", us(proba)],
+        [name, "", "**total**", f"**{us(one)}**"],
+        [name, "predict + learn_one", "learn_one alone (featurising)", us(learn_only)],
+        [name, "", "`Rounds.predict_known` + learn_one", us(predict_known)],
+        [name, "", "predict_proba_one's own hop and probabilities", us(two - predict_known)],
+        [name, "", "**total**", f"**{us(two)}**"],
+    ]  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=7, help="interleaved runs per stage")
+    parser.add_argument("--streams", default=",".join(STREAMS), help="comma-separated streams")
+    add_out(parser)
+    args = parser.parse_args()
+    start = machine()
+    rows: list[list[object]] = []
+    for name in args.streams.split(","):
+        rows += rows_of(name, breakdown(name, args.reps))
+        print(markdown(["stream", "call", "part", "µs per example"], rows[-11:]), flush=True)
+    body = (
+        f"Measured on {start} (load average {os.getloadavg()[0]:.2f} at the end); CPU time per "
+        f"example of a loop over each stream's examples after the first {WARM:,} (the learner "
+        f"warmed on them; repeated to at least {TIMED:,}), median of {args.reps} interleaved "
+        "runs per stage (`benchmarks/river_breakdown.py`: the stages and how each part is "
+        "derived from them). "
+        "The parts are differences of medians: on a loaded machine a small one can come out "
+        "negative.\n\n" + markdown(["stream", "call", "part", "µs per example"], rows)
+    )
+    full = documented_run(parser, args)
+    publish("river_breakdown", "Where a river call goes", body, full=full, out=args.out)
+
+
+if __name__ == "__main__":
+    main()
