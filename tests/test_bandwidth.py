@@ -171,3 +171,17 @@ def test_a_reservoir_pickled_with_its_rows_stacked_loads_with_the_same_inputs():
     assert len(res) == 1 and not res.full
     res.add(np.array([[3.0, 4.0, 5.0]]))
     np.testing.assert_array_equal(res.rows, [[1.0, 2.0, 0.0], [3.0, 4.0, 5.0]])
+
+
+def test_for_inputs_hands_back_the_bank_itself_when_no_bandwidth_changes():
+    """A model's growth tells "no bandwidth changed" by identity: ``for_inputs`` returns the
+    very tuple it was given then, and a new bank whenever a bandwidth is set or rescaled."""
+    bank = (kernels.Linear(), kernels.MedianRBF(1.0, 8))
+    first = bandwidth.for_inputs(bank, 4)
+    assert first is not bank and first[0] is bank[0] and first[1].fit is not None  # set
+    assert bandwidth.for_inputs(first, 4) is first  # unchanged
+    assert bandwidth.for_inputs(first, 100, rescale=False) is first  # not rescaled
+    wider = bandwidth.for_inputs(first, 100)  # 25 times the inputs: rescaled
+    assert wider is not first and wider[1].gamma == pytest.approx(first[1].gamma * 4 / 100)
+    as_list = bandwidth.for_inputs(list(first), 4)
+    assert type(as_list) is tuple and as_list == first

@@ -396,3 +396,31 @@ def test_a_doubling_of_a_layout_no_one_else_holds_keeps_its_frequencies_array(mo
     np.testing.assert_array_equal(held.rff_wt, rows_before)
     model.restore_point(point)
     assert model.layout is held and len(model.feature_keys) == 4
+
+
+def test_the_placer_of_the_last_bank_is_the_one_built_for_it():
+    """``_placer`` answers a bank asked for again (the model's growth, record after record)
+    from the last one it answered, without the cache's key and lock: the same placer while
+    the kernels (by identity) and the seed are the same, another for another bank or seed,
+    and each equal to one built afresh."""
+    import streammkl.core.layout as layout_mod
+
+    bank = (kernels.Linear(), kernels.RBF(0.5, 8))
+    other = (kernels.Linear(), kernels.RBF(0.5, 8))  # equal kernels, other objects
+    placer = layout_mod._placer(bank, 3, layout_mod.DRAWS)
+    assert layout_mod._placer(bank, 3, layout_mod.DRAWS) is placer
+    assert layout_mod._placer(list(bank), 3, layout_mod.DRAWS) is placer
+    assert layout_mod._placer(bank, 4, layout_mod.DRAWS) is not placer
+    assert layout_mod._placer(other, 3, layout_mod.DRAWS).kernels == other
+    assert layout_mod._placer(bank, 3, layout_mod.DRAWS) is placer  # (the cache's, still)
+    layout_mod._PLACERS.clear()
+    layout_mod._LAST_PLACER = None
+    fresh = layout_mod._placer(bank, 3, layout_mod.DRAWS)
+    assert fresh is not placer
+    for name in ("kinds", "comps", "scales", "crc0", "sbytes", "soff", "vals", "voff"):
+        np.testing.assert_array_equal(getattr(fresh, name), getattr(placer, name))
+    assert (fresh.start, fresh.python, fresh.quadratic) == (
+        placer.start,
+        placer.python,
+        placer.quadratic,
+    )

@@ -154,3 +154,15 @@ def test_an_equal_dict_takes_the_memo_unless_its_types_differ(taken):
     model.learn_one(dict(x), True)
     model.learn_one(dict(x), True)  # the memo is taken once
     assert taken == {"hits": 2, "misses": 3}
+
+
+def test_new_names_are_the_names_without_a_column_as_strings_sorted_once_each():
+    """``FeatureIndex.new_names``: every key of the record whose name (its ``str``) has no
+    column, once, sorted: an ``int`` key and its ``str`` are one name; a known name, in
+    either form, is not new."""
+    index = _features.FeatureIndex(["b", "3"])
+    record = {"c": 1.0, "b": 2.0, 3: 1.0, "a": 0.0, 7: 1.0, "7": 2.0, 10: None}
+    assert index.new_names(record) == ["10", "7", "a", "c"]
+    brute = sorted({str(k) for k in record} - set(index.names))
+    assert index.new_names(record) == brute
+    assert index.new_names({}) == [] and index.new_names({"b": 1.0, 3: 2.0}) == []

@@ -76,18 +76,23 @@ def restored(kernels: Sequence[Kernel], state: Mapping[str, Any]) -> tuple[Kerne
 def for_inputs(kernels: Sequence[Kernel], d: int, rescale: bool = True) -> tuple[Kernel, ...]:
     """The bank for d inputs: bandwidths not fitted yet set provisionally (``m = 2 d``), and
     bandwidths set at fewer inputs rescaled once d has grown by ``TOLERANCE`` (unless
-    ``rescale`` is False: a member of a mixing group, whose bandwidths the group decides)."""
+    ``rescale`` is False: a member of a mixing group, whose bandwidths the group decides).
+    When no bandwidth changes, the bank is returned as it is (``tuple(kernels)``: a tuple
+    given is returned itself, so a caller tells "unchanged" by identity)."""
     out: list[Kernel] = []
+    changed = False
     for k in kernels:
         if not isinstance(k, MedianRBF):
             out.append(k)
         elif k.fit is None:
             out.append(k.fitted(k.scale / (_PROVISIONAL[k.distance] * max(d, 1)), d, final=False))
+            changed = True
         elif rescale and d >= TOLERANCE * max(k.fit.inputs, 1):
             out.append(k.fitted(k.fit.gamma * (k.fit.inputs / d), d, final=k.fit.final))
+            changed = True
         else:
             out.append(k)
-    return tuple(out)
+    return tuple(out) if changed else tuple(kernels)
 
 
 def after_warmup(

@@ -223,12 +223,12 @@ class OnlineMKL:
         with its non-zeros, not with the vocabulary), whose bandwidths then stay as they are
         until the warm-up measures them."""
         index = self._key_index
-        new = list(dict.fromkeys(k for k in map(str, keys) if k not in index))
+        new = [k for k in dict.fromkeys(map(str, keys)) if k not in index]
         if not new:
             return
         d = len(self._keys)
         self._keys.extend(new)
-        index.update((k, d + i) for i, k in enumerate(new))
+        index.update(zip(new, range(d, d + len(new)), strict=True))
         try:
             self._grow_inputs(rescale and not self.hold_bandwidths)
         except BaseException:  # nothing changed: the names are taken back
@@ -247,7 +247,9 @@ class OnlineMKL:
             self._rebuild(self.kernels, self.n_outputs)
             return
         kernels = bandwidth.for_inputs(self.kernels, len(self._keys), rescale)
-        if any(a is not b for a, b in zip(kernels, self.kernels, strict=True)):
+        if kernels is not self.kernels and any(  # (the same tuple: no bandwidth changed)
+            a is not b for a, b in zip(kernels, self.kernels, strict=True)
+        ):
             self._rebuild(kernels, self.n_outputs)  # a new bandwidth: its block restarts
             return
         owned = layout is self._own_layout  # (no save point holds it: its frequencies move on)
