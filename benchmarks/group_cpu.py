@@ -7,17 +7,21 @@ of its predictions' timestamps, as ``scale_out.py`` counts it):
 
 - by OS thread, from ``/proc/<pid>/task/<tid>/stat`` (user + system; every thread, native ones
   included: librdkafka's, the learner's compiled rounds), sampled every 0.1 s;
-- by what the Python threads were doing, from ``py-spy record --threads`` samples of every
-  daemon (on-CPU samples only: a thread blocked in a system call is not sampled), each sample
-  put in the first part of :data:`PARTS` whose marker it holds, searched from the innermost
-  frame out (so the reader's poll inside a round's wait counts as the poll, and a wait's own
-  loop as the wait).
+- the loop thread's CPU by what it was doing, from ``py-spy record --threads`` samples of
+  every daemon (on-CPU samples only: a thread blocked in a system call is not sampled), each
+  sample put in the first part of :data:`PARTS` (in their order) whose marker one of its
+  frames holds, so that the reader's poll inside a round's wait counts as the poll and a
+  wait's own loop as the wait; samples outside the loop's iterations (imports, start-up,
+  numba's warm-up, the join, the leave) are left out, and the parts share the loop thread's
+  measured CPU in proportion to their samples.
 
-The samples' shares are scaled to the Python threads' measured CPU; native threads (no Python
-frames: librdkafka) are reported by their name. Writes ``benchmarks/results/group_cpu.md``
-(a partial run, ``--records`` below 60,000 or ``--out``: not into results/).
+Threads are named by py-spy (Python threads: ``MainThread`` is the loop,
+``streammkl-learn_0`` the learner, ``kafka-io...`` and ``kafka-python-producer...`` the mix
+topic's kafka-python clients) or by the OS (librdkafka's ``rdk:`` threads).
+Writes ``benchmarks/results/group_cpu.md`` (a partial run, ``--records`` below 60,000 or
+``--out``: not into results/).
 
-    python benchmarks/group_cpu.py [--members 2] [--records 60000] [--rate 250]
+    python benchmarks/group_cpu.py [--members 2] [--records 60000] [--rate 250] [--vs ../main]
 
 Needs py-spy (``pip install py-spy``) and the right to trace the daemons (root, or
 ``ptrace_scope`` 0).
@@ -60,9 +64,9 @@ PARTS: list[tuple[str, tuple[str, ...]]] = [
             "hindsight (streammkl/daemon/mixing/member.py",
         ),
     ),
-    ("mix: the reader's poll (kafka-python)", ("read (streammkl/daemon/mixing/topic.py",)),
+    ("mix: the reader's poll", ("read (streammkl/daemon/mixing/topic.py",)),
     (
-        "mix: send, confirm (kafka-python)",
+        "mix: send, confirm",
         (
             "send (streammkl/daemon/mixing/topic.py",
             "confirm (streammkl/daemon/mixing/topic.py",
@@ -120,7 +124,7 @@ def thread_kind(name: str) -> str:
     if name.startswith("kafka-python-producer"):
         return "kafka-python producer thread (the mix topic)"
     if name.startswith("rdk:"):
-        return "librdkafka threads (input, sink)"
+        return "librdkafka threads (input, sink; the mix topic's by default)"
     if name.startswith("streammkl-http"):
         return "HTTP server threads"
     return "other threads"
@@ -208,15 +212,15 @@ def read_samples(path: Path) -> tuple[dict[int, str], collections.Counter[str]]:
 
 
 def profile(bootstrap: str, topic: str, n: int, members: int, mixing: bool, classes: list,
-            work: Path, rate: int) -> dict[str, Any]:  # fmt: skip
+            work: Path, rate: int, root: Path = ROOT) -> dict[str, Any]:  # fmt: skip
     """One run of ``members`` daemons (merged if ``mixing``) under the samplers: CPU seconds
     per thread kind and per part of the loop thread, in the learning window."""
     tag = uuid.uuid4().hex[:6]
     settings = scale_out.settings_for(tag, classes, mixing, scale_out.EVERY)
     names = [f"{'mix' if mixing else 'own'}{members}-{tag}-{i}" for i in range(members)]
     member = (lambda nm: {"mixing.member": nm}) if mixing else (lambda nm: {})
-    procs = [scale_out.daemon(bootstrap, topic, f"g-{tag}", work, nm, {**settings, **member(nm)})
-             for nm in names]  # fmt: skip
+    procs = [scale_out.daemon(bootstrap, topic, f"g-{tag}", work, nm, {**settings, **member(nm)},
+                              root) for nm in names]  # fmt: skip
     pids = [p.pid for p in procs]
     threads = ThreadSampler(pids)
     files = [work / f"{nm}.spy" for nm in names]
@@ -274,6 +278,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--records", type=int, default=60_000)
     ap.add_argument("--rate", type=int, default=250, help="py-spy samples per second")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--vs", metavar="CHECKOUT",
+                    help="also profile the merged group of another checkout (e.g. main's), "
+                    "in the same window")  # fmt: skip
     ap.add_argument("--out", help="write the table here (a partial run: not into results/)")
     args = ap.parse_args(argv)
     from streammkl.daemon.commands.broker import EmbeddedBroker
@@ -282,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     broker = EmbeddedBroker()
     broker.start()
     work = Path(tempfile.mkdtemp(prefix="group-cpu-"))
-    load = os.getloadavg()[0]
+    machine = _table.machine()  # (its load average: at the start)
     try:
         values, classes = scale_out.stream("kernel-drift", args.records, args.seed)
         topic = f"kernel-drift-{uuid.uuid4().hex[:6]}"
@@ -291,29 +298,32 @@ def main(argv: list[str] | None = None) -> int:
         scale_out.say("[group-cpu] one member alone")
         runs["one member alone"] = profile(broker.bootstrap_servers, topic, args.records, 1,
                                            False, classes, work, args.rate)  # fmt: skip
+        if args.vs:
+            other = Path(args.vs).resolve()
+            scale_out.say(f"[group-cpu] {args.members} members, merged, {other}")
+            runs[f"{args.members} members, merged ({other.name})"] = profile(
+                broker.bootstrap_servers, topic, args.records, args.members, True, classes, work,
+                args.rate, other,
+            )  # fmt: skip
         scale_out.say(f"[group-cpu] {args.members} members, merged")
         runs[f"{args.members} members, merged"] = profile(
-            broker.bootstrap_servers,
-            topic,
-            args.records,
-            args.members,
-            True,
-            classes,
-            work,
+            broker.bootstrap_servers, topic, args.records, args.members, True, classes, work,
             args.rate,
-        )
+        )  # fmt: skip
     finally:
         broker.stop(kill=True)
     header, rows = table(runs)
     spans = ", ".join(f"{label} {r['span']:.1f} s" for label, r in runs.items())
     body = (
-        f"{_table.machine()}; load average {load:.2f} at start, {os.getloadavg()[0]:.2f} at the "
-        f"end. kernel-drift, {args.records:,} records in {scale_out.PARTITIONS} partitions, the "
+        f"{machine}; load average {os.getloadavg()[0]:.2f} at the end. "
+        f"kernel-drift, {args.records:,} records in {scale_out.PARTITIONS} partitions, the "
         f"default bank, K = {scale_out.EVERY}; learning windows: {spans}. Every daemon's CPU "
         "in its learning window per learned record, split by part: the Python threads' CPU "
         "by thread (`/proc/<pid>/task`, named by py-spy), the loop thread's CPU shared out "
         "by py-spy's on-CPU samples of it (the first part of `PARTS` a sample's frames "
-        "hold; its start-up and shutdown left out).\n\n" + _table.markdown(header, rows)
+        "hold; its start-up and shutdown left out). A wall-clock cost (a poll, a fetch loop, "
+        "a periodic checkpoint) weighs more per record in a slower run.\n\n"
+        + _table.markdown(header, rows)
     )
     _table.publish("group_cpu", "Where a mixing group's CPU per record goes", body,
                    args.records >= 60_000, args.out)  # fmt: skip

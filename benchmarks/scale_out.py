@@ -98,7 +98,8 @@ def daemon(bootstrap: str, topic: str, group: str, work: Path, name: str, settin
     env["PYTHONPATH"] = os.pathsep.join([str(root), env.get("PYTHONPATH", "")])
     env["PYTHONWARNINGS"] = "ignore::DeprecationWarning"
     log = open(work / f"{name}.log", "ab")
-    return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
+    # cwd: `-m` puts the working directory first on sys.path, before PYTHONPATH
+    return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=root)
 
 
 def predictions_window(
