@@ -98,7 +98,8 @@ def daemon(bootstrap: str, topic: str, group: str, work: Path, name: str, settin
     env["PYTHONPATH"] = os.pathsep.join([str(root), env.get("PYTHONPATH", "")])
     env["PYTHONWARNINGS"] = "ignore::DeprecationWarning"
     log = open(work / f"{name}.log", "ab")
-    return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
+    # cwd: `-m` puts the working directory first on sys.path, before PYTHONPATH
+    return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=root)
 
 
 def predictions_window(
@@ -183,6 +184,31 @@ LABELS: list[Any] = []  # the stream's labels by index, with --windows (else emp
 WINDOWS = False  # set by --windows
 
 
+#: K by default (``--every``).
+EVERY = 250
+
+
+def settings_for(tag: str, classes: list, mixing: bool, every: int,
+                 dual: str = DUAL) -> dict[str, Any]:  # fmt: skip
+    """The daemons' ``--set`` settings of one run (``tag`` names its topics)."""
+    settings = {
+        "records.classes": classes, "monitor.enabled": False,
+        "kafka.predictions_topic": f"pred-{tag}", "kafka.dead_letter_topic": f"dead-{tag}",
+        "kafka.session_timeout_ms": 2000, "kafka.heartbeat_interval_ms": 500,
+    }  # fmt: skip
+    if BANK == "fixed":
+        settings["learner.kernels"] = KERNELS
+    if mixing:  # (no mixing keys otherwise: --single-vs runs versions that have none)
+        settings.update({"mixing.enabled": True, "mixing.every_records": every,
+                         "mixing.topic": f"mix-{tag}", "mixing.round_timeout_seconds": 30.0,
+                         "mixing.dual": dual})  # fmt: skip
+        if MAX_EVERY is not None:
+            settings["mixing.max_every_records"] = MAX_EVERY
+        if STALENESS is not None:
+            settings["mixing.staleness"] = STALENESS
+    return settings
+
+
 def run(bootstrap: str, topic: str, n: int, members: int, mixing: bool, every: int,
         classes: list, work: Path, dual: str = DUAL,
         root: Path = ROOT) -> dict[str, Any]:  # fmt: skip
@@ -190,21 +216,7 @@ def run(bootstrap: str, topic: str, n: int, members: int, mixing: bool, every: i
 
     tag = uuid.uuid4().hex[:6]
     mix, preds = f"mix-{tag}", f"pred-{tag}"
-    settings = {
-        "records.classes": classes, "monitor.enabled": False,
-        "kafka.predictions_topic": preds, "kafka.dead_letter_topic": f"dead-{tag}",
-        "kafka.session_timeout_ms": 2000, "kafka.heartbeat_interval_ms": 500,
-    }  # fmt: skip
-    if BANK == "fixed":
-        settings["learner.kernels"] = KERNELS
-    if mixing:  # (no mixing keys otherwise: --single-vs runs versions that have none)
-        settings.update({"mixing.enabled": True, "mixing.every_records": every,
-                         "mixing.topic": mix, "mixing.round_timeout_seconds": 30.0,
-                         "mixing.dual": dual})  # fmt: skip
-        if MAX_EVERY is not None:
-            settings["mixing.max_every_records"] = MAX_EVERY
-        if STALENESS is not None:
-            settings["mixing.staleness"] = STALENESS
+    settings = settings_for(tag, classes, mixing, every, dual)
     names = [f"{'mix' if mixing else 'own'}{members}-{tag}-{i}" for i in range(members)]
     t0 = time.monotonic()
     member = (lambda nm: {"mixing.member": nm}) if mixing else (lambda nm: {})
@@ -357,7 +369,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--members", type=int, default=2)
     ap.add_argument("--records", type=int, default=60_000)
-    ap.add_argument("--every", type=int, default=250, help="K: examples per member per round")
+    ap.add_argument("--every", type=int, default=EVERY, help="K: examples per member per round")
     ap.add_argument("--scenario", default="kernel-drift",
                     choices=["kernel-drift", "stationary-mixture"])  # fmt: skip
     ap.add_argument("--json", action="store_true", help="print one JSON object (quick form)")

@@ -54,6 +54,7 @@ from kafka.errors import KafkaError, TopicAlreadyExistsError
 
 from streammkl.daemon.config import KafkaSettings
 from streammkl.daemon.kafka.security import kafka_python_options
+from streammkl.daemon.mixing.rdkafka import mix_clients
 
 log = logging.getLogger(__name__)
 
@@ -424,6 +425,14 @@ class MixTopic:
             if fetched and not batch and self.consumer.position(self.tp) >= (high or 0):
                 break
         return out
+
+    @classmethod
+    def connect(cls, settings: KafkaSettings, topic: str) -> MixTopic:
+        """The topic with the clients the settings name (``kafka.consumer_client`` for the
+        reader, ``kafka.producer_client`` for the writer: librdkafka by default,
+        :mod:`streammkl.daemon.mixing.rdkafka`), as a member opens it."""
+        producer, consumer = mix_clients(settings)
+        return cls(settings, topic, producer_factory=producer, consumer_factory=consumer)
 
     def close(self) -> None:
         for client in (self.producer, self.consumer):
