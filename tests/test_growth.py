@@ -424,3 +424,109 @@ def test_the_placer_of_the_last_bank_is_the_one_built_for_it():
         placer.python,
         placer.quadratic,
     )
+
+
+def _same_layout(a, b):
+    """Every field of two layouts equal (arrays: dtype, shape and bytes)."""
+    assert vars(a).keys() == vars(b).keys()
+    for name, value in vars(a).items():
+        other = getattr(b, name)
+        if isinstance(value, np.ndarray):
+            assert value.dtype == other.dtype and value.shape == other.shape, name
+            assert value.tobytes() == other.tobytes(), name
+        else:
+            assert value == other, name
+
+
+@pytest.mark.parametrize("numpy_draws", [False, True])
+def test_a_layout_relaid_for_a_new_bank_is_the_layout_built_for_it(numpy_draws):
+    """``relaid``: the layout of a bank whose kernels partly changed (refitted bandwidths, new
+    landmarks, a block of another kind at the same width), drawn only where a kernel changed,
+    is ``build_layout``'s for the new bank bit for bit, with inputs named since laid out too;
+    a kept block's columns are the old layout's; the old layout is untouched; banks whose
+    blocks do not line up, or inputs beyond the capacity, get None."""
+    from streammkl.core.kernel_base import DRAWS, NUMPY_DRAWS
+    from streammkl.core.layout import relaid
+
+    draws = NUMPY_DRAWS if numpy_draws else DRAWS
+    keys = [f"w{j}" for j in range(150)]
+    old = _every_place_kind(keys)
+    rows = np.random.default_rng(2).normal(size=(6, 5))
+    new = list(old)
+    new[6] = kernels.MedianRBF(2.0, 12).fitted(0.9, 5, final=True)  # another bandwidth
+    new[8] = (
+        kernels.LandmarkRBF(4.0, 3)
+        .fitted(0.2, 5, final=True)
+        .with_landmarks(rows[:3], [keys[1], keys[7], keys[9], "x", keys[2]])
+    )  # landmarks now
+    new[1] = kernels.AdditiveRBF(0.5, 6)  # equal to the old kernel, another object: drawn
+    new = tuple(new)
+    layout = build_layout(old, 120, 11, keys=keys, capacity=160, draws=draws)
+    before = build_layout(old, 120, 11, keys=keys, capacity=160, draws=draws)
+    for bank in (new, old, tuple(reversed(new))):
+        for d in (120, 131, 160):
+            out = relaid(layout, old, bank, keys[:d], 11)
+            if bank[0] is new[-1]:  # (reversed: the blocks do not line up)
+                assert out is None
+                continue
+            _same_layout(out, build_layout(bank, d, 11, keys=keys, capacity=160, draws=draws))
+    _same_layout(layout, before)
+    assert relaid(layout, old, new, keys + ["more"] * 20, 11) is None  # beyond the capacity
+    wider = (*old[:5], kernels.RBF(0.3, n_components=8), *old[6:])
+    assert relaid(layout, old, wider, keys[:120], 11) is None
+
+
+def test_a_relaid_layout_draws_only_the_changed_blocks(monkeypatch):
+    """The blocks ``relaid`` lays out: the changed kernels' only (``place_inputs`` gets no
+    place kind for a kept block), then every block for inputs named since."""
+    import streammkl.core.layout as layout_mod
+
+    keys = [f"w{j}" for j in range(150)]
+    old = _every_place_kind(keys)
+    new = (*old[:5], kernels.RBF(0.7, n_components=16), *old[6:])
+    layout = build_layout(old, 30, 11, keys=keys, capacity=64)
+    calls = []
+    real = layout_mod._place_inputs
+    monkeypatch.setattr(
+        layout_mod, "_place_inputs", lambda *a: calls.append((a[0].copy(), a[4].copy())) or real(*a)
+    )
+    layout_mod.relaid(layout, old, new, keys[:35], 11)
+    (first, kinds), (since, every) = calls
+    np.testing.assert_array_equal(first, np.arange(30))
+    assert np.flatnonzero(kinds != nb.PLACE_NONE).tolist() == [5]
+    np.testing.assert_array_equal(since, np.arange(30, 35))
+    assert np.count_nonzero(every != nb.PLACE_NONE) > 5
+
+
+def test_the_bandwidth_warm_up_relays_its_bank_with_the_numbers_of_a_build(monkeypatch):
+    """The warm-up's bank change goes through ``relaid`` (``build_layout``'s ``like``: the
+    model's layout and bank) and learns the numbers a model whose every rebuild is drawn
+    afresh learns, bit for bit."""
+    import streammkl.core.layout as layout_mod
+
+    def run():
+        model = OnlineMKL(
+            kernels=(
+                kernels.Linear(),
+                kernels.AdditiveRBF(1.0, 8),
+                kernels.MedianRBF(1.0, 32),
+                kernels.MedianRBF(8.0, 32),
+                kernels.Polynomial(degree=2, explicit=True, max_inputs=5),
+            ),
+            loss=losses.Softmax(),
+            seed=3,
+        )
+        X, Y = _stream(120)
+        out = [model.learn(x, y) for x, y in zip(X, Y, strict=True)]
+        assert model.warmup_left == 0  # (the bandwidths are fitted)
+        return out, model.digest(), model.kernel_bandwidths
+
+    taken = []
+    real = layout_mod.relaid
+    monkeypatch.setattr(layout_mod, "relaid", lambda *a: taken.append(real(*a)) or taken[-1])
+    layout_mod._BUILT.clear()  # (a layout built before would be a copy of the kept one)
+    relaid_run = run()
+    assert any(layout is not None for layout in taken)  # (the warm-up's among them)
+    monkeypatch.setattr(layout_mod, "relaid", lambda *a: None)
+    layout_mod._BUILT.clear()
+    assert run() == relaid_run

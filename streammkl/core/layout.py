@@ -52,7 +52,7 @@ from streammkl.core.kernels import (
     RandomBinning,
 )
 
-__all__ = ["SLACK", "Layout", "build_layout", "grown", "product_map"]
+__all__ = ["SLACK", "Layout", "build_layout", "grown", "product_map", "relaid"]
 
 #: The input index of a column no input fills yet (beyond any input: it reads 0).
 SLACK = float(2**62)
@@ -150,10 +150,13 @@ class Layout:
         keys: Sequence[str],
         seed: int,
         index: Mapping[str, int] | None = None,
+        blocks: np.ndarray | None = None,
     ) -> None:
         """Lay out the inputs ``keys[n_inputs:]`` (the names of every input, in admission
         order; ``index``: name -> position, when the caller keeps one) in place: only their
         own columns are written. Needs ``len(keys) <= capacity`` (else :func:`grown`).
+        ``blocks``: lay out only the blocks where it is True (default: every block; the
+        others' columns are the caller's: :func:`relaid`).
 
         A block reads its inputs in column order (``Kernel.feature_indices`` is sorted), so a
         layout grown input by input and one laid out at once agree column for column.
@@ -173,12 +176,19 @@ class Layout:
         placer = _placer(kernels, seed, self.draws)
         if placer is None:  # numpy's per-input generators: block by block
             for m in range(len(kernels)):
-                index = self._extend_block(m, kernels[m], keys, fresh, seed, index)
+                if blocks is None or blocks[m]:
+                    index = self._extend_block(m, kernels[m], keys, fresh, seed, index)
             self.n_inputs = d
             return
         names = [f"{k}" for k in keys[d_old:d]]  # (as ``kernel_base.draw_keys`` formats them)
-        kinds, later = placer.kinds, placer.python
+        kinds, later, quadratic = placer.kinds, placer.python, placer.quadratic
+        if blocks is not None:  # (each block's columns are its own draws: any subset of the
+            kinds = np.where(blocks, kinds, nb.PLACE_NONE)  # blocks is laid out the same)
+            later = tuple(m for m in later if blocks[m])
+            quadratic = tuple(q for q in quadratic if blocks[q[0]])
         lm = [m for m, own in placer.landmarks if not own.isdisjoint(names)]
+        if blocks is not None:
+            lm = [m for m in lm if blocks[m]]
         if lm:  # landmarks with values of a new input: their columns are not 0
             kinds = kinds.copy()
             kinds[lm] = nb.PLACE_NONE
@@ -193,7 +203,7 @@ class Layout:
         )  # fmt: skip
         for m in later:
             index = self._extend_block(m, kernels[m], keys, fresh, seed, index)
-        for m, most in placer.quadratic:  # the quadratic map, while it has room (its first
+        for m, most in quadratic:  # the quadratic map, while it has room (its first
             if self.blk_inputs[m] < most and self.blk_inputs[m] < self.capacity:  # inputs)
                 kernel = kernels[m]
                 assert isinstance(kernel, Polynomial)
@@ -656,6 +666,7 @@ def build_layout(
     keys: Sequence[str] | None = None,
     capacity: int | None = None,
     draws: int = DRAWS,
+    like: tuple[Layout, Sequence[Kernel]] | None = None,
 ) -> Layout:
     """Arrays describing the bank on ``d`` inputs; ``keys[j]`` names input j (seeds the random
     maps, drawn as ``draws`` say: ``kernel_base.DRAWS``); room for ``capacity`` inputs (at
@@ -663,7 +674,11 @@ def build_layout(
 
     The last few layouts built are kept and handed out as copies: a group member rebuilds the
     same layout for every state it loads, merges or rebases each round (the random Fourier
-    rows cost ~1.7 ms for the default bank on 10 inputs, a copy ~0.02 ms)."""
+    rows cost ~1.7 ms for the default bank on 10 inputs, a copy ~0.02 ms).
+
+    ``like``: a layout of these inputs' first ones (at this capacity) and its bank, whose
+    kept kernels' columns a layout not kept is made from (:func:`relaid`: the same arrays,
+    drawn only for the changed kernels; a model's bank change)."""
     keys = [str(j) for j in range(d)] if keys is None else list(keys[:d])
     key = (
         tuple((repr(k.to_spec()), getattr(k, "fit", None)) for k in kernels),  # (fits hash)
@@ -674,14 +689,72 @@ def build_layout(
         cached = _BUILT.get(key)
     if cached is not None:
         return _copied(cached)
-    layout = _empty(kernels, max(d, capacity or 0), seed, draws)
-    layout.extend(kernels, keys, seed, index)
+    layout = None
+    if like is not None and like[0].draws == draws and like[0].capacity == max(d, capacity or 0):
+        layout = relaid(like[0], like[1], kernels, keys, seed, index)
+    if layout is None:
+        layout = _empty(kernels, max(d, capacity or 0), seed, draws)
+        layout.extend(kernels, keys, seed, index)
     kept = _copied(layout)  # (never handed out: copies only)
     with _BUILT_LOCK:
         while len(_BUILT) >= _KEEP_BUILT:
             _BUILT.pop(next(iter(_BUILT)))
         _BUILT[key] = kept
     return layout
+
+
+def relaid(
+    layout: Layout,
+    old: Sequence[Kernel],
+    kernels: Sequence[Kernel],
+    keys: Sequence[str],
+    seed: int,
+    index: Mapping[str, int] | None = None,
+) -> Layout | None:
+    """:func:`build_layout` for the bank ``kernels`` on the inputs ``layout`` (the bank
+    ``old``'s, untouched) lays out, at its capacity, bit for bit, drawing only the blocks
+    whose kernel is not the same object as before: a block's columns are its own draws (keyed
+    by its kernel and each input's name), so a kept kernel's columns are ``layout``'s; a
+    changed kernel's are drawn afresh (a Fourier block at another bandwidth: its rows are the
+    normals times the bandwidth's scale inside Box-Muller's radius, ``draws.draw_row``, so
+    rescaling the old rows would not give the same numbers). None when the banks' blocks do
+    not line up (another number of blocks, other widths or kinds) or ``keys`` (every input's
+    name, ``layout``'s first) exceed its capacity: :func:`build_layout` then. Inputs named
+    since ``layout`` was laid out are laid out after, in every block (a layout grown input by
+    input is the one built at once: :meth:`Layout.extend`).
+    The bandwidth warm-up's bank change (its Gaussian blocks refitted, the others kept)
+    skips the kept blocks' draws and the build's cache key (the kernels' specs, the inputs'
+    names)."""
+    M = len(kernels)
+    d = layout.n_inputs
+    if len(old) != M or not d <= len(keys) <= layout.capacity:
+        return None
+    out = _empty(kernels, layout.capacity, seed, layout.draws)
+    if not (
+        np.array_equal(out.ex_off, layout.ex_off)
+        and np.array_equal(out.ex_kind, layout.ex_kind)
+        and np.array_equal(out.view_of, layout.view_of)
+        and out.rff_wt.shape[1] == layout.rff_wt.shape[1]
+        and out.masks.shape == layout.masks.shape
+    ):
+        return None
+    draw = np.array([k is not o for k, o in zip(kernels, old, strict=True)], dtype=np.bool_)
+    for m in np.flatnonzero(~draw).tolist():
+        if kernels[m].implicit:
+            out.masks[out.view_of[m]] = layout.masks[layout.view_of[m]]
+        else:
+            a, e = int(layout.ex_off[m]), int(layout.ex_off[m + 1])
+            out.phi_src[:, a:e] = layout.phi_src[:, a:e]
+            if layout.ex_kind[m] in (nb.MAP_RFF, nb.MAP_LANDMARK, nb.MAP_BINNING):
+                r0 = int(layout.phi_src[0, a])
+                out.rff_wt[:d, r0 : r0 + e - a] = layout.rff_wt[:d, r0 : r0 + e - a]
+                out.rff_b[r0 : r0 + e - a] = layout.rff_b[r0 : r0 + e - a]
+        out.in_pos[m] = layout.in_pos[m]
+        out.blk_inputs[m] = layout.blk_inputs[m]
+        out.ex_used[m] = layout.ex_used[m]
+    out.extend(kernels, list(keys[:d]), seed, index, blocks=draw)
+    out.extend(kernels, keys, seed, index)  # the inputs named since (every block)
+    return out
 
 
 def _copied(layout: Layout) -> Layout:

@@ -266,10 +266,14 @@ class OnlineMKL:
         every block whose kernel stays keeps its state (``state.transplant``)."""
         keys = self._keys
         kernels = bandwidth.for_inputs(kernels, len(keys), rescale=not self.hold_bandwidths)
-        capacity = 0 if self._layout is None else self._layout.capacity
+        old = self._layout
+        # the blocks whose kernel stays keep their columns (``like``: the same arrays as a
+        # build, drawing only the changed blocks; the bandwidth warm-up's bank change)
         layout = build_layout(
-            kernels, len(keys), self.seed, self._key_index, keys, capacity, self.draws
-        )
+            kernels, len(keys), self.seed, self._key_index, keys,
+            0 if old is None else old.capacity, self.draws,
+            None if old is None else (old, self.kernels),
+        )  # fmt: skip
         names = [k.name for k in kernels]
         if self._state is None or self._layout is None:
             cap = budgets.initial_capacity(self.budget)
