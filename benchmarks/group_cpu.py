@@ -23,7 +23,7 @@ Writes ``benchmarks/results/group_cpu.md`` (a partial run, ``--records`` below 6
 
     python benchmarks/group_cpu.py [--members 2] [--records 60000] [--rate 250] [--vs ../main]
 
-Needs py-spy (``pip install py-spy``) and the right to trace the daemons (root, or
+Needs py-spy (in the dev extra; ``pip install py-spy``) and the right to trace the daemons (root, or
 ``ptrace_scope`` 0).
 """
 
