@@ -8,7 +8,8 @@ frames (length, request header) and:
 - with ``sasl=(user, password)``: answers the SASL exchange itself, as a broker's
   ``SASL_PLAINTEXT`` listener would -- ``ApiVersions`` is forwarded to Tansu and its answer gains
   ``SaslHandshake`` and ``SaslAuthenticate``; ``SaslHandshake`` offers ``PLAIN``; other
-  credentials get ``SASL_AUTHENTICATION_FAILED`` (error 58) and the connection is closed; once
+  credentials get ``SASL_AUTHENTICATION_FAILED`` (error 58) and the connection is closed 100 ms
+  later, as a Kafka broker closes it; once
   authenticated the connection is Tansu's;
 - :meth:`KafkaFront.hold_fetches` withholds the responses to ``Fetch`` requests of the clients
   whose ``client.id`` starts with a prefix (and, Kafka answering in order, whatever follows them
@@ -25,6 +26,7 @@ import socket
 import struct
 import subprocess
 import threading
+import time
 from collections import deque
 from pathlib import Path
 
@@ -41,6 +43,11 @@ from streammkl.daemon.commands.broker import free_port, port_accepts, tansu_bina
 FETCH, API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 1, 18, 17, 36
 SASL_AUTHENTICATION_FAILED = 58
 UNSUPPORTED_SASL_MECHANISM = 33
+#: Seconds between refusing credentials and closing the connection: Apache Kafka's default
+#: ``connection.failed.authentication.delay.ms``. Without it a loaded client can read the refusal
+#: and the close in one read, and kafka-python 3.0 then discards the refusal (its transport
+#: aborts on the close before handing on the bytes read with it).
+FAILED_AUTHENTICATION_DELAY = 0.1
 
 
 def _read_exactly(sock: socket.socket, n: int) -> bytes | None:
@@ -243,6 +250,9 @@ class KafkaFront:
                     self.authenticated += 1
                 else:
                     self.refused += 1
+                    # as a Kafka broker does (connection.failed.authentication.delay.ms, 100 by
+                    # default): kafka-python drops a response read together with the close
+                    time.sleep(FAILED_AUTHENTICATION_DELAY)
                 return ok
             else:  # a request before authentication: a SASL listener drops the connection
                 self.refused += 1

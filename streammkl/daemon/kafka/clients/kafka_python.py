@@ -9,7 +9,10 @@ Rebalance callbacks run on kafka-python's IO thread.
 kafka-python creates its consumer only once it has bootstrapped; when the broker refuses the
 credentials it says only "Unable to bootstrap", the SASL error going to its own log:
 :class:`RefusalWatch` reads that log while the consumer is created, so that the refusal is
-raised as :class:`~streammkl.daemon.kafka.clients.protocol.ClientRefused`.
+raised as :class:`~streammkl.daemon.kafka.clients.protocol.ClientRefused`. That log has the
+error only if the broker's answer was read before its close: Kafka waits 100 ms
+(``connection.failed.authentication.delay.ms``), and kafka-python 3.0's transport drops bytes read
+together with a close.
 
 Three reads of kafka-python's internals remain, all here and all guarded (a changed layout
 falls back or does nothing): :func:`unpark` (its paused-then-resumed partitions stall forever:
