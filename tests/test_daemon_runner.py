@@ -515,6 +515,15 @@ def test_an_idle_run_that_consumed_nothing_still_leaves_a_checkpoint(tmp_path: P
     assert info["records_consumed"] == 0 and info["reason"] == "shutdown"
 
 
+def ticks(source: Any, now: list[float], seconds: float) -> None:
+    """Fetch once per second of a fake clock (``now[0]``, the source's ``clock``) for
+    ``seconds``."""
+    end = now[0] + seconds
+    while now[0] < end:
+        now[0] += 1.0
+        source.fetch(0)
+
+
 def test_a_member_rejoins_only_when_a_topic_it_saw_missing_came_back_unassigned(
     tmp_path: Path,
 ) -> None:
@@ -527,28 +536,22 @@ def test_a_member_rejoins_only_when_a_topic_it_saw_missing_came_back_unassigned(
     now = [0.0]
     kafka = make_settings(tmp_path).kafka
 
-    def ticks(source: Source, seconds: float) -> None:
-        end = now[0] + seconds
-        while now[0] < end:
-            now[0] += 1.0
-            source.fetch(0)
-
     cluster = FakeCluster()
     cluster.create("in", 1)
     extra = Source(kafka, {}, cluster.consumer(), group=True, clock=lambda: now[0]).start()
     assert extra.consumer is not None
     extra.consumer.rebalance([])  # the group gives this member nothing
-    ticks(extra, 60.0)
+    ticks(extra, now, 60.0)
     assert extra.rejoins == 0 and extra.assignment == []
 
     cluster = FakeCluster()  # the topic missing (a restarted memory-only broker)
     back = Source(kafka, {}, cluster.consumer(), group=True, clock=lambda: now[0]).start()
-    ticks(back, 10.0)
+    ticks(back, now, 10.0)
     assert back.assignment == [] and back.rejoins == 0
     cluster.create("in", 1)  # back; the group (this fake's subscription) still gives nothing
-    ticks(back, 6.0)
+    ticks(back, now, 6.0)
     assert back.rejoins == 0  # not yet: 8 s after it was seen back
-    ticks(back, 10.0)
+    ticks(back, now, 10.0)
     assert back.rejoins == 1
     assert [(tp.topic, tp.partition) for tp in back.assignment] == [("in", 0)]
 
@@ -564,29 +567,23 @@ def test_a_member_rejoins_when_its_topic_was_re_created_between_two_looks(tmp_pa
     now = [0.0]
     kafka = make_settings(tmp_path).kafka
 
-    def ticks(source: Source, seconds: float) -> None:
-        end = now[0] + seconds
-        while now[0] < end:
-            now[0] += 1.0
-            source.fetch(0)
-
     cluster = FakeCluster()
     cluster.create("in", 1)
     offsets = {("in", 0): 40}
     member = Source(kafka, offsets, cluster.consumer(), group=True, clock=lambda: now[0]).start()
     assert member.consumer is not None
     member.consumer.rebalance([TopicPartition("in", 0)])
-    ticks(member, 1.0)
+    ticks(member, now, 1.0)
     assert [(tp.topic, tp.partition) for tp in member.assignment] == [("in", 0)]
     old_id = member.topic_ids["in"]
     cluster.delete("in")
     member.consumer.rebalance([])  # the group gives nothing after the broker came back
-    ticks(member, 1.0)
+    ticks(member, now, 1.0)
     assert member.assignment == []
     cluster.create("in", 1)  # a new id: gone and back between two looks
-    ticks(member, 6.0)
+    ticks(member, now, 6.0)
     assert member.rejoins == 0
-    ticks(member, 8.0)
+    ticks(member, now, 8.0)
     assert member.rejoins == 1
     assert [(tp.topic, tp.partition) for tp in member.assignment] == [("in", 0)]
     assert member.topic_ids["in"] != old_id and member.offsets[("in", 0)] == 0
