@@ -264,8 +264,11 @@ class ConfluentConsumer:
             info.error is not None and info.error.code() == RdKafkaError.UNKNOWN_TOPIC_OR_PART
         )
 
+    #: librdkafka's metadata (``list_topics``' ``TopicMetadata``, confluent-kafka 2.16) holds
+    #: no topic ids: an admin client asks (DescribeTopics).
+    topic_id_is_a_request = True
+
     def topic_id(self, topic: str) -> str | None:
-        # the consumer's metadata has no topic ids: an admin client asks (DescribeTopics)
         try:
             if self._admin is None:
                 self._admin = AdminClient(self._admin_conf)

@@ -294,8 +294,10 @@ class KafkaPythonConsumer:
         except KafkaError:
             return False
 
+    #: Read from the metadata the client refreshes anyway (never blocks: it runs in callbacks).
+    topic_id_is_a_request = False
+
     def topic_id(self, topic: str) -> str | None:
-        # from the metadata the client refreshes anyway (never blocks: it runs in callbacks)
         cluster = getattr(self.consumer, "_cluster", None)
         try:
             value = cluster.topic_id(topic) if cluster is not None else None

@@ -161,6 +161,13 @@ class ConsumerClient(Protocol):
         the broker (at most ~2 s)."""
         ...
 
+    @property
+    def topic_id_is_a_request(self) -> bool:
+        """Whether :meth:`topic_id` sends a request of its own (librdkafka: its metadata holds
+        no topic ids, an admin client asks), rather than reading metadata the client refreshes
+        anyway (kafka-python): the caller then asks less often where it can."""
+        ...
+
     def poll(self, timeout_ms: int, max_records: int) -> Mapping[Partition, list[Any]]:
         """Fetched records (:class:`Message`) per partition, each list in offset order; waits
         up to ``timeout_ms`` only when nothing is fetched. Raises :class:`OffsetsOutOfRange`."""
