@@ -24,7 +24,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -39,15 +38,14 @@ from streammkl.daemon.mixing import topic as mix_topic
 def trips(bootstrap: str, wait_ms: int, n: int, kb: int) -> tuple[list[float], list[float]]:
     """(seconds from send to read back, seconds from send to acknowledgement) of ``n``
     records, the reader's ``fetch_max_wait_ms`` = ``wait_ms``."""
-    kafka = load_settings(env={}, overrides={"kafka.bootstrap_servers": bootstrap}).kafka
+    kafka = load_settings(env={}, overrides={
+        "kafka.bootstrap_servers": bootstrap, "kafka.consumer_client": "kafka-python",
+        "kafka.producer_client": "kafka-python",
+    }).kafka  # fmt: skip
     name = f"mixlatency-{wait_ms}"
     mix_topic.create_mix_topic(kafka, name)
-
-    def consumer(**options: Any) -> Any:
-        return mix_topic.KafkaConsumer(**{**options, "fetch_max_wait_ms": wait_ms})
-
-    writer = mix_topic.MixTopic(kafka, name, consumer_factory=consumer)
-    reader = mix_topic.MixTopic(kafka, name, consumer_factory=consumer)
+    writer = mix_topic.MixTopic(kafka, name, max_wait_ms=wait_ms)
+    reader = mix_topic.MixTopic(kafka, name, max_wait_ms=wait_ms)
     reader.read_to_end()
     state = ({"size": kb}, {"w": np.zeros(kb * 128)})
     read_back: list[float] = []

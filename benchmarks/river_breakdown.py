@@ -117,14 +117,19 @@ def _learn_known(model: Any, timed: list) -> Callable[[], None]:
     return go
 
 
-def _learn_predict_one(model: Any, timed: list) -> Callable[[], None]:
-    call = model.learn_predict_one
+def _each(method: str) -> Stage:
+    """The stage calling the learner's ``method(x, y)`` on every timed example."""
 
-    def go() -> None:
-        for x, y in timed:
-            call(x, y)
+    def stage(model: Any, timed: list) -> Callable[[], None]:
+        call = getattr(model, method)
 
-    return go
+        def go() -> None:
+            for x, y in timed:
+                call(x, y)
+
+        return go
+
+    return stage
 
 
 def _probabilities(model: Any, timed: list) -> Callable[[], None]:
@@ -161,24 +166,14 @@ def _predict_proba_one(model: Any, timed: list) -> Callable[[], None]:
     return go
 
 
-def _learn_one_only(model: Any, timed: list) -> Callable[[], None]:
-    learn = model.learn_one
-
-    def go() -> None:
-        for x, y in timed:
-            learn(x, y)
-
-    return go
-
-
 STAGES: tuple[tuple[str, Stage], ...] = (
     ("dict -> values", _values),
     ("+ the compiled call", _compiled_call),
     ("the round in the compiled loop", _compiled_loop),
     ("Rounds.learn_known", _learn_known),
-    ("learn_predict_one", _learn_predict_one),
+    ("learn_predict_one", _each("learn_predict_one")),
     ("probabilities (a dict of two)", _probabilities),
-    ("learn_one alone (no memo)", _learn_one_only),
+    ("learn_one alone (no memo)", _each("learn_one")),
     ("Rounds.predict_known + learn_one", _predict_known),
     ("predict_proba_one + learn_one", _predict_proba_one),
 )

@@ -255,6 +255,8 @@ class FakeConsumer:
         self.withheld_until = 0.0  # until then no fetch returns: no record, no highwater
         self.withheld_for = 0.0
         self._revoked = False  # revoked, the pending assignment not given yet
+        self.topic_id_is_a_request = False  # (True: as librdkafka's, asked less often)
+        self.id_requests = 0  # topic_id calls
 
     def subscribe(self, topics: list[str], on_assign: Any, on_revoke: Any) -> None:
         self.subscribed = list(topics)
@@ -295,6 +297,7 @@ class FakeConsumer:
         return topic not in self.cluster.topics
 
     def topic_id(self, topic: str) -> str | None:
+        self.id_requests += 1
         return self.cluster.ids.get(topic)
 
     def silence(self) -> float | None:

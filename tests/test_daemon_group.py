@@ -24,7 +24,7 @@ from prometheus_client import CollectorRegistry
 from streammkl.core import kernels
 from streammkl.daemon.commands.broker import free_port
 from streammkl.daemon.config import ConfigError, load_settings
-from streammkl.daemon.kafka.clients.protocol import Partition
+from streammkl.daemon.kafka.clients.protocol import Partition, SendFailed
 from streammkl.daemon.mixing.log import (
     MISTAKES_PER_ROUND,
     ErrorTrend,
@@ -880,16 +880,10 @@ def test_repeated_kill9_loses_nothing_and_counts_nothing_twice(
     _run_group(kafka_bootstrap, tmp_path, n=60000, kills=4, seed=5, client=client)
 
 
-class _IdleConsumer:
-    """A mix topic's consumer that is never read (the publishing tests only send)."""
+class _IdleReader:
+    """A mix log reader that is never read (the publishing tests only send)."""
 
-    def __init__(self, **options):
-        pass
-
-    def assign(self, tps):
-        pass
-
-    def seek_to_beginning(self, tp):
+    def __init__(self, settings, topic, max_record_bytes, max_wait_ms):
         pass
 
 
@@ -904,50 +898,47 @@ def test_a_record_the_client_skips_is_read_again_not_lost() -> None:
     polls: list[list[int]] = [[0, 1, 3, 4], [2, 3, 4], [3, 4, 6], [6], [7]]
     seeks: list[int] = []
 
-    class Consumer(_IdleConsumer):  # read, from a script of polls
-        def seek(self, tp, offset):
+    class Reader(_IdleReader):  # read, from a script of polls
+        def seek(self, offset):
             seeks.append(offset)
 
         def poll(self, timeout_ms):
             offsets = polls.pop(0) if polls else []
-            rows = [SimpleNamespace(offset=o, key=b"k", value=encoded[o]) for o in offsets]
-            return {"tp": rows} if rows else {}
+            return [SimpleNamespace(offset=o, key=b"k", value=encoded[o]) for o in offsets]
 
-    topic = MixTopic(load_settings(env={}).kafka, "mix", producer_factory=lambda **o: None,
-                     consumer_factory=Consumer)  # fmt: skip
+    topic = MixTopic(load_settings(env={}).kafka, "mix", writer=lambda *a: None,
+                     reader=Reader)  # fmt: skip
     read = [[r.round for r in topic.read()] for _ in range(5)]
     assert read == [[0, 1], [2, 3, 4], [], [6], [7]]
     assert seeks == [2, 5] and topic.gaps == 2  # offset 5 is not in the log: read past it
 
 
 def test_a_failed_publish_is_retried_on_a_new_producer(monkeypatch):
-    from kafka.errors import KafkaTimeoutError
-
     import streammkl.daemon.mixing.topic as gt
 
     monkeypatch.setattr(gt.time, "sleep", lambda s: None)
     sent, producers = [], []
 
-    class Producer:
-        def __init__(self, **options):
+    class Writer:
+        def __init__(self, settings, topic, max_record_bytes):
             producers.append(self)
 
-        def send(self, topic, key, value, partition):
+        def send(self, key, value):
             if len(producers) == 1:  # the first producer is broken (e.g. after a broker restart)
-                raise KafkaTimeoutError("broken")
+                raise SendFailed("broken")
             sent.append(key)
-            return type("F", (), {"get": lambda self, timeout: None})()
+            return type("Acked", (), {"wait": lambda self, timeout: None})()
 
         def close(self, timeout):
             pass
 
     kafka = load_settings(env={}).kafka
-    topic = MixTopic(kafka, "mix", producer_factory=Producer, consumer_factory=_IdleConsumer)
+    topic = MixTopic(kafka, "mix", writer=Writer, reader=_IdleReader)
     topic.publish(MixRecord("hello", 0, "a"))
     assert sent == [b"hello/0000000000/a"] and len(producers) == 2
-    with pytest.raises(KafkaTimeoutError):  # bounded at shutdown
-        broken = MixTopic(kafka, "mix", producer_factory=Producer, consumer_factory=_IdleConsumer)
-        producers[:] = [broken.producer]
+    with pytest.raises(SendFailed):  # bounded at shutdown
+        broken = MixTopic(kafka, "mix", writer=Writer, reader=_IdleReader)
+        producers[:] = [broken.writer]
         broken.publish(MixRecord("bye", 0, "a"), attempts=1)
 
 
@@ -958,38 +949,36 @@ def test_a_delta_sent_without_waiting_is_confirmed_or_published_again(monkeypatc
     never while it learns on."""
     from types import SimpleNamespace
 
-    from kafka.errors import KafkaTimeoutError
-
     import streammkl.daemon.mixing.topic as gt
 
     monkeypatch.setattr(gt.time, "sleep", lambda s: None)
     sent: list[tuple[int, bytes]] = []
     producers: list[Any] = []
 
-    class Future:
+    class Acknowledgement:
         def __init__(self, ok: bool) -> None:
             self.ok, self.is_done = ok, False
 
-        def get(self, timeout):
+        def wait(self, timeout):
             self.is_done = True
             if not self.ok:
-                raise KafkaTimeoutError("no acknowledgement")
+                raise SendFailed("no acknowledgement")
 
-    class Producer:
-        def __init__(self, **options):
+    class Writer:
+        def __init__(self, settings, topic, max_record_bytes):
             producers.append(self)
 
-        def send(self, topic, key, value, partition):
+        def send(self, key, value):
             sent.append((len(producers), key))
             if len(producers) == 1 and key.startswith(b"hello"):
-                raise KafkaTimeoutError("at once")
-            return Future(ok=len(producers) > 1)  # the first producer's sends fail
+                raise SendFailed("at once")
+            return Acknowledgement(ok=len(producers) > 1)  # the first producer's sends fail
 
         def close(self, timeout):
             pass
 
     kafka = load_settings(env={}).kafka
-    topic = MixTopic(kafka, "mix", producer_factory=Producer, consumer_factory=_IdleConsumer)
+    topic = MixTopic(kafka, "mix", writer=Writer, reader=_IdleReader)
     rec = MixRecord("delta", 3, "a", examples=5)
     handle = topic.send(rec)
     assert handle is not None and not handle.is_done and sent == [(1, b"delta/0000000003/a")]
@@ -998,7 +987,7 @@ def test_a_delta_sent_without_waiting_is_confirmed_or_published_again(monkeypatc
     topic.confirm(rec, topic.send(rec))  # acknowledged: nothing more
     assert len(sent) == 4 and len(producers) == 2
     producers.clear()
-    fresh = MixTopic(kafka, "mix", producer_factory=Producer, consumer_factory=_IdleConsumer)
+    fresh = MixTopic(kafka, "mix", writer=Writer, reader=_IdleReader)
     hello = MixRecord("hello", 0, "b")
     assert fresh.send(hello) is None  # failed at once: confirming publishes it
     fresh.confirm(hello, None)

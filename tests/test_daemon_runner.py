@@ -515,6 +515,15 @@ def test_an_idle_run_that_consumed_nothing_still_leaves_a_checkpoint(tmp_path: P
     assert info["records_consumed"] == 0 and info["reason"] == "shutdown"
 
 
+def ticks(source: Any, now: list[float], seconds: float) -> None:
+    """Fetch once per second of a fake clock (``now[0]``, the source's ``clock``) for
+    ``seconds``."""
+    end = now[0] + seconds
+    while now[0] < end:
+        now[0] += 1.0
+        source.fetch(0)
+
+
 def test_a_member_rejoins_only_when_a_topic_it_saw_missing_came_back_unassigned(
     tmp_path: Path,
 ) -> None:
@@ -527,28 +536,22 @@ def test_a_member_rejoins_only_when_a_topic_it_saw_missing_came_back_unassigned(
     now = [0.0]
     kafka = make_settings(tmp_path).kafka
 
-    def ticks(source: Source, seconds: float) -> None:
-        end = now[0] + seconds
-        while now[0] < end:
-            now[0] += 1.0
-            source.fetch(0)
-
     cluster = FakeCluster()
     cluster.create("in", 1)
     extra = Source(kafka, {}, cluster.consumer(), group=True, clock=lambda: now[0]).start()
     assert extra.consumer is not None
     extra.consumer.rebalance([])  # the group gives this member nothing
-    ticks(extra, 60.0)
+    ticks(extra, now, 60.0)
     assert extra.rejoins == 0 and extra.assignment == []
 
     cluster = FakeCluster()  # the topic missing (a restarted memory-only broker)
     back = Source(kafka, {}, cluster.consumer(), group=True, clock=lambda: now[0]).start()
-    ticks(back, 10.0)
+    ticks(back, now, 10.0)
     assert back.assignment == [] and back.rejoins == 0
     cluster.create("in", 1)  # back; the group (this fake's subscription) still gives nothing
-    ticks(back, 6.0)
+    ticks(back, now, 6.0)
     assert back.rejoins == 0  # not yet: 8 s after it was seen back
-    ticks(back, 10.0)
+    ticks(back, now, 10.0)
     assert back.rejoins == 1
     assert [(tp.topic, tp.partition) for tp in back.assignment] == [("in", 0)]
 
@@ -564,29 +567,84 @@ def test_a_member_rejoins_when_its_topic_was_re_created_between_two_looks(tmp_pa
     now = [0.0]
     kafka = make_settings(tmp_path).kafka
 
-    def ticks(source: Source, seconds: float) -> None:
-        end = now[0] + seconds
-        while now[0] < end:
-            now[0] += 1.0
-            source.fetch(0)
-
     cluster = FakeCluster()
     cluster.create("in", 1)
     offsets = {("in", 0): 40}
     member = Source(kafka, offsets, cluster.consumer(), group=True, clock=lambda: now[0]).start()
     assert member.consumer is not None
     member.consumer.rebalance([TopicPartition("in", 0)])
-    ticks(member, 1.0)
+    ticks(member, now, 1.0)
     assert [(tp.topic, tp.partition) for tp in member.assignment] == [("in", 0)]
     old_id = member.topic_ids["in"]
     cluster.delete("in")
     member.consumer.rebalance([])  # the group gives nothing after the broker came back
-    ticks(member, 1.0)
+    ticks(member, now, 1.0)
     assert member.assignment == []
     cluster.create("in", 1)  # a new id: gone and back between two looks
-    ticks(member, 6.0)
+    ticks(member, now, 6.0)
     assert member.rejoins == 0
-    ticks(member, 8.0)
+    ticks(member, now, 8.0)
     assert member.rejoins == 1
     assert [(tp.topic, tp.partition) for tp in member.assignment] == [("in", 0)]
     assert member.topic_ids["in"] != old_id and member.offsets[("in", 0)] == 0
+
+
+def test_a_member_that_owns_nothing_asks_for_topic_ids_only_every_30_s(tmp_path: Path) -> None:
+    """With a client whose topic id is a request of its own (librdkafka's DescribeTopics), a
+    member left with nothing compares its topics' ids every ``ID_CHECK_SECONDS`` (30 s), not at
+    every 5-s look of the return watch: a topic re-created unseen is still noticed (later).
+    While some input topic was seen vanished it asks at every look (every second); a client
+    that reads the ids from its metadata (kafka-python) is asked at every look."""
+    from streammkl.daemon.kafka.source import ID_CHECK_SECONDS, Source
+
+    now = [0.0]
+    kafka = make_settings(tmp_path, **{"kafka.topics": "in,other"}).kafka
+
+    def left_with_nothing(cluster: FakeCluster, asks: bool) -> Any:
+        """A member that owned both topics (their ids remembered) and then nothing, 2 s after
+        its start; its return watch looked at 1 s (nothing owned yet), so it looks at 6, 11,
+        16 s... and, asking, compares the ids at 31, 61, 91 s..."""
+        member = Source(kafka, {}, cluster.consumer(), group=True, clock=lambda: now[0]).start()
+        member.consumer.topic_id_is_a_request = asks
+        member.consumer.rebalance([TopicPartition("in", 0), TopicPartition("other", 0)])
+        ticks(member, now, 1.0)
+        assert len(member.assignment) == 2 and set(member.topic_ids) == {"in", "other"}
+        member.consumer.rebalance([])  # one member too many: the group gives it nothing
+        ticks(member, now, 1.0)
+        assert member.assignment == []
+        member.consumer.id_requests = 0
+        return member
+
+    def cluster_with_both() -> FakeCluster:
+        cluster = FakeCluster()
+        cluster.create("in", 1)
+        cluster.create("other", 1)
+        return cluster
+
+    cheap = left_with_nothing(cluster_with_both(), asks=False)
+    ticks(cheap, now, 120.0)  # to 122 s
+    assert cheap.consumer.id_requests == 2 * 120 // 5  # both topics at every 5-s look
+    assert cheap.rejoins == 0
+
+    cluster = cluster_with_both()
+    member = left_with_nothing(cluster, asks=True)
+    ticks(member, now, 120.0)  # to 122 s: the ids compared at 31, 61, 91 and 121 s
+    assert member.consumer.id_requests == 2 * 120 // ID_CHECK_SECONDS  # every 30 s, not 5
+    assert member.rejoins == 0
+    cluster.delete("in")  # re-created between two looks: never seen missing
+    cluster.create("in", 1)
+    ticks(member, now, 20.0)  # to 142 s (asked at every look: seen at 126 s, rejoined at 134)
+    assert member.rejoins == 0
+    ticks(member, now, 18.0)  # the new id seen at 151 s, then 8 s and a look every second
+    assert member.rejoins == 1
+    assert [(tp.topic, tp.partition) for tp in member.assignment] == [("in", 0), ("other", 0)]
+
+    cluster = cluster_with_both()
+    member = left_with_nothing(cluster, asks=True)
+    cluster.delete("other")
+    ticks(member, now, 5.0)  # seen missing at 6 s (no id is asked while a topic is missing)
+    cluster.create("other", 1)  # back: the member waits 8 s, looking every second
+    asked = member.consumer.id_requests
+    ticks(member, now, 6.0)
+    assert member.consumer.id_requests - asked == 6  # "in"'s id at every look ("other" vanished)
+    assert member.rejoins == 0

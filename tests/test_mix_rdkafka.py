@@ -1,5 +1,5 @@
-"""The mix topic's librdkafka clients (:mod:`streammkl.daemon.mixing.rdkafka`) on a broker:
-what one library writes the other reads, record for record, in order, arrays intact."""
+"""The mix topic's clients (the mix log adapters of :mod:`streammkl.daemon.kafka.clients`) on a
+broker: what one library writes the other reads, record for record, in order, arrays intact."""
 
 from __future__ import annotations
 
@@ -7,10 +7,16 @@ import uuid
 
 import numpy as np
 import pytest
-from kafka import KafkaConsumer, KafkaProducer
 
 from streammkl.daemon.config import load_settings
-from streammkl.daemon.mixing.rdkafka import RdMixConsumer, RdMixProducer, mix_clients
+from streammkl.daemon.kafka.clients import (
+    MIX_READERS,
+    MIX_WRITERS,
+    ConfluentMixReader,
+    ConfluentMixWriter,
+    KafkaPythonMixReader,
+    KafkaPythonMixWriter,
+)
 from streammkl.daemon.mixing.topic import MixRecord, MixTopic, create_mix_topic
 
 
@@ -22,10 +28,15 @@ def _kafka(bootstrap: str, client: str = "librdkafka"):
 
 
 def test_the_settings_name_the_mix_topics_clients() -> None:
-    producer, consumer = mix_clients(_kafka("localhost:1", "kafka-python"))
-    assert (producer, consumer) == (KafkaProducer, KafkaConsumer)
-    producer, consumer = mix_clients(_kafka("localhost:1"))
-    assert producer.func is RdMixProducer and consumer.func is RdMixConsumer  # type: ignore[attr-defined]
+    assert (MIX_WRITERS["kafka-python"], MIX_READERS["kafka-python"]) == (
+        KafkaPythonMixWriter, KafkaPythonMixReader,
+    )  # fmt: skip
+    topic = MixTopic(_kafka("localhost:1"), "mix")  # (librdkafka connects in the background)
+    try:
+        assert isinstance(topic.writer, ConfluentMixWriter)
+        assert isinstance(topic.reader, ConfluentMixReader)
+    finally:
+        topic.close()
 
 
 def _deltas(n: int) -> list[MixRecord]:
@@ -53,8 +64,8 @@ def test_what_one_library_writes_the_other_reads_in_order(
 ) -> None:
     name = f"mix-rd-{uuid.uuid4().hex[:6]}"
     create_mix_topic(_kafka(kafka_bootstrap), name)
-    out = MixTopic.connect(_kafka(kafka_bootstrap, writer), name)
-    into = MixTopic.connect(_kafka(kafka_bootstrap, reader), name)
+    out = MixTopic(_kafka(kafka_bootstrap, writer), name)
+    into = MixTopic(_kafka(kafka_bootstrap, reader), name)
     try:
         assert into.read_to_end(5) == []  # an empty topic: nothing, and no wait for ever
         sent = _deltas(6)
@@ -68,7 +79,7 @@ def test_what_one_library_writes_the_other_reads_in_order(
         assert [g.key for g in got] == [s.key for s in sent]
         assert all(_same(g, s) for g, s in zip(got, sent, strict=True))
         # a gap read again: the reader goes back to the first offset it has not read
-        into.consumer.seek(into.tp, 2)
+        into.reader.seek(2)
         into._next = 2
         again = []
         for _ in range(100):

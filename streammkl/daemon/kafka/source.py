@@ -70,6 +70,15 @@ REJOIN_SECONDS = 8.0
 #: How often the return watch looks while an input topic it saw gone is not yet owned again (a
 #: metadata request each time), so the wait above starts within a second of the topic's return.
 RETURN_CHECK_SECONDS = 1.0
+#: How often the return watch compares the input topics' ids with those remembered
+#: (:meth:`Source._recreated_unseen`) when the client's topic id is a request of its own
+#: (librdkafka: an admin DescribeTopics; its metadata holds no topic ids) and no input topic was
+#: seen vanished: a member that owns nothing (one too many) asked every 5 s for as long as it
+#: ran. librdkafka's own look for a missing topic is a live metadata request, so a topic
+#: re-created unseen is one deleted and re-created within one 5-s look; its member rejoins
+#: within this plus :data:`REJOIN_SECONDS`. With kafka-python the ids come with the metadata
+#: and are compared at every look.
+ID_CHECK_SECONDS = 30.0
 
 
 class Backlog(NamedTuple):
@@ -161,6 +170,7 @@ class Source:
         self._vanished: set[str] = set()  # input topics seen missing while nothing was owned
         self._back_since: float | None = None  # when they were all back (none owned since)
         self._watched_at = -1e18  # when _watch_return last asked about the topics
+        self._ids_checked_at = -1e18  # when _recreated_unseen last compared the topics' ids
         #: Times the group was rejoined with a new consumer (a topic came back unassigned).
         self.rejoins = 0
 
@@ -388,7 +398,7 @@ class Source:
             self._vanished |= missing
             self._back_since = None
             return False
-        recreated = self._recreated_unseen(consumer)
+        recreated = self._recreated_unseen(consumer, now)
         if recreated:
             self._vanished |= recreated
         if not self._vanished:
@@ -410,12 +420,18 @@ class Source:
         self.start()
         return True
 
-    def _recreated_unseen(self, consumer: ConsumerClient) -> set[str]:
+    def _recreated_unseen(self, consumer: ConsumerClient, at: float) -> set[str]:
         """Input topics whose id differs from the one remembered when they were last owned: the
         topic was deleted and re-created between two looks, so its absence was never seen
         (the watch looks every few seconds, and kafka-python answers from metadata up to
         ``kafka.metadata_max_age_ms`` old). The remembered id is left as it is: the next
-        assignment compares it again and resets the topic's own offsets."""
+        assignment compares it again and resets the topic's own offsets. A client whose topic
+        id is a request is asked at every look only while some input topic was seen vanished,
+        else every :data:`ID_CHECK_SECONDS`."""
+        if consumer.topic_id_is_a_request and not self._vanished:
+            if at - self._ids_checked_at < ID_CHECK_SECONDS:
+                return set()
+        self._ids_checked_at = at
         found = set()
         for topic in self.settings.topics:
             before = self.topic_ids.get(topic)

@@ -21,6 +21,7 @@ def ensure_topics(
     timeout_ms: int = 10_000,
     security: Mapping[str, Any] | None = None,
     admin_factory: Callable[..., Any] = KafkaAdminClient,
+    configs: Mapping[str, Mapping[str, str]] | None = None,
 ) -> None:
     """Create each missing topic with the given number of partitions (replication 1).
 
@@ -37,6 +38,8 @@ def ensure_topics(
         (:func:`streammkl.daemon.kafka.security.kafka_python_options`).
     admin_factory
         Builds the admin client from keyword options (tests inject fakes).
+    configs
+        Topic name -> its topic configs at creation (e.g. ``{"cleanup.policy": "compact"}``).
 
     Raises
     ------
@@ -52,7 +55,7 @@ def ensure_topics(
     try:
         existing = set(admin.list_topics())
         missing = [
-            NewTopic(name, partitions, 1)
+            NewTopic(name, partitions, 1, topic_configs=dict((configs or {}).get(name, {})))
             for name, partitions in topics.items()
             if name not in existing
         ]

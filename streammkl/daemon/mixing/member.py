@@ -144,7 +144,7 @@ class MixingMember:
         self,
         settings: Settings,
         metrics: MixMetrics,
-        topic_factory: Callable[..., MixTopic] = MixTopic.connect,
+        topic_factory: Callable[..., MixTopic] = MixTopic,
     ) -> None:
         # what a group needs of the settings is checked with them (config.Settings)
         self.settings = settings

@@ -1,4 +1,4 @@
-"""The ``mix`` topic of a mixing group: its records, their encoding, and the Kafka clients.
+"""The ``mix`` topic of a mixing group: its records, their encoding, and their reading and writing.
 
 One partition, so that every member reads the same records in the same order: the group's state
 is a function of that log alone (:mod:`streammkl.daemon.mixing.log`). Records are keyed by
@@ -43,18 +43,25 @@ import io
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.admin import KafkaAdminClient, NewTopic
-from kafka.errors import KafkaError, TopicAlreadyExistsError
 
 from streammkl.daemon.config import KafkaSettings
+from streammkl.daemon.kafka.clients import (
+    MIX_READERS,
+    MIX_WRITERS,
+    Acknowledgement,
+    Message,
+    MixLogReaderFactory,
+    MixLogWriter,
+    MixLogWriterFactory,
+    SendFailed,
+)
 from streammkl.daemon.kafka.security import kafka_python_options
-from streammkl.daemon.mixing.rdkafka import mix_clients
+from streammkl.daemon.kafka.topics import ensure_topics
 
 log = logging.getLogger(__name__)
 
@@ -257,111 +264,97 @@ def _claims(value: object) -> dict[str, tuple[int, int]] | None:
 
 def create_mix_topic(settings: KafkaSettings, topic: str) -> None:
     """Create the mix topic (1 partition, ``cleanup.policy=compact``) if it is missing."""
-    admin = KafkaAdminClient(
-        bootstrap_servers=settings.bootstrap_servers.split(","),
-        request_timeout_ms=settings.bootstrap_timeout_ms,
-        **kafka_python_options(settings),
-    )
-    try:
-        if topic not in set(admin.list_topics()):
-            try:
-                admin.create_topics(
-                    [NewTopic(topic, 1, 1, topic_configs={"cleanup.policy": "compact"})]
-                )
-                log.info("created the compacted mix topic %s", topic)
-            except TopicAlreadyExistsError:  # raced with another member
-                pass
-    finally:
-        try:
-            admin.close()
-        except KafkaError:
-            pass
+    ensure_topics(
+        settings.bootstrap_servers, {topic: 1}, settings.bootstrap_timeout_ms,
+        kafka_python_options(settings), configs={topic: {"cleanup.policy": "compact"}},
+    )  # fmt: skip
 
 
 class MixTopic:
-    """Publish to and read the mix topic (kafka-python clients; the reader is assigned, not
-    subscribed: it needs no group and reads from the beginning)."""
+    """Publish to and read the mix topic, with the clients the settings name: the reader
+    ``kafka.consumer_client``'s, the writer ``kafka.producer_client``'s (librdkafka by default;
+    :data:`~streammkl.daemon.kafka.clients.MIX_READERS` / ``MIX_WRITERS``). The reader is
+    assigned the one partition, not subscribed: it needs no group and reads from offset 0.
+
+    Parameters
+    ----------
+    settings
+        Kafka settings.
+    topic
+        The mix topic.
+    writer, reader
+        The mix log adapters (default: those the settings name; tests inject fakes).
+    max_wait_ms
+        How long the broker may hold the reader's fetch that finds nothing: a round waits on
+        this topic, so no long polls.
+    """
 
     def __init__(
         self,
         settings: KafkaSettings,
         topic: str,
-        producer_factory: Callable[..., Any] = KafkaProducer,
-        consumer_factory: Callable[..., Any] = KafkaConsumer,
+        writer: MixLogWriterFactory | None = None,
+        reader: MixLogReaderFactory | None = None,
+        max_wait_ms: int = 10,
     ) -> None:
+        self.settings = settings
         self.topic = topic
-        self.tp = TopicPartition(topic, 0)
         self.bad_records = 0
         self._next: int | None = None  # the offset the next record must have (None: any)
         self._gap: tuple[int, int] | None = None  # the last gap read again: (wanted, got)
         self.gaps = 0  # gaps read again
-        self._producer_factory = producer_factory
-        common = {
-            "bootstrap_servers": settings.bootstrap_servers.split(","),
-            "request_timeout_ms": settings.request_timeout_ms,
-            **kafka_python_options(settings),
-        }
-        self._common = common
-        self.producer = self._new_producer()
-        self.consumer = consumer_factory(
-            enable_auto_commit=False, auto_offset_reset="earliest",
-            fetch_max_bytes=MAX_RECORD_BYTES, max_partition_fetch_bytes=MAX_RECORD_BYTES,
-            fetch_max_wait_ms=10,  # a round waits on this topic: no long polls
-            **common,
-        )  # fmt: skip
-        self.consumer.assign([self.tp])
-        self.consumer.seek_to_beginning(self.tp)
+        self._writer_factory = writer or MIX_WRITERS[settings.producer_client]
+        self.writer = self._new_writer()
+        read = reader or MIX_READERS[settings.consumer_client]
+        self.reader = read(settings, topic, MAX_RECORD_BYTES, max_wait_ms)
 
-    def _new_producer(self) -> KafkaProducer:
-        return self._producer_factory(
-            acks="all", enable_idempotence=True, linger_ms=0,
-            max_request_size=MAX_RECORD_BYTES, **self._common,
-        )  # fmt: skip
+    def _new_writer(self) -> MixLogWriter:
+        return self._writer_factory(self.settings, self.topic, MAX_RECORD_BYTES)
 
     def publish(self, rec: MixRecord, timeout: float = 30.0, attempts: int = 0) -> None:
         """Send one record and wait for the broker's acknowledgement. A failure is retried
-        (``attempts`` times, 0: until it succeeds) with a new producer each time (an idempotent
+        (``attempts`` times, 0: until it succeeds) with a new writer each time (an idempotent
         producer stays broken after a broker restart, KAFKA.md); a replay is harmless: readers
         keep the first record of every key."""
         key, value = encode(rec)
         tried = 0
         while True:
             try:
-                self.producer.send(self.topic, key=key, value=value, partition=0).get(
-                    timeout=timeout
-                )
+                self.writer.send(key, value).wait(timeout)
                 return
-            except KafkaError as exc:
+            except SendFailed as exc:
                 tried += 1
                 if attempts and tried >= attempts:
                     raise
                 log.warning("mix topic: publishing %s failed (%s); retrying", rec.key, exc)
                 time.sleep(min(1.0 * tried, 5.0))
                 try:
-                    self.producer.close(timeout=1)
-                except Exception:  # a broken producer may not close cleanly
+                    self.writer.close(timeout=1)
+                except Exception:  # a broken writer may not close cleanly
                     pass
-                self.producer = self._new_producer()
+                self.writer = self._new_writer()
 
-    def send(self, rec: MixRecord) -> Any:
+    def send(self, rec: MixRecord) -> Acknowledgement | None:
         """Send one record without waiting for the broker's acknowledgement: the handle to give
         :meth:`confirm` (None if the send failed at once; :meth:`confirm` then publishes)."""
         key, value = encode(rec)
         try:
-            return self.producer.send(self.topic, key=key, value=value, partition=0)
-        except KafkaError as exc:
+            return self.writer.send(key, value)
+        except SendFailed as exc:
             log.warning("mix topic: sending %s failed (%s); it is published again", rec.key, exc)
             return None
 
-    def confirm(self, rec: MixRecord, sent: Any, timeout: float = 30.0, attempts: int = 0) -> None:
+    def confirm(
+        self, rec: MixRecord, sent: Acknowledgement | None, timeout: float = 30.0, attempts: int = 0
+    ) -> None:
         """Wait until the record :meth:`send` sent (``sent``: its handle) is in the log; if its
         send failed, publish it again (:meth:`publish`: a replay is harmless, readers keep the
         first record of every key)."""
         if sent is not None:
             try:
-                sent.get(timeout=timeout)
+                sent.wait(timeout)
                 return
-            except KafkaError as exc:
+            except SendFailed as exc:
                 log.warning("mix topic: sending %s failed (%s); publishing it again", rec.key, exc)
         self.publish(rec, timeout, attempts)
 
@@ -379,18 +372,17 @@ class MixTopic:
         reader goes back to the first offset it has not read and reads from there again
         (:meth:`_in_order`)."""
         out = []
-        for records in self.consumer.poll(timeout_ms=timeout_ms).values():
-            for r in self._in_order(records):
-                try:
-                    out.append(decode(r.value))
-                except ValueError as exc:
-                    self.bad_records += 1
-                    out.append(MixRecord.unreadable(r.key, f"offset {r.offset}: {exc}"))
+        for r in self._in_order(self.reader.poll(timeout_ms)):
+            try:
+                out.append(decode(r.value or b""))
+            except ValueError as exc:
+                self.bad_records += 1
+                out.append(MixRecord.unreadable(r.key, f"offset {r.offset}: {exc}"))
         return out
 
-    def _in_order(self, records: list[Any]) -> list[Any]:
+    def _in_order(self, records: list[Message]) -> list[Message]:
         """``records`` (one poll's, of the one partition) from the next offset on: a record
-        read before is dropped; at a gap the rest is dropped and the consumer seeks back to
+        read before is dropped; at a gap the rest is dropped and the reader seeks back to
         the first offset missing, once per gap (the same gap met again after that is taken
         as the log's: a record compaction removed, or a transaction's marker)."""
         out = []
@@ -405,7 +397,7 @@ class MixTopic:
                     "mix topic: the client returned offset %d where %d was next; reading "
                     "again from %d", r.offset, want, want,
                 )  # fmt: skip
-                self.consumer.seek(self.tp, want)
+                self.reader.seek(want)
                 break
             out.append(r)
             self._next = r.offset + 1
@@ -420,23 +412,17 @@ class MixTopic:
         while time.monotonic() < deadline:
             batch = self.read(timeout_ms=100)
             out += batch
-            high = self.consumer.highwater(self.tp)
+            high = self.reader.highwater()
             fetched = fetched or high is not None
-            if fetched and not batch and self.consumer.position(self.tp) >= (high or 0):
-                break
+            if fetched and not batch:
+                position = self.reader.position()
+                if position is not None and position >= (high or 0):
+                    break
         return out
 
-    @classmethod
-    def connect(cls, settings: KafkaSettings, topic: str) -> MixTopic:
-        """The topic with the clients the settings name (``kafka.consumer_client`` for the
-        reader, ``kafka.producer_client`` for the writer: librdkafka by default,
-        :mod:`streammkl.daemon.mixing.rdkafka`), as a member opens it."""
-        producer, consumer = mix_clients(settings)
-        return cls(settings, topic, producer_factory=producer, consumer_factory=consumer)
-
     def close(self) -> None:
-        for client in (self.producer, self.consumer):
+        for close in (lambda: self.writer.close(timeout=2), self.reader.close):
             try:
-                client.close(timeout=2) if client is self.producer else client.close()
+                close()
             except Exception as exc:  # closing must not mask a shutdown
                 log.warning("mix topic client close failed: %s", exc)

@@ -1,24 +1,43 @@
 """Kafka client libraries behind one small adapter each (:mod:`.protocol` declares what they do).
 
 ``kafka.consumer_client`` / ``kafka.producer_client`` name the library; :data:`CONSUMERS` and
-:data:`PRODUCERS` map each name to its adapter class.
+:data:`PRODUCERS` map each name to its adapter class, :data:`MIX_READERS` and
+:data:`MIX_WRITERS` to its mix log reader and writer (a mixing group's mix topic follows the same
+two settings: the reader the consumer's, the writer the producer's).
 """
 
 from __future__ import annotations
 
 from streammkl.daemon.config import KafkaSettings
-from streammkl.daemon.kafka.clients.confluent import ConfluentConsumer, ConfluentProducer
-from streammkl.daemon.kafka.clients.kafka_python import KafkaPythonConsumer, KafkaPythonProducer
+from streammkl.daemon.kafka.clients.confluent import (
+    ConfluentConsumer,
+    ConfluentMixReader,
+    ConfluentMixWriter,
+    ConfluentProducer,
+)
+from streammkl.daemon.kafka.clients.kafka_python import (
+    KafkaPythonConsumer,
+    KafkaPythonMixReader,
+    KafkaPythonMixWriter,
+    KafkaPythonProducer,
+)
 from streammkl.daemon.kafka.clients.protocol import (
+    Acknowledgement,
     ClientRefused,
     ClientUnavailable,
     ConsumerClient,
     ConsumerFactory,
+    Message,
+    MixLogReader,
+    MixLogReaderFactory,
+    MixLogWriter,
+    MixLogWriterFactory,
     OffsetsOutOfRange,
     Output,
     Partition,
     ProducerClient,
     ProducerFactory,
+    SendFailed,
 )
 
 #: The consumer adapter for each ``kafka.consumer_client``.
@@ -32,6 +51,17 @@ PRODUCERS: dict[str, ProducerFactory] = {
     "kafka-python": KafkaPythonProducer,
 }
 
+#: The mix log reader adapter for each ``kafka.consumer_client``.
+MIX_READERS: dict[str, MixLogReaderFactory] = {
+    "librdkafka": ConfluentMixReader,
+    "kafka-python": KafkaPythonMixReader,
+}
+#: The mix log writer adapter for each ``kafka.producer_client``.
+MIX_WRITERS: dict[str, MixLogWriterFactory] = {
+    "librdkafka": ConfluentMixWriter,
+    "kafka-python": KafkaPythonMixWriter,
+}
+
 
 def consumer_for(kafka: KafkaSettings) -> ConsumerFactory:
     """The consumer adapter ``kafka.consumer_client`` names (``kafka``: the ``[kafka]``
@@ -41,19 +71,32 @@ def consumer_for(kafka: KafkaSettings) -> ConsumerFactory:
 
 __all__ = [
     "CONSUMERS",
+    "MIX_READERS",
+    "MIX_WRITERS",
     "PRODUCERS",
+    "Acknowledgement",
     "ClientRefused",
     "ClientUnavailable",
     "ConfluentConsumer",
+    "ConfluentMixReader",
+    "ConfluentMixWriter",
     "ConfluentProducer",
     "ConsumerClient",
     "ConsumerFactory",
     "KafkaPythonConsumer",
+    "KafkaPythonMixReader",
+    "KafkaPythonMixWriter",
     "KafkaPythonProducer",
+    "Message",
+    "MixLogReader",
+    "MixLogReaderFactory",
+    "MixLogWriter",
+    "MixLogWriterFactory",
     "OffsetsOutOfRange",
     "Output",
     "Partition",
     "ProducerClient",
     "ProducerFactory",
+    "SendFailed",
     "consumer_for",
 ]

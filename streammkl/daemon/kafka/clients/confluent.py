@@ -32,12 +32,21 @@ What differs from kafka-python, and is absorbed here:
 - delivery: librdkafka reports only failures (``delivery.report.only.error``: a report per
   acknowledged message cost ~0.7 us of the loop's CPU each); its queue length counts every message
   neither acknowledged nor reported, which is :meth:`ConfluentProducer.in_flight`.
+
+The mix log's reader and writer (:class:`ConfluentMixReader`, :class:`ConfluentMixWriter`): a
+group member reads the one-partition mix topic at every batch while a delta is out and waits on
+it every round; on the embedded broker (which answers a fetch only at its ``fetch.wait.max.ms``,
+10 ms here) kafka-python's IO and sender threads and its polls cost a 2-member group more CPU
+than its merges, rebases and publishes together (``benchmarks/results/group_cpu.md``).
+librdkafka fetches and acknowledges in its own C threads; a poll that finds nothing costs a few
+microseconds and a wait for an acknowledgement blocks on a condition, not a loop.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -49,7 +58,13 @@ from confluent_kafka import TopicPartition as RdTopicPartition
 from confluent_kafka.admin import AdminClient
 
 from streammkl.daemon.config import KafkaSettings
-from streammkl.daemon.kafka.clients.protocol import Output, Partition, Rebalance, topic_uuid
+from streammkl.daemon.kafka.clients.protocol import (
+    Output,
+    Partition,
+    Rebalance,
+    SendFailed,
+    topic_uuid,
+)
 from streammkl.daemon.kafka.security import librdkafka_options
 
 log = logging.getLogger(__name__)
@@ -264,8 +279,11 @@ class ConfluentConsumer:
             info.error is not None and info.error.code() == RdKafkaError.UNKNOWN_TOPIC_OR_PART
         )
 
+    #: librdkafka's metadata (``list_topics``' ``TopicMetadata``, confluent-kafka 2.16) holds
+    #: no topic ids: an admin client asks (DescribeTopics).
+    topic_id_is_a_request = True
+
     def topic_id(self, topic: str) -> str | None:
-        # the consumer's metadata has no topic ids: an admin client asks (DescribeTopics)
         try:
             if self._admin is None:
                 self._admin = AdminClient(self._admin_conf)
@@ -405,3 +423,156 @@ class ConfluentProducer:
 
     def close(self) -> None:
         pass  # librdkafka closes on garbage collection (after the sink's flush)
+
+
+# -- the mix log ---------------------------------------------------------------------------------
+
+
+def mix_config(settings: KafkaSettings) -> dict[str, Any]:
+    """The librdkafka options of the mix log's reader and writer from the ``[kafka]`` settings
+    (the broker, TLS and SASL: :func:`~streammkl.daemon.kafka.security.librdkafka_options`)."""
+    return {
+        "bootstrap.servers": settings.bootstrap_servers,
+        "client.id": f"{settings.client_id}-mix",
+        "socket.connection.setup.timeout.ms": max(1_000, settings.bootstrap_timeout_ms),
+        "reconnect.backoff.max.ms": 1_000,
+        "logger": logging.getLogger("streammkl.daemon.librdkafka"),
+        **librdkafka_options(settings),
+    }
+
+
+class ConfluentMixReader:
+    """:class:`~streammkl.daemon.kafka.clients.protocol.MixLogReader` over a librdkafka consumer
+    (assigned, not subscribed: no group is joined; ``group.id`` is only librdkafka's
+    requirement)."""
+
+    def __init__(
+        self, settings: KafkaSettings, topic: str, max_record_bytes: int, max_wait_ms: int
+    ) -> None:
+        config = {
+            **mix_config(settings),
+            "group.id": f"streammkl-mix-reader-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "auto.offset.reset": "earliest",
+            "fetch.wait.max.ms": max_wait_ms,
+            "fetch.min.bytes": 1,
+            "fetch.max.bytes": max_record_bytes,
+            "max.partition.fetch.bytes": max_record_bytes,
+            "receive.message.max.bytes": max_record_bytes + 1_000_000,
+            "enable.partition.eof": False,
+        }
+        self.consumer: Any = confluent_kafka.Consumer(config)
+        self.topic = topic
+        self._start = 0
+        self._assign(confluent_kafka.OFFSET_BEGINNING)
+
+    def _assign(self, offset: int) -> None:
+        self._start = max(offset, 0)
+        self.consumer.assign([RdTopicPartition(self.topic, 0, offset)])
+
+    def seek(self, offset: int) -> None:
+        try:
+            self.consumer.seek(RdTopicPartition(self.topic, 0, offset))
+        except KafkaException:  # not fetching yet: assign it there
+            self._assign(offset)
+
+    def poll(self, timeout_ms: int) -> list[Any]:
+        """Whatever librdkafka has fetched, waiting up to ``timeout_ms`` only when it has
+        nothing (then the rest that came with the first)."""
+        messages = self.consumer.consume(1_000, 0)
+        if not messages and timeout_ms > 0:
+            messages = self.consumer.consume(1, timeout_ms / 1000.0)
+            if messages:
+                messages += self.consumer.consume(1_000, 0)
+        out: list[Any] = []
+        for m in messages:
+            err = m.error()
+            if err is not None:
+                log.info("mix topic: consume: %s", err)
+                continue
+            kind, ts = m.timestamp()
+            out.append(
+                Received(m.topic(), m.partition(), m.offset(), ts if kind else None, m.key(),
+                         m.value())
+            )  # fmt: skip
+        return out
+
+    def highwater(self) -> int | None:
+        try:
+            _, high = self.consumer.get_watermark_offsets(
+                RdTopicPartition(self.topic, 0), cached=True
+            )
+        except KafkaException:
+            return None
+        return None if high < 0 else int(high)
+
+    def position(self) -> int | None:
+        try:
+            (p,) = self.consumer.position([RdTopicPartition(self.topic, 0)])
+        except KafkaException:
+            return None
+        return int(p.offset) if p.offset >= 0 else self._start
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+class Delivery:
+    """:class:`~streammkl.daemon.kafka.clients.protocol.Acknowledgement` of one record a
+    :class:`ConfluentMixWriter` sent (librdkafka's delivery callback sets it)."""
+
+    def __init__(self, producer: confluent_kafka.Producer) -> None:
+        self._producer = producer
+        self.done = False
+        self.error: Any = None
+
+    def __call__(self, err: Any, _msg: Any) -> None:  # librdkafka's delivery callback
+        self.done, self.error = True, err
+
+    @property
+    def is_done(self) -> bool:
+        if not self.done:
+            self._producer.poll(0)  # serves the delivery callbacks
+        return self.done
+
+    def wait(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while not self.done:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise SendFailed(f"not acknowledged within {timeout} s")
+            self._producer.poll(min(left, 1.0))
+        if self.error is not None:
+            raise SendFailed(str(self.error))
+
+
+class ConfluentMixWriter:
+    """:class:`~streammkl.daemon.kafka.clients.protocol.MixLogWriter` over a librdkafka producer
+    (idempotent, every acknowledgement awaited by its :class:`Delivery`)."""
+
+    def __init__(self, settings: KafkaSettings, topic: str, max_record_bytes: int) -> None:
+        config = {
+            **mix_config(settings),
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 0,
+            "message.max.bytes": max_record_bytes + 1_000_000,
+            "request.timeout.ms": max(5_000, settings.request_timeout_ms),
+            "message.timeout.ms": max(30_000, settings.request_timeout_ms),
+        }
+        self.producer = confluent_kafka.Producer(config)
+        self.topic = topic
+
+    def send(self, key: bytes, value: bytes) -> Delivery:
+        delivery = Delivery(self.producer)
+        try:
+            self.producer.produce(self.topic, value=value, key=key, partition=0,
+                                  on_delivery=delivery)  # fmt: skip
+        except (KafkaException, BufferError) as exc:
+            raise SendFailed(f"produce: {exc}") from exc
+        self.producer.poll(0)
+        return delivery
+
+    def close(self, timeout: float) -> None:
+        self.producer.flush(timeout)

@@ -1,4 +1,5 @@
-"""The kafka-python adapters: :class:`KafkaPythonConsumer`, :class:`KafkaPythonProducer`.
+"""The kafka-python adapters: :class:`KafkaPythonConsumer`, :class:`KafkaPythonProducer`, and
+the mix log's :class:`KafkaPythonMixReader` and :class:`KafkaPythonMixWriter`.
 
 kafka-python parses fetch responses and accumulates produced records in pure Python (11-17 us of
 the loop's time per consumed record, ~30 us per produced one: ``benchmarks/results/
@@ -46,6 +47,7 @@ from streammkl.daemon.kafka.clients.protocol import (
     Output,
     Partition,
     Rebalance,
+    SendFailed,
     topic_uuid,
 )
 from streammkl.daemon.kafka.security import kafka_python_options
@@ -297,8 +299,10 @@ class KafkaPythonConsumer:
         except KafkaError:
             return False
 
+    #: Read from the metadata the client refreshes anyway (never blocks: it runs in callbacks).
+    topic_id_is_a_request = False
+
     def topic_id(self, topic: str) -> str | None:
-        # from the metadata the client refreshes anyway (never blocks: it runs in callbacks)
         cluster = getattr(self.consumer, "_cluster", None)
         try:
             value = cluster.topic_id(topic) if cluster is not None else None
@@ -439,3 +443,86 @@ class KafkaPythonProducer:
                 self.producer.close(timeout=0)
             except KafkaError as again:
                 log.debug("closing the producer: %s", again)
+
+
+# -- the mix log ---------------------------------------------------------------------------------
+
+
+def mix_config(settings: KafkaSettings) -> dict[str, Any]:
+    """The kafka-python options both mix log clients take from the ``[kafka]`` settings."""
+    return {
+        "bootstrap_servers": settings.bootstrap_servers.split(","),
+        "request_timeout_ms": settings.request_timeout_ms,
+        **kafka_python_options(settings),
+    }
+
+
+class KafkaPythonMixReader:
+    """:class:`~streammkl.daemon.kafka.clients.protocol.MixLogReader` over a ``KafkaConsumer``
+    (assigned, not subscribed: it needs no group)."""
+
+    def __init__(
+        self, settings: KafkaSettings, topic: str, max_record_bytes: int, max_wait_ms: int
+    ) -> None:
+        self.tp = TopicPartition(topic, 0)
+        self.consumer = KafkaConsumer(
+            enable_auto_commit=False, auto_offset_reset="earliest",
+            fetch_max_bytes=max_record_bytes, max_partition_fetch_bytes=max_record_bytes,
+            fetch_max_wait_ms=max_wait_ms, **mix_config(settings),
+        )  # fmt: skip
+        self.consumer.assign([self.tp])
+        self.consumer.seek_to_beginning(self.tp)
+
+    def poll(self, timeout_ms: int) -> list[Any]:
+        return [r for rs in self.consumer.poll(timeout_ms=timeout_ms).values() for r in rs]
+
+    def seek(self, offset: int) -> None:
+        self.consumer.seek(self.tp, offset)
+
+    def highwater(self) -> int | None:
+        return self.consumer.highwater(self.tp)
+
+    def position(self) -> int | None:
+        return self.consumer.position(self.tp)
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+class _Sent:
+    """:class:`~streammkl.daemon.kafka.clients.protocol.Acknowledgement` over kafka-python's
+    ``FutureRecordMetadata``."""
+
+    def __init__(self, future: Any) -> None:
+        self.future = future
+
+    @property
+    def is_done(self) -> bool:
+        return bool(self.future.is_done)
+
+    def wait(self, timeout: float) -> None:
+        try:
+            self.future.get(timeout=timeout)
+        except KafkaError as exc:
+            raise SendFailed(str(exc)) from exc
+
+
+class KafkaPythonMixWriter:
+    """:class:`~streammkl.daemon.kafka.clients.protocol.MixLogWriter` over an idempotent
+    ``KafkaProducer``."""
+
+    def __init__(self, settings: KafkaSettings, topic: str, max_record_bytes: int) -> None:
+        self.topic = topic
+        self.producer = KafkaProducer(
+            acks="all", enable_idempotence=True, linger_ms=0, max_request_size=max_record_bytes,
+            **mix_config(settings),
+        )  # fmt: skip
+
+    def send(self, key: bytes, value: bytes) -> _Sent:
+        try:
+            return _Sent(self.producer.send(self.topic, key=key, value=value, partition=0))
+        except KafkaError as exc:
+            raise SendFailed(str(exc)) from exc
+
+    def close(self, timeout: float) -> None:
+        self.producer.close(timeout=timeout)

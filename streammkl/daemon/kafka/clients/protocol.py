@@ -1,4 +1,4 @@
-"""What the daemon's source and sink need from a Kafka client library, declared once.
+"""What the daemon's source, sink and mix log need from a Kafka client library, declared once.
 
 :class:`~streammkl.daemon.kafka.source.Source` and :class:`~streammkl.daemon.kafka.sink.Sink` hold
 every decision about *what* is consumed, learned and produced (own offsets, the deterministic
@@ -7,6 +7,10 @@ two narrow protocols below, one adapter per library (:mod:`.kafka_python`, :mod:
 add in-memory fakes). An adapter wraps one live client: it is built from the Kafka settings (raising
 :class:`ClientUnavailable` when it cannot be created now, so the caller retries later) and is
 dropped after ``close``; it holds no stream logic.
+
+A mixing group's mix log (:class:`~streammkl.daemon.mixing.topic.MixTopic`: the order and gap
+checks, acknowledgements, re-publishes) speaks to its library through :class:`MixLogReader` and
+:class:`MixLogWriter` the same way, with an adapter per library in the same modules.
 """
 
 from __future__ import annotations
@@ -161,6 +165,13 @@ class ConsumerClient(Protocol):
         the broker (at most ~2 s)."""
         ...
 
+    @property
+    def topic_id_is_a_request(self) -> bool:
+        """Whether :meth:`topic_id` sends a request of its own (librdkafka: its metadata holds
+        no topic ids, an admin client asks), rather than reading metadata the client refreshes
+        anyway (kafka-python): the caller then asks less often where it can."""
+        ...
+
     def poll(self, timeout_ms: int, max_records: int) -> Mapping[Partition, list[Any]]:
         """Fetched records (:class:`Message`) per partition, each list in offset order; waits
         up to ``timeout_ms`` only when nothing is fetched. Raises :class:`OffsetsOutOfRange`."""
@@ -251,3 +262,75 @@ class ProducerClient(Protocol):
 #: An adapter class: builds a client from the settings, or raises :class:`ClientUnavailable`.
 ConsumerFactory = Callable[[KafkaSettings], ConsumerClient]
 ProducerFactory = Callable[[KafkaSettings], ProducerClient]
+
+
+# -- the mix log: a mixing group's one-partition topic ------------------------------------------
+
+
+class SendFailed(Exception):
+    """A record for the mix log could not be sent, or was not acknowledged in time (the client
+    library's error as the message)."""
+
+
+class Acknowledgement(Protocol):
+    """The broker's answer to one record a :class:`MixLogWriter` sent."""
+
+    @property
+    def is_done(self) -> bool:
+        """Whether the broker answered (acknowledged, or the send failed); never blocks."""
+        ...
+
+    def wait(self, timeout: float) -> None:
+        """Until the record is acknowledged; raises :class:`SendFailed` if it failed or no
+        answer came within ``timeout`` seconds."""
+        ...
+
+
+class MixLogWriter(Protocol):
+    """The writer of a mixing group's mix log (``mixing.topic``, one partition): idempotent,
+    ``acks=all``, every record into partition 0, each acknowledgement awaited by its sender.
+    An idempotent producer stays broken after a broker restart: after a failure the caller
+    closes this writer and builds another."""
+
+    def send(self, key: bytes, value: bytes) -> Acknowledgement:
+        """Hand one record over; raises :class:`SendFailed` when it cannot be sent now."""
+        ...
+
+    def close(self, timeout: float) -> None:
+        """Close, waiting up to ``timeout`` seconds for what was sent."""
+        ...
+
+
+class MixLogReader(Protocol):
+    """The reader of a mix log: its one partition assigned (no consumer group), read from
+    offset 0 (every member reads all of it)."""
+
+    def poll(self, timeout_ms: int) -> list[Message]:
+        """The records fetched since the last poll, in the order the client returns them;
+        waits up to ``timeout_ms`` only when nothing is fetched."""
+        ...
+
+    def seek(self, offset: int) -> None:
+        """Fetch from ``offset`` next."""
+        ...
+
+    def highwater(self) -> int | None:
+        """The partition's end from the last fetch response (``None``: none yet). Never asks
+        the broker: Tansu's ListOffsets for the end of a log is wrong (docs/daemon.md)."""
+        ...
+
+    def position(self) -> int | None:
+        """The offset after the last record delivered (before any: where reading started;
+        ``None``: not known yet)."""
+        ...
+
+    def close(self) -> None:
+        """Close."""
+        ...
+
+
+#: A mix log writer adapter: built from the settings, the topic and the largest record's bytes.
+MixLogWriterFactory = Callable[[KafkaSettings, str, int], MixLogWriter]
+#: A mix log reader adapter: built from the settings, the topic, the largest record's bytes and
+#: how long the broker may hold a fetch that finds nothing (ms).
+MixLogReaderFactory = Callable[[KafkaSettings, str, int, int], MixLogReader]
