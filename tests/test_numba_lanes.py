@@ -8,13 +8,16 @@ original (which has no fused multiply-add)."""
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 from numba import njit
 
 from streammkl.core import _numba as nb
-from streammkl.core._numba.lanes import lane_dot
+from streammkl.core._numba.lanes import OUT_OF_BOUNDS, lane_dot
 
 
 @njit
@@ -81,3 +84,45 @@ def test_every_sibling_is_the_same_sum_past_one_group():
     for r in range(4):
         exact = math.fsum(A[r, j] * v[j] for j in range(lo, hi))
         assert abs(one[r] - exact) <= 1e-13 * np.abs(A[r, lo:hi] * v[lo:hi]).sum()
+
+
+_BOUNDS_SCRIPT = """
+import numpy as np
+from numba import njit
+from streammkl.core import _numba as nb
+from streammkl.core._numba.lanes import lane_dot
+
+@njit
+def direct(a, ao, b, bo, n):
+    return lane_dot(a, ao, b, bo, n)
+
+a, b = np.ones(40), np.ones(40)
+print("fits", direct(a, 0, b, 8, 32), nb.dot4(a, b, 0, 40))
+for case, call in [
+    ("past_b", lambda: direct(a, 0, b, 9, 32)),       # b[9:41]: one past b's end
+    ("past_a", lambda: direct(a, 24, b, 0, 17)),      # a[24:41], the tail
+    ("negative", lambda: direct(a, -1, b, 0, 4)),
+    ("short_row", lambda: nb.dot4_row(np.ones((2, 20)), 1, np.ones(20), 0, 21)),
+]:
+    try:
+        call()
+        print(case, "no error")
+    except IndexError as err:
+        print(case, "IndexError", err)
+"""
+
+
+def test_an_operand_too_short_raises_under_numba_boundscheck(tmp_path):
+    """The vector path reads raw pointers, so numba's own checks miss it: under
+    ``NUMBA_BOUNDSCHECK=1`` (a fresh process and cache, as the bounds-checked runs) the explicit
+    extent check raises ``IndexError`` for an offset plus length past either operand's end, a
+    negative offset, and a row read past a matrix's end through a real caller."""
+    env = dict(os.environ, NUMBA_BOUNDSCHECK="1", NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+    run = subprocess.run(
+        [sys.executable, "-c", _BOUNDS_SCRIPT], env=env, capture_output=True, text=True,
+        timeout=600, check=True,
+    )  # fmt: skip
+    lines = dict(line.split(" ", 1) for line in run.stdout.splitlines())
+    assert lines["fits"] == "32.0 40.0"
+    for case in ("past_b", "past_a", "negative", "short_row"):
+        assert lines[case] == f"IndexError {OUT_OF_BOUNDS}", run.stdout + run.stderr

@@ -20,8 +20,10 @@ read and added four at a time.
 A flat offset ``ao`` into a C-contiguous array of any dimension addresses a row of a matrix
 (``r * A.shape[1] + lo``). Arrays that are not C-contiguous (a strided 1-d view) take a scalar
 loop with the same 16 sums in the same order; so does the Python original (``.py_func``).
-The vector path reads memory directly: ``NUMBA_BOUNDSCHECK`` does not check it, so a caller's
-offsets and length must lie within both arrays.
+The vector path reads memory directly, so numba's own index checks do not see it: when bounds
+checking is on (``NUMBA_BOUNDSCHECK=1``, or ``boundscheck=True`` on the compiled caller) the
+codegen adds one explicit check (``_check_extent``: both offsets plus the length within their
+arrays, else ``IndexError``) before the loop; when it is off the check is not compiled at all.
 """
 
 from __future__ import annotations
@@ -104,6 +106,24 @@ def lane_dot(a, ao, b, bo, n):
     return _scalar_lane_dot(a.reshape(-1), ao, b.reshape(-1), bo, n)
 
 
+OUT_OF_BOUNDS = "lane_dot: an offset plus the length lies outside an operand"
+
+
+def _check_extent(context, builder, a, ao, b, bo, n):
+    """Raise ``IndexError`` unless ``n <= 0`` or both ``[ao, ao + n)`` and ``[bo, bo + n)`` lie
+    within their flat arrays (``a``, ``b``: the array structs)."""
+    zero = ir.Constant(n.type, 0)
+    bad = builder.or_(
+        builder.or_(builder.icmp_signed("<", ao, zero), builder.icmp_signed("<", bo, zero)),
+        builder.or_(
+            builder.icmp_signed(">", builder.add(ao, n), a.nitems),
+            builder.icmp_signed(">", builder.add(bo, n), b.nitems),
+        ),
+    )
+    with cgutils.if_unlikely(builder, builder.and_(builder.icmp_signed(">", n, zero), bad)):
+        context.call_conv.return_user_exc(builder, IndexError, (OUT_OF_BOUNDS,))
+
+
 def _vector_codegen(context, builder, sig, args):
     """The 16 sums as four ``<4 x double>`` accumulators over the whole groups of 16, then the
     tail into sum 0 and the pairwise tree; each product added by ``llvm.fmuladd`` (as
@@ -116,8 +136,12 @@ def _vector_codegen(context, builder, sig, args):
     vec = ir.VectorType(dbl, _WIDTH)
     vmuladd = _declare_muladd(builder.module, vec, f"v{_WIDTH}f64")
     smuladd = _declare_muladd(builder.module, dbl, "f64")
-    pa = builder.gep(cgutils.create_struct_proxy(aty)(context, builder, value=a).data, [ao])
-    pb = builder.gep(cgutils.create_struct_proxy(bty)(context, builder, value=b).data, [bo])
+    sa = cgutils.create_struct_proxy(aty)(context, builder, value=a)
+    sb = cgutils.create_struct_proxy(bty)(context, builder, value=b)
+    if context.enable_boundscheck:  # NUMBA_BOUNDSCHECK=1 (the check is absent otherwise)
+        _check_extent(context, builder, sa, ao, sb, bo, n)
+    pa = builder.gep(sa.data, [ao])
+    pb = builder.gep(sb.data, [bo])
     nq = builder.sdiv(n, ir.Constant(i64, LANES))
     start = builder.basic_block
     head = builder.append_basic_block("lanes.head")
