@@ -19,10 +19,9 @@ inputs, ``L = 50`` Gaussian landmarks) must:
 
 The kernel below does exactly these passes, each in the fastest form numba compiles under the
 project's JIT options (elementwise loops vectorised; the dot products as the round computes them:
-four accumulators per row, rows interleaved), with no bookkeeping: no prox, no loss, no schedule,
-no leader. It is a floor for this arithmetic in this compiler, not for the hardware: the same
-dot products with vectorised reductions (``reassoc``, which the project's JIT options exclude)
-or in float32 would be faster still; the table says so.
+``lane_dot``'s 16 partial sums, read four doubles at a time), with no bookkeeping: no prox, no
+loss, no schedule, no leader. It is a floor for this arithmetic in this compiler, not for the
+hardware: the same dot products in float32 would be faster still; the table says so.
 """
 
 from __future__ import annotations

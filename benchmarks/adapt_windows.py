@@ -31,6 +31,7 @@ import _moa
 import adapt_levers
 import river_suite as rs
 
+from streammkl.core import _numba as nb
 from streammkl.core import regularizers
 from streammkl.river import MKLClassifier, defaults
 
@@ -63,7 +64,7 @@ def _run(model: Any, data: list, leaders: list | None = None) -> np.ndarray:
     clf = model["MKLClassifier"] if leaders is not None else None
     for i, (x, y) in enumerate(data):
         if clf is not None and clf.classes_:
-            leaders.append(int(np.argmin(clf.rounds().model.state.avg_loss)))  # type: ignore
+            leaders.append(int(nb.leader(clf.rounds().model.state.avg_loss)))  # type: ignore
         elif leaders is not None:
             leaders.append(0)
         hits[i] = model.predict_one(x) == y

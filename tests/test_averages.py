@@ -56,7 +56,7 @@ def test_averages_are_exponential_averages_and_the_leader_predicts():
         scores = [theta[0] @ phi + b[0], *(a[0] @ phi + c[0] for a, c in zip(avg, bias))]
         # the leader: a predictor of least loss (losses tied up to rounding, as after rounds
         # where the predictors scored alike, may be told apart by the model's last bit)
-        tied = np.flatnonzero(L <= L.min() * (1.0 + 1e-12))
+        tied = np.flatnonzero(L <= L.min() + 2 * nb.LEAD_TOLERANCE * max(1.0, L.min()))
         decision = float(np.ravel(model.decision(x))[0])
         assert any(decision == pytest.approx(scores[i], rel=1e-12, abs=1e-12) for i in tied)
         L = rho * L + np.maximum(0.0, 1.0 - y * np.array(scores))
@@ -69,6 +69,59 @@ def test_averages_are_exponential_averages_and_the_leader_predicts():
         np.testing.assert_allclose(model._state.avg_loss, L, rtol=1e-10)
         for e in range(2):
             np.testing.assert_allclose(model._state.avg_w[e], avg[e], rtol=1e-9, atol=1e-13)
+
+
+def _below(v, ulps=1):
+    for _ in range(ulps):
+        v = np.nextafter(v, -np.inf)
+    return v
+
+
+TOL = nb.LEAD_TOLERANCE
+LEADS = [  # discounted losses (last iterate, average 0, average 1, ...), the leader
+    ([1.0, _below(1.0)], 0),  # 1 ulp lower: the last iterate keeps the lead (argmin: 1)
+    ([250.0, _below(250.0), _below(250.0, 2)], 0),
+    ([3.0, 2.5], 1),  # a real lead switches
+    ([3.0, 2.5, _below(2.5)], 1),  # ... and an average in the lead keeps it against 1 ulp
+    ([3.0, 2.5, 2.0], 2),
+    ([200.0, 200.0 * (1 - 2 * TOL)], 1),  # relative: past the tolerance at 200
+    ([200.0, 200.0 * (1 - TOL / 2)], 0),  # within it
+    ([1e-3, 1e-3 - 2 * TOL], 1),  # absolute below a loss of 1
+    ([1e-3, 1e-3 - TOL / 2], 0),
+    ([np.nan, 1.0], 0),  # a NaN loss never loses the lead to, nor takes it from, a number
+    ([1.0, np.nan, 0.5], 2),
+]
+
+
+@pytest.mark.parametrize("losses_, expected", LEADS)
+def test_the_lead_changes_only_on_a_lead_beyond_rounding(losses_, expected):
+    """``leader``'s hysteresis (LEAD_TOLERANCE): two loss vectors that differ by an ulp keep the
+    incumbent; a lead larger than the tolerance (relative to max(1, |lead|)) switches. The
+    compiled function and its Python original agree."""
+    L = np.array(losses_)
+    assert nb.leader(L) == expected
+    assert nb.leader.py_func(L) == expected
+
+
+def test_the_prediction_of_a_round_and_of_decision_follow_the_same_lead_rule():
+    """The compiled round's prediction (learn_predict) and decision take the last iterate when
+    the average is 1 ulp ahead, the average when it is really ahead."""
+    X, Y = _noisy(80, seed=7)
+    model = OnlineMKL(kernels=BANK, averages=(5.0,), average_every=1)
+    model.learn_many(X[:60], Y[:60])
+    meta, arrays = model.to_state()
+    x, y = X[70], Y[70]
+
+    def scores(avg_loss):
+        m = OnlineMKL.from_state(meta, {**arrays, "avg_loss": np.array(avg_loss)})
+        before = m.decision(x)
+        return before, float(m.learn_predict(x, y)[0])
+
+    last, last_round = scores([0.0, 1.0])
+    avg, avg_round = scores([1.0, 0.0])
+    assert last == last_round and avg == avg_round and abs(last - avg) > 1e-6
+    assert scores([1.0, _below(1.0)]) == (last, last_round)
+    assert scores([1.0, 0.5]) == (avg, avg_round)
 
 
 def test_averages_help_on_a_noisy_stream_and_leave_learning_unchanged():

@@ -104,9 +104,11 @@ class OnlineMKL:
         kernelized blocks' current scores), e.g. ``(100, 1000, 10000)``: predictions
         (``decision``, the scores ``learn_many`` returns) then come from whichever of the
         last iterate and these averages has the smallest discounted prequential loss so far
-        (``average_discount`` per round); learning is unchanged (one update per example, the
-        gradient at the last iterate). Averages damp the noise of the iterates on noisy
-        streams; the last iterate wins after a change.
+        (``average_discount`` per round; a lead within rounding, below a relative 1e-9, does
+        not count: such ties keep the last iterate, then the earlier average, so sums that
+        agree to rounding pick the same predictor); learning is unchanged (one update per
+        example, the gradient at the last iterate). Averages damp the noise of the iterates on
+        noisy streams; the last iterate wins after a change.
     average_discount
         The discount of those losses (0.995: about the last two hundred examples count).
     average_every

@@ -95,7 +95,7 @@ from streammkl.core._numba.budget import (
 )  # fmt: skip
 from streammkl.core._numba.support import move_pair, pair_views, shrink_support, support_sqnorms
 from streammkl.core._numba.averages import (
-    all_average_scores, average_scores, leader, track_averages, update_averages,
+    LEAD_TOLERANCE, all_average_scores, average_scores, leader, track_averages, update_averages,
 )  # fmt: skip
 from streammkl.core._numba.rounds import (
     BAD_X, BAD_Y, MAX_ABS_INPUT, NEW_CLASS, apply_prox_steps, apply_prox_steps_into,

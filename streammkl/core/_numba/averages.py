@@ -7,7 +7,9 @@ few horizons, and the choice among them (and the last iterate) by discounted pre
 an exponential average of horizon h after h rounds). ``avg_loss[0]`` is the discounted
 prequential loss of the last iterate, ``avg_loss[e + 1]`` that of average e
 (``L <- rho L + loss``); the prediction at x_t comes from the one with the smallest loss up to
-round t - 1 (follow the leader over the predictors; ties to the last iterate).
+round t - 1 (follow the leader over the predictors, ``leader``: a predictor takes the lead
+only when its loss is lower than the lead's by more than ``LEAD_TOLERANCE``, so ties up to
+rounding go to the last iterate, then to the earlier average).
 
 To keep their cost a fraction of a round, the averages and the losses are updated every
 ``every`` rounds (``every = 1``: every round): an average then takes
@@ -24,13 +26,28 @@ from streammkl.core._jit import JIT, JIT_INLINE
 from streammkl.core._numba.features import dot4_row, dot4_rows
 from streammkl.core._numba.losses import loss_grad
 
+LEAD_TOLERANCE = 1e-9
+"""How much lower (relative to ``max(1, |lead|)``) a predictor's discounted loss must be to take
+the lead. Two computations of the same losses may differ in their last bits (the sparse and the
+dense round, or one summation order and another, agree to rounding, about 1e-15 relative after
+hundreds of rounds); sums that agree to rounding must not pick different predictors, so a lead
+smaller than this counts as a tie. 1e-9 is a million times the rounding of these sums and far
+below any lead that means something (a loss of one example is of order 1)."""
+
 
 def _leader(avg_loss):
-    """0 for the last iterate, e + 1 for average e: the smallest discounted loss so far."""
+    """0 for the last iterate, e + 1 for average e: the leader by discounted loss so far, with
+    hysteresis. The last iterate holds the lead first; each average in turn takes it only when
+    its loss is lower than the holder's by more than ``LEAD_TOLERANCE * max(1, |holder's|)``,
+    so losses tied up to rounding keep the last iterate (then the earlier average) and a 1-ulp
+    difference never changes the prediction. No memory across rounds: the same losses always
+    give the same leader (the state holds the losses only)."""
     best = 0
+    lead = avg_loss[0]
     for e in range(1, avg_loss.shape[0]):
-        if avg_loss[e] < avg_loss[best]:
+        if avg_loss[e] < lead - LEAD_TOLERANCE * max(1.0, abs(lead)):
             best = e
+            lead = avg_loss[e]
     return best
 
 

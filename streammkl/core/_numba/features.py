@@ -16,6 +16,7 @@ from streammkl.core._numba.codes import (
     MAP_LINEAR,
     MAP_STUMPS,
 )  # fmt: skip
+from streammkl.core._numba.lanes import lane_dot
 
 FAST_COS_LIMIT = 1.0e5  # |x| below this: Cody-Waite reduction by pi/2 is exact enough
 
@@ -340,45 +341,24 @@ explicit_phi_of = njit(**JIT_INLINE)(_explicit_phi_of)
 
 
 def _dot4(a, b, lo, hi):
-    """sum_{j in [lo, hi)} a[j] b[j] with four accumulators (no reassoc fastmath needed), over
-    views indexed from 0 (no negative-index checks in the loop)."""
-    u = a[lo:hi]
-    v = b[lo:hi]
-    n = u.shape[0]
-    a0 = a1 = a2 = a3 = 0.0
-    for q in range(n // 4):
-        j = 4 * q
-        a0 += u[j] * v[j]
-        a1 += u[j + 1] * v[j + 1]
-        a2 += u[j + 2] * v[j + 2]
-        a3 += u[j + 3] * v[j + 3]
-    for j in range(n - n % 4, n):
-        a0 += u[j] * v[j]
-    return (a0 + a1) + (a2 + a3)
+    """sum_{j in [lo, hi)} a[j] b[j] in ``lane_dot``'s fixed order (16 partial sums, read four
+    doubles at a time; no reassoc fastmath needed). Every explicit score, norm and average is
+    this sum, so a prediction and the learning round's scores agree bit for bit. (Named for
+    the four partial sums it had before ``lane_dot``.)"""
+    lo, hi = np.int64(lo), np.int64(hi)
+    return lane_dot(a, lo, b, lo, hi - lo)
 
 
 dot4 = njit(**JIT_INLINE)(_dot4)
 
 
 def _dot4_pair(z, X, s, d):
-    """``(dot4(z, X[s], 0, d), dot4(z, X[s + 1], 0, d))`` bit for bit (the same four
-    accumulators per row) in one pass: two rows' chains interleave, and z is loaded once."""
-    a0 = a1 = a2 = a3 = 0.0
-    b0 = b1 = b2 = b3 = 0.0
-    for q in range(d // 4):
-        j = 4 * q
-        a0 += z[j] * X[s, j]
-        a1 += z[j + 1] * X[s, j + 1]
-        a2 += z[j + 2] * X[s, j + 2]
-        a3 += z[j + 3] * X[s, j + 3]
-        b0 += z[j] * X[s + 1, j]
-        b1 += z[j + 1] * X[s + 1, j + 1]
-        b2 += z[j + 2] * X[s + 1, j + 2]
-        b3 += z[j + 3] * X[s + 1, j + 3]
-    for j in range(d - d % 4, d):
-        a0 += z[j] * X[s, j]
-        b0 += z[j] * X[s + 1, j]
-    return (a0 + a1) + (a2 + a3), (b0 + b1) + (b2 + b3)
+    """``(dot4(z, X[s], 0, d), dot4(z, X[s + 1], 0, d))`` bit for bit (the same sum per row),
+    without views."""
+    w = X.shape[1]
+    s = np.int64(s)
+    d = np.int64(d)
+    return lane_dot(z, 0, X, s * w, d), lane_dot(z, 0, X, (s + 1) * w, d)
 
 
 dot4_pair = njit(**JIT_INLINE)(_dot4_pair)
@@ -395,96 +375,38 @@ _U4 = np.uint64(4)
 
 
 def _dot4_rows(A, r0, r1, v, lo, hi):
-    """``(dot4(A[r0], v, lo, hi), dot4(A[r1], v, lo, hi))`` bit for bit (the same four
-    accumulators per row) in one pass: eight independent chains instead of four, so the scalar
-    multiply-adds (numba vectorises no reduction without ``reassoc``) run at the machine's
-    throughput rather than at one chain's latency. No views, unsigned indices."""
-    r0 = np.uint64(r0)
-    r1 = np.uint64(r1)
-    lo = np.uint64(lo)
-    hi = np.uint64(hi)
-    nq = (hi - lo) // _U4
-    a0 = a1 = a2 = a3 = 0.0
-    b0 = b1 = b2 = b3 = 0.0
-    for q in range(nq):
-        j = lo + _U4 * q
-        v0, v1, v2, v3 = v[j], v[j + _U1], v[j + _U2], v[j + _U3]
-        a0 += A[r0, j] * v0
-        a1 += A[r0, j + _U1] * v1
-        a2 += A[r0, j + _U2] * v2
-        a3 += A[r0, j + _U3] * v3
-        b0 += A[r1, j] * v0
-        b1 += A[r1, j + _U1] * v1
-        b2 += A[r1, j + _U2] * v2
-        b3 += A[r1, j + _U3] * v3
-    for j in range(lo + _U4 * nq, hi):
-        a0 += A[r0, j] * v[j]
-        b0 += A[r1, j] * v[j]
-    return (a0 + a1) + (a2 + a3), (b0 + b1) + (b2 + b3)
+    """``(dot4(A[r0], v, lo, hi), dot4(A[r1], v, lo, hi))`` bit for bit (the same sum per
+    row), without views."""
+    w = A.shape[1]
+    r0, r1, lo, hi = np.int64(r0), np.int64(r1), np.int64(lo), np.int64(hi)
+    n = hi - lo
+    return lane_dot(A, r0 * w + lo, v, lo, n), lane_dot(A, r1 * w + lo, v, lo, n)
 
 
 dot4_rows = njit(**JIT_INLINE)(_dot4_rows)
 
 
 def _dot4_rows_sq(A, r0, r1, v, lo, hi):
-    """``dot4_rows`` and ``dot4(v, v, lo, hi)`` (the squared norm of v's block) in one pass,
-    each bit for bit."""
-    r0 = np.uint64(r0)
-    r1 = np.uint64(r1)
-    lo = np.uint64(lo)
-    hi = np.uint64(hi)
-    nq = (hi - lo) // _U4
-    a0 = a1 = a2 = a3 = 0.0
-    b0 = b1 = b2 = b3 = 0.0
-    c0 = c1 = c2 = c3 = 0.0
-    for q in range(nq):
-        j = lo + _U4 * q
-        v0, v1, v2, v3 = v[j], v[j + _U1], v[j + _U2], v[j + _U3]
-        a0 += A[r0, j] * v0
-        a1 += A[r0, j + _U1] * v1
-        a2 += A[r0, j + _U2] * v2
-        a3 += A[r0, j + _U3] * v3
-        b0 += A[r1, j] * v0
-        b1 += A[r1, j + _U1] * v1
-        b2 += A[r1, j + _U2] * v2
-        b3 += A[r1, j + _U3] * v3
-        c0 += v0 * v0
-        c1 += v1 * v1
-        c2 += v2 * v2
-        c3 += v3 * v3
-    for j in range(lo + _U4 * nq, hi):
-        a0 += A[r0, j] * v[j]
-        b0 += A[r1, j] * v[j]
-        c0 += v[j] * v[j]
-    return (a0 + a1) + (a2 + a3), (b0 + b1) + (b2 + b3), (c0 + c1) + (c2 + c3)
+    """``dot4_rows`` and ``dot4(v, v, lo, hi)`` (the squared norm of v's block), each bit for
+    bit."""
+    w = A.shape[1]
+    r0, r1, lo, hi = np.int64(r0), np.int64(r1), np.int64(lo), np.int64(hi)
+    n = hi - lo
+    return (
+        lane_dot(A, r0 * w + lo, v, lo, n),
+        lane_dot(A, r1 * w + lo, v, lo, n),
+        lane_dot(v, lo, v, lo, n),
+    )
 
 
 dot4_rows_sq = njit(**JIT_INLINE)(_dot4_rows_sq)
 
 
 def _dot4_row_sq(A, r0, v, lo, hi):
-    """``(dot4(A[r0], v, lo, hi), dot4(v, v, lo, hi))`` in one pass, bit for bit."""
-    r0 = np.uint64(r0)
-    lo = np.uint64(lo)
-    hi = np.uint64(hi)
-    nq = (hi - lo) // _U4
-    a0 = a1 = a2 = a3 = 0.0
-    c0 = c1 = c2 = c3 = 0.0
-    for q in range(nq):
-        j = lo + _U4 * q
-        v0, v1, v2, v3 = v[j], v[j + _U1], v[j + _U2], v[j + _U3]
-        a0 += A[r0, j] * v0
-        a1 += A[r0, j + _U1] * v1
-        a2 += A[r0, j + _U2] * v2
-        a3 += A[r0, j + _U3] * v3
-        c0 += v0 * v0
-        c1 += v1 * v1
-        c2 += v2 * v2
-        c3 += v3 * v3
-    for j in range(lo + _U4 * nq, hi):
-        a0 += A[r0, j] * v[j]
-        c0 += v[j] * v[j]
-    return (a0 + a1) + (a2 + a3), (c0 + c1) + (c2 + c3)
+    """``(dot4(A[r0], v, lo, hi), dot4(v, v, lo, hi))``, bit for bit."""
+    r0, lo, hi = np.int64(r0), np.int64(lo), np.int64(hi)
+    n = hi - lo
+    return lane_dot(A, r0 * A.shape[1] + lo, v, lo, n), lane_dot(v, lo, v, lo, n)
 
 
 dot4_row_sq = njit(**JIT_INLINE)(_dot4_row_sq)
@@ -492,20 +414,8 @@ dot4_row_sq = njit(**JIT_INLINE)(_dot4_row_sq)
 
 def _dot4_row(A, r0, v, lo, hi):
     """``dot4(A[r0], v, lo, hi)`` bit for bit, without a view."""
-    r0 = np.uint64(r0)
-    lo = np.uint64(lo)
-    hi = np.uint64(hi)
-    nq = (hi - lo) // _U4
-    a0 = a1 = a2 = a3 = 0.0
-    for q in range(nq):
-        j = lo + _U4 * q
-        a0 += A[r0, j] * v[j]
-        a1 += A[r0, j + _U1] * v[j + _U1]
-        a2 += A[r0, j + _U2] * v[j + _U2]
-        a3 += A[r0, j + _U3] * v[j + _U3]
-    for j in range(lo + _U4 * nq, hi):
-        a0 += A[r0, j] * v[j]
-    return (a0 + a1) + (a2 + a3)
+    r0, lo, hi = np.int64(r0), np.int64(lo), np.int64(hi)
+    return lane_dot(A, r0 * A.shape[1] + lo, v, lo, hi - lo)
 
 
 dot4_row = njit(**JIT_INLINE)(_dot4_row)
@@ -513,7 +423,7 @@ dot4_row = njit(**JIT_INLINE)(_dot4_row)
 
 def _rows_dot4(R, v, lo, hi, out):
     """``out[r] = dot4(R[r], v, lo, hi)`` for every row r of R, bit for bit, two rows per
-    pass (``dot4_rows``)."""
+    call (``dot4_rows``)."""
     n = R.shape[0]
     r = 0
     while r + 2 <= n:
