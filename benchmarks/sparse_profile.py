@@ -62,8 +62,9 @@ class Timers:
         self._stack: list[list[int]] = []  # per open part: [callees' time]
         self._undo: list[Callable[[], None]] = []
 
-    def wrap(self, owner: Any, attr: str, part: str) -> None:
-        """Time ``owner.attr`` (a function of a module or a class) as ``part``."""
+    def wrap(self, owner: Any, attr: str, part: str | Callable[..., str]) -> None:
+        """Time ``owner.attr`` (a function of a module or a class) as ``part`` (or as the part
+        ``part(*args, **kwargs)`` names for each call's arguments)."""
         inner = owner.__dict__[attr] if isinstance(owner, type) else getattr(owner, attr)
         if isinstance(inner, staticmethod | classmethod | property):
             raise TypeError(f"{owner}.{attr}: wrap plain functions only")
@@ -79,8 +80,9 @@ class Timers:
             finally:
                 spent = clock() - t0
                 stack.pop()
-                total[part] += spent - inside[0]
-                calls[part] += 1
+                name = part if isinstance(part, str) else part(*args, **kwargs)
+                total[name] += spent - inside[0]
+                calls[name] += 1
                 if stack:
                     stack[-1][0] += spent
 
@@ -91,6 +93,12 @@ class Timers:
         for restore in reversed(self._undo):
             restore()
         self._undo.clear()
+
+
+def _known_vector_part(index: Any, x: Any, learn: bool, entries: bool = False) -> str:
+    """``FeatureIndex.known_vector``'s part: its loop maps a record to entries for
+    ``known_sparse`` (``entries``) as well as to a dense vector."""
+    return "map dict -> entries" if entries else "map dict -> dense vector"
 
 
 def _instrument(timers: Timers) -> None:
@@ -117,7 +125,7 @@ def _instrument(timers: Timers) -> None:
         (_features.FeatureIndex, "add", "admission: index bookkeeping"),
         (_features.FeatureIndex, "known_sparse", "map dict -> entries"),
         (_known.KnownRecord, "values", "map dict -> entries"),
-        (_features.FeatureIndex, "known_vector", "map dict -> dense vector"),
+        (_features.FeatureIndex, "known_vector", _known_vector_part),
         (_features.FeatureIndex, "vector", "map dict -> dense vector"),
         (rounds, "check_numeric", "checks (check_numeric)"),
         (_features, "check_numeric", "checks (check_numeric)"),

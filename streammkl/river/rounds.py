@@ -162,7 +162,10 @@ class Rounds:
         about (:meth:`InputScaler.nonzeros`: its 0/1 inputs stay 0/1, the others are centred)."""
         if self.learner.standardize:
             return self.scaler.nonzeros(x, self.features.index)
-        return sum(1 for v in x.values() if v)
+        # (the values passed check_numeric: numbers, bools or None, each false iff it equals 0
+        # or is None; two counts at C speed instead of a generator over them)
+        values = list(x.values())
+        return len(values) - values.count(0) - values.count(None)
 
     def scale(self, vec: np.ndarray, learn: bool) -> np.ndarray:
         """The core's vector for a raw one: standardised when the learner standardises (and
