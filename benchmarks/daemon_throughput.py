@@ -35,6 +35,11 @@ Learn latency: every learning round inside the daemon, timed (p50/p99); for comp
 run's time divided by its records. Writes ``benchmarks/results/daemon_throughput.md``.
 
     python benchmarks/daemon_throughput.py [--records 20000] [--reps 5] [--quick]
+        [--paths raw_rd,daemon,nomonitor]
+
+``--paths`` runs only the named paths of the Kafka rows (the names of ``main``'s ``order``: e.g.
+the bare librdkafka loop, the defaults and the monitor off, for an A/B of a loop change) and
+prints their rows; it skips the learner-alone rows and the phases and writes no results file.
 """
 
 from __future__ import annotations
@@ -505,12 +510,31 @@ def summary(runs: list[dict[str, float]], key: str) -> tuple[float, float, float
     return statistics.median(values), min(values), max(values)
 
 
+def partial_rows(runs: dict[str, list[dict[str, float]]], only: list[str], reps: int) -> int:
+    """``--paths``: the chosen paths' medians (rate, CPU, CPU by thread), printed only."""
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"\n{reps} repetitions, medians (min-max); 1-min load average {load:.1f} at the end")
+    for name in only:
+        rate, lo, hi = summary(runs[name], "rate")
+        groups = [g for g in THREADS.values() if all(f"{g}_us" in r for r in runs[name])]
+        split = ", ".join(f"{g} {summary(runs[name], f'{g}_us')[0]:.2f}" for g in groups)
+        cpu = summary(runs[name], "cpu_us")[0]
+        print(f"{name}: {rate:,.0f} records/s ({lo:,.0f}-{hi:,.0f}), CPU {cpu:.1f} us/record"
+              + (f" (by thread: {split})" if split else ""))  # fmt: skip
+    print(f"\n(a partial run: {RESULTS} not written)")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=20_000)
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="5000 records, 2 repetitions")
+    parser.add_argument(
+        "--paths", default="", help="only these Kafka paths, comma-separated: daemon,nomonitor"
+    )
     args = parser.parse_args(argv)
+    only = [p for p in args.paths.split(",") if p]
     n, reps = (5_000, 2) if args.quick else (args.records, args.reps)
     external = os.environ.get("KAFKA_BOOTSTRAP")
     broker = None if external else EmbeddedBroker().start()
@@ -549,7 +573,12 @@ def main(argv: list[str] | None = None) -> int:
                 ("producer_rd", lambda d: produce_rdkafka(
                     bootstrap, f"{topic}.sink", [prediction] * n)),
             ]  # fmt: skip
+            unknown = set(only) - {name for name, _ in order}
+            if unknown:
+                parser.error(f"unknown path(s) {sorted(unknown)}: {[name for name, _ in order]}")
             for name, run in order:
+                if only and name not in only:
+                    continue
                 with tempfile.TemporaryDirectory() as workdir:
                     runs.setdefault(name, []).append(run(workdir))
                 print(f"rep {rep + 1}/{reps} {name}: {runs[name][-1]}", flush=True)
@@ -564,6 +593,8 @@ def main(argv: list[str] | None = None) -> int:
                 values, True, {"stride": 1, "window": 0}
             ),
         }
+        if only:
+            return partial_rows(runs, only, reps)
         for name, run in alone.items():
             runs[name] = [run() for _ in range(reps)]
         profile = [phases(values) for _ in range(reps)]

@@ -648,3 +648,48 @@ def test_a_member_that_owns_nothing_asks_for_topic_ids_only_every_30_s(tmp_path:
     ticks(member, now, 6.0)
     assert member.consumer.id_requests - asked == 6  # "in"'s id at every look ("other" vanished)
     assert member.rejoins == 0
+
+
+_FIRST_BATCHES = """
+import json, sys
+from pathlib import Path
+from numba.core import caching, event
+from prometheus_client import CollectorRegistry
+from streammkl.daemon.loop.runner import Runner
+from tests.daemon_fakes import FakeCluster
+from tests.test_daemon_runner import fill, make_settings
+
+compiles, loads = [], []
+event.register("numba:compile", event.Listener.__new__(type("L", (event.Listener,), {
+    "on_start": lambda self, ev: compiles.append(1), "on_end": lambda self, ev: None})))
+cluster = FakeCluster()
+fill(cluster, 240, 1)
+runner = Runner(make_settings(Path(sys.argv[1])), registry=CollectorRegistry(),
+                consumer_client=cluster.consumer(0), producer_client=cluster.producer())
+runner.start()
+started_cold = bool(compiles)
+load = caching.Cache.load_overload
+caching.Cache.load_overload = lambda self, *a: loads.append(1) or load(self, *a)
+runner.run()
+print(json.dumps({"cold": started_cold, "loads": len(loads), "compiles": len(compiles),
+                  "learned": runner.counters["examples_learned"]}))
+"""
+
+
+def test_a_warm_start_loads_the_batch_paths_before_the_first_batch(tmp_path: Path) -> None:
+    """With numba's cache warm, the start loads the code of every path the batches take
+    (compiled runs, the monitor, the comparator): the loop loads nothing from the cache
+    afterwards (a fresh process: code loaded by an earlier test would hide a load)."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run(
+        [sys.executable, "-c", _FIRST_BATCHES, str(tmp_path)],
+        cwd=root, capture_output=True, text=True, timeout=600, check=True,
+    )  # fmt: skip
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    if seen["cold"]:
+        pytest.skip("numba's cache is cold here: the start compiles, and leaves the rest")
+    assert seen["learned"] == 240
+    assert seen["loads"] == 0 and seen["compiles"] == 0, seen

@@ -153,6 +153,24 @@ def test_prediction_bytes_of_labels_orjson_refuses() -> None:
     }  # fmt: skip
 
 
+def test_prediction_bytes_hold_only_their_own_bytes() -> None:
+    """The sink keeps every prediction until nothing is in flight: a kept message must cost its
+    length, not the encoder's working buffer (orjson's bytes keep ~4 KB each)."""
+    import tracemalloc
+
+    proba = {False: 0.12345678901234567, True: 0.8765432109876543}
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        kept = [prediction_bytes(str(i), True, proba, i, "in.topic", 0, i) for i in range(1000)]
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    size = sum(len(m) for m in kept)
+    assert 130_000 < size < 170_000
+    assert held < 2 * size + 20_000  # bytes objects and the list: ~1.3x the text (base: ~27x)
+
+
 def test_prediction_bytes_turn_non_finite_numbers_into_null() -> None:
     got = json.loads(prediction_bytes("i", math.nan, {True: math.inf, False: 0.5}, 0, "t", 0, 0))
     assert got["prediction"] is None and got["proba"] == {"true": None, "false": 0.5}

