@@ -357,7 +357,11 @@ def test_a_saturated_work_lane_leaves_the_probes_their_workers() -> None:
             t.start()
         for _ in range(2):
             assert entered.acquire(timeout=10)
-        time.sleep(1.0)  # the other 4 reach the queue (0.3 s: 1 run in ~30 probed too early)
+        assert server.server is not None
+        deadline = time.monotonic() + 30
+        while server.server.queued("work") < 4 and time.monotonic() < deadline:
+            time.sleep(0.01)  # the other 4 reach the queue (a fixed 1-s wait failed at load 12)
+        assert server.server.queued("work") == 4
         busy = probe("127.0.0.1", server.port, "/metrics", count=1, timeout=5.0)
         assert busy.codes == [503]
         probes = probe("127.0.0.1", server.port, "/healthz", count=50, timeout=2.0)

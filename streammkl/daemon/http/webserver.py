@@ -246,6 +246,11 @@ class WebServer:
             thread.start()
         return self
 
+    def queued(self, lane: str) -> int:
+        """Requests waiting in ``lane``'s queue for a worker (when it holds ``QUEUE_PER_WORKER``
+        per worker, a further request there gets 503)."""
+        return self._queues[lane].qsize()
+
     def stop(self, timeout: float = 2.0) -> None:
         """Close every connection and the socket; return within ``timeout`` seconds."""
         if self._closing.is_set():
