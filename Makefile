@@ -11,11 +11,13 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
-# After installing, the learner's numerical code is compiled once (numba, ~2 min on 2 cores, with
-# a progress bar; cached beside the sources), so the first demo or daemon learns at once.
+# After installing, the learner's numerical code is compiled once (numba, a few minutes on 2 cores,
+# with a progress bar; cached beside the sources), so the first demo, daemon or river learner
+# learns at once: the default classifier's, then the regressor's (dense and bag-of-words records).
 $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install -q -e '.[dev]'
 	$(VENV)/bin/streammkl warmup
+	STREAMMKL_LEARNER__TASK=regression $(VENV)/bin/streammkl warmup
 	@touch $(STAMP)
 
 install: $(STAMP)

@@ -13,7 +13,12 @@ from streammkl.daemon.commands.logfilter import RepeatLimit
 from streammkl.daemon.config import load_settings
 from streammkl.daemon.http.metrics import Snapshot
 from streammkl.daemon.learning.scores import headline, prequential_scores
-from streammkl.daemon.learning.warmup import WarmUpProgress, synthetic_examples, warm_up
+from streammkl.daemon.learning.warmup import (
+    WarmUpProgress,
+    sparse_examples,
+    synthetic_examples,
+    warm_up,
+)
 from streammkl.daemon.loop.progress import ProgressLine
 
 
@@ -120,6 +125,29 @@ def test_warm_up_reports_each_stage_then_done() -> None:
     assert all(p.what for p in seen) and report.seconds > 0
     # a compile in progress names the function (none when numba's cache was warm)
     assert all("." in p.compiling for p in seen if p.compiling)
+
+
+def test_the_default_warm_up_also_learns_wide_sparse_records() -> None:
+    """With the default examples the warm-up reaches the code a bag of words runs (new inputs
+    in most records), which the dense examples never reach."""
+    data = sparse_examples()
+    seen_keys: set[str] = set()
+    new_inputs = []
+    for x, _ in data:
+        new_inputs.append(len(set(x) - seen_keys))
+        seen_keys |= set(x)
+    assert sum(n > 0 for n in new_inputs[150:]) > 50  # new words keep arriving
+    assert all(isinstance(v, int) and v >= 1 for x, _ in data for v in x.values())
+    assert {y for _, y in data} == {False, True}
+    settings = load_settings(None, overrides={"monitor.enabled": False})
+    seen: list[WarmUpProgress] = []
+    warm_up(settings, None, seen.append)
+    stages = [p.what for p in seen if p.compiling is None and not p.done]
+    assert any("sparse" in what for what in stages)
+    assert len(stages) == seen[0].stages
+    seen.clear()
+    warm_up(settings, synthetic_examples(300), seen.append)  # the stream's own examples: none
+    assert not any("sparse" in p.what for p in seen)
 
 
 def test_exported_model_predicts_exactly_what_the_daemon_would(tmp_path: Path) -> None:

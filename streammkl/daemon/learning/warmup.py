@@ -183,6 +183,23 @@ def synthetic_examples(
     return [({str(j): float(v) for j, v in enumerate(row)}, bool(row[0] * row[1] > 0)) for row in X]
 
 
+def sparse_examples(n: int = 300, words: int = 2_000, seed: int = 0) -> list[tuple[Inputs, Target]]:
+    """Wide sparse labelled examples, as a bag of words gives them: each about a dozen word
+    counts (integers) drawn from a Zipf vocabulary of ``words`` words, so that new inputs keep
+    arriving; labelled by whether the record counts more of the odd-numbered words than of the
+    even-numbered ones (two classes; a regressor learns them as 0/1)."""
+    rng = np.random.default_rng(seed)
+    examples: list[tuple[Inputs, Target]] = []
+    for _ in range(n):
+        counts: dict[str, float] = {}
+        odd = 0
+        for k in np.minimum(rng.zipf(1.3, size=12), words):
+            counts[f"w{k}"] = counts.get(f"w{k}", 0) + 1
+            odd += 1 if k % 2 else -1
+        examples.append((counts, odd > 0))
+    return examples
+
+
 def warm_up(
     settings: Settings,
     examples: Iterable[tuple[Inputs, Target]] | None = None,
@@ -194,8 +211,10 @@ def warm_up(
     ``(x, y)`` as the daemon decodes them; default :func:`synthetic_examples`, for a
     classifier or regressor) the way the daemon does: a few records one at a time (the model
     grows), then compiled runs of a batch, each observed by the regret monitor when it is on,
-    then one fit of the monitor's windowed-regret comparator and the learner's state (a
-    checkpoint). Nothing the daemon keeps is touched.
+    then one fit of the monitor's windowed-regret comparator; with the default examples a
+    second and a third throwaway learner then learn wide sparse records (:func:`sparse_examples`,
+    the path of a bag of words or one-hot record, for the daemon and for river's defaults);
+    last the learner's state (a checkpoint). Nothing the daemon keeps is touched.
 
     Parameters
     ----------
@@ -216,13 +235,14 @@ def warm_up(
     driver = driver_for(learner, sequence)
     fused = isinstance(driver, MKLDriver)
     task = settings.learner.task
+    wide = fused and examples is None and task in ("classification", "regression")
     if examples is None and task in ("classification", "regression"):
         examples = synthetic_examples()
     data = list(examples)[: _ONE_BY_ONE + _RUN + 200] if examples is not None else []
     if task == "regression":  # (a regressor learns numbers: booleans as 0/1)
         data = [(x, float(y)) for x, y in data if isinstance(y, int | float)]
     monitor_on = fused and settings.monitor.enabled
-    stages = 1 + (2 if data else 0) + (1 if monitor_on and data else 0) + 1
+    stages = 1 + (2 if data else 0) + (1 if monitor_on and data else 0) + int(wide) + 1
     tracker = _Tracker(progress, stages)
     with _listening(tracker), tempfile.TemporaryDirectory(prefix="streammkl-warmup-") as tmp:
         tracker.enter("the learner's round: predict then learn one record")
@@ -237,6 +257,9 @@ def warm_up(
             if monitor is not None and data:
                 tracker.enter("the regret monitor's comparator (the windowed regret's fit)")
                 _fit_comparator(driver, settings, data)
+            if wide:
+                tracker.enter("wide sparse records (a bag of words: new inputs keep arriving)")
+                _learn_wide(settings)
             tracker.enter("the learner's state (what a checkpoint writes and a restart reads)")
             _round_trip(learner, data)
             if monitor is not None:
@@ -272,6 +295,28 @@ def _learn(driver: LearnerDriver, data: list[tuple[Inputs, Target]], tracker: _T
     driver.learn_predict_many(rest_x[end:], rest_y[end:], None)
 
 
+def _learn_wide(settings: Settings) -> None:
+    """Throwaway learners learn :func:`sparse_examples`: one built from the settings through
+    the daemon's path (prequential rounds), then one with its class's own defaults (river's
+    ``MKLClassifier()`` / ``MKLRegressor()``, which do not standardise) through river's
+    (``predict_proba_one`` or ``predict_one``, then ``learn_one``): the code a record with many
+    new inputs runs (admission, growth, the sparse round), which a dense stream never reaches.
+    numba compiles a function once per argument types, and the two settings give it different
+    ones."""
+    learner = build_learner(settings.learner)
+    driver = driver_for(learner, False)
+    data = sparse_examples()
+    if settings.learner.task == "regression":
+        data = [(x, 1.0 if y else 0.0) for x, y in data]
+    for x, y in data:
+        driver.learn_predict_many([x], [y], None)
+    default = type(learner)()
+    predict = getattr(default, "predict_proba_one", default.predict_one)
+    for x, y in data:
+        predict(x)
+        default.learn_one(x, y)
+
+
 def _fit_comparator(
     driver: LearnerDriver, settings: Settings, data: list[tuple[Inputs, Target]]
 ) -> None:
@@ -296,6 +341,7 @@ __all__ = [
     "WarmUpProgress",
     "WarmUpReport",
     "logging_compiles",
+    "sparse_examples",
     "synthetic_examples",
     "warm_up",
 ]
