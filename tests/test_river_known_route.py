@@ -167,3 +167,27 @@ def test_the_regressor_round_gives_the_general_round_numbers_bit_for_bit():
     np.testing.assert_array_equal(preds, many_preds[:, 0])
     for key, arr in one.to_state()[1].items():
         np.testing.assert_array_equal(arr, many.to_state()[1][key], err_msg=key)
+
+
+def test_the_one_call_route_follows_buffers_replaced_between_records(counted):
+    """The one-call route binds its buffers once (``OnlineMKL._bound``, a record pack): a
+    record whose buffers (values, columns, raw and standardised vectors, the four statistics)
+    are new arrays of the same contents is learned and predicted on those, the numbers of a
+    learner that keeps its buffers, bit for bit."""
+    data = list(datasets.Bananas())[:1300]
+    kept, swapped = MKLClassifier(standardize=True), MKLClassifier(standardize=True)
+    for i, (x, y) in enumerate(data):
+        if i > 1100 and i % 7 == 0:  # every buffer replaced by a copy (the old ones dropped)
+            rounds = swapped.rounds()
+            known, scaler = rounds._known, rounds.scaler
+            known._bind(known.vals.copy())
+            known.cols, known.raw, known.xs = known.cols.copy(), known.raw.copy(), known.xs.copy()
+            scaler.count, scaler.mean = scaler.count.copy(), scaler.mean.copy()
+            scaler.m2, scaler.binary = scaler.m2.copy(), scaler.binary.copy()
+        assert swapped.predict_proba_one(x) == kept.predict_proba_one(x)
+        assert swapped.learn_predict_one(x, y) == kept.learn_predict_one(x, y)
+        if i > 1100 and i % 7 == 0:
+            np.testing.assert_array_equal(swapped.rounds()._known.xs, kept.rounds()._known.xs)
+    assert swapped.rounds().digest() == kept.rounds().digest()
+    np.testing.assert_array_equal(swapped.rounds().scaler.mean, kept.rounds().scaler.mean)
+    assert counted["learn"] > 2 * 190

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from streammkl.core import _numba as nb
-from streammkl.core._jit import entry_point, native_address
+from streammkl.core._jit import entry_point, meminfo_address, native_address
 from streammkl.core.losses import Loss
 from streammkl.core.model_checks import BLOCKWISE
 from streammkl.core.regularizers import Regularizer
@@ -281,6 +281,34 @@ class RoundArgs:
         learn = _entry(nb.learn_values, (*probe, 0.0, 1, 1, at_round))
         predict = _entry(nb.predict_values, (*probe, True, at_decision))
         return (learn, at_round), (predict, at_decision)
+
+    def record_calls(
+        self, at_round: int, at_decision: int, vals: np.ndarray, cols: np.ndarray,
+        raw: np.ndarray, count: np.ndarray, mean: np.ndarray, m2: np.ndarray,
+        binary: np.ndarray, xs: np.ndarray, standardize: bool,
+    ) -> tuple[Any, Callable[..., float], Callable[..., bool], Any]:  # fmt: skip
+        """The calls of :meth:`values_calls` with their arguments bound once: ``(a, f, g,
+        record)``, ``record`` the pack, the buffers (as there), ``standardize`` and the
+        addresses (``at_round``, ``at_decision``: :meth:`values_calls`' own) in one record
+        pack (``core._numba.record``); ``f(a, y, t, n)`` the round, ``g(a)`` the prediction,
+        the same numbers as the calls of :meth:`values_calls` on these arguments. ``a`` is the
+        address of the record's meminfo (``nb.learn_record_at``, ``nb.predict_record_at``: an
+        int to unbox instead of fourteen arguments), or the record itself where numba's
+        internals give no address (``nb.learn_record``, ``nb.predict_record``). The caller
+        keeps ``record`` while it uses ``a``, and the buffers while they are the ones bound
+        (it checks)."""
+        record = nb.new_record(
+            self.pack, vals, cols, raw, count, mean, m2, binary, xs, bool(standardize),
+            int(at_round), int(at_decision),
+        )  # fmt: skip
+        address = meminfo_address(record)
+        if address:  # the record pack by the address of its meminfo: an int to unbox
+            learn = _entry(nb.learn_record_at, (address, 0.0, 1, 1))
+            predict = _entry(nb.predict_record_at, (address,))
+            return address, learn, predict, record
+        learn = _entry(nb.learn_record, (record, 0.0, 1, 1))
+        predict = _entry(nb.predict_record, (record,))
+        return record, learn, predict, record
 
     def settle(self) -> None:
         """Fold the sparse round's factors into the state (``BlockState.settle``): before a
