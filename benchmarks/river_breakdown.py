@@ -80,7 +80,8 @@ def _compiled_call(model: Any, timed: list) -> Callable[[], None]:
     rounds = model.rounds()
     known, features, core = rounds._known, rounds.features, rounds.model
     targets = [rounds.target(y) for _, y in timed]
-    bound = core._bound  # the record pack the learner's rounds bound (warmed: bound)
+    known.values(timed[0][0], features, True)  # (the buffers of the timed records' keys)
+    bound = core._bind_values(known.vals, known.cols, known.raw, known.xs, *rounds._stats())
     record, learn = bound[10], bound[11]
     t0, n0 = core.schedule.t, core.t
 
