@@ -326,7 +326,7 @@ def test_a_renamed_key_still_loads_with_a_warning_naming_the_new_one(tmp_path: P
 def test_a_mixing_member_consumes_with_the_client_its_settings_name() -> None:
     """No silent substitution: a mixing group consumes with the client ``kafka.consumer_client``
     names, as one daemon does (it used to be kafka-python whatever the settings said)."""
-    from streammkl.daemon.kafka.clients import CONSUMERS, KafkaPythonConsumer, consumer_for
+    from streammkl.daemon.kafka.clients import LIBRARIES, KafkaPythonConsumer, consumer_for
 
     for name in ("librdkafka", "kafka-python"):
         env = {
@@ -335,5 +335,27 @@ def test_a_mixing_member_consumes_with_the_client_its_settings_name() -> None:
             "STREAMMKL_RECORDS__CLASSES": "[0, 1]",
         }
         kafka = load_settings(env=env).kafka
-        assert consumer_for(kafka) is CONSUMERS[name]
-    assert CONSUMERS["librdkafka"] is not KafkaPythonConsumer
+        assert consumer_for(kafka) is LIBRARIES[name].consumer
+    assert LIBRARIES["librdkafka"].consumer is not KafkaPythonConsumer
+
+
+def test_every_client_the_settings_can_name_has_all_its_adapters() -> None:
+    """The libraries ``kafka.consumer_client`` / ``kafka.producer_client`` accept are exactly
+    those :data:`~streammkl.daemon.kafka.clients.LIBRARIES` has, each with its four adapters."""
+    import typing
+
+    from streammkl.daemon.config import KafkaSettings
+    from streammkl.daemon.kafka.clients import LIBRARIES
+
+    for field in ("consumer_client", "producer_client"):
+        names = typing.get_args(KafkaSettings.model_fields[field].annotation)
+        assert set(names) == set(LIBRARIES) == {"librdkafka", "kafka-python"}
+    modules = {
+        name: {adapter.__module__ for adapter in (
+            library.consumer, library.producer, library.mix_reader, library.mix_writer)}
+        for name, library in LIBRARIES.items()
+    }  # fmt: skip
+    assert modules == {  # each library's four adapters, all from its own module
+        "librdkafka": {"streammkl.daemon.kafka.clients.confluent"},
+        "kafka-python": {"streammkl.daemon.kafka.clients.kafka_python"},
+    }

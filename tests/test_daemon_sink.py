@@ -9,7 +9,7 @@ import pytest
 
 from streammkl.daemon.commands.broker import EmbeddedBroker
 from streammkl.daemon.config import load_settings
-from streammkl.daemon.kafka.clients import PRODUCERS
+from streammkl.daemon.kafka.clients import LIBRARIES
 from streammkl.daemon.kafka.clients.protocol import Output
 from streammkl.daemon.kafka.sink import Sink
 from tests.daemon_kafka import create_topic, read_topic
@@ -22,7 +22,7 @@ CLIENTS = pytest.mark.parametrize("client", ["librdkafka", "kafka-python"])
 
 def sink(bootstrap: str, client: str) -> Sink:
     settings = load_settings(env={}, overrides={"kafka.bootstrap_servers": bootstrap}).kafka
-    return Sink(settings, PRODUCERS[client]).start()
+    return Sink(settings, LIBRARIES[client].producer).start()
 
 
 @CLIENTS

@@ -21,8 +21,7 @@ from kafka import TopicPartition
 from streammkl.daemon.commands.broker import EmbeddedBroker
 from streammkl.daemon.config import load_settings
 from streammkl.daemon.kafka.clients import (
-    CONSUMERS,
-    PRODUCERS,
+    LIBRARIES,
     ConsumerClient,
     Partition,
     ProducerClient,
@@ -66,7 +65,7 @@ def test_assigned_partitions_start_at_own_else_earliest_offsets(
     create_topic(kafka_bootstrap, topic, 2)
     produce(kafka_bootstrap, topic, [b"v%d" % i for i in range(20)], lambda i: i % 2, lambda i: i)
     k = settings(kafka_bootstrap, **{"kafka.topics": topic})
-    consumer = CONSUMERS[client](k)
+    consumer = LIBRARIES[client].consumer(k)
     try:
         assert sorted(consumer.partitions(topic)) == [0, 1]
         assert list(consumer.partitions(unique("none"))) == []
@@ -114,7 +113,7 @@ def test_a_partition_paused_before_a_rebalance_is_fetched_when_assigned_again(
     owned: dict[str, list[Partition]] = {}
 
     def member(name: str) -> ConsumerClient:
-        consumer = CONSUMERS[client](k)
+        consumer = LIBRARIES[client].consumer(k)
 
         def assigned(parts: list[Partition]) -> None:
             owned[name] = list(parts)
@@ -162,7 +161,7 @@ def test_group_members_start_at_the_committed_offset_and_hear_rebalances(
     events: list[tuple[str, list[Partition]]] = []
 
     def member() -> ConsumerClient:
-        consumer = CONSUMERS[client](k)
+        consumer = LIBRARIES[client].consumer(k)
 
         def assigned(parts: list[Partition]) -> None:
             events.append(("assigned", parts))
@@ -197,7 +196,7 @@ def test_group_members_start_at_the_committed_offset_and_hear_rebalances(
 def test_producer_accounts_for_every_message(kafka_bootstrap: str, client: str) -> None:
     topic = unique("pr")
     create_topic(kafka_bootstrap, topic, 1)
-    producer: ProducerClient = PRODUCERS[client](settings(kafka_bootstrap))
+    producer: ProducerClient = LIBRARIES[client].producer(settings(kafka_bootstrap))
     try:
         for i in range(300):
             producer.produce(topic, b"v%d" % i, b"k%d" % i)
@@ -219,7 +218,7 @@ def test_an_abandoned_producer_hands_back_every_unacknowledged_message(
 ) -> None:
     with EmbeddedBroker(log_path=tmp_path / "tansu.log") as broker:  # the test's own, to kill
         create_topic(broker.bootstrap_servers, "out", 1)
-        producer = PRODUCERS[client](settings(broker.bootstrap_servers))
+        producer = LIBRARIES[client].producer(settings(broker.bootstrap_servers))
         producer.produce("out", b"before", None)
         producer.flush(30)
         assert producer.failures() == ([], None) and producer.in_flight() == 0

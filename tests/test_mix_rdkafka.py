@@ -10,12 +10,12 @@ import pytest
 
 from streammkl.daemon.config import load_settings
 from streammkl.daemon.kafka.clients import (
-    MIX_READERS,
-    MIX_WRITERS,
     ConfluentMixReader,
     ConfluentMixWriter,
     KafkaPythonMixReader,
     KafkaPythonMixWriter,
+    mix_reader_for,
+    mix_writer_for,
 )
 from streammkl.daemon.mixing.topic import MixRecord, MixTopic, create_mix_topic
 
@@ -28,7 +28,8 @@ def _kafka(bootstrap: str, client: str = "librdkafka"):
 
 
 def test_the_settings_name_the_mix_topics_clients() -> None:
-    assert (MIX_WRITERS["kafka-python"], MIX_READERS["kafka-python"]) == (
+    kafka_python = _kafka("localhost:1", "kafka-python")
+    assert (mix_writer_for(kafka_python), mix_reader_for(kafka_python)) == (
         KafkaPythonMixWriter, KafkaPythonMixReader,
     )  # fmt: skip
     topic = MixTopic(_kafka("localhost:1"), "mix")  # (librdkafka connects in the background)

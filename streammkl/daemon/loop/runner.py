@@ -69,10 +69,10 @@ from streammkl.daemon.http.predict import Predictor
 from streammkl.daemon.http.webconfig import load_web_config
 from streammkl.daemon.http.webserver import Route
 from streammkl.daemon.kafka.clients import (
-    PRODUCERS,
     ConsumerFactory,
     ProducerFactory,
     consumer_for,
+    producer_for,
 )
 from streammkl.daemon.kafka.sink import Sink
 from streammkl.daemon.kafka.source import Source
@@ -151,7 +151,7 @@ class Runner:
         self.counters["online_loss"] = 0.0
         self.counters["rejected_by_reason"] = {}
         k = settings.kafka
-        self.sink = Sink(k, producer_client or PRODUCERS[k.producer_client], self.metrics)
+        self.sink = Sink(k, producer_client or producer_for(k), self.metrics)
         self.source = Source(
             k, self.offsets, consumer_client or consumer_for(k),
             on_revoke=self._on_revoke, on_reset=self._on_reset, group=k.assignment == "group",

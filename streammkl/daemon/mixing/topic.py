@@ -51,14 +51,14 @@ import numpy as np
 
 from streammkl.daemon.config import KafkaSettings
 from streammkl.daemon.kafka.clients import (
-    MIX_READERS,
-    MIX_WRITERS,
     Acknowledgement,
     Message,
     MixLogReaderFactory,
     MixLogWriter,
     MixLogWriterFactory,
     SendFailed,
+    mix_reader_for,
+    mix_writer_for,
 )
 from streammkl.daemon.kafka.security import kafka_python_options
 from streammkl.daemon.kafka.topics import ensure_topics
@@ -273,7 +273,7 @@ def create_mix_topic(settings: KafkaSettings, topic: str) -> None:
 class MixTopic:
     """Publish to and read the mix topic, with the clients the settings name: the reader
     ``kafka.consumer_client``'s, the writer ``kafka.producer_client``'s (librdkafka by default;
-    :data:`~streammkl.daemon.kafka.clients.MIX_READERS` / ``MIX_WRITERS``). The reader is
+    :func:`~streammkl.daemon.kafka.clients.mix_reader_for` / ``mix_writer_for``). The reader is
     assigned the one partition, not subscribed: it needs no group and reads from offset 0.
 
     Parameters
@@ -303,9 +303,9 @@ class MixTopic:
         self._next: int | None = None  # the offset the next record must have (None: any)
         self._gap: tuple[int, int] | None = None  # the last gap read again: (wanted, got)
         self.gaps = 0  # gaps read again
-        self._writer_factory = writer or MIX_WRITERS[settings.producer_client]
+        self._writer_factory = writer or mix_writer_for(settings)
         self.writer = self._new_writer()
-        read = reader or MIX_READERS[settings.consumer_client]
+        read = reader or mix_reader_for(settings)
         self.reader = read(settings, topic, MAX_RECORD_BYTES, max_wait_ms)
 
     def _new_writer(self) -> MixLogWriter:

@@ -1,12 +1,16 @@
 """Kafka client libraries behind one small adapter each (:mod:`.protocol` declares what they do).
 
-``kafka.consumer_client`` / ``kafka.producer_client`` name the library; :data:`CONSUMERS` and
-:data:`PRODUCERS` map each name to its adapter class, :data:`MIX_READERS` and
-:data:`MIX_WRITERS` to its mix log reader and writer (a mixing group's mix topic follows the same
-two settings: the reader the consumer's, the writer the producer's).
+``kafka.consumer_client`` / ``kafka.producer_client`` name the library. :data:`LIBRARIES` maps
+each name to its :class:`ClientLibrary`: the four adapters one library provides, so a library is
+added whole or not at all. :func:`consumer_for` and :func:`mix_reader_for` take the library
+``kafka.consumer_client`` names, :func:`producer_for` and :func:`mix_writer_for` the one
+``kafka.producer_client`` names (a mixing group's mix topic follows the same two settings as its
+input and output: the reader the consumer's, the writer the producer's).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from streammkl.daemon.config import KafkaSettings
 from streammkl.daemon.kafka.clients.confluent import (
@@ -40,41 +44,61 @@ from streammkl.daemon.kafka.clients.protocol import (
     SendFailed,
 )
 
-#: The consumer adapter for each ``kafka.consumer_client``.
-CONSUMERS: dict[str, ConsumerFactory] = {
-    "librdkafka": ConfluentConsumer,
-    "kafka-python": KafkaPythonConsumer,
-}
-#: The producer adapter for each ``kafka.producer_client``.
-PRODUCERS: dict[str, ProducerFactory] = {
-    "librdkafka": ConfluentProducer,
-    "kafka-python": KafkaPythonProducer,
-}
 
-#: The mix log reader adapter for each ``kafka.consumer_client``.
-MIX_READERS: dict[str, MixLogReaderFactory] = {
-    "librdkafka": ConfluentMixReader,
-    "kafka-python": KafkaPythonMixReader,
-}
-#: The mix log writer adapter for each ``kafka.producer_client``.
-MIX_WRITERS: dict[str, MixLogWriterFactory] = {
-    "librdkafka": ConfluentMixWriter,
-    "kafka-python": KafkaPythonMixWriter,
+@dataclass(frozen=True, slots=True)
+class ClientLibrary:
+    """The adapters of one Kafka client library.
+
+    Parameters
+    ----------
+    consumer, producer
+        The input consumer and the output producer.
+    mix_reader, mix_writer
+        A mixing group's mix log reader and writer.
+    """
+
+    consumer: ConsumerFactory
+    producer: ProducerFactory
+    mix_reader: MixLogReaderFactory
+    mix_writer: MixLogWriterFactory
+
+
+#: The adapters of each library ``kafka.consumer_client`` / ``kafka.producer_client`` can name.
+LIBRARIES: dict[str, ClientLibrary] = {
+    "librdkafka": ClientLibrary(
+        ConfluentConsumer, ConfluentProducer, ConfluentMixReader, ConfluentMixWriter
+    ),
+    "kafka-python": ClientLibrary(
+        KafkaPythonConsumer, KafkaPythonProducer, KafkaPythonMixReader, KafkaPythonMixWriter
+    ),
 }
 
 
 def consumer_for(kafka: KafkaSettings) -> ConsumerFactory:
     """The consumer adapter ``kafka.consumer_client`` names (``kafka``: the ``[kafka]``
     settings), in a mixing group as for one daemon."""
-    return CONSUMERS[kafka.consumer_client]
+    return LIBRARIES[kafka.consumer_client].consumer
+
+
+def producer_for(kafka: KafkaSettings) -> ProducerFactory:
+    """The producer adapter ``kafka.producer_client`` names."""
+    return LIBRARIES[kafka.producer_client].producer
+
+
+def mix_reader_for(kafka: KafkaSettings) -> MixLogReaderFactory:
+    """The mix log reader of the library ``kafka.consumer_client`` names."""
+    return LIBRARIES[kafka.consumer_client].mix_reader
+
+
+def mix_writer_for(kafka: KafkaSettings) -> MixLogWriterFactory:
+    """The mix log writer of the library ``kafka.producer_client`` names."""
+    return LIBRARIES[kafka.producer_client].mix_writer
 
 
 __all__ = [
-    "CONSUMERS",
-    "MIX_READERS",
-    "MIX_WRITERS",
-    "PRODUCERS",
+    "LIBRARIES",
     "Acknowledgement",
+    "ClientLibrary",
     "ClientRefused",
     "ClientUnavailable",
     "ConfluentConsumer",
@@ -99,4 +123,7 @@ __all__ = [
     "ProducerFactory",
     "SendFailed",
     "consumer_for",
+    "mix_reader_for",
+    "mix_writer_for",
+    "producer_for",
 ]
