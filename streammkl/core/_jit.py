@@ -5,7 +5,6 @@ fastmath is limited to flags that keep NaN/Inf detectable: no ``nnan``/``ninf``/
 
 from __future__ import annotations
 
-import ctypes
 import hashlib
 from collections.abc import Callable
 from pathlib import Path
@@ -73,29 +72,6 @@ def native_address(dispatcher: Any, args: tuple[Any, ...]) -> int:
         return int(cres.library.get_pointer_to_function(cres.fndesc.mangled_name))
     except Exception:  # a Python function, or numba internals changed
         return 0
-
-
-def meminfo_address(proxy: Any) -> int:
-    """The address of the NRT meminfo of the numba structref ``proxy`` (a
-    ``StructRefProxy``: its ``_meminfo`` object holds the pointer right after its Python
-    header), for a compiled function that takes it as an int (``core._numba.record``): an int
-    unboxes in a few ns, a structref in ~80-300 ns. The layout is checked against what numba
-    publishes of the meminfo (its reference count and data pointer, the first and fourth words
-    of numba's ``NRT_MemInfo``); 0 when it differs, or for another object: the caller passes
-    the structref then. The proxy must outlive every use of the address."""
-    try:
-        info = proxy._meminfo
-        at = ctypes.c_void_p.from_address(id(info) + object.__basicsize__).value
-        word = ctypes.sizeof(ctypes.c_void_p)
-        if (
-            at
-            and ctypes.c_size_t.from_address(at).value == info.refcount
-            and ctypes.c_void_p.from_address(at + 3 * word).value == info.data
-        ):
-            return int(at)
-    except Exception:  # not a structref proxy, or numba's objects changed
-        pass
-    return 0
 
 
 def cache_guard(package_init: str) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from streammkl.core import _numba as nb
-from streammkl.core._jit import entry_point, meminfo_address, native_address
+from streammkl.core._jit import entry_point, native_address
 from streammkl.core.losses import Loss
 from streammkl.core.model_checks import BLOCKWISE
 from streammkl.core.regularizers import Regularizer
@@ -292,23 +292,18 @@ class RoundArgs:
         addresses (``at_round``, ``at_decision``: :meth:`values_calls`' own) in one record
         pack (``core._numba.record``); ``f(a, y, t, n)`` the round, ``g(a)`` the prediction,
         the same numbers as the calls of :meth:`values_calls` on these arguments. ``a`` is the
-        address of the record's meminfo (``nb.learn_record_at``, ``nb.predict_record_at``: an
-        int to unbox instead of fourteen arguments), or the record itself where numba's
-        internals give no address (``nb.learn_record``, ``nb.predict_record``). The caller
-        keeps ``record`` while it uses ``a``, and the buffers while they are the ones bound
-        (it checks)."""
+        address of the record's meminfo (``nb.record_address``; ``nb.learn_record_at``,
+        ``nb.predict_record_at`` take it: an int to unbox instead of fourteen arguments). The
+        caller keeps ``record`` while it uses ``a``, and the buffers while they are the ones
+        bound (it checks)."""
         record = nb.new_record(
             self.pack, vals, cols, raw, count, mean, m2, binary, xs, bool(standardize),
             int(at_round), int(at_decision),
         )  # fmt: skip
-        address = meminfo_address(record)
-        if address:  # the record pack by the address of its meminfo: an int to unbox
-            learn = _entry(nb.learn_record_at, (address, 0.0, 1, 1))
-            predict = _entry(nb.predict_record_at, (address,))
-            return address, learn, predict, record
-        learn = _entry(nb.learn_record, (record, 0.0, 1, 1))
-        predict = _entry(nb.predict_record, (record,))
-        return record, learn, predict, record
+        address = nb.record_address(record)
+        learn = _entry(nb.learn_record_at, (address, 0.0, 1, 1))
+        predict = _entry(nb.predict_record_at, (address,))
+        return address, learn, predict, record
 
     def settle(self) -> None:
         """Fold the sparse round's factors into the state (``BlockState.settle``): before a
