@@ -4,11 +4,34 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import importlib.util
 import os
 import platform
+import sys
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def foreign_checkout() -> str | None:
+    """Where ``streammkl`` is imported from when that is not this checkout (the benchmarks'
+    parent directory), else None. A script run with another checkout's venv, PYTHONPATH or
+    current directory measures that checkout's code, silently: an A/B of two worktrees then
+    compares one with itself, or a script of one runs against the other (as a branch's
+    script reading ``OnlineMKL._bound`` once did against main: ``AttributeError``)."""
+    spec = importlib.util.find_spec("streammkl")
+    if spec is None or spec.origin is None:
+        return None
+    package = Path(spec.origin).resolve().parent
+    return None if package.parent == RESULTS.parent.parent else str(package)
+
+
+_FOREIGN = foreign_checkout()
+if _FOREIGN is not None:
+    print(
+        f"WARNING: benchmarks of {RESULTS.parent.parent} measure streammkl from {_FOREIGN}",
+        file=sys.stderr,
+    )
 
 
 def markdown(headers: list[str], rows: list[list[object]]) -> str:
@@ -28,6 +51,7 @@ def machine() -> str:
         f"{platform.python_implementation()} {platform.python_version()}, "
         f"{os.cpu_count()} cores, load average {load:.2f} at start, "
         f"{_dt.datetime.now(_dt.UTC).strftime('%Y-%m-%d %H:%M UTC')}"
+        + ("" if _FOREIGN is None else f", streammkl from {_FOREIGN}")
     )
 
 

@@ -12,8 +12,8 @@ hops):
 - ``dict -> values``: ``KnownRecord.values`` (the record's values in the dict's order into a
   kept buffer, their columns looked up once per key tuple);
 - ``+ the compiled call``: the same, then the one compiled call the round goes through
-  (``OnlineMKL.learn_values``' entry point called directly: unboxing its arguments, the record
-  scattered and standardised, the round);
+  (``OnlineMKL.learn_values``' bound call, ``RoundArgs.record_calls``, called directly:
+  unboxing its arguments, the record scattered and standardised, the round);
 - ``the round in the compiled loop``: the same rounds on the standardised rows in one compiled
   loop (``learn_many``: no call per round): what the compiled call costs beyond it is the
   Python-to-compiled boundary, the scatter and the standardisation;
@@ -80,16 +80,15 @@ def _compiled_call(model: Any, timed: list) -> Callable[[], None]:
     rounds = model.rounds()
     known, features, core = rounds._known, rounds.features, rounds.model
     targets = [rounds.target(y) for _, y in timed]
-    learn, at = core._values_call(0)
-    pack = core._args.pack
-    count, mean, m2, binary = rounds._stats()
+    known.values(timed[0][0], features, True)  # (the buffers of the timed records' keys)
+    bound = core._bind_values(known.vals, known.cols, known.raw, known.xs, *rounds._stats())
+    record, learn = bound[10], bound[11]
     t0, n0 = core.schedule.t, core.t
 
     def go() -> None:
         for i, ((x, _), y) in enumerate(zip(timed, targets, strict=True), start=1):
-            vals = known.values(x, features, True)
-            learn(pack, vals, known.cols, known.raw, count, mean, m2, binary, known.xs, True, y,
-                  t0 + i, n0 + i, at)  # fmt: skip
+            known.values(x, features, True)
+            learn(record, y, t0 + i, n0 + i)
 
     return go
 

@@ -73,3 +73,22 @@ def test_a_partial_run_leaves_the_committed_results_alone(script: str, args: lis
     assert "not written" in out.stdout
     after = {p.name: _digest(p) for p in sorted((BENCH / "results").iterdir())}
     assert after == before
+
+
+def test_a_benchmark_run_against_another_checkouts_streammkl_says_so(tmp_path) -> None:
+    """A benchmark imports ``streammkl`` from its own checkout here (no warning, the machine
+    line as ever); run with another checkout first on the path, it warns and its results'
+    machine line names the checkout it measured."""
+    assert _table.foreign_checkout() is None
+    assert "streammkl from" not in _table.machine()
+    other = tmp_path / "other" / "streammkl"
+    other.mkdir(parents=True)
+    (other / "__init__.py").write_text("")
+    code = f"import sys; sys.path.insert(0, {str(BENCH)!r}); import _table; print(_table.machine())"
+    env = {"PYTHONPATH": str(other.parent), "PATH": "/usr/bin:/bin"}
+    run = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True
+    )
+    assert run.returncode == 0, run.stderr
+    assert f"measure streammkl from {other}" in run.stderr
+    assert run.stdout.strip().endswith(f"streammkl from {other}")

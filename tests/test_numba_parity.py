@@ -15,6 +15,7 @@ from streammkl.core import OnlineMKL, kernels, losses, regularizers, schedules
 from streammkl.core import _numba as nb
 from streammkl.core._jit import JIT
 from streammkl.core._numba.pack import NAMES
+from streammkl.core._numba.record import RECORD_FIELDS
 
 
 def compiled_functions():
@@ -60,7 +61,8 @@ BUDGET_LOOPS = [
 ]  # fmt: skip
 PLACE_LOOPS = ["place_inputs"]
 KNOWN_LOOPS = [
-    "learn_values", "predict_values", "scatter_record",
+    "learn_values", "predict_values", "scatter_record", "new_record", "learn_record",
+    "predict_record", "learn_record_at", "predict_record_at", "record_address",
     "standardize_one", "standardize_row", "standardize_rows",
 ]  # fmt: skip
 # parity-tested in tests/test_structured_decoders.py, tests/test_structured_labeler.py and
@@ -492,6 +494,11 @@ def _namespace_pack(*fields):
     return SimpleNamespace(**dict(zip(NAMES, fields, strict=True)))
 
 
+def _namespace_record(*fields):
+    """``new_record`` for interpreted calls: the same fields on a plain object."""
+    return SimpleNamespace(**dict(zip((n for n, _ in RECORD_FIELDS), fields, strict=True)))
+
+
 def interpret(monkeypatch, names):
     """Replace the compiled functions ``names`` by their Python originals wherever the compiled
     package's modules refer to them (each module imports its helpers by name); ``new_pack`` by
@@ -499,7 +506,9 @@ def interpret(monkeypatch, names):
     modules = [m for key, m in sys.modules.items() if key.startswith("streammkl.core._numba")]
     for name in names:
         compiled = getattr(nb, name)
-        python = _namespace_pack if name == "new_pack" else compiled.py_func
+        python = {"new_pack": _namespace_pack, "new_record": _namespace_record}.get(
+            name, compiled.py_func
+        )
         for module in modules:
             if getattr(module, name, None) is compiled:
                 monkeypatch.setattr(module, name, python)

@@ -13,6 +13,8 @@ from river import datasets
 from river.datasets import synth
 
 from streammkl.core import OnlineMKL
+from streammkl.core import _numba as nb
+from streammkl.core._numba.record import RECORD, _check_model
 from streammkl.river import MKLClassifier, MKLRegressor
 
 
@@ -167,3 +169,131 @@ def test_the_regressor_round_gives_the_general_round_numbers_bit_for_bit():
     np.testing.assert_array_equal(preds, many_preds[:, 0])
     for key, arr in one.to_state()[1].items():
         np.testing.assert_array_equal(arr, many.to_state()[1][key], err_msg=key)
+
+
+def test_the_one_call_route_follows_buffers_replaced_between_records(counted):
+    """The one-call route binds its buffers once (``OnlineMKL._bound``, a record pack): a
+    record whose buffers (values, columns, raw and standardised vectors, the four statistics)
+    are new arrays of the same contents is learned and predicted on those, the numbers of a
+    learner that keeps its buffers, bit for bit."""
+    data = list(datasets.Bananas())[:1300]
+    kept, swapped = MKLClassifier(standardize=True), MKLClassifier(standardize=True)
+    for i, (x, y) in enumerate(data):
+        if i > 1100 and i % 7 == 0:  # every buffer replaced by a copy (the old ones dropped)
+            rounds = swapped.rounds()
+            known, scaler = rounds._known, rounds.scaler
+            known._bind(known.vals.copy())
+            known.cols, known.raw, known.xs = known.cols.copy(), known.raw.copy(), known.xs.copy()
+            scaler.count, scaler.mean = scaler.count.copy(), scaler.mean.copy()
+            scaler.m2, scaler.binary = scaler.m2.copy(), scaler.binary.copy()
+        assert swapped.predict_proba_one(x) == kept.predict_proba_one(x)
+        assert swapped.learn_predict_one(x, y) == kept.learn_predict_one(x, y)
+        if i > 1100 and i % 7 == 0:
+            np.testing.assert_array_equal(swapped.rounds()._known.xs, kept.rounds()._known.xs)
+    assert swapped.rounds().digest() == kept.rounds().digest()
+    np.testing.assert_array_equal(swapped.rounds().scaler.mean, kept.rounds().scaler.mean)
+    assert counted["learn"] > 2 * 190
+
+
+def test_a_record_pack_is_called_by_its_address_without_changing_its_references():
+    """The one-call route calls a record pack by the address of its meminfo (compiled both
+    ways on numba's structref data model, ``core._numba.record``): the address gives the
+    record's own numbers, and a thousand calls by it leave the record's reference count as it
+    was (a missing incref would free it under the caller, a missing decref leak it)."""
+    data = list(datasets.Bananas())[:400]
+    model = MKLClassifier(standardize=True)
+    for x, y in data[:300]:
+        model.learn_predict_one(x, y)
+    rounds = model.rounds()
+    core, known = rounds.model, rounds._known
+    known.values(data[300][0], rounds.features, True)
+    bound = core._bind_values(known.vals, known.cols, known.raw, known.xs, *rounds._stats())
+    assert bound is not None
+    address, record = bound[10], bound[13]
+    assert isinstance(address, int) and address == nb.record_address(record) != 0
+    refs = record._meminfo.refcount
+    by_record = nb.predict_record(record)
+    scores = core._args.fx.copy()
+    for _ in range(1000):
+        assert nb.predict_record_at(address) == by_record
+    np.testing.assert_array_equal(core._args.fx, scores)
+    assert record._meminfo.refcount == refs
+    twin = MKLClassifier(standardize=True)
+    for x, y in data[:300]:
+        twin.learn_predict_one(x, y)
+    for x, y in data[300:]:  # rounds through the address, against rounds through the record
+        assert model.learn_predict_one(x, y) == twin.learn_predict_one(x, y)
+    assert record._meminfo.refcount == refs
+    assert core.digest() == twin.rounds().model.digest()
+
+
+def test_the_record_address_needs_numbas_structref_model_of_one_meminfo():
+    """What the record pack's address relies on in numba, checked: its data model is numba's
+    structref model, one member ``meminfo`` (a meminfo pointer); on another model the address
+    refuses to compile (a TypeError) instead of reading the wrong word."""
+    from numba import types
+    from numba.core.datamodel import default_manager
+
+    model = default_manager.lookup(RECORD)
+    assert type(model).__name__ == "StructRefModel"
+    assert len(model.inner_models()) == 1
+    assert isinstance(model.get_member_fe_type("meminfo"), types.MemInfoPointer)
+    _check_model(RECORD)  # (the model the compiled address reads)
+    for other in (types.float64[::1], types.UniTuple(types.int64, 2)):
+        with pytest.raises(TypeError, match="structref data model changed"):
+            _check_model(other)
+
+
+def _continued(model, data):
+    """Every prediction and one-call round of ``model`` over ``data`` (predict, then
+    learn_predict_one), and its digest at the end."""
+    out = []
+    for x, y in data:
+        out.append(model.predict_proba_one(x))
+        out.append(model.learn_predict_one(x, y))
+    return out, model.rounds().model.digest()
+
+
+def test_every_way_a_learner_is_made_takes_the_one_call_route_with_the_same_numbers(counted):
+    """A learner copied (pickle, deepcopy, copy of its model), restored from a pickle made
+    before the route existed (no ``_bound``, ``_values``, ``_values_args``: an ``OnlineMKL``
+    made by ``__new__`` and ``__setstate__``), rebuilt by a new input, or used from another
+    thread binds its record pack again and gives the numbers of the learner it came from. The
+    one-off ``AttributeError: 'OnlineMKL' object has no attribute '_bound'`` seen once was a
+    script of this branch run against the base checkout's ``streammkl`` (it reads ``_bound``,
+    which the base has not): no way of making a learner here lacks it."""
+    import copy
+    import pickle
+    import threading
+
+    data = list(datasets.Bananas())[:700]
+    first = MKLClassifier(standardize=True)
+    for x, y in data[:400]:
+        first.learn_predict_one(x, y)
+    copies = [pickle.loads(pickle.dumps(first)), copy.deepcopy(first)]
+    state = first.rounds().model.__getstate__()
+    for key in ("_bound", "_values", "_values_args"):
+        del state[key]
+    old = copy.deepcopy(first)
+    old.rounds().model.__dict__.clear()  # (the model as an old pickle restores it)
+    OnlineMKL.__setstate__(old.rounds().model, copy.deepcopy(state))
+    copies.append(old)
+    threaded, wider = copy.deepcopy(first), pickle.loads(pickle.dumps(first))
+    taken = counted["learn"]
+    expected = _continued(first, data[400:])
+    assert counted["learn"] - taken == 300
+    for other in copies:
+        taken = counted["learn"]
+        assert _continued(other, data[400:]) == expected
+        assert counted["learn"] - taken == 300
+    result: list = []
+    worker = threading.Thread(target=lambda: result.append(_continued(threaded, data[400:])))
+    worker.start()
+    worker.join()
+    assert result == [expected]
+    x, y = data[400]  # a new input: the model grows and binds its record pack again
+    wider.learn_predict_one({**x, "extra": 0.5}, y)
+    bound = wider.rounds().model._bound
+    assert wider.learn_predict_one(*data[401]) is not None
+    assert wider.rounds().model._bound is not bound
+    assert wider.rounds().model._bound[9] == len(x) + 1

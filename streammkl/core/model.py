@@ -67,6 +67,8 @@ _NUMBERS = frozenset({float, int, np.float64, np.int64})
 #: ``learn_values``'s answer when the model's rounds do not take the one-call route.
 _NOT_TAKEN = -4.0
 _NO_STATS = (np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0))
+#: No buffers bound to the one-call route (``OnlineMKL._bound``: nothing is ``is`` them).
+_UNBOUND: tuple[Any, ...] = (None,) * 14
 
 
 class OnlineMKL:
@@ -188,6 +190,11 @@ class OnlineMKL:
         #: The round arguments the one-call route is bound to, and its compiled calls.
         self._values_args: RoundArgs | None = None
         self._values: tuple[Any, Any] = (None, None)
+        #: The one-call route's buffers and round arguments as last bound, the width then and
+        #: the record pack's calls, their first argument and the record pack
+        #: (``RoundArgs.record_calls``): ``(args, vals, cols, raw, xs, count, mean, m2,
+        #: binary, width, a, learn, predict, record)``.
+        self._bound: tuple[Any, ...] = _UNBOUND
         self._kernelized = False
         # MedianRBF kernels: the first inputs, until their bandwidths are measured
         self._warmup: bandwidth.Reservoir | None = (
@@ -468,19 +475,20 @@ class OnlineMKL:
         statistics of the model's width; ``y`` a float. Returns the loss, or a negative number
         when the record needs :meth:`learn` (a value out of range, a new class, a bank whose
         rounds take another route, ...), having changed nothing."""
-        args = self._args
-        # (the bound call read inline: a method call per round costs ~0.1 µs)
-        call = self._values[0] if args is self._values_args else self._values_call(0)
-        if call is None or not raw.shape[0] == xs.shape[0] == len(self._keys):
-            return _NOT_TAKEN
-        assert args is not None
+        count, mean, m2, binary = _NO_STATS if stats is None else stats
+        b = self._bound  # (checked inline: a method call per round costs ~0.1 µs)
+        if not (
+            self._args is b[0] and vals is b[1] and cols is b[2] and raw is b[3] and xs is b[4]
+            and count is b[5] and mean is b[6] and m2 is b[7] and binary is b[8]
+            and len(self._keys) == b[9]
+        ):  # fmt: skip
+            bound = self._bind_values(vals, cols, raw, xs, count, mean, m2, binary)
+            if bound is None:
+                return _NOT_TAKEN
+            b = bound
         s = self.schedule
         t = self.t + 1
-        count, mean, m2, binary = _NO_STATS if stats is None else stats
-        loss = call[0](
-            args.pack, vals, cols, raw, count, mean, m2, binary, xs, stats is not None, y,
-            s.t + 1, t, call[1],
-        )  # fmt: skip
+        loss = b[11](b[10], y, s.t + 1, t)
         if loss < 0.0:
             return loss
         s.t += 1
@@ -550,6 +558,27 @@ class OnlineMKL:
             self._values = (None, None) if calls is None else calls
         return self._values[which]
 
+    def _bind_values(
+        self, vals: np.ndarray, cols: np.ndarray, raw: np.ndarray, xs: np.ndarray,
+        count: np.ndarray, mean: np.ndarray, m2: np.ndarray, binary: np.ndarray,
+    ) -> tuple[Any, ...] | None:  # fmt: skip
+        """Bind these buffers (``count`` ``_NO_STATS[0]``: no standardisation) and the round
+        arguments now to the one-call route (:attr:`_bound`, its record pack and calls); None,
+        binding nothing, when the rounds do not take it or a buffer is not of the model's
+        width."""
+        args = self._args
+        learn = self._values_call(0)
+        if learn is None or not raw.shape[0] == xs.shape[0] == len(self._keys):
+            return None
+        assert args is not None
+        a, f, g, record = args.record_calls(
+            learn[1], self._values[1][1], vals, cols, raw, count, mean, m2, binary, xs,
+            count is not _NO_STATS[0],
+        )  # fmt: skip
+        width = len(self._keys)
+        self._bound = (args, vals, cols, raw, xs, count, mean, m2, binary, width, a, f, g, record)
+        return self._bound
+
     def predict_values(
         self, vals: np.ndarray, cols: np.ndarray, raw: np.ndarray,
         stats: tuple[np.ndarray, ...] | None, xs: np.ndarray,
@@ -559,18 +588,20 @@ class OnlineMKL:
         in one compiled call: the scores (a view: copy to keep), or None when the record needs
         the general path (a value out of range, a bank whose predictions take another
         route)."""
-        args = self._args
-        call = self._values[1] if args is self._values_args else self._values_call(1)
-        if call is None or not raw.shape[0] == xs.shape[0] == len(self._keys):
-            return None
-        assert args is not None
         count, mean, m2, binary = _NO_STATS if stats is None else stats
-        if not call[0](
-            args.pack, vals, cols, raw, count, mean, m2, binary, xs, stats is not None, True,
-            call[1],
+        b = self._bound
+        if not (
+            self._args is b[0] and vals is b[1] and cols is b[2] and raw is b[3] and xs is b[4]
+            and count is b[5] and mean is b[6] and m2 is b[7] and binary is b[8]
+            and len(self._keys) == b[9]
         ):  # fmt: skip
+            bound = self._bind_values(vals, cols, raw, xs, count, mean, m2, binary)
+            if bound is None:
+                return None
+            b = bound
+        if not b[12](b[10]):
             return None
-        return args.fx
+        return b[0].fx
 
     def _refused(self, x: np.ndarray, y: Any, code: float) -> float:
         """The compiled round refused (x, y) (nothing changed): raise what the checks in
@@ -1229,6 +1260,7 @@ class OnlineMKL:
         state["_args"] = state["_values_args"] = None
         state.pop("_sparse_x", None)  # (zeros: made again when needed)
         state["_values"] = (None, None)
+        state["_bound"] = _UNBOUND
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -1240,6 +1272,7 @@ class OnlineMKL:
         state.setdefault("_own_layout", None)  # (before refreshes in place: copied at the first)
         state.setdefault("_values_args", None)  # pickled before the one-call route
         state.setdefault("_values", (None, None))
+        state["_bound"] = _UNBOUND
         self.__dict__.update(state)
         if self._state is not None:
             self._refresh_args()

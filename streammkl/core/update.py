@@ -282,6 +282,29 @@ class RoundArgs:
         predict = _entry(nb.predict_values, (*probe, True, at_decision))
         return (learn, at_round), (predict, at_decision)
 
+    def record_calls(
+        self, at_round: int, at_decision: int, vals: np.ndarray, cols: np.ndarray,
+        raw: np.ndarray, count: np.ndarray, mean: np.ndarray, m2: np.ndarray,
+        binary: np.ndarray, xs: np.ndarray, standardize: bool,
+    ) -> tuple[Any, Callable[..., float], Callable[..., bool], Any]:  # fmt: skip
+        """The calls of :meth:`values_calls` with their arguments bound once: ``(a, f, g,
+        record)``, ``record`` the pack, the buffers (as there), ``standardize`` and the
+        addresses (``at_round``, ``at_decision``: :meth:`values_calls`' own) in one record
+        pack (``core._numba.record``); ``f(a, y, t, n)`` the round, ``g(a)`` the prediction,
+        the same numbers as the calls of :meth:`values_calls` on these arguments. ``a`` is the
+        address of the record's meminfo (``nb.record_address``; ``nb.learn_record_at``,
+        ``nb.predict_record_at`` take it: an int to unbox instead of fourteen arguments). The
+        caller keeps ``record`` while it uses ``a``, and the buffers while they are the ones
+        bound (it checks)."""
+        record = nb.new_record(
+            self.pack, vals, cols, raw, count, mean, m2, binary, xs, bool(standardize),
+            int(at_round), int(at_decision),
+        )  # fmt: skip
+        address = nb.record_address(record)
+        learn = _entry(nb.learn_record_at, (address, 0.0, 1, 1))
+        predict = _entry(nb.predict_record_at, (address,))
+        return address, learn, predict, record
+
     def settle(self) -> None:
         """Fold the sparse round's factors into the state (``BlockState.settle``): before a
         dense loop or any reader of the arrays."""
