@@ -51,6 +51,7 @@ WIDE_LOOPS = [
     "wide_averages", "wide_round", "wide_decision", "learn_predict_wide", "decision_wide",
     "settle", "settle_block", "block_sq", "per_input", "add_run", "dot_avg", "sparse_cached",
     "remember_sparse", "step_run", "scatter_sparse", "learn_sparse_wide", "decision_sparse_wide",
+    "project_rows",  # (bit for bit against one row at a time: tests/test_wide_rounds.py)
 ]  # fmt: skip
 BUDGET_LOOPS = [
     "exp_reduced", "fast_exp", "exp_many", "table_loss", "segment_kernels", "top_direction",

@@ -304,3 +304,44 @@ def test_a_prediction_lends_its_features_to_the_round_on_the_same_record_only():
         np.testing.assert_array_equal(after.learn_predict(x, y), alone.last_scores)
     assert alone._args is not None and alone._args.wide  # (the rounds took the sparse route)
     assert after.digest() == alone.digest()
+
+
+def test_projection_rows_four_at_a_time_are_one_row_at_a_time_bit_for_bit():
+    """``project_rows`` (a projection block's rows of the record's non-zeros, four per sweep)
+    gives every entry the same additions in the same order as the one-row loop it replaced,
+    compiled with the same flags: equal bit for bit for 0 to 11 non-zeros (every remainder of
+    four), the rows past the frequencies' last skipped, a block offset into a wider ``phi``."""
+    from numba import njit
+
+    from streammkl.core import _numba as nb
+    from streammkl.core._jit import JIT
+
+    @njit(**JIT)
+    def one_row_at_a_time(phi, ua, un, rff_wt, r0, x, nz, nnz):
+        for q in range(nnz):
+            i = nz[q]
+            if i >= rff_wt.shape[0]:
+                break
+            xi = x[i]
+            ui = np.uint64(i)
+            for j in range(un):
+                phi[ua + j] += rff_wt[ui, r0 + j] * xi
+
+    rng = np.random.default_rng(11)
+    rows, width, d = 40, 37, 50
+    rff_wt = rng.normal(size=(rows, width)) * rng.uniform(0.1, 30.0, size=width)
+    for nnz in range(12):
+        for past in (0, 2):  # non-zeros beyond the frequencies' rows (inputs laid out later)
+            nz = np.sort(rng.choice(rows, nnz - min(past, nnz), replace=False))
+            nz = np.concatenate([nz, rows + np.arange(min(past, nnz))]).astype(np.int64)
+            x = np.zeros(d)
+            x[nz] = rng.normal(size=nz.size) * rng.choice([1.0, 1e3, 1e-3], size=nz.size)
+            phi = rng.normal(size=60)
+            want = phi.copy()
+            ua, un, r0 = np.uint64(5), np.uint64(29), np.uint64(6)
+            one_row_at_a_time(want, ua, un, rff_wt, r0, x, nz, nz.size)
+            got = phi.copy()
+            nb.project_rows(got, ua, un, rff_wt, r0, x, nz, nz.size)
+            assert got.tobytes() == want.tobytes(), nnz
+            if nnz - min(past, nnz) >= 4:
+                assert not np.array_equal(got, phi)  # (the rows were added)

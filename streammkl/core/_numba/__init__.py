@@ -132,7 +132,8 @@ from streammkl.core._numba.place import (
 )  # fmt: skip
 from streammkl.core._numba.wide import (
     SPARSE_SHARE, add_run, block_sq, decision_sparse_wide, decision_wide, dot_avg,
-    learn_predict_wide, learn_sparse_wide, per_input, remember_sparse, scatter_sparse, settle,
+    learn_predict_wide, learn_sparse_wide, per_input, project_rows, remember_sparse,
+    scatter_sparse, settle,
     settle_block, sparse_cached, step_run, wide_average_scores, wide_averages, wide_decision,
     wide_features, wide_plan, wide_round, wide_route, wide_scores, wide_store,
 )  # fmt: skip
