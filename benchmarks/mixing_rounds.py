@@ -39,6 +39,14 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _table  # noqa: E402
+from prometheus_client import CollectorRegistry  # noqa: E402
+
+from simulators.kernel_drift import KernelDrift  # noqa: E402
+from streammkl.daemon.config import load_settings  # noqa: E402
+from streammkl.daemon.learning.building import build_learner  # noqa: E402
+from streammkl.daemon.mixing.member import MixingMember  # noqa: E402
+from streammkl.daemon.mixing.metrics import MixMetrics  # noqa: E402
+from streammkl.daemon.mixing.topic import decode, encode  # noqa: E402
 
 #: The turns a lags behind b once the warm-up is over (b learns them alone).
 LEAD_TURNS = (3, 4)
@@ -52,7 +60,6 @@ class BytesTopic:
         self.log, self.position = log, 0
 
     def publish(self, rec: Any, timeout: float = 30.0, attempts: int = 0) -> None:
-        from streammkl.daemon.mixing.topic import encode
 
         self.log.append(encode(rec)[1])
 
@@ -63,7 +70,6 @@ class BytesTopic:
         pass
 
     def read(self, timeout_ms: int = 0) -> list[Any]:
-        from streammkl.daemon.mixing.topic import decode
 
         out = [decode(value) for value in self.log[self.position :]]
         self.position = len(self.log)
@@ -77,15 +83,12 @@ class BytesTopic:
 
 
 def stream(n: int, seed: int) -> tuple[list[Any], list[Any]]:
-    from simulators.kernel_drift import KernelDrift
 
     sim = KernelDrift(seed=seed, d=4, phase_length=max(n // 6, 1000), n_samples=n)
     return list(sim.take(n)), list(sim.classes or ())
 
 
 def settings(classes: list[Any], overrides: dict[str, Any] | None = None) -> Any:
-    from streammkl.daemon.config import load_settings
-
     return load_settings(env={}, overrides={"records.classes": classes, "monitor.enabled": False,
                                             "kafka.create_topics": False,
                                             **(overrides or {})})  # fmt: skip
@@ -101,7 +104,6 @@ def predict_learn(learner: Any, rec: Any) -> tuple[bool, tuple[Any, Any]]:
 
 def alone(recs: list[Any], classes: list[Any]) -> int:
     """Correct predictions of one learner on ``recs``."""
-    from streammkl.daemon.learning.building import build_learner
 
     learner = build_learner(settings(classes).learner)
     return sum(predict_learn(learner, r)[0] for r in recs)
@@ -110,11 +112,6 @@ def alone(recs: list[Any], classes: list[Any]) -> int:
 def group(recs: list[Any], classes: list[Any], every: int, max_every: int | None,
           batch: int) -> dict[str, Any]:  # fmt: skip
     """Two members in turns (see the module docstring): their hooks' CPU, the merged accuracy."""
-    from prometheus_client import CollectorRegistry
-
-    from streammkl.daemon.learning.building import build_learner
-    from streammkl.daemon.mixing.member import MixingMember
-    from streammkl.daemon.mixing.metrics import MixMetrics
 
     log: list[bytes] = []
     members = []

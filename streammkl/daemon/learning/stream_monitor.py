@@ -69,6 +69,9 @@ log = logging.getLogger(__name__)
 
 #: Checkpoint array holding the detector's inputs since its last detection.
 INPUTS = "monitor.detector_inputs"
+#: The monitor's counters of its comparator's fits: a rebuilt monitor (a wider model) counts
+#: them again from 0, so the ones before are added (``snapshot``).
+REBUILT_COUNTERS = ("comparator_errors", "comparator_fits_skipped")
 
 
 def lower_thread_priority(nice: int) -> bool:
@@ -242,6 +245,9 @@ class StreamMonitor:
     max_cells
         The windowed regret's bound in cells (``limits.max_record_work``; ``None``: none): see
         the module docstring.
+    log_errors
+        Whether failed comparator fits are logged (a warm-up's throwaway monitor: not, as they
+        are not the daemon's; they are counted either way).
     """
 
     #: How many times the windowed regret holds the window's inputs and the model.
@@ -252,9 +258,11 @@ class StreamMonitor:
         settings: MonitorSettings,
         directory: str | os.PathLike[str],
         max_cells: int | None = None,
+        log_errors: bool = True,
     ) -> None:
         self.settings = settings
         self.max_cells = max_cells
+        self.log_errors = log_errors
         #: Whether the windowed regret runs (``monitor.window`` > 0 and within ``max_cells``).
         self.windowed = False
         self._width = 0  # the core's inputs when the window was last judged
@@ -271,6 +279,9 @@ class StreamMonitor:
         self._bandwidths: dict[str, float] = {}  # the fitted bandwidths in the history
         self._throttle: Throttled | None = None  # the comparator the monitor fits with
         self._fitted_before = 0.0  # fitting CPU of the comparators replaced by a rebuild
+        #: The counters a rebuild's new monitor starts again from 0, as of the replaced ones
+        #: (published as their sum: a counter never goes back while the process lives).
+        self._counted_before = dict.fromkeys(REBUILT_COUNTERS, 0.0)
 
     @property
     def stride(self) -> int:
@@ -312,6 +323,9 @@ class StreamMonitor:
 
     def _build(self, core: OnlineMKL) -> None:
         s = self.settings
+        if self.loop is not None:  # the replaced monitor's counts stay counted (and logged)
+            self.snapshot()
+            self._counted_before = {key: self.values[key] for key in REBUILT_COUNTERS}
         self.close(timeout=0)
         if self._throttle is not None:
             self._fitted_before += self._throttle.busy_seconds
@@ -345,7 +359,6 @@ class StreamMonitor:
         self._replay()
         det = self.monitor.detector
         self._rises = det.n_restarts if det is not None else 0
-        self._errors_logged = 0
 
     def _replay(self) -> None:
         monitor = self.built
@@ -484,13 +497,15 @@ class StreamMonitor:
         learned record."""
         if self.loop is not None:
             self.values = self.loop.snapshot()
+            for key, before in self._counted_before.items():
+                self.values[key] += before
             self._log_errors()
         return self.values
 
     def _log_errors(self) -> None:
         """Log the comparator fits that failed since the last time (``comparator_errors``)."""
         failed = int(self.values["comparator_errors"]) - self._errors_logged  # as published
-        if failed > 0:
+        if failed > 0 and self.log_errors:
             regret = self.built.regret
             last = regret.last_error if regret is not None else None
             log.warning("%d comparator fit(s) failed (no windowed regret from them); the last: %s",

@@ -229,7 +229,7 @@ def warm_up(
         driver.warm_up()
         monitor: StreamMonitor | None = None
         if monitor_on:
-            monitor = StreamMonitor(settings.monitor, tmp)
+            monitor = StreamMonitor(settings.monitor, tmp, log_errors=False)  # not the daemon's
             driver.track, driver.observer = True, monitor
         try:
             if data:

@@ -157,6 +157,18 @@ def _rd(tp: Partition, offset: int = OFFSET_INVALID) -> RdTopicPartition:
     return RdTopicPartition(tp.topic, tp.partition, offset)
 
 
+def consumed(consumer: Any, max_records: int, timeout_ms: int) -> list[Any]:
+    """What a librdkafka consumer has fetched (up to ``max_records`` messages), waiting up to
+    ``timeout_ms`` only when it has nothing, then taking the rest that came with the first: a
+    record never waits for a full batch."""
+    messages = consumer.consume(max_records, 0)
+    if not messages and timeout_ms > 0:
+        messages = consumer.consume(1, timeout_ms / 1000.0)
+        if messages and max_records > 1:
+            messages += consumer.consume(max_records - 1, 0)
+    return messages
+
+
 class ConfluentConsumer:
     """:class:`~streammkl.daemon.kafka.clients.protocol.ConsumerClient` over a
     ``confluent_kafka.Consumer`` (built by ``factory`` from a librdkafka configuration dict)."""
@@ -303,12 +315,7 @@ class ConfluentConsumer:
     def poll(self, timeout_ms: int, max_records: int) -> Mapping[Partition, list[Any]]:
         """Whatever librdkafka has fetched (up to ``max_records``), waiting up to ``timeout_ms``
         only when it has nothing: a record never waits for a full batch."""
-        consume = self.consumer.consume
-        messages = consume(max_records, 0)
-        if not messages and timeout_ms > 0:
-            messages = consume(1, timeout_ms / 1000.0)
-            if messages and max_records > 1:
-                messages += consume(max_records - 1, 0)
+        messages = consumed(self.consumer, max_records, timeout_ms)
         out: dict[Partition, list[Any]] = {}
         keys: dict[tuple[str, int], Partition] = {}
         for m in messages:
@@ -480,11 +487,7 @@ class ConfluentMixReader:
     def poll(self, timeout_ms: int) -> list[Any]:
         """Whatever librdkafka has fetched, waiting up to ``timeout_ms`` only when it has
         nothing (then the rest that came with the first)."""
-        messages = self.consumer.consume(1_000, 0)
-        if not messages and timeout_ms > 0:
-            messages = self.consumer.consume(1, timeout_ms / 1000.0)
-            if messages:
-                messages += self.consumer.consume(1_000, 0)
+        messages = consumed(self.consumer, 1_000, timeout_ms)
         out: list[Any] = []
         for m in messages:
             err = m.error()
