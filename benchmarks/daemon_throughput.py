@@ -448,9 +448,6 @@ def phases(values: list[bytes], batch: int = 2000) -> dict[str, float]:
     featurize = rounds = emit = account = 0.0
     n = 0
 
-    class Msg:
-        topic, partition, offset = "in", 0, 0
-
     with tempfile.TemporaryDirectory() as workdir:
         cs = settings.checkpoint
         checkpoints = Checkpointer(CheckpointStore(workdir, 2), cs.every_records, 1e9)
@@ -467,7 +464,7 @@ def phases(values: list[bytes], batch: int = 2000) -> dict[str, float]:
                 for k, (pred, proba) in enumerate(outcomes)
             ]
             t3 = perf()
-            checkpoints.handled([Msg] * len(out))
+            checkpoints.handled({("in", 0): n + len(out) - 1}, len(out))
             t4 = perf()
             featurize, rounds, emit, account = (
                 featurize + t1 - t0,

@@ -38,3 +38,19 @@ def test_a_repeated_observation_counts_as_that_many_observations() -> None:
         assert got[key] == pytest.approx(value, rel=1e-12), key
     assert b.count == a.count == 2011 + len(batches)
     assert not b.repeated and not b.pending  # folded
+
+
+def test_an_array_observed_at_once_counts_and_sums_as_each_value_observed() -> None:
+    import numpy as np
+
+    one_by_one, at_once = CollectorRegistry(), CollectorRegistry()
+    a = BatchHistogram("l", "latencies", (1e-3, 0.01, 0.1, 1.0), one_by_one)
+    b = BatchHistogram("l", "latencies", (1e-3, 0.01, 0.1, 1.0), at_once)
+    rng = np.random.default_rng(3)
+    for values in (rng.exponential(0.05, 500), np.array([0.0, 1e-3, 0.01, 7.5]), np.array([])):
+        for v in values.tolist():
+            a.observe(v)
+        a.flush()
+        b.observe_array(values)
+    assert _samples(at_once) == _samples(one_by_one)  # the same sums, bit for bit
+    assert b.count == a.count == 504 and not b.pending

@@ -693,3 +693,64 @@ def test_a_warm_start_loads_the_batch_paths_before_the_first_batch(tmp_path: Pat
         pytest.skip("numba's cache is cold here: the start compiles, and leaves the rest")
     assert seen["learned"] == 240
     assert seen["loads"] == 0 and seen["compiles"] == 0, seen
+
+
+class DudLearner(FakeLearner):
+    """:class:`FakeLearner` whose prediction fails on a feature named ``dud``."""
+
+    def predict_proba_one(self, x: dict[str, float]) -> dict[Any, float]:
+        if "dud" in x:
+            raise ValueError("feature 'dud' cannot be predicted")
+        return super().predict_proba_one(x)
+
+
+def test_predictions_and_dead_letters_leave_in_record_order(tmp_path: Path) -> None:
+    """A batch with learner errors is sent record by record: a failed prediction is a dead
+    letter; a failed update a dead letter, then the prediction; each prediction carries the
+    count of examples learned before it (the batches around it: none of that)."""
+    cluster = FakeCluster()
+    cluster.create("in", 1)
+    boom, dud, unlabelled = {25, 31, 36, 44}, {30, 37, 49}, {33, 36, 40, 41}
+    for i, rec in enumerate(bananas_like(75)):  # batches of 25: the second has the errors
+        x = {
+            **rec["x"],
+            **({"boom": 1.0} if i in boom else {}),
+            **({"dud": 1.0} if i in dud else {}),
+        }
+        value = {"x": x, "id": rec["id"]} if i in unlabelled else {**rec, "x": x}
+        cluster.append("in", json.dumps(value).encode(), 0, None, i)
+    sent: list[tuple[str, Any]] = []
+    append = cluster.append
+
+    def recorded(topic: str, value: bytes, *args: Any, **kwargs: Any) -> Any:
+        headers = dict(kwargs.get("headers") or ())
+        sent.append((topic, json.loads(value)["id"] if topic != "streammkl.dead-letters" else
+                     (int(headers["source_offset"]), headers["error"].decode()[:13])))  # fmt: skip
+        return append(topic, value, *args, **kwargs)
+
+    cluster.append = recorded  # type: ignore[method-assign]
+    r = Runner(
+        make_settings(tmp_path),
+        DudLearner(),
+        registry=CollectorRegistry(),
+        consumer_client=cluster.consumer(0),
+        producer_client=cluster.producer(),
+    )
+    r.run()
+    want: list[tuple[str, Any]] = []
+    learned = 0
+    versions = []
+    for i in range(75):  # the loop of single records
+        if i in dud:
+            want.append(("streammkl.dead-letters", (i, "predict faile")))
+            continue
+        if i in boom and i not in unlabelled:
+            want.append(("streammkl.dead-letters", (i, "learn failed:")))
+        want.append(("streammkl.predictions", f"r{i}"))
+        versions.append(learned)
+        learned += i not in unlabelled and i not in boom
+    assert sent == want
+    assert [p["model_version"] for p in predictions(cluster)] == versions
+    c = r.counters
+    assert (c["records_predicted"], c["examples_learned"], c["dead_letters"]) == (72, 65, 6)
+    assert c["labelled_predictions"] == 72 - len(unlabelled - dud)

@@ -168,3 +168,58 @@ def test_a_revocation_while_closing_does_not_call_on_revoke() -> None:
     assert revokes == [1] and source.assignment == [Partition("in", 1)]
     source.close()  # the runner checkpointed before closing: no second checkpoint
     assert revokes == [1] and source.assignment == [] and source.consumer is None
+
+
+class RefusingProducer(ScriptedProducer):
+    """Refuses the sends the test lists (by their order): ``BufferError`` (a full queue) or
+    another exception (no metadata, ...)."""
+
+    refuse: ClassVar[dict[int, type[Exception]]] = {}
+
+    def __init__(self, settings: Any) -> None:
+        super().__init__(settings)
+        self.calls = 0
+
+    def produce(self, topic: str, value: bytes, key: Any, headers: Any = None) -> None:
+        self.calls += 1
+        error = self.refuse.get(self.calls)
+        if error is not None:
+            raise error("refused")
+        super().produce(topic, value, key, headers)
+
+
+def test_a_batch_of_predictions_is_sent_as_one_prediction_after_the_other() -> None:
+    """``send_predictions`` leaves the sink as ``send_prediction`` of each message does: what is
+    queued, pending, failed (to be sent again) and unacknowledged, a refused send included."""
+    values_ = [b"%d" % i for i in range(7)]
+    keys = [None, b"k1", None, b"k3", b"k4", None, b"k6"]
+    # "2": a full queue, then accepted; "4": a full queue three times; "6": an error, twice
+    RefusingProducer.refuse = {3: BufferError, 6: BufferError, 7: BufferError, 8: BufferError,
+                               10: RuntimeError, 11: RuntimeError}  # fmt: skip
+    got = []
+    for batch in (True, False):
+        ScriptedProducer.made = []
+        out = Sink(KAFKA, RefusingProducer, DaemonMetrics(CollectorRegistry())).start()
+        if batch:
+            out.send_predictions("p", values_, keys)
+        else:
+            for value, key in zip(values_, keys, strict=True):
+                out.send_prediction("p", value, key)
+        (producer,) = ScriptedProducer.made
+        got.append((producer.queue, list(out.pending), out._failed_outputs, out.unacknowledged()))
+    assert got[0] == got[1]
+    queued, _, failed, _ = got[0]
+    assert values(queued) == [b"0", b"1", b"2", b"3", b"5"]
+    assert failed == [Output("p", b"4", b"k4"), Output("p", b"6", b"k6")]
+
+
+def test_a_batch_of_predictions_without_a_producer_waits_to_be_sent() -> None:
+    def unavailable(settings: Any) -> Any:
+        raise RuntimeError("no broker")
+
+    out = Sink(KAFKA, unavailable, None).start()
+    out.send_predictions("p", [b"a", b"b"], [None, b"k"])
+    assert out.pending == [] and out.unacknowledged() == [
+        Output("p", b"a"),
+        Output("p", b"b", b"k"),
+    ]

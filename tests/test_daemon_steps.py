@@ -6,7 +6,7 @@ import json
 import math
 import random
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pytest
@@ -17,7 +17,7 @@ from streammkl.daemon.config import load_settings
 from streammkl.daemon.learning import history
 from streammkl.daemon.learning.drivers import LearnerDriver, MKLDriver, driver_for
 from streammkl.daemon.learning.stream_monitor import INPUTS, StreamMonitor
-from streammkl.daemon.loop.predictions import prediction_bytes
+from streammkl.daemon.loop.predictions import prediction_bytes, prediction_messages
 from streammkl.river import MKLClassifier, MKLRegressor
 from streammkl.statefile import digest_of
 
@@ -169,6 +169,67 @@ def test_prediction_bytes_hold_only_their_own_bytes() -> None:
     size = sum(len(m) for m in kept)
     assert 130_000 < size < 170_000
     assert held < 2 * size + 20_000  # bytes objects and the list: ~1.3x the text (base: ~27x)
+
+
+class Msg(NamedTuple):
+    topic: str
+    partition: int
+    offset: int
+
+
+class Rec(NamedTuple):
+    id: str | None
+
+
+@pytest.mark.parametrize(
+    ("rows", "top_k"),
+    [
+        ([("e1", True, {False: 0.25, True: 0.75}), (None, False, {False: 0.5, True: 0.5})], 0),
+        (  # text of the cut inside ids and labels, a label "id", non-finite numbers, one class
+            [
+                ('a,{"id":1}', "id", {"id": 0.6, ',{"id":': 0.4}),
+                (',{"id":', ',{"id":', {"id": math.nan, ',{"id":': math.inf}),
+                ("q", "only", {"only": 1.0}),
+                ("n", None, {}),
+            ],
+            10,
+        ),
+        ([("r", 0.1 + 0.2, None), ("s", None, None)], 10),  # regression
+        ([("t", ["B", "I", "O"], None), ("u", [], None)], 10),  # label sequences
+        ([("v", ["B", {"id": 1}], None), ("w", "x", None)], 0),  # the cut's text between values
+        ([("h", 2**70, {2**70: 0.75, 1: 0.25}), ("g", 1, {2**70: 0.75, 1: 0.25})], 10),  # orjson
+        ([("k", "b", {"a": 0.2, "b": 0.5, "c": 0.3}), ("l", "a", {"a": 0.6, "b": 0.4})], 2),
+    ],
+)
+def test_prediction_messages_are_the_prediction_bytes_of_each_record(
+    rows: list[tuple[Any, Any, Any]], top_k: int
+) -> None:
+    records = [(Msg("in.topic", 3, 99 + i), Rec(rid)) for i, (rid, _, _) in enumerate(rows)]
+    outcomes = [(prediction, proba) for _, prediction, proba in rows]
+    versions = [12 + 2 * i for i in range(len(rows))]
+    want = [
+        prediction_bytes(rec.id, pred, proba, v, msg.topic, msg.partition, msg.offset, top_k)
+        for (msg, rec), (pred, proba), v in zip(records, outcomes, versions, strict=True)
+    ]
+    assert prediction_messages(records, outcomes, versions, top_k) == want
+    assert prediction_messages([], [], [], top_k) == []
+
+
+def test_prediction_messages_hold_only_their_own_bytes() -> None:
+    import tracemalloc
+
+    proba = {False: 0.12345678901234567, True: 0.8765432109876543}
+    records = [(Msg("in.topic", 0, i), Rec(str(i))) for i in range(1000)]
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        kept = prediction_messages(records, [(True, proba)] * 1000, list(range(1000)))
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    size = sum(len(m) for m in kept)
+    assert 130_000 < size < 170_000
+    assert held < 2 * size + 20_000
 
 
 def test_prediction_bytes_turn_non_finite_numbers_into_null() -> None:

@@ -59,6 +59,21 @@ def test_values_norms_is_value_norms_of_each_row(name: str) -> None:
         np.testing.assert_array_equal(reg.values_norms(B[lo:hi], NAMES), got[lo:hi])
 
 
+@pytest.mark.parametrize("name", NORM_ONLY)
+def test_kernel_weights_of_rows_are_those_of_each_row_bit_for_bit(name: str) -> None:
+    regs = [NORM_ONLY[name], regularizers.GroupLq(0.5, q=1.3)]  # a ball's β: the GroupLq's
+    rng = np.random.default_rng(5)
+    for m in (*range(1, 20), 64, 129):  # a row of 8 or more is summed pairwise
+        B = np.abs(rng.normal(size=(6, m))) * 10.0 ** rng.uniform(-8, 3, size=(6, m))
+        B[rng.random((6, m)) < 0.3] = 0.0
+        B[2] = 0.0  # every block 0: all zeros
+        got = regularizers.kernel_weights(regs, B)
+        for row, weights in zip(B, got, strict=True):
+            want = regularizers.kernel_weights(regs, row)
+            assert weights.tobytes() == want.tobytes(), (m, row)
+        assert not got[2].any()
+
+
 def test_coordinate_regularizers_refuse_runs_of_norms() -> None:
     for reg in (regularizers.L1(0.1), regularizers.SparseGroupLasso(0.1)):
         with pytest.raises(TypeError, match="block norms alone"):

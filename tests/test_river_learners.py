@@ -344,6 +344,35 @@ def test_compiled_two_class_probabilities_are_the_python_formula_bit_for_bit(los
     assert [p["no"] for p in want] == pair[0].tolist()
 
 
+@pytest.mark.parametrize(
+    ("loss", "labels"),
+    [(None, ("no", "yes")), (losses.Softmax(), ("no", "yes")), (losses.Hinge(), ("no", "yes")),
+     (None, ("no", "yes", "maybe")), (losses.Softmax(), ("no", "yes", "maybe"))],
+)  # fmt: skip
+def test_predictions_of_a_run_are_predict_one_and_predict_proba_one(loss, labels):
+    """Rounds.predictions / judge: each row's first most probable class (ties: the first) and
+    its probabilities, as the dicts of the Python formula give them, and the hits against Y."""
+    clf = MKLClassifier(loss=loss, seed=0)
+    for i, y in enumerate(labels):
+        clf.learn_one({"a": float(i) - 1.0}, y)
+    rounds = clf.rounds()
+    rng = np.random.default_rng(5)
+    width = 1 if rounds.classes.binary else len(labels)
+    scores = np.concatenate([rng.normal(size=(300, width)) * 3, np.zeros((2, width)),
+                             np.full((1, width), 2.5)])  # fmt: skip
+    want_probas = rounds.classes.probas(scores.tolist())
+    want = [(max(p, key=p.__getitem__), p) for p in want_probas]  # max: the first maximum
+    assert rounds.predictions(scores) == want
+    assert [type(label) for label, _ in rounds.predictions(scores)] == [str] * len(want)
+    assert want[-2][0] == labels[0]  # a tie goes to the first class
+    codes = rng.integers(0, len(labels), size=len(scores))
+    Y = np.where(codes == 1, 1.0, -1.0) if rounds.classes.binary else codes.astype(float)
+    done, hits = rounds.judge(scores, Y)
+    assert done == want
+    assert hits == [label == labels[c] for (label, _), c in zip(want, codes, strict=True)]
+    assert 0 < sum(hits) < len(hits)
+
+
 def test_two_class_probabilities_need_exactly_two_classes():
     clf = MKLClassifier(seed=0)
     clf.learn_one({"a": 1.0}, "no")

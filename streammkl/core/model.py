@@ -971,7 +971,8 @@ class OnlineMKL:
 
     def kernel_weights_of(self, block_norms: np.ndarray) -> np.ndarray:
         """β for the block norms ``block_norms`` (M,) (e.g. a row ``learn_many`` recorded):
-        what :attr:`kernel_weights` was when the model had those norms."""
+        what :attr:`kernel_weights` was when the model had those norms; of each row of a
+        (k, M) array."""
         return regs_mod.kernel_weights(self.regularizers, block_norms)
 
     @property

@@ -273,10 +273,15 @@ class Monitor:
         self.n = first + n
         self.rounds += n
         step = self.beta.stride
-        for k in range(first + step - first % step, first + n + 1, step):
-            if k < first + n and norms is None:
-                raise ValueError("β falls due inside these rows: their block norms are needed")
-            self._sample_beta(k, after if k == first + n else norms[k - first])  # type: ignore[index]
+        due = range(first + step - first % step, first + n + 1, step)
+        if not due:
+            return
+        if due[0] < first + n and norms is None:
+            raise ValueError("β falls due inside these rows: their block norms are needed")
+        rows = [after if k == first + n else norms[k - first] for k in due]  # type: ignore[index]
+        names, update = model.names, self.beta.update
+        for k, weights in zip(due, model.kernel_weights_of(np.array(rows)).tolist(), strict=True):
+            update(k, dict(zip(names, weights, strict=True)))  # as _sample_beta, β of all at once
 
     def rows_to_boundary(self) -> int:
         """How many more examples until the next multiple of the stride (1..B): where a

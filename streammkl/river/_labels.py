@@ -136,6 +136,16 @@ class Classes:
         c0, c1 = self.labels
         return [{c0: a, c1: b} for a, b in zip(p0.tolist(), p1.tolist(), strict=True)]
 
+    def predictions_of_pair(
+        self, p0: np.ndarray, p1: np.ndarray
+    ) -> list[tuple[Any, dict[Any, float]]]:
+        """``(predict_one, predict_proba_one)`` of each row of :meth:`two_class`'s arrays: the
+        first most probable class (the second only when strictly more probable) and the
+        probability dict, made in one pass (no second loop over the dicts to find the maximum)."""
+        c0, c1 = self.labels
+        return [(c1 if b > a else c0, {c0: a, c1: b})
+                for a, b in zip(p0.tolist(), p1.tolist(), strict=True)]  # fmt: skip
+
     def two_class(self, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
         """For two classes, the probabilities of each (arrays) from rows of scores, computed in
         one compiled loop (the numbers of :meth:`probas`); ``None`` otherwise."""

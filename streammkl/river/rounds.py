@@ -520,8 +520,19 @@ class Rounds:
         """``predict_proba_one``'s probabilities from rows of the core's scores."""
         return self.classes.probas_of_scores(scores)
 
-    def judge(self, scores: np.ndarray, Y: np.ndarray) -> tuple[list[dict[Any, float]], list[bool]]:
-        """The probabilities of a run's rows of scores and whether each predicted its target
+    def predictions(self, scores: np.ndarray) -> list[tuple[Any, dict[Any, float]]]:
+        """``(predict_one, predict_proba_one)`` of each row of scores: the first most probable
+        class (``None`` when no class is known) and the probabilities (:meth:`probas`)."""
+        classes = self.classes
+        pair = classes.two_class(scores)
+        if pair is not None:
+            return classes.predictions_of_pair(*pair)
+        return [((max(p, key=p.__getitem__) if p else None), p) for p in self.probas(scores)]
+
+    def judge(
+        self, scores: np.ndarray, Y: np.ndarray
+    ) -> tuple[list[tuple[Any, dict[Any, float]]], list[bool]]:
+        """:meth:`predictions` of a run's rows of scores and whether each predicted its target
         (the first most probable class, as ``predict_one``; ``Y`` in the core's conventions)."""
         classes = self.classes
         binary = classes.binary
@@ -529,14 +540,14 @@ class Rounds:
         if pair is not None:  # arrays: the argmax (ties: the first class) without dicts
             p0, p1 = pair
             second = Y > 0 if binary else Y == 1.0
-            return classes.probas_of_pair(p0, p1), ((p1 > p0) == second).tolist()
-        probas = classes.probas(scores.tolist())
+            return classes.predictions_of_pair(p0, p1), ((p1 > p0) == second).tolist()
         labels = classes.labels
+        done = [(max(p, key=p.__getitem__), p) for p in classes.probas(scores.tolist())]
         hits = [
-            max(p, key=p.__getitem__) == labels[int(t > 0) if binary else int(t)]
-            for p, t in zip(probas, Y.tolist(), strict=True)
+            label == labels[int(t > 0) if binary else int(t)]
+            for (label, _), t in zip(done, Y.tolist(), strict=True)
         ]
-        return probas, hits
+        return done, hits
 
     def learn_predict_many(
         self,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -87,13 +88,14 @@ class Checkpointer:
 
     # -- what the loop reports ---------------------------------------------------------------
 
-    def handled(self, batch: list[Any]) -> None:
-        """A batch is fully handled (each record predicted or dead-lettered): its records'
-        next offsets become part of the next commit."""
+    def handled(self, last: Mapping[tuple[str, int], int], records: int) -> None:
+        """A batch of ``records`` records is fully handled (each predicted or dead-lettered):
+        the next offset of each of its partitions (after ``last``, its last offset there)
+        becomes part of the next commit."""
         offsets = self.offsets
-        for msg in batch:
-            offsets[(msg.topic, msg.partition)] = msg.offset + 1
-        self.since += len(batch)
+        for tp, offset in last.items():
+            offsets[tp] = offset + 1
+        self.since += records
         self.changed = True
 
     def touch(self) -> None:

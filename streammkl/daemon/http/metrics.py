@@ -63,6 +63,15 @@ class BatchHistogram(Collector):
         if times > 0:
             self.repeated.append((value, times))
 
+    def observe_array(self, values: np.ndarray) -> None:
+        """Observe each of ``values`` now (a batch's, as an array: the same counts and sum as
+        ``observe`` of each, then :meth:`flush`, without a list of floats in between)."""
+        if values.size:
+            counts, total = self._state
+            idx = np.searchsorted(self.bounds, values, side="left")
+            counts = counts + np.bincount(idx, minlength=counts.size)
+            self._state = (counts, total + float(values.sum()))
+
     def flush(self) -> None:
         """Fold the pending observations into the counts (replaced atomically for scrapes)."""
         if not self.pending and not self.repeated:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from prometheus_client import Counter
@@ -143,6 +144,25 @@ class Sink:
             self.send(Output(topic, value, key))
             return
         self.pending.append((topic, value, key, ()))
+
+    def send_predictions(
+        self, topic: str, values: Sequence[bytes], keys: Sequence[bytes | None]
+    ) -> None:
+        """:meth:`send_prediction` of each ``(value, key)``, in order (a batch's predictions:
+        one call, not one per record)."""
+        producer = self.producer
+        produce = producer.produce if producer is not None else None
+        append = self.pending.append
+        for value, key in zip(values, keys, strict=True):
+            try:
+                produce(topic, value, key)  # type: ignore[misc]
+            except Exception:  # no producer, a full queue, ...: the general path
+                self.send(Output(topic, value, key))
+                producer = self.producer  # (send may have created it)
+                produce = producer.produce if producer is not None else None
+                append = self.pending.append
+                continue
+            append((topic, value, key, ()))
 
     def requeue(self, outputs: list[Output]) -> None:
         """Send outputs restored from a checkpoint outbox."""

@@ -279,18 +279,18 @@ class MKLDriver(LearnerDriver):
         t0 = time.perf_counter()
         rounds, observer = self.rounds, self.observer
         if observer is None:
-            probas = rounds.probas(rounds.learn_run(X, Y))
-            return _outcomes(probas), time.perf_counter() - t0
+            done: list[Outcome] = [*rounds.predictions(rounds.learn_run(X, Y))]
+            return done, time.perf_counter() - t0
         core = rounds.model
         assert core is not None
         X = rounds.prepare_rows(X)  # (standardised and counted once, before the loop's runs)
-        done: list[Probas] = []
+        done = []
         loop = observer.loop_for(core)
         for seg in loop.runs(X, Y, core.learn_many_prepared, cut=observer.history_every):
             results, hits = rounds.judge(seg.scores, Y[seg.start : seg.stop])
             done += results
             observer.observed_segment(seg, hits)
-        return _outcomes(done), time.perf_counter() - t0
+        return done, time.perf_counter() - t0
 
     def observe_round(self, hit: bool | None) -> None:
         r, observer = self.last_round, self.observer
