@@ -38,10 +38,11 @@ from streammkl.daemon.learning.learner import Inputs, Target
 from streammkl.daemon.learning.stream_monitor import StreamMonitor
 from streammkl.monitor.regret import make_comparator
 
-#: What a cold compile of the default learner takes (measured on 2 cores: 100-140 s); said before
-#: it starts, so nobody waits without knowing why.
+#: What a cold compile takes (measured on 2 cores: the default learner's round 100-140 s quiet;
+#: the whole warm-up with the wide sparse stage 4 min of CPU at load 10); said before it starts,
+#: so nobody waits without knowing why.
 COLD_COMPILE_NOTE = (
-    "compiling the learner's numerical code (numba) once: about 2 minutes on a cold cache, "
+    "compiling the learner's numerical code (numba) once: a few minutes on a cold cache, "
     "a second or two afterwards (the machine code is cached on disk)"
 )
 
