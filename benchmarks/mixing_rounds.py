@@ -21,6 +21,14 @@ and every seed it reports:
   differences (issue 28's targets: within 0.5 point of one learner and above independent
   members).
 
+``--delay D`` plays a daemon's timing in process: the log's news reach a member that learns
+only after D of its records since its publish (D = K: a loaded machine, where the merged round
+comes after the member's whole next K; a member that waits sees them at once); ``--ahead A``
+sets ``mixing.ahead_records`` (the members then take turns level: with the bound, a member
+ahead would wait for a delta that cannot come in one process). The per-seed table reports the
+examples a member had learned and not published at its rebases (mean): the lag, in records,
+with which the others' examples reached its model.
+
 Run: ``python benchmarks/mixing_rounds.py [--records 60000 --seeds 5]``. The daemon's figures
 (broker, threads, waits) come from ``scale_out.py`` and ``group_cpu.py``.
 """
@@ -69,8 +77,25 @@ class BytesTopic:
     def confirm(self, rec: Any, sent: Any, timeout: float = 30.0, attempts: int = 0) -> None:
         pass
 
-    def read(self, timeout_ms: int = 0) -> list[Any]:
+    #: The member that reads (set after it is built) and the records it learns between a
+    #: publish of its own and the log's news reaching it (:meth:`read`; 0: at its next read).
+    member: Any = None
+    delay = 0
 
+    def read(self, timeout_ms: int = 0) -> list[Any]:
+        """What arrived since the last read. With :attr:`delay`, a member that learns sees the
+        log's news only once it has taken ``delay`` records since its last publish (the news
+        of a round come a broker trip and a fold after the members' publishes, which a daemon
+        member spends learning: ``delay`` = K is a member that always learns its next K records
+        before the merged round arrives, as on a loaded machine); a member that waits for a
+        round (a read with a timeout), or has no delta out, sees them at once."""
+        if (
+            self.delay
+            and not timeout_ms
+            and self.member.outstanding
+            and self.member.taken < self.delay
+        ):
+            return []
         out = [decode(value) for value in self.log[self.position :]]
         self.position = len(self.log)
         return out
@@ -110,7 +135,7 @@ def alone(recs: list[Any], classes: list[Any]) -> int:
 
 
 def group(recs: list[Any], classes: list[Any], every: int, max_every: int | None,
-          batch: int) -> dict[str, Any]:  # fmt: skip
+          batch: int, delay: int = 0, ahead: int | None = None) -> dict[str, Any]:  # fmt: skip
     """Two members in turns (see the module docstring): their hooks' CPU, the merged accuracy."""
 
     log: list[bytes] = []
@@ -119,10 +144,16 @@ def group(recs: list[Any], classes: list[Any], every: int, max_every: int | None
         mixing = {"mixing.enabled": True, "mixing.member": name, "mixing.every_records": every}
         if max_every is not None:  # (else the daemon's default: K fixed)
             mixing["mixing.max_every_records"] = max_every
+        if ahead is not None:  # (else the daemon's default)
+            mixing["mixing.ahead_records"] = ahead
         s = settings(classes, mixing)
+        topic = BytesTopic(log)
         member = MixingMember(s, MixMetrics(CollectorRegistry()),
-                              topic_factory=lambda k, t: BytesTopic(log))  # fmt: skip
+                              topic_factory=lambda k, t, topic=topic: topic)  # fmt: skip
+        topic.member, topic.delay = member, delay
         members.append((member, build_learner(s.learner)))
+        bound = s.mixing.ahead_records
+        level = bound is not None and bound < every  # (b must not wait for a: one process)
     hooks = 0.0
 
     def hook(fn: Any, *args: Any) -> None:
@@ -136,7 +167,9 @@ def group(recs: list[Any], classes: list[Any], every: int, max_every: int | None
     halves, at, correct, turn = [recs[0::2], recs[1::2]], [0, 0], 0, 0
     while any(at[i] < len(halves[i]) for i in range(2)):
         for i, (member, learner) in enumerate(members):
-            if at[i] >= len(halves[i]) or (i == 0 and turn in LEAD_TURNS):
+            # (with ahead_records the members stay level: b, ahead, would wait for a's delta,
+            # which cannot come in one process)
+            if at[i] >= len(halves[i]) or (i == 0 and turn in LEAD_TURNS and not level):
                 continue
             hook(member.before_batch, learner, {})
             take = halves[i][at[i] : at[i] + member.room(batch)]
@@ -154,6 +187,8 @@ def group(recs: list[Any], classes: list[Any], every: int, max_every: int | None
         "hooks_us": 1e6 * hooks / mix.examples, "correct": correct, "rounds": len(mix.results),
         "k_mean": statistics.fmean(ks) if ks else float(every),
         "equal": not mix.mismatches and mix.digest == members[1][0].log.digest,
+        "unpublished": sum(m.rebase_unpublished for m, _ in members)
+        / max(sum(m.rebases for m, _ in members), 1),
     }  # fmt: skip
 
 
@@ -161,28 +196,45 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=60_000)
     ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--first-seed", type=int, default=0)
     ap.add_argument("--every", type=int, nargs="+", default=[250, 500], help="fixed Ks")
     ap.add_argument(
         "--max-every", type=int, default=4000,
         help="adaptive K from the first --every up to this (0: no adaptive arm)",
     )  # fmt: skip
     ap.add_argument("--batch", type=int, default=60, help="records per batch at most")
+    ap.add_argument(
+        "--ahead",
+        type=int,
+        nargs="+",
+        default=[],
+        help="mixing.ahead_records of the fixed K arms (an arm per value)",
+    )
+    ap.add_argument("--delay", type=int, nargs="+", default=[0],
+                    help="records a member learns after its publish before the log's news "
+                    "reach it (0: at its next batch; K: a daemon member on a loaded "
+                    "machine)")  # fmt: skip
     _table.add_out(ap)
     args = ap.parse_args(argv)
     header = _table.machine()
-    arms: list[tuple[str, int, int | None]] = [(f"K = {k}", k, None) for k in args.every]
-    if args.max_every:
-        k0 = args.every[0]
-        arms.append((f"adaptive K, {k0}-{args.max_every}", k0, args.max_every))
+    arms: list[tuple[str, int, int | None, int, int | None]] = []
+    for delay in args.delay:
+        tag = f", news after {delay}" if delay else ""
+        arms += [(f"K = {k}{f', ahead {a}' if a is not None else ''}{tag}", k, None, delay, a)
+                 for k in args.every for a in args.ahead or [None]]  # fmt: skip
+        if args.max_every:
+            k0 = args.every[0]
+            arms.append((f"adaptive K, {k0}-{args.max_every}{tag}", k0, args.max_every, delay,
+                         None))  # fmt: skip
     per_seed: list[list[object]] = []
-    summary: dict[str, list[dict[str, float]]] = {label: [] for label, _, _ in arms}
-    for seed in range(args.seeds):
+    summary: dict[str, list[dict[str, float]]] = {label: [] for label, *_ in arms}
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
         recs, classes = stream(args.records, seed)
         n = len(recs)
         single = alone(recs, classes) / n
         independent = (alone(recs[0::2], classes) + alone(recs[1::2], classes)) / n
-        for label, every, max_every in arms:
-            r = group(recs, classes, every, max_every, args.batch)
+        for label, every, max_every, delay, ahead in arms:
+            r = group(recs, classes, every, max_every, args.batch, delay, ahead)
             merged = r["correct"] / n
             row = {"hooks": r["hooks_us"], "merged": merged, "single": single,
                    "indep": independent, "k": r["k_mean"]}  # fmt: skip
@@ -191,11 +243,11 @@ def main(argv: list[str] | None = None) -> int:
                 seed, label, f"{r['hooks_us']:.2f}", r["rounds"], f"{r['k_mean']:.0f}",
                 f"{100 * merged:.2f}", f"{100 * single:.2f}", f"{100 * independent:.2f}",
                 f"{100 * (merged - single):+.2f}", f"{100 * (merged - independent):+.2f}",
-                "yes" if r["equal"] else "NO",
+                f"{r['unpublished']:.0f}", "yes" if r["equal"] else "NO",
             ])  # fmt: skip
             print(*per_seed[-1], file=sys.stderr, flush=True)
     rows = []
-    for label, _, _ in arms:
+    for label, *_ in arms:
         runs = summary[label]
         d_single = [100 * (x["merged"] - x["single"]) for x in runs]
         d_indep = [100 * (x["merged"] - x["indep"]) for x in runs]
@@ -227,12 +279,14 @@ def main(argv: list[str] | None = None) -> int:
         "independent %",
         "merged − single",
         "merged − independent",
+        "unpublished at rebase",
         "digests equal",
     ]
     body = (
         f"{header}. kernel-drift (4 inputs, six phases), {args.records:,} records, 2 members in "
         f"one process (the daemon's hooks, an in-memory mix topic of encoded records), batches "
-        f"of up to {args.batch} records, seeds 0-{args.seeds - 1}, the default bank and "
+        f"of up to {args.batch} records, seeds {args.first_seed}-"
+        f"{args.first_seed + args.seeds - 1}, the default bank and "
         f"staleness. Hooks: the members' hooks' CPU (process time) per learned record, median "
         f"over seeds; accuracy differences in points, mean (range) over seeds.\n\n"
         + _table.markdown(summary_head, rows)

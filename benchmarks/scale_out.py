@@ -178,6 +178,7 @@ class CpuSampler:
 BANK = "fixed"  # set by --bank
 MAX_EVERY: int | None = None  # set by --max-every (adaptive K)
 STALENESS: int | None = None  # set by --staleness (None: the daemon's default)
+AHEAD: int | None = None  # set by --ahead (None: the daemon's default)
 #: Records per window of the prequential accuracy by stream position (--windows).
 WINDOW = 5000
 LABELS: list[Any] = []  # the stream's labels by index, with --windows (else empty)
@@ -206,6 +207,8 @@ def settings_for(tag: str, classes: list, mixing: bool, every: int,
             settings["mixing.max_every_records"] = MAX_EVERY
         if STALENESS is not None:
             settings["mixing.staleness"] = STALENESS
+        if AHEAD is not None:
+            settings["mixing.ahead_records"] = AHEAD
     return settings
 
 
@@ -259,11 +262,14 @@ def fold(bootstrap: str, mix: str, summaries: list[dict], dual: str,
                      mix)  # fmt: skip
     log = MixLog(dual=dual)
     blocked: dict[str, dict[str, float]] = {}  # member -> its last report of time on the group
+    lag: dict[str, tuple[float, float]] = {}  # member -> (rebases, unpublished examples at them)
     for rec in topic.read_to_end(60):
         log.apply(rec)
         if rec.kind in ("delta", "bye") and "member_seconds" in rec.stats:
             blocked[rec.member] = {k: v for k, v in rec.stats.items()
                                    if k.startswith("blocked_")}  # fmt: skip
+            if "rebases" in rec.stats:
+                lag[rec.member] = (rec.stats["rebases"], rec.stats["rebase_unpublished"])
     topic.close()
     # the fraction of the learning window each member's loop spent on the group (waiting,
     # draining the learner, publishing, folding the log and rebasing); the largest is the
@@ -292,6 +298,11 @@ def fold(bootstrap: str, mix: str, summaries: list[dict], dual: str,
         # adaptive K's course: (examples merged, K of the next round) of every round that
         # merged examples, in log order
         "every_trace": [[r.examples, r.every] for r in res if r.examples and r.every],
+        # the examples a member had learned and not published when a merged round came (its
+        # rebase), mean over the members' rebases: how late the merged model came, in records
+        "rebase_unpublished_mean": (
+            sum(u for _, u in lag.values()) / max(sum(r for r, _ in lag.values()), 1)
+        ),
         "blocked_fraction_max": max(per_member),
         "blocked_fraction_mean": sum(per_member) / len(per_member),
         "blocked_parts": parts,
@@ -407,12 +418,15 @@ def main(argv: list[str] | None = None) -> int:
         metavar="S",
         help="the staleness bound (mixing.staleness; default: the daemon's)",
     )
+    ap.add_argument("--ahead", type=int, default=None, metavar="A",
+                    help="the records a member learns past a publish before it takes that "
+                    "round's merge (mixing.ahead_records; default: the daemon's)")  # fmt: skip
     ap.add_argument("--windows", action="store_true",
                     help=f"the prequential accuracy of every {WINDOW} records (stream order) of "
                     "every run, in the JSON (merged, single, independent)")  # fmt: skip
     args = ap.parse_args(argv)
-    global BANK, MAX_EVERY, STALENESS, WINDOWS
-    BANK, MAX_EVERY, STALENESS = args.bank, args.max_every, args.staleness
+    global BANK, MAX_EVERY, STALENESS, WINDOWS, AHEAD
+    BANK, MAX_EVERY, STALENESS, AHEAD = args.bank, args.max_every, args.staleness, args.ahead
     WINDOWS = args.windows
     from streammkl.daemon.commands.broker import EmbeddedBroker
 
@@ -447,6 +461,7 @@ def main(argv: list[str] | None = None) -> int:
                 "max_every": args.max_every, "every_mean": merged["every_mean"],
                 "every_trace": merged["every_trace"],
                 "staleness": args.staleness, "stale_deltas": merged["stale_deltas"],
+                "ahead": args.ahead,
                 "window_accuracy": {"merged": merged["window_accuracy"],
                                     "single": single["window_accuracy"],
                                     "independent": indep["window_accuracy"]},
@@ -457,6 +472,7 @@ def main(argv: list[str] | None = None) -> int:
                 "cpu_us_per_record": merged["cpu_us_per_record"],
                 "cpu_us_per_record_single": single["cpu_us_per_record"],
                 "cpu_us_per_record_independent": indep["cpu_us_per_record"],
+                "rebase_unpublished_mean": merged["rebase_unpublished_mean"],
                 "blocked_fraction_max": merged["blocked_fraction_max"],
                 "blocked_fraction_mean": merged["blocked_fraction_mean"],
                 "blocked_parts": merged["blocked_parts"],

@@ -1595,3 +1595,60 @@ def test_an_acknowledged_delta_that_never_shows_in_the_log_is_published_again(mo
         log.apply(rec)
     assert log.results[0].members == ("a", "b") and log.results[0].late == ()
     assert log.fenced == [] and log.skipped == [] and log.examples >= 80
+
+
+@pytest.mark.parametrize("ahead", [None, 10])
+def test_ahead_records_bounds_the_records_a_member_learns_before_it_takes_the_merge(ahead):
+    """``mixing.ahead_records``: after its publish a member learns at most that many records
+    (its batches are cut there) and then waits for the round and rebases, so the others'
+    examples reach its model at most that many of its own records late whatever the timing
+    (here: the other member publishes late, after this one's whole next K: without the bound
+    the merged round comes after K records, as on a loaded machine). Every example is still
+    counted once and every reader folds the same merged models."""
+
+    class Late(MemoryTopic):
+        late = False  # (on once the members joined)
+
+        def read(self, timeout_ms: int = 0) -> list[MixRecord]:
+            # the log's news reach a member that learns only when it waits for them (a
+            # merged round that takes longer than the member's next K records)
+            return [] if Late.late and not timeout_ms else super().read(timeout_ms)
+
+    records: list[MixRecord] = []
+    mixing = {} if ahead is None else {"ahead_records": ahead}
+    (a, la), (b, lb) = (_member(records, m, mixing, topic=Late) for m in "ab")
+    for m, lr in ((a, la), (b, lb)):
+        m.join(lr, {})
+        m.K = m.K_round = 40
+    Late.late = True
+    X, Y = _stream(1200, 20)
+    i, rooms = 0, []
+    while i + 80 <= 1160:
+        for m, lr in ((a, la), (b, lb)):  # a member takes what room() allows, up to 40
+            m.before_batch(lr, {})
+            n = m.room(40)
+            rooms.append(n)
+            m.took(n)
+            for x, y in zip(X[i : i + n], Y[i : i + n], strict=True):
+                m.kept.append((x, y, (lr.predict_one(x), lr.predict_proba_one(x))))
+                lr.learn_one(x, y)
+            m.after_batch(lr, {})
+            i += n
+    late = [m.rebase_unpublished / m.rebases for m in (a, b)]
+    if ahead is None:
+        assert max(late) > 20  # rebased after (most of) its next K
+        assert min(rooms) == 40
+    else:
+        assert max(late) <= ahead and min(a.rebases, b.rebases) > 10
+        assert ahead in rooms and max(rooms) == 40  # cut at the bound, then the round's rest
+    learned = i
+    Late.late = False
+    a.leave(la, {})
+    b.leave(lb, {})
+    log = MixLog()
+    for rec in records:
+        log.apply(_roundtrip(rec))
+    assert log.examples == learned and log.labelled == learned
+    assert log.mismatches == [] and log.skipped == [] and log.fenced == [] and log.pending == {}
+    assert a.log.digest == b.log.digest == log.digest
+    assert lb.rounds().digest() == log.digest

@@ -164,6 +164,9 @@ class MixingMember:
         #: The staleness bound s: this member publishes its delta for round ``round + s - 1``
         #: at most before it has applied a newer merged round (stale-synchronous rounds).
         self.staleness = settings.mixing.staleness
+        #: At s = 1, the records this member learns after a publish before it takes that
+        #: round's merged model (None: up to K; :meth:`_hold`).
+        self.ahead = settings.mixing.ahead_records
         #: This member's published deltas not in the base it is on yet, oldest first, on the
         #: learner's coordinates (moved onto every merged model it takes).
         self.outstanding: list[Sent] = []
@@ -212,6 +215,11 @@ class MixingMember:
         #: Seconds the loop spent on the group, by part (:data:`BLOCKED_PARTS`), since join.
         self.blocked: dict[str, float] = dict.fromkeys(BLOCKED_PARTS, 0.0)
         self.joined_at = time.monotonic()
+        #: The staleness met at this member's rebases since join: their number, and the
+        #: examples it had learned and not published at them (summed: at each, the merged
+        #: model came that many examples of its own late; in every delta's stats).
+        self.rebases = 0
+        self.rebase_unpublished = 0
         #: When the round being learned started (the previous publish), and the time spent on
         #: the group by then (drains left out: they are the round's learning): adaptive K's
         #: measure (:func:`streammkl.daemon.mixing.log.next_every`).
@@ -438,6 +446,8 @@ class MixingMember:
         ref = left[0].ref if left else self.ref  # what the merged model holds of this member
         unpublished = self._learned(learner)
         n = unpublished + sum(sent.examples for sent in left)
+        self.rebases += 1
+        self.rebase_unpublished += unpublished
         learned = n > 0 or bool(self.kept)
         merged = [sent for sent in done if self._merged_in(sent.round)]
         kept = [x for sent in merged for x in sent.kept]
@@ -616,6 +626,8 @@ class MixingMember:
         log see what the protocol cost each member)."""
         out = {f"blocked_{part}": seconds for part, seconds in self.blocked.items()}
         out["member_seconds"] = time.monotonic() - self.joined_at
+        out["rebases"] = float(self.rebases)
+        out["rebase_unpublished"] = float(self.rebase_unpublished)
         return out
 
     def _round_stats(self, learner: MKLClassifier) -> dict[str, float]:
@@ -770,6 +782,9 @@ class MixingMember:
         bounds = self.log.every_bounds
         if bounds is not None and self.K_round > bounds[0]:
             limit = min(limit, bounds[0])
+        ahead = self._ahead()
+        if ahead is not None and self.taken < ahead:  # the batch ends where it takes the merge
+            limit = min(limit, ahead - self.taken)
         return max(1, min(limit, self.K_round - self.taken))
 
     def took(self, records: int, waiting: bool = False) -> None:
@@ -805,6 +820,7 @@ class MixingMember:
         drift = self._drifted()
         if self.published:  # a delta ahead: the round ends at K records (or at a drift)
             if self.taken < self.K_round and not drift:
+                self._hold(learner, offsets, drain)
                 return
         else:
             triggered = self.log.fresh() - {self.name}
@@ -816,6 +832,31 @@ class MixingMember:
         drain()
         self._spent("drain", t0)
         self._publish_within(learner, offsets, drain)
+        self._hold(learner, offsets, drain)  # (ahead_records = 0: at once)
+
+    def _ahead(self) -> int | None:
+        """The records this member may learn past its last publish before it takes that
+        round's merged model, while it waits for one at s = 1 (None: no bound below K)."""
+        if self.ahead is None or not self.published or self._bound() != 1:
+            return None
+        return self.ahead if self.ahead < self.K_round else None
+
+    def _hold(self, learner: MKLClassifier, offsets: dict[TP, int], drain: Drain) -> None:
+        """The staleness bound in records (``mixing.ahead_records``): a member that has learned
+        that many records since its publish waits for the round to close and rebases before
+        it learns more, so that the others' examples reach its model at most that many of its
+        own records late, however long the broker and the fold took (on a loaded machine the
+        merged round came after the member's whole next K, on a quiet one sooner: accuracy
+        followed the timing). The same wait and rebase as at the bound s = 1
+        (:meth:`_publish_within`), earlier in the round."""
+        ahead = self._ahead()
+        if ahead is None or self.taken < ahead:
+            return
+        t0 = time.perf_counter()
+        drain()
+        self._spent("drain", t0)
+        self._wait_close()
+        self._rebase(learner, offsets, drain)
 
     def _drifted(self) -> bool:
         """Adaptive K's early end of a round: whether this member's error rate in its round
