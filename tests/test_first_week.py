@@ -148,6 +148,9 @@ def test_the_default_warm_up_also_learns_wide_sparse_records() -> None:
     seen.clear()
     warm_up(settings, synthetic_examples(300), seen.append)  # the stream's own examples: none
     assert not any("sparse" in p.what for p in seen)
+    seen.clear()
+    warm_up(settings, None, seen.append, wide=False)  # the daemon's warm start: none either
+    assert seen and not any("sparse" in p.what for p in seen)
 
 
 def test_exported_model_predicts_exactly_what_the_daemon_would(tmp_path: Path) -> None:

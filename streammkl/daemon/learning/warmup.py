@@ -205,6 +205,7 @@ def warm_up(
     settings: Settings,
     examples: Iterable[tuple[Inputs, Target]] | None = None,
     progress: Progress | None = None,
+    wide: bool = True,
 ) -> WarmUpReport:
     """Compile (or load from numba's cache) the code the daemon runs for ``settings``' learner.
 
@@ -226,6 +227,10 @@ def warm_up(
     progress
         Called with a :class:`WarmUpProgress` at each stage and each function numba starts
         compiling (on the calling thread), and once with ``done=True``.
+    wide
+        With the default examples, also learn the wide sparse records (``False``: the dense
+        stages only, as the daemon's warm start does: it loads what the dense stream runs
+        and must not compile what a wide one would).
 
     Returns
     -------
@@ -236,7 +241,7 @@ def warm_up(
     driver = driver_for(learner, sequence)
     fused = isinstance(driver, MKLDriver)
     task = settings.learner.task
-    wide = fused and examples is None and task in ("classification", "regression")
+    wide = wide and fused and examples is None and task in ("classification", "regression")
     if examples is None and task in ("classification", "regression"):
         examples = synthetic_examples()
     data = list(examples)[: _ONE_BY_ONE + _RUN + 200] if examples is not None else []

@@ -439,9 +439,11 @@ class Runner:
         touched). Otherwise the first batch loaded them on the loop and learner threads
         (measured: 8 functions, ~1.2 s of the first batch with the defaults on a loaded
         2-core machine; the warm-up's own learning adds ~0.1 s to the start). A cold cache is
-        left as it was: compiling all of it before ``/startupz`` answers would take minutes."""
+        left as it was: compiling all of it before ``/startupz`` answers would take minutes.
+        Without the wide sparse stage: a cache warmed for another stream (the demo's scenario)
+        would have it compile for a minute before the first record."""
         if isinstance(self.driver, MKLDriver) and self.settings.learner.factory is None:
-            warm_up(self.settings)
+            warm_up(self.settings, wide=False)
 
     def tick(self) -> bool:
         """One iteration of the loop: fetch, process a batch, settle outputs, maybe checkpoint.
