@@ -105,6 +105,19 @@ def _roundtrip(rec: MixRecord) -> MixRecord:
     return decode(value)
 
 
+def _replayed(records: list[MixRecord], learned: int, members: tuple) -> MixLog:
+    """The mix log folded again from every record written: each of the ``learned`` examples
+    counted once, nothing mismatched, skipped, fenced or pending, and every member's own fold
+    equal to it."""
+    log = MixLog()
+    for rec in records:
+        log.apply(_roundtrip(rec))
+    assert log.examples == learned and log.labelled == learned
+    assert log.mismatches == [] and log.skipped == [] and log.fenced == [] and log.pending == {}
+    assert all(member.log.digest == log.digest for member in members)
+    return log
+
+
 def _npz(rec: MixRecord, compression: int) -> bytes:
     """``rec`` in the ``.npz`` form written before the raw one (a zip member per array)."""
     head = {"kind": rec.kind, "round": rec.round, "member": rec.member,
@@ -1547,12 +1560,7 @@ def test_a_member_a_round_ahead_publishes_from_its_own_delta_without_waiting(mon
     learned = i
     a.leave(la, {})
     b.leave(lb, {})
-    log = MixLog()
-    for rec in records:
-        log.apply(_roundtrip(rec))
-    assert log.examples == learned and log.labelled == learned
-    assert log.mismatches == [] and log.skipped == [] and log.fenced == [] and log.pending == {}
-    assert a.log.digest == b.log.digest == log.digest
+    log = _replayed(records, learned, (a, b))
     assert lb.rounds().digest() == log.digest  # the last one out holds the final model
     assert la.rounds().digest() in log.digests.values()
     assert [r.round for r in log.results] == list(range(len(log.results)))
@@ -1645,10 +1653,5 @@ def test_ahead_records_bounds_the_records_a_member_learns_before_it_takes_the_me
     Late.late = False
     a.leave(la, {})
     b.leave(lb, {})
-    log = MixLog()
-    for rec in records:
-        log.apply(_roundtrip(rec))
-    assert log.examples == learned and log.labelled == learned
-    assert log.mismatches == [] and log.skipped == [] and log.fenced == [] and log.pending == {}
-    assert a.log.digest == b.log.digest == log.digest
+    log = _replayed(records, learned, (a, b))
     assert lb.rounds().digest() == log.digest
