@@ -157,8 +157,11 @@ def probe(
     every: float = 0.02,
     tls: ssl.SSLContext | None = None,
     headers: dict[str, str] | None = None,
+    pause: float = 0.0,
 ) -> Probes:
-    """``count`` sequential ``GET path`` requests, each given ``timeout`` seconds."""
+    """``count`` sequential ``GET path`` requests, each given ``timeout`` seconds; with
+    ``pause``, each client waits that many seconds between its connect and its request (a
+    client descheduled there, as on a loaded machine)."""
     out = Probes()
     for _ in range(count):
         t0 = time.perf_counter()
@@ -169,6 +172,9 @@ def probe(
         else:
             conn = http.client.HTTPSConnection(host, port, timeout=timeout, context=tls)
         try:
+            if pause:
+                conn.connect()
+                time.sleep(pause)
             conn.request("GET", path, headers=headers or {})
             resp = conn.getresponse()
             resp.read()

@@ -316,6 +316,29 @@ def test_probes_answer_under_slowloris(source: str) -> None:
         server.stop()
 
 
+def test_probes_that_pause_before_sending_are_answered_under_a_same_address_flood() -> None:
+    """A flood from the probes' own address of more connections than a small listen backlog
+    fills the kernel's queue of deferred connections, so it completes handshakes by SYN
+    cookies, and a cookie's connection is accepted before its first byte: a probe whose client
+    pauses between its connect and its send then sat pending, empty, and the flood evicted it
+    (with a backlog of 128: 5 of 200 probes unanswered at 400 connections). Within the backlog
+    every probe's head is there when it is accepted."""
+    server = HealthServer(registry(), status, max_connections=4).start()
+    try:
+        with Slowloris("127.0.0.1", server.port, 400, source="127.0.0.1") as attack:
+            wait_for(lambda: attack.dropped > 0, 20, "the server to close late heads")
+            probes = probe(
+                "127.0.0.1", server.port, "/healthz", count=100, timeout=5.0, pause=0.05
+            )  # fmt: skip
+            assert attack.held > 0
+        failed = [(i, c) for i, c in enumerate(probes.codes) if c != 200]
+        assert probes.answered == 100, (failed, server.server.closed if server.server else None)
+        closed = server.server.closed if server.server is not None else {}
+        assert closed["evicted"] > 0  # the flood went on and was evicted meanwhile
+    finally:
+        server.stop()
+
+
 def test_probes_answer_under_slowloris_over_tls(tls_server: HealthServer, certs: Certs) -> None:
     """The same attack completing its TLS handshakes first (each costs the server a handshake)
     against TLS + basic auth: every authenticated probe is answered."""

@@ -70,6 +70,17 @@ _EVENT_TICK = 0.1  # the event thread's longest wait (deadlines are checked at l
 #: before its head arrived (seen under load: 1 of 200 probes reset while its client had not
 #: yet sent). A client that connects and sends nothing (a TCP probe) still connects.
 DEFER_ACCEPT_SECONDS = 1
+#: The listen backlog, which is also the kernel's queue of connections whose handshake is done
+#: but whose first bytes have not arrived (deferred, above). When that queue is full the kernel
+#: answers with SYN cookies, and a connection completed by a cookie is accepted *before* its
+#: first byte: a probe whose client was descheduled between its connect and its send then sat
+#: pending with nothing to read while a flood from its own address evicted it (the rare failed
+#: probe under a same-address slowloris; reproduced with 200 flooding connections, a backlog
+#: of 128 and probes pausing 10-50 ms before sending: 1-2 of 200 closed unanswered; with this
+#: backlog 200 of 200). Linux caps it at ``net.core.somaxconn`` (4096 by default). A flood from
+#: one address of more connections than this can still evict such a paused probe: no policy on
+#: the server's side tells a silent probe from the flood's own silent connections.
+LISTEN_BACKLOG = 1024
 
 
 @dataclass(frozen=True)
@@ -207,7 +218,7 @@ class WebServer:
         self._queues: dict[str, queue.Queue[_Job | None]] = {
             name: queue.Queue(QUEUE_PER_WORKER * n) for name, n in self._lanes.items()
         }
-        self._listener = socket.create_server(address, backlog=128)
+        self._listener = socket.create_server(address, backlog=LISTEN_BACKLOG)
         self._listener.setblocking(False)
         defer = getattr(socket, "TCP_DEFER_ACCEPT", None)  # Linux only
         if defer is not None:
