@@ -5,14 +5,18 @@ assignment, kill -9, failover, outage, pausing — test_daemon_kafka.py, test_da
 from __future__ import annotations
 
 import json
+import logging
+import threading
 from typing import Any
 
 import confluent_kafka
-from confluent_kafka import KafkaError
+import pytest
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import TopicPartition as RdTopicPartition
 from kafka import TopicPartition
 
 from streammkl.daemon.config import load_settings
+from streammkl.daemon.kafka.clients import confluent
 from streammkl.daemon.kafka.clients.confluent import ConfluentConsumer, consumer_config
 from streammkl.daemon.kafka.source import Source
 
@@ -58,6 +62,10 @@ class Consumer:
         self.positions: dict[int, int] = {}
         self.subscribed: Any = None
         self.resumed: list[Any] = []
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
 
     def resume(self, partitions: list[Any]) -> None:
         self.resumed.extend(partitions)
@@ -168,3 +176,81 @@ def test_readiness_follows_statistics_and_errors() -> None:
     assert src.broker_connected
     conf["stats_cb"](json.dumps({"brokers": {"b/1": {"state": "CONNECT"}}}))
     assert not src.broker_connected
+
+
+class HangingConsumer(Consumer):
+    """librdkafka's ``close()`` that never returns (confluentinc/librdkafka#4362) until told."""
+
+    def __init__(self, conf: dict[str, Any]) -> None:
+        super().__init__(conf)
+        self.release = threading.Event()
+        self.entered = threading.Event()
+
+    def close(self) -> None:
+        self.entered.set()
+        self.release.wait()
+
+
+def test_a_close_that_never_returns_does_not_hold_the_shutdown(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The source's close returns after the deadline, says why, and drops the consumer; the
+    hanging close is left on its own thread (a normal close returns at once: no error)."""
+    monkeypatch.setattr(confluent, "CLOSE_SECONDS", 0.2)
+    settings = load_settings(env={}, overrides={"kafka.topics": "in"}).kafka
+    src = Source(settings, {}, lambda k: ConfluentConsumer(k, factory=HangingConsumer))
+    src.start()
+    hanging = adapter(src).consumer
+    with caplog.at_level(logging.ERROR, logger=confluent.__name__):
+        src.close()
+    assert hanging.entered.is_set() and src.consumer is None
+    assert any("has not returned" in r.getMessage() for r in caplog.records)
+    hanging.release.set()
+
+    caplog.clear()
+    quick, _ = source()
+    quick.start()
+    closing = adapter(quick).consumer
+    with caplog.at_level(logging.WARNING):
+        quick.close()
+    assert closing.closed and quick.consumer is None and not caplog.records
+
+
+def test_an_error_in_close_reaches_the_caller() -> None:
+    class Failing(Consumer):
+        def close(self) -> None:
+            raise KafkaException(KafkaError(KafkaError._FATAL))
+
+    with pytest.raises(KafkaException):
+        confluent.close_within(Failing({}), "consumer", seconds=5)
+
+
+def test_rebalance_callbacks_stop_once_a_close_is_abandoned(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """librdkafka revokes from inside close(), on close_within's thread: passed on while the
+    close is waited for (leaving the group revokes), not once it was abandoned (the shutdown
+    went on without it, and a late revocation would run the caller's callback meanwhile)."""
+    monkeypatch.setattr(confluent, "CLOSE_SECONDS", 0.2)
+    settings = load_settings(env={}, overrides={"kafka.topics": "in"}).kafka
+    tp = [RdTopicPartition("in", 0)]
+
+    class Leaving(Consumer):
+        def close(self) -> None:
+            self.subscribed[2](self, tp)  # the revocation, from inside close()
+
+    calls: list[str] = []
+    leaving = ConfluentConsumer(settings, factory=Leaving)
+    leaving.subscribe(["in"], lambda p: calls.append("assign"), lambda p: calls.append("revoke"))
+    leaving.close()
+    assert calls == ["revoke"]
+
+    calls.clear()
+    hanging = ConfluentConsumer(settings, factory=HangingConsumer)
+    hanging.subscribe(["in"], lambda p: calls.append("assign"), lambda p: calls.append("revoke"))
+    hanging.close()
+    _, on_assign, on_revoke = hanging.consumer.subscribed
+    on_revoke(hanging.consumer, tp)  # librdkafka's close going on after it was abandoned
+    on_assign(hanging.consumer, tp)
+    hanging.consumer.release.set()
+    assert calls == []

@@ -29,6 +29,13 @@ What differs from kafka-python, and is absorbed here:
   broker is up; the same statistics say how long ago each broker last sent anything
   (``rxidle``): :meth:`ConfluentConsumer.silence` is the least of them (a frozen broker keeps
   its connections ``UP``: measured, only its silence grows);
+- closing: librdkafka's consumer ``close()`` can block for good (leaving the group, with a
+  partition paused and resumed: confluentinc/librdkafka#4362, confluent-kafka-python#1667;
+  seen once here, an independent member sat in it over five minutes at its shutdown). The
+  daemon's final checkpoint and offsets are written before the close, so nothing depends on
+  it: :func:`close_within` gives it :data:`CLOSE_SECONDS` on a thread of its own and lets the
+  process go on without it (the group's coordinator drops the member after its session
+  timeout);
 - delivery: librdkafka reports only failures (``delivery.report.only.error``: a report per
   acknowledged message cost ~0.7 us of the loop's CPU each); its queue length counts every message
   neither acknowledged nor reported, which is :meth:`ConfluentProducer.in_flight`.
@@ -46,6 +53,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -169,6 +177,39 @@ def consumed(consumer: Any, max_records: int, timeout_ms: int) -> list[Any]:
     return messages
 
 
+#: Seconds a librdkafka consumer's ``close()`` is waited for (:func:`close_within`).
+CLOSE_SECONDS = 10.0
+
+
+def close_within(consumer: Any, what: str, seconds: float | None = None) -> bool:
+    """``consumer.close()`` on a daemon thread, waited for ``seconds`` (:data:`CLOSE_SECONDS`);
+    ``False`` (and an error logged) if it has not returned by then: it is left to finish, or
+    not, while the caller goes on. An exception it raises is raised here."""
+    failure: list[BaseException] = []
+
+    def close() -> None:
+        try:
+            consumer.close()
+        except BaseException as exc:  # re-raised on the caller's thread
+            failure.append(exc)
+
+    thread = threading.Thread(target=close, name=f"streammkl-close-{what}", daemon=True)
+    thread.start()
+    thread.join(CLOSE_SECONDS if seconds is None else seconds)
+    if thread.is_alive():
+        log.error(
+            "librdkafka's %s close() has not returned in %.0f s (a known librdkafka hang); "
+            "going on without it: nothing was left to it (checkpoints and offsets are written "
+            "before it), and a group's coordinator drops a member that left this way after "
+            "its session timeout",
+            what, CLOSE_SECONDS if seconds is None else seconds,
+        )  # fmt: skip
+        return False
+    if failure:
+        raise failure[0]
+    return True
+
+
 class ConfluentConsumer:
     """:class:`~streammkl.daemon.kafka.clients.protocol.ConsumerClient` over a
     ``confluent_kafka.Consumer`` (built by ``factory`` from a librdkafka configuration dict)."""
@@ -180,6 +221,7 @@ class ConfluentConsumer:
         conf["stats_cb"] = self._on_stats
         conf["error_cb"] = self._on_error
         self._group = False
+        self._abandoned = False  # a close() that did not return in time (close_within)
         self._connected = False
         self._starts: dict[Partition, int | None] = {}
         self._refusal: str | None = None
@@ -236,13 +278,18 @@ class ConfluentConsumer:
     def subscribe(self, topics: list[str], on_assign: Rebalance, on_revoke: Rebalance) -> None:
         self._group = True
 
+        # librdkafka revokes from inside close(), which runs on a thread of its own
+        # (close_within): passed on while the close is waited for, not once it was abandoned
+        # (the caller's shutdown went on without it)
         def assigned(
             consumer: confluent_kafka.Consumer, partitions: list[RdTopicPartition]
         ) -> None:
-            on_assign([Partition(p.topic, p.partition) for p in partitions])
+            if not self._abandoned:
+                on_assign([Partition(p.topic, p.partition) for p in partitions])
 
         def revoked(consumer: confluent_kafka.Consumer, partitions: list[RdTopicPartition]) -> None:
-            on_revoke([Partition(p.topic, p.partition) for p in partitions])
+            if not self._abandoned:
+                on_revoke([Partition(p.topic, p.partition) for p in partitions])
 
         self.consumer.subscribe(topics, on_assign=assigned, on_revoke=revoked)
 
@@ -373,7 +420,7 @@ class ConfluentConsumer:
             log.info("offset commit skipped: %s", exc)
 
     def close(self) -> None:
-        self.consumer.close()
+        self._abandoned = not close_within(self.consumer, "consumer")
 
 
 class ConfluentProducer:
@@ -518,7 +565,7 @@ class ConfluentMixReader:
         return int(p.offset) if p.offset >= 0 else self._start
 
     def close(self) -> None:
-        self.consumer.close()
+        close_within(self.consumer, "mix reader")
 
 
 class Delivery:
