@@ -31,7 +31,10 @@ loaded), as ``river_speed.py`` does.
 
 Then the steady-state round's floor (``floor_note``): the bank's projection columns, the
 frequencies a bag-of-words record reads, and the compiled decision on the learned documents
-cold and with the record's frequencies in cache.
+cold and with the record's frequencies in cache; and, at each ``--n``, a new word's admission
+taken apart (``admission_note``): through the learner's path, the compiled draw and placement,
+its draws alone, the first touch of the word's row of frequencies against a rewrite, and the
+learner's one-off rebuilds of the bank.
 
 Run: ``python benchmarks/sparse_profile.py [--n 300,3000] [--reps 5]``.
 """
@@ -272,6 +275,123 @@ def floor_note(n: int, reps: int) -> str:
     )
 
 
+def _median_ns(fn: Callable[[], object], reps: int) -> float:
+    """Median CPU ns of ``fn()`` over ``reps`` calls."""
+    clock = time.process_time_ns
+    spent = []
+    for _ in range(reps):
+        t0 = clock()
+        fn()
+        spent.append(clock() - t0)
+    return float(statistics.median(spent))
+
+
+def admission_note(n: int, reps: int) -> str:
+    """Where a new word's admission goes once ``n`` documents are learned (bag of words, the
+    default bank): one word per record admitted through the learner's own path
+    (``_admit``: new names, the model's declare, the layout's growth in place, the compiled
+    draw and placement), the compiled call alone (``place_inputs``), its draws alone (the
+    three Fourier blocks' normals, ``draw_rows`` on rows already in cache), and the first
+    touch of a row of frequencies' pages against a second write of the same row (what a new
+    row in fresh memory costs the system); then the learner's one-off rebuilds (the
+    provisional bandwidths' rescale on the first, wide documents; the warm-up's bandwidths)
+    over a run of ``n`` documents. CPU time, medians."""
+    import mmap
+
+    from river import feature_extraction
+
+    from streammkl.core import _numba as nb
+    from streammkl.core import layout as layout_mod
+    from streammkl.core import model as model_mod
+    from streammkl.core.kernel_base import draw_keys
+    from streammkl.core.kernels import LandmarkRBF, MedianRBF
+    from streammkl.river import MKLClassifier
+
+    data = _bag_of_words(n)
+    clock = time.process_time_ns
+    one_off: dict[str, list[int]] = defaultdict(list)
+    inner_rebuild = model_mod.OnlineMKL._rebuild
+
+    def timed_rebuild(self: Any, *args: Any) -> None:
+        t0 = clock()
+        try:
+            inner_rebuild(self, *args)
+        finally:
+            one_off["rebuild"].append(clock() - t0)
+
+    _run(feature_extraction.BagOfWords() | MKLClassifier(), data[:50])  # (code loaded)
+    pipe = feature_extraction.BagOfWords() | MKLClassifier()
+    gc.collect()  # (a full collection owed by earlier work costs ~0.1 s: not this run's)
+    model_mod.OnlineMKL._rebuild = timed_rebuild  # type: ignore[method-assign]
+    try:
+        _run(pipe, data)
+    finally:
+        model_mod.OnlineMKL._rebuild = inner_rebuild  # type: ignore[method-assign]
+    rebuilds = one_off["rebuild"]
+    seam = pipe["MKLClassifier"].rounds()
+    model = seam.model
+    layout = model.layout
+    room = layout.capacity - layout.n_inputs - 1
+    words = max(min(room, 400), 1)
+    admit, place = [], []
+    inner_place = layout_mod._place_inputs
+
+    def timed_place(*args: object) -> None:
+        t0 = clock()
+        inner_place(*args)
+        place.append(clock() - t0)
+
+    layout_mod._place_inputs = timed_place  # type: ignore[assignment]
+    try:
+        for i in range(words):
+            x = {f"new-word-{i}": 1.0}
+            t0 = clock()
+            seam._admit(x)
+            admit.append(clock() - t0)
+    finally:
+        layout_mod._place_inputs = inner_place  # type: ignore[assignment]
+    fourier = [
+        k for k in model.kernels
+        if isinstance(k, MedianRBF) and not isinstance(k, LandmarkRBF) and not k.implicit
+    ]  # fmt: skip
+    D = sum(int(k.n_components or 0) for k in fourier)
+    names = [f"w{j}" for j in range(64)]
+    k0, k1 = draw_keys(model.seed, "a-kernel", names)
+    out = np.empty((64, max(D, 1)))
+    nb.draw_rows(k0, k1, np.uint64(0), True, 1.0, 0.0, out)  # (compiled, rows in cache)
+    draws = _median_ns(lambda: nb.draw_rows(k0, k1, np.uint64(0), True, 1.0, 0.0, out), reps)
+    draws /= 64
+    cols = layout.rff_wt.shape[1]
+    rows = 2048
+    fresh = np.frombuffer(mmap.mmap(-1, rows * cols * 8), dtype=np.float64).reshape(rows, cols)
+    row = np.ones(cols)
+    first = []
+    for i in range(rows):
+        t0 = clock()
+        fresh[i] = row
+        first.append(clock() - t0)
+    again = _median_ns(lambda: fresh.__setitem__(rows // 2, row), reps * 20)
+    a, p = statistics.median(admit) / 1e3, statistics.median(place) / 1e3
+    touch = statistics.median(first) / 1e3
+    return (
+        f"A new word's admission ({n:,} documents learned, the default bank; one word per "
+        f"record, {words} words, CPU time, medians): {a:.1f} µs in all through the learner "
+        f"(`_admit`), of which {p:.1f} µs in the compiled draw and placement (`place_inputs`) "
+        f"and {a - p:.1f} µs of Python (new names, `declare_features`, the bandwidths' check, "
+        f"`Layout.extend`'s arguments). The compiled call's own work: the {D} standard "
+        f"normals of the three Fourier blocks cost {draws / 1e3:.1f} µs per word (Philox and "
+        f"Box-Muller, `draw_rows`, rows in cache; bound by the logarithm), and the word's "
+        f"row of {cols} frequencies ({cols * 8 / 1e3:.1f} KB) costs {touch:.1f} µs written "
+        f"the first time into fresh pages and {again / 1e3:.2f} µs written again (this VM "
+        "charges each 4 KB page's first touch: a learner's memory is that price per byte "
+        "once, a doubling's copy into fresh pages once more). One-offs per learner over the "
+        f"{n:,} documents: {len(rebuilds)} rebuilds of the bank (the provisional bandwidths "
+        "rescaled while the first documents are wide, then the warm-up's medians) took "
+        f"{sum(rebuilds) / 1e6:.1f} ms, {sum(rebuilds) / n / 1e3:.1f} µs per document (each, "
+        f"ms: {', '.join(f'{r / 1e6:.1f}' for r in rebuilds)})."
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", default="300,3000", help="prefix lengths (a table each)")
@@ -297,6 +417,9 @@ def main() -> None:
         )  # fmt: skip
     floor = floor_note(max(map(int, args.n.split(","))), args.reps)
     print(floor, flush=True)
+    admissions = [admission_note(n, args.reps) for n in map(int, args.n.split(","))]
+    for note in admissions:
+        print(note, flush=True)
     body = (
         f"Measured on {start} (load average {os.getloadavg()[0]:.2f} at the end); "
         f"`predict_proba_one` + `learn_one` per record from a fresh learner, median of "
@@ -311,6 +434,7 @@ def main() -> None:
         )
         + "\n\n"
         + floor
+        + "".join(f"\n\n{note}" for note in admissions)
     )
     publish("sparse_profile", "Sparse rows per call, part by part", body,
             full=documented_run(parser, args), out=args.out)  # fmt: skip
