@@ -18,6 +18,7 @@ predictions, bit for bit those of a loop of ``learn_predict_one``.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from operator import itemgetter
 from typing import Any
@@ -41,6 +42,7 @@ _PLAIN = frozenset({str, bool, int, float})  # label types that hash as themselv
 #: tracemalloc), twice over while the daemon pipelines two batches.
 _RUN_CELLS = 1 << 20
 _EMPTY = (np.zeros((0, 0)), np.zeros(0))
+_NO_RECORD = OnlineMKL.NO_RECORD
 
 
 class Rounds:
@@ -82,6 +84,30 @@ class Rounds:
         self.last_loss = float("nan")
         self._make_model = make_model
         self._params_spec = params_spec
+        self.buffers_replaced()
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # (the names interned, as pickle's default does: a pickle of the copy is the same bytes)
+        self.__dict__.update({sys.intern(k): v for k, v in state.items()})
+        self.buffers_replaced()  # (the record's owners report to this copy)
+
+    def buffers_replaced(self) -> None:
+        """A buffer of the one-call round was replaced (a record's, :class:`KnownRecord`, or
+        the standardisation's, :class:`InputScaler`), or the scaler or the model: the model
+        forgets the buffers it was given, and the next one-call round binds them again
+        (:meth:`_bind_record`). The record and the scaler report here themselves; whatever
+        replaces the scaler or the model calls it."""
+        self._known.on_replace = self.scaler.on_replace = self.buffers_replaced
+        if self.model is not None:
+            self.model.unbind_record()
+
+    def _bind_record(self, model: OnlineMKL) -> None:
+        """Give ``model`` the buffers of the one-call round (:meth:`OnlineMKL.bind_record`):
+        the record's and, when the learner standardises, the statistics over every known
+        input."""
+        known = self._known
+        stats = self._stats() if self.learner.standardize else None
+        model.bind_record(known.vals, known.cols, known.raw, stats, known.xs)
 
     @property
     def last_input(self) -> np.ndarray | None:
@@ -196,8 +222,9 @@ class Rounds:
         counts it).
 
         A record whose keys and values the one-call round takes (:class:`KnownRecord`, a bank
-        whose rounds take it: ``OnlineMKL.learn_values``) is scattered, checked, standardised
-        and learned in one compiled call on kept buffers."""
+        whose rounds take it: ``OnlineMKL.learn_bound``) is scattered, checked, standardised
+        and learned in one compiled call on buffers the model was given once
+        (:meth:`buffers_replaced`)."""
         model = self.model
         if model is None or not model.takes_values:  # (takes_values: built, explicit, dense)
             if model is None or not model.built:
@@ -217,11 +244,12 @@ class Rounds:
             value = target()
         else:
             value = target
-        standardize = self.learner.standardize
-        stats = self._stats() if standardize else None
-        loss = model.learn_values(vals, known.cols, known.raw, stats, known.xs, value)
+        loss = model.learn_bound(value)
+        if loss == _NO_RECORD:
+            self._bind_record(model)
+            loss = model.learn_bound(value)
         if loss >= 0.0:
-            self._last_input = known.xs if standardize else known.raw
+            self._last_input = known.xs if self.learner.standardize else known.raw
             self._last_shared = True
             self._last_sparse = None
             self.last_loss = loss
@@ -292,11 +320,11 @@ class Rounds:
         if model is None or not model.feature_keys:
             return None
         if model.takes_values:  # the one-call route (takes_values: the model is built)
-            known = self._known
-            vals = known.values(x, self.features, learn=False)
-            if vals is not None:
-                stats = self._stats() if self.learner.standardize else None
-                fx = model.predict_values(vals, known.cols, known.raw, stats, known.xs)
+            if self._known.values(x, self.features, learn=False) is not None:
+                fx = model.predict_bound()
+                if fx is None and not model.record_bound:
+                    self._bind_record(model)
+                    fx = model.predict_bound()
                 if fx is not None:
                     return fx
         elif not model.built:
@@ -632,6 +660,7 @@ class Rounds:
         self.features = other.features
         self.scaler = other.scaler
         self.restore_targets(other.targets_meta())
+        self.buffers_replaced()
 
     def load_state(
         self, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray], with_bank: bool = False
@@ -671,6 +700,7 @@ class Rounds:
             if f"{SCALER_PREFIX}count" in scaler
             else InputScaler()
         )
+        self.buffers_replaced()
         return True
 
     def rebase_onto(
@@ -711,6 +741,7 @@ class Rounds:
             return False
         if pooled is not None:
             self.scaler = InputScaler.from_arrays(pooled, SCALER_PREFIX)
+            self.buffers_replaced()
         return True
 
     def _is_mine(self, meta: Mapping[str, Any], names: list[str]) -> bool:
