@@ -21,7 +21,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from operator import itemgetter
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -210,16 +210,16 @@ class Rounds:
         self.last_loss = self.model.learn(vec, target)
         return self.last_loss
 
-    def learn_known(self, x: Mapping, target: float | Callable[[], float]) -> np.ndarray | None:
+    def learn_known(self, x: Mapping, target: float, counted: bool = False) -> np.ndarray | None:
         """One round on ``x`` when nothing about it needs the full path (the model is made,
         every name of ``x`` is known, every value a plain finite number): featurised in one
         pass, standardised when the learner standardises, learned in one compiled call;
         returns the scores predicted before the update (a view: copy to keep). None when ``x``
         needs the full path (nothing changed). The same numbers as :meth:`vector` and
-        :meth:`learn`. ``target``: the core's target, or a function giving it, called once
-        ``x`` is known to take this route (a regressor's target statistics, :attr:`targets`,
-        count it; taken back when the one-call round then refuses ``x``, before the checked path
-        counts it).
+        :meth:`learn`. ``target``: the core's target; with ``counted``, a regressor's raw
+        target, which its statistics (:attr:`targets`, a :class:`TargetScale`) count and make
+        the core's target once ``x`` is known to take this route (taken back when the
+        one-call round then refuses ``x``, before the checked path counts it).
 
         A record whose keys and values the one-call round takes (:class:`KnownRecord`, a bank
         whose rounds take it: ``OnlineMKL.learn_bound``) is scattered, checked, standardised
@@ -229,19 +229,16 @@ class Rounds:
         if model is None or not model.takes_values:  # (takes_values: built, explicit, dense)
             if model is None or not model.built:
                 return None
-            return self._learn_vector(x, target, None)
+            return self._learn_vector(x, target, counted, None)
         known = self._known
         vals = known.values(x, self.features, learn=True)
         if vals is None:
-            return self._learn_vector(x, target, None)
-        scale, mark = None, None
-        if type(target) is float:
-            value = target
-        elif callable(target):  # a regressor's target statistics count it: undone on a refusal
-            if isinstance(self.targets, TargetScale):
-                scale = self.targets
-                mark = scale.mark()
-            value = target()
+            return self._learn_vector(x, target, counted, None)
+        scale = mark = None
+        if counted:  # a regressor's target statistics count it: undone on a refusal
+            scale = cast(TargetScale, self.targets)
+            mark = scale.mark()
+            value = scale.advance(target)
         else:
             value = target
         loss = model.learn_bound(value)
@@ -256,14 +253,14 @@ class Rounds:
             return model.last_scores
         if scale is not None and mark is not None:
             scale.back_to(mark)
-            return self._learn_vector(x, target, None)
-        return self._learn_vector(x, target, value)
+            return self._learn_vector(x, target, counted, None)
+        return self._learn_vector(x, target, counted, value)
 
     def _learn_vector(
-        self, x: Mapping, target: float | Callable[[], float], value: float | None
+        self, x: Mapping, target: float, counted: bool, value: float | None
     ) -> np.ndarray | None:
-        """:meth:`learn_known` through a vector of ``x`` (``value``: the target already
-        computed, else ``target``'s)."""
+        """:meth:`learn_known` through a vector of ``x`` (``value``: the core's target already
+        computed, else ``target``'s, as there)."""
         model = self.model
         assert model is not None
         if self._sparse(model, x):
@@ -272,7 +269,7 @@ class Rounds:
                 return None
             cols, vals = record
             if value is None:
-                value = target() if callable(target) else target
+                value = self._core_target(target, counted)
             loss = model.learn_sparse(cols, vals, value)
             if loss >= 0.0:
                 self._last_input, self._last_shared = None, False
@@ -286,9 +283,13 @@ class Rounds:
             vec = self.scaler.learn_transform(vec)
         self.last_input = vec
         if value is None:
-            value = target() if callable(target) else target
+            value = self._core_target(target, counted)
         self.last_loss = model.learn(vec, value)
         return model.last_scores
+
+    def _core_target(self, target: float, counted: bool) -> float:
+        """The core's target of :meth:`learn_known`'s ``target`` (counted when ``counted``)."""
+        return cast(TargetScale, self.targets).advance(target) if counted else target
 
     def _sparse(self, model: OnlineMKL, x: Mapping) -> bool:
         """Whether ``x`` takes the core's calls on a record's non-zeros
