@@ -83,13 +83,17 @@ def _compiled_call(model: Any, timed: list) -> Callable[[], None]:
     known.values(timed[0][0], features, True)  # (the buffers of the timed records' keys)
     rounds._bind_record(core)  # (the buffers, as the first one-call round binds them)
     bound = core._bind_record()
-    record, learn = bound[0], bound[1]
+    address, learn = bound[0], bound[1]
     t0, n0 = core.schedule.t, core.t
 
     def go() -> None:
+        # ``bound`` holds the record pack the address points into: the model, and with it the
+        # pack, would otherwise be freed once this stage is made (the calls then read freed
+        # memory; main's version of this stage crashed so)
+        assert bound[0] == address
         for i, ((x, _), y) in enumerate(zip(timed, targets, strict=True), start=1):
             known.values(x, features, True)
-            learn(record, y, t0 + i, n0 + i)
+            learn(address, y, t0 + i, n0 + i)
 
     return go
 
