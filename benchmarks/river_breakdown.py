@@ -12,7 +12,7 @@ hops):
 - ``dict -> values``: ``KnownRecord.values`` (the record's values in the dict's order into a
   kept buffer, their columns looked up once per key tuple);
 - ``+ the compiled call``: the same, then the one compiled call the round goes through
-  (``OnlineMKL.learn_values``' bound call, ``RoundArgs.record_calls``, called directly:
+  (``OnlineMKL.learn_bound``'s call, ``RoundArgs.record_calls``, called directly:
   unboxing its arguments, the record scattered and standardised, the round);
 - ``the round in the compiled loop``: the same rounds on the standardised rows in one compiled
   loop (``learn_many``: no call per round): what the compiled call costs beyond it is the
@@ -81,14 +81,19 @@ def _compiled_call(model: Any, timed: list) -> Callable[[], None]:
     known, features, core = rounds._known, rounds.features, rounds.model
     targets = [rounds.target(y) for _, y in timed]
     known.values(timed[0][0], features, True)  # (the buffers of the timed records' keys)
-    bound = core._bind_values(known.vals, known.cols, known.raw, known.xs, *rounds._stats())
-    record, learn = bound[10], bound[11]
+    rounds._bind_record(core)  # (the buffers, as the first one-call round binds them)
+    bound = core._bind_record()
+    address, learn = bound[0], bound[1]
     t0, n0 = core.schedule.t, core.t
 
     def go() -> None:
+        # ``bound`` holds the record pack the address points into: the model, and with it the
+        # pack, would otherwise be freed once this stage is made (the calls then read freed
+        # memory; main's version of this stage crashed so)
+        assert bound[0] == address
         for i, ((x, _), y) in enumerate(zip(timed, targets, strict=True), start=1):
             known.values(x, features, True)
-            learn(record, y, t0 + i, n0 + i)
+            learn(address, y, t0 + i, n0 + i)
 
     return go
 
@@ -214,7 +219,7 @@ def rows_of(name: str, t: dict[str, float]) -> list[list[object]]:
         [name, "learn_predict_one", "dict -> values (`KnownRecord.values`)", us(values)],
         [name, "", "the compiled round (in a compiled loop)", us(loop)],
         [name, "", "boundary, scatter, standardisation", us(call - values - loop)],
-        [name, "", "Python in `Rounds.learn_known` / `OnlineMKL.learn_values`", us(known - call)],
+        [name, "", "Python in `Rounds.learn_known` / `OnlineMKL.learn_bound`", us(known - call)],
         [name, "", "classifier hop and probabilities", us(one - known)],
         [name, "", "(of which the dict of probabilities)", us(proba)],
         [name, "", "**total**", f"**{us(one)}**"],

@@ -17,9 +17,9 @@ Python glue of the learner's calls (dispatch, checks, the pipeline's own code). 
 - the record mapped dict -> entries (``FeatureIndex.known_sparse``: for the prediction and
   for the learning call; ``KnownRecord.values`` on the dense one-call route) and the inputs'
   checks (``check_numeric``);
-- the compiled round (``RoundArgs.learn_sparse``; a dense route's ``learn_values``,
+- the compiled round (``RoundArgs.learn_sparse``; a dense route's ``learn_bound``,
   ``learn_predict``) and the compiled decision of ``predict_proba_one``
-  (``RoundArgs.decision_sparse``; ``predict_values``, ``decision``);
+  (``RoundArgs.decision_sparse``; ``predict_bound``, ``decision``);
 - the probabilities (``Classes.proba``).
 
 Timers read ``time.perf_counter_ns`` (~0.08 µs a read; a CPU clock's read costs ~0.6 µs, more
@@ -141,10 +141,10 @@ def _instrument(timers: Timers) -> None:
         (classifier, "check_numeric", "checks (check_numeric)"),
         (update.RoundArgs, "learn_sparse", "compiled round (learn)"),
         (update.RoundArgs, "learn_predict", "compiled round (learn)"),
-        (model.OnlineMKL, "learn_values", "compiled round (learn)"),
+        (model.OnlineMKL, "learn_bound", "compiled round (learn)"),
         (update.RoundArgs, "decision_sparse", "compiled decision (predict)"),
         (update.RoundArgs, "decision", "compiled decision (predict)"),
-        (model.OnlineMKL, "predict_values", "compiled decision (predict)"),
+        (model.OnlineMKL, "predict_bound", "compiled decision (predict)"),
         (model.OnlineMKL, "_after_round", "after a round (bandwidth warm-up)"),
         (_labels.Classes, "proba", "probabilities (Classes.proba)"),
     ]

@@ -1,5 +1,5 @@
-"""The one-call round of a record of known inputs (``OnlineMKL.learn_values`` /
-``predict_values`` behind ``Rounds.learn_known`` / ``predict_known``): the same numbers bit for
+"""The one-call round of a record of known inputs (``OnlineMKL.learn_bound`` /
+``predict_bound`` behind ``Rounds.learn_known`` / ``predict_known``): the same numbers bit for
 bit as the general path on real river streams, taken when it should be, and a record it refuses
 changes nothing."""
 
@@ -28,20 +28,20 @@ def _general(x: dict) -> dict:
 def counted(monkeypatch):
     """How often the one-call round and prediction took a record."""
     taken = {"learn": 0, "predict": 0}
-    learn, predict = OnlineMKL.learn_values, OnlineMKL.predict_values
+    learn, predict = OnlineMKL.learn_bound, OnlineMKL.predict_bound
 
-    def learn_values(self, *args):
+    def learn_bound(self, *args):
         loss = learn(self, *args)
         taken["learn"] += loss >= 0.0
         return loss
 
-    def predict_values(self, *args):
+    def predict_bound(self, *args):
         fx = predict(self, *args)
         taken["predict"] += fx is not None
         return fx
 
-    monkeypatch.setattr(OnlineMKL, "learn_values", learn_values)
-    monkeypatch.setattr(OnlineMKL, "predict_values", predict_values)
+    monkeypatch.setattr(OnlineMKL, "learn_bound", learn_bound)
+    monkeypatch.setattr(OnlineMKL, "predict_bound", predict_bound)
     return taken
 
 
@@ -172,10 +172,12 @@ def test_the_regressor_round_gives_the_general_round_numbers_bit_for_bit():
 
 
 def test_the_one_call_route_follows_buffers_replaced_between_records(counted):
-    """The one-call route binds its buffers once (``OnlineMKL._bound``, a record pack): a
-    record whose buffers (values, columns, raw and standardised vectors, the four statistics)
-    are new arrays of the same contents is learned and predicted on those, the numbers of a
-    learner that keeps its buffers, bit for bit."""
+    """The one-call route binds its buffers once (``OnlineMKL.bind_record``, a record pack):
+    a record whose buffers (values, columns, raw and standardised vectors, the four
+    statistics) are replaced by new arrays of the same contents, the replacement reported
+    (``Rounds.buffers_replaced``, as their owners do), is learned and predicted on those, the
+    numbers of a learner that keeps its buffers, bit for bit
+    (tests/test_river_record_binding.py: each way an owner replaces one)."""
     data = list(datasets.Bananas())[:1300]
     kept, swapped = MKLClassifier(standardize=True), MKLClassifier(standardize=True)
     for i, (x, y) in enumerate(data):
@@ -186,6 +188,7 @@ def test_the_one_call_route_follows_buffers_replaced_between_records(counted):
             known.cols, known.raw, known.xs = known.cols.copy(), known.raw.copy(), known.xs.copy()
             scaler.count, scaler.mean = scaler.count.copy(), scaler.mean.copy()
             scaler.m2, scaler.binary = scaler.m2.copy(), scaler.binary.copy()
+            rounds.buffers_replaced()
         assert swapped.predict_proba_one(x) == kept.predict_proba_one(x)
         assert swapped.learn_predict_one(x, y) == kept.learn_predict_one(x, y)
         if i > 1100 and i % 7 == 0:
@@ -207,9 +210,10 @@ def test_a_record_pack_is_called_by_its_address_without_changing_its_references(
     rounds = model.rounds()
     core, known = rounds.model, rounds._known
     known.values(data[300][0], rounds.features, True)
-    bound = core._bind_values(known.vals, known.cols, known.raw, known.xs, *rounds._stats())
+    rounds._bind_record(core)
+    bound = core._bind_record()
     assert bound is not None
-    address, record = bound[10], bound[13]
+    address, record = bound[0], bound[3]
     assert isinstance(address, int) and address == nb.record_address(record) != 0
     refs = record._meminfo.refcount
     by_record = nb.predict_record(record)
@@ -296,4 +300,4 @@ def test_every_way_a_learner_is_made_takes_the_one_call_route_with_the_same_numb
     bound = wider.rounds().model._bound
     assert wider.learn_predict_one(*data[401]) is not None
     assert wider.rounds().model._bound is not bound
-    assert wider.rounds().model._bound[9] == len(x) + 1
+    assert wider.rounds().model._record[2].shape[0] == len(x) + 1

@@ -9,7 +9,7 @@ they inline, under that package's numba cache guard.
 - blocks: ``apply_prox_steps``, and the codes ``K_B1`` (B1-spline kernel) and ``B_PROJECT``
   (the projecting budget policy);
 - inputs: ``standardize_one``, ``standardize_rows`` (online standardisation of rows, the
-  numbers of the rounds of records of known inputs, ``OnlineMKL.learn_values``).
+  numbers of the rounds of records of known inputs, ``OnlineMKL.learn_bound``).
 
 Each is the compiled function itself (with its ``.py_func``).
 """

@@ -64,10 +64,11 @@ STATE_VERSION = 6  # 2: the adaptive schedules' arrays; 3: BlockState.gram (proj
 _F64 = np.dtype(np.float64)
 #: Target types the compiled round takes as they are (it checks their values itself).
 _NUMBERS = frozenset({float, int, np.float64, np.int64})
-#: ``learn_values``'s answer when the model's rounds do not take the one-call route.
+#: ``learn_bound``'s answer when the model's rounds do not take the one-call route.
 _NOT_TAKEN = -4.0
 _NO_STATS = (np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0))
-#: No buffers bound to the one-call route (``OnlineMKL._bound``: nothing is ``is`` them).
+#: No record pack made (``OnlineMKL._bound``; made at the next one-call round). A tuple of 14
+#: Nones, as pickles hold it.
 _UNBOUND: tuple[Any, ...] = (None,) * 14
 
 
@@ -118,6 +119,9 @@ class OnlineMKL:
         their cost to a quarter, measured 0.2-0.3 points of accuracy lower on the development
         streams; the leader predicts every round).
     """
+
+    #: :meth:`learn_bound`'s answer when no record's buffers are bound (:meth:`bind_record`).
+    NO_RECORD = -5.0
 
     def __init__(
         self,
@@ -190,10 +194,15 @@ class OnlineMKL:
         #: The round arguments the one-call route is bound to, and its compiled calls.
         self._values_args: RoundArgs | None = None
         self._values: tuple[Any, Any] = (None, None)
-        #: The one-call route's buffers and round arguments as last bound, the width then and
-        #: the record pack's calls, their first argument and the record pack
-        #: (``RoundArgs.record_calls``): ``(args, vals, cols, raw, xs, count, mean, m2,
-        #: binary, width, a, learn, predict, record)``.
+        #: The buffers of the one-call route (:meth:`bind_record`): ``(vals, cols, raw, xs,
+        #: count, mean, m2, binary)``, or None. Their owner reports when it replaces one
+        #: (:meth:`bind_record` again, or :meth:`unbind_record`); never pickled.
+        self._record: tuple[np.ndarray, ...] | None = None
+        #: The record pack of these buffers and the round arguments now, and its calls
+        #: (``RoundArgs.record_calls``): ``(a, learn, predict, record, args)``, or
+        #: :data:`_UNBOUND` until the next one-call round makes it (:meth:`_bind_record`, the
+        #: one place that does): whatever replaces the round arguments or changes the width
+        #: drops it (:meth:`_unbind`).
         self._bound: tuple[Any, ...] = _UNBOUND
         self._kernelized = False
         # MedianRBF kernels: the first inputs, until their bandwidths are measured
@@ -220,6 +229,8 @@ class OnlineMKL:
     def feature_keys(self, keys: Iterable[str]) -> None:
         self._keys = [str(k) for k in keys]
         self._key_index = {k: i for i, k in enumerate(self._keys)}
+        if "_bound" in self.__dict__:  # (another width; not in __init__, before it is made)
+            self._unbind()
 
     def declare_features(self, keys: Iterable[str], rescale: bool = True) -> None:
         """Name new inputs (appended as new columns); kernels may select them by name. Costs
@@ -238,6 +249,7 @@ class OnlineMKL:
         d = len(self._keys)
         self._keys.extend(new)
         index.update(zip(new, range(d, d + len(new)), strict=True))
+        self._unbind()  # (another width; grown in place, the round arguments stay)
         try:
             self._grow_inputs(rescale and not self.hold_bandwidths)
         except BaseException:  # nothing changed: the names are taken back
@@ -299,6 +311,7 @@ class OnlineMKL:
 
     def _refresh_args(self) -> None:
         assert self._layout is not None and self._state is not None
+        self._unbind()
         self._refresh_every = self._refresh_period()
         steps = step_arrays(self.regularizers, len(self.kernels), self.names)
         self._args = RoundArgs(
@@ -456,45 +469,72 @@ class OnlineMKL:
 
     @property
     def takes_values(self) -> bool:
-        """Whether records go through :meth:`learn_values` / :meth:`predict_values` (the rounds
+        """Whether records go through :meth:`learn_bound` / :meth:`predict_bound` (the rounds
         and predictions of an explicit bank on dense records; not the sparse rounds of a wide
         bank, nor kernelized blocks)."""
         args = self._args
         return args is not None and args.known
 
-    def learn_values(
+    def bind_record(
         self, vals: np.ndarray, cols: np.ndarray, raw: np.ndarray,
-        stats: tuple[np.ndarray, ...] | None, xs: np.ndarray, y: float,
-    ) -> float:  # fmt: skip
-        """One round on a record given as its values ``vals`` and their columns ``cols`` (every
-        one >= 0), in one compiled call: scattered into ``raw`` (0 elsewhere), with ``stats``
-        (the running ``(count, mean, m2, binary)`` of every input) standardised into ``xs`` and
-        counted (``streammkl.core.compiled.standardize_rows``'s numbers), then :meth:`learn` on
-        it.
-        Every array is float64 (``cols`` int64), C-contiguous, ``raw`` / ``xs`` / the
-        statistics of the model's width; ``y`` a float. Returns the loss, or a negative number
-        when the record needs :meth:`learn` (a value out of range, a new class, a bank whose
-        rounds take another route, ...), having changed nothing."""
+        stats: tuple[np.ndarray, ...] | None, xs: np.ndarray,
+    ) -> None:  # fmt: skip
+        """The buffers of the records :meth:`learn_bound` and :meth:`predict_bound` take from
+        now on: a record's values ``vals`` and their columns ``cols`` (a column of -1: a name
+        the model ignores; a round takes only records whose columns are all >= 0), ``raw``
+        the record scattered over the model's inputs (0 elsewhere), ``stats`` the running
+        ``(count, mean, m2, binary)`` of every input (None: no standardisation) and ``xs``
+        the record standardised. Every array float64 (``cols`` int64), C-contiguous, ``raw``,
+        ``xs`` and the statistics of the model's width. The model keeps them (references, not
+        copies) until :meth:`unbind_record` or the next ``bind_record``: their owner calls one
+        of them whenever it replaces a buffer (writing into a buffer is what the calls are
+        for). Never pickled nor copied with the model."""
         count, mean, m2, binary = _NO_STATS if stats is None else stats
-        b = self._bound  # (checked inline: a method call per round costs ~0.1 µs)
-        if not (
-            self._args is b[0] and vals is b[1] and cols is b[2] and raw is b[3] and xs is b[4]
-            and count is b[5] and mean is b[6] and m2 is b[7] and binary is b[8]
-            and len(self._keys) == b[9]
-        ):  # fmt: skip
-            bound = self._bind_values(vals, cols, raw, xs, count, mean, m2, binary)
+        self._record = (vals, cols, raw, xs, count, mean, m2, binary)
+        self._unbind()
+
+    def unbind_record(self) -> None:
+        """Forget the buffers of :meth:`bind_record` (their owner replaced one):
+        :meth:`learn_bound` answers :attr:`NO_RECORD` and :meth:`predict_bound` None until
+        buffers are bound again."""
+        self._record = None
+        self._unbind()
+
+    @property
+    def record_bound(self) -> bool:
+        """Whether buffers are bound (:meth:`bind_record`)."""
+        return self._record is not None
+
+    def _unbind(self) -> None:
+        """Drop the record pack (the round arguments or the width changed, or the buffers):
+        the next one-call round makes it again (:meth:`_bind_record`)."""
+        self._bound = _UNBOUND
+
+    def learn_bound(self, y: float) -> float:
+        """One round on the record in the buffers of :meth:`bind_record` (its values written
+        into ``vals``), in one compiled call: scattered into ``raw``, with the statistics
+        standardised into ``xs`` and counted (``streammkl.core.compiled.standardize_rows``'s
+        numbers), then :meth:`learn` on it; ``y`` a float. Returns the loss, or a negative
+        number, having changed nothing: :attr:`NO_RECORD` when no buffers are bound, another
+        when the record needs :meth:`learn` (a value out of range, a new class, buffers not of
+        the model's width, a bank whose rounds take another route, ...)."""
+        b = self._bound
+        if b is _UNBOUND:
+            bound = self._bind_record()
             if bound is None:
-                return _NOT_TAKEN
+                return self.NO_RECORD if self._record is None else _NOT_TAKEN
             b = bound
         s = self.schedule
         t = self.t + 1
-        loss = b[11](b[10], y, s.t + 1, t)
+        loss = b[1](b[0], y, s.t + 1, t)
         if loss < 0.0:
             return loss
         s.t += 1
         self.t = t
         if self._warmup is not None or self._refresh_every:  # (else nothing follows a round)
-            self._after_round(raw if stats is None else xs, loss, t)
+            record = self._record
+            assert record is not None
+            self._after_round(record[2] if record[4] is _NO_STATS[0] else record[3], loss, t)
         return loss
 
     @property
@@ -547,7 +587,7 @@ class OnlineMKL:
         return args.fx
 
     def _values_call(self, which: int) -> Any:
-        """The compiled call of :meth:`learn_values` (``which`` 0) or :meth:`predict_values`
+        """The compiled call of :meth:`learn_bound` (``which`` 0) or :meth:`predict_bound`
         (1) for the round arguments now, ``(entry point, address)``, bound once per arguments
         (the callers read ``_values`` directly while the arguments stay); None when the rounds
         do not take it."""
@@ -558,50 +598,41 @@ class OnlineMKL:
             self._values = (None, None) if calls is None else calls
         return self._values[which]
 
-    def _bind_values(
-        self, vals: np.ndarray, cols: np.ndarray, raw: np.ndarray, xs: np.ndarray,
-        count: np.ndarray, mean: np.ndarray, m2: np.ndarray, binary: np.ndarray,
-    ) -> tuple[Any, ...] | None:  # fmt: skip
-        """Bind these buffers (``count`` ``_NO_STATS[0]``: no standardisation) and the round
-        arguments now to the one-call route (:attr:`_bound`, its record pack and calls); None,
-        binding nothing, when the rounds do not take it or a buffer is not of the model's
-        width."""
+    def _bind_record(self) -> tuple[Any, ...] | None:
+        """Make the record pack of the bound buffers and the round arguments now, and its
+        calls (:attr:`_bound`); None, making nothing, when no buffers are bound, the rounds do
+        not take the route or a buffer is not of the model's width."""
+        record = self._record
+        if record is None:
+            return None
+        vals, cols, raw, xs, count, mean, m2, binary = record
         args = self._args
         learn = self._values_call(0)
         if learn is None or not raw.shape[0] == xs.shape[0] == len(self._keys):
             return None
         assert args is not None
-        a, f, g, record = args.record_calls(
+        a, f, g, pack = args.record_calls(
             learn[1], self._values[1][1], vals, cols, raw, count, mean, m2, binary, xs,
             count is not _NO_STATS[0],
         )  # fmt: skip
-        width = len(self._keys)
-        self._bound = (args, vals, cols, raw, xs, count, mean, m2, binary, width, a, f, g, record)
+        self._bound = (a, f, g, pack, args)
         return self._bound
 
-    def predict_values(
-        self, vals: np.ndarray, cols: np.ndarray, raw: np.ndarray,
-        stats: tuple[np.ndarray, ...] | None, xs: np.ndarray,
-    ) -> np.ndarray | None:  # fmt: skip
-        """:meth:`decision_prepared` of a record given as in :meth:`learn_values` (a column of
-        -1: a name the model ignores), standardised without counting when ``stats`` are given,
-        in one compiled call: the scores (a view: copy to keep), or None when the record needs
+    def predict_bound(self) -> np.ndarray | None:
+        """:meth:`decision_prepared` of the record in the buffers of :meth:`bind_record`,
+        standardised without counting when statistics are bound, in one compiled call: the
+        scores (a view: copy to keep), or None when no buffers are bound or the record needs
         the general path (a value out of range, a bank whose predictions take another
         route)."""
-        count, mean, m2, binary = _NO_STATS if stats is None else stats
         b = self._bound
-        if not (
-            self._args is b[0] and vals is b[1] and cols is b[2] and raw is b[3] and xs is b[4]
-            and count is b[5] and mean is b[6] and m2 is b[7] and binary is b[8]
-            and len(self._keys) == b[9]
-        ):  # fmt: skip
-            bound = self._bind_values(vals, cols, raw, xs, count, mean, m2, binary)
+        if b is _UNBOUND:
+            bound = self._bind_record()
             if bound is None:
                 return None
             b = bound
-        if not b[12](b[10]):
+        if not b[2](b[0]):
             return None
-        return b[0].fx
+        return b[4].fx
 
     def _refused(self, x: np.ndarray, y: Any, code: float) -> float:
         """The compiled round refused (x, y) (nothing changed): raise what the checks in
@@ -1105,6 +1136,7 @@ class OnlineMKL:
             self._refresh_args()
         else:
             self._args = None
+            self._unbind()
 
     # --- runtime kernel changes -------------------------------------------------------------
     def add_kernel(self, kernel: Kernel) -> None:
@@ -1262,6 +1294,7 @@ class OnlineMKL:
         state.pop("_sparse_x", None)  # (zeros: made again when needed)
         state["_values"] = (None, None)
         state["_bound"] = _UNBOUND
+        state.pop("_record", None)  # (another owner's buffers: bound again by their owner)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -1274,6 +1307,7 @@ class OnlineMKL:
         state.setdefault("_values_args", None)  # pickled before the one-call route
         state.setdefault("_values", (None, None))
         state["_bound"] = _UNBOUND
+        state["_record"] = None
         self.__dict__.update(state)
         if self._state is not None:
             self._refresh_args()

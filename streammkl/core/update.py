@@ -295,7 +295,7 @@ class RoundArgs:
         address of the record's meminfo (``nb.record_address``; ``nb.learn_record_at``,
         ``nb.predict_record_at`` take it: an int to unbox instead of fourteen arguments). The
         caller keeps ``record`` while it uses ``a``, and the buffers while they are the ones
-        bound (it checks)."""
+        bound (their owners report a replacement: ``OnlineMKL.bind_record``)."""
         record = nb.new_record(
             self.pack, vals, cols, raw, count, mean, m2, binary, xs, bool(standardize),
             int(at_round), int(at_decision),

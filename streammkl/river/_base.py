@@ -222,6 +222,7 @@ class MKLLearner:
             arrays = {k: v for k, v in arrays.items() if not k.startswith(_SCALER)}
         if meta["core"] is not None:
             rounds.model = OnlineMKL.from_state(meta["core"], arrays)
+        rounds.buffers_replaced()  # (a scaler and a model of their own)
         rounds.restore_targets(meta["extra"])
         return learner
 

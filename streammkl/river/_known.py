@@ -7,13 +7,13 @@ of its values and one typed copy into a kept buffer (no per-record array, no per
 Anything unusual answers None and the caller takes its general path: a value that is not a
 plain ``float`` or ``int`` (``None``, ``bool``, numpy scalars, strings), an ``int`` beyond a
 float's range, a name of another type than ``str`` or ``int``; when learning, a name the model
-does not know. Values out of range are the compiled call's to refuse (``OnlineMKL.learn_values``).
+does not know. Values out of range are the compiled call's to refuse (``OnlineMKL.learn_bound``).
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -36,6 +36,9 @@ class KnownRecord:
         #: The record over the model's inputs, and standardised (buffers of its width).
         self.raw = _NONE
         self.xs = _NONE
+        #: Called whenever a buffer (:attr:`vals`, :attr:`cols`, :attr:`raw`, :attr:`xs`) is
+        #: replaced by another (whoever bound them elsewhere binds them again); not pickled.
+        self.on_replace: Callable[[], None] | None = None
 
     def values(self, x: Mapping, features: FeatureIndex, learn: bool) -> np.ndarray | None:
         """``x``'s values as a float64 vector in the dict's order (their columns: :attr:`cols`,
@@ -48,7 +51,7 @@ class KnownRecord:
             self._look_up(keys, features, width)
         if learn and not self._complete:
             return None
-        values = list(x.values())
+        values = x.values()  # (a view: no list per record)
         if not _NUMBER.issuperset(map(type, values)):
             return None
         try:  # into vals: a struct's copy costs ~0.3 µs less than ``vals[:] = values``
@@ -63,14 +66,21 @@ class KnownRecord:
         self.vals = vals
         self._pack = struct.Struct(f"{vals.shape[0]}d").pack_into
 
+    def _replaced(self) -> None:
+        """Report that a buffer was replaced (:attr:`on_replace`)."""
+        if self.on_replace is not None:
+            self.on_replace()
+
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
         del state["_pack"]  # (a struct does not pickle: made again from the buffer)
+        del state["on_replace"]  # (its owner's: set again by it)
         return state
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self._bind(self.vals)
+        self.on_replace = None
 
     def _look_up(self, keys: tuple, features: FeatureIndex, width: int) -> None:
         get = features.index.get
@@ -85,6 +95,7 @@ class KnownRecord:
             self._keys, self._index, self._width, self._complete = None, None, -1, False
             self._bind(_NONE)
             self.cols = self.cols[:0]
+            self._replaced()
             return
         self._keys, self._index, self._width, self._complete = keys, features.index, width, complete
         self.cols = np.array(found, dtype=np.int64)
@@ -92,3 +103,4 @@ class KnownRecord:
             self._bind(np.zeros(len(keys)))
         if self.raw.shape[0] != width:
             self.raw, self.xs = np.zeros(width), np.zeros(width)
+        self._replaced()  # (cols at least: a new array)

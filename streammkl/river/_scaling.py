@@ -36,13 +36,14 @@ standardised as before; inputs first met after the load start binary).
 
 The hot loop is the core's (``streammkl.core.compiled.standardize_rows``), compiled without
 fastmath, the same code for one row, for a run and inside the round of a record of known inputs
-(``OnlineMKL.learn_values``), so all give the same numbers bit for bit.
+(``OnlineMKL.learn_bound``), so all give the same numbers bit for bit.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+import sys
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -64,6 +65,9 @@ class InputScaler:
         self.m2 = np.zeros(width)
         #: 1.0 for an input every counted value of which was 0 or 1 (left at 0/1), else 0.0.
         self.binary = np.ones(width)
+        #: Called whenever the statistics' arrays are replaced by others (:meth:`fit_width`;
+        #: whoever bound them elsewhere binds them again); not pickled.
+        self.on_replace: Callable[[], None] | None = None
 
     def fit_width(self, width: int) -> None:
         """Grow the statistics to ``width`` inputs (new ones start at zero counts, binary)."""
@@ -73,6 +77,18 @@ class InputScaler:
                 np.concatenate([a, np.zeros(extra)]) for a in (self.count, self.mean, self.m2)
             )
             self.binary = np.concatenate([self.binary, np.ones(extra)])
+            if self.on_replace is not None:
+                self.on_replace()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state.pop("on_replace", None)  # (its owner's: set again by it)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # (the names interned, as pickle's default does: a pickle of the copy is the same bytes)
+        self.__dict__.update({sys.intern(k): v for k, v in state.items()})
+        self.on_replace = None
 
     @property
     def stats(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

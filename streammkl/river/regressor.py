@@ -117,7 +117,7 @@ class MKLRegressor(MKLLearner, base.MiniBatchRegressor):
 
     def learn_one(self, x: Mapping, y: float) -> None:
         y = _finite_target(y)
-        if self._rounds.learn_known(x, lambda: self._target.advance(y)) is not None:
+        if self._rounds.learn_known(x, y, counted=True) is not None:
             return
         check_numeric(x)
         rounds = self._rounds
@@ -139,9 +139,9 @@ class MKLRegressor(MKLLearner, base.MiniBatchRegressor):
             return self.predict_one(x)
         value = _finite_target(y)
         center, scale = self._target.center_scale()
-        fx = self._rounds.learn_known(x, lambda: self._target.advance(value))
+        fx = self._rounds.learn_known(x, value, counted=True)
         if fx is not None:
-            return center + scale * float(fx[0])
+            return center + scale * fx.item(0)
         rounds = self._rounds
         model = rounds.model
         if model is None or not model.feature_keys or not rounds.knows_features(x):
@@ -160,7 +160,7 @@ class MKLRegressor(MKLLearner, base.MiniBatchRegressor):
         center, scale = self._target.center_scale()
         fx = rounds.predict_known(x)
         if fx is not None:
-            return center + scale * float(fx[0])
+            return center + scale * fx.item(0)
         vec = rounds.vector(x, learn=False)
         if vec is None:
             return center

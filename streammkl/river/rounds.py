@@ -18,9 +18,10 @@ predictions, bit for bit those of a loop of ``learn_predict_one``.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from operator import itemgetter
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -41,6 +42,7 @@ _PLAIN = frozenset({str, bool, int, float})  # label types that hash as themselv
 #: tracemalloc), twice over while the daemon pipelines two batches.
 _RUN_CELLS = 1 << 20
 _EMPTY = (np.zeros((0, 0)), np.zeros(0))
+_NO_RECORD = OnlineMKL.NO_RECORD
 
 
 class Rounds:
@@ -82,6 +84,30 @@ class Rounds:
         self.last_loss = float("nan")
         self._make_model = make_model
         self._params_spec = params_spec
+        self.buffers_replaced()
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # (the names interned, as pickle's default does: a pickle of the copy is the same bytes)
+        self.__dict__.update({sys.intern(k): v for k, v in state.items()})
+        self.buffers_replaced()  # (the record's owners report to this copy)
+
+    def buffers_replaced(self) -> None:
+        """A buffer of the one-call round was replaced (a record's, :class:`KnownRecord`, or
+        the standardisation's, :class:`InputScaler`), or the scaler or the model: the model
+        forgets the buffers it was given, and the next one-call round binds them again
+        (:meth:`_bind_record`). The record and the scaler report here themselves; whatever
+        replaces the scaler or the model calls it."""
+        self._known.on_replace = self.scaler.on_replace = self.buffers_replaced
+        if self.model is not None:
+            self.model.unbind_record()
+
+    def _bind_record(self, model: OnlineMKL) -> None:
+        """Give ``model`` the buffers of the one-call round (:meth:`OnlineMKL.bind_record`):
+        the record's and, when the learner standardises, the statistics over every known
+        input."""
+        known = self._known
+        stats = self._stats() if self.learner.standardize else None
+        model.bind_record(known.vals, known.cols, known.raw, stats, known.xs)
 
     @property
     def last_input(self) -> np.ndarray | None:
@@ -184,58 +210,57 @@ class Rounds:
         self.last_loss = self.model.learn(vec, target)
         return self.last_loss
 
-    def learn_known(self, x: Mapping, target: float | Callable[[], float]) -> np.ndarray | None:
+    def learn_known(self, x: Mapping, target: float, counted: bool = False) -> np.ndarray | None:
         """One round on ``x`` when nothing about it needs the full path (the model is made,
         every name of ``x`` is known, every value a plain finite number): featurised in one
         pass, standardised when the learner standardises, learned in one compiled call;
         returns the scores predicted before the update (a view: copy to keep). None when ``x``
         needs the full path (nothing changed). The same numbers as :meth:`vector` and
-        :meth:`learn`. ``target``: the core's target, or a function giving it, called once
-        ``x`` is known to take this route (a regressor's target statistics, :attr:`targets`,
-        count it; taken back when the one-call round then refuses ``x``, before the checked path
-        counts it).
+        :meth:`learn`. ``target``: the core's target; with ``counted``, a regressor's raw
+        target, which its statistics (:attr:`targets`, a :class:`TargetScale`) count and make
+        the core's target once ``x`` is known to take this route (taken back when the
+        one-call round then refuses ``x``, before the checked path counts it).
 
         A record whose keys and values the one-call round takes (:class:`KnownRecord`, a bank
-        whose rounds take it: ``OnlineMKL.learn_values``) is scattered, checked, standardised
-        and learned in one compiled call on kept buffers."""
+        whose rounds take it: ``OnlineMKL.learn_bound``) is scattered, checked, standardised
+        and learned in one compiled call on buffers the model was given once
+        (:meth:`buffers_replaced`)."""
         model = self.model
         if model is None or not model.takes_values:  # (takes_values: built, explicit, dense)
             if model is None or not model.built:
                 return None
-            return self._learn_vector(x, target, None)
+            return self._learn_vector(x, target, counted, None)
         known = self._known
         vals = known.values(x, self.features, learn=True)
         if vals is None:
-            return self._learn_vector(x, target, None)
-        scale, mark = None, None
-        if type(target) is float:
-            value = target
-        elif callable(target):  # a regressor's target statistics count it: undone on a refusal
-            if isinstance(self.targets, TargetScale):
-                scale = self.targets
-                mark = scale.mark()
-            value = target()
+            return self._learn_vector(x, target, counted, None)
+        scale = mark = None
+        if counted:  # a regressor's target statistics count it: undone on a refusal
+            scale = cast(TargetScale, self.targets)
+            mark = scale.mark()
+            value = scale.advance(target)
         else:
             value = target
-        standardize = self.learner.standardize
-        stats = self._stats() if standardize else None
-        loss = model.learn_values(vals, known.cols, known.raw, stats, known.xs, value)
+        loss = model.learn_bound(value)
+        if loss == _NO_RECORD:
+            self._bind_record(model)
+            loss = model.learn_bound(value)
         if loss >= 0.0:
-            self._last_input = known.xs if standardize else known.raw
+            self._last_input = known.xs if self.learner.standardize else known.raw
             self._last_shared = True
             self._last_sparse = None
             self.last_loss = loss
             return model.last_scores
         if scale is not None and mark is not None:
             scale.back_to(mark)
-            return self._learn_vector(x, target, None)
-        return self._learn_vector(x, target, value)
+            return self._learn_vector(x, target, counted, None)
+        return self._learn_vector(x, target, counted, value)
 
     def _learn_vector(
-        self, x: Mapping, target: float | Callable[[], float], value: float | None
+        self, x: Mapping, target: float, counted: bool, value: float | None
     ) -> np.ndarray | None:
-        """:meth:`learn_known` through a vector of ``x`` (``value``: the target already
-        computed, else ``target``'s)."""
+        """:meth:`learn_known` through a vector of ``x`` (``value``: the core's target already
+        computed, else ``target``'s, as there)."""
         model = self.model
         assert model is not None
         if self._sparse(model, x):
@@ -244,7 +269,7 @@ class Rounds:
                 return None
             cols, vals = record
             if value is None:
-                value = target() if callable(target) else target
+                value = self._core_target(target, counted)
             loss = model.learn_sparse(cols, vals, value)
             if loss >= 0.0:
                 self._last_input, self._last_shared = None, False
@@ -258,9 +283,13 @@ class Rounds:
             vec = self.scaler.learn_transform(vec)
         self.last_input = vec
         if value is None:
-            value = target() if callable(target) else target
+            value = self._core_target(target, counted)
         self.last_loss = model.learn(vec, value)
         return model.last_scores
+
+    def _core_target(self, target: float, counted: bool) -> float:
+        """The core's target of :meth:`learn_known`'s ``target`` (counted when ``counted``)."""
+        return cast(TargetScale, self.targets).advance(target) if counted else target
 
     def _sparse(self, model: OnlineMKL, x: Mapping) -> bool:
         """Whether ``x`` takes the core's calls on a record's non-zeros
@@ -292,11 +321,11 @@ class Rounds:
         if model is None or not model.feature_keys:
             return None
         if model.takes_values:  # the one-call route (takes_values: the model is built)
-            known = self._known
-            vals = known.values(x, self.features, learn=False)
-            if vals is not None:
-                stats = self._stats() if self.learner.standardize else None
-                fx = model.predict_values(vals, known.cols, known.raw, stats, known.xs)
+            if self._known.values(x, self.features, learn=False) is not None:
+                fx = model.predict_bound()
+                if fx is None and not model.record_bound:
+                    self._bind_record(model)
+                    fx = model.predict_bound()
                 if fx is not None:
                     return fx
         elif not model.built:
@@ -632,6 +661,7 @@ class Rounds:
         self.features = other.features
         self.scaler = other.scaler
         self.restore_targets(other.targets_meta())
+        self.buffers_replaced()
 
     def load_state(
         self, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray], with_bank: bool = False
@@ -671,6 +701,7 @@ class Rounds:
             if f"{SCALER_PREFIX}count" in scaler
             else InputScaler()
         )
+        self.buffers_replaced()
         return True
 
     def rebase_onto(
@@ -711,6 +742,7 @@ class Rounds:
             return False
         if pooled is not None:
             self.scaler = InputScaler.from_arrays(pooled, SCALER_PREFIX)
+            self.buffers_replaced()
         return True
 
     def _is_mine(self, meta: Mapping[str, Any], names: list[str]) -> bool:

@@ -1,0 +1,142 @@
+"""The one-call round's buffers are bound once and rebound when their owner replaces one
+(``Rounds.buffers_replaced``, ``OnlineMKL.bind_record``), never checked per call: after each
+way a buffer is replaced (a new input, a new key order, a new class, a pickle, a scaler reset,
+the model adopted), the next round takes the one-call route on exactly
+the owners' current buffers and gives the numbers of the general path, bit for bit."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+
+import numpy as np
+import pytest
+from river import datasets
+
+from streammkl.core import OnlineMKL
+from streammkl.river import MKLClassifier
+from streammkl.river._scaling import InputScaler
+
+
+def _general(x: dict) -> dict:
+    """The same record with numpy float values: the general path (never the one-call route)."""
+    return {k: np.float64(v) for k, v in x.items()}
+
+
+@pytest.fixture
+def taken(monkeypatch):
+    """Rounds the one-call route took."""
+    count = {"learn": 0}
+    learn = OnlineMKL.learn_bound
+
+    def learn_bound(self, *args):
+        loss = learn(self, *args)
+        count["learn"] += loss >= 0.0
+        return loss
+
+    monkeypatch.setattr(OnlineMKL, "learn_bound", learn_bound)
+    return count
+
+
+def _bound_to_owners(learner) -> None:
+    """The model's buffers are the record's and the scaler's current ones (not copies)."""
+    rounds = learner.rounds()
+    known, scaler, core = rounds._known, rounds.scaler, rounds.model
+    record = core._record
+    assert record is not None
+    owners = (known.vals, known.cols, known.raw, known.xs, *scaler.stats)
+    assert all(a is b for a, b in zip(record, owners, strict=True))
+    assert known.raw.shape[0] == len(core.feature_keys) == scaler.count.shape[0]
+    assert core._bound[4] is core._args  # (the record pack of the round arguments now)
+
+
+def _replaced_reset(learner) -> None:
+    rounds = learner.rounds()
+    meta, arrays = learner.to_state()
+    assert rounds.take_state(meta, arrays)  # the scaler replaced by the saved one
+
+
+EVENTS = {
+    "a new input": lambda pair: [pair(lambda x: {**x, "extra": 0.25})],
+    "a new key order": lambda pair: [pair(lambda x: dict(reversed(list(x.items()))))],
+    "a new class": lambda pair: [pair(None, "third")],
+    "a pickle": lambda pair: [pair(pickle_both=True)],
+    "a deepcopy": lambda pair: [pair(copy_both=True)],
+    "a scaler reset": lambda pair: [pair(each=_replaced_reset)],
+}
+
+
+@pytest.mark.parametrize("event", sorted(EVENTS))
+def test_the_round_after_a_buffer_is_replaced_uses_the_new_one(event, taken):
+    data = list(datasets.Bananas())[:500]
+    one_call, general = MKLClassifier(standardize=True), MKLClassifier(standardize=True)
+    for x, y in data[:300]:
+        assert one_call.learn_predict_one(x, y) == general.learn_predict_one(_general(x), y)
+    _bound_to_owners(one_call)
+    learners = [one_call, general]
+
+    def pair(reshape=None, label=None, pickle_both=False, copy_both=False, each=None):
+        x, y = data[300]
+        if reshape is not None:
+            x = reshape(x)
+        if label is not None:
+            y = label
+        if pickle_both:
+            learners[:] = [pickle.loads(pickle.dumps(m)) for m in learners]
+        if copy_both:
+            learners[:] = [copy.deepcopy(m) for m in learners]
+        if each is not None:
+            for m in learners:
+                each(m)
+        a, b = learners
+        assert a.learn_predict_one(x, y) == b.learn_predict_one(_general(x), y)
+
+    EVENTS[event](pair)
+    before = taken["learn"]
+    a, b = learners
+    for x, y in data[301:]:  # the next rounds: the one-call route, on the new buffers
+        assert a.learn_predict_one(x, y) == b.learn_predict_one(_general(x), y)
+        assert a.predict_proba_one(x) == b.predict_proba_one(_general(x))
+        _bound_to_owners(a)
+    assert taken["learn"] - before == len(data) - 301
+    assert a.rounds().digest() == b.rounds().digest()
+
+
+def test_a_model_adopted_from_another_learner_is_given_this_learners_buffers(taken):
+    """``Rounds.adopt`` takes another learner's model, which may hold that learner's buffers:
+    it is given this learner's (else this learner's record would be written where the model
+    does not read)."""
+    data = list(datasets.Bananas())[:600]
+    mine, other, general = (MKLClassifier(standardize=True) for _ in range(3))
+    for x, y in data[:300]:
+        mine.learn_predict_one(x, y)
+        other.learn_predict_one(x, y)
+        general.learn_predict_one(_general(x), y)
+    assert other.rounds().model._record is not None
+    mine.rounds().adopt(other.rounds())
+    assert mine.rounds().model._record is None  # (forgotten: bound again at the next round)
+    before = taken["learn"]
+    for x, y in data[300:]:
+        assert mine.learn_predict_one(x, y) == general.learn_predict_one(_general(x), y)
+        _bound_to_owners(mine)
+    assert taken["learn"] - before == 300
+    assert mine.rounds().digest() == general.rounds().digest()
+
+
+def test_owners_report_each_replacement_and_not_the_hook_in_a_pickle():
+    reports = []
+    scaler = InputScaler(2)
+    scaler.on_replace = lambda: reports.append("scaler")
+    scaler.fit_width(2)  # the same width: nothing replaced, nothing reported
+    assert reports == []
+    scaler.fit_width(3)
+    assert reports == ["scaler"]
+    restored = pickle.loads(pickle.dumps(scaler))
+    assert restored.on_replace is None and "on_replace" not in scaler.__getstate__()
+    learner = MKLClassifier(standardize=True)
+    for x, y in list(datasets.Bananas())[:50]:
+        learner.learn_predict_one(x, y)
+    known = learner.rounds()._known
+    known.on_replace = lambda: reports.append("record")
+    learner.learn_predict_one({"2": 0.5, "1": 0.25}, True)  # another key order: new columns
+    assert reports == ["scaler", "record"]
