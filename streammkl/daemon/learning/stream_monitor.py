@@ -440,7 +440,11 @@ class StreamMonitor:
             self._hits += sum(hits)
         if self.history.due(monitor.n, monitor.n - (segment.stop - segment.start)):
             self._row()
-        self._catch_up(monitor)
+
+    def observed_run(self) -> None:
+        """The driver has observed every segment of a compiled run (:meth:`observed_segment`):
+        in a backlog, the comparator's turn (once per run, not per segment)."""
+        self._catch_up(self.built)
 
     def _catch_up(self, monitor: Monitor) -> None:
         """In a backlog, give the comparator its turn before the estimate goes stale (bounded:
