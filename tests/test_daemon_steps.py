@@ -444,3 +444,41 @@ def test_a_run_planned_a_column_at_a_time_is_the_loop_of_checks(
             assert Y.tobytes() == np.array(targets).tobytes(), name
         whole = rounds._whole_run(xs, ys, 0)
         assert (whole is not None) == (name == "none"), name  # the fast path took the stretch
+
+
+@pytest.mark.parametrize("dim", [None, 3])
+def test_a_dense_vector_takes_the_fast_path_to_the_record_the_full_walk_gives(
+    dim: int | None,
+) -> None:
+    """codec._plain reads a dense vector of finite floats (of ``dim`` values when set) in one
+    pass: the Record the full walk (codec._judged) gives; every other array is left to the
+    walk (None), which names its reason."""
+    from streammkl.wire import codec
+
+    limits = codec.Limits(max_vector_length=4)  # a short limit, to be reached
+    texts = [
+        b'{"x": [1.5, -2.0, 0.25], "y": "a", "id": "r1"}',
+        b'{"x": [1.5, -2.0, 0.25], "y": true}',
+        b'{"x": [1.5, -2.0]}',  # of another dimension
+        b'{"x": [1.5, -2.0, 0.25, 1.0, 2.0]}',  # beyond max_vector_length
+        b'{"x": [1, -2.0, 0.25]}',  # an int: the walk converts it
+        b'{"x": [1.5, true, 0.25]}',
+        b'{"x": [1.5, -2.0, 1e300]}',  # beyond max_abs_value
+        b'{"x": []}',
+        b'{"x": [[1.5], [2.0]], "y": ["a", "b"]}',  # a sequence
+        b'{"x": [1.5, -2.0, 0.25], "ts": 3}',
+        b'{"x": [1.5, -2.0, 0.25], "y": [1]}',
+    ]
+    fast = 0
+    for text in texts:
+        plain = codec._plain(text, limits, dim)
+        judged = codec._judged(text, dim, None, False, 10_000, "vector", False, limits)
+        full = codec._decoded(codec._plain_up_to(False, "vector", False, limits), dim, None,
+                              False, 10_000, "vector", False, limits, text)  # fmt: skip
+        assert full == judged, text  # the decoder's answer is the walk's, by either path
+        if plain is None:
+            continue
+        fast += 1
+        assert isinstance(judged, wire.Record) and plain == judged, text
+        assert all(type(v) is float for v in plain.x), text
+    assert fast == (2 if dim == 3 else 3)
