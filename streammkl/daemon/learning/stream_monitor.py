@@ -22,7 +22,7 @@ examples, the detector is started afresh (deterministically, at that example), w
 is checkpointed (:class:`streammkl.monitor.drift.LossDriftDetector` keeps the log). The
 comparator windows and shadows are rebuilt after a restart (they only feed metrics).
 
-**A schedule in a backlog.** After each observed segment the loop calls
+**A schedule in a backlog.** After each observed round or compiled run the loop calls
 :meth:`streammkl.monitor.regret.WindowedRegret.catch_up`: when the estimate lags 60 % of
 ``monitor.refresh_examples`` it waits for the hurried comparator, whose fits are bounded by
 ``monitor.comparator_epochs``, at most ``monitor.catch_up_seconds`` at a time and
