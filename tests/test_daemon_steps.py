@@ -395,3 +395,90 @@ def test_monitored_runs_need_block_norm_regularizers() -> None:
     assert not plain.batched  # no room for a run
     plain.observer = type("Stride50", (), {"stride": 50})()
     assert plain.batched
+
+
+@pytest.mark.parametrize(
+    ("classes", "loss"),
+    [((False, True), None), ((False, True), "logistic"), (("a", "b", "c"), None)],
+)
+def test_a_run_planned_a_column_at_a_time_is_the_loop_of_checks(
+    classes: tuple[Any, ...], loss: str | None
+) -> None:
+    """Rounds.plan of validated records: the whole stretch built a column at a time when every
+    record joins the run, else where the loop of checks ends it -- the same end, rows and
+    targets as that loop (Rounds._known_run), whatever breaks the run: a new input, a missing
+    one, an unknown class, a label of another type."""
+    rng = random.Random(5)
+    learner = MKLClassifier(loss=losses.Logistic() if loss else None)  # a binary loss: +-1
+    names = ["a", "b", "c"]
+    for i in range(30):  # inputs and classes known
+        learner.learn_one({k: rng.uniform(-1, 1) for k in names}, classes[i % len(classes)])
+    rounds = learner.rounds()
+    assert rounds.classes.binary == (loss is not None)
+
+    def batch() -> tuple[list[dict[str, float]], list[Any]]:
+        xs = [{k: rng.uniform(-1, 1) for k in names} for _ in range(40)]
+        return xs, [rng.choice(classes) for _ in xs]
+
+    breaks = {
+        "none": lambda xs, ys: None,
+        "new input": lambda xs, ys: xs[17].update(d=1.0),
+        "input swapped": lambda xs, ys: xs.__setitem__(17, {"a": 0.5, "b": 0.1, "z": 1.0}),
+        "missing input": lambda xs, ys: xs[17].pop("b"),
+        "unknown class": lambda xs, ys: ys.__setitem__(17, "unseen"),
+        "numpy label": lambda xs, ys: ys.__setitem__(17, np.array([classes[0]])[0]),
+        "first": lambda xs, ys: xs[0].update(d=1.0),
+    }
+    for name, spoil in breaks.items():
+        xs, ys = batch()
+        spoil(xs, ys)
+        for start in (0, 5):
+            end, X, Y = rounds.plan(xs, ys, start, validated=True)
+            j, rows, targets = rounds._known_run(xs, ys, start, True)
+            assert end == j, name
+            if j == start:
+                assert X.size == 0 and Y.size == 0, name
+                continue
+            assert X.dtype == np.float64 and X.flags.c_contiguous, name
+            assert X.tobytes() == np.array(rows, dtype=np.float64).tobytes(), name
+            assert Y.tobytes() == np.array(targets).tobytes(), name
+        whole = rounds._whole_run(xs, ys, 0)
+        assert (whole is not None) == (name == "none"), name  # the fast path took the stretch
+
+
+@pytest.mark.parametrize("dim", [None, 3])
+def test_a_dense_vector_takes_the_fast_path_to_the_record_the_full_walk_gives(
+    dim: int | None,
+) -> None:
+    """codec._plain reads a dense vector of finite floats (of ``dim`` values when set) in one
+    pass: the Record the full walk (codec._judged) gives; every other array is left to the
+    walk (None), which names its reason."""
+    from streammkl.wire import codec
+
+    limits = codec.Limits(max_vector_length=4)  # a short limit, to be reached
+    texts = [
+        b'{"x": [1.5, -2.0, 0.25], "y": "a", "id": "r1"}',
+        b'{"x": [1.5, -2.0, 0.25], "y": true}',
+        b'{"x": [1.5, -2.0]}',  # of another dimension
+        b'{"x": [1.5, -2.0, 0.25, 1.0, 2.0]}',  # beyond max_vector_length
+        b'{"x": [1, -2.0, 0.25]}',  # an int: the walk converts it
+        b'{"x": [1.5, true, 0.25]}',
+        b'{"x": [1.5, -2.0, 1e300]}',  # beyond max_abs_value
+        b'{"x": []}',
+        b'{"x": [[1.5], [2.0]], "y": ["a", "b"]}',  # a sequence
+        b'{"x": [1.5, -2.0, 0.25], "ts": 3}',
+        b'{"x": [1.5, -2.0, 0.25], "y": [1]}',
+    ]
+    fast = 0
+    for text in texts:
+        plain = codec._plain(text, limits, dim)
+        judged = codec._judged(text, dim, None, False, 10_000, "vector", False, limits)
+        full = codec._decoded(codec._plain_up_to(False, "vector", False, limits), dim, None,
+                              False, 10_000, "vector", False, limits, text)  # fmt: skip
+        assert full == judged, text  # the decoder's answer is the walk's, by either path
+        if plain is None:
+            continue
+        fast += 1
+        assert isinstance(judged, wire.Record) and plain == judged, text
+        assert all(type(v) is float for v in plain.x), text
+    assert fast == (2 if dim == 3 else 3)

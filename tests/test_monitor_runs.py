@@ -318,6 +318,41 @@ def test_chunks_cut_anywhere_give_the_row_by_row_model_and_monitor(seed: int) ->
     _same(ref, loop)
 
 
+def test_a_run_observed_with_its_terms_keeps_the_monitor_observe_run_keeps() -> None:
+    """observe_run with the run's terms (run_terms once for the run, the window fed by one
+    observe_window call) keeps the monitor observe_run keeps piece by piece without them:
+    objective, feature norms, β samples and β after each piece, and the window's fits (their
+    objectives and bounds: the rows' losses, regularizer values, step sizes, feature norms)."""
+    X, Y = _drifting(700)
+    pieces = ((0, 130), (130, 400), (400, 401), (401, 700))
+    kept = []
+    for with_terms in (False, True):
+        model = _model()
+        mon = _monitor(model, detector=None)
+        norms = np.empty((701, len(model.kernels)))
+        losses, scores = model.learn_many(X, Y, block_norms=norms[:700])
+        norms[700] = model.block_norms
+        regs = model.regularization_values(norms[:700])
+        terms = mon.run_terms(X, norms) if with_terms else None
+        betas = []
+        for a, b in pieces:
+            seen = mon.observe_run(X[a:b], Y[a:b], losses[a:b], regs[a:b], scores[a:b],
+                                   norms[a : b + 1], ahead=700 - b, terms=terms)  # fmt: skip
+            assert seen.kept == b - a and not seen.restart
+            betas.append(mon.kernel_weights().tolist())
+        if terms is not None:
+            assert mon.regret is not None and mon.regret.n_requested == 0  # fed apart
+            mon.observe_window(X, Y, losses, regs, terms)
+        kept.append((mon, betas))
+    (plain, plain_betas), (termed, termed_betas) = kept
+    assert termed_betas == plain_betas
+    assert termed.to_state() == plain.to_state() and termed.beta.to_state()["samples"]
+    a, b = plain.snapshot(), termed.snapshot()
+    assert all(a[k] == b[k] or (math.isnan(a[k]) and math.isnan(b[k])) for k in a), (a, b)
+    assert plain.regret is not None and termed.regret is not None
+    assert len(plain.regret.history) >= 3 and termed.regret.history == plain.regret.history
+
+
 def test_a_run_observed_without_its_block_norms_may_not_cross_a_beta_sample() -> None:
     model = _model()
     loop = _loop(model, shadows=False, window=None, beta_stride=50)

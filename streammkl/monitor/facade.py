@@ -36,7 +36,7 @@ from streammkl.monitor.objective import OnlineObjective
 from streammkl.monitor.regret import WindowedRegret
 from streammkl.monitor.theory import etas_of
 
-__all__ = ["Monitor", "Observed"]
+__all__ = ["Monitor", "Observed", "RunTerms"]
 
 NAN = math.nan
 
@@ -47,6 +47,15 @@ class Observed(NamedTuple):
     kept: int  # rows observed (all, or up to the boundary where a restart falls due)
     rises: list[int]  # example indices of the rises detected in them
     restart: bool  # restart the learner's schedule now (after the kept rows)
+
+
+class RunTerms(NamedTuple):
+    """What :meth:`Monitor.run_terms` computes once for a whole compiled run, for the
+    :meth:`Monitor.observe_run` calls that observe it piece by piece (row k: the run's k-th)."""
+
+    first: int  # the monitor's example count at the run's first row
+    phi_sq: np.ndarray  # ||phi(x)||^2 of each row
+    beta: dict[int, list[float]]  # β at each multiple of the β stride the run reaches
 
 
 def _rows(X: Any, Y: Any, losses: Any, regs: Any) -> tuple[np.ndarray, ...]:
@@ -164,6 +173,7 @@ class Monitor:
         self.reg_start = 0.0
         self.rounds = model.schedule.t  # rounds observed since the schedule's last (re)start
         self._now: np.ndarray | None = None  # block norms as of example n (None: the model's)
+        self._beta_now: list[float] | None = None  # β sampled at example n by a run's terms
 
     # --- hot path -----------------------------------------------------------------------------
     def observe(self, x: Any, y: Any, loss: float, reg: float, scores: Any = None) -> bool:
@@ -179,7 +189,7 @@ class Monitor:
         index = self.n
         self.n += 1
         self.rounds += 1
-        self._now = None
+        self._now = self._beta_now = None
         x = np.asarray(x, dtype=np.float64)
         y = float(y)
         self.objective.update(loss, reg)
@@ -205,6 +215,7 @@ class Monitor:
         scores: Any = None,
         norms: np.ndarray | None = None,
         ahead: int = 0,
+        terms: RunTerms | None = None,
     ) -> Observed:
         """Account rounds learned just before in one compiled loop (e.g. ``learn_many(X, Y,
         block_norms)``, ``regs = model.regularization_values(block_norms)``), in order, with no
@@ -215,6 +226,11 @@ class Monitor:
         after-state and β must not fall due before the end). ``ahead``: rounds the model
         learned after these rows in the same loop (a caller observing a long run piece by
         piece; they fix the rows' step sizes).
+
+        ``terms``: :meth:`run_terms` of the whole run these rows are part of (they start at
+        its row ``self.n - terms.first``): the feature norms and β are read from it, and the
+        windowed regret is not fed here -- the caller feeds it the run's observed rows in one
+        :meth:`observe_window` call, before a restart it is asked for.
 
         A rise whose restart falls due inside the rows ends the observation there: the
         returned :class:`Observed` says how many rows were ``kept``; the model must be taken
@@ -232,10 +248,17 @@ class Monitor:
         fed, rises = self._detect(Y[:limit], losses[:limit], scores, self.n,
                                   stop=self.restart_on_drift)  # fmt: skip
         kept = fed if (rises and self.restart_on_drift) or self.restart_pending else n
-        etas = etas_of(self.model.schedule, kept, ahead + n - kept)
         after = self.model.block_norms if norms is None else norms[kept]
-        self._account(X[:kept], Y[:kept], losses[:kept], regs[:kept], etas,
-                      None if norms is None else norms[:kept], after)  # fmt: skip
+        if terms is None:
+            etas = etas_of(self.model.schedule, kept, ahead + n - kept)
+            self._account(X[:kept], Y[:kept], losses[:kept], regs[:kept], etas,
+                          None if norms is None else norms[:kept], after)  # fmt: skip
+        else:
+            if norms is None:
+                raise ValueError("observe_run with run terms needs the rows' block norms")
+            self._account_terms(losses[:kept], regs[:kept], terms)
+        if terms is None:
+            self._beta_now = None
         self._now = None if norms is None or (ahead == 0 and kept == n) else after
         if rises and self.restart_on_drift:
             self.restart_pending = True
@@ -283,6 +306,54 @@ class Monitor:
         for k, weights in zip(due, model.kernel_weights_of(np.array(rows)).tolist(), strict=True):
             update(k, dict(zip(names, weights, strict=True)))  # as _sample_beta, β of all at once
 
+    def run_terms(self, X: Any, norms: np.ndarray) -> RunTerms:
+        """The per-row terms of a compiled run about to be observed (from the monitor's
+        current example on), computed once for the whole run: ``||phi(x)||^2`` of each row of
+        ``X`` and β at each multiple of the β stride in it (``norms`` (n + 1, kernels): the
+        block norms before each round and after the last). Elementwise, so the same numbers
+        as :meth:`observe_run` computes piece by piece."""
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        model, first, n = self.model, self.n, X.shape[0]
+        step = self.beta.stride
+        due = range(first + step - first % step, first + n + 1, step)
+        beta: dict[int, list[float]] = {}
+        if due:
+            weights = model.kernel_weights_of(norms[[k - first for k in due]]).tolist()
+            beta = dict(zip(due, weights, strict=True))
+        return RunTerms(first, self.norms.norm_sq_many(model, X), beta)
+
+    def observe_window(
+        self, X: Any, Y: Any, losses: Any, regs: Any, terms: RunTerms, ahead: int = 0
+    ) -> None:
+        """Feed the windowed regret the rows of a run observed with ``terms`` (its first rows,
+        in one call: the same chunks and fit requests as row by row); ``ahead``: rounds the
+        model learned after these rows in the same loop (they fix the rows' step sizes)."""
+        if self.regret is None:
+            return
+        X, Y, losses, regs = _rows(X, Y, losses, regs)
+        n = losses.shape[0]
+        if n:
+            etas = etas_of(self.model.schedule, n, ahead)
+            self.regret.observe_many(X, Y, losses, regs, etas, terms.phi_sq[:n])
+
+    def _account_terms(self, losses: np.ndarray, regs: np.ndarray, terms: RunTerms) -> None:
+        """:meth:`_account` of rows of a run whose per-row terms are computed (:meth:`run_terms`;
+        the windowed regret fed apart, :meth:`observe_window`)."""
+        first, n = self.n, losses.shape[0]
+        self.objective.update_many(losses, regs)
+        if n:
+            start = first - terms.first
+            top = float(np.fmax.reduce(terms.phi_sq[start : start + n]))  # as update_many
+            if top > self.norms.max_sq:
+                self.norms.max_sq = top
+        self.n = first + n
+        self.rounds += n
+        step = self.beta.stride
+        names, update, beta = self.model.names, self.beta.update, terms.beta
+        for k in range(first + step - first % step, first + n + 1, step):
+            update(k, dict(zip(names, beta[k], strict=True)))
+        self._beta_now = beta.get(first + n)  # (kernel_weights() then reads it)
+
     def rows_to_boundary(self) -> int:
         """How many more examples until the next multiple of the stride (1..B): where a
         pending restart falls due."""
@@ -290,7 +361,10 @@ class Monitor:
 
     def kernel_weights(self) -> np.ndarray:
         """β as of the last observed example (the model itself may be ahead, inside a run
-        observed piece by piece)."""
+        observed piece by piece); the run's β sample when one fell there (the same numbers:
+        each row of ``kernel_weights_of`` is summed alone)."""
+        if self._beta_now is not None:
+            return np.array(self._beta_now)
         return self.model.kernel_weights_of(
             self.model.block_norms if self._now is None else self._now
         )
@@ -318,7 +392,7 @@ class Monitor:
         model = self.model
         self.theta_start_norm = theory.theta_norm(model)
         self.reg_start = model.regularization_value()
-        self._now = None
+        self._now = self._beta_now = None
         self.rounds = 0
 
     def _error(self, y: float, scores: Any) -> float:

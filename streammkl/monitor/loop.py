@@ -36,6 +36,8 @@ class Segment(NamedTuple):
     losses: np.ndarray  # prequential, one per row
     scores: np.ndarray  # prequential, (rows, outputs)
     rises: list[int]  # example indices of the rises detected in these rows
+    run_start: int  # the first row of the compiled run these rows are part of
+    run_scores: np.ndarray  # that run's prequential scores, from run_start (judged once)
 
 
 class MonitoredLoop:
@@ -156,17 +158,22 @@ class MonitoredLoop:
         losses, scores = np.asarray(losses, dtype=np.float64), np.asarray(scores)
         norms[rows] = model.block_norms
         regs = model.regularization_values(norms[:rows])
+        # the per-row terms of the whole run at once; the window fed once, with the rows kept
+        terms = monitor.run_terms(X[i:j], norms)
         first, a = monitor.n, 0
         while a < rows:
             b = rows if cut is None else min(rows, a + cut - (first + a) % cut)
             part = slice(a, b)
             seen = monitor.observe_run(X[i + a : i + b], Y[i + a : i + b], losses[part],
                                        regs[part], scores[part], norms[a : b + 1],
-                                       ahead=rows - b)  # fmt: skip
+                                       ahead=rows - b, terms=terms)  # fmt: skip
             stop = a + seen.kept
             if self.shadows is not None and seen.kept:
                 self.shadows.observe_many(X[i + a : i + stop], Y[i + a : i + stop], losses[a:stop])
                 self.monitor.note_shadow_regret(self.shadows.regret)
+            if seen.restart or stop == rows:
+                monitor.observe_window(X[i : i + stop], Y[i : i + stop], losses[:stop],
+                                       regs[:stop], terms, ahead=rows - stop)  # fmt: skip
             if seen.restart:
                 if stop < rows:  # the rounds after the restart were learned without it
                     assert point is not None, "a restart inside a run that saved no point"
@@ -174,7 +181,7 @@ class MonitoredLoop:
                     learn(X[i : i + stop], Y[i : i + stop], np.empty((stop, norms.shape[1])))
                     self.n_relearned += stop
                 self._restart()
-            yield Segment(i + a, i + stop, losses[a:stop], scores[a:stop], seen.rises)
+            yield Segment(i + a, i + stop, losses[a:stop], scores[a:stop], seen.rises, i, scores)
             if seen.restart:
                 return i + stop
             a = b

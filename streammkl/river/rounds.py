@@ -488,10 +488,49 @@ class Rounds:
         known (a missing input counts as 0), ready for :meth:`learn_run`: ``(end, X, Y)``, X raw
         rows over the known inputs, Y the core's targets (``end == start``: none). A
         classifier's only; reads the learner, valid until it changes."""
+        if validated:  # the common stretch -- every record plain and known -- a column at a time
+            whole = self._whole_run(xs, ys, start)
+            if whole is not None:
+                return whole
         j, rows, targets = self._known_run(xs, ys, start, validated)
         if j == start:
             return start, *_EMPTY
         return j, np.array(rows, dtype=np.float64), np.array(targets)
+
+    def _whole_run(
+        self, xs: Sequence[Mapping], ys: Sequence[Any], i: int
+    ) -> tuple[int, np.ndarray, np.ndarray] | None:
+        """:meth:`plan` of validated records when every one up to the run's size limit joins
+        the run (a plain label of a known class, exactly the known inputs), built a column at
+        a time (~0.3 us per record less than :meth:`_known_run`'s loop of checks and
+        ``np.array`` of its row tuples: the same numbers); ``None`` when one does not (the
+        loop then finds where the run ends)."""
+        model, names = self.model, self.features.names
+        d = len(names)
+        classes = self.targets
+        if (model is None or not model.built or d == 0 or not isinstance(classes, Classes)
+                or not len(classes)):  # fmt: skip
+            return None
+        n = min(len(xs), i + max(1, _RUN_CELLS // d))
+        if n <= i:
+            return None
+        part, labels = xs[i:n], ys[i:n]
+        if not all(map(d.__eq__, map(len, part))):
+            return None
+        if not all(map(_PLAIN.__contains__, map(type, labels))):
+            return None
+        ks = list(map(classes.index.get, labels))
+        if None in ks or max(cast(list[int], ks)) >= (2 if classes.binary else model.n_outputs):
+            return None
+        rows = n - i
+        X = np.empty((rows, d))
+        try:
+            for c, name in enumerate(names):  # a missing input: KeyError (a new one in its place)
+                X[:, c] = np.fromiter(map(itemgetter(name), part), np.float64, rows)
+        except KeyError:
+            return None
+        K = np.array(ks, dtype=np.float64)
+        return n, X, (np.where(K == 1.0, 1.0, -1.0) if classes.binary else K)
 
     def _known_run(
         self, xs: Sequence[Mapping], ys: Sequence[Any], i: int, validated: bool

@@ -43,6 +43,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
+from operator import attrgetter
 from typing import Any, NamedTuple
 
 from streammkl.daemon.config import KafkaSettings
@@ -56,6 +57,7 @@ from streammkl.daemon.kafka.clients.protocol import (
 )
 
 log = logging.getLogger(__name__)
+_value = attrgetter("value")
 
 TP = tuple[str, int]
 #: How long the answer of :meth:`Source.missing_topics` is kept (it asks the broker).
@@ -486,14 +488,17 @@ class Source:
         """Up to ``limit`` buffered records in the deterministic interleaving order."""
         out: list[Any] = []
         parts = self.assignment
-        if len(parts) == 1:
+        if len(parts) == 1:  # the buffer's head, a slice at a time (not a record at a time)
             buf = self.buffers[parts[0]]
-            while buf and len(out) < limit:
-                out.append(buf.popleft())
+            if len(buf) <= limit:
+                out = list(buf)
+                buf.clear()
+            elif limit > 0:
+                popleft = buf.popleft
+                out = [popleft() for _ in range(limit)]
             if out:
-                self._bytes[parts[0]] = self._bytes.get(parts[0], 0) - sum(
-                    len(r.value) for r in out if r.value
-                )
+                taken = sum(map(len, filter(None, map(_value, out))))
+                self._bytes[parts[0]] = self._bytes.get(parts[0], 0) - taken
         else:
             silent: dict[Partition, bool] = {}
             while len(out) < limit:

@@ -286,10 +286,17 @@ class MKLDriver(LearnerDriver):
         X = rounds.prepare_rows(X)  # (standardised and counted once, before the loop's runs)
         done = []
         loop = observer.loop_for(core)
+        judged: np.ndarray | None = None  # the run whose outcomes and hits are in run, run_hits
+        run: Sequence[Outcome] = []
+        run_hits: list[bool] = []
         for seg in loop.runs(X, Y, core.learn_many_prepared, cut=observer.history_every):
-            results, hits = rounds.judge(seg.scores, Y[seg.start : seg.stop])
-            done += results
-            observer.observed_segment(seg, hits)
+            if seg.run_scores is not judged:  # a run's rows judged at once (hits: by segment)
+                judged, first = seg.run_scores, seg.run_start
+                run, run_hits = rounds.judge(judged, Y[first : first + judged.shape[0]])
+            a, b = seg.start - seg.run_start, seg.stop - seg.run_start
+            done += run[a:b]
+            observer.observed_segment(seg, run_hits[a:b])
+        observer.observed_run()
         return done, time.perf_counter() - t0
 
     def observe_round(self, hit: bool | None) -> None:

@@ -22,7 +22,7 @@ examples, the detector is started afresh (deterministically, at that example), w
 is checkpointed (:class:`streammkl.monitor.drift.LossDriftDetector` keeps the log). The
 comparator windows and shadows are rebuilt after a restart (they only feed metrics).
 
-**A schedule in a backlog.** After each observed segment the loop calls
+**A schedule in a backlog.** After each observed round or compiled run the loop calls
 :meth:`streammkl.monitor.regret.WindowedRegret.catch_up`: when the estimate lags 60 % of
 ``monitor.refresh_examples`` it waits for the hurried comparator, whose fits are bounded by
 ``monitor.comparator_epochs``, at most ``monitor.catch_up_seconds`` at a time and
@@ -440,7 +440,11 @@ class StreamMonitor:
             self._hits += sum(hits)
         if self.history.due(monitor.n, monitor.n - (segment.stop - segment.start)):
             self._row()
-        self._catch_up(monitor)
+
+    def observed_run(self) -> None:
+        """The driver has observed every segment of a compiled run (:meth:`observed_segment`):
+        in a backlog, the comparator's turn (once per run, not per segment)."""
+        self._catch_up(self.built)
 
     def _catch_up(self, monitor: Monitor) -> None:
         """In a backlog, give the comparator its turn before the estimate goes stale (bounded:
