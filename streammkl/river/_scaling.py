@@ -134,6 +134,17 @@ class InputScaler:
             f"{prefix}binary": self.binary,
         }
 
+    def assign(self, other: InputScaler) -> None:
+        """Hold ``other``'s statistics: copied into this scaler's arrays when they have the
+        same widths (the compiled calls bound to them stay bound: a group member takes its
+        group's statistics every round), else ``other``'s arrays taken."""
+        mine, theirs = self.stats, other.stats
+        if all(a.shape == b.shape for a, b in zip(mine, theirs, strict=True)):
+            for a, b in zip(mine, theirs, strict=True):
+                np.copyto(a, b)
+        else:
+            self.count, self.mean, self.m2, self.binary = theirs
+
     @classmethod
     def from_arrays(cls, arrays: Mapping[str, np.ndarray], prefix: str) -> InputScaler:
         """The statistics :meth:`to_arrays` saved; without ``binary`` (a state saved before the

@@ -666,7 +666,7 @@ class Rounds:
         core, scaler = split_scaler(arrays)
         if not model.take_state(dict(meta["core"]), core):
             return False
-        self.scaler = (
+        self.scaler.assign(
             InputScaler.from_arrays(scaler, SCALER_PREFIX)
             if f"{SCALER_PREFIX}count" in scaler
             else InputScaler()
@@ -710,7 +710,7 @@ class Rounds:
         if not rebase_onto(model, (meta["core"], core), (since[0]["core"], since[1]), examples):
             return False
         if pooled is not None:
-            self.scaler = InputScaler.from_arrays(pooled, SCALER_PREFIX)
+            self.scaler.assign(InputScaler.from_arrays(pooled, SCALER_PREFIX))
         return True
 
     def _is_mine(self, meta: Mapping[str, Any], names: list[str]) -> bool:
