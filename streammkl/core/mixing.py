@@ -183,27 +183,16 @@ class _Aligned:
         for m in range(len(target.kernels)):
             block[L.ex_off[m] : L.ex_off[m + 1]] = scale[m]
         k = w.shape[0]
-        avg_w, bias, avg_bias = (np.asarray(arrays[n]) for n in ("avg_w", "bias", "avg_bias"))
-        E = target.n_averages
-        if k == K and all(
-            a.dtype == np.float64 and a.shape == shape
-            for a, shape in ((w, (K, L.width)), (avg_w, (E, K, L.width)), (bias, (K,)),
-                             (avg_bias, (E, K)))
-        ):  # fmt: skip
-            # every output: the saved arrays as they are (the merge only reads them)
-            self.theta, self.stored, self.avg_w = w * block, w, avg_w
-            self.bias, self.avg_bias = bias, avg_bias
-        else:
-            self.theta = np.zeros((K, L.width))
-            self.stored = np.zeros((K, L.width))
-            self.avg_w = np.zeros((E, K, L.width))
-            self.avg_bias = np.zeros((E, K))
-            self.bias = np.zeros(K)
-            self.theta[:k] = w * block
-            self.stored[:k] = w
-            self.avg_w[:, :k] = avg_w
-            self.bias[:k] = bias
-            self.avg_bias[:, :k] = avg_bias
+        self.theta = np.zeros((K, L.width))
+        self.stored = np.zeros((K, L.width))
+        self.avg_w = np.zeros((target.n_averages, K, L.width))
+        self.avg_bias = np.zeros((target.n_averages, K))
+        self.bias = np.zeros(K)
+        self.theta[:k] = w * block
+        self.stored[:k] = w
+        self.avg_w[:, :k] = arrays["avg_w"]
+        self.bias[:k] = arrays["bias"]
+        self.avg_bias[:, :k] = arrays["avg_bias"]
         self.avg_loss = np.array(arrays["avg_loss"], dtype=float)
         self.acc = np.array(arrays["step_acc"], dtype=float)
         return self
