@@ -378,3 +378,69 @@ def test_a_model_takes_a_state_of_its_layout_in_place_as_from_state_builds_it(na
     member.learn_many(X[200:260], Y[200:260])
     loaded.learn_many(X[200:260], Y[200:260])
     assert member.digest() == loaded.digest()
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_a_state_taken_in_place_keeps_the_round_arguments_and_their_numbers(name):
+    """``take_state`` on the model's own layout copies the state into the arrays its round
+    arguments are bound to (``RoundArgs.refill``: the same pack, no new compiled calls), and
+    the model then predicts and learns what ``from_state`` builds, bit for bit: right after
+    the take on the input it predicted last (the pack's cached features and prediction start
+    afresh) and over the rounds after."""
+    cfg = dict(kernels=BANK, loss=losses.Logistic(), fit_intercept=True, **CONFIGS[name])
+    X, Y = _stream(400, 11)
+    member, _, merged = _settled(cfg, X, Y)
+    member.decision(X[200])
+    args, w = member._args, member.state.w
+    loaded = OnlineMKL.from_state(*merged.to_state())
+    assert member.take_state(*merged.to_state())
+    assert member._args is args and member.state.w is w  # (refilled, not rebuilt)
+    assert member.decision(X[200]) == loaded.decision(X[200])
+    assert np.array_equal(member.last_scores, loaded.last_scores)
+    for x, y in zip(X[200:260], Y[200:260], strict=True):
+        assert np.array_equal(member.learn_predict(x, y), loaded.learn_predict(x, y))
+    assert member.digest() == loaded.digest()
+
+
+def test_the_river_learner_takes_a_state_in_place_with_its_compiled_records_bound():
+    """A river learner (two classes: mirrored score rows, standardised inputs) taking a state
+    of its layout keeps its round arguments and input statistics' arrays (the compiled
+    record calls stay bound) and predicts and learns as the learner loaded from that state."""
+    from streammkl.river import MKLClassifier
+
+    X, Y = _stream(600, 12, d=4)
+    rows = [({f"x{j}": float(v) for j, v in enumerate(x)}, bool(y > 0)) for x, y in zip(X, Y)]
+    member = MKLClassifier()
+    for x, y in rows[:200]:
+        member.learn_one(x, y)
+    other = MKLClassifier.from_state(*member.to_state())
+    for x, y in rows[200:350]:
+        other.learn_one(x, y)
+    rounds = member.rounds()
+    assert rounds.take_state(*other.to_state())  # (the first: a loaded state's support room)
+    for x, y in rows[350:400]:
+        other.learn_one(x, y)
+        member.learn_one(x, y)
+    member.predict_proba_one(rows[350][0])
+    args, count = rounds.model._args, rounds.scaler.count
+    loaded = MKLClassifier.from_state(*other.to_state())
+    assert rounds.take_state(*other.to_state())
+    assert rounds.model._args is args and rounds.scaler.count is count
+    for x, y in rows[350:500]:  # (the first, the input it predicted last)
+        assert member.predict_proba_one(x) == loaded.predict_proba_one(x)
+        member.learn_one(x, y)
+        loaded.learn_one(x, y)
+    assert member.rounds().digest() == loaded.rounds().digest()
+
+
+def test_a_saved_state_holds_c_ordered_copies():
+    """``to_state`` gives C-ordered arrays that are the model's no more (the compiled rounds
+    take C-ordered arrays only; a group member publishes them and learns on)."""
+    X, Y = _stream(100, 14)
+    model = OnlineMKL(kernels=BANK, **CONFIGS["invsqrt"])
+    model.learn_many(X, Y)
+    _, arrays = model.to_state()
+    assert all(a.flags.c_contiguous and a.flags.owndata for a in arrays.values())
+    before = {k: a.copy() for k, a in arrays.items()}
+    model.learn_many(X[:10], Y[:10])
+    assert all(np.array_equal(arrays[k], before[k]) for k in arrays)

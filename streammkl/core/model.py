@@ -934,7 +934,18 @@ class OnlineMKL:
 
     def adopt(self, layout: Layout, state: BlockState) -> None:
         """Learn on from these arrays (a group's merged model, a restored state): they must be
-        made for the model's kernels, inputs (:attr:`feature_keys`) and outputs."""
+        made for the model's kernels, inputs (:attr:`feature_keys`) and outputs. On the model's
+        own layout, with arrays of the same shapes, their values are copied into the model's
+        arrays, which the round arguments stay bound to (:meth:`RoundArgs.refill`: the same
+        numbers as new arguments, without building them and their compiled calls again)."""
+        args = self._args
+        if (
+            args is not None
+            and layout is self._layout
+            and state is not self._state
+            and args.refill(layout, state, self.loss, self.schedule)
+        ):
+            return
         self._layout, self._state = layout, state
         self._refresh_args()
 

@@ -155,7 +155,8 @@ class BlockState:
         for name in self.saved_names():  # (lazy: the identity once settled, not saved)
             arr = getattr(self, name)
             if cols is not None and name in ("w", "avg_w", "w_avg") and arr.shape[-1]:
-                arr = arr[..., cols]
+                out[name] = np.take(arr, cols, axis=-1)  # (a new C-ordered array already)
+                continue
             if name == "sx" and d is not None:
                 arr = arr[:n, :d]
             elif name in ("sx", "ssq", "sv", "kself", "age"):

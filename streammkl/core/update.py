@@ -15,6 +15,7 @@ vector (checked by the caller).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import fields
 from typing import Any
 
 import numpy as np
@@ -192,6 +193,12 @@ class RoundArgs:
         self._layout = L
         self._decision_fn = nb.decision_explicit if self.explicit else nb.decision
         w_avg = S.w_avg if average else np.zeros((0, 0))
+        v, xsq, dots = np.zeros(K), np.zeros(L.n_views), np.zeros(L.n_views)
+        newnorms, fsq, blk_c, blk_steps = np.zeros(M), np.zeros(M), np.zeros(M), np.zeros(M)
+        all_blocks, prox_work = np.ones(M, dtype=np.bool_), np.zeros(M)
+        scratch, ascores = np.zeros(K), np.zeros((S.avg_w.shape[0], K))
+        row_dots = np.zeros(max(S.avg_w.shape[0] * K, 1))
+        phi_x, phi_valid = np.zeros(L.masks.shape[1]), np.zeros(1, dtype=np.int64)
         self.pack = nb.new_pack(
             int(schedule.code), np.ascontiguousarray(schedule.constants, dtype=np.float64),
             S.step_acc, self.etas, S.step_prev, S.stored_norms,
@@ -200,17 +207,22 @@ class RoundArgs:
             int(loss.code), float(loss.param), *steps, float(radius), int(policy), int(capacity),
             S.w, S.scale, S.norms, S.sx, S.ssq, S.sv, S.coef, S.kself, S.age, S.counters, S.gram,
             S.bias, float(bias_lr),
-            self.phi, self.scores, self.fx, np.zeros(K), np.zeros(L.n_views),
-            np.zeros(L.n_views), np.zeros(M), np.zeros(M), np.zeros(M), np.zeros(M),
-            np.ones(M, dtype=np.bool_), np.zeros(M),
+            self.phi, self.scores, self.fx, v, xsq, dots, newnorms, fsq, blk_c, blk_steps,
+            all_blocks, prox_work,
             S.avg_w, S.avg_bias, S.avg_loss, S.avg_count, horizons, float(discount), int(every),
-            self.pred, np.zeros(K), np.zeros((S.avg_w.shape[0], K)),
-            np.zeros(max(S.avg_w.shape[0] * K, 1)),
+            self.pred, scratch, ascores, row_dots,
             bool(average), w_avg, self.mirror, self.fast,
-            np.zeros(L.masks.shape[1]), np.zeros(1, dtype=np.int64),
+            phi_x, phi_valid,
             S.lazy, L.in_pos, L.ex_used, L.blk_inputs,
         )  # fmt: skip
         self._unit_scales = np.ones(M)
+        #: The pack's work buffers, each with the value a new pack starts it at (:meth:`refill`).
+        self._work = (
+            *((buf, 0) for buf in (self.phi, self.scores, self.fx, self.etas, self.pred, v, xsq,
+                                   dots, newnorms, fsq, blk_c, blk_steps, prox_work, scratch,
+                                   ascores, row_dots, phi_x, phi_valid)),
+            (all_blocks, True), (self._unit_scales, 1),
+        )  # fmt: skip
         self._learn: Callable[..., float] | None = None
         self._decide: Callable[..., Any] | None = None
         self._learn_sparse: Callable[..., float] | None = None
@@ -218,6 +230,25 @@ class RoundArgs:
         #: Records of known inputs take one compiled call (``learn_values``, ``predict_values``):
         #: the rounds and predictions of explicit banks on dense records.
         self.known = self.explicit and not self.wide
+
+    def refill(self, layout: Layout, state: BlockState, loss: Loss, schedule: Schedule) -> bool:
+        """Take the values of ``state`` into the arrays this pack is bound to and put its work
+        buffers back to their start: the pack then computes, bit for bit, what a new one built
+        on ``state`` would (the same layout, outputs, support capacity and averages: every
+        array of the same shape), without a new pack or new compiled entry points (a group
+        member takes its group's merged model every round). False, nothing changed, when a
+        shape differs or the two score rows' mirroring would (:func:`mirrored`)."""
+        own = self.state
+        if layout is not self._layout or mirrored(layout, state, loss, schedule) != self.mirror:
+            return False
+        pairs = [(getattr(own, f.name), getattr(state, f.name)) for f in fields(BlockState)]
+        if any(a.shape != b.shape or a.dtype != b.dtype for a, b in pairs):
+            return False
+        for a, b in pairs:
+            np.copyto(a, b)
+        for buf, start in self._work:
+            buf.fill(start)
+        return True
 
     def learn_predict(self, x: np.ndarray, y: float, t: int, n: int) -> float:
         """One checked round (``nb.learn_predict``) at round ``t`` since the schedule's restart,

@@ -188,7 +188,8 @@ class MKLLearner:
         return {name: spec(value) for name, value in params.items()}
 
     def to_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-        """(JSON-able meta, named arrays): the whole learner, without pickle."""
+        """(JSON-able meta, named arrays): the whole learner, without pickle. The arrays are
+        copies: the learner learns on without changing them."""
         rounds = self._rounds
         meta: dict[str, Any] = {
             "format": FILE_FORMAT,
@@ -202,8 +203,9 @@ class MKLLearner:
         arrays: dict[str, np.ndarray] = {}
         if rounds.model is not None:
             meta["core"], arrays = rounds.model.to_state()
-        if self.standardize:
-            arrays = {**arrays, **rounds.scaler.to_arrays(_SCALER)}
+        if self.standardize:  # (copies, as the core's: the learner learns on in place)
+            scaler = rounds.scaler.to_arrays(_SCALER)
+            arrays = {**arrays, **{k: v.copy() for k, v in scaler.items()}}
         json.dumps(meta)  # fail here, clearly, if a label is not JSON-serialisable
         return meta, arrays
 

@@ -65,8 +65,8 @@ class InputScaler:
         self.m2 = np.zeros(width)
         #: 1.0 for an input every counted value of which was 0 or 1 (left at 0/1), else 0.0.
         self.binary = np.ones(width)
-        #: Called whenever the statistics' arrays are replaced by others (:meth:`fit_width`;
-        #: whoever bound them elsewhere binds them again); not pickled.
+        #: Called whenever the statistics' arrays are replaced by others (:meth:`fit_width`,
+        #: :meth:`assign`; whoever bound them elsewhere binds them again); not pickled.
         self.on_replace: Callable[[], None] | None = None
 
     def fit_width(self, width: int) -> None:
@@ -149,6 +149,19 @@ class InputScaler:
             f"{prefix}m2": self.m2,
             f"{prefix}binary": self.binary,
         }
+
+    def assign(self, other: InputScaler) -> None:
+        """Hold ``other``'s statistics: copied into this scaler's arrays when they have the
+        same widths (the compiled calls bound to them stay bound: a group member takes its
+        group's statistics every round), else ``other``'s arrays taken."""
+        mine, theirs = self.stats, other.stats
+        if all(a.shape == b.shape for a, b in zip(mine, theirs, strict=True)):
+            for a, b in zip(mine, theirs, strict=True):
+                np.copyto(a, b)
+        else:
+            self.count, self.mean, self.m2, self.binary = theirs
+            if self.on_replace is not None:
+                self.on_replace()
 
     @classmethod
     def from_arrays(cls, arrays: Mapping[str, np.ndarray], prefix: str) -> InputScaler:

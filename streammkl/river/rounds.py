@@ -735,12 +735,13 @@ class Rounds:
         core, scaler = split_scaler(arrays)
         if not model.take_state(dict(meta["core"]), core):
             return False
-        self.scaler = (
+        # in place: the model's arrays refilled (or new round arguments, which drop the bound
+        # record's pack), the scaler's copied (or replaced: it reports so itself)
+        self.scaler.assign(
             InputScaler.from_arrays(scaler, SCALER_PREFIX)
             if f"{SCALER_PREFIX}count" in scaler
             else InputScaler()
         )
-        self.buffers_replaced()
         return True
 
     def rebase_onto(
@@ -780,8 +781,7 @@ class Rounds:
         if not rebase_onto(model, (meta["core"], core), (since[0]["core"], since[1]), examples):
             return False
         if pooled is not None:
-            self.scaler = InputScaler.from_arrays(pooled, SCALER_PREFIX)
-            self.buffers_replaced()
+            self.scaler.assign(InputScaler.from_arrays(pooled, SCALER_PREFIX))
         return True
 
     def _is_mine(self, meta: Mapping[str, Any], names: list[str]) -> bool:

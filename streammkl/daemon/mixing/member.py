@@ -966,9 +966,8 @@ class Sent:
 
 
 def snapshot(learner: MKLClassifier) -> State:
-    """The learner's state, its arrays copied (the learner keeps learning)."""
-    meta, arrays = learner.to_state()
-    return meta, {k: np.array(v, copy=True) for k, v in arrays.items()}
+    """The learner's state (its arrays are copies: the learner keeps learning)."""
+    return learner.to_state()
 
 
 def _names(bank: list[dict[str, Any]] | None) -> str | list[str]:
@@ -997,10 +996,11 @@ def _loss(y: Target, outcome: tuple[Prediction, Probas | None]) -> tuple[float, 
 def prequential(kept: list[Learned]) -> dict[str, float]:
     """The prequential view of a round's examples: the sums the group log folds."""
     loss = mistakes = 0.0
-    for _, y, outcome in kept:
-        lo, miss = _loss(y, outcome)
-        loss += lo
-        mistakes += miss
+    log_ = math.log
+    for _, y, (prediction, proba) in kept:  # (_loss inlined: the same sums, in this order)
+        p = proba.get(y, 0.0) if proba else 0.0
+        loss += -log_(p if p > 1e-15 else 1e-15)
+        mistakes += prediction != y
     return {"loss": loss, "mistakes": mistakes, "labelled": float(len(kept))}
 
 

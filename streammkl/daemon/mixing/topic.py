@@ -42,6 +42,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -197,7 +198,7 @@ def _arrays(body: bytearray, index: list[Any]) -> dict[str, np.ndarray]:
         dt = np.dtype(dtype)
         if dt.hasobject:
             raise ValueError(f"array {name!r}: object dtype")
-        count = int(np.prod(shape, dtype=np.int64))
+        count = math.prod(int(n) for n in shape)
         if at < 0 or count < 0 or at + count * dt.itemsize > len(body):
             raise ValueError(f"array {name!r} lies outside the record")
         arrays[str(name)] = np.frombuffer(body, dtype=dt, count=count, offset=at).reshape(shape)
