@@ -14,9 +14,15 @@ hops):
 - ``+ the compiled call``: the same, then the one compiled call the round goes through
   (``OnlineMKL.learn_bound``'s call, ``RoundArgs.record_calls``, called directly:
   unboxing its arguments, the record scattered and standardised, the round);
+- ``the same calls from a compiled loop``: the calls of ``+ the compiled call`` (each record's
+  values copied into the bound buffer, then the compiled round by the record's address) from a
+  compiled loop: what the calls from Python cost beyond it (less ``dict -> values``) is the
+  Python-to-compiled boundary (the entry point's unboxing and boxing, the GIL released and
+  taken, the interpreter between the calls);
 - ``the round in the compiled loop``: the same rounds on the standardised rows in one compiled
-  loop (``learn_many``: no call per round): what the compiled call costs beyond it is the
-  Python-to-compiled boundary, the scatter and the standardisation;
+  loop (``learn_many``: no call per round): what the calls from a compiled loop cost beyond it
+  is the scatter, the standardisation and the checked round called per record (its checks, its
+  pack's fields read and counted per call, which the loop reads once);
 - ``Rounds.learn_known``: the river layer's round (all the Python down to the compiled call);
 - ``learn_predict_one``: the whole call (the class lookup, the round, the probabilities);
 - ``probabilities``: ``Classes.proba`` of two scores alone (the dict built per call);
@@ -98,6 +104,31 @@ def _compiled_call(model: Any, timed: list) -> Callable[[], None]:
     return go
 
 
+def _calls_in_loop(model: Any, timed: list) -> Callable[[], None]:
+    from numba import njit
+
+    from streammkl.core import _numba as nb
+
+    @njit(cache=False)
+    def calls(address, vals, V, Y, t0, n0):  # the same calls as ``_compiled_call``'s, compiled
+        for i in range(V.shape[0]):
+            vals[:] = V[i]
+            nb.learn_record_at(address, Y[i], t0 + i + 1, n0 + i + 1)
+
+    rounds = model.rounds()
+    known, features, core = rounds._known, rounds.features, rounds.model
+    targets = np.array([rounds.target(y) for _, y in timed])
+    rows = np.array([known.values(x, features, True).copy() for x, _ in timed])
+    rounds._bind_record(core)
+    bound = core._bind_record()
+    calls(bound[0], known.vals, rows[:0], targets[:0], 0, 0)  # (compiled before the timing)
+
+    def go() -> None:
+        calls(bound[0], known.vals, rows, targets, core.schedule.t, core.t)
+
+    return go
+
+
 def _compiled_loop(model: Any, timed: list) -> Callable[[], None]:
     rounds = model.rounds()
     rows = np.array([rounds.features.vector(x, validated=True) for x, _ in timed])
@@ -173,6 +204,7 @@ def _predict_proba_one(model: Any, timed: list) -> Callable[[], None]:
 STAGES: tuple[tuple[str, Stage], ...] = (
     ("dict -> values", _values),
     ("+ the compiled call", _compiled_call),
+    ("the same calls from a compiled loop", _calls_in_loop),
     ("the round in the compiled loop", _compiled_loop),
     ("Rounds.learn_known", _learn_known),
     ("learn_predict_one", _each("learn_predict_one")),
@@ -205,10 +237,11 @@ def breakdown(name: str, reps: int) -> dict[str, float]:
 
 
 def rows_of(name: str, t: dict[str, float]) -> list[list[object]]:
-    values, call, loop = (
+    values, call, loop, calls = (
         t["dict -> values"],
         t["+ the compiled call"],
         t["the round in the compiled loop"],
+        t["the same calls from a compiled loop"],
     )
     known, one = t["Rounds.learn_known"], t["learn_predict_one"]
     proba = t["probabilities (a dict of two)"]
@@ -218,7 +251,8 @@ def rows_of(name: str, t: dict[str, float]) -> list[list[object]]:
     return [
         [name, "learn_predict_one", "dict -> values (`KnownRecord.values`)", us(values)],
         [name, "", "the compiled round (in a compiled loop)", us(loop)],
-        [name, "", "boundary, scatter, standardisation", us(call - values - loop)],
+        [name, "", "scatter, standardisation, the checked round's call", us(calls - loop)],
+        [name, "", "Python-to-compiled boundary", us(call - values - calls)],
         [name, "", "Python in `Rounds.learn_known` / `OnlineMKL.learn_bound`", us(known - call)],
         [name, "", "classifier hop and probabilities", us(one - known)],
         [name, "", "(of which the dict of probabilities)", us(proba)],
@@ -240,7 +274,7 @@ def main() -> None:
     rows: list[list[object]] = []
     for name in args.streams.split(","):
         rows += rows_of(name, breakdown(name, args.reps))
-        print(markdown(["stream", "call", "part", "µs per example"], rows[-11:]), flush=True)
+        print(markdown(["stream", "call", "part", "µs per example"], rows[-12:]), flush=True)
     body = (
         f"Measured on {start} (load average {os.getloadavg()[0]:.2f} at the end); CPU time per "
         f"example of a loop over each stream's examples after the first {WARM:,} (the learner "

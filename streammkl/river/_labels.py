@@ -14,6 +14,8 @@ from streammkl.core import losses as losses_mod
 from streammkl.labels import check_label
 from streammkl.river._probas import probas_of_rows, two_class_probas
 
+_exp = math.exp  # (one global read per call instead of a global and an attribute)
+
 
 class Classes:
     """The class registry of a classifier: ``labels`` in the order met and the conversions
@@ -113,9 +115,10 @@ class Classes:
         if len(labels) == 2 and not shape[0]:
             a, b = fx[0], fx[1]
             top = a if a >= b else b
-            ea, eb = math.exp(a - top), math.exp(b - top)
+            ea, eb = _exp(a - top), _exp(b - top)
             total = ea + eb
-            return {labels[0]: ea / total, labels[1]: eb / total}
+            c0, c1 = labels
+            return {c0: ea / total, c1: eb / total}
         return self.probas([fx])[0]
 
     def probas(self, rows: list[list[float]]) -> list[dict[Any, float]]:

@@ -231,7 +231,7 @@ class Rounds:
                 return None
             return self._learn_vector(x, target, counted, None)
         known = self._known
-        vals = known.values(x, self.features, learn=True)
+        vals = known.values(x, self.features, True)  # (learning; positional: no keyword)
         if vals is None:
             return self._learn_vector(x, target, counted, None)
         scale = mark = None
