@@ -191,19 +191,10 @@ class MKLClassifier(MKLLearner, base.MiniBatchClassifier):
         """
         if y is None:
             return self.predict_proba_one(x)
+        fx = self._learn_known(x, y)
+        if fx is not None:
+            return self._classes.proba(fx.tolist())
         rounds, classes = self._rounds, self._classes
-        # (``_learn_known`` inline: one Python call fewer on the common round)
-        k = classes.index.get(y) if type(y) in _PLAIN else None
-        if k is not None:
-            model = rounds.model
-            if classes.shape()[0]:  # a binary loss: targets +-1 (as ``Classes.target_of``)
-                fx = rounds.learn_known(x, 1.0 if k == 1 else -1.0) if k < 2 else None
-            elif model is not None and k < model.n_outputs:
-                fx = rounds.learn_known(x, float(k))
-            else:
-                fx = None
-            if fx is not None:
-                return classes.proba(fx.tolist())
         model = rounds.model
         try:
             k = classes.index.get(plain_label(y))
