@@ -253,12 +253,11 @@ class Monitor:
             etas = etas_of(self.model.schedule, kept, ahead + n - kept)
             self._account(X[:kept], Y[:kept], losses[:kept], regs[:kept], etas,
                           None if norms is None else norms[:kept], after)  # fmt: skip
+            self._beta_now = None
         else:
             if norms is None:
                 raise ValueError("observe_run with run terms needs the rows' block norms")
             self._account_terms(losses[:kept], regs[:kept], terms)
-        if terms is None:
-            self._beta_now = None
         self._now = None if norms is None or (ahead == 0 and kept == n) else after
         if rises and self.restart_on_drift:
             self.restart_pending = True

@@ -996,11 +996,10 @@ def _loss(y: Target, outcome: tuple[Prediction, Probas | None]) -> tuple[float, 
 def prequential(kept: list[Learned]) -> dict[str, float]:
     """The prequential view of a round's examples: the sums the group log folds."""
     loss = mistakes = 0.0
-    log_ = math.log
-    for _, y, (prediction, proba) in kept:  # (_loss inlined: the same sums, in this order)
-        p = proba.get(y, 0.0) if proba else 0.0
-        loss += -log_(p if p > 1e-15 else 1e-15)
-        mistakes += prediction != y
+    for _, y, outcome in kept:
+        lo, miss = _loss(y, outcome)
+        loss += lo
+        mistakes += miss
     return {"loss": loss, "mistakes": mistakes, "labelled": float(len(kept))}
 
 
