@@ -77,8 +77,12 @@ class InputScaler:
                 np.concatenate([a, np.zeros(extra)]) for a in (self.count, self.mean, self.m2)
             )
             self.binary = np.concatenate([self.binary, np.ones(extra)])
-            if self.on_replace is not None:
-                self.on_replace()
+            self._replaced()
+
+    def _replaced(self) -> None:
+        """Report that the statistics' arrays were replaced (:attr:`on_replace`)."""
+        if self.on_replace is not None:
+            self.on_replace()
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -160,8 +164,7 @@ class InputScaler:
                 np.copyto(a, b)
         else:
             self.count, self.mean, self.m2, self.binary = theirs
-            if self.on_replace is not None:
-                self.on_replace()
+            self._replaced()
 
     @classmethod
     def from_arrays(cls, arrays: Mapping[str, np.ndarray], prefix: str) -> InputScaler:

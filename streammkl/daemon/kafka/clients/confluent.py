@@ -193,16 +193,17 @@ def close_within(consumer: Any, what: str, seconds: float | None = None) -> bool
         except BaseException as exc:  # re-raised on the caller's thread
             failure.append(exc)
 
+    wait = CLOSE_SECONDS if seconds is None else seconds
     thread = threading.Thread(target=close, name=f"streammkl-close-{what}", daemon=True)
     thread.start()
-    thread.join(CLOSE_SECONDS if seconds is None else seconds)
+    thread.join(wait)
     if thread.is_alive():
         log.error(
             "librdkafka's %s close() has not returned in %.0f s (a known librdkafka hang); "
             "going on without it: nothing was left to it (checkpoints and offsets are written "
             "before it), and a group's coordinator drops a member that left this way after "
             "its session timeout",
-            what, CLOSE_SECONDS if seconds is None else seconds,
+            what, wait,
         )  # fmt: skip
         return False
     if failure:
