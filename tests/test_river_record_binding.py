@@ -27,14 +27,19 @@ def _general(x: dict) -> dict:
 def taken(monkeypatch):
     """Rounds the one-call route took."""
     count = {"learn": 0}
-    learn = OnlineMKL.learn_bound
+    round_of = OnlineMKL._round_of
 
-    def learn_bound(self, *args):
-        loss = learn(self, *args)
-        count["learn"] += loss >= 0.0
-        return loss
+    def counting_round_of(self, *args):  # (the one round of learn_bound and bound_round)
+        round_ = round_of(self, *args)
 
-    monkeypatch.setattr(OnlineMKL, "learn_bound", learn_bound)
+        def counted(y):
+            loss = round_(y)
+            count["learn"] += loss >= 0.0
+            return loss
+
+        return counted
+
+    monkeypatch.setattr(OnlineMKL, "_round_of", counting_round_of)
     return count
 
 
@@ -140,3 +145,39 @@ def test_owners_report_each_replacement_and_not_the_hook_in_a_pickle():
     known.on_replace = lambda: reports.append("record")
     learner.learn_predict_one({"2": 0.5, "1": 0.25}, True)  # another key order: new columns
     assert reports == ["scaler", "record"]
+
+
+def test_the_lane_is_made_once_bound_and_dropped_with_every_replacement(taken):
+    """``learn_predict_one``'s lane (``Rounds.known_lane``) lives while nothing it holds is
+    replaced: made after the bandwidth warm-up, kept across rounds, gone after a new input."""
+    data = list(datasets.Bananas())[:400]
+    learner = MKLClassifier(standardize=True)
+    for x, y in data[:300]:
+        learner.learn_predict_one(x, y)
+    rounds = learner.rounds()
+    lane = rounds.known_lane
+    assert lane is not None and rounds.record_round is not None
+    before = taken["learn"]
+    for x, y in data[300:350]:
+        learner.learn_predict_one(x, y)
+    assert rounds.known_lane is lane and taken["learn"] - before == 50
+    x, y = data[350]
+    learner.learn_predict_one({**x, "extra": 1.0}, y)  # a new input: the model widens
+    assert rounds.known_lane is not lane
+    assert copy.deepcopy(learner).rounds().known_lane is None  # (closures are not copied)
+
+
+def test_classes_restored_in_place_are_the_lanes_classes():
+    """``Rounds.restore_targets`` replaces the class index a lane reads: the lane is dropped
+    (else it would map labels by the old index)."""
+    data = list(datasets.Bananas())[:500]
+    one_call, general = MKLClassifier(standardize=True), MKLClassifier(standardize=True)
+    for x, y in data[:300]:
+        assert one_call.learn_predict_one(x, y) == general.learn_predict_one(_general(x), y)
+    assert one_call.rounds().known_lane is not None
+    for learner in (one_call, general):
+        rounds = learner.rounds()
+        rounds.restore_targets({"classes": list(reversed(learner.classes_))})
+    for x, y in data[300:]:
+        assert one_call.learn_predict_one(x, y) == general.learn_predict_one(_general(x), y)
+    assert one_call.rounds().digest() == general.rounds().digest()
