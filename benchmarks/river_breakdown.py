@@ -23,8 +23,11 @@ hops):
   loop (``learn_many``: no call per round): what the calls from a compiled loop cost beyond it
   is the scatter, the standardisation and the checked round called per record (its checks, its
   pack's fields read and counted per call, which the loop reads once);
-- ``Rounds.learn_known``: the river layer's round (all the Python down to the compiled call);
-- ``learn_predict_one``: the whole call (the class lookup, the round, the probabilities);
+- ``Rounds.record_round``: the river layer's round (``Rounds.learn_known``'s one-call round as
+  one callable: the record's values checked and written, ``OnlineMKL.bound_round``, the last
+  round's view kept; all the Python down to the compiled call);
+- ``learn_predict_one``: the whole call (the learner's lane: the class lookup, the record round,
+  the probabilities);
 - ``probabilities``: ``Classes.proba`` of two scores alone (the dict built per call);
 - the memo path: ``Rounds.predict_known`` (values, the compiled decision), ``predict_proba_one``
   (that and the probabilities), then ``+ learn_one`` (the round, whose featurisation the memo
@@ -141,13 +144,16 @@ def _compiled_loop(model: Any, timed: list) -> Callable[[], None]:
     return go
 
 
-def _learn_known(model: Any, timed: list) -> Callable[[], None]:
+def _record_round(model: Any, timed: list) -> Callable[[], None]:
     rounds = model.rounds()
     targets = [rounds.target(y) for _, y in timed]
+    rounds.learn_known(timed[0][0], targets[0])  # (one round makes it: a copy has none)
+    record_round = rounds.record_round
+    assert record_round is not None
 
     def go() -> None:
         for (x, _), y in zip(timed, targets, strict=True):
-            rounds.learn_known(x, y)
+            record_round(x, y)
 
     return go
 
@@ -206,7 +212,7 @@ STAGES: tuple[tuple[str, Stage], ...] = (
     ("+ the compiled call", _compiled_call),
     ("the same calls from a compiled loop", _calls_in_loop),
     ("the round in the compiled loop", _compiled_loop),
-    ("Rounds.learn_known", _learn_known),
+    ("Rounds.record_round", _record_round),
     ("learn_predict_one", _each("learn_predict_one")),
     ("probabilities (a dict of two)", _probabilities),
     ("learn_one alone (no memo)", _each("learn_one")),
@@ -243,7 +249,7 @@ def rows_of(name: str, t: dict[str, float]) -> list[list[object]]:
         t["the round in the compiled loop"],
         t["the same calls from a compiled loop"],
     )
-    known, one = t["Rounds.learn_known"], t["learn_predict_one"]
+    known, one = t["Rounds.record_round"], t["learn_predict_one"]
     proba = t["probabilities (a dict of two)"]
     predict_known, two = t["Rounds.predict_known + learn_one"], t["predict_proba_one + learn_one"]
     learn_only = t["learn_one alone (no memo)"]
@@ -253,8 +259,8 @@ def rows_of(name: str, t: dict[str, float]) -> list[list[object]]:
         [name, "", "the compiled round (in a compiled loop)", us(loop)],
         [name, "", "scatter, standardisation, the checked round's call", us(calls - loop)],
         [name, "", "Python-to-compiled boundary", us(call - values - calls)],
-        [name, "", "Python in `Rounds.learn_known` / `OnlineMKL.learn_bound`", us(known - call)],
-        [name, "", "classifier hop and probabilities", us(one - known)],
+        [name, "", "Python in `Rounds.record_round` / `OnlineMKL.bound_round`", us(known - call)],
+        [name, "", "classifier lane and probabilities", us(one - known)],
         [name, "", "(of which the dict of probabilities)", us(proba)],
         [name, "", "**total**", f"**{us(one)}**"],
         [name, "predict + learn_one", "learn_one alone (featurising)", us(learn_only)],

@@ -641,11 +641,10 @@ class OnlineMKL:
         model, s = self, self.schedule
 
         def round_(y: float) -> float:
-            t = model.t + 1
-            loss: float = learn(a, y, s.t + 1, t)
+            t, st = model.t + 1, s.t + 1
+            loss: float = learn(a, y, st, t)
             if loss >= 0.0:
-                s.t += 1
-                model.t = t
+                s.t, model.t = st, t
             return loss
 
         return round_
