@@ -181,3 +181,28 @@ def test_classes_restored_in_place_are_the_lanes_classes():
     for x, y in data[300:]:
         assert one_call.learn_predict_one(x, y) == general.learn_predict_one(_general(x), y)
     assert one_call.rounds().digest() == general.rounds().digest()
+
+
+def test_a_class_registered_drops_the_lane_made_without_it():
+    """Under a binary loss a second class widens nothing (the model's one score stays): the
+    registration itself drops the lane made for the first class alone, so the next rounds of
+    both classes take a lane that knows both, with the general path's numbers."""
+    from streammkl.core import losses
+
+    data = [(x, "yes" if y else "no") for x, y in list(datasets.Bananas())[:600]]  # (a bool
+    first = [(x, y) for x, y in data if y == data[0][1]][:200]  # registers both booleans)
+    rest = [(x, y) for x, y in data if (x, y) not in first]
+    make = lambda: MKLClassifier(standardize=True, loss=losses.Logistic())  # noqa: E731
+    one_call, general = make(), make()
+    for x, y in first:
+        assert one_call.learn_predict_one(x, y) == general.learn_predict_one(_general(x), y)
+    rounds = one_call.rounds()
+    lane = rounds.known_lane
+    assert lane is not None and len(one_call.classes_) == 1
+    for x, y in rest:
+        assert one_call.learn_predict_one(x, y) == general.learn_predict_one(_general(x), y)
+    assert len(one_call.classes_) == 2 and rounds.known_lane not in (None, lane)
+    second = rounds.known_lane
+    x, y = next((x, y) for x, y in rest if y != data[0][1])
+    assert second(x, y) is not None  # (the lane takes the second class)
+    assert rounds.known_lane is second

@@ -111,6 +111,8 @@ class Rounds:
         (:meth:`_bind_record`). The record and the scaler report here themselves; whatever
         replaces the scaler or the model calls it."""
         self._known.on_replace = self.scaler.on_replace = self.buffers_replaced
+        if isinstance(self.targets, Classes):  # (a lane holds the labels' targets)
+            self.targets.on_register = self.drop_lanes
         self.drop_lanes()
         if self.model is not None:
             self.model.unbind_record()
