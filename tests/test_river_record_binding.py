@@ -206,3 +206,22 @@ def test_a_class_registered_drops_the_lane_made_without_it():
     x, y = next((x, y) for x, y in rest if y != data[0][1])
     assert second(x, y) is not None  # (the lane takes the second class)
     assert rounds.known_lane is second
+
+
+def test_a_warm_up_kept_again_drops_the_lane():
+    """``OnlineMKL.keep_warmup`` (a group's merged bandwidth warm-up) makes rounds keep their
+    inputs again: the lane, whose round skipped that, is dropped, and the next rounds keep
+    them as the general path does."""
+    data = list(datasets.Bananas())[:400]
+    one_call, general = MKLClassifier(standardize=True), MKLClassifier(standardize=True)
+    for x, y in data[:300]:
+        assert one_call.learn_predict_one(x, y) == general.learn_predict_one(_general(x), y)
+    assert one_call.rounds().known_lane is not None
+    for learner in (one_call, general):
+        model = learner.rounds().model
+        assert model.warmup_left == 0
+        model.keep_warmup(model.warmup_rows[:0])  # a warm-up pending again, no inputs yet
+    for x, y in data[300:]:
+        assert one_call.learn_predict_one(x, y) == general.learn_predict_one(_general(x), y)
+    assert one_call.rounds().model.warmup_left == general.rounds().model.warmup_left
+    assert one_call.rounds().digest() == general.rounds().digest()

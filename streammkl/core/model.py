@@ -1019,6 +1019,7 @@ class OnlineMKL:
         self._warmup = (
             None if rows is None else bandwidth.Reservoir(rows, bandwidth.warmup(self.kernels))
         )
+        self._unbind()  # (whether a round is followed by the warm-up changed: bound_round's)
 
     @property
     def built(self) -> bool:

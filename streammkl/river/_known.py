@@ -59,12 +59,6 @@ class KnownRecord:
         took), or None."""
         return self._keys
 
-    @property
-    def complete(self) -> bool:
-        """Whether every one of :attr:`keys` has a column (a record of them brings no new
-        input)."""
-        return self._complete
-
     def fill(self, values: Collection) -> np.ndarray | None:
         """The buffer of :meth:`values` holding ``values`` (those of a record of :attr:`keys`,
         in their order), or None for the general path (a value not a plain number, an int
