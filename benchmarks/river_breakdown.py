@@ -9,8 +9,9 @@ change of the machine's load shifts them alike.
 Stages (each a loop doing the named work per example; the differences between them are the
 hops):
 
-- ``dict -> values``: ``KnownRecord.values`` (the record's values in the dict's order into a
-  kept buffer, their columns looked up once per key tuple);
+- ``dict -> values``: what the record round does before its compiled call (the record's keys
+  compared with the bound ones, ``KnownRecord.fill``: its values checked and written in the
+  dict's order into the bound buffer);
 - ``+ the compiled call``: the same, then the one compiled call the round goes through
   (``OnlineMKL.learn_bound``'s call, ``RoundArgs.record_calls``, called directly:
   unboxing its arguments, the record scattered and standardised, the round);
@@ -77,10 +78,13 @@ Stage = Callable[[Any, list], Callable[[], None]]
 def _values(model: Any, timed: list) -> Callable[[], None]:
     rounds = model.rounds()
     known, features = rounds._known, rounds.features
+    known.values(timed[0][0], features, True)  # (the columns of the timed records' keys)
+    keys, fill = known.keys, known.fill
 
     def go() -> None:
         for x, _ in timed:
-            known.values(x, features, True)
+            if tuple(x) == keys:
+                fill(x.values())
 
     return go
 
@@ -94,6 +98,7 @@ def _compiled_call(model: Any, timed: list) -> Callable[[], None]:
     bound = core._bind_record()
     address, learn = bound[0], bound[1]
     t0, n0 = core.schedule.t, core.t
+    keys, fill = known.keys, known.fill
 
     def go() -> None:
         # ``bound`` holds the record pack the address points into: the model, and with it the
@@ -101,7 +106,8 @@ def _compiled_call(model: Any, timed: list) -> Callable[[], None]:
         # memory; main's version of this stage crashed so)
         assert bound[0] == address
         for i, ((x, _), y) in enumerate(zip(timed, targets, strict=True), start=1):
-            known.values(x, features, True)
+            if tuple(x) == keys:
+                fill(x.values())
             learn(address, y, t0 + i, n0 + i)
 
     return go
@@ -255,7 +261,7 @@ def rows_of(name: str, t: dict[str, float]) -> list[list[object]]:
     learn_only = t["learn_one alone (no memo)"]
     us = lambda v: f"{v / 1000:.2f}"  # noqa: E731
     return [
-        [name, "learn_predict_one", "dict -> values (`KnownRecord.values`)", us(values)],
+        [name, "learn_predict_one", "dict -> values (`KnownRecord.fill`)", us(values)],
         [name, "", "the compiled round (in a compiled loop)", us(loop)],
         [name, "", "scatter, standardisation, the checked round's call", us(calls - loop)],
         [name, "", "Python-to-compiled boundary", us(call - values - calls)],
