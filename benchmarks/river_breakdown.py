@@ -9,8 +9,9 @@ change of the machine's load shifts them alike.
 Stages (each a loop doing the named work per example; the differences between them are the
 hops):
 
-- ``dict -> values``: ``KnownRecord.values`` (the record's values in the dict's order into a
-  kept buffer, their columns looked up once per key tuple);
+- ``dict -> values``: what the record round does before its compiled call (the record's keys
+  compared with the bound ones, ``KnownRecord.fill``: its values checked and written in the
+  dict's order into the bound buffer);
 - ``+ the compiled call``: the same, then the one compiled call the round goes through
   (``OnlineMKL.learn_bound``'s call, ``RoundArgs.record_calls``, called directly:
   unboxing its arguments, the record scattered and standardised, the round);
@@ -23,8 +24,11 @@ hops):
   loop (``learn_many``: no call per round): what the calls from a compiled loop cost beyond it
   is the scatter, the standardisation and the checked round called per record (its checks, its
   pack's fields read and counted per call, which the loop reads once);
-- ``Rounds.learn_known``: the river layer's round (all the Python down to the compiled call);
-- ``learn_predict_one``: the whole call (the class lookup, the round, the probabilities);
+- ``Rounds.record_round``: the river layer's round (``Rounds.learn_known``'s one-call round as
+  one callable: the record's values checked and written, ``OnlineMKL.bound_round``, the last
+  round's view kept; all the Python down to the compiled call);
+- ``learn_predict_one``: the whole call (the learner's lane: the class lookup, the record round,
+  the probabilities);
 - ``probabilities``: ``Classes.proba`` of two scores alone (the dict built per call);
 - the memo path: ``Rounds.predict_known`` (values, the compiled decision), ``predict_proba_one``
   (that and the probabilities), then ``+ learn_one`` (the round, whose featurisation the memo
@@ -74,10 +78,13 @@ Stage = Callable[[Any, list], Callable[[], None]]
 def _values(model: Any, timed: list) -> Callable[[], None]:
     rounds = model.rounds()
     known, features = rounds._known, rounds.features
+    known.values(timed[0][0], features, True)  # (the columns of the timed records' keys)
+    keys, fill = known.keys, known.fill
 
     def go() -> None:
         for x, _ in timed:
-            known.values(x, features, True)
+            if tuple(x) == keys:
+                fill(x.values())
 
     return go
 
@@ -91,6 +98,7 @@ def _compiled_call(model: Any, timed: list) -> Callable[[], None]:
     bound = core._bind_record()
     address, learn = bound[0], bound[1]
     t0, n0 = core.schedule.t, core.t
+    keys, fill = known.keys, known.fill
 
     def go() -> None:
         # ``bound`` holds the record pack the address points into: the model, and with it the
@@ -98,7 +106,8 @@ def _compiled_call(model: Any, timed: list) -> Callable[[], None]:
         # memory; main's version of this stage crashed so)
         assert bound[0] == address
         for i, ((x, _), y) in enumerate(zip(timed, targets, strict=True), start=1):
-            known.values(x, features, True)
+            if tuple(x) == keys:
+                fill(x.values())
             learn(address, y, t0 + i, n0 + i)
 
     return go
@@ -141,13 +150,16 @@ def _compiled_loop(model: Any, timed: list) -> Callable[[], None]:
     return go
 
 
-def _learn_known(model: Any, timed: list) -> Callable[[], None]:
+def _record_round(model: Any, timed: list) -> Callable[[], None]:
     rounds = model.rounds()
     targets = [rounds.target(y) for _, y in timed]
+    rounds.learn_known(timed[0][0], targets[0])  # (one round makes it: a copy has none)
+    record_round = rounds.record_round
+    assert record_round is not None
 
     def go() -> None:
         for (x, _), y in zip(timed, targets, strict=True):
-            rounds.learn_known(x, y)
+            record_round(x, y)
 
     return go
 
@@ -206,7 +218,7 @@ STAGES: tuple[tuple[str, Stage], ...] = (
     ("+ the compiled call", _compiled_call),
     ("the same calls from a compiled loop", _calls_in_loop),
     ("the round in the compiled loop", _compiled_loop),
-    ("Rounds.learn_known", _learn_known),
+    ("Rounds.record_round", _record_round),
     ("learn_predict_one", _each("learn_predict_one")),
     ("probabilities (a dict of two)", _probabilities),
     ("learn_one alone (no memo)", _each("learn_one")),
@@ -243,18 +255,18 @@ def rows_of(name: str, t: dict[str, float]) -> list[list[object]]:
         t["the round in the compiled loop"],
         t["the same calls from a compiled loop"],
     )
-    known, one = t["Rounds.learn_known"], t["learn_predict_one"]
+    known, one = t["Rounds.record_round"], t["learn_predict_one"]
     proba = t["probabilities (a dict of two)"]
     predict_known, two = t["Rounds.predict_known + learn_one"], t["predict_proba_one + learn_one"]
     learn_only = t["learn_one alone (no memo)"]
     us = lambda v: f"{v / 1000:.2f}"  # noqa: E731
     return [
-        [name, "learn_predict_one", "dict -> values (`KnownRecord.values`)", us(values)],
+        [name, "learn_predict_one", "dict -> values (`KnownRecord.fill`)", us(values)],
         [name, "", "the compiled round (in a compiled loop)", us(loop)],
         [name, "", "scatter, standardisation, the checked round's call", us(calls - loop)],
         [name, "", "Python-to-compiled boundary", us(call - values - calls)],
-        [name, "", "Python in `Rounds.learn_known` / `OnlineMKL.learn_bound`", us(known - call)],
-        [name, "", "classifier hop and probabilities", us(one - known)],
+        [name, "", "Python in `Rounds.record_round` / `OnlineMKL.bound_round`", us(known - call)],
+        [name, "", "classifier lane and probabilities", us(one - known)],
         [name, "", "(of which the dict of probabilities)", us(proba)],
         [name, "", "**total**", f"**{us(one)}**"],
         [name, "predict + learn_one", "learn_one alone (featurising)", us(learn_only)],

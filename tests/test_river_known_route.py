@@ -28,19 +28,24 @@ def _general(x: dict) -> dict:
 def counted(monkeypatch):
     """How often the one-call round and prediction took a record."""
     taken = {"learn": 0, "predict": 0}
-    learn, predict = OnlineMKL.learn_bound, OnlineMKL.predict_bound
+    round_of, predict = OnlineMKL._round_of, OnlineMKL.predict_bound
 
-    def learn_bound(self, *args):
-        loss = learn(self, *args)
-        taken["learn"] += loss >= 0.0
-        return loss
+    def counting_round_of(self, *args):  # (the one round of learn_bound and bound_round)
+        round_ = round_of(self, *args)
+
+        def counted(y):
+            loss = round_(y)
+            taken["learn"] += loss >= 0.0
+            return loss
+
+        return counted
 
     def predict_bound(self, *args):
         fx = predict(self, *args)
         taken["predict"] += fx is not None
         return fx
 
-    monkeypatch.setattr(OnlineMKL, "learn_bound", learn_bound)
+    monkeypatch.setattr(OnlineMKL, "_round_of", counting_round_of)
     monkeypatch.setattr(OnlineMKL, "predict_bound", predict_bound)
     return taken
 

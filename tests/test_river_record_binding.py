@@ -27,14 +27,19 @@ def _general(x: dict) -> dict:
 def taken(monkeypatch):
     """Rounds the one-call route took."""
     count = {"learn": 0}
-    learn = OnlineMKL.learn_bound
+    round_of = OnlineMKL._round_of
 
-    def learn_bound(self, *args):
-        loss = learn(self, *args)
-        count["learn"] += loss >= 0.0
-        return loss
+    def counting_round_of(self, *args):  # (the one round of learn_bound and bound_round)
+        round_ = round_of(self, *args)
 
-    monkeypatch.setattr(OnlineMKL, "learn_bound", learn_bound)
+        def counted(y):
+            loss = round_(y)
+            count["learn"] += loss >= 0.0
+            return loss
+
+        return counted
+
+    monkeypatch.setattr(OnlineMKL, "_round_of", counting_round_of)
     return count
 
 
@@ -140,3 +145,83 @@ def test_owners_report_each_replacement_and_not_the_hook_in_a_pickle():
     known.on_replace = lambda: reports.append("record")
     learner.learn_predict_one({"2": 0.5, "1": 0.25}, True)  # another key order: new columns
     assert reports == ["scaler", "record"]
+
+
+def test_the_lane_is_made_once_bound_and_dropped_with_every_replacement(taken):
+    """``learn_predict_one``'s lane (``Rounds.known_lane``) lives while nothing it holds is
+    replaced: made after the bandwidth warm-up, kept across rounds, gone after a new input."""
+    data = list(datasets.Bananas())[:400]
+    learner = MKLClassifier(standardize=True)
+    for x, y in data[:300]:
+        learner.learn_predict_one(x, y)
+    rounds = learner.rounds()
+    lane = rounds.known_lane
+    assert lane is not None and rounds.record_round is not None
+    before = taken["learn"]
+    for x, y in data[300:350]:
+        learner.learn_predict_one(x, y)
+    assert rounds.known_lane is lane and taken["learn"] - before == 50
+    x, y = data[350]
+    learner.learn_predict_one({**x, "extra": 1.0}, y)  # a new input: the model widens
+    assert rounds.known_lane is not lane
+    assert copy.deepcopy(learner).rounds().known_lane is None  # (closures are not copied)
+
+
+def test_classes_restored_in_place_are_the_lanes_classes():
+    """``Rounds.restore_targets`` replaces the class index a lane reads: the lane is dropped
+    (else it would map labels by the old index)."""
+    data = list(datasets.Bananas())[:500]
+    one_call, general = MKLClassifier(standardize=True), MKLClassifier(standardize=True)
+    for x, y in data[:300]:
+        assert one_call.learn_predict_one(x, y) == general.learn_predict_one(_general(x), y)
+    assert one_call.rounds().known_lane is not None
+    for learner in (one_call, general):
+        rounds = learner.rounds()
+        rounds.restore_targets({"classes": list(reversed(learner.classes_))})
+    for x, y in data[300:]:
+        assert one_call.learn_predict_one(x, y) == general.learn_predict_one(_general(x), y)
+    assert one_call.rounds().digest() == general.rounds().digest()
+
+
+def test_a_class_registered_drops_the_lane_made_without_it():
+    """Under a binary loss a second class widens nothing (the model's one score stays): the
+    registration itself drops the lane made for the first class alone, so the next rounds of
+    both classes take a lane that knows both, with the general path's numbers."""
+    from streammkl.core import losses
+
+    data = [(x, "yes" if y else "no") for x, y in list(datasets.Bananas())[:600]]  # (a bool
+    first = [(x, y) for x, y in data if y == data[0][1]][:200]  # registers both booleans)
+    rest = [(x, y) for x, y in data if (x, y) not in first]
+    make = lambda: MKLClassifier(standardize=True, loss=losses.Logistic())  # noqa: E731
+    one_call, general = make(), make()
+    for x, y in first:
+        assert one_call.learn_predict_one(x, y) == general.learn_predict_one(_general(x), y)
+    rounds = one_call.rounds()
+    lane = rounds.known_lane
+    assert lane is not None and len(one_call.classes_) == 1
+    for x, y in rest:
+        assert one_call.learn_predict_one(x, y) == general.learn_predict_one(_general(x), y)
+    assert len(one_call.classes_) == 2 and rounds.known_lane not in (None, lane)
+    second = rounds.known_lane
+    x, y = next((x, y) for x, y in rest if y != data[0][1])
+    assert second(x, y) is not None  # (the lane takes the second class)
+    assert rounds.known_lane is second
+
+
+def test_a_warm_up_kept_again_drops_the_lane():
+    """``OnlineMKL.keep_warmup`` (a group's merged bandwidth warm-up) makes rounds keep their
+    inputs again: the lane, whose round skipped that, is dropped, and the next rounds keep
+    them as the general path does."""
+    data = list(datasets.Bananas())[:400]
+    one_call, general = MKLClassifier(standardize=True), MKLClassifier(standardize=True)
+    for x, y in data[:300]:
+        assert one_call.learn_predict_one(x, y) == general.learn_predict_one(_general(x), y)
+    assert one_call.rounds().known_lane is not None
+    for learner in (one_call, general):
+        model = learner.rounds().model
+        assert model.warmup_left == 0
+        model.keep_warmup(model.warmup_rows[:0])  # a warm-up pending again, no inputs yet
+    for x, y in data[300:]:
+        assert one_call.learn_predict_one(x, y) == general.learn_predict_one(_general(x), y)
+    assert one_call.rounds().model.warmup_left == general.rounds().model.warmup_left
+    assert one_call.rounds().digest() == general.rounds().digest()

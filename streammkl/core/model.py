@@ -18,9 +18,9 @@ from __future__ import annotations
 import copy
 import math
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -204,6 +204,9 @@ class OnlineMKL:
         #: one place that does): whatever replaces the round arguments or changes the width
         #: drops it (:meth:`_unbind`).
         self._bound: tuple[Any, ...] = _UNBOUND
+        #: Called whenever the record pack is dropped (:meth:`_unbind`): whoever holds a
+        #: :meth:`bound_round` drops it then. Not pickled nor copied with the model.
+        self.on_unbind: Callable[[], None] | None = None
         self._kernelized = False
         # MedianRBF kernels: the first inputs, until their bandwidths are measured
         self._warmup: bandwidth.Reservoir | None = (
@@ -507,8 +510,12 @@ class OnlineMKL:
 
     def _unbind(self) -> None:
         """Drop the record pack (the round arguments or the width changed, or the buffers):
-        the next one-call round makes it again (:meth:`_bind_record`)."""
+        the next one-call round makes it again (:meth:`_bind_record`); :attr:`on_unbind`
+        reports it."""
         self._bound = _UNBOUND
+        on_unbind = self.__dict__.get("on_unbind")  # (not yet set while __init__ runs)
+        if on_unbind is not None:
+            on_unbind()
 
     def learn_bound(self, y: float) -> float:
         """One round on the record in the buffers of :meth:`bind_record` (its values written
@@ -524,18 +531,27 @@ class OnlineMKL:
             if bound is None:
                 return self.NO_RECORD if self._record is None else _NOT_TAKEN
             b = bound
-        s = self.schedule
-        t = self.t + 1
-        loss = b[1](b[0], y, s.t + 1, t)
-        if loss < 0.0:
-            return loss
-        s.t += 1
-        self.t = t
-        if self._warmup is not None or self._refresh_every:  # (else nothing follows a round)
-            record = self._record
+        loss = b[5](y)
+        if loss >= 0.0 and (self._warmup is not None or self._refresh_every):
+            record = self._record  # (else nothing follows a round)
             assert record is not None
-            self._after_round(record[2] if record[4] is _NO_STATS[0] else record[3], loss, t)
+            self._after_round(record[2] if record[4] is _NO_STATS[0] else record[3], loss, self.t)
         return loss
+
+    def bound_round(self) -> Callable[[float], float] | None:
+        """:meth:`learn_bound` as one callable, ``round(y) -> loss``, when nothing follows a
+        round (no bandwidth warm-up keeps its inputs, no landmark block refreshes): for a
+        caller that learns many records through the bound buffers with one Python call each.
+        Valid until the record pack is dropped, which :attr:`on_unbind` reports (its holder
+        drops it then); None when :meth:`learn_bound` would not take the record now."""
+        if self._warmup is not None or self._refresh_every:
+            return None
+        b = self._bound
+        if b is _UNBOUND:
+            b = self._bind_record()  # type: ignore[assignment]
+            if b is None:
+                return None
+        return cast(Callable[[float], float], b[5])
 
     @property
     def takes_sparse(self) -> bool:
@@ -615,8 +631,23 @@ class OnlineMKL:
             learn[1], self._values[1][1], vals, cols, raw, count, mean, m2, binary, xs,
             count is not _NO_STATS[0],
         )  # fmt: skip
-        self._bound = (a, f, g, pack, args)
+        self._bound = (a, f, g, pack, args, self._round_of(f, a))
         return self._bound
+
+    def _round_of(self, learn: Any, a: Any) -> Callable[[float], float]:
+        """The round of the record pack ``a`` through its compiled call ``learn``: the call,
+        then the round counted (the schedule's and the model's); the loss, or a negative
+        number (nothing changed). What follows a round is :meth:`learn_bound`'s."""
+        model, s = self, self.schedule
+
+        def round_(y: float) -> float:
+            t, st = model.t + 1, s.t + 1
+            loss: float = learn(a, y, st, t)
+            if loss >= 0.0:
+                s.t, model.t = st, t
+            return loss
+
+        return round_
 
     def predict_bound(self) -> np.ndarray | None:
         """:meth:`decision_prepared` of the record in the buffers of :meth:`bind_record`,
@@ -988,6 +1019,7 @@ class OnlineMKL:
         self._warmup = (
             None if rows is None else bandwidth.Reservoir(rows, bandwidth.warmup(self.kernels))
         )
+        self._unbind()  # (whether a round is followed by the warm-up changed: bound_round's)
 
     @property
     def built(self) -> bool:
@@ -1306,6 +1338,7 @@ class OnlineMKL:
         state["_values"] = (None, None)
         state["_bound"] = _UNBOUND
         state.pop("_record", None)  # (another owner's buffers: bound again by their owner)
+        state.pop("on_unbind", None)  # (its holder's: set again by it)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -1319,6 +1352,7 @@ class OnlineMKL:
         state.setdefault("_values", (None, None))
         state["_bound"] = _UNBOUND
         state["_record"] = None
+        state["on_unbind"] = None
         self.__dict__.update(state)
         if self._state is not None:
             self._refresh_args()

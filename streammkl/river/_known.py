@@ -13,7 +13,7 @@ does not know. Values out of range are the compiled call's to refuse (``OnlineMK
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 
 import numpy as np
 
@@ -51,7 +51,18 @@ class KnownRecord:
             self._look_up(keys, features, width)
         if learn and not self._complete:
             return None
-        values = x.values()  # (a view: no list per record)
+        return self.fill(x.values())  # (a view: no list per record)
+
+    @property
+    def keys(self) -> tuple | None:
+        """The keys whose columns are looked up (those of the last record :meth:`values`
+        took), or None."""
+        return self._keys
+
+    def fill(self, values: Collection) -> np.ndarray | None:
+        """The buffer of :meth:`values` holding ``values`` (those of a record of :attr:`keys`,
+        in their order), or None for the general path (a value not a plain number, an int
+        beyond a float's range, another length)."""
         if not _NUMBER.issuperset(map(type, values)):
             return None
         try:  # into vals: a struct's copy costs ~0.3 µs less than ``vals[:] = values``

@@ -5,7 +5,9 @@ registration order become the core's targets, the core's scores become labels an
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import sys
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -15,6 +17,17 @@ from streammkl.labels import check_label
 from streammkl.river._probas import probas_of_rows, two_class_probas
 
 _exp = math.exp  # (one global read per call instead of a global and an attribute)
+
+
+def _softmax_of_two(c0: Any, c1: Any, fx: list[float]) -> dict[Any, float]:
+    """The probabilities of the two classes ``c0``, ``c1`` of a multiclass loss from their
+    scores ``fx[0]``, ``fx[1]``: :func:`probas_of_rows`' formula for two classes (the same
+    operations)."""
+    a, b = fx[0], fx[1]
+    top = a if a >= b else b
+    ea, eb = _exp(a - top), _exp(b - top)
+    total = ea + eb
+    return {c0: ea / total, c1: eb / total}
 
 
 class Classes:
@@ -36,6 +49,19 @@ class Classes:
         self.labels = labels
         self.index: dict[Any, int] = {c: i for i, c in enumerate(labels)}
         self._shape_of: tuple[Any, tuple[bool, float]] | None = None
+        #: Called when a label is registered (whoever holds a :meth:`proba_function` of the
+        #: labels before drops it); not pickled.
+        self.on_register: Callable[[], None] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        del state["on_register"]  # (its owner's: set again by it)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # (the names interned, as pickle's default does: a pickle of the copy is the same bytes)
+        self.__dict__.update({sys.intern(k): v for k, v in state.items()})
+        self.on_register = None
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -76,6 +102,8 @@ class Classes:
                         )
                     self.index[label] = len(self.labels)
                     self.labels.append(label)
+                    if self.on_register is not None:
+                        self.on_register()
         return self.index[y]
 
     def declare(self, labels: Sequence[Any]) -> None:
@@ -113,13 +141,23 @@ class Classes:
         cached = self._shape_of  # (``shape()`` read inline while the loss object stays)
         shape = cached[1] if cached is not None and cached[0] is self.owner.loss else self.shape()
         if len(labels) == 2 and not shape[0]:
-            a, b = fx[0], fx[1]
-            top = a if a >= b else b
-            ea, eb = _exp(a - top), _exp(b - top)
-            total = ea + eb
             c0, c1 = labels
-            return {c0: ea / total, c1: eb / total}
+            return _softmax_of_two(c0, c1, fx)
         return self.probas([fx])[0]
+
+    def proba_function(self) -> Callable[[list[float]], dict[Any, float]]:
+        """:meth:`proba` for the labels and the loss now, as one callable (two classes of a
+        multiclass loss: their formula with the labels bound): valid until a label is
+        registered (:attr:`on_register`) or the labels are replaced."""
+        labels = self.labels
+        if len(labels) == 2 and not self.shape()[0]:
+            return partial(_softmax_of_two, *labels)
+        return self.proba
+
+    def core_targets(self) -> dict[Any, float]:
+        """The core's target of every registered label (:meth:`target_of` of its index), for
+        the labels now (valid as :meth:`proba_function`)."""
+        return {label: self.target_of(k) for label, k in self.index.items()}
 
     def probas(self, rows: list[list[float]]) -> list[dict[Any, float]]:
         """:meth:`proba` of every row (the one formula: :func:`probas_of_rows`)."""

@@ -191,8 +191,16 @@ class MKLClassifier(MKLLearner, base.MiniBatchClassifier):
         """
         if y is None:
             return self.predict_proba_one(x)
+        lane = self._rounds.known_lane
+        if lane is not None:
+            proba = lane(x, y)
+            if proba is not None:
+                return proba
         fx = self._learn_known(x, y)
         if fx is not None:
+            rounds = self._rounds
+            if rounds.known_lane is None and rounds.record_round is not None:
+                self._make_lane()
             return self._classes.proba(fx.tolist())
         rounds, classes = self._rounds, self._classes
         model = rounds.model
@@ -231,6 +239,30 @@ class MKLClassifier(MKLLearner, base.MiniBatchClassifier):
         if model is None or k >= model.n_outputs:
             return None
         return self._rounds.learn_known(x, float(k))
+
+    def _make_lane(self) -> None:
+        """After a known-class round through the bound buffers, :meth:`learn_predict_one`'s
+        lane (:attr:`Rounds.known_lane`, dropped with the record round it calls): the
+        decision of :meth:`_learn_known` with what it reads fixed while the lane lives (each
+        class's target, :meth:`Classes.core_targets`), the record round
+        (:attr:`Rounds.record_round`), the probabilities (:meth:`Classes.proba_function`);
+        dropped with them when a class is registered. None from the lane: nothing changed, the
+        full path decides."""
+        rounds = self._rounds
+        record_round = rounds.record_round
+        if record_round is None:
+            return
+        classes = self._classes
+        target_of, proba = classes.core_targets().get, classes.proba_function()
+
+        def lane(x: Mapping, y: Any) -> dict | None:
+            target = target_of(y) if type(y) in _PLAIN else None
+            if target is None:  # (a class beyond the model's outputs: the compiled round
+                return None  # refuses it)
+            fx = record_round(x, target)
+            return None if fx is None else proba(fx.tolist())
+
+        rounds.known_lane = lane
 
     def predict_one(self, x: Mapping, **kwargs: Any) -> Any:
         if self.classes_:

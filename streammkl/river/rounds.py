@@ -79,12 +79,25 @@ class Rounds:
         #: call learned it (:attr:`last_input` makes it dense when asked for), else None.
         self._last_sparse: tuple[np.ndarray, np.ndarray, int] | None = None
         self._known = KnownRecord()
+        #: :meth:`learn_known`'s round through the bound buffers as one callable,
+        #: ``record_round(x, value)`` (``value``: the core's target, counted), once a round made
+        #: it (:meth:`_make_record_round`): the scores before the update (a view), or None
+        #: having changed nothing (the full path decides). A learner's lane on top of it
+        #: (:attr:`known_lane`). Both dropped together (:meth:`drop_lanes`) by every
+        #: replacement of what they hold; never pickled.
+        self.record_round: Callable[[Mapping, float], np.ndarray | None] | None = None
+        self.known_lane: Callable[..., Any] | None = None
         #: The prequential loss of the last round learned (at theta_t, before its update, in
         #: the core's conventions); NaN before the first.
         self.last_loss = float("nan")
         self._make_model = make_model
         self._params_spec = params_spec
         self.buffers_replaced()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        del state["record_round"], state["known_lane"]  # (closures: made again when needed)
+        return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         # (the names interned, as pickle's default does: a pickle of the copy is the same bytes)
@@ -98,8 +111,45 @@ class Rounds:
         (:meth:`_bind_record`). The record and the scaler report here themselves; whatever
         replaces the scaler or the model calls it."""
         self._known.on_replace = self.scaler.on_replace = self.buffers_replaced
+        if isinstance(self.targets, Classes):  # (a lane holds the labels' targets)
+            self.targets.on_register = self.drop_lanes
+        self.drop_lanes()
         if self.model is not None:
             self.model.unbind_record()
+
+    def drop_lanes(self) -> None:
+        """Drop :meth:`learn_known`'s record round and the learner's :attr:`known_lane` (a
+        buffer, the model's record pack, the model, the features or the classes were
+        replaced): the next round takes the full path and makes them again."""
+        self.record_round = self.known_lane = None
+
+    def _make_record_round(self, model: OnlineMKL) -> Callable[[Mapping, float], np.ndarray | None]:
+        """The record round of the buffers :meth:`KnownRecord.values` just wrote (their keys
+        all known): the record's values checked and written, the model's round on them
+        (:meth:`OnlineMKL.bound_round`, or :meth:`OnlineMKL.learn_bound` while something follows
+        a round), the last round's view kept (a model whose rounds do not take the route
+        refuses every record: the full path)."""
+        if not model.record_bound:
+            self._bind_record(model)
+        learn = model.bound_round() or model.learn_bound
+        known = self._known
+        keys, fill, pred = known.keys, known.fill, model.last_scores
+        last = known.xs if self.learner.standardize else known.raw
+        rounds = self
+
+        def record_round(x: Mapping, value: float) -> np.ndarray | None:
+            if tuple(x) != keys or fill(x.values()) is None:
+                return None
+            loss = learn(value)
+            if loss < 0.0:
+                return None
+            rounds._last_input, rounds._last_shared, rounds._last_sparse = last, True, None
+            rounds.last_loss = loss
+            return pred
+
+        model.on_unbind = self.drop_lanes
+        self.record_round = record_round
+        return record_round
 
     def _bind_record(self, model: OnlineMKL) -> None:
         """Give ``model`` the buffers of the one-call round (:meth:`OnlineMKL.bind_record`):
@@ -225,15 +275,16 @@ class Rounds:
         whose rounds take it: ``OnlineMKL.learn_bound``) is scattered, checked, standardised
         and learned in one compiled call on buffers the model was given once
         (:meth:`buffers_replaced`)."""
-        model = self.model
-        if model is None or not model.takes_values:  # (takes_values: built, explicit, dense)
-            if model is None or not model.built:
-                return None
-            return self._learn_vector(x, target, counted, None)
-        known = self._known
-        vals = known.values(x, self.features, True)  # (learning; positional: no keyword)
-        if vals is None:
-            return self._learn_vector(x, target, counted, None)
+        record_round = self.record_round
+        if record_round is None:
+            model = self.model
+            if model is None or not model.takes_values:  # (built, explicit, dense)
+                if model is None or not model.built:
+                    return None
+                return self._learn_vector(x, target, counted, None)
+            if self._known.values(x, self.features, True) is None:  # (positional: no keyword)
+                return self._learn_vector(x, target, counted, None)
+            record_round = self._make_record_round(model)
         scale = mark = None
         if counted:  # a regressor's target statistics count it: undone on a refusal
             scale = cast(TargetScale, self.targets)
@@ -241,20 +292,15 @@ class Rounds:
             value = scale.advance(target)
         else:
             value = target
-        loss = model.learn_bound(value)
-        if loss == _NO_RECORD:
-            self._bind_record(model)
-            loss = model.learn_bound(value)
-        if loss >= 0.0:
-            self._last_input = known.xs if self.learner.standardize else known.raw
-            self._last_shared = True
-            self._last_sparse = None
-            self.last_loss = loss
-            return model.last_scores
+        fx = record_round(x, value)
+        if fx is not None:
+            return fx
         if scale is not None and mark is not None:
             scale.back_to(mark)
-            return self._learn_vector(x, target, counted, None)
-        return self._learn_vector(x, target, counted, value)
+        if tuple(x) != self._known.keys:  # another kind of record: its columns looked up
+            self.drop_lanes()
+            return self.learn_known(x, target, counted)
+        return self._learn_vector(x, target, counted, None if counted else value)
 
     def _learn_vector(
         self, x: Mapping, target: float, counted: bool, value: float | None
@@ -689,6 +735,7 @@ class Rounds:
         if isinstance(targets, Classes):
             targets.labels[:] = list(meta.get("classes", []))
             targets.index = {c: i for i, c in enumerate(targets.labels)}
+            self.drop_lanes()  # (a lane reads the index it was made with)
         else:
             targets.restore(dict(meta))
 
