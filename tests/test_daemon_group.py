@@ -507,13 +507,13 @@ class MemoryTopic:
 
 def _member(
     records: list[MixRecord], name: str, mixing: dict[str, object] | None = None,
-    topic: type[MemoryTopic] = MemoryTopic, **learner: object,
+    topic: type[MemoryTopic] = MemoryTopic, classes: tuple = (0, 1), **learner: object,
 ) -> tuple[MixingMember, Any]:  # fmt: skip
     from streammkl.daemon.learning.building import build_learner
 
     # (staleness 1 unless a test says otherwise: the scripted sequences of records below are
     # those of a member that waits for its last delta's round before its next)
-    overrides = {"mixing.enabled": True, "mixing.member": name, "records.classes": [0, 1],
+    overrides = {"mixing.enabled": True, "mixing.member": name, "records.classes": list(classes),
                  "kafka.create_topics": False, "learner.kernels": KERNELS[:3],
                  "mixing.round_timeout_seconds": 0.2, "mixing.staleness": 1,
                  **{f"mixing.{k}": v for k, v in (mixing or {}).items()},
@@ -1059,6 +1059,31 @@ def _learn(member: MixingMember, learner: Any, xs: list, ys: list) -> None:
     for x, y in zip(xs, ys, strict=True):
         learner.learn_one(x, y)
     member.after_batch(learner, {})
+
+
+def test_a_group_of_three_classes_predicts_every_class_before_the_third_is_met():
+    """The group's base declares ``records.classes`` before any is met; with three classes the
+    base model had two outputs, and every prediction raised until the third class was learned.
+    Now the base has an output per declared class: the members predict all three from the
+    first record, learn the third when it comes, and end on one model."""
+    records: list[MixRecord] = []
+    mixing = {"every_records": 40}
+    (a, la), (b, lb) = (_member(records, name, mixing, classes=(0, 1, 2)) for name in "ab")
+    a.join(la, {})
+    b.join(lb, {})
+    assert la.rounds().n_outputs == lb.rounds().n_outputs == 3
+    X, Y = _stream(600, 5)
+    Y = [2 if i >= 300 and i % 4 == 0 else y for i, y in enumerate(Y)]  # class 2 from 300 on
+    for i in range(0, 600, 20):
+        _learn_batch(a, la, X[i : i + 10], Y[i : i + 10])  # (predicts each record first)
+        _learn_batch(b, lb, X[i + 10 : i + 20], Y[i + 10 : i + 20])
+    for m, lr in ((a, la), (b, lb)):
+        m.before_batch(lr, {})
+        assert set(lr.predict_proba_one(X[0])) == {0, 1, 2}
+    predicted = {p for _, _, (p, _) in a.kept + b.kept}
+    assert 2 in predicted  # (the class is learned: the group predicts it)
+    assert a.log.mismatches == [] == b.log.mismatches
+    assert a.log.round >= 5 and a.log.digest == b.log.digest  # (one merged model)
 
 
 def test_pipelined_rounds_rebase_a_members_progress_and_count_every_example_once():

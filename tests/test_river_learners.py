@@ -420,6 +420,41 @@ def test_load_state_replaces_the_model_in_place_and_declared_classes_fix_the_ord
         other.rounds().load_state(*a.to_state())
 
 
+def test_classes_declared_before_they_are_met_are_predicted_and_learn_as_if_met() -> None:
+    """A group declares its classes before any is met: with three or more, the model once made
+    predicted with two outputs and every prediction raised until the third class was learned."""
+    import random
+
+    from streammkl.river import MKLClassifier
+
+    rng = random.Random(0)
+    rows = [{"a": rng.random(), "b": rng.random()} for _ in range(200)]
+    early = MKLClassifier()
+    early.rounds().declare_classes(["p", "q", "r"])
+    early.rounds().declare_features([])  # (a group's base: the model made with no input)
+    assert early.rounds().n_outputs == 3
+    for x in rows[:100]:
+        proba = early.learn_predict_one(x, "p" if x["a"] > 0.5 else "q")
+        assert set(proba) == {"p", "q", "r"} and abs(sum(proba.values()) - 1.0) < 1e-12
+    assert early.predict_one(rows[0]) in ("p", "q")
+    # declared once the model is made: the same numbers as a twin that meets the class later
+    late, twin = MKLClassifier(), MKLClassifier()
+    for x in rows[:100]:
+        for clf in (late, twin):
+            clf.learn_one(x, "p" if x["a"] > 0.5 else "q")
+    late.rounds().declare_classes(["r"])
+    assert late.classes_ == ["p", "q", "r"] and late.rounds().n_outputs == 3
+    assert set(late.predict_proba_one(rows[100])) == {"p", "q", "r"}
+    first = rows[100]  # the twin meets "r" here: before it, it knows two classes
+    assert set(late.learn_predict_one(first, "r")) == {"p", "q", "r"}
+    assert set(twin.learn_predict_one(first, "r")) == {"p", "q"}
+    assert late.rounds().digest() == twin.rounds().digest()
+    for i, x in enumerate(rows[101:]):
+        y = "r" if i % 3 == 0 else ("p" if x["a"] > 0.5 else "q")
+        assert late.learn_predict_one(x, y) == twin.learn_predict_one(x, y)
+    assert late.rounds().digest() == twin.rounds().digest()
+
+
 def test_the_accurate_bank_is_the_default_plus_stumps_a_narrower_gaussian_and_binning() -> None:
     from streammkl.core import kernels
     from streammkl.river import defaults

@@ -393,6 +393,18 @@ class OnlineMKL:
             if top > self.n_outputs:
                 self._rebuild(self.kernels, top)
 
+    def reserve_outputs(self, n_outputs: int) -> None:
+        """Outputs for ``n_outputs`` classes of a multiclass loss before they are met (classes
+        declared in advance): widened now when the model is built (the new outputs start at
+        zero: a declared class scores 0 until it is learned), else at the build. Nothing for a
+        binary or regression loss, or when the model has them already."""
+        if not self.loss.multiclass or n_outputs <= self.n_outputs:
+            return
+        if self._state is None:
+            self.n_outputs = n_outputs
+        else:
+            self._rebuild(self.kernels, n_outputs)
+
     def _prepare_y(self, y: Any) -> float:
         """:meth:`_target`, the model widened for a new class index (to learn it)."""
         target = self._target(y)

@@ -183,6 +183,8 @@ class Rounds:
         """The core model, made now if this is the first round."""
         if self.model is None:
             self.model = self._make_model()
+            if isinstance(self.targets, Classes):  # (classes declared before the model)
+                self.model.reserve_outputs(len(self.targets))
         return self.model
 
     @property
@@ -513,8 +515,12 @@ class Rounds:
         return self.classes.known(y)
 
     def declare_classes(self, labels: Sequence[Any]) -> None:
-        """Register classes (in this order) before they are met (a group's members agree)."""
+        """Register classes (in this order) before they are met (a group's members agree); the
+        model gets an output for each at once (:meth:`OnlineMKL.reserve_outputs`), so a
+        declared class is predicted (with a score of 0) before it is learned."""
         self.classes.declare(labels)
+        if self.model is not None:
+            self.model.reserve_outputs(len(self.classes))
 
     def target(self, y: Any) -> float:
         """The core's target for a known class (+-1 for a binary loss, else its index)."""
