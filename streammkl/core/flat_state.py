@@ -1,0 +1,92 @@
+"""One flat vector for the arrays a mixing merge touches (``core.mixing.merge_saved``).
+
+A settled group's states share one layout: every state's merged arrays are then laid end to
+end in one float64 vector at the same offsets, computed once per layout, and a merge is a few
+whole-vector operations instead of one numpy call per array per state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import ClassVar
+
+import numpy as np
+
+from streammkl.core.model import OnlineMKL
+
+__all__ = ["FlatLayout"]
+
+
+class FlatLayout:
+    """Where a saved state's merged arrays sit in one flat vector, for one layout (computed
+    once per layout, kept by the identity of the model whose layout it is: a new layout, after
+    new inputs, a kernel added or a bandwidth restart, gets its own). The *weighted* vector
+    holds bias, avg_w, avg_bias, avg_loss and theta (``w`` times its block's scale, column by
+    column); the *added* one step_acc and, under FTRL, the stored dual ``w``."""
+
+    _kept: ClassVar[dict[int, tuple[OnlineMKL, FlatLayout | None]]] = {}
+
+    def __init__(self, shape: OnlineMKL):
+        L = shape.layout
+        assert L is not None
+        self.layout = L
+        self.K, self.P, self.E = shape.n_outputs, L.width, len(shape.averages)
+        self.M = len(shape.kernels)
+        K, P, E = self.K, self.P, self.E
+        self.shapes = {
+            "w": (K, P), "avg_w": (E, K, P), "bias": (K,), "avg_bias": (E, K),
+            "avg_loss": (E + 1,), "step_acc": (self.M + 1,), "scale": (self.M,),
+        }  # fmt: skip
+        covered = np.zeros(P, dtype=bool)
+        owner = np.zeros(P, dtype=np.int64)
+        for m in range(self.M):
+            a, e = int(L.ex_off[m]), int(L.ex_off[m + 1])
+            covered[a:e] = True
+            owner[a:e] = m
+        self.columns = np.flatnonzero(covered)
+        self.owner = owner[self.columns]
+        cuts = np.cumsum([K, E * K * P, E * K, E + 1, K * P])
+        self.cuts = [int(c) for c in cuts[:-1]]
+        self.width = int(cuts[-1])
+
+    @classmethod
+    def of(cls, shape: OnlineMKL) -> FlatLayout | None:
+        hit = cls._kept.get(id(shape))
+        if hit is None or hit[0] is not shape:
+            L = shape.layout
+            flat = cls(shape) if L is not None and L.capacity == len(shape.feature_keys) else None
+            hit = cls._kept[id(shape)] = (shape, flat)
+            while len(cls._kept) > 8:
+                del cls._kept[next(iter(cls._kept))]
+        return hit[1]
+
+    def fits(self, arrays: Mapping[str, np.ndarray]) -> bool:
+        """Whether a saved state's arrays have this layout's shapes (float64)."""
+        for name, shape in self.shapes.items():
+            a = arrays[name]
+            if not isinstance(a, np.ndarray) or a.shape != shape or a.dtype != np.float64:
+                return False
+        return True
+
+    def vectors(self, arrays: Mapping[str, np.ndarray], ftrl: bool) -> tuple[np.ndarray, ...]:
+        """(the weighted vector, the added vector) of a saved state."""
+        w = arrays["w"]
+        block = np.zeros(self.P)
+        block[self.columns] = arrays["scale"][self.owner]
+        weighted = np.concatenate(
+            (arrays["bias"], arrays["avg_w"].ravel(), arrays["avg_bias"].ravel(),
+             arrays["avg_loss"], (w * block).ravel())
+        )  # fmt: skip
+        added = np.concatenate((arrays["step_acc"], w.ravel())) if ftrl else arrays["step_acc"]
+        return weighted, added
+
+    def weighted_parts(self, v: np.ndarray) -> tuple[np.ndarray, ...]:
+        """(bias, avg_w, avg_bias, avg_loss, theta): views of a weighted vector."""
+        K, P, E = self.K, self.P, self.E
+        bias, avg_w, avg_bias, avg_loss, theta = np.split(v, self.cuts)
+        return bias, avg_w.reshape(E, K, P), avg_bias.reshape(E, K), avg_loss, theta.reshape(K, P)
+
+    def added_parts(self, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(step_acc, the stored dual: empty unless FTRL) of an added vector."""
+        M = self.M + 1
+        return v[:M], v[M:].reshape(self.K, -1)
