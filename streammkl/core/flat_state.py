@@ -12,7 +12,16 @@ from typing import ClassVar
 
 import numpy as np
 
+from streammkl.core import bandwidth
+from streammkl.core.mixing_bandwidth import holds
 from streammkl.core.model import OnlineMKL
+from streammkl.core.state import BlockState
+
+#: The saved arrays a merge of explicit blocks writes (the others: :attr:`FlatLayout.empty`).
+_MERGED = frozenset(
+    ("w", "scale", "norms", "counters", "bias", "avg_w", "avg_bias", "avg_loss", "avg_count",
+     "step_acc", "step_prev", "stored_norms")
+)  # fmt: skip
 
 __all__ = ["FlatLayout"]
 
@@ -45,6 +54,20 @@ class FlatLayout:
             owner[a:e] = m
         self.columns = np.flatnonzero(covered)
         self.owner = owner[self.columns]
+        #: The merged state's meta tables of this layout, built once and shared by every
+        #: state merged on it (read, never changed in place, like the states' arrays).
+        self.config = shape.config()
+        self.bandwidths = bandwidth.saved(shape.kernels)
+        #: Whether the group's bandwidth decision leaves a merged model on this layout as
+        #: the merge made it (mixing_bandwidth.holds).
+        self.settled = holds(shape.kernels, len(shape.feature_keys))
+        empty = BlockState.empty(L, K, 0, shape.average, E)
+        self.every_column = L.used_columns().size == P
+        #: A saved state's arrays that a merge of explicit blocks leaves empty (the support
+        #: set, its Gram matrices, the running average when off), as to_arrays saves them.
+        self.empty = {
+            name: value for name, value in empty.to_arrays(L).items() if name not in _MERGED
+        }
         cuts = np.cumsum([K, E * K * P, E * K, E + 1, K * P])
         self.cuts = [int(c) for c in cuts[:-1]]
         self.width = int(cuts[-1])
@@ -79,6 +102,17 @@ class FlatLayout:
         )  # fmt: skip
         added = np.concatenate((arrays["step_acc"], w.ravel())) if ftrl else arrays["step_acc"]
         return weighted, added
+
+    def saved(self, S: BlockState) -> dict[str, np.ndarray]:
+        """What ``S.to_arrays(layout)`` gives for a merged state of this layout (made by
+        ``BlockState.empty`` and written by the merge: settled, no support set), without
+        copying ``S``'s arrays again: the caller hands ``S`` over."""
+        if not self.every_column or S.n_support:
+            return S.to_arrays(self.layout)
+        out = {}
+        for name in BlockState.saved_names():
+            out[name] = getattr(S, name) if name in _MERGED else self.empty[name].copy()
+        return out
 
     def weighted_parts(self, v: np.ndarray) -> tuple[np.ndarray, ...]:
         """(bias, avg_w, avg_bias, avg_loss, theta): views of a weighted vector."""

@@ -488,11 +488,12 @@ def merge_saved(
     state.avg_count[:] = float(np.asarray(base_arrays["avg_count"])[0]) + N
     acc, stored = flat.added_parts(summed)
     state.step_acc[:] = acc
-    before = (_block_norms(L, theta) > 0) | (state.norms > 0)
-    if ftrl:
-        before = _block_norms(L, stored) > 0
-        _ftrl_theta(shape, L, state, stored, schedule_t)
+    if ftrl:  # (the stored dual's block norms: computed once, for both)
+        norms = _block_norms(L, stored)
+        before = norms > 0
+        _ftrl_theta(shape, L, state, stored, schedule_t, norms)
     else:
+        before = _block_norms(L, theta) > 0  # (the merged state's norms are zeros here)
         _prox_theta(shape, L, state, theta, schedule_t, prox)
     if stats is not None:
         _, _, _, _, ref_theta = flat.weighted_parts(ref[0])
@@ -503,8 +504,8 @@ def merge_saved(
     meta = {
         "format": FORMAT,
         "version": STATE_VERSION,
-        "config": shape.config(),
-        "bandwidths": bandwidth.saved(shape.kernels),
+        "config": flat.config,
+        "bandwidths": flat.bandwidths,
         "feature_keys": list(shape.feature_keys),
         "capacity": L.capacity,
         "n_outputs": flat.K,
@@ -512,7 +513,7 @@ def merge_saved(
         "schedule_t": schedule_t,
         "draws": DRAWS,
     }
-    return meta, state.to_arrays(L)
+    return meta, flat.saved(state)
 
 
 def _merged(
@@ -682,15 +683,16 @@ def _prox_theta(
 
 
 def _ftrl_theta(
-    model: OnlineMKL, L: Layout, S: BlockState, stored: np.ndarray, schedule_t: int
-) -> None:
+    model: OnlineMKL, L: Layout, S: BlockState, stored: np.ndarray, schedule_t: int,
+    norms: np.ndarray | None = None,
+) -> None:  # fmt: skip
     """FTRL from the merged dual into ``S``: theta_m = eta_m u_m b_m / c_m with c_m = eta_m
     ||u_m|| and b the prox of t Omega in the metric of the steps (the round's own closed
-    form)."""
+    form). ``norms``: the stored dual's block norms, if the caller has them."""
     etas = _steps(model, S, schedule_t)
     M = len(model.kernels)
     S.w[:] = stored
-    S.stored_norms[:] = _block_norms(L, stored)
+    S.stored_norms[:] = _block_norms(L, stored) if norms is None else norms
     S.step_prev[:] = etas[:M]
     c = etas[:M] * S.stored_norms
     t = max(schedule_t, 1)

@@ -66,6 +66,7 @@ import numpy as np
 
 from streammkl.core import kernels as kernels_mod
 from streammkl.core import mixing_bandwidth
+from streammkl.core.flat_state import FlatLayout
 from streammkl.core.kernels import Kernel
 from streammkl.core.mixing import ForeignDelta, MemberRound, check_mixable, merge, merge_saved
 from streammkl.core.model import OnlineMKL
@@ -537,7 +538,8 @@ def merge_states(
         for (name, n, _, _), state, old in zip(cores, states, olds, strict=True)
     ]
     saved = None
-    if aligned is core and mixing_bandwidth.holds(model.kernels, len(model.feature_keys)):
+    flat = FlatLayout.of(model)
+    if aligned is core and flat is not None and flat.settled:
         # a settled group's round: the merged arrays from the saved ones, no model built
         saved = merge_saved(*aligned, members, model, stats, dual=dual, prox=not rebase)
     shape: OnlineMKL = model
