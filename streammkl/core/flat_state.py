@@ -7,7 +7,8 @@ whole-vector operations instead of one numpy call per array per state.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import threading
+from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
 import numpy as np
@@ -71,6 +72,13 @@ class FlatLayout:
         cuts = np.cumsum([K, E * K * P, E * K, E + 1, K * P])
         self.cuts = [int(c) for c in cuts[:-1]]
         self.width = int(cuts[-1])
+        self.added_width = self.M + 1 + K * P
+        #: Work buffers of :meth:`merged`: the base's, a state's, its since's and a difference
+        #: (weighted, then added vectors), and a block-scale row; kept warm between merges.
+        self._work = np.zeros((4, self.width))
+        self._work_added = np.zeros((4, self.added_width))
+        self._block = np.zeros(P)
+        self._lock = threading.Lock()
 
     @classmethod
     def of(cls, shape: OnlineMKL) -> FlatLayout | None:
@@ -90,6 +98,84 @@ class FlatLayout:
             if not isinstance(a, np.ndarray) or a.shape != shape or a.dtype != np.float64:
                 return False
         return True
+
+    def merged(
+        self,
+        base: Mapping[str, np.ndarray],
+        members: Sequence[tuple[float, Mapping[str, np.ndarray], Mapping[str, np.ndarray] | None]],
+        ftrl: bool,
+        mean: bool,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(the weighted vector, the added vector) of a merge: the base's, plus, member by
+        member (``(weight, its state's arrays, the arrays it learned from: None for the
+        base)``), ``weight * (state - since)`` on the weighted vector and ``state - since``
+        (``mean``: weighted too) on the added one: the numbers of ``out += w * (a - b)`` in
+        that order, each state laid out in work buffers this layout keeps (no vector built
+        per state). Two new arrays (the caller's)."""
+        with self._lock:  # (the work buffers are this layout's: one merge at a time)
+            return self._merged(base, members, ftrl, mean)
+
+    def _merged(
+        self,
+        base: Mapping[str, np.ndarray],
+        members: Sequence[tuple[float, Mapping[str, np.ndarray], Mapping[str, np.ndarray] | None]],
+        ftrl: bool,
+        mean: bool,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        out = np.empty(self.width)
+        self._weighted_into(out, base)
+        ref = self._work[0]
+        np.copyto(ref, out)
+        summed = np.empty(self.added_width if ftrl else self.M + 1)
+        self._added_into(summed, base, ftrl)
+        ref_added = self._work_added[0][: summed.size]
+        np.copyto(ref_added, summed)
+        state, since, tmp = self._work[1], self._work[2], self._work[3]
+        state_added, since_added, tmp_added = (b[: summed.size] for b in self._work_added[1:])
+        for w, arrays, old in members:
+            self._weighted_into(state, arrays)
+            start = ref
+            if old is not None:
+                self._weighted_into(since, old)
+                start = since
+            np.subtract(state, start, out=tmp)
+            np.multiply(tmp, w, out=tmp)
+            np.add(out, tmp, out=out)
+            self._added_into(state_added, arrays, ftrl)
+            start = ref_added
+            if old is not None:
+                self._added_into(since_added, old, ftrl)
+                start = since_added
+            np.subtract(state_added, start, out=tmp_added)
+            if mean:
+                np.multiply(tmp_added, w, out=tmp_added)
+            np.add(summed, tmp_added, out=summed)
+        return out, summed
+
+    def _weighted_into(self, v: np.ndarray, arrays: Mapping[str, np.ndarray]) -> None:
+        """A state's weighted vector (:meth:`vectors`) written into ``v``."""
+        K, P, E = self.K, self.P, self.E
+        a, b, c, d = self.cuts
+        v[:a] = arrays["bias"]
+        v[a:b].reshape(E, K, P)[...] = arrays["avg_w"]
+        v[b:c].reshape(E, K)[...] = arrays["avg_bias"]
+        v[c:d] = arrays["avg_loss"]
+        block = self._block
+        block[self.columns] = arrays["scale"][self.owner]
+        np.multiply(arrays["w"], block, out=v[d:].reshape(K, P))
+
+    def _added_into(self, v: np.ndarray, arrays: Mapping[str, np.ndarray], ftrl: bool) -> None:
+        """A state's added vector (:meth:`vectors`) written into ``v``."""
+        M = self.M + 1
+        v[:M] = arrays["step_acc"]
+        if ftrl:
+            v[M:].reshape(self.K, self.P)[...] = arrays["w"]
+
+    def theta(self, arrays: Mapping[str, np.ndarray]) -> np.ndarray:
+        """A state's theta: ``w`` times its block's scale, column by column (a new array)."""
+        block = np.zeros(self.P)
+        block[self.columns] = arrays["scale"][self.owner]
+        return np.asarray(arrays["w"] * block)
 
     def vectors(self, arrays: Mapping[str, np.ndarray], ftrl: bool) -> tuple[np.ndarray, ...]:
         """(the weighted vector, the added vector) of a saved state."""

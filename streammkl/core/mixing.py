@@ -462,15 +462,15 @@ def merge_saved(
     mean = dual == "mean"
     N = sum(r.examples for r in rounds)
     weights = [r.examples / N for r in rounds] if N > 0 else [0.0] * len(rounds)
-    ref = flat.vectors(base_arrays, ftrl)
-    ends = [flat.vectors(r.arrays, ftrl) for r in rounds]
-    starts = [ref if r.since is None else flat.vectors(r.since[1], ftrl) for r in rounds]
-    out = ref[0].copy()  # the example-weighted part (what _merged_state's weighted() does)
-    for w, a, b in zip(weights, ends, starts, strict=True):
-        out += w * (a[0] - b[0])
-    summed = ref[1].copy()  # the added part (or weighted too: dual="mean")
-    for w, a, b in zip(weights, ends, starts, strict=True):
-        summed += w * (a[1] - b[1]) if mean else a[1] - b[1]
+    # the example-weighted part (what _merged_state's weighted() does) and the added one
+    # (added(), or weighted too: dual="mean")
+    out, summed = flat.merged(
+        base_arrays,
+        [(w, r.arrays, None if r.since is None else r.since[1])
+         for w, r in zip(weights, rounds, strict=True)],
+        ftrl,
+        mean,
+    )  # fmt: skip
     schedule_t = _schedule_t_of(
         int(base_meta["schedule_t"]),
         [int(r.meta["schedule_t"]) for r in rounds],
@@ -496,7 +496,7 @@ def merge_saved(
         before = _block_norms(L, theta) > 0  # (the merged state's norms are zeros here)
         _prox_theta(shape, L, state, theta, schedule_t, prox)
     if stats is not None:
-        _, _, _, _, ref_theta = flat.weighted_parts(ref[0])
+        ref_theta = flat.theta(base_arrays)
         kernelized = stats.pop("delta_sqnorm", 0.0)
         stats["delta_norm"] = float(np.sqrt(np.linalg.norm(theta - ref_theta) ** 2 + kernelized))
         stats["active_before"] = int(before.sum())
