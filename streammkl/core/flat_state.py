@@ -18,12 +18,6 @@ from streammkl.core.mixing_bandwidth import holds
 from streammkl.core.model import OnlineMKL
 from streammkl.core.state import BlockState
 
-#: The saved arrays a merge of explicit blocks writes (the others: :attr:`FlatLayout.empty`).
-_MERGED = frozenset(
-    ("w", "scale", "norms", "counters", "bias", "avg_w", "avg_bias", "avg_loss", "avg_count",
-     "step_acc", "step_prev", "stored_norms")
-)  # fmt: skip
-
 __all__ = ["FlatLayout"]
 
 
@@ -64,11 +58,12 @@ class FlatLayout:
         self.settled = holds(shape.kernels, len(shape.feature_keys))
         empty = BlockState.empty(L, K, 0, shape.average, E)
         self.every_column = L.used_columns().size == P
-        #: A saved state's arrays that a merge of explicit blocks leaves empty (the support
-        #: set, its Gram matrices, the running average when off), as to_arrays saves them.
-        self.empty = {
-            name: value for name, value in empty.to_arrays(L).items() if name not in _MERGED
-        }
+        #: A merged state's arrays before the merge writes them, as to_arrays saves them (the
+        #: support set, its Gram matrices and the running average empty), and its lazy factors.
+        self.lazy = empty.lazy.copy()
+        #: Whether the model of this layout passed ``core.mixing.check_mixable`` (set there).
+        self.mixable = False
+        self.blank = empty.to_arrays(L)
         cuts = np.cumsum([K, E * K * P, E * K, E + 1, K * P])
         self.cuts = [int(c) for c in cuts[:-1]]
         self.width = int(cuts[-1])
@@ -189,16 +184,28 @@ class FlatLayout:
         added = np.concatenate((arrays["step_acc"], w.ravel())) if ftrl else arrays["step_acc"]
         return weighted, added
 
+    def state(self, out: np.ndarray, summed: np.ndarray) -> BlockState:
+        """A merged state of this layout, what ``BlockState.empty`` gives with the merge's
+        biases, averages and squared-gradient sums (views of the vectors :meth:`merged` made:
+        the state's own), its support set empty as a saved state has it (a merge of explicit
+        blocks: no support set)."""
+        bias, avg_w, avg_bias, avg_loss, _ = self.weighted_parts(out)
+        given = {
+            "bias": bias, "avg_w": avg_w, "avg_bias": avg_bias, "avg_loss": avg_loss,
+            "step_acc": summed[: self.M + 1],
+        }  # fmt: skip
+        arrays = {
+            name: given[name] if name in given else template.copy()
+            for name, template in self.blank.items()
+        }
+        return BlockState(**arrays, lazy=self.lazy.copy())
+
     def saved(self, S: BlockState) -> dict[str, np.ndarray]:
-        """What ``S.to_arrays(layout)`` gives for a merged state of this layout (made by
-        ``BlockState.empty`` and written by the merge: settled, no support set), without
-        copying ``S``'s arrays again: the caller hands ``S`` over."""
+        """What ``S.to_arrays(layout)`` gives for a merged state :meth:`state` made (settled,
+        no support set), without copying its arrays again: the caller hands ``S`` over."""
         if not self.every_column or S.n_support:
             return S.to_arrays(self.layout)
-        out = {}
-        for name in BlockState.saved_names():
-            out[name] = getattr(S, name) if name in _MERGED else self.empty[name].copy()
-        return out
+        return {name: getattr(S, name) for name in BlockState.saved_names()}
 
     def weighted_parts(self, v: np.ndarray) -> tuple[np.ndarray, ...]:
         """(bias, avg_w, avg_bias, avg_loss, theta): views of a weighted vector."""

@@ -444,19 +444,22 @@ def merge_saved(
     takes :func:`merge`); raises what :func:`merge` raises."""
     if dual not in ("sum", "mean"):
         raise ValueError(f"dual must be 'sum' or 'mean', got {dual!r}")
-    check_mixable(shape)
+    flat = FlatLayout.of(shape)
+    if flat is None or not flat.mixable:
+        check_mixable(shape)
+        if flat is not None:
+            flat.mixable = True  # (checked once per layout: its model is never changed)
     rounds = sorted(rounds, key=lambda r: (r.member, r.since is None))
     for r in rounds:
         if r.examples < 0:
             raise ValueError(f"member {r.member!r}: examples must be >= 0, got {r.examples}")
-    if shape.draws != DRAWS:  # (the merged model a merge builds draws anew: DRAWS)
+    if flat is None or shape.draws != DRAWS:  # (the merged model a merge builds draws anew: DRAWS)
         return None
     states = [(base_meta, base_arrays)] + [(r.meta, r.arrays) for r in rounds]
     states += [r.since for r in rounds if r.since is not None]
     if not _same_layout(shape, base_meta, states):
         return None
-    flat = FlatLayout.of(shape)
-    if flat is None or any(not flat.fits(arrays) for _, arrays in states):
+    if any(not flat.fits(arrays) for _, arrays in states):
         return None
     ftrl = isinstance(shape.schedule, schedules_mod.FTRL)
     mean = dual == "mean"
@@ -479,15 +482,10 @@ def merge_saved(
         weights if mean else None,
     )  # fmt: skip
     L = flat.layout
-    state = BlockState.empty(L, flat.K, 0, shape.average, flat.E)
-    bias, avg_w, avg_bias, avg_loss, theta = flat.weighted_parts(out)
-    state.bias[:] = bias
-    state.avg_w[:] = avg_w
-    state.avg_bias[:] = avg_bias
-    state.avg_loss[:] = avg_loss
+    state = flat.state(out, summed)  # (its biases, averages and sums: views of the two)
+    theta = flat.weighted_parts(out)[4]
     state.avg_count[:] = float(np.asarray(base_arrays["avg_count"])[0]) + N
-    acc, stored = flat.added_parts(summed)
-    state.step_acc[:] = acc
+    stored = flat.added_parts(summed)[1]
     if ftrl:  # (the stored dual's block norms: computed once, for both)
         norms = _block_norms(L, stored)
         before = norms > 0
