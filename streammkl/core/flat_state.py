@@ -35,6 +35,7 @@ class FlatLayout:
         assert L is not None
         self.layout = L
         self.K, self.P, self.E = shape.n_outputs, L.width, len(shape.averages)
+        self.kernels = shape.kernels
         self.M = len(shape.kernels)
         K, P, E = self.K, self.P, self.E
         self.shapes = {
@@ -78,13 +79,23 @@ class FlatLayout:
     @classmethod
     def of(cls, shape: OnlineMKL) -> FlatLayout | None:
         hit = cls._kept.get(id(shape))
-        if hit is None or hit[0] is not shape:
+        if hit is None or hit[0] is not shape or not (hit[1] is None or hit[1].holds(shape)):
             L = shape.layout
             flat = cls(shape) if L is not None and L.capacity == len(shape.feature_keys) else None
             hit = cls._kept[id(shape)] = (shape, flat)
             while len(cls._kept) > 8:
                 del cls._kept[next(iter(cls._kept))]
         return hit[1]
+
+    def holds(self, shape: OnlineMKL) -> bool:
+        """Whether this is still ``shape``'s layout (a live model may have taken another
+        layout, bank or outputs since; a kept model never does)."""
+        return (
+            shape.layout is self.layout
+            and shape.kernels is self.kernels
+            and shape.n_outputs == self.K
+            and len(shape.feature_keys) == self.layout.capacity
+        )
 
     def fits(self, arrays: Mapping[str, np.ndarray]) -> bool:
         """Whether a saved state's arrays have this layout's shapes (float64)."""

@@ -408,9 +408,26 @@ def rebase_onto(
     for _, arrays in (base, since):
         if "warmup_inputs" in arrays or np.asarray(arrays["w"]).shape[-1] != layout.width:
             return False
-    target = _Target(model, [])
     live = {"t": model.t, "schedule_t": model.schedule.t}
     saved = {name: getattr(state, name) for name in _FAST_ARRAYS}
+    flat = FlatLayout.of(model)
+    if flat is not None and all(flat.fits(a) for a in (base[1], since[1], saved)):
+        # the three laid out flat (merge_saved's numbers: one member, weight 1, no prox)
+        ftrl = isinstance(model.schedule, schedules_mod.FTRL)
+        out, summed = flat.merged(base[1], [(1.0 if examples else 0.0, saved, since[1])],
+                                  ftrl, False)  # fmt: skip
+        schedule_t = _schedule_t_of(
+            int(base[0]["schedule_t"]), [model.schedule.t], [int(since[0]["schedule_t"])], None
+        )
+        count = float(np.asarray(base[1]["avg_count"])[0]) + examples
+        model.t = int(base[0]["t"]) + examples
+        model.schedule.t = schedule_t
+        merged = _flat_finish(model, flat, out, summed, count, schedule_t, ftrl, False)[0]
+        merged.resize_support(max(budgets.initial_capacity(model.budget), merged.n_support))
+        model.adopt(layout, merged)
+        model.keep_warmup(None)
+        return True
+    target = _Target(model, [])
     ref = _Aligned.of_arrays(base[0], base[1], target)
     aligned = [_Aligned.of_arrays(live, saved, target)]
     refs = [_Aligned.of_arrays(since[0], since[1], target)]
@@ -482,17 +499,8 @@ def merge_saved(
         weights if mean else None,
     )  # fmt: skip
     L = flat.layout
-    state = flat.state(out, summed)  # (its biases, averages and sums: views of the two)
-    theta = flat.weighted_parts(out)[4]
-    state.avg_count[:] = float(np.asarray(base_arrays["avg_count"])[0]) + N
-    stored = flat.added_parts(summed)[1]
-    if ftrl:  # (the stored dual's block norms: computed once, for both)
-        norms = _block_norms(L, stored)
-        before = norms > 0
-        _ftrl_theta(shape, L, state, stored, schedule_t, norms)
-    else:
-        before = _block_norms(L, theta) > 0  # (the merged state's norms are zeros here)
-        _prox_theta(shape, L, state, theta, schedule_t, prox)
+    count = float(np.asarray(base_arrays["avg_count"])[0]) + N
+    state, theta, before = _flat_finish(shape, flat, out, summed, count, schedule_t, ftrl, prox)
     if stats is not None:
         ref_theta = flat.theta(base_arrays)
         kernelized = stats.pop("delta_sqnorm", 0.0)
@@ -512,6 +520,35 @@ def merge_saved(
         "draws": DRAWS,
     }
     return meta, flat.saved(state)
+
+
+def _flat_finish(
+    shape: OnlineMKL,
+    flat: FlatLayout,
+    out: np.ndarray,
+    summed: np.ndarray,
+    count: float,
+    schedule_t: int,
+    ftrl: bool,
+    prox: bool,
+) -> tuple[BlockState, np.ndarray, np.ndarray]:
+    """The merged state on the merge's vectors (:meth:`FlatLayout.merged`), its averages'
+    count and round count given: FTRL's weights from the summed dual, or theta and the prox
+    (what :func:`_merged_state` does after its sums). Returns (the state, theta before the
+    prox, the blocks active before it)."""
+    L = flat.layout
+    state = flat.state(out, summed)  # (its biases, averages and sums: views of the two)
+    theta = flat.weighted_parts(out)[4]
+    state.avg_count[:] = count
+    stored = flat.added_parts(summed)[1]
+    if ftrl:  # (the stored dual's block norms: computed once, for both)
+        norms = _block_norms(L, stored)
+        before = norms > 0
+        _ftrl_theta(shape, L, state, stored, schedule_t, norms)
+    else:
+        before = _block_norms(L, theta) > 0  # (the merged state's norms are zeros here)
+        _prox_theta(shape, L, state, theta, schedule_t, prox)
+    return state, theta, before
 
 
 def _merged(
