@@ -1022,14 +1022,11 @@ def hindsight(
     # vector records: every x is a feature dict; one compiled loop
     rows = rounds.input_rows([x for x, _, _ in kept])  # type: ignore[misc]
     assert rounds.model is not None
-    probas = rounds.probas(rounds.model.decision_many(rounds.scale_rows(rows)))
-    again = prequential([(x, y, _outcome(p)) for (x, y, _), p in zip(kept, probas, strict=True)])
+    # (predict_one and predict_proba_one of each row: two classes in one pass)
+    outcomes = rounds.predictions(rounds.model.decision_many(rounds.scale_rows(rows)))
+    again = prequential([(x, y, o) for (x, y, _), o in zip(kept, outcomes, strict=True)])
     return {
         "h_round": float(round_), "h_loss": online["loss"], "h_mistakes": online["mistakes"],
         "h_labelled": online["labelled"], "h_merged_loss": again["loss"],
         "h_merged_mistakes": again["mistakes"],
     }  # fmt: skip
-
-
-def _outcome(proba: Probas) -> tuple[Prediction, Probas]:
-    return (max(proba, key=proba.__getitem__) if proba else None), proba
