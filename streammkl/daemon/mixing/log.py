@@ -74,7 +74,7 @@ from streammkl.core.state import state_digest
 from streammkl.daemon.learning.bank import change_kernels
 from streammkl.daemon.mixing.topic import UNREADABLE, MixRecord, State
 from streammkl.river import MKLClassifier
-from streammkl.river.pooling import pool_scalers, split_scaler
+from streammkl.river.pooling import SCALER_PREFIX, pool_scalers, split_scaler
 
 #: Bases kept for stale deltas; a delta staler than this cannot be merged (it is reported).
 KEEP_BASES = 32
@@ -555,7 +555,8 @@ def merge_states(
     out = dict(base[0])
     out["core"] = core_meta
     out["features"] = list(core_meta["feature_keys"])
-    if split_scaler(base[1])[1]:  # standardize: one input scale for the group
+    # standardize: one input scale for the group
+    if any(name.startswith(SCALER_PREFIX) for name in base[1]):
         learners = [(_stats(state), old and _stats(old)) for _, _, state, old in parts]
         arrays.update(pool_scalers(_stats(base), learners, out["features"]))
     if not rebase:  # the next round's base: its close merges onto this model, not a reload
@@ -745,6 +746,6 @@ def _unusable_bank(rec: MixRecord) -> str:
     return ""
 
 
-def _stats(state: State) -> tuple[list[str], dict[str, np.ndarray]]:
-    """(input names, arrays) of a learner state, for :func:`pool_scalers`."""
-    return list(state[0].get("features") or []), dict(state[1])
+def _stats(state: State) -> tuple[list[str], Mapping[str, np.ndarray]]:
+    """(input names, arrays) of a learner state, for :func:`pool_scalers` (which reads them)."""
+    return list(state[0].get("features") or []), state[1]
