@@ -407,11 +407,17 @@ def test_a_model_takes_a_state_of_its_layout_in_place_as_from_state_builds_it(na
     X, Y = _stream(400, 9)
     member, _, merged = _settled(cfg, X, Y)
     loaded = OnlineMKL.from_state(*merged.to_state())
-    assert member.take_state(*merged.to_state())
+    saved = merged.to_state()
+    before = state_digest(*saved)
+    assert member.take_state(*saved)
     assert member.digest() == loaded.digest() == merged.digest()
     member.learn_many(X[200:260], Y[200:260])
     loaded.learn_many(X[200:260], Y[200:260])
     assert member.digest() == loaded.digest()
+    # the saved arrays are read where they are, never learned on (a group's base is taken
+    # by every member and merged onto again)
+    assert state_digest(*saved) == before
+    assert all(not np.shares_memory(a, getattr(member.state, n)) for n, a in saved[1].items())
 
 
 @pytest.mark.parametrize("name", list(CONFIGS))
