@@ -38,6 +38,7 @@ PARTS = [
     ("mixing_rounds", None, "decode", "— decode a record"),
     ("streammkl.daemon.mixing.log", "MixLog", "_close", "— close a round"),
     ("streammkl.daemon.mixing.log", None, "merge_states", "—— merge_states"),
+    ("streammkl.daemon.mixing.log", None, "merge_saved", "——— core merge: flat, no model"),
     ("streammkl.core.mixing", None, "_merged", "——— core merge: merged model"),
     ("streammkl.core.mixing", None, "_merged_state", "———— merged arrays"),
     ("streammkl.core.model", "OnlineMKL", "__init__", "———— a model built (any)"),

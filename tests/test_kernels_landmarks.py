@@ -187,3 +187,29 @@ def test_a_landmark_block_learns_local_structure_with_ftrl_and_adagrad() -> None
         assert hits / 1000 > 0.85, schedule  # the linear block alone: the majority, ~0.83
         norms = model.block_norms
         assert norms[1] == max(norms)  # the landmarks carry the disc
+
+
+def test_landmarks_written_again_give_the_same_text_and_new_landmarks_their_own():
+    """The landmarks' text is written once per landmark set (kept by the points' identity):
+    the same as writing the float64 bytes out, again and again, and a set built after it (or
+    a list, which could change in place) gets its own."""
+    import base64
+
+    from streammkl.core.kernels import Landmarks
+
+    def written(points, keys):
+        array = np.asarray(points, dtype="<f8").reshape(len(points), len(keys))
+        return base64.b64encode(array.tobytes()).decode("ascii")
+
+    keys = ("a", "b")
+    first = Landmarks(0.5, 2, True, None, keys, ((1.0, 2.0), (3.0, -4.5)))
+    assert first.to_dict()["points_f64"] == written(first.points, keys)
+    assert first.to_dict()["points_f64"] == written(first.points, keys)  # (kept)
+    second = Landmarks(0.5, 2, True, None, keys, ((1.0, 2.0), (3.0, 4.5)))
+    assert second.to_dict()["points_f64"] == written(second.points, keys)
+    assert Landmarks.from_dict(second.to_dict()) == second
+    rows = [[1.0, 2.0]]
+    listed = Landmarks(0.5, 2, True, None, keys, rows)  # type: ignore[arg-type]
+    assert listed.to_dict()["points_f64"] == written(rows, keys)
+    rows[0][0] = 7.0
+    assert listed.to_dict()["points_f64"] == written(rows, keys)

@@ -7,6 +7,7 @@ import pytest
 
 from streammkl.core import OnlineMKL, kernels, losses, mixing, regularizers, schedules
 from streammkl.core.mixing import MemberRound, merge
+from streammkl.statefile import state_digest
 
 BANK = (
     kernels.Linear(),
@@ -281,6 +282,39 @@ def test_the_fast_merge_of_a_settled_group_is_the_general_merge_bit_for_bit(
         assert fast.digest() == general.digest()
 
 
+@pytest.mark.parametrize("name", list(CONFIGS))
+@pytest.mark.parametrize("prox", [True, False])
+@pytest.mark.parametrize("dual", ["sum", "mean"])
+def test_the_flat_merge_saves_what_the_merged_model_saves_bit_for_bit(name, prox, dual):
+    """merge_saved (a settled group's close on flat vectors, no merged model built) gives
+    the saved state of merge's merged model, bit for bit, stats included, stale members and
+    unequal weights too; its shape model is read for its layout only (its own counts and
+    arrays differ from the base's); a base whose layout keeps room is left to merge (None)."""
+    cfg = dict(kernels=BANK, loss=losses.Logistic(), fit_intercept=True, **CONFIGS[name])
+    X, Y = _stream(400, 5)
+    old = _grown(cfg, X, Y)
+    rounds = _rounds(old, [(X[60:100], Y[60:100])])
+    assert mixing.merge_saved(*old.to_state(), rounds, old) is None  # (room for inputs)
+    base = merge(*old.to_state(), rounds, fast=False)
+    published = OnlineMKL.from_state(*base.to_state())  # a member's previous delta ...
+    published.learn_many(X[100:115], Y[100:115])
+    late = OnlineMKL.from_state(*published.to_state())  # ... and its next, measured from it
+    late.learn_many(X[115:130], Y[115:130])
+    stale = MemberRound("late", 15, *late.to_state(), since=published.to_state())
+    fresh = _rounds(base, [(X[130:200], Y[130:200]), (X[200:230], Y[200:230])])
+    shape = OnlineMKL.from_state(*base.to_state())
+    shape.learn_many(X[230:260], Y[230:260])  # other counts and arrays, the same layout
+    for parts in (fresh, [*fresh, stale], fresh[:1], [MemberRound("idle", 0, *base.to_state())]):
+        stats_flat: dict = {}
+        stats_model: dict = {}
+        saved = mixing.merge_saved(*base.to_state(), parts, shape, stats_flat, dual, prox)
+        assert saved is not None
+        model = merge(*base.to_state(), parts, stats_model, dual=dual, prox=prox, fast=False)
+        assert state_digest(*saved) == state_digest(*model.to_state())
+        assert stats_flat == stats_model
+        assert saved[0] == model.to_state()[0]
+
+
 def test_per_block_schedules_are_refused_clearly_and_the_member_is_unchanged():
     """FTRL over a bank with kernelized blocks (FTRL on the explicit blocks, AdaGrad on the
     kernelized ones) is not merged: the group says so before it merges anything."""
@@ -373,11 +407,17 @@ def test_a_model_takes_a_state_of_its_layout_in_place_as_from_state_builds_it(na
     X, Y = _stream(400, 9)
     member, _, merged = _settled(cfg, X, Y)
     loaded = OnlineMKL.from_state(*merged.to_state())
-    assert member.take_state(*merged.to_state())
+    saved = merged.to_state()
+    before = state_digest(*saved)
+    assert member.take_state(*saved)
     assert member.digest() == loaded.digest() == merged.digest()
     member.learn_many(X[200:260], Y[200:260])
     loaded.learn_many(X[200:260], Y[200:260])
     assert member.digest() == loaded.digest()
+    # the saved arrays are read where they are, never learned on (a group's base is taken
+    # by every member and merged onto again)
+    assert state_digest(*saved) == before
+    assert all(not np.shares_memory(a, getattr(member.state, n)) for n, a in saved[1].items())
 
 
 @pytest.mark.parametrize("name", list(CONFIGS))

@@ -225,6 +225,29 @@ def test_pooling_handles_inputs_met_by_one_member_only():
     assert out["inputs.m2"].tolist() == [2.0, 2.0, 200.0]
 
 
+def test_pooling_states_over_the_keys_reads_them_as_they_are_with_the_same_numbers():
+    """Every state over exactly the keys, in their order (a settled group's rounds): the arrays
+    are read as they are; the numbers are those of the input-by-input route, which the same
+    states take when the keys hold one more input (its part at zero), bit for bit."""
+
+    def stats(rows):
+        learner = MKLClassifier(standardize=True)
+        for row in rows:
+            learner.learn_one(dict(zip(["u", "v"], row, strict=True)), 1)
+        return learner.rounds().feature_names, learner.to_state()[1]
+
+    rng = np.random.default_rng(3)
+    rows = rng.normal(size=(60, 2)).tolist()
+    rows[5][1] = 1.0
+    base, a, b = stats(rows[:20]), stats(rows[:40]), stats(rows[:20] + rows[40:])
+    members = [(a, None), (b, base)]
+    fast = pool_scalers(base, members, ["u", "v"])
+    general = pool_scalers(base, members, ["u", "v", "z"])
+    for name, values in fast.items():
+        assert values.tobytes() == general[name][:2].tobytes(), name
+    assert fast["inputs.count"].tolist() == [60.0, 60.0]  # 20 + 20 + 20
+
+
 @pytest.mark.parametrize("spread", [100.0, 1.0], ids=["bandwidths-changed", "guesses-kept"])
 def test_a_late_delta_learned_before_the_group_fixed_its_bandwidths_still_merges(spread):
     """b is late in round 0 (over the provisional bandwidths); the group fixed them without it

@@ -166,3 +166,29 @@ def test_new_names_are_the_names_without_a_column_as_strings_sorted_once_each():
     brute = sorted({str(k) for k in record} - set(index.names))
     assert index.new_names(record) == brute
     assert index.new_names({}) == [] and index.new_names({"b": 1.0, 3: 2.0}) == []
+
+
+@pytest.mark.parametrize(
+    "records",
+    [
+        [{"a": 1.0, "b": 2, "c": -3.5}, {"a": 0.5, "b": 7, "c": 1e300}],  # fixed records
+        [{"a": 1.0, "b": 2.0}, {"b": 3.0, "a": 4.0}],  # the keys in another order
+        [{"a": 1.0, "b": None}, {"a": 2.0, "b": 5.0}],  # a value None: not counted
+        [{"a": 1.0, "z": 9.0}, {"a": 2.0, "z": 8.0}],  # a name without a column: ignored
+        [{"a": 1.0, 3: 2.0}, {"a": 1.0, 3: 4.0}],  # a key that is not a str
+        [{"c": 1.0}, {"c": 2.0}],  # a subset of the columns
+        [],
+    ],
+)
+def test_rows_are_the_records_vectors_stacked(records):
+    """FeatureIndex.rows lays out fixed records column by column: the same numbers as one
+    vector per record, whatever the records (other orders, None, unknown or non-str keys)."""
+    index = _features.FeatureIndex(["a", "b", "c", "3"])
+    want = (
+        np.stack([index.vector(x, validated=True) for x in records])
+        if records
+        else np.zeros((0, 4))
+    )
+    got = index.rows(records)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    assert got.tobytes() == want.tobytes()

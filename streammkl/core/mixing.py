@@ -42,13 +42,17 @@ from streammkl.core import _numba as nb
 from streammkl.core import bandwidth
 from streammkl.core import budget as budgets
 from streammkl.core import schedules as schedules_mod
+from streammkl.core.flat_state import FlatLayout
+from streammkl.core.kernel_base import DRAWS
 from streammkl.core.kernels import AdditiveRBF, AdditiveStumps, Kernel, MedianRBF
-from streammkl.core.model import STATE_VERSION, OnlineMKL
+from streammkl.core.model import FORMAT, STATE_VERSION, OnlineMKL
 from streammkl.core.state import BlockState, Layout, build_layout
 from streammkl.core.support_merge import merge_support
 from streammkl.statefile import same_meta
 
-__all__ = ["ForeignDelta", "MemberRound", "check_mixable", "merge", "rebase_onto"]
+__all__ = [
+    "ForeignDelta", "MemberRound", "check_mixable", "merge", "merge_saved", "rebase_onto",
+]  # fmt: skip
 
 
 class ForeignDelta(ValueError):
@@ -291,10 +295,12 @@ def merge(
     matching columns by what they read; the result is the same, bit for bit, as the general
     path's (``fast=False``, which the tests compare it with).
 
-    ``base_model``: the model of ``(base_meta, base_arrays)``, built by the caller (a group
-    merges onto the same base twice: its member's rebase, then the next round's close). The
-    fast path only reads it (the merged model may share its layout, which is never changed in
-    place); the general path builds its own."""
+    ``base_model``: a model of ``(base_meta, base_arrays)``'s layout (its configuration,
+    kernels, inputs, outputs and layout: its round counts and arrays are not read), built by
+    the caller (a group merges onto the same base twice: its member's rebase, then the next
+    round's close). The fast path only reads it (the merged model may share its layout, which
+    is never changed in place) and takes the counts from the saved state; the general path
+    builds its own."""
     if dual not in ("sum", "mean"):
         raise ValueError(f"dual must be 'sum' or 'mean', got {dual!r}")
     base = (
@@ -317,7 +323,9 @@ def merge(
             aligned = [_Aligned.of_arrays(r.meta, r.arrays, target) for r in rounds]
             refs = [ref if r.since is None else _Aligned.of_arrays(*r.since, target)
                     for r in rounds]  # fmt: skip
-            return _merged(base, rounds, target, ref, aligned, refs, stats, dual, prox)
+            counts = (int(base_meta["t"]), float(np.asarray(base_arrays["avg_count"])[0]))
+            return _merged(base, rounds, target, ref, aligned, refs, stats, dual, prox,
+                           counts=counts)  # fmt: skip
     if base_model is not None:  # (the general path may hand the base back, or align it)
         base = OnlineMKL.from_state(dict(base_meta), dict(base_arrays))
     models = [OnlineMKL.from_state(dict(r.meta), dict(r.arrays)) for r in rounds]
@@ -400,9 +408,26 @@ def rebase_onto(
     for _, arrays in (base, since):
         if "warmup_inputs" in arrays or np.asarray(arrays["w"]).shape[-1] != layout.width:
             return False
-    target = _Target(model, [])
     live = {"t": model.t, "schedule_t": model.schedule.t}
     saved = {name: getattr(state, name) for name in _FAST_ARRAYS}
+    flat = FlatLayout.of(model)
+    if flat is not None and all(flat.fits(a) for a in (base[1], since[1], saved)):
+        # the three laid out flat (merge_saved's numbers: one member, weight 1, no prox)
+        ftrl = isinstance(model.schedule, schedules_mod.FTRL)
+        out, summed = flat.merged(base[1], [(1.0 if examples else 0.0, saved, since[1])],
+                                  ftrl, False)  # fmt: skip
+        schedule_t = _schedule_t_of(
+            int(base[0]["schedule_t"]), [model.schedule.t], [int(since[0]["schedule_t"])], None
+        )
+        count = float(np.asarray(base[1]["avg_count"])[0]) + examples
+        model.t = int(base[0]["t"]) + examples
+        model.schedule.t = schedule_t
+        merged = _flat_finish(model, flat, out, summed, count, schedule_t, ftrl, False)[0]
+        merged.resize_support(max(budgets.initial_capacity(model.budget), merged.n_support))
+        model.adopt(layout, merged)
+        model.keep_warmup(None)
+        return True
+    target = _Target(model, [])
     ref = _Aligned.of_arrays(base[0], base[1], target)
     aligned = [_Aligned.of_arrays(live, saved, target)]
     refs = [_Aligned.of_arrays(since[0], since[1], target)]
@@ -417,6 +442,115 @@ def rebase_onto(
     return True
 
 
+def merge_saved(
+    base_meta: Mapping[str, Any],
+    base_arrays: Mapping[str, np.ndarray],
+    rounds: Sequence[MemberRound],
+    shape: OnlineMKL,
+    stats: dict[str, float] | None = None,
+    dual: str = "sum",
+    prox: bool = True,
+) -> tuple[dict[str, Any], dict[str, np.ndarray]] | None:
+    """``merge(...).to_state()``, bit for bit, for a settled group's round (every state on
+    the base's layout: :func:`merge`'s fast path), without building the merged model: the
+    states' saved arrays are laid end to end in one flat float64 vector each, merged with a
+    few whole-vector operations, and the merged arrays saved as :meth:`OnlineMKL.to_state`
+    saves them. ``shape``: a model of the base's layout (its configuration, kernels, inputs,
+    outputs and layout; its round counts and arrays are not read: they come from
+    ``base_meta`` and ``base_arrays``). None where the fast path does not apply (the caller
+    takes :func:`merge`); raises what :func:`merge` raises."""
+    if dual not in ("sum", "mean"):
+        raise ValueError(f"dual must be 'sum' or 'mean', got {dual!r}")
+    flat = FlatLayout.of(shape)
+    if flat is None or not flat.mixable:
+        check_mixable(shape)
+        if flat is not None:
+            flat.mixable = True  # (checked once per layout: its model is never changed)
+    rounds = sorted(rounds, key=lambda r: (r.member, r.since is None))
+    for r in rounds:
+        if r.examples < 0:
+            raise ValueError(f"member {r.member!r}: examples must be >= 0, got {r.examples}")
+    if flat is None or shape.draws != DRAWS:  # (the merged model a merge builds draws anew: DRAWS)
+        return None
+    states = [(base_meta, base_arrays)] + [(r.meta, r.arrays) for r in rounds]
+    states += [r.since for r in rounds if r.since is not None]
+    if not _same_layout(shape, base_meta, states):
+        return None
+    if any(not flat.fits(arrays) for _, arrays in states):
+        return None
+    ftrl = isinstance(shape.schedule, schedules_mod.FTRL)
+    mean = dual == "mean"
+    N = sum(r.examples for r in rounds)
+    weights = [r.examples / N for r in rounds] if N > 0 else [0.0] * len(rounds)
+    # the example-weighted part (what _merged_state's weighted() does) and the added one
+    # (added(), or weighted too: dual="mean")
+    out, summed = flat.merged(
+        base_arrays,
+        [(w, r.arrays, None if r.since is None else r.since[1])
+         for w, r in zip(weights, rounds, strict=True)],
+        ftrl,
+        mean,
+    )  # fmt: skip
+    schedule_t = _schedule_t_of(
+        int(base_meta["schedule_t"]),
+        [int(r.meta["schedule_t"]) for r in rounds],
+        [int(base_meta["schedule_t"] if r.since is None else r.since[0]["schedule_t"])
+         for r in rounds],
+        weights if mean else None,
+    )  # fmt: skip
+    L = flat.layout
+    count = float(np.asarray(base_arrays["avg_count"])[0]) + N
+    state, theta, before = _flat_finish(shape, flat, out, summed, count, schedule_t, ftrl, prox)
+    if stats is not None:
+        ref_theta = flat.theta(base_arrays)
+        kernelized = stats.pop("delta_sqnorm", 0.0)
+        stats["delta_norm"] = float(np.sqrt(np.linalg.norm(theta - ref_theta) ** 2 + kernelized))
+        stats["active_before"] = int(before.sum())
+        stats["active_after"] = int((state.norms > 0).sum())
+    meta = {
+        "format": FORMAT,
+        "version": STATE_VERSION,
+        "config": flat.config,
+        "bandwidths": flat.bandwidths,
+        "feature_keys": list(shape.feature_keys),
+        "capacity": L.capacity,
+        "n_outputs": flat.K,
+        "t": int(base_meta["t"]) + N,
+        "schedule_t": schedule_t,
+        "draws": DRAWS,
+    }
+    return meta, flat.saved(state)
+
+
+def _flat_finish(
+    shape: OnlineMKL,
+    flat: FlatLayout,
+    out: np.ndarray,
+    summed: np.ndarray,
+    count: float,
+    schedule_t: int,
+    ftrl: bool,
+    prox: bool,
+) -> tuple[BlockState, np.ndarray, np.ndarray]:
+    """The merged state on the merge's vectors (:meth:`FlatLayout.merged`), its averages'
+    count and round count given: FTRL's weights from the summed dual, or theta and the prox
+    (what :func:`_merged_state` does after its sums). Returns (the state, theta before the
+    prox, the blocks active before it)."""
+    L = flat.layout
+    state = flat.state(out, summed)  # (its biases, averages and sums: views of the two)
+    theta = flat.weighted_parts(out)[4]
+    state.avg_count[:] = count
+    stored = flat.added_parts(summed)[1]
+    if ftrl:  # (the stored dual's block norms: computed once, for both)
+        norms = _block_norms(L, stored)
+        before = norms > 0
+        _ftrl_theta(shape, L, state, stored, schedule_t, norms)
+    else:
+        before = _block_norms(L, theta) > 0  # (the merged state's norms are zeros here)
+        _prox_theta(shape, L, state, theta, schedule_t, prox)
+    return state, theta, before
+
+
 def _merged(
     base: OnlineMKL,
     rounds: Sequence[MemberRound],
@@ -428,16 +562,22 @@ def _merged(
     dual: str,
     prox: bool,
     support: list | None = None,
+    counts: tuple[int, float] | None = None,
 ) -> OnlineMKL:
     """The merged model from the states on the target's columns (:func:`merge`); ``support``:
-    (examples, model, the model it learned from) of every member, for the kernelized blocks."""
+    (examples, model, the model it learned from) of every member, for the kernelized blocks;
+    ``counts``: the base's round count and averages' count, from its saved state (the fast
+    path's ``base`` is a model of its layout only), else the base model's."""
     merged = OnlineMKL(**base.config())
     merged.feature_keys = list(target.keys)
     merged.n_outputs = target.n_outputs
     merged.kernels = target.kernels
-    count = float(base.state.avg_count[0]) if base.state is not None else None
+    if counts is None:
+        count = float(base.state.avg_count[0]) if base.state is not None else None
+        counts = (base.t, count)  # type: ignore[assignment]
+    assert counts is not None
     state, theta, before = _merged_state(
-        merged, base.t, count, rounds, target, ref, aligned, refs, stats, dual, prox,
+        merged, counts[0], counts[1], rounds, target, ref, aligned, refs, stats, dual, prox,
         None if support is None else (base, support),
     )  # fmt: skip
     merged.adopt(target.layout, state)
@@ -500,9 +640,9 @@ def _merged_state(
     if isinstance(merged.schedule, schedules_mod.FTRL):
         stored = weighted("stored") if mean else added("stored")
         before = _block_norms(target.layout, stored) > 0
-        _ftrl_theta(merged, target.layout, state, stored)
+        _ftrl_theta(merged, target.layout, state, stored, schedule_t)
     else:
-        _prox_theta(merged, target.layout, state, theta, prox)
+        _prox_theta(merged, target.layout, state, theta, schedule_t, prox)
     return state, theta, before
 
 
@@ -515,16 +655,25 @@ def _merged_schedule_t(
     """Rounds since the schedule's (re)start: the base's plus every member's (counted from the
     base it learned from), or, where a member restarted during the round, that member's count
     since its restart."""
-    pairs = list(zip(aligned, refs, strict=True))
+    return _schedule_t_of(
+        ref.schedule_t, [a.schedule_t for a in aligned], [r.schedule_t for r in refs], weights
+    )
+
+
+def _schedule_t_of(
+    ref: int, ends: Sequence[int], starts: Sequence[int], weights: Sequence[float] | None
+) -> int:
+    """:func:`_merged_schedule_t` on the round counts: the base's (``ref``), and every
+    member's at its round's end and at the state it learned from."""
+    pairs = list(zip(ends, starts, strict=True))
     ws = [1.0] * len(pairs) if weights is None else list(weights)
-    restarted = [a.schedule_t for a, r in pairs if a.schedule_t < r.schedule_t]
+    restarted = [a for a, r in pairs if a < r]
     grown = round(
-        sum(w * (a.schedule_t - r.schedule_t)
-            for w, (a, r) in zip(ws, pairs, strict=True) if a.schedule_t >= r.schedule_t)
+        sum(w * (a - r) for w, (a, r) in zip(ws, pairs, strict=True) if a >= r)
     )  # fmt: skip
     if restarted:
         return max(restarted) + grown
-    return ref.schedule_t + grown
+    return ref + grown
 
 
 def _block_norms(layout: Layout, W: np.ndarray) -> np.ndarray:
@@ -534,20 +683,23 @@ def _block_norms(layout: Layout, W: np.ndarray) -> np.ndarray:
     )
 
 
-def _steps(model: OnlineMKL, S: BlockState) -> np.ndarray:
-    """The step of the merged model's next round for every block (and the bias)."""
+def _steps(model: OnlineMKL, S: BlockState, schedule_t: int) -> np.ndarray:
+    """The step of the merged model's next round for every block (and the bias), the
+    schedule at round ``schedule_t`` (``model``: of the merged model's configuration; its own
+    round count is not read)."""
     sched = model.schedule
     M = len(model.kernels)
     if sched.adaptive:
         c = sched.constants
         return c[0] / np.sqrt(c[1] + S.step_acc)
-    t = max(sched.t, 1)
+    t = max(schedule_t, 1)
     return np.full(M + 1, sched.eta(t))
 
 
 def _prox_theta(
-    model: OnlineMKL, L: Layout, S: BlockState, theta: np.ndarray, prox: bool = True
-) -> None:
+    model: OnlineMKL, L: Layout, S: BlockState, theta: np.ndarray, schedule_t: int,
+    prox: bool = True,
+) -> None:  # fmt: skip
     """theta merged into ``S``, then (``prox``) the regularizer's prox steps (and the
     projection) at the step the next round would take."""
     S.w[:] = theta
@@ -559,22 +711,26 @@ def _prox_theta(
 
     codes, params, groups = step_arrays(model.regularizers, len(model.kernels), model.names)
     nb.apply_prox_steps(
-        _steps(model, S), codes, params, groups, model.radius, L.is_explicit, L.ex_blocks,
-        L.ex_off, S.w, S.scale, S.norms, S.coef, S.n_support, np.zeros(len(model.kernels)),
+        _steps(model, S, schedule_t), codes, params, groups, model.radius, L.is_explicit,
+        L.ex_blocks, L.ex_off, S.w, S.scale, S.norms, S.coef, S.n_support,
+        np.zeros(len(model.kernels)),
     )  # fmt: skip
 
 
-def _ftrl_theta(model: OnlineMKL, L: Layout, S: BlockState, stored: np.ndarray) -> None:
+def _ftrl_theta(
+    model: OnlineMKL, L: Layout, S: BlockState, stored: np.ndarray, schedule_t: int,
+    norms: np.ndarray | None = None,
+) -> None:  # fmt: skip
     """FTRL from the merged dual into ``S``: theta_m = eta_m u_m b_m / c_m with c_m = eta_m
     ||u_m|| and b the prox of t Omega in the metric of the steps (the round's own closed
-    form)."""
-    etas = _steps(model, S)
+    form). ``norms``: the stored dual's block norms, if the caller has them."""
+    etas = _steps(model, S, schedule_t)
     M = len(model.kernels)
     S.w[:] = stored
-    S.stored_norms[:] = _block_norms(L, stored)
+    S.stored_norms[:] = _block_norms(L, stored) if norms is None else norms
     S.step_prev[:] = etas[:M]
     c = etas[:M] * S.stored_norms
-    t = max(model.schedule.t, 1)
+    t = max(schedule_t, 1)
     b = c.copy()
     for reg in model.regularizers:
         b = reg.prox_norms(b, t * etas[:M])

@@ -194,6 +194,19 @@ def decide(merged: OnlineMKL, rows: np.ndarray, keys: Sequence[str]) -> None:
     merged.keep_warmup(rows if bandwidth.has_pending(merged.kernels) else None)
 
 
+def holds(kernels: Sequence[Kernel], n_inputs: int) -> bool:
+    """Whether :func:`decide` and :func:`keep` leave a merged model of this bank on
+    ``n_inputs`` inputs as the merge made it (no bandwidth decided, no reservoir kept): fixed
+    bandwidths, or final ones for that number of inputs (a settled group's every round)."""
+    if not median_bank(kernels) or not n_inputs:
+        return True
+    if bandwidth.has_pending(kernels):
+        return False
+    return bandwidth.bank_key(bandwidth.for_inputs(kernels, n_inputs)) == bandwidth.bank_key(
+        kernels
+    )
+
+
 def keep(merged: OnlineMKL, rows: np.ndarray, keys: Sequence[str]) -> None:
     """A rebase's reservoir (:func:`streammkl.core.mixing.merge` with ``prox=False``): the
     pooled rows, kept while a bandwidth is provisional, and no bandwidth decided (the group's

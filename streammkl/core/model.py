@@ -1323,11 +1323,23 @@ class OnlineMKL:
             or not statefile.same_meta(meta.get("config"), self.config())
         ):
             return False
-        state = BlockState.from_arrays(dict(arrays), budgets.initial_capacity(self.budget))
-        state.spread(layout)
-        state.sync_gram(layout, budgets.keeps_gram(self.budget, self.budget_policy))
+        capacity = budgets.initial_capacity(self.budget)
+        gram = budgets.keeps_gram(self.budget, self.budget_policy)
         self.schedule.t = int(meta["schedule_t"])
         self.t = int(meta["t"])
+        args = self._args
+        if args is not None and self._state is not None:
+            # the saved arrays read where they are (no copy of each first): their values are
+            # copied into the arrays the round arguments are bound to, or the view is dropped
+            view = BlockState.from_arrays(arrays, capacity, copy=False)
+            view.spread(layout)
+            view.sync_gram(layout, gram)
+            if args.refill(layout, view, self.loss, self.schedule):
+                self.keep_warmup(None)
+                return True
+        state = BlockState.from_arrays(dict(arrays), capacity)
+        state.spread(layout)
+        state.sync_gram(layout, gram)
         self.adopt(layout, state)
         self.keep_warmup(None)
         return True

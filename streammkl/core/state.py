@@ -169,8 +169,14 @@ class BlockState:
         return out
 
     @classmethod
-    def from_arrays(cls, arrays: Mapping[str, np.ndarray], capacity: int) -> BlockState:
+    def from_arrays(
+        cls, arrays: Mapping[str, np.ndarray], capacity: int, copy: bool = True
+    ) -> BlockState:
+        """The state of saved arrays (:meth:`to_arrays`), its support set at ``capacity``
+        slots at least. ``copy=False``: the arrays that need no reshaping are the saved ones,
+        not copies (a view for a caller that only reads it: never learn on it)."""
         M = np.asarray(arrays["scale"]).shape[0]
+        take = np.array if copy else np.asarray
         # arrays added after the first state format: zeros when an older file lacks them
         default: dict[str, int | tuple[int, ...]] = {
             "step_acc": M + 1, "step_prev": M, "stored_norms": M,
@@ -179,7 +185,7 @@ class BlockState:
         }  # fmt: skip
         state = cls(
             **{
-                f.name: np.array(arrays[f.name])
+                f.name: take(arrays[f.name])
                 if f.name in arrays or f.name not in default
                 else np.zeros(default[f.name])
                 for f in fields(cls)

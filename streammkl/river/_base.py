@@ -206,7 +206,9 @@ class MKLLearner:
         if self.standardize:  # (copies, as the core's: the learner learns on in place)
             scaler = rounds.scaler.to_arrays(_SCALER)
             arrays = {**arrays, **{k: v.copy() for k, v in scaler.items()}}
-        json.dumps(meta)  # fail here, clearly, if a label is not JSON-serialisable
+        # fail here, clearly, if a label or an input name is not JSON-serialisable (the core
+        # model's meta is JSON by construction: not written out again for every state)
+        json.dumps([meta["params"], meta["features"], meta["extra"]])
         return meta, arrays
 
     @classmethod

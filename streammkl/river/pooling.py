@@ -44,6 +44,11 @@ def split_scaler(
 
 def _on(stats: Stats, keys: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     names, arrays = stats
+    if _same_inputs(names, keys, arrays.get(SCALER_PREFIX + "count")):
+        got = [arrays.get(SCALER_PREFIX + field) for field in _FIELDS]
+        if all(a is not None and np.shape(a) == (len(keys),) for a in got):
+            # (a settled group's every state: its inputs are the keys, in their order)
+            return tuple(np.array(a, dtype=np.float64) for a in got)  # type: ignore[return-value]
     out = [np.zeros(len(keys)) for _ in _FIELDS]
     where = {k: j for j, k in enumerate(keys)}
     for f, field in enumerate(_FIELDS):
@@ -52,6 +57,17 @@ def _on(stats: Stats, keys: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.n
             if name in where:
                 out[f][where[name]] = a[j]
     return out[0], out[1], out[2]
+
+
+def _same_inputs(names: Sequence[str], keys: Sequence[str], count: np.ndarray | None) -> bool:
+    """Whether statistics over ``names`` (``count``: their counts) are over exactly ``keys``,
+    in their order: :func:`_on` and :func:`_binary_on` then read them as they are."""
+    return (
+        count is not None
+        and np.shape(count) == (len(keys),)
+        and len(names) >= len(keys)
+        and list(names[: len(keys)]) == list(keys)
+    )
 
 
 def _binary_on(stats: Stats, keys: Sequence[str]) -> np.ndarray:
@@ -63,6 +79,8 @@ def _binary_on(stats: Stats, keys: Sequence[str]) -> np.ndarray:
     if count is None:
         return out
     flags = arrays.get(SCALER_PREFIX + "binary")
+    if flags is not None and np.shape(flags) == (len(keys),) and _same_inputs(names, keys, count):
+        return np.array(flags, dtype=np.float64)
     flags = np.zeros(0) if flags is None else np.asarray(flags, dtype=np.float64)
     where = {k: j for j, k in enumerate(keys)}
     for j, name in enumerate(list(names)[: np.asarray(count).shape[0]]):

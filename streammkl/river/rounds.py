@@ -421,6 +421,10 @@ class Rounds:
         names count as 0; the values must be finite numbers), before any standardisation."""
         return self.features.vector(x, validated=True)
 
+    def input_rows(self, xs: Sequence[Mapping]) -> np.ndarray:
+        """:meth:`input_vector` of every record, stacked (one row each)."""
+        return self.features.rows(xs)
+
     def declare_features(self, names: Sequence[str]) -> None:
         """Give inputs their columns before they are met (making the core model if there is
         none yet), so that learners that must agree on them (a group's base) do."""

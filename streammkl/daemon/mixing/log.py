@@ -66,14 +66,15 @@ import numpy as np
 
 from streammkl.core import kernels as kernels_mod
 from streammkl.core import mixing_bandwidth
+from streammkl.core.flat_state import FlatLayout
 from streammkl.core.kernels import Kernel
-from streammkl.core.mixing import ForeignDelta, MemberRound, check_mixable, merge
+from streammkl.core.mixing import ForeignDelta, MemberRound, check_mixable, merge, merge_saved
 from streammkl.core.model import OnlineMKL
 from streammkl.core.state import state_digest
 from streammkl.daemon.learning.bank import change_kernels
 from streammkl.daemon.mixing.topic import UNREADABLE, MixRecord, State
 from streammkl.river import MKLClassifier
-from streammkl.river.pooling import pool_scalers, split_scaler
+from streammkl.river.pooling import SCALER_PREFIX, pool_scalers, split_scaler
 
 #: Bases kept for stale deltas; a delta staler than this cannot be merged (it is reported).
 KEEP_BASES = 32
@@ -536,21 +537,30 @@ def merge_states(
         MemberRound(name, n, *state, old)
         for (name, n, _, _), state, old in zip(cores, states, olds, strict=True)
     ]
-    model = model if aligned is core else None  # (not re-aligned)
-    merged = merge(*aligned, members, stats, dual=dual, prox=not rebase, base_model=model)
-    if rebase:
-        mixing_bandwidth.keep(merged, rows, keys)
-    else:
-        mixing_bandwidth.decide(merged, rows, keys)
-    core_meta, arrays = merged.to_state()
+    saved = None
+    flat = FlatLayout.of(model)
+    if aligned is core and flat is not None and flat.settled:
+        # a settled group's round: the merged arrays from the saved ones, no model built
+        saved = merge_saved(*aligned, members, model, stats, dual=dual, prox=not rebase)
+    shape: OnlineMKL = model
+    if saved is None:
+        model = model if aligned is core else None  # (not re-aligned)
+        merged = merge(*aligned, members, stats, dual=dual, prox=not rebase, base_model=model)
+        if rebase:
+            mixing_bandwidth.keep(merged, rows, keys)
+        else:
+            mixing_bandwidth.decide(merged, rows, keys)
+        saved, shape = merged.to_state(), merged
+    core_meta, arrays = saved
     out = dict(base[0])
     out["core"] = core_meta
-    out["features"] = list(merged.feature_keys)
-    if split_scaler(base[1])[1]:  # standardize: one input scale for the group
+    out["features"] = list(core_meta["feature_keys"])
+    # standardize: one input scale for the group
+    if any(name.startswith(SCALER_PREFIX) for name in base[1]):
         learners = [(_stats(state), old and _stats(old)) for _, _, state, old in parts]
-        arrays.update(pool_scalers(_stats(base), learners, merged.feature_keys))
+        arrays.update(pool_scalers(_stats(base), learners, out["features"]))
     if not rebase:  # the next round's base: its close merges onto this model, not a reload
-        _BASE_MODEL.keep((out, arrays), merged)
+        _BASE_MODEL.keep((out, arrays), shape)
     return out, arrays
 
 
@@ -559,8 +569,10 @@ class _LastBase:
     base twice (its rebase onto the merged model, then that model's close as the next base),
     and the model a close merged is the next close's base (:meth:`keep`: not saved and loaded
     again, 0.3-0.7 ms a round; the merge takes the base's arrays from its saved state either
-    way, and from the model only what a load gives back: its layout, kernels and counts).
-    Kept by the identity of the state's core meta and arrays (states are never changed in
+    way, and from the model only its layout, kernels and configuration: a close that merged
+    the saved arrays without building a model, :func:`~streammkl.core.mixing.merge_saved`,
+    keeps its base's model for the merged state, which has the same layout). Kept by the
+    identity of the state's core meta and arrays (states are never changed in
     place); a few of them, for readers of several logs in one process (tests, benchmarks)."""
 
     KEEP = 4
@@ -734,6 +746,6 @@ def _unusable_bank(rec: MixRecord) -> str:
     return ""
 
 
-def _stats(state: State) -> tuple[list[str], dict[str, np.ndarray]]:
-    """(input names, arrays) of a learner state, for :func:`pool_scalers`."""
-    return list(state[0].get("features") or []), dict(state[1])
+def _stats(state: State) -> tuple[list[str], Mapping[str, np.ndarray]]:
+    """(input names, arrays) of a learner state, for :func:`pool_scalers` (which reads them)."""
+    return list(state[0].get("features") or []), state[1]

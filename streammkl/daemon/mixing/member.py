@@ -62,8 +62,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from streammkl.core import kernels
 from streammkl.daemon.config import LearnerSpec, ReloadSettings, Settings
 from streammkl.daemon.learning.bank import check_change, configured_kernels
@@ -1022,16 +1020,13 @@ def hindsight(
     kept = kept[:: -(-len(kept) // sample)] if kept else kept
     online = prequential(kept)
     # vector records: every x is a feature dict; one compiled loop
-    rows = np.stack([rounds.input_vector(x) for x, _, _ in kept])  # type: ignore[arg-type]
+    rows = rounds.input_rows([x for x, _, _ in kept])  # type: ignore[misc]
     assert rounds.model is not None
-    probas = rounds.probas(rounds.model.decision_many(rounds.scale_rows(rows)))
-    again = prequential([(x, y, _outcome(p)) for (x, y, _), p in zip(kept, probas, strict=True)])
+    # (predict_one and predict_proba_one of each row: two classes in one pass)
+    outcomes = rounds.predictions(rounds.model.decision_many(rounds.scale_rows(rows)))
+    again = prequential([(x, y, o) for (x, y, _), o in zip(kept, outcomes, strict=True)])
     return {
         "h_round": float(round_), "h_loss": online["loss"], "h_mistakes": online["mistakes"],
         "h_labelled": online["labelled"], "h_merged_loss": again["loss"],
         "h_merged_mistakes": again["mistakes"],
     }  # fmt: skip
-
-
-def _outcome(proba: Probas) -> tuple[Prediction, Probas]:
-    return (max(proba, key=proba.__getitem__) if proba else None), proba
