@@ -1,14 +1,16 @@
 """A group rebalance that never completes, and the member that leaves in the middle of one.
 
-On Tansu (0.6), a member that leaves the group between its JoinGroup and its SyncGroup as the
-generation's elected leader stalls the group for good: every later JoinGroup -- the survivors',
-or a new member's -- answers a generation naming the departed leader, and each SyncGroup fails
-with REBALANCE_IN_PROGRESS a session timeout later. Two members closing within a heartbeat of
-each other did exactly that (the second was rejoining after the first left when it closed): the
-third member never got a partition again (``benchmarks/scale_out.py --full``, exit 7). So a
-closing member lets a rebalance under way complete first (``Source.close``), and a member that
-waits for an assignment too long rejoins with a new consumer (``Source._watch_join``), the idle
-end's exit 7 coming only after that.
+On Tansu (0.6), a member that leaves the group while named the next generation's leader (its
+JoinGroup answered but no SyncGroup yet, or not even rejoined) stalls the group for good: every
+later JoinGroup -- the survivors', or a new member's -- answers a generation naming the departed
+leader, and each SyncGroup fails with REBALANCE_IN_PROGRESS a session timeout later. Two members
+closing within a heartbeat of each other did that (the second was rejoining after the first
+left when it closed): the third member never got a partition again
+(``benchmarks/scale_out.py --full``, exit 7). So a closing member lets a rebalance it heard of
+complete first (``Source.close``); two members leaving at the very same moment can still stall
+the group (docs/daemon.md). A member that waits for an assignment too long rejoins with a new
+consumer (``Source._watch_join``: the cure for a client stuck in a rebalance, not for a group
+Tansu stalled), the idle end's exit 7 coming only after that.
 
 The real-broker tests run three group members (``Source`` over each client library) in
 threads; the fake-clock tests check the timing rules.

@@ -32,6 +32,13 @@ membership is settling (no assignment yet, or partitions revoked and none assign
 Besides, the source remembers whether the broker was ever reached and whether it refused the
 client's credentials.
 
+**Leaving and rejoining the group.** A member that closes in the middle of a rebalance lets it
+complete first (:meth:`Source.close`): on Tansu a member named the next generation's leader
+that left before that generation completed stalled the group for good. A member left without
+an assignment for :data:`STALLED_JOIN_SESSIONS` session timeouts, or whose input topic came back
+and is still not assigned, rejoins with a new consumer (:meth:`Source._watch_join`,
+:meth:`Source._watch_return`).
+
 Everything here is independent of the client library: the consumer is a
 :class:`~streammkl.daemon.kafka.clients.protocol.ConsumerClient` adapter
 (:mod:`streammkl.daemon.kafka.clients`: kafka-python or librdkafka; tests use in-memory fakes).
@@ -89,12 +96,12 @@ ID_CHECK_SECONDS = 30.0
 #: killed member ~3.4 s (its session expires, then the join): under two session timeouts. The
 #: rejoin comes far before the idle end gives up (``run.exit_when_idle`` times
 #: ``IDLE_PATIENCE``, 60 s at scale_out's 6 s; 10 s with its 2-s sessions, 50 s with the 10-s
-#: default). Measured on Tansu 0.6, both clients: when a member leaves while the group awaits
-#: the SyncGroup of a leader that is itself leaving (two members closing within a heartbeat or
-#: so), every later JoinGroup of the survivor answers the same generation with the departed
-#: leader, and its SyncGroup fails with REBALANCE_IN_PROGRESS after a session timeout, forever;
-#: a new consumer (a new member id) is assigned at once. A needless rejoin (a slow but healthy
-#: rebalance) costs one more rebalance, nothing else.
+#: default). It is the cure for a client stuck in a rebalance, not for a group the broker
+#: stalled: on Tansu 0.6, once the member named the next generation's leader left before that
+#: generation completed, every JoinGroup -- a new consumer's too -- names the departed leader and
+#: every SyncGroup fails, for good (docs/daemon.md, Kafka notes; :meth:`Source.close` avoids
+#: causing it where it can). A needless rejoin (a slow but healthy rebalance) costs one more
+#: rebalance, nothing else.
 STALLED_JOIN_SESSIONS = 5
 #: A group member that closes in the middle of a rebalance lets it complete first, for at most
 #: this many session timeouts (:meth:`Source.close`): a healthy rebalance ends well within that
@@ -233,9 +240,10 @@ class Source:
         A group member in the middle of a rebalance (its partitions revoked, or its first join
         under way, none assigned since) first lets it complete -- polling, for at most
         :data:`SETTLE_BEFORE_LEAVE_SESSIONS` session timeouts, what it is given discarded --
-        then leaves (``settle=False``: leaves at once). On Tansu a member that left between its
-        JoinGroup and its SyncGroup, as the generation's elected leader, left the group stalled
-        for good (:data:`STALLED_JOIN_SESSIONS`).
+        then leaves (``settle=False``: leaves at once). On Tansu a member that left while named
+        the next generation's leader (its JoinGroup answered, its SyncGroup not sent) left the
+        group stalled for good (:data:`STALLED_JOIN_SESSIONS`). A leave before this member
+        heard of the rebalance (two members leaving at once) is not avoided.
         """
         if self.consumer is not None:
             self._closing = True
