@@ -32,6 +32,13 @@ membership is settling (no assignment yet, or partitions revoked and none assign
 Besides, the source remembers whether the broker was ever reached and whether it refused the
 client's credentials.
 
+**Leaving and rejoining the group.** A member that closes in the middle of a rebalance lets it
+complete first (:meth:`Source.close`): on Tansu a member named the next generation's leader
+that left before that generation completed stalled the group for good. A member left without
+an assignment for :data:`STALLED_JOIN_SESSIONS` session timeouts, or whose input topic came back
+and is still not assigned, rejoins with a new consumer (:meth:`Source._watch_join`,
+:meth:`Source._watch_return`).
+
 Everything here is independent of the client library: the consumer is a
 :class:`~streammkl.daemon.kafka.clients.protocol.ConsumerClient` adapter
 (:mod:`streammkl.daemon.kafka.clients`: kafka-python or librdkafka; tests use in-memory fakes).
@@ -81,6 +88,27 @@ RETURN_CHECK_SECONDS = 1.0
 #: within this plus :data:`REJOIN_SECONDS`. With kafka-python the ids come with the metadata
 #: and are compared at every look.
 ID_CHECK_SECONDS = 30.0
+#: A group member that has waited this many session timeouts (``kafka.session_timeout_ms``)
+#: for an assignment -- since its consumer subscribed, or since a rebalance revoked its
+#: partitions, counted while the broker is reached -- leaves and rejoins the group with a new
+#: consumer (:meth:`Source._watch_join`). A healthy rebalance ends well within that: measured on
+#: Tansu with 2-s sessions, a first join ~1.1 s, a second member ~3.4 s, the failover of a
+#: killed member ~3.4 s (its session expires, then the join): under two session timeouts. The
+#: rejoin comes far before the idle end gives up (``run.exit_when_idle`` times
+#: ``IDLE_PATIENCE``, 60 s at scale_out's 6 s; 10 s with its 2-s sessions, 50 s with the 10-s
+#: default). It is the cure for a client stuck in a rebalance, not for a group the broker
+#: stalled: on Tansu 0.6, once the member named the next generation's leader left before that
+#: generation completed, every JoinGroup -- a new consumer's too -- names the departed leader and
+#: every SyncGroup fails, for good (docs/daemon.md, Kafka notes; :meth:`Source.close` avoids
+#: causing it where it can). A needless rejoin (a slow but healthy rebalance) costs one more
+#: rebalance, nothing else.
+STALLED_JOIN_SESSIONS = 5
+#: A group member that closes in the middle of a rebalance lets it complete first, for at most
+#: this many session timeouts (:meth:`Source.close`): a healthy rebalance ends well within that
+#: (see above); the daemon's shutdown waits that long only when it does not.
+SETTLE_BEFORE_LEAVE_SESSIONS = 2
+#: The poll timeout while a closing member lets a rebalance complete.
+SETTLE_POLL_SECONDS = 0.1
 
 
 class Backlog(NamedTuple):
@@ -173,8 +201,13 @@ class Source:
         self._back_since: float | None = None  # when they were all back (none owned since)
         self._watched_at = -1e18  # when _watch_return last asked about the topics
         self._ids_checked_at = -1e18  # when _recreated_unseen last compared the topics' ids
-        #: Times the group was rejoined with a new consumer (a topic came back unassigned).
+        #: Times the group was rejoined with a new consumer (a topic came back unassigned, or
+        #: a rebalance gave no assignment for :data:`STALLED_JOIN_SESSIONS` session timeouts).
         self.rejoins = 0
+        #: Since when (this source's clock) a group member has waited for an assignment:
+        #: since its consumer subscribed, or a rebalance revoked its partitions (``None``:
+        #: assigned, maybe nothing, since).
+        self._waiting_since: float | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -195,22 +228,54 @@ class Source:
             return self
         self.consumer = consumer
         if self.group:
+            self._waiting_since = self.clock()
             consumer.subscribe(list(self.settings.topics), self._assigned, self._revoked)
         else:
             self._refresh_manual()
         return self
 
-    def close(self) -> None:
-        """Close the consumer (no commit: offsets are committed after checkpoints only)."""
+    def close(self, settle: bool = True) -> None:
+        """Close the consumer (no commit: offsets are committed after checkpoints only).
+
+        A group member in the middle of a rebalance (its partitions revoked, or its first join
+        under way, none assigned since) first lets it complete -- polling, for at most
+        :data:`SETTLE_BEFORE_LEAVE_SESSIONS` session timeouts, what it is given discarded --
+        then leaves (``settle=False``: leaves at once). On Tansu a member that left while named
+        the next generation's leader (its JoinGroup answered, its SyncGroup not sent) left the
+        group stalled for good (:data:`STALLED_JOIN_SESSIONS`). A leave before this member
+        heard of the rebalance (two members leaving at once) is not avoided.
+        """
         if self.consumer is not None:
             self._closing = True
             try:
+                if settle:
+                    self._settle()
                 self.consumer.close()
             except Exception as exc:  # closing must not mask the shutdown path
                 log.warning("consumer close failed: %s", exc)
             finally:
                 self._closing = False
             self.consumer = None
+
+    def _settle(self) -> None:
+        """Poll (records discarded: the caller checkpointed before closing) until the rebalance
+        under way has given this member its assignment, for at most
+        :data:`SETTLE_BEFORE_LEAVE_SESSIONS` session timeouts of wall time."""
+        consumer = self.consumer
+        if not self.group or consumer is None or not consumer.connected:
+            return
+        if self._waiting_since is None:
+            return
+        wait = SETTLE_BEFORE_LEAVE_SESSIONS * self.settings.session_timeout_ms / 1000.0
+        deadline = time.monotonic() + wait
+        while self._waiting_since is not None and time.monotonic() < deadline:
+            try:
+                consumer.poll(int(SETTLE_POLL_SECONDS * 1000), 1)
+            except Exception as exc:  # leaving anyway
+                log.info("polling before leaving the group: %s", exc)
+                return
+        if self._waiting_since is not None:
+            log.info("leaving the group in the middle of a rebalance (not done in %.0f s)", wait)
 
     @property
     def assignment(self) -> list[Partition]:
@@ -234,6 +299,8 @@ class Source:
         revoked = list(revoked)
         if self.group and not self._closing:
             self._settling = True  # a rebalance: what to read is unknown until the assignment
+            if self._waiting_since is None:
+                self._waiting_since = self.clock()
         if revoked and self.buffers and not self._closing:
             self._in_callback = True
             try:
@@ -250,6 +317,9 @@ class Source:
         # Inside the client's poll (no blocking consumer call on kafka-python's IO thread). A
         # partition with an own offset starts there; any other where the adapter resolves it
         # (the group's committed offset, else the earliest one).
+        if self._closing:  # settling before leaving (close): nothing is read any more
+            self._waiting_since = None  # (confluent-kafka assigns when the callback did not)
+            return
         assigned = list(assigned)
         if assigned:
             self._vanished.clear()
@@ -259,6 +329,7 @@ class Source:
         self.assignment_changes += 1
         self.reached = True
         self._settling = False
+        self._waiting_since = None
         self.buffers = {}
         self._bytes = {}
         self._idle_since.clear()
@@ -365,7 +436,7 @@ class Source:
             self._watch_reach(consumer)
         if not self.group and self.clock() - self._last_refresh > 5.0:
             self._refresh_manual()
-        if self.group and not self.buffers and self._watch_return():
+        if self.group and not self.buffers and (self._watch_return() or self._watch_join()):
             return 0
         try:
             batch = consumer.poll(timeout_ms, self.settings.max_poll_records)
@@ -421,6 +492,36 @@ class Source:
         self.close()
         self.start()
         return True
+
+    def _watch_join(self) -> bool:
+        """In a group, while nothing is owned: rejoin with a new consumer when no assignment
+        came for :data:`STALLED_JOIN_SESSIONS` session timeouts of a reached broker (the wait
+        restarts while the consumer is not connected: an outage is not a stalled group).
+        Returns whether the consumer was replaced (nothing to poll this time)."""
+        since, consumer = self._waiting_since, self.consumer
+        if since is None or consumer is None:
+            return False
+        now = self.clock()
+        if not consumer.connected:
+            self._waiting_since = now
+            return False
+        if now - since < self.stalled_join_seconds:
+            return False
+        log.warning(
+            "the group gave no assignment for %.0f s (%d session timeouts; a rebalance that "
+            "never completes): leaving and rejoining the group with a new consumer",
+            now - since, STALLED_JOIN_SESSIONS,
+        )  # fmt: skip
+        self.rejoins += 1
+        self.close(settle=False)
+        self.start()
+        return True
+
+    @property
+    def stalled_join_seconds(self) -> float:
+        """How long a group member waits for an assignment before it rejoins
+        (:data:`STALLED_JOIN_SESSIONS` session timeouts)."""
+        return STALLED_JOIN_SESSIONS * self.settings.session_timeout_ms / 1000.0
 
     def _recreated_unseen(self, consumer: ConsumerClient, at: float) -> set[str]:
         """Input topics whose id differs from the one remembered when they were last owned: the
