@@ -39,7 +39,20 @@ def taken(monkeypatch):
 
         return counted
 
+    softmax2_round_of = OnlineMKL._softmax2_round_of
+
+    def counting_softmax2_round_of(self, *args):  # (bound_round_softmax2's round)
+        round_ = softmax2_round_of(self, *args)
+
+        def counted(y):
+            out = round_(y)
+            count["learn"] += out[0] >= 0.0
+            return out
+
+        return counted
+
     monkeypatch.setattr(OnlineMKL, "_round_of", counting_round_of)
+    monkeypatch.setattr(OnlineMKL, "_softmax2_round_of", counting_softmax2_round_of)
     return count
 
 
@@ -269,3 +282,27 @@ def test_the_two_class_probabilities_are_those_of_proba():
     rows += (rng.normal(size=(50, 2)) * 300).tolist()
     for fx in rows:
         assert proba(fx) == classes.proba(fx) == classes.probas([fx])[0]
+
+
+@pytest.mark.parametrize("gain", [1.0, 40.0, 3000.0])
+def test_the_compiled_two_class_probabilities_are_those_of_proba(gain):
+    """The lane of two classes under a multiclass loss takes the probabilities from the
+    compiled round (``OnlineMKL.bound_round_softmax2``): each is the float ``Classes.proba``
+    gives of the scores before the update, also for scores far beyond ``exp``'s range (the
+    weights scaled by ``gain``)."""
+    data = list(datasets.Bananas())[:900]
+    learner = MKLClassifier(standardize=True)
+    for x, y in data[:300]:
+        learner.learn_predict_one(x, y)
+    rounds = learner.rounds()
+    assert rounds.known_lane is not None
+    model = rounds.model
+    assert model.bound_round_softmax2() is not None
+    model._args.state.w *= gain  # (in place: the bound pack reads these arrays)
+    classes, spread = learner._classes, []
+    for x, y in data[300:]:
+        got = learner.learn_predict_one(x, y)
+        scores = model.last_scores.tolist()
+        assert got == classes.proba(scores)
+        spread.append(abs(scores[0] - scores[1]))
+    assert max(spread) > (1000.0 if gain == 3000.0 else 0.1)  # (far beyond exp's range)

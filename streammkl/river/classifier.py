@@ -248,7 +248,9 @@ class MKLClassifier(MKLLearner, base.MiniBatchClassifier):
         (:meth:`Classes.proba_function`); dropped with them when a class is registered. None
         from the lane: nothing changed, the full path decides."""
         classes = self._classes
-        self._rounds.make_lane(classes.core_targets(), classes.proba_function())
+        self._rounds.make_lane(
+            classes.core_targets(), classes.proba_function(), classes.softmax_pair()
+        )
 
     def predict_one(self, x: Mapping, **kwargs: Any) -> Any:
         if self.classes_:
