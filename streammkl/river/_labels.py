@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -150,17 +151,7 @@ class Classes:
         registered (:attr:`on_register`) or the labels are replaced."""
         labels = self.labels
         if len(labels) == 2 and not self.shape()[0]:
-            c0, c1 = labels
-
-            def softmax_of_two(fx: list[float]) -> dict[Any, float]:
-                # (:func:`_softmax_of_two`'s operations inline: one Python call per record)
-                a, b = fx[0], fx[1]
-                top = a if a >= b else b
-                ea, eb = _exp(a - top), _exp(b - top)
-                total = ea + eb
-                return {c0: ea / total, c1: eb / total}
-
-            return softmax_of_two
+            return partial(_softmax_of_two, *labels)
         return self.proba
 
     def softmax_pair(self) -> tuple[Any, Any] | None:
