@@ -27,9 +27,12 @@ hops):
 - ``Rounds.record_round``: the river layer's round (``Rounds.learn_known``'s one-call round as
   one callable: the record's values checked and written, ``OnlineMKL.bound_round``, the last
   round's view kept; all the Python down to the compiled call);
-- ``learn_predict_one``: the whole call (the learner's lane: the class lookup, the record round,
-  the probabilities);
-- ``probabilities``: ``Classes.proba`` of two scores alone (the dict built per call);
+- ``learn_predict_one``: the whole call (the learner's lane, ``Rounds.make_lane``: the class
+  lookup and the record round's steps in one Python frame; for two classes of a multiclass
+  loss the probabilities computed in the compiled round, ``OnlineMKL.bound_round_softmax2``,
+  and only their dict built in Python);
+- ``probabilities``: ``Classes.proba`` of two scores alone (the formula and the dict in Python:
+  what the lane does for a binary loss or more classes);
 - the memo path: ``Rounds.predict_known`` (values, the compiled decision), ``predict_proba_one``
   (that and the probabilities), then ``+ learn_one`` (the round, whose featurisation the memo
   saves).
@@ -267,7 +270,7 @@ def rows_of(name: str, t: dict[str, float]) -> list[list[object]]:
         [name, "", "Python-to-compiled boundary", us(call - values - calls)],
         [name, "", "Python in `Rounds.record_round` / `OnlineMKL.bound_round`", us(known - call)],
         [name, "", "classifier lane and probabilities", us(one - known)],
-        [name, "", "(of which the dict of probabilities)", us(proba)],
+        [name, "", "(`Classes.proba` alone: the two-class lane computes it compiled)", us(proba)],
         [name, "", "**total**", f"**{us(one)}**"],
         [name, "predict + learn_one", "learn_one alone (featurising)", us(learn_only)],
         [name, "", "`Rounds.predict_known` + learn_one", us(predict_known)],

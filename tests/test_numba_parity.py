@@ -63,7 +63,8 @@ BUDGET_LOOPS = [
 PLACE_LOOPS = ["place_inputs"]
 KNOWN_LOOPS = [
     "learn_values", "predict_values", "scatter_record", "new_record", "learn_record",
-    "predict_record", "learn_record_at", "predict_record_at", "record_address",
+    "predict_record", "learn_record_at", "learn_record_softmax2_at", "predict_record_at",
+    "record_address",
     "standardize_one", "standardize_row", "standardize_rows",
 ]  # fmt: skip
 # parity-tested in tests/test_structured_decoders.py, tests/test_structured_labeler.py and

@@ -45,7 +45,20 @@ def counted(monkeypatch):
         taken["predict"] += fx is not None
         return fx
 
+    softmax2_round_of = OnlineMKL._softmax2_round_of
+
+    def counting_softmax2_round_of(self, *args):  # (bound_round_softmax2's round)
+        round_ = softmax2_round_of(self, *args)
+
+        def counted(y):
+            out = round_(y)
+            taken["learn"] += out[0] >= 0.0
+            return out
+
+        return counted
+
     monkeypatch.setattr(OnlineMKL, "_round_of", counting_round_of)
+    monkeypatch.setattr(OnlineMKL, "_softmax2_round_of", counting_softmax2_round_of)
     monkeypatch.setattr(OnlineMKL, "predict_bound", predict_bound)
     return taken
 

@@ -39,7 +39,20 @@ def taken(monkeypatch):
 
         return counted
 
+    softmax2_round_of = OnlineMKL._softmax2_round_of
+
+    def counting_softmax2_round_of(self, *args):  # (bound_round_softmax2's round)
+        round_ = softmax2_round_of(self, *args)
+
+        def counted(y):
+            out = round_(y)
+            count["learn"] += out[0] >= 0.0
+            return out
+
+        return counted
+
     monkeypatch.setattr(OnlineMKL, "_round_of", counting_round_of)
+    monkeypatch.setattr(OnlineMKL, "_softmax2_round_of", counting_softmax2_round_of)
     return count
 
 
@@ -225,3 +238,71 @@ def test_a_warm_up_kept_again_drops_the_lane():
         assert one_call.learn_predict_one(x, y) == general.learn_predict_one(_general(x), y)
     assert one_call.rounds().model.warmup_left == general.rounds().model.warmup_left
     assert one_call.rounds().digest() == general.rounds().digest()
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        {"1": True, "2": 0.5},  # a bool value
+        {"1": 10**400, "2": 0.5},  # an int beyond a float's range
+        {"1": np.float64(0.25), "2": 0.5},  # a numpy scalar
+        {"2": 0.5, "1": 0.25},  # another key order
+        {"1": 0.25},  # fewer keys
+    ],
+)
+def test_the_lane_refuses_what_the_record_round_refuses_and_changes_nothing(odd):
+    """The lane takes the record round's steps in its own frame: a record the record round
+    refuses (a value not a plain number, an int beyond a float's range, other keys) gives
+    None and leaves the model as it was; the learner then takes the general path."""
+    data = list(datasets.Bananas())[:400]
+    learner = MKLClassifier(standardize=True)
+    for x, y in data[:300]:
+        learner.learn_predict_one(x, y)
+    rounds = learner.rounds()
+    lane = rounds.known_lane
+    assert lane is not None
+    digest = rounds.model.digest()
+    assert lane(odd, data[300][1]) is None
+    assert rounds.model.digest() == digest
+    assert lane({"1": 0.25, "2": 0.5}, ()) is None  # (a label not of a plain type)
+    assert rounds.model.digest() == digest
+    assert lane({"1": 0.25, "2": 0.5}, data[300][1]) is not None  # (a plain record: taken)
+
+
+def test_the_two_class_probabilities_are_those_of_proba():
+    """``Classes.proba_function`` of two classes of a multiclass loss (the lane's
+    probabilities) gives the floats of ``Classes.proba``, on ordinary and extreme scores."""
+    learner = MKLClassifier(standardize=True)
+    for x, y in list(datasets.Bananas())[:50]:
+        learner.learn_predict_one(x, y)
+    classes = learner._classes
+    proba = classes.proba_function()
+    rng = np.random.default_rng(0)
+    rows = [*rng.normal(size=(200, 2)).tolist(), [800.0, -800.0], [-800.0, 800.0], [3.0, 3.0]]
+    rows += (rng.normal(size=(50, 2)) * 300).tolist()
+    for fx in rows:
+        assert proba(fx) == classes.proba(fx) == classes.probas([fx])[0]
+
+
+@pytest.mark.parametrize("gain", [1.0, 40.0, 3000.0])
+def test_the_compiled_two_class_probabilities_are_those_of_proba(gain):
+    """The lane of two classes under a multiclass loss takes the probabilities from the
+    compiled round (``OnlineMKL.bound_round_softmax2``): each is the float ``Classes.proba``
+    gives of the scores before the update, also for scores far beyond ``exp``'s range (the
+    weights scaled by ``gain``)."""
+    data = list(datasets.Bananas())[:900]
+    learner = MKLClassifier(standardize=True)
+    for x, y in data[:300]:
+        learner.learn_predict_one(x, y)
+    rounds = learner.rounds()
+    assert rounds.known_lane is not None
+    model = rounds.model
+    assert model.bound_round_softmax2() is not None
+    model._args.state.w *= gain  # (in place: the bound pack reads these arrays)
+    classes, spread = learner._classes, []
+    for x, y in data[300:]:
+        got = learner.learn_predict_one(x, y)
+        scores = model.last_scores.tolist()
+        assert got == classes.proba(scores)
+        spread.append(abs(scores[0] - scores[1]))
+    assert max(spread) > (1000.0 if gain == 3000.0 else 0.1)  # (far beyond exp's range)

@@ -565,6 +565,33 @@ class OnlineMKL:
                 return None
         return cast(Callable[[float], float], b[5])
 
+    def bound_round_softmax2(self) -> Callable[[float], tuple[float, float, float]] | None:
+        """:meth:`bound_round` that also gives the softmax of the first two scores before the
+        update, ``round(y) -> (loss, p0, p1)`` (the loss as there; the probabilities 0.0 when
+        it is negative): for a caller that turns two scores into two classes' probabilities
+        (the same operations in compiled code, no fastmath). Valid as :meth:`bound_round`;
+        None when it is None or the model has fewer than two outputs."""
+        if self.bound_round() is None or self.n_outputs < 2:
+            return None
+        a, args = self._bound[0], self._bound[4]
+        return self._softmax2_round_of(args.softmax2_call(a), a)
+
+    def _softmax2_round_of(
+        self, learn: Any, a: Any
+    ) -> Callable[[float], tuple[float, float, float]]:
+        """:meth:`_round_of` for the call of :meth:`bound_round_softmax2` (which answers
+        ``(loss, p0, p1)``)."""
+        model, s = self, self.schedule
+
+        def round_(y: float) -> tuple[float, float, float]:
+            t, st = model.t + 1, s.t + 1
+            out: tuple[float, float, float] = learn(a, y, st, t)
+            if out[0] >= 0.0:
+                s.t, model.t = st, t
+            return out
+
+        return round_
+
     @property
     def takes_sparse(self) -> bool:
         """Whether records may go through :meth:`learn_sparse` / :meth:`predict_sparse` (the

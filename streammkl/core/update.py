@@ -336,6 +336,12 @@ class RoundArgs:
         predict = _entry(nb.predict_record_at, (address,))
         return address, learn, predict, record
 
+    def softmax2_call(self, address: int) -> Callable[..., tuple[float, float, float]]:
+        """``f(a, y, t, n)``: the round of :meth:`record_calls`' ``f`` on the record pack at
+        ``address``, and the softmax of the first two scores before the update
+        (``nb.learn_record_softmax2_at``): ``(loss, p0, p1)``."""
+        return _entry(nb.learn_record_softmax2_at, (address, 0.0, 1, 1))
+
     def settle(self) -> None:
         """Fold the sparse round's factors into the state (``BlockState.settle``): before a
         dense loop or any reader of the arrays."""

@@ -26,6 +26,10 @@ _NONE = np.zeros(0)
 class KnownRecord:
     """The columns of the last record's keys and the buffers of the one-call round."""
 
+    #: The value types a record may bring (:meth:`fill`'s check, for a caller that inlines
+    #: it with :attr:`pack`).
+    NUMBERS = _NUMBER
+
     def __init__(self) -> None:
         self._keys: tuple | None = None
         self._index: dict | None = None  # the name -> column map they were looked up in
@@ -52,6 +56,13 @@ class KnownRecord:
         if learn and not self._complete:
             return None
         return self.fill(x.values())  # (a view: no list per record)
+
+    @property
+    def pack(self) -> Callable[..., None]:
+        """:meth:`fill`'s write, ``pack(vals, 0, *values)`` into :attr:`vals` (raising
+        ``OverflowError`` or ``struct.error`` where :meth:`fill` answers None): valid while
+        :attr:`vals` is the buffer (a replacement is reported, :attr:`on_replace`)."""
+        return self._pack
 
     @property
     def keys(self) -> tuple | None:

@@ -154,6 +154,15 @@ class Classes:
             return partial(_softmax_of_two, *labels)
         return self.proba
 
+    def softmax_pair(self) -> tuple[Any, Any] | None:
+        """The two labels when :meth:`proba_function` is the softmax of the first two scores
+        (two classes of a multiclass loss), for a caller that computes it in compiled code
+        (the same operations); else None. Valid as :meth:`proba_function`."""
+        labels = self.labels
+        if len(labels) == 2 and not self.shape()[0]:
+            return labels[0], labels[1]
+        return None
+
     def core_targets(self) -> dict[Any, float]:
         """The core's target of every registered label (:meth:`target_of` of its index), for
         the labels now (valid as :meth:`proba_function`)."""

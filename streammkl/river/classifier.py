@@ -242,27 +242,15 @@ class MKLClassifier(MKLLearner, base.MiniBatchClassifier):
 
     def _make_lane(self) -> None:
         """After a known-class round through the bound buffers, :meth:`learn_predict_one`'s
-        lane (:attr:`Rounds.known_lane`, dropped with the record round it calls): the
-        decision of :meth:`_learn_known` with what it reads fixed while the lane lives (each
-        class's target, :meth:`Classes.core_targets`), the record round
-        (:attr:`Rounds.record_round`), the probabilities (:meth:`Classes.proba_function`);
-        dropped with them when a class is registered. None from the lane: nothing changed, the
-        full path decides."""
-        rounds = self._rounds
-        record_round = rounds.record_round
-        if record_round is None:
-            return
+        lane (:meth:`Rounds.make_lane`, dropped with the record round whose steps it takes):
+        the decision of :meth:`_learn_known` with what it reads fixed while the lane lives
+        (each class's target, :meth:`Classes.core_targets`), the probabilities
+        (:meth:`Classes.proba_function`); dropped with them when a class is registered. None
+        from the lane: nothing changed, the full path decides."""
         classes = self._classes
-        target_of, proba = classes.core_targets().get, classes.proba_function()
-
-        def lane(x: Mapping, y: Any) -> dict | None:
-            target = target_of(y) if type(y) in _PLAIN else None
-            if target is None:  # (a class beyond the model's outputs: the compiled round
-                return None  # refuses it)
-            fx = record_round(x, target)
-            return None if fx is None else proba(fx.tolist())
-
-        rounds.known_lane = lane
+        self._rounds.make_lane(
+            classes.core_targets(), classes.proba_function(), classes.softmax_pair()
+        )
 
     def predict_one(self, x: Mapping, **kwargs: Any) -> Any:
         if self.classes_:

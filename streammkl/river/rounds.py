@@ -21,6 +21,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from operator import itemgetter
+from struct import error as struct_error
 from typing import Any, cast
 
 import numpy as np
@@ -150,6 +151,76 @@ class Rounds:
         model.on_unbind = self.drop_lanes
         self.record_round = record_round
         return record_round
+
+    def make_lane(
+        self,
+        targets: Mapping[Any, float],
+        answer: Callable[[list[float]], Any],
+        pair: tuple[Any, Any] | None = None,
+    ) -> None:
+        """After a round through :attr:`record_round`, :attr:`known_lane`: ``lane(x, label)``
+        is ``answer`` of the scores (a list) :attr:`record_round` gives on ``(x,
+        targets[label])``, or None (nothing changed: the full path decides) when it would give
+        None or the label is not of a plain type or has no target; the record round's steps
+        in the lane's own frame (one Python call per record). ``pair``: the two labels when
+        ``answer`` is the softmax of the first two scores, which the model's compiled round
+        then computes (:meth:`OnlineMKL.bound_round_softmax2`, the same numbers) and the lane
+        only puts in a dict. ``targets`` and ``answer`` are the caller's, held while the lane
+        lives (dropped with the record round)."""
+        model = self.model
+        if self.record_round is None or model is None:
+            return
+        learn = model.bound_round() or model.learn_bound  # (the record round's)
+        softmax2 = None if pair is None else model.bound_round_softmax2()
+        known = self._known
+        keys, numbers, pack, vals = known.keys, known.NUMBERS, known.pack, known.vals
+        pred = model.last_scores
+        last = known.xs if self.learner.standardize else known.raw
+        rounds, target_of, plain = self, targets.get, _PLAIN
+
+        if softmax2 is not None and pair is not None:
+            c0, c1 = pair
+
+            def softmax_lane(x: Mapping, y: Any) -> Any:  # (lane's steps, softmax compiled)
+                target = target_of(y) if type(y) in plain else None
+                if target is None or tuple(x) != keys:
+                    return None
+                values = x.values()
+                if not numbers.issuperset(map(type, values)):
+                    return None
+                try:
+                    pack(vals, 0, *values)
+                except (OverflowError, struct_error):
+                    return None
+                loss, p0, p1 = softmax2(target)
+                if loss < 0.0:
+                    return None
+                rounds._last_input, rounds._last_shared, rounds._last_sparse = last, True, None
+                rounds.last_loss = loss
+                return {c0: p0, c1: p1}
+
+            self.known_lane = softmax_lane
+            return
+
+        def lane(x: Mapping, y: Any) -> Any:
+            target = target_of(y) if type(y) in plain else None
+            if target is None or tuple(x) != keys:
+                return None
+            values = x.values()
+            if not numbers.issuperset(map(type, values)):
+                return None
+            try:
+                pack(vals, 0, *values)
+            except (OverflowError, struct_error):
+                return None
+            loss = learn(target)
+            if loss < 0.0:
+                return None
+            rounds._last_input, rounds._last_shared, rounds._last_sparse = last, True, None
+            rounds.last_loss = loss
+            return answer(pred.tolist())
+
+        self.known_lane = lane
 
     def _bind_record(self, model: OnlineMKL) -> None:
         """Give ``model`` the buffers of the one-call round (:meth:`OnlineMKL.bind_record`):

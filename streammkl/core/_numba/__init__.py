@@ -112,8 +112,8 @@ from streammkl.core._numba.known import (
     standardize_one, standardize_row, standardize_rows,
 )  # fmt: skip
 from streammkl.core._numba.record import (
-    RecordPack, learn_record, learn_record_at, new_record, predict_record, predict_record_at,
-    record_address,
+    RecordPack, learn_record, learn_record_at, learn_record_softmax2_at, new_record,
+    predict_record, predict_record_at, record_address,
 )  # fmt: skip
 from streammkl.core._numba.chains import (
     forward_backward, logsumexp_row, viterbi, viterbi_cost, viterbi_hamming,

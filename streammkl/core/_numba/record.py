@@ -18,6 +18,8 @@ as the round's pack (``core._numba.pack``).
 
 from __future__ import annotations
 
+import math
+
 from numba import njit, types
 from numba.core import cgutils
 from numba.core.datamodel import default_manager
@@ -183,6 +185,25 @@ def _learn_record_at(address, y, t, n):
     return learn_record(record_at(address), y, t, n)
 
 
+def _learn_record_softmax2_at(address, y, t, n):
+    """``learn_record_at``, and the softmax of the first two scores before the update (a
+    classifier's two classes under a multiclass loss; ``streammkl.river``'s two-class formula,
+    the same operations, no fastmath): ``(loss, p0, p1)``, the probabilities 0.0 when the
+    round refused (a negative loss, nothing changed)."""
+    r = record_at(address)
+    loss = learn_record(r, y, t, n)
+    if loss < 0.0:
+        return loss, 0.0, 0.0
+    pred = r.p.pred
+    a = pred[0]
+    b = pred[1]
+    top = a if a >= b else b
+    ea = math.exp(a - top)
+    eb = math.exp(b - top)
+    total = ea + eb
+    return loss, ea / total, eb / total
+
+
 def _predict_record_at(address):
     """``predict_record`` on the record pack at ``address``."""
     return predict_record(record_at(address))
@@ -192,5 +213,6 @@ new_record = njit(**JIT_EXACT)(_new_record)
 learn_record = njit(**JIT_EXACT)(_learn_record)
 predict_record = njit(**JIT_EXACT)(_predict_record)
 learn_record_at = njit(**JIT_EXACT)(_learn_record_at)
+learn_record_softmax2_at = njit(**JIT_EXACT)(_learn_record_softmax2_at)
 predict_record_at = njit(**JIT_EXACT)(_predict_record_at)
 record_address = njit(**JIT_EXACT)(_record_address)
