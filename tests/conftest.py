@@ -12,6 +12,7 @@ import os
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -37,3 +38,40 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield broker.bootstrap_servers
     finally:
         broker.stop(kill=True)  # memory-only: nothing to lose, and no 5 s linger
+
+
+@pytest.fixture
+def one_call_rounds(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """How often the river learners' one-call route took a record: ``learn``, rounds learned
+    through the bound buffers (``OnlineMKL.learn_bound``, ``bound_round``, the lanes' compiled
+    softmax round), ``predict``, records decided by ``OnlineMKL.predict_bound``."""
+    from streammkl.core import OnlineMKL
+
+    taken = {"learn": 0, "predict": 0}
+    round_of, softmax2_round_of = OnlineMKL._round_of, OnlineMKL._softmax2_round_of
+    predict = OnlineMKL.predict_bound
+
+    def counting(make: Any, loss_of: Any) -> Any:
+        def counting_round_of(self: Any, *args: Any) -> Any:
+            round_ = make(self, *args)
+
+            def counted(y: float) -> Any:
+                out = round_(y)
+                taken["learn"] += loss_of(out) >= 0.0
+                return out
+
+            return counted
+
+        return counting_round_of
+
+    def predict_bound(self: Any, *args: Any) -> Any:
+        fx = predict(self, *args)
+        taken["predict"] += fx is not None
+        return fx
+
+    monkeypatch.setattr(OnlineMKL, "_round_of", counting(round_of, lambda loss: loss))
+    monkeypatch.setattr(
+        OnlineMKL, "_softmax2_round_of", counting(softmax2_round_of, lambda out: out[0])
+    )
+    monkeypatch.setattr(OnlineMKL, "predict_bound", predict_bound)
+    return taken

@@ -24,45 +24,6 @@ def _general(x: dict) -> dict:
     return {k: v if v is None else np.float64(v) for k, v in x.items()}
 
 
-@pytest.fixture
-def counted(monkeypatch):
-    """How often the one-call round and prediction took a record."""
-    taken = {"learn": 0, "predict": 0}
-    round_of, predict = OnlineMKL._round_of, OnlineMKL.predict_bound
-
-    def counting_round_of(self, *args):  # (the one round of learn_bound and bound_round)
-        round_ = round_of(self, *args)
-
-        def counted(y):
-            loss = round_(y)
-            taken["learn"] += loss >= 0.0
-            return loss
-
-        return counted
-
-    def predict_bound(self, *args):
-        fx = predict(self, *args)
-        taken["predict"] += fx is not None
-        return fx
-
-    softmax2_round_of = OnlineMKL._softmax2_round_of
-
-    def counting_softmax2_round_of(self, *args):  # (bound_round_softmax2's round)
-        round_ = softmax2_round_of(self, *args)
-
-        def counted(y):
-            out = round_(y)
-            taken["learn"] += out[0] >= 0.0
-            return out
-
-        return counted
-
-    monkeypatch.setattr(OnlineMKL, "_round_of", counting_round_of)
-    monkeypatch.setattr(OnlineMKL, "_softmax2_round_of", counting_softmax2_round_of)
-    monkeypatch.setattr(OnlineMKL, "predict_bound", predict_bound)
-    return taken
-
-
 STREAMS = {
     "Bananas": lambda: list(datasets.Bananas())[:1500],
     "Phishing": lambda: list(datasets.Phishing()),
@@ -72,7 +33,7 @@ STREAMS = {
 
 @pytest.mark.parametrize("standardize", [True, False])
 @pytest.mark.parametrize("stream", sorted(STREAMS))
-def test_one_call_rounds_equal_the_general_path_bit_for_bit(stream, standardize, counted):
+def test_one_call_rounds_equal_the_general_path_bit_for_bit(stream, standardize, one_call_rounds):
     data = STREAMS[stream]()
     make = MKLRegressor if stream == "Friedman" else MKLClassifier
     fused, two_calls, general = (make(standardize=standardize) for _ in range(3))
@@ -87,8 +48,8 @@ def test_one_call_rounds_equal_the_general_path_bit_for_bit(stream, standardize,
     assert fused.rounds().digest() == digest == two_calls.rounds().digest()
     np.testing.assert_array_equal(fused.rounds().last_input, general.rounds().last_input)
     n = len(data)
-    assert counted["learn"] > 2 * (n - 1100)  # past the bandwidth warm-up, every round
-    assert counted["predict"] > n - 1100
+    assert one_call_rounds["learn"] > 2 * (n - 1100)  # past the bandwidth warm-up, every round
+    assert one_call_rounds["predict"] > n - 1100
 
 
 def test_a_refused_record_changes_nothing_and_raises_as_before():
@@ -124,7 +85,7 @@ def test_a_regressor_counts_the_target_once_when_the_record_is_refused():
     assert model.rounds().digest() == twin.rounds().digest()
 
 
-def test_keys_in_another_order_missing_new_and_unusual_values_agree(counted):
+def test_keys_in_another_order_missing_new_and_unusual_values_agree(one_call_rounds):
     """Records whose keys change order, miss some, bring new ones (int and str names), or hold
     ``None``, ``bool`` and ``int`` values: the same numbers as the general path."""
     rng = np.random.default_rng(3)
@@ -145,10 +106,10 @@ def test_keys_in_another_order_missing_new_and_unusual_values_agree(counted):
         assert fused.predict_proba_one(x) == general.predict_proba_one(_general(x))
         assert fused.learn_predict_one(x, y) == general.learn_predict_one(_general(x), y)
     assert fused.rounds().digest() == general.rounds().digest()
-    assert counted["learn"] > 0 and counted["predict"] > 0
+    assert one_call_rounds["learn"] > 0 and one_call_rounds["predict"] > 0
 
 
-def test_landmark_refreshes_happen_on_the_one_call_route_too(counted):
+def test_landmark_refreshes_happen_on_the_one_call_route_too(one_call_rounds):
     """A bank whose landmarks refresh (``LandmarkRBF(refresh=...)``, the accurate preset's):
     the one-call round refreshes them after the same rounds as the general path, so both
     learners end with the same landmarks and the same state, bit for bit."""
@@ -162,7 +123,7 @@ def test_landmark_refreshes_happen_on_the_one_call_route_too(counted):
     fused, general = MKLClassifier(kernels=bank), MKLClassifier(kernels=bank)
     for x, y in data:
         assert fused.learn_predict_one(x, y) == general.learn_predict_one(_general(x), y)
-    assert counted["learn"] > 500  # the one-call route took the rounds past the warm-up
+    assert one_call_rounds["learn"] > 500  # the one-call route took the rounds past the warm-up
     names = [k.name for k in fused.rounds().model.kernels]
     moved = [
         k for k, k0 in zip(fused.rounds().model.kernels, bank, strict=True)
@@ -189,7 +150,7 @@ def test_the_regressor_round_gives_the_general_round_numbers_bit_for_bit():
         np.testing.assert_array_equal(arr, many.to_state()[1][key], err_msg=key)
 
 
-def test_the_one_call_route_follows_buffers_replaced_between_records(counted):
+def test_the_one_call_route_follows_buffers_replaced_between_records(one_call_rounds):
     """The one-call route binds its buffers once (``OnlineMKL.bind_record``, a record pack):
     a record whose buffers (values, columns, raw and standardised vectors, the four
     statistics) are replaced by new arrays of the same contents, the replacement reported
@@ -213,7 +174,7 @@ def test_the_one_call_route_follows_buffers_replaced_between_records(counted):
             np.testing.assert_array_equal(swapped.rounds()._known.xs, kept.rounds()._known.xs)
     assert swapped.rounds().digest() == kept.rounds().digest()
     np.testing.assert_array_equal(swapped.rounds().scaler.mean, kept.rounds().scaler.mean)
-    assert counted["learn"] > 2 * 190
+    assert one_call_rounds["learn"] > 2 * 190
 
 
 def test_a_record_pack_is_called_by_its_address_without_changing_its_references():
@@ -276,7 +237,9 @@ def _continued(model, data):
     return out, model.rounds().model.digest()
 
 
-def test_every_way_a_learner_is_made_takes_the_one_call_route_with_the_same_numbers(counted):
+def test_every_way_a_learner_is_made_takes_the_one_call_route_with_the_same_numbers(
+    one_call_rounds,
+):
     """A learner copied (pickle, deepcopy, copy of its model), restored from a pickle made
     before the route existed (no ``_bound``, ``_values``, ``_values_args``: an ``OnlineMKL``
     made by ``__new__`` and ``__setstate__``), rebuilt by a new input, or used from another
@@ -301,13 +264,13 @@ def test_every_way_a_learner_is_made_takes_the_one_call_route_with_the_same_numb
     OnlineMKL.__setstate__(old.rounds().model, copy.deepcopy(state))
     copies.append(old)
     threaded, wider = copy.deepcopy(first), pickle.loads(pickle.dumps(first))
-    taken = counted["learn"]
+    taken = one_call_rounds["learn"]
     expected = _continued(first, data[400:])
-    assert counted["learn"] - taken == 300
+    assert one_call_rounds["learn"] - taken == 300
     for other in copies:
-        taken = counted["learn"]
+        taken = one_call_rounds["learn"]
         assert _continued(other, data[400:]) == expected
-        assert counted["learn"] - taken == 300
+        assert one_call_rounds["learn"] - taken == 300
     result: list = []
     worker = threading.Thread(target=lambda: result.append(_continued(threaded, data[400:])))
     worker.start()

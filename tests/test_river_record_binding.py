@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 from river import datasets
 
-from streammkl.core import OnlineMKL
 from streammkl.river import MKLClassifier
 from streammkl.river._scaling import InputScaler
 
@@ -21,39 +20,6 @@ from streammkl.river._scaling import InputScaler
 def _general(x: dict) -> dict:
     """The same record with numpy float values: the general path (never the one-call route)."""
     return {k: np.float64(v) for k, v in x.items()}
-
-
-@pytest.fixture
-def taken(monkeypatch):
-    """Rounds the one-call route took."""
-    count = {"learn": 0}
-    round_of = OnlineMKL._round_of
-
-    def counting_round_of(self, *args):  # (the one round of learn_bound and bound_round)
-        round_ = round_of(self, *args)
-
-        def counted(y):
-            loss = round_(y)
-            count["learn"] += loss >= 0.0
-            return loss
-
-        return counted
-
-    softmax2_round_of = OnlineMKL._softmax2_round_of
-
-    def counting_softmax2_round_of(self, *args):  # (bound_round_softmax2's round)
-        round_ = softmax2_round_of(self, *args)
-
-        def counted(y):
-            out = round_(y)
-            count["learn"] += out[0] >= 0.0
-            return out
-
-        return counted
-
-    monkeypatch.setattr(OnlineMKL, "_round_of", counting_round_of)
-    monkeypatch.setattr(OnlineMKL, "_softmax2_round_of", counting_softmax2_round_of)
-    return count
 
 
 def _bound_to_owners(learner) -> None:
@@ -85,7 +51,7 @@ EVENTS = {
 
 
 @pytest.mark.parametrize("event", sorted(EVENTS))
-def test_the_round_after_a_buffer_is_replaced_uses_the_new_one(event, taken):
+def test_the_round_after_a_buffer_is_replaced_uses_the_new_one(event, one_call_rounds):
     data = list(datasets.Bananas())[:500]
     one_call, general = MKLClassifier(standardize=True), MKLClassifier(standardize=True)
     for x, y in data[:300]:
@@ -110,17 +76,17 @@ def test_the_round_after_a_buffer_is_replaced_uses_the_new_one(event, taken):
         assert a.learn_predict_one(x, y) == b.learn_predict_one(_general(x), y)
 
     EVENTS[event](pair)
-    before = taken["learn"]
+    before = one_call_rounds["learn"]
     a, b = learners
     for x, y in data[301:]:  # the next rounds: the one-call route, on the new buffers
         assert a.learn_predict_one(x, y) == b.learn_predict_one(_general(x), y)
         assert a.predict_proba_one(x) == b.predict_proba_one(_general(x))
         _bound_to_owners(a)
-    assert taken["learn"] - before == len(data) - 301
+    assert one_call_rounds["learn"] - before == len(data) - 301
     assert a.rounds().digest() == b.rounds().digest()
 
 
-def test_a_model_adopted_from_another_learner_is_given_this_learners_buffers(taken):
+def test_a_model_adopted_from_another_learner_is_given_this_learners_buffers(one_call_rounds):
     """``Rounds.adopt`` takes another learner's model, which may hold that learner's buffers:
     it is given this learner's (else this learner's record would be written where the model
     does not read)."""
@@ -133,11 +99,11 @@ def test_a_model_adopted_from_another_learner_is_given_this_learners_buffers(tak
     assert other.rounds().model._record is not None
     mine.rounds().adopt(other.rounds())
     assert mine.rounds().model._record is None  # (forgotten: bound again at the next round)
-    before = taken["learn"]
+    before = one_call_rounds["learn"]
     for x, y in data[300:]:
         assert mine.learn_predict_one(x, y) == general.learn_predict_one(_general(x), y)
         _bound_to_owners(mine)
-    assert taken["learn"] - before == 300
+    assert one_call_rounds["learn"] - before == 300
     assert mine.rounds().digest() == general.rounds().digest()
 
 
@@ -160,7 +126,7 @@ def test_owners_report_each_replacement_and_not_the_hook_in_a_pickle():
     assert reports == ["scaler", "record"]
 
 
-def test_the_lane_is_made_once_bound_and_dropped_with_every_replacement(taken):
+def test_the_lane_is_made_once_bound_and_dropped_with_every_replacement(one_call_rounds):
     """``learn_predict_one``'s lane (``Rounds.known_lane``) lives while nothing it holds is
     replaced: made after the bandwidth warm-up, kept across rounds, gone after a new input."""
     data = list(datasets.Bananas())[:400]
@@ -170,10 +136,10 @@ def test_the_lane_is_made_once_bound_and_dropped_with_every_replacement(taken):
     rounds = learner.rounds()
     lane = rounds.known_lane
     assert lane is not None and rounds.record_round is not None
-    before = taken["learn"]
+    before = one_call_rounds["learn"]
     for x, y in data[300:350]:
         learner.learn_predict_one(x, y)
-    assert rounds.known_lane is lane and taken["learn"] - before == 50
+    assert rounds.known_lane is lane and one_call_rounds["learn"] - before == 50
     x, y = data[350]
     learner.learn_predict_one({**x, "extra": 1.0}, y)  # a new input: the model widens
     assert rounds.known_lane is not lane

@@ -178,29 +178,7 @@ class Rounds:
         last = known.xs if self.learner.standardize else known.raw
         rounds, target_of, plain = self, targets.get, _PLAIN
 
-        if softmax2 is not None and pair is not None:
-            c0, c1 = pair
-
-            def softmax_lane(x: Mapping, y: Any) -> Any:  # (lane's steps, softmax compiled)
-                target = target_of(y) if type(y) in plain else None
-                if target is None or tuple(x) != keys:
-                    return None
-                values = x.values()
-                if not numbers.issuperset(map(type, values)):
-                    return None
-                try:
-                    pack(vals, 0, *values)
-                except (OverflowError, struct_error):
-                    return None
-                loss, p0, p1 = softmax2(target)
-                if loss < 0.0:
-                    return None
-                rounds._last_input, rounds._last_shared, rounds._last_sparse = last, True, None
-                rounds.last_loss = loss
-                return {c0: p0, c1: p1}
-
-            self.known_lane = softmax_lane
-            return
+        c0, c1 = pair if softmax2 is not None and pair is not None else (None, None)
 
         def lane(x: Mapping, y: Any) -> Any:
             target = target_of(y) if type(y) in plain else None
@@ -213,12 +191,19 @@ class Rounds:
                 pack(vals, 0, *values)
             except (OverflowError, struct_error):
                 return None
-            loss = learn(target)
-            if loss < 0.0:
-                return None
+            if softmax2 is None:
+                loss = learn(target)
+                if loss < 0.0:
+                    return None
+                out = answer(pred.tolist())
+            else:  # (the two classes' softmax computed in the compiled round)
+                loss, p0, p1 = softmax2(target)
+                if loss < 0.0:
+                    return None
+                out = {c0: p0, c1: p1}
             rounds._last_input, rounds._last_shared, rounds._last_sparse = last, True, None
             rounds.last_loss = loss
-            return answer(pred.tolist())
+            return out
 
         self.known_lane = lane
 
