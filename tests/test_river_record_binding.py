@@ -126,13 +126,20 @@ def test_owners_report_each_replacement_and_not_the_hook_in_a_pickle():
     assert reports == ["scaler", "record"]
 
 
-def test_the_lane_is_made_once_bound_and_dropped_with_every_replacement(one_call_rounds):
-    """``learn_predict_one``'s lane (``Rounds.known_lane``) lives while nothing it holds is
-    replaced: made after the bandwidth warm-up, kept across rounds, gone after a new input."""
+def _past_warm_up() -> tuple[list, MKLClassifier]:
+    """400 Bananas examples and a standardising learner that took the first 300 by
+    ``learn_predict_one`` (past its bandwidth warm-up: its lane made)."""
     data = list(datasets.Bananas())[:400]
     learner = MKLClassifier(standardize=True)
     for x, y in data[:300]:
         learner.learn_predict_one(x, y)
+    return data, learner
+
+
+def test_the_lane_is_made_once_bound_and_dropped_with_every_replacement(one_call_rounds):
+    """``learn_predict_one``'s lane (``Rounds.known_lane``) lives while nothing it holds is
+    replaced: made after the bandwidth warm-up, kept across rounds, gone after a new input."""
+    data, learner = _past_warm_up()
     rounds = learner.rounds()
     lane = rounds.known_lane
     assert lane is not None and rounds.record_round is not None
@@ -220,10 +227,7 @@ def test_the_lane_refuses_what_the_record_round_refuses_and_changes_nothing(odd)
     """The lane takes the record round's steps in its own frame: a record the record round
     refuses (a value not a plain number, an int beyond a float's range, other keys) gives
     None and leaves the model as it was; the learner then takes the general path."""
-    data = list(datasets.Bananas())[:400]
-    learner = MKLClassifier(standardize=True)
-    for x, y in data[:300]:
-        learner.learn_predict_one(x, y)
+    data, learner = _past_warm_up()
     rounds = learner.rounds()
     lane = rounds.known_lane
     assert lane is not None

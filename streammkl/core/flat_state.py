@@ -119,59 +119,49 @@ class FlatLayout:
         that order, each state laid out in work buffers this layout keeps (no vector built
         per state). Two new arrays (the caller's)."""
         with self._lock:  # (the work buffers are this layout's: one merge at a time)
-            return self._merged(base, members, ftrl, mean)
-
-    def _merged(
-        self,
-        base: Mapping[str, np.ndarray],
-        members: Sequence[tuple[float, Mapping[str, np.ndarray], Mapping[str, np.ndarray] | None]],
-        ftrl: bool,
-        mean: bool,
-    ) -> tuple[np.ndarray, np.ndarray]:
-        out = np.empty(self.width)
-        self._weighted_into(out, base)
-        ref = self._work[0]
-        np.copyto(ref, out)
-        summed = np.empty(self.added_width if ftrl else self.M + 1)
-        self._added_into(summed, base, ftrl)
-        ref_added = self._work_added[0][: summed.size]
-        np.copyto(ref_added, summed)
-        state, since, tmp = self._work[1], self._work[2], self._work[3]
-        state_added, since_added, tmp_added = (b[: summed.size] for b in self._work_added[1:])
-        for w, arrays, old in members:
-            self._weighted_into(state, arrays)
-            start = ref
-            if old is not None:
-                self._weighted_into(since, old)
-                start = since
-            np.subtract(state, start, out=tmp)
-            np.multiply(tmp, w, out=tmp)
-            np.add(out, tmp, out=out)
-            self._added_into(state_added, arrays, ftrl)
-            start = ref_added
-            if old is not None:
-                self._added_into(since_added, old, ftrl)
-                start = since_added
-            np.subtract(state_added, start, out=tmp_added)
-            if mean:
-                np.multiply(tmp_added, w, out=tmp_added)
-            np.add(summed, tmp_added, out=summed)
-        return out, summed
+            out = np.empty(self.width)
+            self._weighted_into(out, base)
+            ref = self._work[0]
+            np.copyto(ref, out)
+            summed = np.empty(self.added_width if ftrl else self.M + 1)
+            self._added_into(summed, base, ftrl)
+            ref_added = self._work_added[0][: summed.size]
+            np.copyto(ref_added, summed)
+            state, since, tmp = self._work[1], self._work[2], self._work[3]
+            state_added, since_added, tmp_added = (b[: summed.size] for b in self._work_added[1:])
+            for w, arrays, old in members:
+                self._weighted_into(state, arrays)
+                start = ref
+                if old is not None:
+                    self._weighted_into(since, old)
+                    start = since
+                np.subtract(state, start, out=tmp)
+                np.multiply(tmp, w, out=tmp)
+                np.add(out, tmp, out=out)
+                self._added_into(state_added, arrays, ftrl)
+                start = ref_added
+                if old is not None:
+                    self._added_into(since_added, old, ftrl)
+                    start = since_added
+                np.subtract(state_added, start, out=tmp_added)
+                if mean:
+                    np.multiply(tmp_added, w, out=tmp_added)
+                np.add(summed, tmp_added, out=summed)
+            return out, summed
 
     def _weighted_into(self, v: np.ndarray, arrays: Mapping[str, np.ndarray]) -> None:
-        """A state's weighted vector (:meth:`vectors`) written into ``v``."""
+        """A state's weighted vector (bias, avg_w, avg_bias, avg_loss, theta) written into ``v``."""
         K, P, E = self.K, self.P, self.E
         a, b, c, d = self.cuts
         v[:a] = arrays["bias"]
         v[a:b].reshape(E, K, P)[...] = arrays["avg_w"]
         v[b:c].reshape(E, K)[...] = arrays["avg_bias"]
         v[c:d] = arrays["avg_loss"]
-        block = self._block
-        block[self.columns] = arrays["scale"][self.owner]
-        np.multiply(arrays["w"], block, out=v[d:].reshape(K, P))
+        np.multiply(arrays["w"], self._scale_row(arrays, self._block), out=v[d:].reshape(K, P))
 
     def _added_into(self, v: np.ndarray, arrays: Mapping[str, np.ndarray], ftrl: bool) -> None:
-        """A state's added vector (:meth:`vectors`) written into ``v``."""
+        """A state's added vector (step_acc; under FTRL the stored dual ``w`` after it) written
+        into ``v``."""
         M = self.M + 1
         v[:M] = arrays["step_acc"]
         if ftrl:
@@ -179,21 +169,13 @@ class FlatLayout:
 
     def theta(self, arrays: Mapping[str, np.ndarray]) -> np.ndarray:
         """A state's theta: ``w`` times its block's scale, column by column (a new array)."""
-        block = np.zeros(self.P)
-        block[self.columns] = arrays["scale"][self.owner]
-        return np.asarray(arrays["w"] * block)
+        return np.asarray(arrays["w"] * self._scale_row(arrays, np.zeros(self.P)))
 
-    def vectors(self, arrays: Mapping[str, np.ndarray], ftrl: bool) -> tuple[np.ndarray, ...]:
-        """(the weighted vector, the added vector) of a saved state."""
-        w = arrays["w"]
-        block = np.zeros(self.P)
-        block[self.columns] = arrays["scale"][self.owner]
-        weighted = np.concatenate(
-            (arrays["bias"], arrays["avg_w"].ravel(), arrays["avg_bias"].ravel(),
-             arrays["avg_loss"], (w * block).ravel())
-        )  # fmt: skip
-        added = np.concatenate((arrays["step_acc"], w.ravel())) if ftrl else arrays["step_acc"]
-        return weighted, added
+    def _scale_row(self, arrays: Mapping[str, np.ndarray], row: np.ndarray) -> np.ndarray:
+        """``row`` (zeros beyond the blocks' columns) with each block's column holding its
+        block's scale: theta is ``w`` times it."""
+        row[self.columns] = arrays["scale"][self.owner]
+        return row
 
     def state(self, out: np.ndarray, summed: np.ndarray) -> BlockState:
         """A merged state of this layout, what ``BlockState.empty`` gives with the merge's
