@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["SCALER_PREFIX", "pool_scalers", "split_scaler"]
+__all__ = ["SCALER_PREFIX", "has_scaler", "pool_scalers", "split_scaler"]
 
 #: State arrays of a learner's input standardisation (``count``, ``mean``, ``m2``).
 SCALER_PREFIX = "inputs."
@@ -40,6 +40,12 @@ def split_scaler(
     core = {k: v for k, v in arrays.items() if not k.startswith(SCALER_PREFIX)}
     scaler = {k: v for k, v in arrays.items() if k.startswith(SCALER_PREFIX)}
     return core, scaler
+
+
+def has_scaler(arrays: Mapping[str, np.ndarray]) -> bool:
+    """Whether a learner state's arrays hold a standardisation (:func:`split_scaler`'s second
+    part is not empty), read from the names alone."""
+    return any(name.startswith(SCALER_PREFIX) for name in arrays)
 
 
 def _on(stats: Stats, keys: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -74,7 +74,7 @@ from streammkl.core.state import state_digest
 from streammkl.daemon.learning.bank import change_kernels
 from streammkl.daemon.mixing.topic import UNREADABLE, MixRecord, State
 from streammkl.river import MKLClassifier
-from streammkl.river.pooling import SCALER_PREFIX, pool_scalers, split_scaler
+from streammkl.river.pooling import has_scaler, pool_scalers, split_scaler
 
 #: Bases kept for stale deltas; a delta staler than this cannot be merged (it is reported).
 KEEP_BASES = 32
@@ -556,7 +556,7 @@ def merge_states(
     out["core"] = core_meta
     out["features"] = list(core_meta["feature_keys"])
     # standardize: one input scale for the group
-    if any(name.startswith(SCALER_PREFIX) for name in base[1]):
+    if has_scaler(base[1]):
         learners = [(_stats(state), old and _stats(old)) for _, _, state, old in parts]
         arrays.update(pool_scalers(_stats(base), learners, out["features"]))
     if not rebase:  # the next round's base: its close merges onto this model, not a reload
