@@ -245,7 +245,7 @@ def test_the_two_class_probabilities_are_those_of_proba():
     learner = MKLClassifier(standardize=True)
     for x, y in list(datasets.Bananas())[:50]:
         learner.learn_predict_one(x, y)
-    classes = learner._classes
+    classes = learner.rounds().classes
     proba = classes.proba_function()
     rng = np.random.default_rng(0)
     rows = [*rng.normal(size=(200, 2)).tolist(), [800.0, -800.0], [-800.0, 800.0], [3.0, 3.0]]
@@ -269,7 +269,7 @@ def test_the_compiled_two_class_probabilities_are_those_of_proba(gain):
     model = rounds.model
     assert model.bound_round_softmax2() is not None
     model._args.state.w *= gain  # (in place: the bound pack reads these arrays)
-    classes, spread = learner._classes, []
+    classes, spread = learner.rounds().classes, []
     for x, y in data[300:]:
         got = learner.learn_predict_one(x, y)
         scores = model.last_scores.tolist()
