@@ -1680,3 +1680,88 @@ def test_ahead_records_bounds_the_records_a_member_learns_before_it_takes_the_me
     b.leave(lb, {})
     log = _replayed(records, learned, (a, b))
     assert lb.rounds().digest() == log.digest
+
+
+def test_at_the_ahead_bound_the_batch_in_flight_learns_while_the_member_waits():
+    """At ``mixing.ahead_records`` a member waits for its round to close without draining the
+    batch in flight first (the learner thread learns it meanwhile): its first read of the wait
+    comes before the drain, the rebase drains it before it touches the learner, and every
+    example is still counted once with the same merged models for every reader."""
+    events: list[str] = []
+
+    class Watched(MemoryTopic):
+        late = False  # (on once the members joined)
+
+        def read(self, timeout_ms: int = 0) -> list[MixRecord]:
+            # the log's news reach a member only when it waits for them (a loaded machine)
+            if timeout_ms:
+                events.append("wait-read")
+            return [] if Watched.late and not timeout_ms else super().read(timeout_ms)
+
+    records: list[MixRecord] = []
+    (a, la), (b, lb) = (_member(records, m, {"ahead_records": 10}, topic=Watched) for m in "ab")
+    for m, lr in ((a, la), (b, lb)):
+        m.join(lr, {})
+        m.K = m.K_round = 40
+    Watched.late = True
+    X, Y = _stream(400, 21)
+
+    def batch(m: MixingMember, lr: Any, i: int) -> int:
+        m.before_batch(lr, {}, lambda: events.append("drain"))
+        n = m.room(40)
+        m.took(n)
+        for x, y in zip(X[i : i + n], Y[i : i + n], strict=True):
+            m.kept.append((x, y, (lr.predict_one(x), lr.predict_proba_one(x))))
+            lr.learn_one(x, y)
+        m.after_batch(lr, {}, lambda: events.append("drain"))
+        return n
+
+    i = batch(b, lb, 0)  # b's round 0 (40)
+    i += batch(a, la, i)  # a's round 0 (40): in the log, a does not read the close yet
+    assert a.room(40) == 10 and a.round == 0  # its next batch is cut at the bound
+    events.clear()
+    i += batch(a, la, i)  # a learns its 10 and waits for round 0 at the bound
+    assert a.round == 1 and a.rebase_unpublished == 10
+    assert "wait-read" in events and "drain" in events
+    assert events.index("wait-read") < events.index("drain")  # the wait, then the drain
+    for _ in range(4):  # and on, both members, every round through the bound
+        i += batch(b, lb, i)
+        i += batch(a, la, i)
+    Watched.late = False
+    a.leave(la, {})
+    b.leave(lb, {})
+    log = _replayed(records, i, (a, b))
+    assert lb.rounds().digest() == log.digest
+
+
+def test_a_member_waiting_for_its_round_reads_the_log_before_its_delta_is_acknowledged():
+    """A member waiting for its round does not wait for its own delta's acknowledgement
+    before it reads: the others' deltas and the close it reads meanwhile end the wait (the
+    delta is in the log whether or not its writer heard so); the acknowledgement is waited
+    for before the member's next record, and a failed send is published again at once."""
+    from types import SimpleNamespace
+
+    confirmed: list[str] = []
+
+    class Slow(MemoryTopic):  # the broker writes at once and acknowledges late
+        def send(self, rec: MixRecord) -> Any:
+            self.publish(rec)
+            return SimpleNamespace(is_done=False)
+
+        def confirm(self, rec, sent, timeout=30.0, attempts=0) -> None:
+            confirmed.append(rec.key)
+
+    records: list[MixRecord] = []
+    (a, la), (b, lb) = _member(records, "a", topic=Slow), _member(records, "b")
+    for m, lr in ((a, la), (b, lb)):
+        m.join(lr, {})
+        m.K = m.K_round = 40
+        m.timeout = 60.0  # (a round closes with both deltas, never at its timeout here)
+    X, Y = _stream(200, 22)
+    _learn(a, la, X[:40], Y[:40])  # a's round 0: sent, not acknowledged
+    _learn(b, lb, X[40:80], Y[40:80])  # b's: the round closes
+    a._wait_close()  # a reads the close without its acknowledgement
+    assert a.log.round == 1 and confirmed == []
+    _learn(a, la, X[80:120], Y[80:120])  # a's next delta: the acknowledgement first
+    assert confirmed == ["delta/0000000000/a"]
+    assert [r.key for r in records if r.kind == "delta"][-1] == "delta/0000000001/a"
