@@ -846,13 +846,13 @@ class MixingMember:
         own records late, however long the broker and the fold took (on a loaded machine the
         merged round came after the member's whole next K, on a quiet one sooner: accuracy
         followed the timing). The same wait and rebase as at the bound s = 1
-        (:meth:`_publish_within`), earlier in the round. The batch in flight is not drained
-        before the wait: the learner thread learns it (its compiled rounds hold no GIL) while
-        this thread waits for the round to close, and the rebase drains it (a wait reads and
-        folds the log, never the learner)."""
+        (:meth:`_publish_within`), earlier in the round."""
         ahead = self._ahead()
         if ahead is None or self.taken < ahead:
             return
+        t0 = time.perf_counter()
+        drain()
+        self._spent("drain", t0)
         self._wait_close()
         self._rebase(learner, offsets, drain)
 
@@ -893,19 +893,15 @@ class MixingMember:
         delta): every expected member published, or this member closes the open round after
         the timeout if its delta for it is out."""
         assert self.topic is not None
+        self._confirm()  # the round cannot close without this member's delta
         r = self.next - 1 if until is None else until
         t0, folded = time.perf_counter(), self.blocked["fold"]
         closed_by_me: set[int] = set()
-        acked, confirmed = self._unacked is None, time.monotonic()
+        confirmed = time.monotonic()
         while self.log.round <= r:
-            if not acked:  # the round cannot close without this member's delta: a failed
-                self._confirm(wait=False)  # send is published again at once, and the
-                if self._unacked is None:  # acknowledgement comes while this loop reads the
-                    acked, confirmed = True, time.monotonic()  # log, not before it reads
             mine = self._last_sent
             if (
-                acked
-                and mine is not None
+                mine is not None
                 and mine.round >= self.log.round
                 and not self.log.has_delta(mine.round, self.name)
                 and time.monotonic() - confirmed > UNSEEN_AFTER
