@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import numpy as np
 import pytest
 
@@ -313,6 +316,22 @@ def test_the_flat_merge_saves_what_the_merged_model_saves_bit_for_bit(name, prox
         assert state_digest(*saved) == state_digest(*model.to_state())
         assert stats_flat == stats_model
         assert saved[0] == model.to_state()[0]
+
+
+def test_the_flat_merge_does_not_keep_its_shape_model_alive():
+    """The flat layout a merge made for a model lives as long as that model and no longer: a
+    group's members and readers merge on many models over a run (each round's base), and none
+    may stay in memory because a layout was once made for it."""
+    cfg = dict(kernels=BANK, loss=losses.Logistic(), fit_intercept=True, **CONFIGS["ftrl"])
+    X, Y = _stream(300, 3)
+    base = merge(*_grown(cfg, X, Y).to_state(), [], fast=False)
+    shape = OnlineMKL.from_state(*base.to_state())
+    rounds = _rounds(base, [(X[100:150], Y[100:150])])
+    assert mixing.merge_saved(*base.to_state(), rounds, shape) is not None  # (the flat path)
+    alive = weakref.ref(shape)
+    del shape
+    gc.collect()
+    assert alive() is None
 
 
 def test_per_block_schedules_are_refused_clearly_and_the_member_is_unchanged():

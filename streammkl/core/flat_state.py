@@ -8,6 +8,7 @@ whole-vector operations instead of one numpy call per array per state.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
@@ -23,12 +24,14 @@ __all__ = ["FlatLayout"]
 
 class FlatLayout:
     """Where a saved state's merged arrays sit in one flat vector, for one layout (computed
-    once per layout, kept by the identity of the model whose layout it is: a new layout, after
-    new inputs, a kernel added or a bandwidth restart, gets its own). The *weighted* vector
-    holds bias, avg_w, avg_bias, avg_loss and theta (``w`` times its block's scale, column by
-    column); the *added* one step_acc and, under FTRL, the stored dual ``w``."""
+    once per layout, kept as long as the model whose layout it is lives, and no longer: a new
+    layout, after new inputs, a kernel added or a bandwidth restart, gets its own). The
+    *weighted* vector holds bias, avg_w, avg_bias, avg_loss and theta (``w`` times its block's
+    scale, column by column); the *added* one step_acc and, under FTRL, the stored dual ``w``."""
 
-    _kept: ClassVar[dict[int, tuple[OnlineMKL, FlatLayout | None]]] = {}
+    #: Each model's flat layout, kept while the model lives (a flat layout holds the model's
+    #: layout, kernels and tables, never the model).
+    _kept: ClassVar[weakref.WeakKeyDictionary[OnlineMKL, FlatLayout]] = weakref.WeakKeyDictionary()
 
     def __init__(self, shape: OnlineMKL):
         L = shape.layout
@@ -78,14 +81,16 @@ class FlatLayout:
 
     @classmethod
     def of(cls, shape: OnlineMKL) -> FlatLayout | None:
-        hit = cls._kept.get(id(shape))
-        if hit is None or hit[0] is not shape or not (hit[1] is None or hit[1].holds(shape)):
-            L = shape.layout
-            flat = cls(shape) if L is not None and L.capacity == len(shape.feature_keys) else None
-            hit = cls._kept[id(shape)] = (shape, flat)
-            while len(cls._kept) > 8:
-                del cls._kept[next(iter(cls._kept))]
-        return hit[1]
+        """``shape``'s flat layout, made at the first call and again after ``shape`` took
+        another layout; None while its layout has room for inputs it does not know yet."""
+        flat = cls._kept.get(shape)
+        if flat is not None and flat.holds(shape):
+            return flat
+        L = shape.layout
+        if L is None or L.capacity != len(shape.feature_keys):
+            return None
+        flat = cls._kept[shape] = cls(shape)
+        return flat
 
     def holds(self, shape: OnlineMKL) -> bool:
         """Whether this is still ``shape``'s layout (a live model may have taken another
