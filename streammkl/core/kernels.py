@@ -646,6 +646,15 @@ class LandmarkRBF(MedianRBF):
     at zero and the block's norm is recomputed exactly (``OnlineMKL``; not in a mixing group,
     whose landmarks the group decides). The new landmarks are the kernel's fitted state, saved
     and restored with the model like the first ones.
+
+    ``replace="oldest"`` makes the landmarks a sliding window over the stream instead: every
+    check replaces (no reach test), and the landmark replaced at round ``t`` is the slot
+    ``(t / refresh) mod n_landmarks`` (:meth:`to_replace`), so that slot after slot the oldest
+    landmark gives way, first in first out, and the landmarks are the last ``n_landmarks``
+    checked inputs (those scored with a loss: every input under the logistic and softmax
+    losses, whose loss is never 0). Local memory as a window of ``refresh x n_landmarks``
+    rounds, like a k-nearest-neighbours learner's, kept explicit. The slot follows from the
+    round alone: nothing more to save.
     """
 
     fit_type: ClassVar[type[Bandwidth]] = Landmarks
@@ -657,6 +666,9 @@ class LandmarkRBF(MedianRBF):
     #: The reach rules: relative to the landmarks' own spacing (:meth:`spacing`; with 10 inputs
     #: nearly every input lies beyond ``gamma ||x - z||^2 = 2`` of every landmark), or not.
     REACH_RULES: ClassVar[tuple[str, ...]] = ("spacing", "absolute")
+    #: Which landmark a refresh replaces: the smallest weights among the out-of-reach checks,
+    #: or the oldest at every check (a sliding window).
+    REPLACE_RULES: ClassVar[tuple[str, ...]] = ("smallest", "oldest")
     #: Landmarks within ``gamma ||z - z'||^2 <= CROWD`` of another one are crowded
     #: (near-duplicates: :meth:`to_replace` gives them up first).
     CROWD: ClassVar[float] = 2.0
@@ -669,6 +681,7 @@ class LandmarkRBF(MedianRBF):
         name: str | None = None,
         refresh: int = 0,
         reach_rule: str = "spacing",
+        replace: str = "smallest",
     ):
         if isinstance(n_landmarks, bool) or int(n_landmarks) != n_landmarks or n_landmarks < 1:
             raise ValueError(
@@ -680,9 +693,16 @@ class LandmarkRBF(MedianRBF):
             raise ValueError(
                 f"LandmarkRBF: reach_rule must be one of {self.REACH_RULES}, got {reach_rule!r}"
             )
+        if replace not in self.REPLACE_RULES:
+            raise ValueError(
+                f"LandmarkRBF: replace must be one of {self.REPLACE_RULES}, got {replace!r}"
+            )
+        if replace != "smallest" and not refresh:
+            raise ValueError(f"LandmarkRBF: replace={replace!r} needs a refresh period > 0")
         super().__init__(scale, int(n_landmarks), features, name)
         self.refresh = int(refresh)
         self.reach_rule = str(reach_rule)
+        self.replace = str(replace)
         self._fit_cache: _FitCache | None = None
 
     @property
@@ -692,6 +712,7 @@ class LandmarkRBF(MedianRBF):
     def _default_name(self) -> str:
         base = f"landmarks(gamma={self.scale:g}/median,m={self.n_landmarks}"
         base += f",refresh={self.refresh}" if self.refresh else ""
+        base += f",replace={self.replace}" if self.replace != "smallest" else ""
         return f"{base},reach={self.reach_rule})" if self.reach_rule != "spacing" else f"{base})"
 
     def params(self) -> dict[str, Any]:
@@ -700,6 +721,8 @@ class LandmarkRBF(MedianRBF):
         more: dict[str, Any] = {"refresh": self.refresh} if self.refresh else {}
         if self.reach_rule != "spacing":  # (specs without either: as before)
             more["reach_rule"] = self.reach_rule
+        if self.replace != "smallest":
+            more["replace"] = self.replace
         return {"scale": self.scale, "n_landmarks": self.n_landmarks, **more, **out}
 
     def fitted(self, gamma: float, inputs: int, final: bool) -> LandmarkRBF:
@@ -777,12 +800,15 @@ class LandmarkRBF(MedianRBF):
             raise ValueError(f"{self.name}: the landmarks' inputs {sorted(lost)} are not named")
         return self.with_landmarks(Z, keys, index)
 
-    def to_replace(self, weights: np.ndarray) -> int:
-        """The landmark a refresh gives up, given each landmark's squared weight norm
-        (``weights``, one per landmark): among the crowded landmarks (within ``CROWD`` of
+    def to_replace(self, weights: np.ndarray, t: int = 0) -> int:
+        """The landmark a refresh at round ``t`` gives up, given each landmark's squared weight
+        norm (``weights``, one per landmark): among the crowded landmarks (within ``CROWD`` of
         another one: near-duplicates, e.g. the first inputs through a scaler that had seen
         one or two examples), else among all, the one with the smallest weights (the first
-        of equals)."""
+        of equals); with ``replace="oldest"`` the slot ``(t / refresh) mod n_landmarks``
+        (the weights unread)."""
+        if self.replace == "oldest":
+            return (t // self.refresh) % self.n_landmarks
         weights = np.asarray(weights, dtype=np.float64)
         crowded = self.gamma * self._distances().min(axis=1) <= self.CROWD
         if crowded.any():
@@ -901,6 +927,7 @@ class LandmarkRBF(MedianRBF):
         self.__dict__.update(state)
         self.__dict__.setdefault("_fit_cache", None)  # (pickled before the cache had a name)
         self.__dict__.setdefault("reach_rule", "spacing")  # (... or the rule)
+        self.__dict__.setdefault("replace", "smallest")  # (... or the replacement rule)
 
     def fourier_columns(self, keys: Sequence[str], seed: int, draws: int = _DRAWS) -> np.ndarray:
         """The projection's columns (m x len(keys)) on these inputs: ``2 gamma z_j`` (nothing

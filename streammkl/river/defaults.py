@@ -134,6 +134,20 @@ def accurate_bank() -> tuple:
 # +0.96, RandomRBFDrift -0.51, ImageSegments -0.18. Per call 2.9-3.6x the default's CPU time
 # (learn_predict_one, dense rows of benchmarks/river_speed.py, same process, load ~5), far past
 # the ~15 % the default may spend: hence an option, not the default.
+# Local memory the default could not afford (issue 27; benchmarks/local_memory.py, 5 seeds, 20k
+# caps, vs the default, points; per call learn_predict_one, dense rows, same process; load ~5;
+# benchmarks/results/local_memory.md). The merge budget stays: the best development mean
+# (Bananas -0.02, Phishing -0.06, SEA +0.26, Hyperplane 0.00), tied only by a budget of 512
+# (validation +0.05 more) at 1.4x its cost. The sliding-window budget (budget_policy="oldest")
+# is cheaper (2.8-3.0x the default per call at 256, against 4.5-5.5x for the merge in the same
+# runs) but throws away what the merge keeps: at 256, RandomRBFDrift +0.06, ImageSegments -0.03,
+# Bananas -0.25 (the merge: +0.58, +0.44, -0.02); at 1,000 (4.4-4.9x) +0.22, +0.25, -0.14.
+# Narrower bandwidths do not help (32 and 64 / median, either policy: validation <= +0.25).
+# Landmarks as a sliding window (LandmarkRBF(16, 50, refresh=20 or 100, replace="oldest"), 128
+# landmarks every 8 rounds at 16 and 64 / median: explicit, FTRL kept) cost Bananas -0.38 to
+# -0.75 and ImageSegments -0.05 to -0.34, RandomRBFDrift within 0.07, at +23-41 % per call (a
+# replacement costs ~200 us). None raises the validation streams within the ~5 % per call the
+# default may spend on Bananas: the default is unchanged and kernelized_bank() stays the option.
 KERNELIZED_SCALE = 16.0  # gamma = 16 / median ||x - x'||^2
 
 
@@ -144,7 +158,10 @@ def kernelized_bank() -> tuple:
     schedule=schedules.FTRL(1.0))``: FTRL stays on the explicit blocks and the kernelized block
     takes AdaGrad's step (the river learners then keep the default's averaged iterates). More
     accurate where local structure decides (ImageSegments +0.44, RandomRBFDrift +0.60 point),
-    within 0.03 point of the default or above it elsewhere, ~3x the time per call."""
+    within 0.03 point of the default or above it elsewhere (Phishing -0.06 against today's
+    default), 3-5.5x the time per call. Keep ``budget_policy="merge"``: removing the oldest
+    support vector instead is cheaper but keeps little of the gain (RandomRBFDrift +0.06,
+    ImageSegments -0.03 at 256; ``benchmarks/results/local_memory.md``)."""
     return (*kernel_bank(), kernels.MedianRBF(KERNELIZED_SCALE, n_components=None))
 
 
