@@ -12,7 +12,9 @@ exception); :meth:`Prequential._emit` writes predictions and dead letters and co
 Compiled runs are an optimisation inside the driver, not a second loop: a streammkl classifier's
 driver plans the batch's leading run (``plan_run``), which is learned on a learner thread (GIL
 released) while the previous batch is emitted; the rest is learned through the driver's
-``learn_predict_many``.
+``learn_predict_many``. A batch that opens with records that make the model grow (a fresh
+model's first batch, a new input or class) has them learned at once, alone (its head), and the
+run that follows them planned and started on the learner thread in the same way.
 
 **Guarded against poison records.** Records that bring nothing new are learned in stretches (the
 driver's ``learn_predict_many``, with its compiled runs); a record that makes the model grow --
@@ -54,7 +56,7 @@ from streammkl.daemon.kafka.clients.protocol import Message, Output
 from streammkl.daemon.kafka.sink import Sink
 from streammkl.daemon.learning.admission import REASONS as ADMISSION_REASONS
 from streammkl.daemon.learning.admission import Admission, Refusal
-from streammkl.daemon.learning.drivers import LearnerDriver
+from streammkl.daemon.learning.drivers import LearnerDriver, Run
 from streammkl.daemon.learning.learner import Inputs, Learned, Outcome, Prediction, Probas, Target
 from streammkl.daemon.loop.predictions import prediction_messages
 from streammkl.wire import DecodeError, Record
@@ -93,8 +95,12 @@ class InFlight(NamedTuple):
     valid: Valid
     xs: list[Inputs]
     ys: list[Target]
-    end: int  # the records [0, end) are the run's
+    start: int  # the records [0, start) were learned before the run (the head) ...
+    end: int  # ... and the records [start, end) are the run's
     future: Future[tuple[list[Outcome], float]] | None
+    head: list[Outcome]  # the head's outcomes
+    refused: Refused  # the head's refusals and learner errors
+    head_seconds: float
 
 
 class Finished(NamedTuple):
@@ -189,7 +195,8 @@ class Prequential:
 
         Pipelined: this batch is decoded; the previous batch's learning is finished (its run
         waited for, its remaining records learned); this batch's leading compiled run, if the
-        driver plans one, is started on the learner thread, where it runs without the GIL; and
+        driver plans one (after the head that makes the model grow, learned now:
+        :meth:`_learn_head`), is started on the learner thread, where it runs without the GIL; and
         only then are the previous batch's predictions written and its offsets taken, while the
         learner works. The rest of this batch is learned when the next batch (or
         :meth:`drain`) comes, in order. Whatever reads the model, the monitor or the offsets
@@ -203,16 +210,25 @@ class Prequential:
         valid = self._decode_all(batch, kind=driver.record_kind, numeric_label=numeric)
         finished = self._finish_learning()
         xs, ys = [rec.x for _, rec in valid], [rec.y for _, rec in valid]
+        head: list[Outcome] = []
+        refused: Refused = {}
+        start, head_seconds = 0, 0.0
         if self.marker.watching and self._any_alone(valid):
             end, X, Y = 0, None, None  # after a crash: every record alone and marked
         else:
             end, X, Y = driver.plan_run(xs, ys)
+            if not end and xs and driver.batched:  # the first records make the model grow
+                t0 = time.perf_counter()
+                start, (end, X, Y) = self._learn_head(valid, xs, ys, head, refused)
+                head_seconds = time.perf_counter() - t0
         future = None
-        if end:
+        if end > start:
             if self._learn_pool is None:
                 self._learn_pool = ThreadPoolExecutor(1, thread_name_prefix="streammkl-learn")
             future = self._learn_pool.submit(driver.run_rounds, X, Y)  # type: ignore[arg-type]
-        self._inflight = InFlight(batch, last, valid, xs, ys, end, future)
+        self._inflight = InFlight(
+            batch, last, valid, xs, ys, start, end, future, head, refused, head_seconds
+        )
         if finished is not None:  # reads no model state the running rounds change
             self._emit(finished)
 
@@ -319,19 +335,18 @@ class Prequential:
         remaining records learned; returns what :meth:`_emit` needs (or ``None``)."""
         if self._inflight is None:
             return None
-        batch, last, valid, xs, ys, end, future = self._inflight
+        batch, last, valid, xs, ys, _, end, future, head, refused, seconds = self._inflight
         self._inflight = None
-        outcomes: list[Outcome] = []
-        per = 0.0
+        outcomes = head
         if future is not None:
-            outcomes, seconds = future.result()  # (observed by the monitor, when it is on)
-            per = seconds / end
-        refused: Refused = {}
+            run, took = future.result()  # (observed by the monitor, when it is on)
+            outcomes += run
+            seconds += took
         if end < len(xs):
             t0 = time.perf_counter()
             outcomes += self._learn_tail(valid, xs, ys, end, refused)
-            took = (time.perf_counter() - t0) / (len(xs) - end)
-            per = took if not end else (per * end + took * (len(xs) - end)) / len(xs)
+            seconds += time.perf_counter() - t0
+        per = seconds / len(xs) if xs else 0.0
         return Finished(batch, last, valid, refused, outcomes, per, ys)
 
     def _emit(self, finished: Finished) -> None:
@@ -515,6 +530,29 @@ class Prequential:
         assert self.admission is not None
         return self.admission.grows(x, y)
 
+    def _learn_head(
+        self, valid: Valid, xs: list[Inputs], ys: list[Target], head: list[Outcome],
+        refused: Refused,
+    ) -> tuple[int, Run]:  # fmt: skip
+        """The records before the batch's first compiled run, learned now (a fresh model, or a
+        batch that opens with a new input or class): each record as :meth:`_learn_tail` learns
+        it, into ``head`` and ``refused``, until the driver plans a run from one. Returns where
+        the run starts and the run (``(start, (end, X, Y))``; the whole batch learned:
+        ``(n, (n, None, None))``), so that the run goes to the learner thread as a leading run
+        does (before: the rest of such a batch was learned on the loop thread, ~6 us per
+        record, when the next batch came)."""
+        driver = self.driver
+        assert driver is not None
+        n = len(xs)
+        i = 0
+        while i < n:
+            run = driver.plan_run(xs, ys, i)
+            if run[0] > i:
+                return i, run
+            head += self._learn_tail(valid, xs, ys, i, refused, i + 1)
+            i += 1
+        return n, (n, None, None)
+
     def _learn_tail(
         self,
         valid: Valid,
@@ -522,15 +560,16 @@ class Prequential:
         ys: list[Target],
         start: int,
         refused: Refused,
+        stop: int | None = None,
     ) -> list[Outcome]:
-        """The outcomes of ``xs[start:]`` (:data:`streammkl.daemon.learning.drivers.Outcome`),
+        """The outcomes of ``xs[start:stop]`` (:data:`streammkl.daemon.learning.drivers.Outcome`),
         learned in order: the records that bring nothing new through the driver's
         ``learn_predict_many`` in stretches (its compiled runs, if any), each other record alone
         (:meth:`_learn_alone`); refusals and learner errors into ``refused`` (errors are data)."""
         driver = self.driver
         assert driver is not None
         out: list[Outcome] = []
-        n = len(xs)
+        n = len(xs) if stop is None else stop
         i = start
         while i < n:
             j = i
