@@ -219,7 +219,8 @@ def test_decode_never_raises_on_garbage() -> None:
 
 def test_a_bound_decoder_decides_as_decode() -> None:
     """``decoder(**settings)(data)`` is ``decode(data, **settings)`` (the daemon's hot loop
-    binds the settings once), on valid, hostile and mutated records, under every route."""
+    binds the settings once), and ``batch_decoder(**settings)(values)`` is a ``decode`` of
+    each value, on valid, hostile and mutated records, under every route."""
     rng = random.Random(1)
     seeds = [
         b'{"x": {"a": 0.5, "b": -2.5}, "y": false, "id": "r1"}',
@@ -245,6 +246,14 @@ def test_a_bound_decoder_decides_as_decode() -> None:
             want, got = wire.decode(data, **kw), bound(data)  # type: ignore[arg-type]
             assert type(got) is type(want) and got == want, (kw, data)
         assert bound(bytearray(seeds[0])) == wire.decode(seeds[0], **kw)  # type: ignore[arg-type]
+        # the batch form: one call, the same answers in the same order
+        mutated = (mutate(rng.choice(seeds), rng, 3) for _ in range(300))
+        batch = [*seeds, bytearray(seeds[0]), *mutated]
+        many = wire.batch_decoder(**kw)(batch)  # type: ignore[arg-type]
+        assert len(many) == len(batch)
+        for data, got in zip(batch, many, strict=True):
+            want = wire.decode(bytes(data), **kw)  # type: ignore[arg-type]
+            assert type(got) is type(want) and got == want, (kw, data)
 
 
 def test_the_magnitude_limit_can_be_lifted_and_an_overflowing_sum_still_decodes() -> None:

@@ -42,7 +42,7 @@ whose reason names the limit, so one hostile record costs at most a bounded amou
 
 from __future__ import annotations
 
-from streammkl.wire.codec import decode, decoder, encode
+from streammkl.wire.codec import batch_decoder, decode, decoder, encode
 from streammkl.wire.schema import (
     DEFAULT_LIMITS,
     DEFAULT_MAX_BYTES,
@@ -59,6 +59,7 @@ __all__ = [
     "DecodeError",
     "Limits",
     "Record",
+    "batch_decoder",
     "decode",
     "decoder",
     "encode",

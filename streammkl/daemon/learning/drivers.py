@@ -120,9 +120,10 @@ class LearnerDriver:
         """Whether the driver has compiled runs (:meth:`plan_run` may return a non-empty one)."""
         return False
 
-    def plan_run(self, xs: list[Inputs], ys: list[Target]) -> Run:
-        """The batch's leading compiled run ``(end, X, Y)``: none for a generic learner."""
-        return 0, None, None
+    def plan_run(self, xs: list[Inputs], ys: list[Target], start: int = 0) -> Run:
+        """The batch's compiled run from ``start`` ``(end, X, Y)`` (``end == start``: none):
+        none for a generic learner."""
+        return start, None, None
 
     def run_rounds(self, X: np.ndarray, Y: np.ndarray) -> tuple[list[Outcome], float]:
         """Learn a run :meth:`plan_run` planned: its outcomes and its duration in seconds."""
@@ -262,11 +263,11 @@ class MKLDriver(LearnerDriver):
             i += 1
         return out
 
-    def plan_run(self, xs: list[Inputs], ys: list[Target]) -> Run:
-        """The batch's leading compiled run (:meth:`Rounds.plan`, inputs validated)."""
+    def plan_run(self, xs: list[Inputs], ys: list[Target], start: int = 0) -> Run:
+        """The batch's compiled run from ``start`` (:meth:`Rounds.plan`, inputs validated)."""
         if not self.batched:
-            return 0, None, None
-        return self.rounds.plan(xs, ys, 0, validated=True)  # type: ignore[arg-type]
+            return start, None, None
+        return self.rounds.plan(xs, ys, start, validated=True)  # type: ignore[arg-type]
 
     def run_rounds(self, X: np.ndarray, Y: np.ndarray) -> tuple[list[Outcome], float]:
         """The planned run's compiled loop (GIL released): the outcomes of its records and

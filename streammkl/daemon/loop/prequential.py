@@ -12,7 +12,9 @@ exception); :meth:`Prequential._emit` writes predictions and dead letters and co
 Compiled runs are an optimisation inside the driver, not a second loop: a streammkl classifier's
 driver plans the batch's leading run (``plan_run``), which is learned on a learner thread (GIL
 released) while the previous batch is emitted; the rest is learned through the driver's
-``learn_predict_many``.
+``learn_predict_many``. A batch that opens with records that make the model grow (a fresh
+model's first batch, a new input or class) has them learned at once, alone (its head), and the
+run that follows them planned and started on the learner thread in the same way.
 
 **Guarded against poison records.** Records that bring nothing new are learned in stretches (the
 driver's ``learn_predict_many``, with its compiled runs); a record that makes the model grow --
@@ -39,8 +41,8 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from itertools import accumulate
-from operator import attrgetter
+from itertools import accumulate, repeat
+from operator import attrgetter, is_not
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -54,7 +56,7 @@ from streammkl.daemon.kafka.clients.protocol import Message, Output
 from streammkl.daemon.kafka.sink import Sink
 from streammkl.daemon.learning.admission import REASONS as ADMISSION_REASONS
 from streammkl.daemon.learning.admission import Admission, Refusal
-from streammkl.daemon.learning.drivers import LearnerDriver
+from streammkl.daemon.learning.drivers import LearnerDriver, Run
 from streammkl.daemon.learning.learner import Inputs, Learned, Outcome, Prediction, Probas, Target
 from streammkl.daemon.loop.predictions import prediction_messages
 from streammkl.wire import DecodeError, Record
@@ -67,6 +69,7 @@ REASONS = (*wire.REASONS, *(r for r in ADMISSION_REASONS if r not in wire.REASON
 
 _INDEX_KEYS = tuple(str(i) for i in range(4096))  # feature names of dense vectors
 _topic = attrgetter("topic")
+_x = attrgetter("x")
 
 
 def _named(x: list[float]) -> dict[str, float]:
@@ -92,8 +95,12 @@ class InFlight(NamedTuple):
     valid: Valid
     xs: list[Inputs]
     ys: list[Target]
-    end: int  # the records [0, end) are the run's
+    start: int  # the records [0, start) were learned before the run (the head) ...
+    end: int  # ... and the records [start, end) are the run's
     future: Future[tuple[list[Outcome], float]] | None
+    head: list[Outcome]  # the head's outcomes
+    refused: Refused  # the head's refusals and learner errors
+    head_seconds: float
 
 
 class Finished(NamedTuple):
@@ -105,6 +112,7 @@ class Finished(NamedTuple):
     refused: Refused
     outcomes: list[Outcome]
     per: float  # seconds per record
+    ys: list[Target]  # the valid records' labels
 
 
 class Prequential:
@@ -136,7 +144,9 @@ class Prequential:
         self._wire_limits = settings.records.wire_limits()
         r = settings.records
         self._classes = frozenset(r.classes) if r.classes is not None else None
-        self._decoders: dict[tuple[str, bool], Callable[[bytes], Record | DecodeError]] = {}
+        self._decoders: dict[
+            tuple[str, bool], Callable[[list[bytes]], list[Record | DecodeError]]
+        ] = {}
         self.driver: LearnerDriver | None = None
         self.admission: Admission | None = None
         #: A batch was accounted since the runner last read the model (its view is stale).
@@ -185,7 +195,8 @@ class Prequential:
 
         Pipelined: this batch is decoded; the previous batch's learning is finished (its run
         waited for, its remaining records learned); this batch's leading compiled run, if the
-        driver plans one, is started on the learner thread, where it runs without the GIL; and
+        driver plans one (after the head that makes the model grow, learned now:
+        :meth:`_learn_head`), is started on the learner thread, where it runs without the GIL; and
         only then are the previous batch's predictions written and its offsets taken, while the
         learner works. The rest of this batch is learned when the next batch (or
         :meth:`drain`) comes, in order. Whatever reads the model, the monitor or the offsets
@@ -199,16 +210,25 @@ class Prequential:
         valid = self._decode_all(batch, kind=driver.record_kind, numeric_label=numeric)
         finished = self._finish_learning()
         xs, ys = [rec.x for _, rec in valid], [rec.y for _, rec in valid]
+        head: list[Outcome] = []
+        refused: Refused = {}
+        start, head_seconds = 0, 0.0
         if self.marker.watching and self._any_alone(valid):
             end, X, Y = 0, None, None  # after a crash: every record alone and marked
         else:
             end, X, Y = driver.plan_run(xs, ys)
+            if not end and xs and driver.batched:  # the first records make the model grow
+                t0 = time.perf_counter()
+                start, (end, X, Y) = self._learn_head(valid, xs, ys, head, refused)
+                head_seconds = time.perf_counter() - t0
         future = None
-        if end:
+        if end > start:
             if self._learn_pool is None:
                 self._learn_pool = ThreadPoolExecutor(1, thread_name_prefix="streammkl-learn")
             future = self._learn_pool.submit(driver.run_rounds, X, Y)  # type: ignore[arg-type]
-        self._inflight = InFlight(batch, last, valid, xs, ys, end, future)
+        self._inflight = InFlight(
+            batch, last, valid, xs, ys, start, end, future, head, refused, head_seconds
+        )
         if finished is not None:  # reads no model state the running rounds change
             self._emit(finished)
 
@@ -219,47 +239,77 @@ class Prequential:
         numeric_label: bool = False,
     ) -> Valid:
         """Decode a batch in order: the valid (message, record) pairs, a dense vector's
-        features named ``"0"``, ``"1"``, ...; the rest dead-lettered. Offsets are taken by
-        :meth:`_account`, once the whole batch is handled."""
-        decode, decode_error = self._decoder(kind, numeric_label), wire.DecodeError
-        named = _named
+        features named ``"0"``, ``"1"``, ...; the rest dead-lettered (in the batch's order).
+        Offsets are taken by :meth:`_account`, once the whole batch is handled.
+
+        The values are decoded by one call (:func:`streammkl.wire.batch_decoder`); a batch
+        whose every record decodes to a feature dict (the usual one) is paired with its
+        messages a column at a time, the others walked record by record. A record a crash
+        condemned is never decoded again."""
+        decode = self._decoder(kind, numeric_label)
         marker = self.marker
-        watching = marker.watching
-        valid: Valid = []
-        condemned = 0
         t0 = time.perf_counter()
-        for msg in batch:
-            if watching and marker.condemned(msg.topic, msg.partition, msg.offset):
-                condemned += 1
-                deaths = marker.condemned(msg.topic, msg.partition, msg.offset)
+        deaths: list[int] | None = None
+        todo = batch
+        if marker.watching:
+            condemned = marker.condemned
+            deaths = [condemned(m.topic, m.partition, m.offset) for m in batch]
+            todo = [m for m, dead in zip(batch, deaths, strict=True) if not dead]
+        recs = decode([msg.value or b"" for msg in todo])
+        if (
+            deaths is None
+            and set(map(type, recs)) <= {Record}
+            and (kind != "vector" or set(map(type, map(_x, recs))) <= {dict})
+        ):
+            valid: Valid = list(zip(batch, recs, strict=True))  # type: ignore[arg-type]
+        else:
+            valid = self._walk_decoded(batch, recs, deaths, kind)
+        if todo:  # the batch's mean per record, once per record (as the learn histogram)
+            per = (time.perf_counter() - t0) / len(todo)
+            self.metrics.decode_seconds.observe_repeated(per, len(todo))
+        return valid
+
+    def _walk_decoded(
+        self,
+        batch: list[Message],
+        recs: list[Record | DecodeError],
+        deaths: list[int] | None,
+        kind: str,
+    ) -> Valid:
+        """:meth:`_decode_all`'s pairs of a batch with rejections, condemned records or dense
+        vectors, record by record (``recs``: the decoded records of the messages not condemned
+        in ``deaths``, in order)."""
+        decoded = iter(recs)
+        valid: Valid = []
+        for i, msg in enumerate(batch):
+            if deaths is not None and deaths[i]:
                 self._reject(
                     msg, "crashed_worker",
-                    f"the process died {deaths} time(s) while this record was in flight; it is "
-                    "not learned again (limits.crash_strikes)",
+                    f"the process died {deaths[i]} time(s) while this record was in flight; it "
+                    "is not learned again (limits.crash_strikes)",
                 )  # fmt: skip
                 continue
-            rec = decode(msg.value or b"")
-            if isinstance(rec, decode_error):
+            rec = next(decoded)
+            if isinstance(rec, DecodeError):
                 self._reject(msg, rec.reason, rec.message)
                 continue
             if kind == "vector" and not isinstance(rec.x, dict):
                 # kind="vector": x is one dense vector, never a sequence (decode rejects those);
                 # mypy cannot see that invariant, and a cast() would cost a call per record.
-                rec.x = named(rec.x)  # type: ignore[arg-type]
+                rec.x = _named(rec.x)  # type: ignore[arg-type]
             valid.append((msg, rec))
-        decoded = len(batch) - condemned
-        if decoded:  # the batch's mean per record, once per record (as the learn histogram)
-            per = (time.perf_counter() - t0) / decoded
-            self.metrics.decode_seconds.observe_repeated(per, decoded)
         return valid
 
-    def _decoder(self, kind: str, numeric_label: bool) -> Callable[[bytes], Record | DecodeError]:
-        """:func:`streammkl.wire.decoder` with the record settings bound (made once per kind)."""
+    def _decoder(
+        self, kind: str, numeric_label: bool
+    ) -> Callable[[list[bytes]], list[Record | DecodeError]]:
+        """:func:`streammkl.wire.batch_decoder` with the record settings bound (made once per
+        kind)."""
         key = (kind, numeric_label)
         decode = self._decoders.get(key)
         if decode is None:
             rs = self.settings.records
-            decode = self._decoders[key] = wire.decoder(
+            decode = self._decoders[key] = wire.batch_decoder(
                 dim=rs.dim, classes=self._classes, strict=rs.strict, max_bytes=rs.max_bytes,
                 kind=kind,  # type: ignore[arg-type]
                 numeric_label=numeric_label, limits=self._wire_limits,
@@ -285,20 +335,19 @@ class Prequential:
         remaining records learned; returns what :meth:`_emit` needs (or ``None``)."""
         if self._inflight is None:
             return None
-        batch, last, valid, xs, ys, end, future = self._inflight
+        batch, last, valid, xs, ys, _, end, future, head, refused, seconds = self._inflight
         self._inflight = None
-        outcomes: list[Outcome] = []
-        per = 0.0
+        outcomes = head
         if future is not None:
-            outcomes, seconds = future.result()  # (observed by the monitor, when it is on)
-            per = seconds / end
-        refused: Refused = {}
+            run, took = future.result()  # (observed by the monitor, when it is on)
+            outcomes += run
+            seconds += took
         if end < len(xs):
             t0 = time.perf_counter()
             outcomes += self._learn_tail(valid, xs, ys, end, refused)
-            took = (time.perf_counter() - t0) / (len(xs) - end)
-            per = took if not end else (per * end + took * (len(xs) - end)) / len(xs)
-        return Finished(batch, last, valid, refused, outcomes, per)
+            seconds += time.perf_counter() - t0
+        per = seconds / len(xs) if xs else 0.0
+        return Finished(batch, last, valid, refused, outcomes, per, ys)
 
     def _emit(self, finished: Finished) -> None:
         """Predictions, dead letters and accounting of a batch whose rounds are done; the
@@ -310,18 +359,18 @@ class Prequential:
         :func:`~streammkl.daemon.loop.predictions.prediction_messages`, handed to the sink in
         one call (measured: ~0.6 us per record less on the loop thread than a pass doing all
         of it per record); a batch with some walks its records (:meth:`_emit_refused`)."""
-        batch, last, valid, refused, outcomes, per = finished
+        batch, last, valid, refused, outcomes, per, ys = finished
         version = self.counters["examples_learned"]
         predicted: Valid
         scored: list[tuple[Prediction, Probas | None]]
         if refused:
             predicted, scored, learned = self._emit_refused(valid, refused, outcomes, version)
+            ys = [rec.y for _, rec in predicted]
         else:  # every record predicted, every label learned (a record without outcome is refused)
             predicted, scored = valid, outcomes  # type: ignore[assignment]
-            versions = list(accumulate([rec.y is not None for _, rec in valid], initial=version))
+            versions = list(accumulate(map(is_not, ys, repeat(None)), initial=version))
             learned = versions.pop() - version
             self._send_predictions(valid, scored, versions)
-        ys = [rec.y for _, rec in predicted]
         unlabelled = ys.count(None)
         labelled, correct, loss = self._scores(scored, ys)
         # Kafka timestamp (produce time); the record's own ts (event time, possibly a replay's
@@ -481,6 +530,29 @@ class Prequential:
         assert self.admission is not None
         return self.admission.grows(x, y)
 
+    def _learn_head(
+        self, valid: Valid, xs: list[Inputs], ys: list[Target], head: list[Outcome],
+        refused: Refused,
+    ) -> tuple[int, Run]:  # fmt: skip
+        """The records before the batch's first compiled run, learned now (a fresh model, or a
+        batch that opens with a new input or class): each record as :meth:`_learn_tail` learns
+        it, into ``head`` and ``refused``, until the driver plans a run from one. Returns where
+        the run starts and the run (``(start, (end, X, Y))``; the whole batch learned:
+        ``(n, (n, None, None))``), so that the run goes to the learner thread as a leading run
+        does (before: the rest of such a batch was learned on the loop thread, ~6 us per
+        record, when the next batch came)."""
+        driver = self.driver
+        assert driver is not None
+        n = len(xs)
+        i = 0
+        while i < n:
+            run = driver.plan_run(xs, ys, i)
+            if run[0] > i:
+                return i, run
+            head += self._learn_tail(valid, xs, ys, i, refused, i + 1)
+            i += 1
+        return n, (n, None, None)
+
     def _learn_tail(
         self,
         valid: Valid,
@@ -488,15 +560,16 @@ class Prequential:
         ys: list[Target],
         start: int,
         refused: Refused,
+        stop: int | None = None,
     ) -> list[Outcome]:
-        """The outcomes of ``xs[start:]`` (:data:`streammkl.daemon.learning.drivers.Outcome`),
+        """The outcomes of ``xs[start:stop]`` (:data:`streammkl.daemon.learning.drivers.Outcome`),
         learned in order: the records that bring nothing new through the driver's
         ``learn_predict_many`` in stretches (its compiled runs, if any), each other record alone
         (:meth:`_learn_alone`); refusals and learner errors into ``refused`` (errors are data)."""
         driver = self.driver
         assert driver is not None
         out: list[Outcome] = []
-        n = len(xs)
+        n = len(xs) if stop is None else stop
         i = start
         while i < n:
             j = i

