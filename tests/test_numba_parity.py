@@ -40,7 +40,8 @@ MODEL_LOOPS = [
     "support_expansion", "support_dots", "dots_expansion", "ftrl_explicit", "round_body",
     "leader", "average_scores", "track_averages", "update_averages", "learn_predict", "new_pack",
     "explicit_scores", "implicit_scores", "all_average_scores", "explicit_view", "explicit_round",
-    "explicit_decision", "decision_total", "ftrl_store", "ftrl_scales", "explicit_phi_of",
+    "borrowed_view", "explicit_decision", "decision_total", "ftrl_store", "ftrl_scales",
+    "explicit_phi_of",
     "check_example", "check_target", "learn_predict_explicit", "learn_many_explicit",
     "explicit_md_round", "learn_predict_md", "explicit_front", "explicit_step",
     "decision_explicit", "decision_many_explicit", "ftrl_mixed", "support_step", "rescale_block",
@@ -62,7 +63,8 @@ BUDGET_LOOPS = [
 ]  # fmt: skip
 PLACE_LOOPS = ["place_inputs"]
 KNOWN_LOOPS = [
-    "learn_values", "predict_values", "scatter_record", "new_record", "learn_record",
+    "learn_values", "predict_values", "learn_predict_at", "scatter_record", "new_record",
+    "learn_record",
     "predict_record", "learn_record_at", "learn_record_softmax2_at", "predict_record_at",
     "record_address",
     "standardize_one", "standardize_row", "standardize_rows",

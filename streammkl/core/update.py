@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import fields
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -260,7 +261,14 @@ class RoundArgs:
                 compiled = nb.learn_predict_md
             if self.wide:
                 compiled = nb.learn_predict_wide
-            fast = self._learn = _entry(compiled, (self.pack, x, 0.0, t, n))
+            probe = (self.pack, x, 0.0, t, n)
+            explicit = compiled is nb.learn_predict_explicit
+            at = native_address(compiled, probe) if explicit else 0
+            if at:  # (compiled without reference counting: called at its address, see there)
+                fast = partial(_entry(nb.learn_predict_at, (at, *probe)), at)
+            else:
+                fast = _entry(compiled, probe)
+            self._learn = fast
         return fast(self.pack, x, float(y), t, n)
 
     def learn_sparse(

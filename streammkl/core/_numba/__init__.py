@@ -106,9 +106,10 @@ from streammkl.core._numba.rounds import (
     learn_many_explicit, learn_predict, learn_predict_explicit, learn_predict_md, learn_round,
     rescale_block, round_body, support_step, with_kernelized_scores,
 )  # fmt: skip
-from streammkl.core._numba.pack import RoundPack, explicit_view, new_pack
+from streammkl.core._numba.pack import RoundPack, borrowed_view, explicit_view, field, new_pack
 from streammkl.core._numba.known import (
-    TINY_VAR, decide_at, learn_at, learn_values, predict_values, scatter_record,
+    TINY_VAR, decide_at, learn_at, learn_predict_at, learn_values, predict_values,
+    scatter_record,
     standardize_one, standardize_row, standardize_rows,
 )  # fmt: skip
 from streammkl.core._numba.record import (

@@ -207,5 +207,15 @@ def _predict_values(
     return True
 
 
+def _learn_predict_at(at, p, x, y, t, n):
+    """``learn_at(at, p, x, y, t, n)``: the round compiled at ``at`` called from Python with
+    the pack. The explicit round (``learn_predict_explicit``) is compiled without reference
+    counting, and numba's entry point of such a function takes a reference to a structref it
+    unboxes (the pack) and never drops it (the pack would never be freed): Python calls it
+    through this one, which counts references, at its address (no copy of the round)."""
+    return learn_at(at, p, x, y, t, n)
+
+
+learn_predict_at = njit(**JIT_EXACT)(_learn_predict_at)
 learn_values = njit(**JIT_EXACT)(_learn_values)
 predict_values = njit(**JIT_EXACT)(_predict_values)
