@@ -20,11 +20,15 @@ from collections import namedtuple
 
 from numba import njit, types
 from numba.core import cgutils
-from numba.core.runtime.nrtdynmod import _meminfo_struct_type
 from numba.experimental import structref
 from numba.extending import lower_builtin, type_callable
 
-from streammkl.core._jit import JIT, JIT_INLINE
+from streammkl.core._jit import JIT, JIT_INLINE, JIT_NORC
+
+try:  # (numba's private layout of NRT's MemInfo; see "the pack's fields" below)
+    from numba.core.runtime.nrtdynmod import _meminfo_struct_type
+except ImportError:  # pragma: no cover - numba moved its internals
+    _meminfo_struct_type = None
 
 F1 = types.float64[::1]
 F2 = types.float64[:, ::1]
@@ -126,15 +130,21 @@ explicit_view = njit(**JIT_INLINE)(_explicit_view)
 # them, it takes one as ``p.name`` does, so it is right in either. numba's own structref code
 # reads the data through ``NRT_MemInfo_data_fast``, which a function without reference counting
 # cannot call: ``_data_of`` reads the same member of NRT's MemInfo struct (numba's
-# ``nrtdynmod._meminfo_struct_type``: refcount, destructor, its info, data, size), checked when
-# compiling (``_check_meminfo``; tested on numba 0.68.1).
+# ``nrtdynmod._meminfo_struct_type``: refcount, destructor, its info, data, size; tested on
+# numba 0.68.1). Where a numba release has another layout, the functions that read fields so
+# are compiled with reference counting (``JIT_BORROWED``): slower, the same numbers.
 
 
-def _check_meminfo() -> None:
-    """Fail (when compiling) unless NRT's MemInfo struct has its data pointer as member 3."""
+def _meminfo_data_is_member_3() -> bool:
+    """Whether NRT's MemInfo struct has its data pointer as member 3 (numba 0.59 to 0.68)."""
     members: list = list(getattr(_meminfo_struct_type, "elements", []))
-    if len(members) < 4 or str(members[3]) != "i8*":
-        raise TypeError(f"numba's NRT MemInfo layout changed ({_meminfo_struct_type})")
+    return len(members) >= 4 and str(members[3]) == "i8*"
+
+
+#: The flags of a function that reads the pack through ``field`` and takes no reference:
+#: ``JIT_NORC`` where this numba has the MemInfo layout ``_data_of`` reads; otherwise ``JIT``
+#: (references counted, as ``p.name`` does: slower, the same numbers) rather than failing.
+JIT_BORROWED: dict = JIT_NORC if _meminfo_data_is_member_3() else dict(JIT)
 
 
 def _data_of(context, builder, typ, pack):
@@ -177,7 +187,6 @@ def _field_type(context):
 def _field_code(context, builder, sig, args):
     """The code of ``field(p, name)``: the member of the data struct, a reference taken only
     where the caller counts them."""
-    _check_meminfo()
     typ, attr = sig.args[0], sig.args[1].literal_value
     out = getattr(_data_of(context, builder, typ, args[0]), attr)
     if context.enable_nrt:

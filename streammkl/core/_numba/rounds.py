@@ -32,7 +32,7 @@ from streammkl.core._numba.features import (
 )
 from streammkl.core._numba.kernels import kernel_value
 from streammkl.core._numba.losses import loss_grad
-from streammkl.core._numba.pack import borrowed_view, explicit_view, field
+from streammkl.core._numba.pack import JIT_BORROWED, borrowed_view, explicit_view, field
 from streammkl.core._numba.prox import (
     prox_blockwise_steps,
     prox_norm_step,
@@ -732,8 +732,8 @@ check_example = njit(**JIT_INLINE)(_check_example)
 
 def _learn_predict_explicit(p, x, y, t, n):
     """``learn_predict`` for a pack that takes the explicit round (``p.fast``), compiled
-    without reference counting: the pack's fields borrowed (``pack.borrowed_view``), not the
-    ~90 reference counts of ``explicit_view`` a call."""
+    without reference counting (``pack.JIT_BORROWED``): the pack's fields borrowed
+    (``pack.borrowed_view``), not the ~90 reference counts of ``explicit_view`` a call."""
     f = borrowed_view(p)
     code = check_example(f, x, y)  # (the view has the loss code and the scores ``fx``)
     if code < 0.0:
@@ -744,7 +744,7 @@ def _learn_predict_explicit(p, x, y, t, n):
     return loss
 
 
-learn_predict_explicit = njit(**JIT_NORC)(_learn_predict_explicit)
+learn_predict_explicit = njit(**JIT_BORROWED)(_learn_predict_explicit)
 
 
 def _learn_predict_md(p, x, y, t, n):
