@@ -380,7 +380,9 @@ class ConfluentConsumer:
         if not messages:
             return {}
         self._connected = True  # data arrived: the broker is there
-        if not any(map(_Message.error, messages)):
+        # (librdkafka's own messages: its methods' descriptors called directly, ~20 ns a call
+        # against ~80 by name; another kind, a scripted consumer's, takes the general path)
+        if type(messages[0]) is _Message and not any(map(_Message.error, messages)):
             records = received(messages)
             topics, parts = set(map(_topic, records)), set(map(_partition, records))
             if len(topics) == 1 and len(parts) == 1:
