@@ -174,6 +174,8 @@ def test_inputs_within_reach_and_held_bandwidths_refresh_nothing() -> None:
     assert isinstance(kernel, Kmod.LandmarkRBF) and kernel.fit is not None
     z = np.array(kernel.fit.points[0])
     assert kernel.within_reach(z, model.feature_keys)  # a landmark itself is within reach
+    assert kernel.keeps(z, model.feature_keys)  # so its check keeps the landmarks
+    assert not kernel.keeps(X[-1] + 10.0, model.feature_keys)
     digest = model.digest()
     model._refresh_landmarks(z, model.t)
     assert model.kernels[m] is kernel and model.digest() == digest

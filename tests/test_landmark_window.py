@@ -115,6 +115,12 @@ def test_a_replaced_landmark_restarts_its_columns(schedule: str) -> None:
     assert S is not None and L is not None
     a = int(L.ex_off[1])
     j = 20 % M
+    kernel = model.kernels[1]
+    assert isinstance(kernel, Kmod.LandmarkRBF)
+    z = np.array(kernel.fit.points)[0]  # type: ignore[union-attr]
+    assert kernel.within_reach(z, model.feature_keys)  # a landmark itself: within reach,
+    assert not kernel.keeps(z, model.feature_keys)  # and still replaced in a sliding window
+    assert kernel.to_replace(np.zeros(M), 20 * P) == j  # the slot from the round, not weights
     model._refresh_landmarks(X[n], 20 * P)  # (the hook a round with a loss calls)
     S = model.state
     assert S is not None

@@ -828,6 +828,14 @@ class LandmarkRBF(MedianRBF):
             np.fill_diagonal(cache.d2, np.inf)
         return cache.d2
 
+    def keeps(
+        self, x: np.ndarray, keys: Sequence[str], index: Mapping[str, int] | None = None
+    ) -> bool:
+        """Whether a refresh's check at the input ``x`` (the values of the inputs ``keys``)
+        leaves the landmarks as they are: ``x`` within their reach (:meth:`within_reach`);
+        never under ``replace="oldest"``, whose every check replaces (a sliding window)."""
+        return self.replace != "oldest" and self.within_reach(x, keys, index)
+
     def within_reach(
         self, x: np.ndarray, keys: Sequence[str], index: Mapping[str, int] | None = None
     ) -> bool:

@@ -857,11 +857,12 @@ class OnlineMKL:
 
     def _refresh_landmarks(self, x: np.ndarray, t: int) -> None:
         """After round ``t`` on the input ``x`` (scored with a loss): in every landmark block
-        whose ``refresh`` divides ``t`` and whose landmarks ``x`` is out of reach of
-        (``LandmarkRBF.within_reach``; any ``x`` under ``replace="oldest"``), the landmark
-        ``LandmarkRBF.to_replace`` picks (the smallest weight columns, crowded landmarks first;
-        or the oldest) becomes ``x``, its columns (weights and
-        their averages) restart at zero, the block's norm is recomputed exactly. In place: the
+        whose ``refresh`` divides ``t`` and whose landmarks a check at ``x`` does not keep
+        (``LandmarkRBF.keeps``: ``x`` out of their reach, or any ``x`` under
+        ``replace="oldest"``), the landmark ``LandmarkRBF.to_replace`` picks (the smallest
+        weight columns, crowded landmarks first; or the oldest) becomes ``x``, its columns
+        (weights and their averages) restart at zero, the block's norm is recomputed exactly.
+        In place: the
         layout's projection column and offsets of the block are rewritten in the arrays the
         round arguments are bound to (``Layout.set_landmarks``: no copy, no new arguments),
         unless a save point or another model may hold the layout (:attr:`_own_layout`), which
@@ -875,17 +876,13 @@ class OnlineMKL:
                 continue
             if not kernel.landmarks:
                 continue
-            window = kernel.replace == "oldest"  # (a sliding window: every check replaces)
-            if not window and kernel.within_reach(x, self._keys, self._key_index):
+            if kernel.keeps(x, self._keys, self._key_index):
                 continue  # near a landmark already: nothing new to keep
             layout, state = self._layout, self._state
             state.settle(layout)
             a, e = int(layout.ex_off[m]), int(layout.ex_off[m + 1])
-            if window:
-                j = kernel.to_replace(np.empty(0), t)
-            else:
-                w = state.w[:, a:e]
-                j = kernel.to_replace(np.einsum("ka,ka->a", w, w))
+            w = state.w[:, a:e]
+            j = kernel.to_replace(np.einsum("ka,ka->a", w, w), t)
             new = kernel.with_landmark(j, x, self._keys, self._key_index)
             if kernels is None:
                 kernels = list(self.kernels)
