@@ -16,8 +16,8 @@ Run: ``python benchmarks/bank_speed.py [--reps 7]``.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -62,24 +62,16 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     header = machine()
     banks = _banks()
+
+    def make(bank: tuple) -> Callable[[], Any]:
+        return lambda: MKLClassifier(standardize=True, kernels=bank)
+
+    runs = {b: (make(bank), rsp.one_call) for b, bank in banks.items()}
     rows: list[list[Any]] = []
-    for name in ("Bananas", "Phishing", "Hyperplane"):
-        data = rsp._dense(name)
-        warm, timed = data[: rsp.WARM], data[rsp.WARM :]
-        times: dict[str, list[float]] = {b: [] for b in banks}
-        for _ in range(args.reps):
-            for b, bank in banks.items():
-
-                def make(bank: tuple = bank) -> Any:
-                    return MKLClassifier(standardize=True, kernels=bank)
-
-                times[b].append(rsp._cpu_per_call(make, warm, timed, rsp._one_call, 1))
-        default = statistics.median(times["default"])
-        accurate = statistics.median(times["accurate"])
-        for b in banks:
-            med = statistics.median(times[b])
-            rows.append([name, b, f"{med:.2f}", f"{med / default:.3f}", f"{med / accurate:.3f}"])
-            print(rows[-1], flush=True)
+    for name, meds in rsp.interleaved_per_call(runs, args.reps).items():
+        default, accurate = meds["default"], meds["accurate"]
+        rows += [[name, b, f"{med:.2f}", f"{med / default:.3f}", f"{med / accurate:.3f}"]
+                 for b, med in meds.items()]  # fmt: skip
     body = "\n\n".join([
         f"{header}; medians of {args.reps} runs per bank, the banks interleaved.",
         markdown(["stream", "bank", "µs per call (CPU)", "/ default", "/ accurate"], rows),

@@ -49,24 +49,15 @@ def _speed_rows(reps: int) -> list[list[Any]]:
         return LambdaChoiceClassifier(MKLClassifier(standardize=True))
 
     runs = {
-        "default, learn_predict_one": (default, rsp._one_call),
-        "default, predict_proba_one + learn_one": (default, rsp._two_calls),
-        "choice, learn_predict_one": (choice, rsp._one_call),
-        "choice, predict_proba_one + learn_one": (choice, rsp._two_calls),
+        "default, learn_predict_one": (default, rsp.one_call),
+        "default, predict_proba_one + learn_one": (default, rsp.two_calls),
+        "choice, learn_predict_one": (choice, rsp.one_call),
+        "choice, predict_proba_one + learn_one": (choice, rsp.two_calls),
     }
     rows: list[list[Any]] = []
-    for name in ("Bananas", "Phishing", "Hyperplane"):
-        data = rsp._dense(name)
-        warm, timed = data[: rsp.WARM], data[rsp.WARM :]
-        times: dict[str, list[float]] = {r: [] for r in runs}
-        for _ in range(reps):
-            for r, (make, step) in runs.items():
-                times[r].append(rsp._cpu_per_call(make, warm, timed, step, 1))
-        base = statistics.median(times["default, learn_predict_one"])
-        for r in runs:
-            med = statistics.median(times[r])
-            rows.append([name, r, f"{med:.1f}", f"{med / base:.2f}"])
-            print(rows[-1], flush=True)
+    for name, meds in rsp.interleaved_per_call(runs, reps).items():
+        base = meds["default, learn_predict_one"]
+        rows += [[name, r, f"{med:.1f}", f"{med / base:.2f}"] for r, med in meds.items()]
     return rows
 
 

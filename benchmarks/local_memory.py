@@ -156,23 +156,14 @@ def _accuracy(keys: list[str], names: list[str], seeds: int, jobs: int) -> str:
 def _speed(names: list[str], reps: int) -> str:
     import river_speed as rsp
 
+    def make(b: str) -> Callable[[], Any]:
+        return lambda: _learner(b, standardize=True)
+
+    runs = {b: (make(b), rsp.one_call) for b in names}
     rows: list[list[Any]] = []
-    for stream in ("Bananas", "Phishing", "Hyperplane"):
-        data = rsp._dense(stream)
-        warm, timed = data[: rsp.WARM], data[rsp.WARM :]
-        times: dict[str, list[float]] = {b: [] for b in names}
-        for _ in range(reps):
-            for b in names:
-
-                def make(b: str = b) -> Any:
-                    return _learner(b, standardize=True)
-
-                times[b].append(rsp._cpu_per_call(make, warm, timed, rsp._one_call, 1))
-        base = statistics.median(times[names[0]])
-        for b in names:
-            med = statistics.median(times[b])
-            rows.append([stream, b, f"{med:.2f}", f"{med / base:.3f}"])
-            print(rows[-1], flush=True)
+    for stream, meds in rsp.interleaved_per_call(runs, reps).items():
+        base = meds[names[0]]
+        rows += [[stream, b, f"{meds[b]:.2f}", f"{meds[b] / base:.3f}"] for b in names]
     return "\n\n".join([
         f"Cost per call: medians of {reps} runs per variant, the variants interleaved.",
         markdown(["stream", "variant", "µs per call (CPU)", f"/ {names[0]}"], rows),

@@ -81,7 +81,8 @@ def _one_hot_agrawal(n: int) -> list[tuple[dict, Any]]:
     return out
 
 
-def _dense(name: str) -> list[tuple[dict, Any]]:
+def dense_stream(name: str) -> list[tuple[dict, Any]]:
+    """The examples of a dense stream of the speed rows, in order."""
     from river import datasets
     from river.datasets import synth
 
@@ -98,7 +99,7 @@ def _dense(name: str) -> list[tuple[dict, Any]]:
     raise ValueError(name)
 
 
-def _cpu_per_call(make: Callable[[], Any], warm: list, timed: list,
+def cpu_per_call(make: Callable[[], Any], warm: list, timed: list,
                   step: Callable[[Any, Any, Any], Any], reps: int) -> float:  # fmt: skip
     """Median µs of CPU time per example of ``step(model, x, y)`` over ``timed``, each run on a
     fresh model warmed on ``warm``."""
@@ -115,18 +116,46 @@ def _cpu_per_call(make: Callable[[], Any], warm: list, timed: list,
     return statistics.median(times)
 
 
-def _two_calls(model: Any, x: Any, y: Any) -> None:
+def two_calls(model: Any, x: Any, y: Any) -> None:
+    """A classifier's round as river's evaluation calls it."""
     model.predict_proba_one(x)
     model.learn_one(x, y)
 
 
-def _two_calls_reg(model: Any, x: Any, y: Any) -> None:
+def two_calls_reg(model: Any, x: Any, y: Any) -> None:
+    """A regressor's round as river's evaluation calls it."""
     model.predict_one(x)
     model.learn_one(x, y)
 
 
-def _one_call(model: Any, x: Any, y: Any) -> None:
+def one_call(model: Any, x: Any, y: Any) -> None:
+    """The round in one call (``learn_predict_one``)."""
     model.learn_predict_one(x, y)
+
+
+Step = Callable[[Any, Any, Any], Any]
+DENSE_STREAMS = ("Bananas", "Phishing", "Hyperplane")
+
+
+def interleaved_per_call(
+    runs: dict[str, tuple[Callable[[], Any], Step]], reps: int,
+    streams: Iterable[str] = DENSE_STREAMS,
+) -> dict[str, dict[str, float]]:  # fmt: skip
+    """Median µs of CPU time per call of every run (a learner's factory and a step, e.g.
+    :func:`one_call`) on each dense stream, warmed and timed on the examples the dense rows
+    use, the runs interleaved repetition by repetition so that they share the machine's
+    moments: ``{stream: {run: median}}``. Prints each stream's medians as it ends."""
+    out: dict[str, dict[str, float]] = {}
+    for stream in streams:
+        data = dense_stream(stream)
+        warm, timed = data[:WARM], data[WARM:]
+        times: dict[str, list[float]] = {r: [] for r in runs}
+        for _ in range(reps):
+            for r, (make, step) in runs.items():
+                times[r].append(cpu_per_call(make, warm, timed, step, 1))
+        out[stream] = {r: statistics.median(v) for r, v in times.items()}
+        print(stream, {r: round(v, 2) for r, v in out[stream].items()}, flush=True)
+    return out
 
 
 def _verdict(ratio: float, target: float) -> str:
@@ -140,7 +169,7 @@ def dense_rows(reps: int) -> list[list[object]]:
 
     rows: list[list[object]] = []
     for name in ("Bananas", "Phishing", "Hyperplane"):
-        data = _dense(name)
+        data = dense_stream(name)
         warm, timed = data[:WARM], data[WARM:]
 
         def lr() -> Any:
@@ -149,15 +178,15 @@ def dense_rows(reps: int) -> list[list[object]]:
         def mkl() -> Any:
             return MKLClassifier(standardize=True)
 
-        ref = _cpu_per_call(lr, warm, timed, _two_calls, reps)
-        one = _cpu_per_call(mkl, warm, timed, _one_call, reps)
-        two = _cpu_per_call(mkl, warm, timed, _two_calls, reps)
+        ref = cpu_per_call(lr, warm, timed, two_calls, reps)
+        one = cpu_per_call(mkl, warm, timed, one_call, reps)
+        two = cpu_per_call(mkl, warm, timed, two_calls, reps)
         rows.append([name, "LogisticRegression", f"{ref:.2f}", f"{one:.2f}", f"{ref / one:.2f}x",
                      _verdict(ref / one, 1.0), f"{two:.2f}", f"{ref / two:.2f}x",
                      _verdict(ref / two, 0.6)])  # fmt: skip
         print(rows[-1], flush=True)
     for name in ("Friedman", "TrumpApproval"):
-        data = _dense(name)
+        data = dense_stream(name)
         cut = min(WARM, len(data) // 2)  # TrumpApproval has 1,001 examples
         warm, timed = data[:cut], data[cut:]
 
@@ -167,9 +196,9 @@ def dense_rows(reps: int) -> list[list[object]]:
         def mklr() -> Any:
             return MKLRegressor(standardize=True)
 
-        ref = _cpu_per_call(linreg, warm, timed, _two_calls_reg, reps)
-        one = _cpu_per_call(mklr, warm, timed, _one_call, reps)
-        two = _cpu_per_call(mklr, warm, timed, _two_calls_reg, reps)
+        ref = cpu_per_call(linreg, warm, timed, two_calls_reg, reps)
+        one = cpu_per_call(mklr, warm, timed, one_call, reps)
+        two = cpu_per_call(mklr, warm, timed, two_calls_reg, reps)
         rows.append([name, "LinearRegression", f"{ref:.2f}", f"{one:.2f}", f"{ref / one:.2f}x",
                      _verdict(ref / one, 1.0), f"{two:.2f}", f"{ref / two:.2f}x",
                      _verdict(ref / two, 0.6)])  # fmt: skip
@@ -185,7 +214,7 @@ def kernelized_rows(reps: int) -> list[list[object]]:
 
     rows: list[list[object]] = []
     for name, d in (("Bananas", 2), ("Hyperplane", 10)):
-        data = _dense(name)
+        data = dense_stream(name)
         warm, timed = data[:WARM], data[WARM : WARM + 5000]
 
         def make(d: int = d) -> Any:
@@ -195,7 +224,7 @@ def kernelized_rows(reps: int) -> list[list[object]]:
             model.predict_one(x)
             model.learn_one(x, y)
 
-        us = _cpu_per_call(make, warm, timed, step, reps)
+        us = cpu_per_call(make, warm, timed, step, reps)
         rate = 1e6 / us
         rows.append([f"{name} ({d}-D)", f"{rate:,.0f}", ">= 20,000",
                      "met" if rate >= 20_000 else "MISSED"])  # fmt: skip
