@@ -33,8 +33,9 @@ Measured:
 4. a new word's admission (``_admit``, ``place_inputs``) today and in the design (the Fourier
    and landmark blocks place nothing), two copies of one learner alternating word by word;
 5. a micro-benchmark of the compiled sparse projection: today's rows of a record's inputs from
-   a table of one row per input (``wide.project_rows``, the 3,000 documents' inputs at the
-   layout's doubling capacity) against the same rows read through ``row_of[j]``, ``sign[j]``
+   a table of one row per input (``wide.project_rows``; the 3,000 documents' inputs rounded up
+   to a power of two: 4,096 rows, ~26 MB, about what the learner has written by then into its
+   39 MB table of 6,016 rows) against the same rows read through ``row_of[j]``, ``sign[j]``
    from an ``R``-row table, each document once per pass (CPU time, process_time_ns: the box is
    shared; medians of passes, the cases interleaved pass by pass).
 
@@ -400,7 +401,7 @@ def projection(n: int, rows_list: list[int], passes: int, seed: int) -> list[lis
             index.setdefault(w, len(index))
         records.append(sorted((index[w], float(c)) for w, c in counts.items()))
     d = len(index)
-    capacity = 1 << (d - 1).bit_length()  # the layout's doubling room
+    capacity = 1 << (d - 1).bit_length()  # (about the rows the learner has written)
     width = 818  # three 256-component Fourier blocks and 50 landmarks
     rng = np.random.default_rng(0)
     own = rng.standard_normal((capacity, width))
