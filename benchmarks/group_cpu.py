@@ -7,8 +7,10 @@ of its predictions' timestamps, as ``scale_out.py`` counts it):
 
 - by OS thread, from ``/proc/<pid>/task/<tid>/stat`` (user + system; every thread, native ones
   included: librdkafka's, the learner's compiled rounds), sampled every 0.1 s;
-- the loop thread's CPU by what it was doing, from ``py-spy record --threads`` samples of
-  every daemon (on-CPU samples only: a thread blocked in a system call is not sampled), each
+- the loop thread's CPU by what it was doing, from ``py-spy record --threads --gil`` samples
+  of every daemon (only samples of the thread that holds the GIL: without ``--gil`` py-spy
+  counted a thread waiting in ``Future.result``, in librdkafka's ``consume`` with a timeout or
+  for the GIL as on-CPU, and those waits took most of the "rest" and "poll" parts), each
   sample put in the first part of :data:`PARTS` (in their order) whose marker one of its
   frames holds, so that the reader's poll inside a round's wait counts as the poll and a
   wait's own loop as the wait; samples outside the loop's iterations (imports, start-up,
@@ -183,8 +185,8 @@ class ThreadSampler:
 def spy(pid: int, path: Path, rate: int) -> subprocess.Popen:
     exe = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     return subprocess.Popen(
-        [exe, "record", "--pid", str(pid), "--threads", "--format", "raw", "--rate", str(rate),
-         "--nonblocking", "--output", str(path)],
+        [exe, "record", "--pid", str(pid), "--threads", "--gil", "--format", "raw", "--rate",
+         str(rate), "--nonblocking", "--output", str(path)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
 
@@ -320,9 +322,9 @@ def main(argv: list[str] | None = None) -> int:
         f"default bank, K = {scale_out.EVERY}; learning windows: {spans}. Every daemon's CPU "
         "in its learning window per learned record, split by part: the Python threads' CPU "
         "by thread (`/proc/<pid>/task`, named by py-spy), the loop thread's CPU shared out "
-        "by py-spy's on-CPU samples of it (the first part of `PARTS` a sample's frames "
-        "hold; its start-up and shutdown left out). A wall-clock cost (a poll, a fetch loop, "
-        "a periodic checkpoint) weighs more per record in a slower run.\n\n"
+        "by py-spy's samples of it holding the GIL (`--gil`; the first part of `PARTS` a "
+        "sample's frames hold; its start-up and shutdown left out). A wall-clock cost (a "
+        "poll, a fetch loop, a periodic checkpoint) weighs more per record in a slower run.\n\n"
         + _table.markdown(header, rows)
     )
     _table.publish("group_cpu", "Where a mixing group's CPU per record goes", body,

@@ -9,7 +9,12 @@ round: the rounds' count times the two members). With ``--vs CHECKOUT`` the same
 with that checkout's code (``--pairs`` times, each in its own process) and the table gives both,
 medians over the pairs.
 
-Run: ``python benchmarks/mixing_round_parts.py --vs <a checkout of main>``.
+``--delay D`` (``mixing_rounds.py``'s): the log's news reach a member only after D of its records
+since its publish, as in the daemons, where a member rebases progress of its own in place and
+the sampled check of the merged model runs deferred, after its next publish (at 0 the member
+that waits reads the close at once, and the check runs inside the rebase).
+
+Run: ``python benchmarks/mixing_round_parts.py --vs <a checkout of main> [--delay 250]``.
 """
 
 from __future__ import annotations
@@ -50,7 +55,9 @@ PARTS = [
     ("streammkl.river.rounds", "Rounds", "take_state", "— take the merged model"),
     ("streammkl.river.rounds", "Rounds", "rebase_onto", "— rebase in place"),
     ("streammkl.daemon.mixing.member", "MixingMember", "_check_digest", "— check its digest"),
-    ("streammkl.daemon.mixing.member", None, "hindsight", "— hindsight scoring"),
+    ("streammkl.daemon.mixing.member", "MixingMember", "_check_later", "the deferred check"),
+    ("streammkl.river.rounds", "Rounds", "load_state", "— a state loaded (any)"),
+    ("streammkl.daemon.mixing.member", None, "hindsight", "— hindsight scoring (any)"),
     ("streammkl.daemon.mixing.member", "MixingMember", "_publish_delta", "publish a delta"),
     ("streammkl.daemon.mixing.member", None, "snapshot", "— snapshot"),
     ("streammkl.daemon.mixing.member", None, "prequential", "— prequential sums (any)"),
@@ -59,7 +66,7 @@ PARTS = [
 ]
 
 
-def child(root: str, records: int, seed: int) -> dict[str, Any]:
+def child(root: str, records: int, seed: int, delay: int = 0) -> dict[str, Any]:
     sys.path[:0] = [root, str(Path(root) / "benchmarks")]
     import importlib
 
@@ -87,18 +94,18 @@ def child(root: str, records: int, seed: int) -> dict[str, Any]:
             continue
         setattr(target, name, timed(getattr(target, name), label))
     recs, classes = mr.stream(records, seed)
-    mr.group(recs[: records // 10], classes, 250, None, 60, 0, 60)  # warm-up
+    mr.group(recs[: records // 10], classes, 250, None, 60, delay, 60)  # warm-up
     spent.clear()
     calls.clear()
-    r = mr.group(recs, classes, 250, None, 60, 0, 60)
+    r = mr.group(recs, classes, 250, None, 60, delay, 60)
     return {"hooks_us": r["hooks_us"], "rounds": r["rounds"], "records": len(recs),
             "parts": {k: [calls[k], spent[k]] for k in spent}}  # fmt: skip
 
 
-def run(root: str, records: int, seed: int) -> dict[str, Any]:
+def run(root: str, records: int, seed: int, delay: int = 0) -> dict[str, Any]:
     out = subprocess.run(
         [sys.executable, str(HERE), "--child", root, "--records", str(records),
-         "--seed", str(seed)],
+         "--seed", str(seed), "--delay", str(delay)],
         check=True, capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "0"},
     )  # fmt: skip
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -110,11 +117,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--vs", default=None, help="another checkout to compare with")
     ap.add_argument("--pairs", type=int, default=5)
+    ap.add_argument(
+        "--delay",
+        type=int,
+        default=0,
+        help="the log's news reach a member after this many of its records since its "
+        "publish (mixing_rounds.py --delay; 250: a daemon's timing, where a member "
+        "rebases progress of its own in place and the sampled check is deferred)",
+    )
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--out", default=None, help="write the table here too")
     args = ap.parse_args(argv)
     if args.child:
-        print(json.dumps(child(args.child, args.records, args.seed)))
+        print(json.dumps(child(args.child, args.records, args.seed, args.delay)))
         return 0
     sys.path.insert(0, str(HERE.parent))
     import _table
@@ -124,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name, _ in roots}
     for i in range(args.pairs):
         for name, root in roots if i % 2 == 0 else roots[::-1]:
-            runs[name].append(run(root, args.records, args.seed))
+            runs[name].append(run(root, args.records, args.seed, args.delay))
             print(name, f"{runs[name][-1]['hooks_us']:.2f} µs/record", file=sys.stderr)
     head = ["part"]
     for name, _ in roots:
@@ -149,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(row)
     body = (
         f"{header}. {args.records:,} records, seed {args.seed}, K = 250, ahead 60, "
+        f"news after {args.delay} records, "
         f"{args.pairs} alternated runs per checkout ({', '.join(f'{n}: {r}' for n, r in roots)}); "
         "medians.\n\n" + _table.markdown(head, rows)
     )

@@ -1494,6 +1494,47 @@ def test_two_hindsight_reports_before_a_publish_add_up():
     assert log.regret_examples == 15 and log.regret == pytest.approx(0.0)
 
 
+def test_the_sampled_checks_copy_is_kept_and_holds_each_merged_model_as_loaded():
+    """The sampled check scores a member's examples again on a copy of its learner holding the
+    merged model: the copy is kept from one check to the next and takes each model in place,
+    with the digest and hindsight report of a copy loaded anew (the pre-change check); a model
+    of another layout (a new input) or another learner gets a new copy, loaded."""
+    from streammkl.daemon.mixing.member import hindsight
+
+    X, Y = _stream(400, 11)
+    records: list[MixRecord] = []
+    a, learner = _member(records, "a")
+    a.join(learner, {})
+    other = learner.clone()
+    other.rounds().load_state(*learner.to_state(), with_bank=True)
+    kept = []
+    states = []
+    for lo in (0, 100, 200):  # merged models of one layout, then one with a new input
+        for x, y in zip(X[lo : lo + 100], Y[lo : lo + 100], strict=True):
+            x = {**x, "d": 1.0} if lo == 200 else x
+            kept.append((x, y, (other.predict_one(x), other.predict_proba_one(x))))
+            other.learn_one(x, y)
+        states.append(other.to_state())
+
+    def loaded(state):  # the check before: a new copy, the model loaded
+        copy = learner.clone()
+        copy.rounds().load_state(*state, with_bank=True)
+        return copy.rounds()
+
+    copies = []
+    for state in states:
+        rounds = a._copy_holding(learner, state)
+        assert a._checker is not None and a._checker[0] is learner
+        copies.append(a._checker[1])
+        want = loaded(state)
+        assert rounds.digest() == want.digest() == learner_digest(state)
+        assert hindsight(rounds, kept[:200], 0) == hindsight(want, kept[:200], 0)
+    assert copies[1] is copies[0] and copies[2] is not copies[1]  # (kept; a new input: new)
+    rounds = a._copy_holding(other, states[2])  # another learner (a reload): its own copy
+    assert a._checker is not None and a._checker[0] is other and a._checker[1] is not copies[2]
+    assert rounds.digest() == learner_digest(states[2])
+
+
 def test_steady_rebases_check_the_merged_model_on_a_schedule(monkeypatch):
     """A settled member's rebases check the merged model they move onto (its digest, and the
     hindsight scoring of the member's merged examples) on the first and every CHECK_EVERY-th
