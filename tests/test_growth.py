@@ -476,6 +476,58 @@ def test_a_layout_relaid_for_a_new_bank_is_the_layout_built_for_it(numpy_draws):
     assert relaid(layout, old, wider, keys[:120], 11) is None
 
 
+@pytest.mark.parametrize("numpy_draws", [False, True])
+def test_a_relaid_layout_that_owns_the_old_one_takes_its_frequencies_with_the_numbers_of_a_build(
+    numpy_draws,
+):
+    """``relaid(owned=True)`` (the caller drops the old layout): the result takes the old
+    layout's Fourier frequencies, the same array, its changed blocks' columns drawn again in
+    place (a refitted bandwidth, landmarks now, the same kernel as another object), and is
+    ``build_layout``'s for the new bank bit for bit, with inputs named since laid out too;
+    banks whose blocks do not line up get None and leave the old layout as it was."""
+    from streammkl.core.kernel_base import DRAWS, NUMPY_DRAWS
+    from streammkl.core.layout import relaid
+
+    draws = NUMPY_DRAWS if numpy_draws else DRAWS
+    keys = [f"w{j}" for j in range(150)]
+    old = _every_place_kind(keys)
+    rows = np.random.default_rng(2).normal(size=(6, 5))
+    new = list(old)
+    new[6] = kernels.MedianRBF(2.0, 12).fitted(0.9, 5, final=True)  # another bandwidth
+    new[8] = (
+        kernels.LandmarkRBF(4.0, 3)
+        .fitted(0.2, 5, final=True)
+        .with_landmarks(rows[:3], [keys[1], keys[7], keys[9], "x", keys[2]])
+    )  # landmarks now
+    new[1] = kernels.AdditiveRBF(0.5, 6)  # equal to the old kernel, another object: drawn
+    new = tuple(new)
+    for d in (120, 131, 160):
+        layout = build_layout(old, 120, 11, keys=keys, capacity=160, draws=draws)
+        frequencies = layout.rff_wt
+        out = relaid(layout, old, new, keys[:d], 11, owned=True)
+        assert out is not None and out.rff_wt is frequencies
+        _same_layout(out, build_layout(new, d, 11, keys=keys, capacity=160, draws=draws))
+    layout = build_layout(old, 120, 11, keys=keys, capacity=160, draws=draws)
+    before = build_layout(old, 120, 11, keys=keys, capacity=160, draws=draws)
+    assert relaid(layout, old, tuple(reversed(new)), keys[:120], 11, owned=True) is None
+    _same_layout(layout, before)
+
+
+def test_a_relaid_layout_in_place_clears_the_rows_a_changed_block_no_longer_reads():
+    """In place (``owned``), a changed block that reads other inputs than before (a Fourier
+    block over another subset, the same width) has zeros at the rows of the inputs it no
+    longer reads, as a build gives."""
+    from streammkl.core.layout import relaid
+
+    keys = [f"w{j}" for j in range(12)]
+    old = (kernels.Linear(), kernels.RBF(0.3, n_components=8, features=[keys[1], keys[5]]))
+    new = (old[0], kernels.RBF(0.3, n_components=8, features=[keys[5], keys[9]]))
+    layout = build_layout(old, 12, 11, keys=keys, capacity=16)
+    out = relaid(layout, old, new, keys, 11, owned=True)
+    assert out is not None
+    _same_layout(out, build_layout(new, 12, 11, keys=keys, capacity=16))
+
+
 def test_a_relaid_layout_draws_only_the_changed_blocks(monkeypatch):
     """The blocks ``relaid`` lays out: the changed kernels' only (``place_inputs`` gets no
     place kind for a kept block), then every block for inputs named since."""

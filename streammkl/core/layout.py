@@ -667,6 +667,7 @@ def build_layout(
     capacity: int | None = None,
     draws: int = DRAWS,
     like: tuple[Layout, Sequence[Kernel]] | None = None,
+    owned: bool = False,
 ) -> Layout:
     """Arrays describing the bank on ``d`` inputs; ``keys[j]`` names input j (seeds the random
     maps, drawn as ``draws`` say: ``kernel_base.DRAWS``); room for ``capacity`` inputs (at
@@ -678,7 +679,9 @@ def build_layout(
 
     ``like``: a layout of these inputs' first ones (at this capacity) and its bank, whose
     kept kernels' columns a layout not kept is made from (:func:`relaid`: the same arrays,
-    drawn only for the changed kernels; a model's bank change)."""
+    drawn only for the changed kernels; a model's bank change). ``owned``: ``like``'s layout
+    is the caller's alone, dropped for the result (:func:`relaid` then reuses its Fourier
+    frequencies in place; the numbers are the same)."""
     keys = [str(j) for j in range(d)] if keys is None else list(keys[:d])
     key = (
         tuple((repr(k.to_spec()), getattr(k, "fit", None)) for k in kernels),  # (fits hash)
@@ -691,7 +694,7 @@ def build_layout(
         return _copied(cached)
     layout = None
     if like is not None and like[0].draws == draws and like[0].capacity == max(d, capacity or 0):
-        layout = relaid(like[0], like[1], kernels, keys, seed, index)
+        layout = relaid(like[0], like[1], kernels, keys, seed, index, owned)
     if layout is None:
         layout = _empty(kernels, max(d, capacity or 0), seed, draws)
         layout.extend(kernels, keys, seed, index)
@@ -710,6 +713,7 @@ def relaid(
     keys: Sequence[str],
     seed: int,
     index: Mapping[str, int] | None = None,
+    owned: bool = False,
 ) -> Layout | None:
     """:func:`build_layout` for the bank ``kernels`` on the inputs ``layout`` (the bank
     ``old``'s, untouched) lays out, at its capacity, bit for bit, drawing only the blocks
@@ -724,12 +728,19 @@ def relaid(
     input is the one built at once: :meth:`Layout.extend`).
     The bandwidth warm-up's bank change (its Gaussian blocks refitted, the others kept)
     skips the kept blocks' draws and the build's cache key (the kernels' specs, the inputs'
-    names)."""
+    names).
+
+    ``owned``: no one but the caller holds ``layout``, which it drops for the result: the
+    result takes ``layout``'s Fourier frequencies (the same array: the changed blocks'
+    columns zeroed and drawn again in place, the kept blocks' left where they are) instead of
+    writing every input's row into fresh pages (the warm-up's rebuild at ~400 inputs of the
+    default bank: ~2.5 MB of rows first touched); ``layout`` must not be used after (its
+    frequencies are the result's)."""
     M = len(kernels)
     d = layout.n_inputs
     if len(old) != M or not d <= len(keys) <= layout.capacity:
         return None
-    out = _empty(kernels, layout.capacity, seed, layout.draws)
+    out = _empty(kernels, layout.capacity, seed, layout.draws, None, 0 if owned else None)
     if not (
         np.array_equal(out.ex_off, layout.ex_off)
         and np.array_equal(out.ex_kind, layout.ex_kind)
@@ -739,15 +750,24 @@ def relaid(
     ):
         return None
     draw = np.array([k is not o for k, o in zip(kernels, old, strict=True)], dtype=np.bool_)
+    rff = (nb.MAP_RFF, nb.MAP_LANDMARK, nb.MAP_BINNING)
+    if owned:  # the frequencies kept in place: a drawn block's columns start at zero again
+        out.rff_wt = layout.rff_wt
+        for m in np.flatnonzero(draw).tolist():
+            if not kernels[m].implicit and out.ex_kind[m] in rff:
+                a, e = int(out.ex_off[m]), int(out.ex_off[m + 1])
+                r0 = int(out.phi_src[0, a])
+                out.rff_wt[:d, r0 : r0 + e - a] = 0.0
     for m in np.flatnonzero(~draw).tolist():
         if kernels[m].implicit:
             out.masks[out.view_of[m]] = layout.masks[layout.view_of[m]]
         else:
             a, e = int(layout.ex_off[m]), int(layout.ex_off[m + 1])
             out.phi_src[:, a:e] = layout.phi_src[:, a:e]
-            if layout.ex_kind[m] in (nb.MAP_RFF, nb.MAP_LANDMARK, nb.MAP_BINNING):
+            if layout.ex_kind[m] in rff:
                 r0 = int(layout.phi_src[0, a])
-                out.rff_wt[:d, r0 : r0 + e - a] = layout.rff_wt[:d, r0 : r0 + e - a]
+                if not owned:
+                    out.rff_wt[:d, r0 : r0 + e - a] = layout.rff_wt[:d, r0 : r0 + e - a]
                 out.rff_b[r0 : r0 + e - a] = layout.rff_b[r0 : r0 + e - a]
         out.in_pos[m] = layout.in_pos[m]
         out.blk_inputs[m] = layout.blk_inputs[m]

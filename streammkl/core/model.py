@@ -297,6 +297,7 @@ class OnlineMKL:
             kernels, len(keys), self.seed, self._key_index, keys,
             0 if old is None else old.capacity, self.draws,
             None if old is None else (old, self.kernels),
+            old is not None and old is self._own_layout,  # (no save point holds it)
         )  # fmt: skip
         names = [k.name for k in kernels]
         if self._state is None or self._layout is None:
