@@ -328,7 +328,7 @@ def admission_note(n: int, reps: int) -> str:
         has met; else the throwaway learner's layouts of the same documents are copies
         handed out again, as when ``river_speed.py`` times fresh learners on one stream)."""
         if fresh:
-            layout_mod._BUILT.clear()
+            layout_mod.forget_built_layouts()
         one_off.clear()
         pipe = feature_extraction.BagOfWords() | MKLClassifier()
         gc.collect()  # (a full collection owed by earlier work costs ~0.1 s: not this run's)

@@ -9,7 +9,8 @@ import pytest
 
 from streammkl.core import OnlineMKL, kernels, losses, regularizers, schedules
 from streammkl.core import _numba as nb
-from streammkl.core.layout import build_layout, grown
+from streammkl.core import layout as layout_mod
+from streammkl.core.layout import build_layout, forget_built_layouts, grown
 
 D_IN = 12
 
@@ -213,6 +214,27 @@ def test_a_layout_built_again_is_a_fresh_copy_whatever_its_earlier_copies_went_t
     assert not np.array_equal(first.ex_used, later.ex_used)
     other = build_layout(bank, 2, 8, keys=["a", "b"], capacity=4)  # another seed: other draws
     assert not np.array_equal(other.rff_wt, later.rff_wt)
+
+
+def test_forgotten_layouts_are_built_again_not_copied(monkeypatch):
+    """forget_built_layouts: the next build_layout of the same bank and inputs makes its
+    layout (what a learner pays on a stream the process has not met), with the same numbers."""
+    bank = (kernels.Linear(), kernels.RBF(0.3, n_components=16))
+    made = []
+    empty = layout_mod._empty
+
+    def counted(*args, **kw):
+        made.append(1)
+        return empty(*args, **kw)
+
+    monkeypatch.setattr(layout_mod, "_empty", counted)
+    first = build_layout(bank, 2, 11, keys=["a", "b"], capacity=4)
+    build_layout(bank, 2, 11, keys=["a", "b"], capacity=4)
+    assert len(made) == 1  # the second a copy of the first
+    forget_built_layouts()
+    again = build_layout(bank, 2, 11, keys=["a", "b"], capacity=4)
+    assert len(made) == 2  # made anew
+    np.testing.assert_array_equal(again.rff_wt, first.rff_wt)
 
 
 def _every_place_kind(keys):

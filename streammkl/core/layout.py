@@ -52,7 +52,15 @@ from streammkl.core.kernels import (
     RandomBinning,
 )
 
-__all__ = ["SLACK", "Layout", "build_layout", "grown", "product_map", "relaid"]
+__all__ = [
+    "SLACK",
+    "Layout",
+    "build_layout",
+    "forget_built_layouts",
+    "grown",
+    "product_map",
+    "relaid",
+]
 
 #: The input index of a column no input fills yet (beyond any input: it reads 0).
 SLACK = float(2**62)
@@ -798,6 +806,15 @@ def _copied(layout: Layout) -> Layout:
 _BUILT: dict[tuple, Layout] = {}
 _KEEP_BUILT = 8
 _BUILT_LOCK = threading.Lock()  # (a daemon loads models from more than one thread)
+
+
+def forget_built_layouts() -> None:
+    """Forget the layouts built lately (:func:`build_layout` hands out copies of the last
+    ones it built), so that the next builds are made, not copied: what a learner pays on a
+    stream no learner of the process has met. For benchmarks that time fresh learners on a
+    stream an earlier learner of the process has seen."""
+    with _BUILT_LOCK:
+        _BUILT.clear()
 
 
 #: A doubling's Fourier frequencies get rows for this many times its capacity when that makes
