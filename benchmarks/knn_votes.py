@@ -184,7 +184,7 @@ def _more_variants() -> dict[str, Vote | None]:
         out[f"(b) linear parzen {scale:g}/median W={w}"] = Vote("parzen", w, scale=scale)
     # A smaller gain makes the group lasso ask for more evidence before the block enters (its
     # accumulated gradients scale with the gain, the penalty does not)
-    for gain in (0.5, 0.25, 0.1):
+    for gain in (0.5, 0.35, 0.25, 0.1):
         out[f"(b) linear knn k=10 W=1000 gain {gain:g}"] = Vote("knn", 1000, k=10, gain=gain)
         out[f"(b) linear parzen 16/median W=1000 gain {gain:g}"] = Vote(
             "parzen", 1000, scale=16.0, gain=gain
