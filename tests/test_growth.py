@@ -460,6 +460,22 @@ def _same_layout(a, b):
             assert value == other, name
 
 
+def _partly_changed_banks(keys):
+    """A bank of every place kind and the same bank partly changed: a refitted bandwidth,
+    landmarks now, and a kernel equal to the old one but another object (drawn again)."""
+    old = _every_place_kind(keys)
+    rows = np.random.default_rng(2).normal(size=(6, 5))
+    new = list(old)
+    new[6] = kernels.MedianRBF(2.0, 12).fitted(0.9, 5, final=True)  # another bandwidth
+    new[8] = (
+        kernels.LandmarkRBF(4.0, 3)
+        .fitted(0.2, 5, final=True)
+        .with_landmarks(rows[:3], [keys[1], keys[7], keys[9], "x", keys[2]])
+    )  # landmarks now
+    new[1] = kernels.AdditiveRBF(0.5, 6)  # equal to the old kernel, another object: drawn
+    return old, tuple(new)
+
+
 @pytest.mark.parametrize("numpy_draws", [False, True])
 def test_a_layout_relaid_for_a_new_bank_is_the_layout_built_for_it(numpy_draws):
     """``relaid``: the layout of a bank whose kernels partly changed (refitted bandwidths, new
@@ -472,17 +488,7 @@ def test_a_layout_relaid_for_a_new_bank_is_the_layout_built_for_it(numpy_draws):
 
     draws = NUMPY_DRAWS if numpy_draws else DRAWS
     keys = [f"w{j}" for j in range(150)]
-    old = _every_place_kind(keys)
-    rows = np.random.default_rng(2).normal(size=(6, 5))
-    new = list(old)
-    new[6] = kernels.MedianRBF(2.0, 12).fitted(0.9, 5, final=True)  # another bandwidth
-    new[8] = (
-        kernels.LandmarkRBF(4.0, 3)
-        .fitted(0.2, 5, final=True)
-        .with_landmarks(rows[:3], [keys[1], keys[7], keys[9], "x", keys[2]])
-    )  # landmarks now
-    new[1] = kernels.AdditiveRBF(0.5, 6)  # equal to the old kernel, another object: drawn
-    new = tuple(new)
+    old, new = _partly_changed_banks(keys)
     layout = build_layout(old, 120, 11, keys=keys, capacity=160, draws=draws)
     before = build_layout(old, 120, 11, keys=keys, capacity=160, draws=draws)
     for bank in (new, old, tuple(reversed(new))):
@@ -512,17 +518,7 @@ def test_a_relaid_layout_that_owns_the_old_one_takes_its_frequencies_with_the_nu
 
     draws = NUMPY_DRAWS if numpy_draws else DRAWS
     keys = [f"w{j}" for j in range(150)]
-    old = _every_place_kind(keys)
-    rows = np.random.default_rng(2).normal(size=(6, 5))
-    new = list(old)
-    new[6] = kernels.MedianRBF(2.0, 12).fitted(0.9, 5, final=True)  # another bandwidth
-    new[8] = (
-        kernels.LandmarkRBF(4.0, 3)
-        .fitted(0.2, 5, final=True)
-        .with_landmarks(rows[:3], [keys[1], keys[7], keys[9], "x", keys[2]])
-    )  # landmarks now
-    new[1] = kernels.AdditiveRBF(0.5, 6)  # equal to the old kernel, another object: drawn
-    new = tuple(new)
+    old, new = _partly_changed_banks(keys)
     for d in (120, 131, 160):
         layout = build_layout(old, 120, 11, keys=keys, capacity=160, draws=draws)
         frequencies = layout.rff_wt
