@@ -863,12 +863,11 @@ class OnlineMKL:
         ``replace="oldest"``), the landmark ``LandmarkRBF.to_replace`` picks (the smallest
         weight columns, crowded landmarks first; or the oldest) becomes ``x``, its columns
         (weights and their averages) restart at zero, the block's norm is recomputed exactly.
-        In place: the
-        layout's projection column and offsets of the block are rewritten in the arrays the
-        round arguments are bound to (``Layout.set_landmarks``: no copy, no new arguments),
-        unless a save point or another model may hold the layout (:attr:`_own_layout`), which
-        then keeps it and this model takes a copy. Not while a mixing group holds the
-        bandwidths (its landmarks are the group's)."""
+        In place: the layout's projection column and offsets of the block are rewritten in the
+        arrays the round arguments are bound to (``Layout.set_landmarks``: no copy, no new
+        arguments), unless a save point or another model may hold the layout
+        (:attr:`_own_layout`), which then keeps it and this model takes a copy. Not while a
+        mixing group holds the bandwidths (its landmarks are the group's)."""
         if self.hold_bandwidths or self._layout is None or self._state is None:
             return
         kernels = None
