@@ -521,9 +521,9 @@ def test_a_relaid_layout_that_owns_the_old_one_takes_its_frequencies_with_the_nu
     old, new = _partly_changed_banks(keys)
     for d in (120, 131, 160):
         layout = build_layout(old, 120, 11, keys=keys, capacity=160, draws=draws)
-        frequencies = layout.rff_wt
+        frequencies, columns = layout.rff_wt, layout.phi_src
         out = relaid(layout, old, new, keys[:d], 11, owned=True)
-        assert out is not None and out.rff_wt is frequencies
+        assert out is not None and out.rff_wt is frequencies and out.phi_src is columns
         _same_layout(out, build_layout(new, d, 11, keys=keys, capacity=160, draws=draws))
     layout = build_layout(old, 120, 11, keys=keys, capacity=160, draws=draws)
     before = build_layout(old, 120, 11, keys=keys, capacity=160, draws=draws)
@@ -600,3 +600,26 @@ def test_the_bandwidth_warm_up_relays_its_bank_with_the_numbers_of_a_build(monke
     monkeypatch.setattr(layout_mod, "relaid", lambda *a: None)
     layout_mod._BUILT.clear()
     assert run() == relaid_run
+
+
+def test_the_kept_fourier_offsets_are_each_kernels_own_and_a_fresh_array_each_time():
+    """``_fourier_offsets``: a Gaussian block's offsets, kept by (type, seed, the name its
+    features are drawn under, D), are ``fourier_offsets``' numbers at any bandwidth, a new
+    array each call (writing one changes no later answer), and forgotten with the layouts."""
+    forget_built_layouts()
+    for kernel in (
+        kernels.RBF(0.3, n_components=16),
+        kernels.MedianRBF(2.0, 16).fitted(0.9, 5, final=True),
+        kernels.MedianRBF(2.0, 16).fitted(7.0, 5, final=False),
+        kernels.MedianRBF(2.0, 8).fitted(7.0, 5, final=False),
+    ):
+        for seed in (3, 4):
+            first = layout_mod._fourier_offsets(kernel, seed)
+            np.testing.assert_array_equal(first, kernel.fourier_offsets(seed))
+            first[:] = -1.0
+            np.testing.assert_array_equal(
+                layout_mod._fourier_offsets(kernel, seed), kernel.fourier_offsets(seed)
+            )
+    assert layout_mod._OFFSETS
+    forget_built_layouts()
+    assert not layout_mod._OFFSETS

@@ -213,3 +213,45 @@ def test_landmarks_written_again_give_the_same_text_and_new_landmarks_their_own(
     assert listed.to_dict()["points_f64"] == written(rows, keys)
     rows[0][0] = 7.0
     assert listed.to_dict()["points_f64"] == written(rows, keys)
+
+
+def test_a_fits_hash_is_its_fields_kept_once_and_never_pickled() -> None:
+    """``Landmarks.__hash__``: the hash of its fields (equal fits, equal hashes; other
+    landmarks, another), computed once and kept, but neither pickled nor copied (a string's
+    hash differs from process to process): a fit pickles to the bytes it had before its hash."""
+    import copy
+    import pickle
+
+    def fit(v: float) -> Kmod.Landmarks:
+        return Kmod.Landmarks(0.5, 3, True, None, ("a", "b"), ((1.0, v), (0.0, 2.0)))
+
+    a, b = fit(2.0), fit(2.0)
+    raw = pickle.dumps(a)
+    fields = (a.gamma, a.inputs, a.final, a.drawn_as, a.keys, a.points)
+    assert hash(a) == hash(b) == hash(fields) and a == b
+    assert hash(fit(3.0)) != hash(a) and fit(3.0) != a
+    assert pickle.dumps(a) == raw
+    assert "_hash" not in vars(copy.deepcopy(a)) and "_hash" not in vars(copy.copy(a))
+    assert pickle.loads(raw) == a and hash(pickle.loads(raw)) == hash(a)
+
+
+def test_landmarks_taken_from_rows_give_the_numbers_of_the_fit_read_back() -> None:
+    """``with_landmarks`` keeps the numbers of its fit from the rows themselves: the landmarks'
+    matrix, the projection's columns and offsets, distances and reach are those of the same
+    kernel unpickled (its numbers read back from the fit's points), bit for bit; a new
+    bandwidth on the same landmarks keeps them too (``fitted``), its reach its own."""
+    import pickle
+
+    rows = np.random.default_rng(5).normal(size=(4, 6))
+    keys = [f"w{j}" for j in range(6)]
+    kernel = Kmod.LandmarkRBF(2.0, 3).fitted(0.7, 6, final=True).with_landmarks(rows, keys)
+    for k in (kernel, kernel.fitted(1.9, 6, final=True)):
+        again = pickle.loads(pickle.dumps(k))
+        assert again._fit_cache is None
+        some = [*keys[::-1], "x"]
+        np.testing.assert_array_equal(k.landmark_matrix(some), again.landmark_matrix(some))
+        np.testing.assert_array_equal(k.fourier_columns(some, 3), again.fourier_columns(some, 3))
+        np.testing.assert_array_equal(k.fourier_offsets(3), again.fourier_offsets(3))
+        np.testing.assert_array_equal(k._distances(), again._distances())
+        assert k.reach() == again.reach()
+    assert kernel.reach() != kernel.fitted(1.9, 6, final=True).reach()
