@@ -45,7 +45,6 @@ default.
 from __future__ import annotations
 
 import argparse
-import copy
 import itertools
 import math
 import statistics
@@ -197,12 +196,7 @@ def _restricted_bank(bank: tuple, names: list[str], votes: list[str]) -> tuple:
     ``Linear`` block of its own on ``votes``."""
     from streammkl.core import kernels
 
-    out = []
-    for k in bank:
-        r = copy.copy(k)
-        r._name = k.name
-        r.features = tuple(names)
-        out.append(r)
+    out = [kernels.from_spec({**k.to_spec(), "features": names, "name": k.name}) for k in bank]
     return (*out, kernels.Linear(features=votes, name="neighbour-votes"))
 
 

@@ -111,7 +111,7 @@ def test_the_learner_is_fed_the_votes(variant: str) -> None:
     for x, y in data:
         model.predict_one(x)
         model.learn_one(x, y)
-    names = model.learner._rounds.features.names
+    names = model.learner.rounds().features.names
     assert {"vote0", "vote1", "vote2"} <= set(names)
     weights = model.learner.kernel_weights
     if variant.startswith("(b)"):
