@@ -27,7 +27,7 @@ from prometheus_client import CollectorRegistry, Counter
 from simulators.slowloris import Slowloris, probe
 from streammkl.daemon.http.health import HealthServer
 from streammkl.daemon.http.webconfig import WebConfigError, load_web_config
-from streammkl.daemon.http.webserver import Request, Response, Route
+from streammkl.daemon.http.webserver import Request, Response, Route, WebServer
 from tests.test_prometheus_live import api, start_prometheus, stop
 from tests.tls import Certs, make_certs
 
@@ -403,6 +403,71 @@ def test_a_saturated_work_lane_leaves_the_probes_their_workers() -> None:
             t.join(30)
         server.stop()
     assert results == [200] * 6
+
+
+def test_a_burst_before_the_workers_wake_is_held_not_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Six requests reach a lane of 2 workers before either worker has taken from the queue (the
+    workers are held at their start, as a loaded machine holds threads that have not run yet):
+    the lane holds all six (2 workers + 4 waiting), none is answered 503; a seventh, once they
+    are all held, is. Before, the lane counted its queue's length: 2 of the 6 got 503 while both
+    workers were idle (seen in CI under load)."""
+    gate = threading.Event()
+    release = threading.Event()
+    entered = threading.Semaphore(0)
+    work = WebServer._work
+
+    def held_back(self: WebServer, lane: str) -> None:
+        gate.wait(30)
+        work(self, lane)
+
+    monkeypatch.setattr(WebServer, "_work", held_back)
+
+    def stuck(request: Request) -> Response:
+        entered.release()
+        release.wait(30)
+        return Response(200, b"done\n")
+
+    route = Route("POST", "/stuck", stuck, lane="work", max_body=64)
+    server = HealthServer(registry(), status, max_connections=2, routes=[route]).start()
+    assert server.server is not None
+    results: list[int] = []
+
+    def post() -> None:
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{server.port}/stuck", data=b"x", method="POST"
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                results.append(resp.status)
+        except urllib.error.HTTPError as exc:
+            results.append(exc.code)
+
+    posts = [threading.Thread(target=post) for _ in range(6)]
+    try:
+        for t in posts:
+            t.start()
+        deadline = time.monotonic() + 30
+        while server.server.held("work") < 6 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert server.server.held("work") == 6
+        assert server.server.queued("work") == 6  # no worker has taken one yet
+        assert server.server.closed["busy"] == 0
+        extra = probe("127.0.0.1", server.port, "/metrics", count=1, timeout=5.0)
+        assert extra.codes == [503]  # the lane holds 2 x (1 + 2): full
+        gate.set()
+        for _ in range(2):
+            assert entered.acquire(timeout=10)
+        assert server.server.held("work") == 6
+    finally:
+        gate.set()
+        release.set()
+        for t in posts:
+            t.join(30)
+        server.stop()
+    assert results == [200] * 6
+    assert server.server is None
 
 
 def test_stop_returns_in_seconds_whatever_the_clients_do() -> None:

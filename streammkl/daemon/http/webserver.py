@@ -16,11 +16,15 @@ few such clients held every worker of the bounded pool that served ``/healthz`` 
    thread, within ``header_timeout`` seconds of the accept; a slow client holds a socket, never a
    worker. A head larger than :data:`MAX_HEAD` bytes is refused (431).
 3. **Served** once the head is complete: the request goes to its route's *lane*, a fixed pool of
-   worker threads with a short queue (a full queue answers 503 at once). Lanes keep routes apart:
-   the health probes have workers of their own, so scrapes (or a future ``POST /predict``)
-   cannot take them. A worker reads the body (routes that accept one), calls the handler and
-   writes the response, within ``request_timeout`` seconds (the event thread shuts the socket
-   down at the deadline, however slowly the client reads).
+   worker threads with a short queue. A lane of n workers holds at most
+   ``n * (1 + QUEUE_PER_WORKER)`` requests at once, in service or waiting; one more is answered
+   503 at once. The lane counts what it holds, not its queue's length: a burst that arrives
+   before the workers have woken to take from the queue is not refused while they idle (seen
+   under load: 2 of 6 requests answered 503 by a lane whose 2 workers had not yet run). Lanes
+   keep routes apart: the health probes have workers of their own, so scrapes (or a future
+   ``POST /predict``) cannot take them. A worker reads the body (routes that accept one), calls
+   the handler and writes the response, within ``request_timeout`` seconds (the event thread
+   shuts the socket down at the deadline, however slowly the client reads).
 
 One request per connection (``Connection: close``). ``HEAD`` is answered for every ``GET`` route
 as ``GET`` is, without the body (its ``Content-Length`` that of the ``GET`` answer).
@@ -60,7 +64,7 @@ log = logging.getLogger(__name__)
 MAX_HEAD = 16_384
 #: Connections sending their request heads at once, over all clients.
 MAX_PENDING = 256
-#: Requests waiting for a worker, per lane and worker.
+#: Requests a lane holds waiting for a worker, per worker (beyond those in service).
 QUEUE_PER_WORKER = 2
 _EVENT_TICK = 0.1  # the event thread's longest wait (deadlines are checked at least this often)
 #: Linux's ``TCP_DEFER_ACCEPT``: the kernel hands a connection over once its first bytes have
@@ -216,8 +220,11 @@ class WebServer:
         self.headers = dict(headers or {})
         self._lanes = {name: int(n) for name, n in lanes.items()}
         self._queues: dict[str, queue.Queue[_Job | None]] = {
-            name: queue.Queue(QUEUE_PER_WORKER * n) for name, n in self._lanes.items()
+            name: queue.Queue()
+            for name in self._lanes  # bounded by _held, below
         }
+        #: Requests each lane holds (waiting or in service), under ``_lock``.
+        self._held: collections.Counter[str] = collections.Counter()
         self._listener = socket.create_server(address, backlog=LISTEN_BACKLOG)
         self._listener.setblocking(False)
         defer = getattr(socket, "TCP_DEFER_ACCEPT", None)  # Linux only
@@ -230,7 +237,7 @@ class WebServer:
         self._pending: collections.OrderedDict[_Conn, None] = collections.OrderedDict()
         self._served: dict[_Conn, float] = {}  # connection -> its deadline
         self._per_ip: collections.Counter[str] = collections.Counter()
-        self._lock = threading.Lock()  # _served and _per_ip (workers end what they serve)
+        self._lock = threading.Lock()  # _served, _per_ip, _held (workers end what they serve)
         self._closing = threading.Event()
         self._threads: list[threading.Thread] = []
         #: Connections closed by the policy, per why: ``evicted`` (a newer one of the client, or
@@ -258,9 +265,14 @@ class WebServer:
         return self
 
     def queued(self, lane: str) -> int:
-        """Requests waiting in ``lane``'s queue for a worker (when it holds ``QUEUE_PER_WORKER``
-        per worker, a further request there gets 503)."""
+        """Requests waiting in ``lane``'s queue for a worker."""
         return self._queues[lane].qsize()
+
+    def held(self, lane: str) -> int:
+        """Requests ``lane`` holds, waiting or in service (at ``(1 + QUEUE_PER_WORKER)`` per
+        worker, a further request there gets 503)."""
+        with self._lock:
+            return self._held[lane]
 
     def stop(self, timeout: float = 2.0) -> None:
         """Close every connection and the socket; return within ``timeout`` seconds."""
@@ -280,10 +292,7 @@ class WebServer:
                 if job is not None:
                     self._close(job.conn)
             for _ in range(self._lanes[lane]):
-                try:
-                    jobs.put_nowait(None)
-                except queue.Full:
-                    break
+                jobs.put_nowait(None)
         deadline = time.monotonic() + timeout
         for thread in self._threads:
             if thread is not threading.current_thread():
@@ -431,17 +440,18 @@ class WebServer:
         self._unwatch(conn)
         now = time.monotonic()
         with self._lock:
-            self._served[conn] = now + self.request_timeout
-        try:
-            self._queues[route.lane].put_nowait(
-                _Job(conn, route, target, headers, bytes(conn.buf[end:]), head)
-            )
-        except queue.Full:
-            with self._lock:
-                self._served.pop(conn, None)
+            full = self._held[route.lane] >= self._lanes[route.lane] * (1 + QUEUE_PER_WORKER)
+            if not full:
+                self._held[route.lane] += 1
+                self._served[conn] = now + self.request_timeout
+        if full:
             self.closed["busy"] += 1
             self._reply_once(conn, Response(503, b"busy\n", headers={"Retry-After": "1"}))
             self._close(conn)
+            return
+        self._queues[route.lane].put_nowait(
+            _Job(conn, route, target, headers, bytes(conn.buf[end:]), head)
+        )
 
     def _answer_now(self, conn: _Conn, response: Response) -> None:
         """Answer from the event thread (one non-blocking send at most) and close."""
@@ -496,6 +506,8 @@ class WebServer:
                 pass  # a client that went away, or its deadline shut the socket
             finally:
                 self._close(job.conn)
+                with self._lock:
+                    self._held[lane] -= 1
 
     def _serve(self, job: _Job) -> None:
         sock, route = job.conn.sock, job.route
