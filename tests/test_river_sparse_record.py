@@ -156,9 +156,10 @@ def test_a_bad_value_is_refused_by_the_full_path_and_changes_nothing(monkeypatch
 
 
 def test_entries_at_c_speed_are_the_loops_entries(monkeypatch):
-    """``FeatureIndex.known_sparse``'s C-speed mapping (``_entries_of``: every key known, every
-    value a plain number within the bound) gives the entries the per-key loop gives, the same
-    column order, values and dtypes, and leaves every other record (unknown or ``int`` names,
+    """``FeatureIndex.known_sparse``'s C-speed mapping (``_entries_of``: every key known, or for
+    a prediction a ``str`` key without a column left out, every value a plain number within
+    the bound) gives the entries the per-key loop gives, the same column order, values and
+    dtypes, and leaves every other record (unknown names when learning, ``int`` names,
     ``None``, bools, NaN, infinities, values past the bound or a float's range, numpy scalars)
     to the loop, whose answers stand: 3,000 random records, the route counted."""
     from streammkl.core.model import MAX_ABS_INPUT
@@ -185,16 +186,19 @@ def test_entries_at_c_speed_are_the_loops_entries(monkeypatch):
     real = _features._entries_of
     taken = [0]
 
-    def counted(x, index):
-        found = real(x, index)
+    unknown = [0]
+
+    def counted(x, index, learn):
+        found = real(x, index, learn)
         taken[0] += found is not None
+        unknown[0] += found is not None and found[2] is not None
         return found
 
     for learn in (False, True):
         for x in records:
             index = _features.FeatureIndex(names)
             with monkeypatch.context() as patch:
-                patch.setattr(_features, "_entries_of", lambda x, index: None)
+                patch.setattr(_features, "_entries_of", lambda x, index, learn: None)
                 want = index.known_sparse(x, learn)
             index = _features.FeatureIndex(names)
             with monkeypatch.context() as patch:
@@ -207,3 +211,59 @@ def test_entries_at_c_speed_are_the_loops_entries(monkeypatch):
             for a, b in zip(got, want, strict=True):
                 assert a.dtype == b.dtype and a.tobytes() == b.tobytes(), x
     assert taken[0] > 2 * 0.7 * len(records)  # most plain records took the C-speed route
+    assert unknown[0] > 0.03 * len(records)  # predictions with unknown str names among them
+
+
+def test_a_prediction_with_new_words_hands_them_to_the_learning_call(monkeypatch):
+    """After ``predict_proba_one`` met words without a column, ``learn_one`` on an equal
+    record of a known class takes the names and values the prediction found
+    (``FeatureIndex.take_pending``) instead of checking and mapping the record again: the same
+    predictions, learned inputs, saved arrays and digest as a learner that never takes them,
+    the route taken on most documents, and nothing handed over for a record changed between
+    the calls, a new class or a learning call without a prediction before it."""
+    from streammkl.river import _features
+
+    docs = _docs(400)
+    taken = [0]
+    real = _features.FeatureIndex.take_pending
+
+    def counted(self):
+        pending = real(self)
+        if pending is not None:  # what check_numeric and new_names would find
+            taken[0] += 1
+        return pending
+
+    def make():
+        return feature_extraction.BagOfWords() | MKLClassifier()
+
+    with monkeypatch.context() as patch:
+        patch.setattr(_features.FeatureIndex, "take_pending", lambda self: None)
+        without = _run(make, docs, True, monkeypatch)
+    with monkeypatch.context() as patch:
+        patch.setattr(_features.FeatureIndex, "take_pending", counted)
+        with_pending = _run(make, docs, True, monkeypatch)
+    _same(without, with_pending)
+    assert taken[0] > 100  # new words arrive throughout: most learning calls took them
+
+    # a record mutated between the calls, or a learning call with no prediction before it
+    # or of a new class, finds nothing handed over (its own check and mapping)
+    index = _features.FeatureIndex(["a", "b"])
+    x = {"a": 1.0, "new": 2}
+    assert index.known_sparse(x, learn=False) is not None
+    x["new"] = 3
+    assert index.known_sparse(x, learn=True) is None and index.take_pending() is None
+    index.known_sparse(x, learn=False)
+    assert index.known_sparse(dict(x), learn=True) is None
+    assert index.take_pending() == (["new"], [1.0, 3])
+    assert index.take_pending() is None  # once
+    assert "_pending" not in index.__dict__  # (a learner pickles as it did)
+    index.known_sparse({"b": 1.0, "z": 1, "y": 2.0}, learn=False)
+    assert index.known_sparse({"b": 1.0, "z": 1, "y": 2.0}, learn=True) is None
+    assert index.known_sparse({"b": 1.0}, learn=True) is not None  # another call: dropped
+    assert index.take_pending() is None
+    clf = MKLClassifier()
+    clf.learn_one({"a": 1.0}, True)
+    clf.predict_proba_one({"a": 1.0, "n1": 1.0})
+    clf.learn_one({"a": 1.0, "n1": 1.0}, False)  # a new class: the full path
+    assert clf.rounds().features.names == ["a", "n1"]
+    assert clf.rounds().features.take_pending() is None

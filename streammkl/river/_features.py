@@ -9,9 +9,10 @@ memo below keeps a copy of it).
 The one-record memo: ``predict_proba_one`` then ``learn_one`` on the same record (river's
 prequential loop; through a pipeline, two equal dicts: ``BagOfWords`` makes a new ``Counter`` per
 call) would map the record twice. :meth:`FeatureIndex.known_vector` keeps the vector a
-prediction mapped, with a copy of the dict (or that some name had no column: the learning call
-then takes the full path at once, which gives it one); the next learning call takes it (once)
-when its dict is equal to that copy. Equal means: a ``dict`` or
+prediction mapped, with a copy of the dict (or, when some name had no column, those names and
+the record's checked values: the learning call then admits them without checking and mapping
+the record again, :meth:`FeatureIndex.take_pending`, or takes the full path, which gives them
+columns); the next learning call takes it (once) when its dict is equal to that copy. Equal means: a ``dict`` or
 ``Counter`` with the same keys and values as the copy (``dict.__eq__``: not ``Counter``'s, which
 reads a missing key as 0), every key a ``str`` or ``int`` and every value a ``float``, ``int``
 or ``None``, as the copy's were: then each key is the copy's (a ``str`` never equals an
@@ -28,6 +29,8 @@ import math
 import numbers
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from itertools import compress, repeat
+from operator import is_not, not_
 from typing import Any, Literal, overload
 
 import numpy as np
@@ -38,6 +41,7 @@ _MEMO_DICTS = (dict, Counter)  # dicts whose items are their dict storage (dict.
 _KEY_TYPES = frozenset({str, int})
 _VALUE_TYPES = frozenset({float, int, type(None)})
 _NUMBERS = frozenset({float, int})
+_STRS = frozenset({str})
 
 
 class FeatureIndex:
@@ -45,6 +49,9 @@ class FeatureIndex:
 
     #: (A class default as well: an index pickled before the memo loads without one.)
     _memo: tuple[dict, Any] | None = None
+    #: What :meth:`take_pending` hands over (set and taken within one learning call; an
+    #: instance's own only in between: a learner pickles as it did without it).
+    _pending: list | None = None
 
     def __init__(self, names: list[str] | None = None):
         self.names: list[str] = list(names or [])
@@ -118,22 +125,34 @@ class FeatureIndex:
 
         A prediction's vector is remembered with a copy of ``x``; the next learning call on an
         equal record gets that very vector (see the module's docstring), or None at once when
-        the prediction met names without a column: callers never write into the vector they
-        get. A memo holds a vector or entries: a learning call takes only its own kind."""
+        the prediction met names without a column (for entries, those names and the values
+        then wait for :meth:`take_pending`): callers never write into the vector they get. A memo holds a vector or entries: a learning call takes only its own kind."""
+        if self._pending is not None:  # (not taken: stale)
+            del self._pending
         if learn:
             memo = self._memo
             if memo is not None:
                 self._memo = None
-                if _same_record(memo[0], x) and type(memo[1]) is not (
-                    np.ndarray if entries else tuple
-                ):
-                    return memo[1]  # (None: it has names without a column)
+                if _same_record(memo[0], x):
+                    kept = memo[1]
+                    if type(kept) is list:  # names without a column, met by the prediction
+                        if entries:
+                            self._pending = kept  # (for :meth:`take_pending`, at once)
+                        return None
+                    if type(kept) is not (np.ndarray if entries else tuple):
+                        return kept  # (None: it has names without a column)
         if entries:
-            found = _entries_of(x, self.index)
+            found = _entries_of(x, self.index, learn)
             if found is not None:
+                record, values, missing = found
                 if not learn:
-                    self._memo = (dict(x), found) if type(x) in _MEMO_DICTS else None
-                return found
+                    if type(x) not in _MEMO_DICTS:
+                        self._memo = None
+                    elif missing is None:
+                        self._memo = (dict(x), record)
+                    else:  # the learning call admits these names (see :meth:`take_pending`)
+                        self._memo = (dict(x), [sorted(set(missing)), values])
+                return record
         # Where a mapped value goes: the vector, or column -> value (a later value wins in both)
         out: Any = {} if entries else np.zeros(len(self.names))
         index = self.index
@@ -168,6 +187,19 @@ class FeatureIndex:
         zeros kept, the core skips them); None in the same cases."""
         return self.known_vector(x, learn, True)
 
+    def take_pending(self) -> tuple[list[str], list] | None:
+        """After a learning call of :meth:`known_sparse` that answered None because the
+        prediction just before, on an equal record, met names without a column: those names
+        (sorted, distinct, as :meth:`new_names` gives them) and the record's values (a list in
+        the dict's order, each a plain ``float`` or ``int`` within ``+-MAX_ABS_INPUT``, as
+        ``check_numeric`` passes them), once; else None. What the learning call's admission
+        would compute again (see :meth:`Rounds.learn_known`)."""
+        pending = self._pending
+        if pending is None:
+            return None
+        del self._pending
+        return pending[0], pending[1]
+
     def _int_column(self, key: int) -> int | None:
         """The column of an ``int`` name (its ``str``'s), remembered once found."""
         col = self._ints.get(key)
@@ -178,15 +210,21 @@ class FeatureIndex:
         return col
 
 
-def _entries_of(x: Mapping, index: dict[str, int]) -> tuple[np.ndarray, np.ndarray] | None:
-    """The entries of ``x`` when every key has a column and every value is a plain ``float`` or
-    ``int`` within ``+-MAX_ABS_INPUT``, at C speed (the columns by one ``map`` of the index's
-    ``get``, the values checked as :func:`check_numeric` checks them); None otherwise (the
-    loop of :meth:`FeatureIndex.known_vector` decides). The keys of a dict are distinct and
-    so are their columns: the columns are each once, in the dict's order, as the loop gives
+def _entries_of(
+    x: Mapping, index: dict[str, int], learn: bool
+) -> tuple[tuple[np.ndarray, np.ndarray], list, list | None] | None:
+    """The entries of ``x`` when every key has a column (``learn``; for a prediction, a
+    ``str`` key without a column is left out, as predictions ignore it) and every value is a
+    plain ``float`` or ``int`` within ``+-MAX_ABS_INPUT``, at C speed (the columns by one
+    ``map`` of the index's ``get``, the values checked as :func:`check_numeric` checks them):
+    ``((cols, vals), values, missing)``, ``values`` every value of ``x`` (a list, in the dict's
+    order) and ``missing`` the keys left out (None when there are none); None otherwise (the
+    loop of :meth:`FeatureIndex.known_vector` decides). The keys of a dict are distinct and so
+    are their columns: the columns are each once, in the dict's order, as the loop gives
     them."""
     cols = list(map(index.get, x))
-    if None in cols:
+    complete = None not in cols
+    if learn and not complete:
         return None
     values = list(x.values())
     if not _NUMBERS.issuperset(map(type, values)):
@@ -201,7 +239,14 @@ def _entries_of(x: Mapping, index: dict[str, int]) -> tuple[np.ndarray, np.ndarr
                 return None
         except OverflowError:  # an int beyond a float's range: the loop refuses it
             return None
-    return np.array(cols, dtype=np.int64), np.array(values, dtype=np.float64)
+    if complete:
+        return (np.array(cols, dtype=np.int64), np.array(values, dtype=np.float64)), values, None
+    known = list(map(is_not, cols, repeat(None)))
+    missing = list(compress(x, map(not_, known)))
+    if not _STRS.issuperset(map(type, missing)):  # an int name: the loop (its str's column)
+        return None
+    kept = np.array(list(compress(values, known)), dtype=np.float64)
+    return (np.array(list(compress(cols, known)), dtype=np.int64), kept), values, missing
 
 
 def _same_record(kept: dict, x: Mapping) -> bool:
