@@ -191,7 +191,7 @@ def test_entries_at_c_speed_are_the_loops_entries(monkeypatch):
     def counted(x, index, learn):
         found = real(x, index, learn)
         taken[0] += found is not None
-        unknown[0] += found is not None and found[2] is not None
+        unknown[0] += found is not None and found[1] is not None
         return found
 
     for learn in (False, True):
@@ -245,6 +245,23 @@ def test_a_prediction_with_new_words_hands_them_to_the_learning_call(monkeypatch
     _same(without, with_pending)
     assert taken[0] > 100  # new words arrive throughout: most learning calls took them
 
+    # the learning call's record equal to the prediction's, its keys in another order: its
+    # own order makes its entries (the order of the compiled sums), as mapping it again does
+    def reordered(take):
+        with monkeypatch.context() as patch:
+            patch.setattr(_features.FeatureIndex, "take_pending", take)
+            bow, clf = feature_extraction.BagOfWords(), MKLClassifier()
+            probas = []
+            for text, y in docs:
+                x = bow.transform_one(text)
+                probas.append(clf.predict_proba_one(x))
+                clf.learn_one(dict(reversed(x.items())), y)
+        return probas, clf.rounds().digest()
+
+    before = taken[0]
+    assert reordered(lambda self: None) == reordered(counted)
+    assert taken[0] > before + 100
+
     # a record mutated between the calls, or a learning call with no prediction before it
     # or of a new class, finds nothing handed over (its own check and mapping)
     index = _features.FeatureIndex(["a", "b"])
@@ -254,7 +271,7 @@ def test_a_prediction_with_new_words_hands_them_to_the_learning_call(monkeypatch
     assert index.known_sparse(x, learn=True) is None and index.take_pending() is None
     index.known_sparse(x, learn=False)
     assert index.known_sparse(dict(x), learn=True) is None
-    assert index.take_pending() == (["new"], [1.0, 3])
+    assert index.take_pending() == ["new"]
     assert index.take_pending() is None  # once
     assert "_pending" not in index.__dict__  # (a learner pickles as it did)
     index.known_sparse({"b": 1.0, "z": 1, "y": 2.0}, learn=False)

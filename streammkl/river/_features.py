@@ -8,19 +8,19 @@ memo below keeps a copy of it).
 
 The one-record memo: ``predict_proba_one`` then ``learn_one`` on the same record (river's
 prequential loop; through a pipeline, two equal dicts: ``BagOfWords`` makes a new ``Counter`` per
-call) would map the record twice. :meth:`FeatureIndex.known_vector` keeps the vector a
-prediction mapped, with a copy of the dict (or, when some name had no column, those names and
-the record's checked values: the learning call then admits them without checking and mapping
-the record again, :meth:`FeatureIndex.take_pending`, or takes the full path, which gives them
-columns); the next learning call takes it (once) when its dict is equal to that copy. Equal means: a ``dict`` or
+call) would map the record twice. :meth:`FeatureIndex.known_vector` keeps the vector a prediction
+mapped, with a copy of the dict (or, when some name had no column, those names: the learning call
+of a known class then admits them without checking the record and looking for its new names again,
+:meth:`FeatureIndex.take_pending`, or takes the full path, which gives them columns); the next
+learning call takes it (once) when its dict is equal to that copy. Equal means: a ``dict`` or
 ``Counter`` with the same keys and values as the copy (``dict.__eq__``: not ``Counter``'s, which
-reads a missing key as 0), every key a ``str`` or ``int`` and every value a ``float``, ``int``
-or ``None``, as the copy's were: then each key is the copy's (a ``str`` never equals an
-``int``) and each value the same real number (or ``None``), so the vector is the one mapping
-it again would give (a zero of either sign reads as 0, as everywhere in the core's sparse
-route). A dict mutated between the calls is unequal to the copy (mapped again); new inputs
-between the calls (:meth:`FeatureIndex.add`) drop the memo; the memo belongs to its index, so a
-learner that adopts or restores another index never sees it.
+reads a missing key as 0), every key a ``str`` or ``int`` and every value a ``float``, ``int`` or
+``None``, as the copy's were: then each key is the copy's (a ``str`` never equals an ``int``) and
+each value the same real number (or ``None``), so the vector is the one mapping it again would give
+(a zero of either sign reads as 0, as everywhere in the core's sparse route). A dict mutated
+between the calls is unequal to the copy (mapped again); new inputs between the calls
+(:meth:`FeatureIndex.add`) drop the memo; the memo belongs to its index, so a learner that adopts
+or restores another index never sees it.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ class FeatureIndex:
     _memo: tuple[dict, Any] | None = None
     #: What :meth:`take_pending` hands over (set and taken within one learning call; an
     #: instance's own only in between: a learner pickles as it did without it).
-    _pending: list | None = None
+    _pending: list[str] | None = None
 
     def __init__(self, names: list[str] | None = None):
         self.names: list[str] = list(names or [])
@@ -125,8 +125,9 @@ class FeatureIndex:
 
         A prediction's vector is remembered with a copy of ``x``; the next learning call on an
         equal record gets that very vector (see the module's docstring), or None at once when
-        the prediction met names without a column (for entries, those names and the values
-        then wait for :meth:`take_pending`): callers never write into the vector they get. A memo holds a vector or entries: a learning call takes only its own kind."""
+        the prediction met names without a column (for entries, those names then wait for
+        :meth:`take_pending`): callers never write into the vector they get. A memo holds a
+        vector or entries: a learning call takes only its own kind."""
         if self._pending is not None:  # (not taken: stale)
             del self._pending
         if learn:
@@ -144,14 +145,14 @@ class FeatureIndex:
         if entries:
             found = _entries_of(x, self.index, learn)
             if found is not None:
-                record, values, missing = found
+                record, missing = found
                 if not learn:
                     if type(x) not in _MEMO_DICTS:
                         self._memo = None
                     elif missing is None:
                         self._memo = (dict(x), record)
                     else:  # the learning call admits these names (see :meth:`take_pending`)
-                        self._memo = (dict(x), [sorted(set(missing)), values])
+                        self._memo = (dict(x), sorted(set(missing)))
                 return record
         # Where a mapped value goes: the vector, or column -> value (a later value wins in both)
         out: Any = {} if entries else np.zeros(len(self.names))
@@ -187,18 +188,18 @@ class FeatureIndex:
         zeros kept, the core skips them); None in the same cases."""
         return self.known_vector(x, learn, True)
 
-    def take_pending(self) -> tuple[list[str], list] | None:
+    def take_pending(self) -> list[str] | None:
         """After a learning call of :meth:`known_sparse` that answered None because the
         prediction just before, on an equal record, met names without a column: those names
-        (sorted, distinct, as :meth:`new_names` gives them) and the record's values (a list in
-        the dict's order, each a plain ``float`` or ``int`` within ``+-MAX_ABS_INPUT``, as
-        ``check_numeric`` passes them), once; else None. What the learning call's admission
-        would compute again (see :meth:`Rounds.learn_known`)."""
+        (sorted, distinct, as :meth:`new_names` gives them), once; else None. The record's
+        values passed the checks of ``check_numeric`` (those of the prediction's equal record:
+        equal values of the same types). What the learning call's admission would find again
+        (see :meth:`Rounds.learn_known`)."""
         pending = self._pending
         if pending is None:
             return None
         del self._pending
-        return pending[0], pending[1]
+        return pending
 
     def _int_column(self, key: int) -> int | None:
         """The column of an ``int`` name (its ``str``'s), remembered once found."""
@@ -212,13 +213,13 @@ class FeatureIndex:
 
 def _entries_of(
     x: Mapping, index: dict[str, int], learn: bool
-) -> tuple[tuple[np.ndarray, np.ndarray], list, list | None] | None:
+) -> tuple[tuple[np.ndarray, np.ndarray], list | None] | None:
     """The entries of ``x`` when every key has a column (``learn``; for a prediction, a
     ``str`` key without a column is left out, as predictions ignore it) and every value is a
     plain ``float`` or ``int`` within ``+-MAX_ABS_INPUT``, at C speed (the columns by one
     ``map`` of the index's ``get``, the values checked as :func:`check_numeric` checks them):
-    ``((cols, vals), values, missing)``, ``values`` every value of ``x`` (a list, in the dict's
-    order) and ``missing`` the keys left out (None when there are none); None otherwise (the
+    ``((cols, vals), missing)``, ``missing`` the keys left out (None when there are none); None
+    otherwise (the
     loop of :meth:`FeatureIndex.known_vector` decides). The keys of a dict are distinct and so
     are their columns: the columns are each once, in the dict's order, as the loop gives
     them."""
@@ -240,13 +241,13 @@ def _entries_of(
         except OverflowError:  # an int beyond a float's range: the loop refuses it
             return None
     if complete:
-        return (np.array(cols, dtype=np.int64), np.array(values, dtype=np.float64)), values, None
+        return (np.array(cols, dtype=np.int64), np.array(values, dtype=np.float64)), None
     known = list(map(is_not, cols, repeat(None)))
     missing = list(compress(x, map(not_, known)))
     if not _STRS.issuperset(map(type, missing)):  # an int name: the loop (its str's column)
         return None
     kept = np.array(list(compress(values, known)), dtype=np.float64)
-    return (np.array(list(compress(cols, known)), dtype=np.int64), kept), values, missing
+    return (np.array(list(compress(cols, known)), dtype=np.int64), kept), missing
 
 
 def _same_record(kept: dict, x: Mapping) -> bool:

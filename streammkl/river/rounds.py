@@ -283,17 +283,16 @@ class Rounds:
         assert model.feature_keys  # (as after vector(x, learn=True))
         return self.learn(self.scale(self.features.vector(x, validated=True), True), target)
 
-    def _learn_admitting(
-        self, x: Mapping, target: float, new: list[str], values: list
-    ) -> np.ndarray:
+    def _learn_admitting(self, x: Mapping, target: float, new: list[str]) -> np.ndarray:
         """:meth:`learn_record` on ``x`` (a known class's core ``target``) whose new names
-        ``new`` and values ``values`` the prediction just before found
-        (:meth:`FeatureIndex.take_pending`: what ``check_numeric`` and the admission would
+        ``new`` the prediction just before found on an equal record, having checked its values
+        (:meth:`FeatureIndex.take_pending`: what ``check_numeric`` and :meth:`_admit` would
         find again): the same steps, the same numbers; the scores before the update."""
         features = self.features
         model = self.model
         assert model is not None
-        # (as :meth:`_admit`; raw values: the non-zeros of :meth:`_nonzeros`)
+        values = list(x.values())  # (this record's order: its entries' order)
+        # (as :meth:`_admit`; raw values, no None: the non-zeros of :meth:`_nonzeros`)
         wide = 4 * (len(values) - values.count(0)) >= len(features) + len(new)
         model.declare_features(new, rescale=wide)  # first: if it refuses, nothing changed
         features.add(new)
@@ -404,7 +403,7 @@ class Rounds:
                 pending = self.features.take_pending()
                 if pending is None or counted:
                     return None
-                return self._learn_admitting(x, target if value is None else value, *pending)
+                return self._learn_admitting(x, target if value is None else value, pending)
             cols, vals = record
             if value is None:
                 value = self._core_target(target, counted)
