@@ -29,8 +29,6 @@ import math
 import numbers
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from itertools import compress, repeat
-from operator import is_not, not_
 from typing import Any, Literal, overload
 
 import numpy as np
@@ -41,7 +39,6 @@ _MEMO_DICTS = (dict, Counter)  # dicts whose items are their dict storage (dict.
 _KEY_TYPES = frozenset({str, int})
 _VALUE_TYPES = frozenset({float, int, type(None)})
 _NUMBERS = frozenset({float, int})
-_STRS = frozenset({str})
 
 
 class FeatureIndex:
@@ -143,21 +140,15 @@ class FeatureIndex:
                     if type(kept) is not (np.ndarray if entries else tuple):
                         return kept  # (None: it has names without a column)
         if entries:
-            found = _entries_of(x, self.index, learn)
+            found = _entries_of(x, self.index)
             if found is not None:
-                record, missing = found
                 if not learn:
-                    if type(x) not in _MEMO_DICTS:
-                        self._memo = None
-                    elif missing is None:
-                        self._memo = (dict(x), record)
-                    else:  # the learning call admits these names (see :meth:`take_pending`)
-                        self._memo = (dict(x), sorted(set(missing)))
-                return record
+                    self._memo = (dict(x), found) if type(x) in _MEMO_DICTS else None
+                return found
         # Where a mapped value goes: the vector, or column -> value (a later value wins in both)
         out: Any = {} if entries else np.zeros(len(self.names))
         index = self.index
-        complete = True
+        missing: list[str] = []  # (the str names without a column, for a prediction)
         for key, value in x.items():
             kind = type(value)
             if kind is float or kind is int:
@@ -171,14 +162,19 @@ class FeatureIndex:
             if col is None:
                 if learn or type(key) is not str:
                     return None
-                complete = False
+                missing.append(key)
             elif value is not None:
                 out[col] = value
         if entries:
             n = len(out)
             out = np.fromiter(out, np.int64, n), np.fromiter(out.values(), np.float64, n)
         if not learn:
-            self._memo = (dict(x), out if complete else None) if type(x) in _MEMO_DICTS else None
+            if type(x) not in _MEMO_DICTS:
+                self._memo = None
+            elif not missing:
+                self._memo = (dict(x), out)
+            else:  # a learning call of entries admits these names (:meth:`take_pending`)
+                self._memo = (dict(x), sorted(missing) if entries else None)  # (distinct)
         return out
 
     def known_sparse(self, x: Mapping, learn: bool) -> tuple[np.ndarray, np.ndarray] | None:
@@ -211,21 +207,15 @@ class FeatureIndex:
         return col
 
 
-def _entries_of(
-    x: Mapping, index: dict[str, int], learn: bool
-) -> tuple[tuple[np.ndarray, np.ndarray], list | None] | None:
-    """The entries of ``x`` when every key has a column (``learn``; for a prediction, a
-    ``str`` key without a column is left out, as predictions ignore it) and every value is a
-    plain ``float`` or ``int`` within ``+-MAX_ABS_INPUT``, at C speed (the columns by one
-    ``map`` of the index's ``get``, the values checked as :func:`check_numeric` checks them):
-    ``((cols, vals), missing)``, ``missing`` the keys left out (None when there are none); None
-    otherwise (the
-    loop of :meth:`FeatureIndex.known_vector` decides). The keys of a dict are distinct and so
-    are their columns: the columns are each once, in the dict's order, as the loop gives
+def _entries_of(x: Mapping, index: dict[str, int]) -> tuple[np.ndarray, np.ndarray] | None:
+    """The entries of ``x`` when every key has a column and every value is a plain ``float`` or
+    ``int`` within ``+-MAX_ABS_INPUT``, at C speed (the columns by one ``map`` of the index's
+    ``get``, the values checked as :func:`check_numeric` checks them); None otherwise (the
+    loop of :meth:`FeatureIndex.known_vector` decides). The keys of a dict are distinct and
+    so are their columns: the columns are each once, in the dict's order, as the loop gives
     them."""
     cols = list(map(index.get, x))
-    complete = None not in cols
-    if learn and not complete:
+    if None in cols:
         return None
     values = list(x.values())
     if not _NUMBERS.issuperset(map(type, values)):
@@ -240,14 +230,7 @@ def _entries_of(
                 return None
         except OverflowError:  # an int beyond a float's range: the loop refuses it
             return None
-    if complete:
-        return (np.array(cols, dtype=np.int64), np.array(values, dtype=np.float64)), None
-    known = list(map(is_not, cols, repeat(None)))
-    missing = list(compress(x, map(not_, known)))
-    if not _STRS.issuperset(map(type, missing)):  # an int name: the loop (its str's column)
-        return None
-    kept = np.array(list(compress(values, known)), dtype=np.float64)
-    return (np.array(list(compress(cols, known)), dtype=np.int64), kept), missing
+    return np.array(cols, dtype=np.int64), np.array(values, dtype=np.float64)
 
 
 def _same_record(kept: dict, x: Mapping) -> bool:

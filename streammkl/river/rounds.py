@@ -292,19 +292,24 @@ class Rounds:
         model = self.model
         assert model is not None
         values = list(x.values())  # (this record's order: its entries' order)
-        # (as :meth:`_admit`; raw values, no None: the non-zeros of :meth:`_nonzeros`)
-        wide = 4 * (len(values) - values.count(0)) >= len(features) + len(new)
-        model.declare_features(new, rescale=wide)  # first: if it refuses, nothing changed
-        features.add(new)
+        # (as :meth:`_admit`, raw values: the non-zeros of :meth:`_nonzeros`; no rescale, as a
+        # record the sparse route takes has fewer entries than a quarter of the known inputs)
+        nonzeros = len(values) - values.count(0) - values.count(None)
+        model.declare_features(new, rescale=4 * nonzeros >= len(features) + len(new))
+        features.add(new)  # (after the model's declare: if it refuses, nothing changed)
         if model.feature_keys and self._sparse(model, x):
-            cols = list(map(features.index.get, x))  # (every key a str with a column now)
-            record = np.array(cols, dtype=np.int64), np.array(values, dtype=np.float64)
-            loss = model.learn_sparse(*record, target)
-            if loss >= 0.0:
-                self._last_input, self._last_shared = None, False
-                self._last_sparse = (*record, len(features.names))
-                self.last_loss = loss
-                return model.last_scores
+            cols = list(map(features.index.get, x)) if None not in values else [None]
+            if None in cols:  # a value None, an int name: mapped as learn_record maps it
+                record = features.known_sparse(x, learn=True)
+            else:
+                record = np.array(cols, dtype=np.int64), np.array(values, dtype=np.float64)
+            if record is not None:
+                loss = model.learn_sparse(*record, target)
+                if loss >= 0.0:
+                    self._last_input, self._last_shared = None, False
+                    self._last_sparse = (*record, len(features.names))
+                    self.last_loss = loss
+                    return model.last_scores
         assert model.feature_keys
         self.learn(self.scale(features.vector(x, validated=True), True), target)
         return model.last_scores
