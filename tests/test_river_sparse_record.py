@@ -207,3 +207,95 @@ def test_entries_at_c_speed_are_the_loops_entries(monkeypatch):
             for a, b in zip(got, want, strict=True):
                 assert a.dtype == b.dtype and a.tobytes() == b.tobytes(), x
     assert taken[0] > 2 * 0.7 * len(records)  # most plain records took the C-speed route
+
+
+def test_a_prediction_with_new_words_hands_them_to_the_learning_call(monkeypatch):
+    """After ``predict_proba_one`` met words without a column, ``learn_one`` on an equal
+    record of a known class takes the names and values the prediction found
+    (``FeatureIndex.take_pending``) instead of checking and mapping the record again: the same
+    predictions, learned inputs, saved arrays and digest as a learner that never takes them,
+    the route taken on most documents, and nothing handed over for a record changed between
+    the calls, a new class or a learning call without a prediction before it."""
+    from streammkl.river import _features
+
+    docs = _docs(400)
+    taken = [0]
+    real = _features.FeatureIndex.take_pending
+
+    def counted(self):
+        pending = real(self)
+        if pending is not None:  # what check_numeric and new_names would find
+            taken[0] += 1
+        return pending
+
+    def make():
+        return feature_extraction.BagOfWords() | MKLClassifier()
+
+    with monkeypatch.context() as patch:
+        patch.setattr(_features.FeatureIndex, "take_pending", lambda self: None)
+        without = _run(make, docs, True, monkeypatch)
+    with monkeypatch.context() as patch:
+        patch.setattr(_features.FeatureIndex, "take_pending", counted)
+        with_pending = _run(make, docs, True, monkeypatch)
+    _same(without, with_pending)
+    assert taken[0] > 100  # new words arrive throughout: most learning calls took them
+
+    # the learning call's record equal to the prediction's, its keys in another order: its
+    # own order makes its entries (the order of the compiled sums), as mapping it again does
+    def reordered(take):
+        with monkeypatch.context() as patch:
+            patch.setattr(_features.FeatureIndex, "take_pending", take)
+            bow, clf = feature_extraction.BagOfWords(), MKLClassifier()
+            probas = []
+            for text, y in docs:
+                x = bow.transform_one(text)
+                probas.append(clf.predict_proba_one(x))
+                clf.learn_one(dict(reversed(x.items())), y)
+        return probas, clf.rounds().digest()
+
+    before = taken[0]
+    assert reordered(lambda self: None) == reordered(counted)
+    assert taken[0] > before + 100
+
+    # values None (no column, no entry) and int names (their str's column) in the records
+    def odd(take):
+        with monkeypatch.context() as patch:
+            patch.setattr(_features.FeatureIndex, "take_pending", take)
+            bow, clf = feature_extraction.BagOfWords(), MKLClassifier()
+            probas = []
+            for i, (text, y) in enumerate(docs):
+                x = dict(bow.transform_one(text))
+                if i % 3 == 0:
+                    x[f"none{i % 5}"] = None
+                if i % 4 == 0:
+                    x[i % 7] = 1
+                probas.append(clf.predict_proba_one(x))
+                clf.learn_one(dict(x), y)
+        return probas, clf.rounds().last_input.tolist(), clf.rounds().digest()
+
+    before = taken[0]
+    assert odd(lambda self: None) == odd(counted)
+    assert taken[0] > before + 50
+
+    # a record mutated between the calls, or a learning call with no prediction before it
+    # or of a new class, finds nothing handed over (its own check and mapping)
+    index = _features.FeatureIndex(["a", "b"])
+    x = {"a": 1.0, "new": 2}
+    assert index.known_sparse(x, learn=False) is not None
+    x["new"] = 3
+    assert index.known_sparse(x, learn=True) is None and index.take_pending() is None
+    index.known_sparse(x, learn=False)
+    assert index.known_sparse(dict(x), learn=True) is None
+    assert index.take_pending() == ["new"]
+    assert index.take_pending() is None  # once
+    assert "_pending" not in index.__dict__  # (a learner pickles as it did)
+    index.known_sparse({"b": 1.0, "z": 1, "y": 2.0}, learn=False)
+    assert index.known_sparse({"b": 1.0, "z": 1, "y": 2.0}, learn=True) is None
+    assert index.known_sparse({"b": 1.0}, learn=True) is not None  # another call: dropped
+    assert index.take_pending() is None
+    clf = MKLClassifier()
+    clf.learn_one({"a": 1.0}, True)
+    clf.predict_proba_one({"a": 1.0, "n1": 1.0})
+    clf.learn_one({"a": 1.0, "n1": 1.0}, False)  # a new class: the full path
+    assert clf.rounds().features.names == ["a", "n1"]
+    assert clf.rounds().features.take_pending() is None

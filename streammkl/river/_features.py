@@ -8,18 +8,19 @@ memo below keeps a copy of it).
 
 The one-record memo: ``predict_proba_one`` then ``learn_one`` on the same record (river's
 prequential loop; through a pipeline, two equal dicts: ``BagOfWords`` makes a new ``Counter`` per
-call) would map the record twice. :meth:`FeatureIndex.known_vector` keeps the vector a
-prediction mapped, with a copy of the dict (or that some name had no column: the learning call
-then takes the full path at once, which gives it one); the next learning call takes it (once)
-when its dict is equal to that copy. Equal means: a ``dict`` or
+call) would map the record twice. :meth:`FeatureIndex.known_vector` keeps the vector a prediction
+mapped, with a copy of the dict (or, when some name had no column, those names: the learning call
+of a known class then admits them without checking the record and looking for its new names again,
+:meth:`FeatureIndex.take_pending`, or takes the full path, which gives them columns); the next
+learning call takes it (once) when its dict is equal to that copy. Equal means: a ``dict`` or
 ``Counter`` with the same keys and values as the copy (``dict.__eq__``: not ``Counter``'s, which
-reads a missing key as 0), every key a ``str`` or ``int`` and every value a ``float``, ``int``
-or ``None``, as the copy's were: then each key is the copy's (a ``str`` never equals an
-``int``) and each value the same real number (or ``None``), so the vector is the one mapping
-it again would give (a zero of either sign reads as 0, as everywhere in the core's sparse
-route). A dict mutated between the calls is unequal to the copy (mapped again); new inputs
-between the calls (:meth:`FeatureIndex.add`) drop the memo; the memo belongs to its index, so a
-learner that adopts or restores another index never sees it.
+reads a missing key as 0), every key a ``str`` or ``int`` and every value a ``float``, ``int`` or
+``None``, as the copy's were: then each key is the copy's (a ``str`` never equals an ``int``) and
+each value the same real number (or ``None``), so the vector is the one mapping it again would give
+(a zero of either sign reads as 0, as everywhere in the core's sparse route). A dict mutated
+between the calls is unequal to the copy (mapped again); new inputs between the calls
+(:meth:`FeatureIndex.add`) drop the memo; the memo belongs to its index, so a learner that adopts
+or restores another index never sees it.
 """
 
 from __future__ import annotations
@@ -45,6 +46,9 @@ class FeatureIndex:
 
     #: (A class default as well: an index pickled before the memo loads without one.)
     _memo: tuple[dict, Any] | None = None
+    #: What :meth:`take_pending` hands over (set and taken within one learning call; an
+    #: instance's own only in between: a learner pickles as it did without it).
+    _pending: list[str] | None = None
 
     def __init__(self, names: list[str] | None = None):
         self.names: list[str] = list(names or [])
@@ -118,16 +122,23 @@ class FeatureIndex:
 
         A prediction's vector is remembered with a copy of ``x``; the next learning call on an
         equal record gets that very vector (see the module's docstring), or None at once when
-        the prediction met names without a column: callers never write into the vector they
-        get. A memo holds a vector or entries: a learning call takes only its own kind."""
+        the prediction met names without a column (for entries, those names then wait for
+        :meth:`take_pending`): callers never write into the vector they get. A memo holds a
+        vector or entries: a learning call takes only its own kind."""
+        if self._pending is not None:  # (not taken: stale)
+            del self._pending
         if learn:
             memo = self._memo
             if memo is not None:
                 self._memo = None
-                if _same_record(memo[0], x) and type(memo[1]) is not (
-                    np.ndarray if entries else tuple
-                ):
-                    return memo[1]  # (None: it has names without a column)
+                if _same_record(memo[0], x):
+                    kept = memo[1]
+                    if type(kept) is list:  # names without a column, met by the prediction
+                        if entries:
+                            self._pending = kept  # (for :meth:`take_pending`, at once)
+                        return None
+                    if type(kept) is not (np.ndarray if entries else tuple):
+                        return kept  # (None: it has names without a column)
         if entries:
             found = _entries_of(x, self.index)
             if found is not None:
@@ -137,7 +148,7 @@ class FeatureIndex:
         # Where a mapped value goes: the vector, or column -> value (a later value wins in both)
         out: Any = {} if entries else np.zeros(len(self.names))
         index = self.index
-        complete = True
+        missing: list[str] = []  # (the str names without a column, for a prediction)
         for key, value in x.items():
             kind = type(value)
             if kind is float or kind is int:
@@ -151,14 +162,19 @@ class FeatureIndex:
             if col is None:
                 if learn or type(key) is not str:
                     return None
-                complete = False
+                missing.append(key)
             elif value is not None:
                 out[col] = value
         if entries:
             n = len(out)
             out = np.fromiter(out, np.int64, n), np.fromiter(out.values(), np.float64, n)
         if not learn:
-            self._memo = (dict(x), out if complete else None) if type(x) in _MEMO_DICTS else None
+            if type(x) not in _MEMO_DICTS:
+                self._memo = None
+            elif not missing:
+                self._memo = (dict(x), out)
+            else:  # a learning call of entries admits these names (:meth:`take_pending`)
+                self._memo = (dict(x), sorted(missing) if entries else None)  # (distinct)
         return out
 
     def known_sparse(self, x: Mapping, learn: bool) -> tuple[np.ndarray, np.ndarray] | None:
@@ -167,6 +183,19 @@ class FeatureIndex:
         first names it) and float64 values (a column's later value wins, as in the vector;
         zeros kept, the core skips them); None in the same cases."""
         return self.known_vector(x, learn, True)
+
+    def take_pending(self) -> list[str] | None:
+        """After a learning call of :meth:`known_sparse` that answered None because the
+        prediction just before, on an equal record, met names without a column: those names
+        (sorted, distinct, as :meth:`new_names` gives them), once; else None. The record's
+        values passed the checks of ``check_numeric`` (those of the prediction's equal record:
+        equal values of the same types). What the learning call's admission would find again
+        (see :meth:`Rounds.learn_known`)."""
+        pending = self._pending
+        if pending is None:
+            return None
+        del self._pending
+        return pending
 
     def _int_column(self, key: int) -> int | None:
         """The column of an ``int`` name (its ``str``'s), remembered once found."""

@@ -283,6 +283,37 @@ class Rounds:
         assert model.feature_keys  # (as after vector(x, learn=True))
         return self.learn(self.scale(self.features.vector(x, validated=True), True), target)
 
+    def _learn_admitting(self, x: Mapping, target: float, new: list[str]) -> np.ndarray:
+        """:meth:`learn_record` on ``x`` (a known class's core ``target``) whose new names
+        ``new`` the prediction just before found on an equal record, having checked its values
+        (:meth:`FeatureIndex.take_pending`: what ``check_numeric`` and :meth:`_admit` would
+        find again): the same steps, the same numbers; the scores before the update."""
+        features = self.features
+        model = self.model
+        assert model is not None
+        values = list(x.values())  # (this record's order: its entries' order)
+        # (as :meth:`_admit`, raw values: the non-zeros of :meth:`_nonzeros`; no rescale, as a
+        # record the sparse route takes has fewer entries than a quarter of the known inputs)
+        nonzeros = len(values) - values.count(0) - values.count(None)
+        model.declare_features(new, rescale=4 * nonzeros >= len(features) + len(new))
+        features.add(new)  # (after the model's declare: if it refuses, nothing changed)
+        if model.feature_keys and self._sparse(model, x):
+            cols = list(map(features.index.get, x)) if None not in values else [None]
+            if None in cols:  # a value None, an int name: mapped as learn_record maps it
+                record = features.known_sparse(x, learn=True)
+            else:
+                record = np.array(cols, dtype=np.int64), np.array(values, dtype=np.float64)
+            if record is not None:
+                loss = model.learn_sparse(*record, target)
+                if loss >= 0.0:
+                    self._last_input, self._last_shared = None, False
+                    self._last_sparse = (*record, len(features.names))
+                    self.last_loss = loss
+                    return model.last_scores
+        assert model.feature_keys
+        self.learn(self.scale(features.vector(x, validated=True), True), target)
+        return model.last_scores
+
     def _admit(self, x: Mapping) -> None:
         """Columns for the new inputs of ``x`` (the model made if there is none yet)."""
         features = self.features
@@ -374,7 +405,10 @@ class Rounds:
         if self._sparse(model, x):
             record = self.features.known_sparse(x, learn=True)
             if record is None:
-                return None
+                pending = self.features.take_pending()
+                if pending is None or counted:
+                    return None
+                return self._learn_admitting(x, target if value is None else value, pending)
             cols, vals = record
             if value is None:
                 value = self._core_target(target, counted)
