@@ -292,11 +292,7 @@ class Rounds:
         model = self.model
         assert model is not None
         values = list(x.values())  # (this record's order: its entries' order)
-        # (as :meth:`_admit`, raw values: the non-zeros of :meth:`_nonzeros`; no rescale, as a
-        # record the sparse route takes has fewer entries than a quarter of the known inputs)
-        nonzeros = len(values) - values.count(0) - values.count(None)
-        model.declare_features(new, rescale=4 * nonzeros >= len(features) + len(new))
-        features.add(new)  # (after the model's declare: if it refuses, nothing changed)
+        self._declare(model, x, new)
         if model.feature_keys and self._sparse(model, x):
             cols = list(map(features.index.get, x)) if None not in values else [None]
             if None in cols:  # a value None, an int name: mapped as learn_record maps it
@@ -320,11 +316,17 @@ class Rounds:
         new = features.new_names(x)
         model = self.model_for_learning()
         if new or not features.names:
-            # a sparse record (bag of words, one-hot; standardised, its 0/1 inputs stay 0/1)
-            # does not widen the distances
-            wide = 4 * self._nonzeros(x) >= len(features) + len(new)
-            model.declare_features(new, rescale=wide)  # first: if it refuses, nothing changed
-            features.add(new)
+            self._declare(model, x, new)
+
+    def _declare(self, model: OnlineMKL, x: Mapping, new: list[str]) -> None:
+        """Columns for ``new``, the new inputs of ``x``: the model's first (if it refuses,
+        nothing changed), then the index's."""
+        features = self.features
+        # a sparse record (bag of words, one-hot; standardised, its 0/1 inputs stay 0/1) does
+        # not widen the distances
+        wide = 4 * self._nonzeros(x) >= len(features) + len(new)
+        model.declare_features(new, rescale=wide)
+        features.add(new)
 
     def _nonzeros(self, x: Mapping) -> int:
         """The non-zeros of ``x`` as the core sees it: its non-zero values, raw; standardised,
