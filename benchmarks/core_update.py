@@ -168,7 +168,7 @@ def prequential_rows(n: int, reps: int) -> list[list[object]]:
     return out
 
 
-def _stream(name: str) -> tuple[np.ndarray, np.ndarray, int]:
+def standardised_stream(name: str) -> tuple[np.ndarray, np.ndarray, int]:
     """A river stream as standardised rows (as the learner standardises them) and class
     indices, repeated to at least 6,000 rows; and its number of classes."""
     from river import datasets
@@ -200,7 +200,7 @@ def floor_rows(reps: int) -> tuple[list[list[object]], list[list[object]]]:
     rows: list[list[object]] = []
     targets: list[list[object]] = []
     for name in ("Bananas", "Phishing", "ImageSegments"):
-        X, Y, classes = _stream(name)
+        X, Y, classes = standardised_stream(name)
         d = X.shape[1]
         model = OnlineMKL(kernels=defaults.kernel_bank(), loss=defaults.classifier_loss(),
                           regularizer=defaults.regularizer(), schedule=defaults.schedule(),
