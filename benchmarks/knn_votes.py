@@ -28,7 +28,7 @@ A ``gain`` (``_more_variants``, by ``--variants``) multiplies the vote features:
 do not see it, the group lasso does (the block's gradients scale with it, lambda does not), so
 a gain below 1 asks for more evidence before the block enters.
 
-Two ways to trust the vote less blindly than a fixed gain (run 4 of the results file):
+Two ways to trust the vote less blindly than a fixed gain (runs 4-7 of the results file):
 
 - **relevance** (``Vote.relevance``, every 250 pairs): distances weighted per input by its
   binned mutual information with the label over the window (bias-corrected, mean 1), the
@@ -254,6 +254,13 @@ def _more_variants() -> dict[str, Vote | None]:
         out[f"(b) linear knn k=10 W=1000 gain {gain:g} relevance 250"] = Vote(
             "knn", 1000, k=10, gain=gain, relevance=250
         )
+        # or selected: the inputs of relevance >= 0.1 x the largest, equally weighted
+        out[f"(b) linear parzen 16/median W=1000 gain {gain:g} select 0.1 250"] = Vote(
+            "parzen", 1000, scale=16.0, gain=gain, relevance=250, select=0.1
+        )
+        out[f"(b) linear knn k=10 W=1000 gain {gain:g} select 0.1 250"] = Vote(
+            "knn", 1000, k=10, gain=gain, relevance=250, select=0.1
+        )
     return out
 
 
@@ -269,6 +276,11 @@ HEDGE_VOTES: dict[str, Vote] = {
         "parzen", 1000, scale=16.0, relevance=250, select=0.1
     ),
     "knn k=10 W=1000 select 0.1 250": Vote("knn", 1000, k=10, relevance=250, select=0.1),
+    # a quarter of the window: a quarter of the cost
+    "parzen 16/median W=256 relevance 250": Vote("parzen", 256, scale=16.0, relevance=250),
+    "parzen 16/median W=256 select 0.1 250": Vote(
+        "parzen", 256, scale=16.0, relevance=250, select=0.1
+    ),
 }
 HEDGE_MIXES: dict[
     str, tuple[float, str] | tuple[float, str, float]
@@ -278,6 +290,8 @@ HEDGE_MIXES: dict[
     "linear share 0": (0.0, "linear"),
     "geometric share 0.002": (0.002, "geometric"),
     "linear eta 0.25 share 0.002": (0.002, "linear", 0.25),
+    "linear eta 0.1 share 0.002": (0.002, "linear", 0.1),
+    "linear eta 0.5 share 0.002": (0.002, "linear", 0.5),
     # no mixture: the expert of the smaller discounted past log-loss (sum of decay^age x loss)
     "leader decay 0.999": (0.999, "leader"),
     "leader decay 0.9999": (0.9999, "leader"),
@@ -334,20 +348,23 @@ def _mix(pb: np.ndarray, pv: np.ndarray, wb: float, how: str) -> np.ndarray:
     return q / q.sum()
 
 
-def _run_hedge(data: list, seed: int) -> dict[str, float]:
+def _run_hedge(data: list, seed: int, only: list[str] | None = None) -> dict[str, float]:
     """One pass of the default learner (exactly as ``StandardScaler() | MKLClassifier(seed)``:
     the scaler learns before the learning call's transform, not before the prediction's) with
     every vote of ``HEDGE_VOTES`` beside it (past examples only) and every mix of
-    ``HEDGE_MIXES``: accuracy of each head, and ``weight ...``: the mean weight on the vote."""
+    ``HEDGE_MIXES``: accuracy of each head, and ``weight ...``: the mean weight on the vote.
+    ``only``: the votes of ``HEDGE_VOTES`` to run (all when None)."""
     from river import preprocessing
 
     from streammkl.river import MKLClassifier
 
     scaler, learner = preprocessing.StandardScaler(), MKLClassifier(seed=seed)
-    votes = {name: _make_transformer()(v) for name, v in HEDGE_VOTES.items()}
-    hedges = {(v, m): Hedge(*HEDGE_MIXES[m]) for v in HEDGE_VOTES for m in HEDGE_MIXES}
-    hits: dict[str, float] = dict.fromkeys(["default", *_hedge_heads()], 0.0)
-    wsum: dict[str, float] = {f"weight {v} {m}": 0.0 for v in HEDGE_VOTES for m in HEDGE_MIXES}
+    chosen = list(HEDGE_VOTES) if only is None else only
+    votes = {name: _make_transformer()(HEDGE_VOTES[name]) for name in chosen}
+    hedges = {(v, m): Hedge(*HEDGE_MIXES[m]) for v in chosen for m in HEDGE_MIXES}
+    heads = [h for h in _hedge_heads() if any(h.endswith(f" {v}") for v in chosen)]
+    hits: dict[str, float] = dict.fromkeys(["default", *heads], 0.0)
+    wsum: dict[str, float] = {f"weight {v} {m}": 0.0 for v in chosen for m in HEDGE_MIXES}
     labels: dict[Any, int] = {}  # the union of the classes, in order of first appearance
     for x, y in data:
         z = scaler.transform_one(x)
@@ -445,8 +462,9 @@ def _run(job: tuple[str, str, int]) -> dict[str, float]:
 
     regression = rs.DATASETS[key].task == "regression"
     data = list(itertools.islice(rs.DATASETS[key].load(), rs.FULL))
-    if variant == "hedge":
-        return _run_hedge(data, seed)
+    if variant.startswith("hedge"):  # "hedge" or "hedge:<vote>|<vote>...": the votes to run
+        only = [v for v in variant[6:].split("|") if v] if ":" in variant else None
+        return _run_hedge(data, seed, only)
     names = list(dict.fromkeys(k for x, _ in data for k in x))
     model = _model(variant, seed, names, regression)
     score = 0.0
@@ -469,7 +487,9 @@ def _table(keys: list[str], names: list[str], seeds: int, jobs: int, what: str) 
     start = time.perf_counter()
     heads = set(_hedge_heads())
     hedged = what != "MAE" and any(v in heads or v == "default" for v in names)
-    kinds = (["hedge"] if hedged else []) + [
+    used = [v for v in HEDGE_VOTES if any(n in heads and n.endswith(f" {v}") for n in names)]
+    kind = "hedge" if len(used) == len(HEDGE_VOTES) else "hedge:" + "|".join(used)
+    kinds = ([kind] if hedged else []) + [
         v for v in names if not (hedged and (v in heads or v == "default"))
     ]
     work = [(k, v, s) for k in keys for v in kinds for s in range(seeds)]
