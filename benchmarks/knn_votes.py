@@ -28,7 +28,7 @@ A ``gain`` (``_more_variants``, by ``--variants``) multiplies the vote features:
 do not see it, the group lasso does (the block's gradients scale with it, lambda does not), so
 a gain below 1 asks for more evidence before the block enters.
 
-Two ways to trust the vote less blindly than a fixed gain (runs 4-7 of the results file):
+Two ways to trust the vote less blindly than a fixed gain (runs 4-8 of the results file):
 
 - **relevance** (``Vote.relevance``, every 250 pairs): distances weighted per input by its
   binned mutual information with the label over the window (bias-corrected, mean 1), the
@@ -292,6 +292,8 @@ HEDGE_MIXES: dict[
     "linear eta 0.25 share 0.002": (0.002, "linear", 0.25),
     "linear eta 0.1 share 0.002": (0.002, "linear", 0.1),
     "linear eta 0.5 share 0.002": (0.002, "linear", 0.5),
+    "linear eta 0.05 share 0.002": (0.002, "linear", 0.05),
+    "linear eta 0.025 share 0.002": (0.002, "linear", 0.025),
     # no mixture: the expert of the smaller discounted past log-loss (sum of decay^age x loss)
     "leader decay 0.999": (0.999, "leader"),
     "leader decay 0.9999": (0.9999, "leader"),
