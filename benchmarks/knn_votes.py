@@ -28,6 +28,17 @@ A ``gain`` (``_more_variants``, by ``--variants``) multiplies the vote features:
 do not see it, the group lasso does (the block's gradients scale with it, lambda does not), so
 a gain below 1 asks for more evidence before the block enters.
 
+Two ways to trust the vote less blindly than a fixed gain (runs 4-8 of the results file):
+
+- **relevance** (``Vote.relevance``, every 250 pairs): distances weighted per input by its
+  binned mutual information with the label over the window (bias-corrected, mean 1), the
+  Parzen bandwidth refitted to the weighted distances: inputs that do not inform the label stop
+  deciding who is a neighbour;
+- **hedge** (``Hedge``, ``_run_hedge``): no vote features at all: the default learner's class
+  probabilities and the vote's (floored at 2 %) mixed by exponentiated weights on their past
+  log-losses (fixed share, geometric, or the leader of discounted losses); one pass scores the
+  default and every head of ``_hedge_heads()``.
+
 Accuracy: prequential (``predict_one`` then ``learn_one``) through ``StandardScaler() | [votes
 |] MKLClassifier(seed=s)``, seeds 0..N-1, the streams of ``benchmarks/river_suite.py`` (same
 order, 20,000-example caps); mean ± sd over the seeds and, in brackets, the difference from the
@@ -70,6 +81,8 @@ REGRESSION_VARIANTS = (
     "(b) linear parzen 16/median W=1000",
 )  # fmt: skip
 MEDIAN_AFTER = 100  # the Parzen bandwidth: median pairwise distance of the first 100 inputs
+RELEVANCE_EDGES = np.linspace(-2.0, 2.0, 7)  # 8 bins of a standardised input
+HEDGE_FLOOR = 0.02  # the vote's probabilities: (1 - floor) x fractions + floor / C
 
 
 @dataclass(frozen=True)
@@ -83,6 +96,8 @@ class Vote:
     scale: float = 16.0
     form: str = "linear"
     gain: float = 1.0  # the vote features are gain x the fractions (see _more_variants)
+    relevance: int = 0  # > 0: distances weighted per input, refreshed every this many pairs
+    select: float = 0.0  # > 0: weights 1 on the inputs of relevance >= select x the largest, else 0
 
 
 def _make_transformer() -> type:
@@ -100,17 +115,20 @@ def _make_transformer() -> type:
             self.gamma = math.nan
             self.y_mean = 0.0
             self.y_m2 = 0.0
+            self.r = np.zeros(0)  # per-input distance weights (mean 1), when vote.relevance
 
         def _row(self, x: dict) -> np.ndarray:
             if not self.names:
                 self.names = list(x)
                 self.X = np.zeros((self.vote.window, len(self.names)))
+                self.r = np.ones(len(self.names))
             return np.array([x.get(k, 0.0) for k in self.names], dtype=np.float64)
 
         def _weights(self, row: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             """(indices of the window pairs voting, their weights)."""
             m = min(self.n, self.vote.window)
-            d2 = ((self.X[:m] - row) ** 2).sum(axis=1)
+            diff2 = (self.X[:m] - row) ** 2
+            d2 = diff2 @ self.r if self.vote.relevance else diff2.sum(axis=1)
             if self.vote.kind == "knn":
                 k = min(self.vote.k, m)
                 idx = np.argpartition(d2, k - 1)[:k] if k < m else np.arange(m)
@@ -131,6 +149,12 @@ def _make_transformer() -> type:
                 mean = float(w @ self.y[idx]) / max(float(w.sum()), 1e-300)
                 out["vote"] = self.vote.gain * (mean - self.y_mean) / (sd if sd > 0 else 1.0)
                 return out
+            for j, v in enumerate(self.fractions(x)):
+                out[f"vote{j}"] = self.vote.gain * float(v)
+            return out
+
+        def fractions(self, x: dict) -> np.ndarray:
+            """The vote fractions per class slot (zeros before the first pair)."""
             votes = np.zeros(len(self.slots))
             if self.n > 0:
                 idx, w = self._weights(self._row(x))
@@ -138,9 +162,39 @@ def _make_transformer() -> type:
                 total = votes.sum()
                 if total > 0:
                     votes /= total
-            for j, v in enumerate(votes):
-                out[f"vote{j}"] = self.vote.gain * float(v)
-            return out
+            return votes
+
+        def _relevance(self) -> None:
+            """Per-input distance weights from the window: the mutual information between the
+            input, cut into 8 bins of its standardised value, and the label, less its bias
+            under independence ((bins - 1)(classes - 1) / 2m nats), floored at 0 and scaled to
+            mean 1 (uniform when no input is informative); for Parzen, gamma refitted to the
+            weighted distances of the last 100 inputs."""
+            m = min(self.n, self.vote.window)
+            X, y = self.X[:m], self.y[:m].astype(np.int64)
+            c = int(y.max()) + 1
+            py = np.bincount(y, minlength=c) / m
+            r = np.zeros(X.shape[1])
+            for j in range(X.shape[1]):
+                b = np.searchsorted(RELEVANCE_EDGES, X[:, j])
+                joint = np.zeros((len(RELEVANCE_EDGES) + 1, c))
+                np.add.at(joint, (b, y), 1.0 / m)
+                pb = joint.sum(axis=1)
+                nz = joint > 0
+                mi = float((joint[nz] * np.log(joint[nz] / np.outer(pb, py)[nz])).sum())
+                used = int((pb > 0).sum())
+                r[j] = max(mi - (used - 1) * (int((py > 0).sum()) - 1) / (2.0 * m), 0.0)
+            if self.vote.select > 0 and r.max() > 0:
+                r = (r >= self.vote.select * r.max()).astype(np.float64)
+            total = r.sum()
+            self.r = r * (len(r) / total) if total > 0 else np.ones(len(r))
+            if self.vote.kind == "parzen":
+                last = (self.n - 1 - np.arange(min(MEDIAN_AFTER, m))) % self.vote.window
+                Z = self.X[last]
+                d2 = (((Z[:, None, :] - Z[None, :, :]) ** 2) @ self.r)[np.triu_indices(len(Z), 1)]
+                med = float(np.median(d2))
+                if med > 0:
+                    self.gamma = self.vote.scale / med
 
         def learn_one(self, x: dict, y: Any) -> None:
             row = self._row(x)
@@ -160,6 +214,9 @@ def _make_transformer() -> type:
                 d2 = ((Z[:, None, :] - Z[None, :, :]) ** 2).sum(axis=2)
                 med = float(np.median(d2[np.triu_indices(len(Z), 1)]))
                 self.gamma = self.vote.scale / med if med > 0 else math.nan
+            period = self.vote.relevance
+            if period and not self.regression and self.n % period == 0:
+                self._relevance()
 
     return NeighbourVotes
 
@@ -188,7 +245,165 @@ def _more_variants() -> dict[str, Vote | None]:
         out[f"(b) linear parzen 16/median W=1000 gain {gain:g}"] = Vote(
             "parzen", 1000, scale=16.0, gain=gain
         )
+    # Votes that ignore irrelevant inputs: distances weighted per input by its mutual
+    # information with the label over the window, refreshed every 250 pairs (Vote.relevance)
+    for gain in (1.0, 0.5):
+        out[f"(b) linear parzen 16/median W=1000 gain {gain:g} relevance 250"] = Vote(
+            "parzen", 1000, scale=16.0, gain=gain, relevance=250
+        )
+        out[f"(b) linear knn k=10 W=1000 gain {gain:g} relevance 250"] = Vote(
+            "knn", 1000, k=10, gain=gain, relevance=250
+        )
+        # or selected: the inputs of relevance >= 0.1 x the largest, equally weighted
+        out[f"(b) linear parzen 16/median W=1000 gain {gain:g} select 0.1 250"] = Vote(
+            "parzen", 1000, scale=16.0, gain=gain, relevance=250, select=0.1
+        )
+        out[f"(b) linear knn k=10 W=1000 gain {gain:g} select 0.1 250"] = Vote(
+            "knn", 1000, k=10, gain=gain, relevance=250, select=0.1
+        )
     return out
+
+
+# Hedge: the default learner and a vote, mixed by exponentiated weights on their past log-losses
+# (loss = -log max(p(y), 1e-4); eta = 1), then "fixed share" (w <- (1 - share) w + share / 2) so
+# that a switch back after drift takes ~1 / share rounds, not the whole past.
+HEDGE_VOTES: dict[str, Vote] = {
+    "parzen 16/median W=1000": Vote("parzen", 1000, scale=16.0),
+    "parzen 16/median W=1000 relevance 250": Vote("parzen", 1000, scale=16.0, relevance=250),
+    "knn k=10 W=1000 relevance 250": Vote("knn", 1000, k=10, relevance=250),
+    # selection, not weighting: the inputs of relevance >= 0.1 x the largest, equally weighted
+    "parzen 16/median W=1000 select 0.1 250": Vote(
+        "parzen", 1000, scale=16.0, relevance=250, select=0.1
+    ),
+    "knn k=10 W=1000 select 0.1 250": Vote("knn", 1000, k=10, relevance=250, select=0.1),
+    # a quarter of the window: a quarter of the cost
+    "parzen 16/median W=256 relevance 250": Vote("parzen", 256, scale=16.0, relevance=250),
+    "parzen 16/median W=256 select 0.1 250": Vote(
+        "parzen", 256, scale=16.0, relevance=250, select=0.1
+    ),
+}
+HEDGE_MIXES: dict[
+    str, tuple[float, str] | tuple[float, str, float]
+] = {  # (share|decay, how[, eta])
+    "linear share 0.002": (0.002, "linear"),
+    "linear share 0.0005": (0.0005, "linear"),
+    "linear share 0": (0.0, "linear"),
+    "geometric share 0.002": (0.002, "geometric"),
+    "linear eta 0.25 share 0.002": (0.002, "linear", 0.25),
+    "linear eta 0.1 share 0.002": (0.002, "linear", 0.1),
+    "linear eta 0.5 share 0.002": (0.002, "linear", 0.5),
+    "linear eta 0.05 share 0.002": (0.002, "linear", 0.05),
+    "linear eta 0.025 share 0.002": (0.002, "linear", 0.025),
+    # no mixture: the expert of the smaller discounted past log-loss (sum of decay^age x loss)
+    "leader decay 0.999": (0.999, "leader"),
+    "leader decay 0.9999": (0.9999, "leader"),
+}
+LOSS_FLOOR = 1e-4
+
+
+def _hedge_heads() -> list[str]:
+    """The variants one hedge job scores at once (besides ``default``, its base learner)."""
+    out = [f"vote alone {v}" for v in HEDGE_VOTES]
+    out += [f"hedge {m} {v}" for v in HEDGE_VOTES for m in HEDGE_MIXES]
+    return out
+
+
+class Hedge:
+    """Two experts' trust from their past log-losses only: ``weights()`` before the round,
+    ``update(losses)`` after it. "linear" / "geometric": exponentiated weights (at eta = 1 the
+    weights are the softmax of minus the summed losses; eta scales the losses) with fixed
+    share ``param`` after each update (w <- (1 - share) w + share / 2); "leader": all the
+    weight on the expert of the smaller discounted loss (sum of ``param``^age x loss; the first
+    expert on a tie)."""
+
+    def __init__(self, param: float, how: str, eta: float = 1.0):
+        self.param, self.how, self.eta = param, how, eta
+        self.logw = np.zeros(2)  # leader: minus the discounted losses
+
+    def weights(self) -> np.ndarray:
+        lw = self.logw
+        if self.how == "leader":
+            return np.array([1.0, 0.0]) if lw[0] >= lw[1] else np.array([0.0, 1.0])
+        w = np.exp(lw - lw.max())
+        return w / w.sum()
+
+    def update(self, losses: np.ndarray) -> None:
+        if self.how == "leader":
+            self.logw = self.param * self.logw - losses
+            return
+        lw = self.logw - self.eta * losses
+        if self.param > 0:
+            q = np.exp(lw - lw.max())
+            q = (1.0 - self.param) * q / q.sum() + self.param / 2.0
+            lw = np.log(q)
+        self.logw = lw - lw.max()
+
+
+def _mix(pb: np.ndarray, pv: np.ndarray, wb: float, how: str) -> np.ndarray:
+    """The mixed class probabilities at weight ``wb`` on the base learner."""
+    if how == "leader":
+        return pb if wb >= 0.5 else pv
+    if how == "linear":
+        return wb * pb + (1.0 - wb) * pv
+    logp = wb * np.log(np.maximum(pb, LOSS_FLOOR)) + (1.0 - wb) * np.log(np.maximum(pv, LOSS_FLOOR))
+    q = np.exp(logp - logp.max())
+    return q / q.sum()
+
+
+def _run_hedge(data: list, seed: int, only: list[str] | None = None) -> dict[str, float]:
+    """One pass of the default learner (exactly as ``StandardScaler() | MKLClassifier(seed)``:
+    the scaler learns before the learning call's transform, not before the prediction's) with
+    every vote of ``HEDGE_VOTES`` beside it (past examples only) and every mix of
+    ``HEDGE_MIXES``: accuracy of each head, and ``weight ...``: the mean weight on the vote.
+    ``only``: the votes of ``HEDGE_VOTES`` to run (all when None)."""
+    from river import preprocessing
+
+    from streammkl.river import MKLClassifier
+
+    scaler, learner = preprocessing.StandardScaler(), MKLClassifier(seed=seed)
+    chosen = list(HEDGE_VOTES) if only is None else only
+    votes = {name: _make_transformer()(HEDGE_VOTES[name]) for name in chosen}
+    hedges = {(v, m): Hedge(*HEDGE_MIXES[m]) for v in chosen for m in HEDGE_MIXES}
+    heads = [h for h in _hedge_heads() if any(h.endswith(f" {v}") for v in chosen)]
+    hits: dict[str, float] = dict.fromkeys(["default", *heads], 0.0)
+    wsum: dict[str, float] = {f"weight {v} {m}": 0.0 for v in chosen for m in HEDGE_MIXES}
+    labels: dict[Any, int] = {}  # the union of the classes, in order of first appearance
+    for x, y in data:
+        z = scaler.transform_one(x)
+        proba = learner.predict_proba_one(z)
+        for c in proba:
+            labels.setdefault(c, len(labels))
+        fr = {name: t.fractions(z) for name, t in votes.items()}
+        slots = {name: dict(t.slots) for name, t in votes.items()}
+        labels.setdefault(y, len(labels))
+        inv = list(labels)
+        C = len(inv)
+        pb = np.array([proba.get(c, 0.0) for c in inv])
+        if pb.sum() > 0:
+            hits["default"] += float(inv[int(np.argmax(pb))] == y)
+        k = labels[y]
+        for name in votes:
+            pv = np.full(C, 1.0 / C)
+            if fr[name].sum() > 0:
+                pv = np.full(C, HEDGE_FLOOR / C)
+                for c, j in slots[name].items():
+                    pv[labels[c]] += (1.0 - HEDGE_FLOOR) * fr[name][j]
+                hits[f"vote alone {name}"] += float(int(np.argmax(pv)) == k)
+            loss = -np.log(np.maximum([pb[k], pv[k]], LOSS_FLOOR))
+            for mix, (_, how, *_eta) in HEDGE_MIXES.items():
+                hedge = hedges[(name, mix)]
+                w = hedge.weights()
+                wsum[f"weight {name} {mix}"] += float(w[1])
+                p = _mix(pb, pv, float(w[0]), how)
+                hits[f"hedge {mix} {name}"] += float(int(np.argmax(p)) == k)
+                hedge.update(loss)
+        scaler.learn_one(x)
+        z = scaler.transform_one(x)
+        learner.learn_one(z, y)
+        for t in votes.values():
+            t.learn_one(z, y)
+    n = len(data)
+    return {**{h: v / n for h, v in hits.items()}, **{h: v / n for h, v in wsum.items()}}
 
 
 def _restricted_bank(bank: tuple, names: list[str], votes: list[str]) -> tuple:
@@ -240,12 +455,18 @@ class Stacked:
         self.learner.learn_one(zv, y)
 
 
-def _run(job: tuple[str, str, int]) -> float:
+def _run(job: tuple[str, str, int]) -> dict[str, float]:
+    """The scores of one pass: ``{variant: score}`` (a "hedge" job: every hedge head and the
+    default; a stacked (b) variant: its score and ``block weight <variant>``, the vote block's
+    final share of the kernel weight)."""
     key, variant, seed = job
     import river_suite as rs
 
     regression = rs.DATASETS[key].task == "regression"
     data = list(itertools.islice(rs.DATASETS[key].load(), rs.FULL))
+    if variant.startswith("hedge"):  # "hedge" or "hedge:<vote>|<vote>...": the votes to run
+        only = [v for v in variant[6:].split("|") if v] if ":" in variant else None
+        return _run_hedge(data, seed, only)
     names = list(dict.fromkeys(k for x, _ in data for k in x))
     model = _model(variant, seed, names, regression)
     score = 0.0
@@ -253,21 +474,35 @@ def _run(job: tuple[str, str, int]) -> float:
         p = model.predict_one(x)
         score += abs(p - y) if regression else float(p == y)
         model.learn_one(x, y)
-    return score / len(data)
+    out = {variant: score / len(data)}
+    if isinstance(model, Stacked):
+        weights = model.learner.kernel_weights
+        total = sum(weights.values())
+        share = weights.get("neighbour-votes", 0.0) / total if total > 0 else 0.0
+        out[f"block weight {variant}"] = share
+    return out
 
 
 def _table(keys: list[str], names: list[str], seeds: int, jobs: int, what: str) -> str:
     import river_suite as rs
 
     start = time.perf_counter()
-    work = [(k, v, s) for k in keys for v in names for s in range(seeds)]
+    heads = set(_hedge_heads())
+    hedged = what != "MAE" and any(v in heads or v == "default" for v in names)
+    used = [v for v in HEDGE_VOTES if any(n in heads and n.endswith(f" {v}") for n in names)]
+    kind = "hedge" if len(used) == len(HEDGE_VOTES) else "hedge:" + "|".join(used)
+    kinds = ([kind] if hedged else []) + [
+        v for v in names if not (hedged and (v in heads or v == "default"))
+    ]
+    work = [(k, v, s) for k in keys for v in kinds for s in range(seeds)]
     done: dict[tuple[str, str, int], float] = {}
     with ProcessPoolExecutor(jobs) as pool:
         for job, value in zip(work, pool.map(_run, work), strict=True):
-            done[job] = value
-            if job[2] == seeds - 1:
-                a = [done[(job[0], job[1], s)] for s in range(seeds)]
-                print(f"  {job[0]:15s} {job[1]:40s} {statistics.mean(a):.4f}", flush=True)
+            for head, score in value.items():
+                done[(job[0], head, job[2])] = score
+                if job[2] == seeds - 1 and (head in names or head.startswith(("weight", "block"))):
+                    a = [done[(job[0], head, s)] for s in range(seeds)]
+                    print(f"  {job[0]:15s} {head:60s} {statistics.mean(a):.4f}", flush=True)
     base = {k: statistics.mean(done[(k, names[0], s)] for s in range(seeds)) for k in keys}
     scale = 1.0 if what == "MAE" else 100.0
     rows = []
@@ -281,13 +516,26 @@ def _table(keys: list[str], names: list[str], seeds: int, jobs: int, what: str) 
             diff = "" if v == names[0] else f" ({scale * (mean - base[k]):+.{places}f})"
             cells.append(f"{mean:.4f} ± {sd:.4f}{diff}")
         rows.append([v, *cells])
-    heads = [f"{rs.DATASETS[k].title} ({rs.DATASETS[k].role})" for k in keys]
+    titles = [f"{rs.DATASETS[k].title} ({rs.DATASETS[k].role})" for k in keys]
     unit = "MAE" if what == "MAE" else "points"
-    return "\n\n".join([
+    parts = [
         f"{seeds} seeds, {time.perf_counter() - start:.0f} s. Prequential {what}, mean ± sd over "
         f"the seeds (in brackets: the difference from `{names[0]}`, {unit}).",
-        markdown(["variant", *heads], rows),
-    ])  # fmt: skip
+        markdown(["variant", *titles], rows),
+    ]
+    wanted = {h for h in {d[1] for d in done} if h.startswith(("weight", "block"))}
+    extra = [h for h in dict.fromkeys(d[1] for d in done) if h in wanted]
+    if extra:
+        parts.append(
+            "The vote's weight, mean over the seeds: ``weight <vote> <mix>``, the hedge's weight "
+            "on the vote averaged over the stream; ``block weight <variant>``, the vote block's "
+            "share of the kernel weights at the end (``kernel_weights``)."
+        )
+        parts.append(markdown(["weight", *[rs.DATASETS[k].title for k in keys]], [
+            [h, *[f"{statistics.mean(done[(k, h, s)] for s in range(seeds)):.3f}" for k in keys]]
+            for h in extra
+        ]))  # fmt: skip
+    return "\n\n".join(parts)
 
 
 def _numba_vote() -> Callable:
@@ -354,11 +602,51 @@ def _numba_parzen() -> Callable:
     return parzen
 
 
+def _numba_parzen_columns() -> Callable:
+    import numba
+
+    @numba.njit(cache=False, nogil=True, fastmath=True)
+    def parzen_columns(
+        XT: np.ndarray,
+        y: np.ndarray,
+        m: int,
+        x: np.ndarray,
+        r: np.ndarray,
+        gamma: float,
+        s: np.ndarray,
+        out: np.ndarray,
+    ) -> None:
+        """The Parzen vote of ``_numba_parzen`` on a window stored by columns (``XT``: d x W,
+        float32: the loop over the window is the inner one, vectorised), its distances weighted
+        per input by ``r`` (``Vote.relevance``); ``s`` is a W-float32 scratch buffer."""
+        for i in range(m):
+            s[i] = 0.0
+        for j in range(XT.shape[0]):
+            xj = x[j]
+            rj = r[j] * gamma
+            for i in range(m):
+                t = XT[j, i] - xj
+                s[i] -= rj * t * t
+        top = np.float32(-np.inf)
+        for i in range(m):
+            top = max(top, s[i])
+        out[:] = 0.0
+        total = np.float32(0.0)
+        for i in range(m):
+            w = np.exp(s[i] - top)
+            out[y[i]] += w
+            total += w
+        for c in range(out.shape[0]):
+            out[c] /= total
+
+    return parzen_columns  # type: ignore[no-any-return]
+
+
 def _cost(reps: int) -> str:
     import river_suite as rs
     from river import preprocessing
 
-    vote, parzen = _numba_vote(), _numba_parzen()
+    vote, parzen, columns = _numba_vote(), _numba_parzen(), _numba_parzen_columns()
     rows = []
     for key in ("bananas", "image-segments"):
         data = list(itertools.islice(rs.DATASETS[key].load(), rs.FULL))
@@ -407,15 +695,30 @@ def _cost(reps: int) -> str:
                 ref = np.bincount(yw, weights=wts, minlength=len(slots)) / wts.sum()
                 parzen(X, yw, w, q, gamma, out)
                 assert np.allclose(out, ref), (key, w)
-            parzen_per = []
-            for _ in range(reps):
+            XT = np.ascontiguousarray(X.T, dtype=np.float32)
+            r = np.ones(d, dtype=np.float32)
+            scratch = np.zeros(w, dtype=np.float32)
+            out32 = np.zeros(len(slots), dtype=np.float32)
+            q32 = np.ascontiguousarray(queries, dtype=np.float32)
+            g32 = np.float32(gamma)
+            for q, q_ in zip(queries[:50], q32[:50], strict=True):
+                parzen(X, yw, w, q, gamma, out)
+                columns(XT, yw, w, q_, r, g32, scratch, out32)
+                assert np.allclose(out32, out, atol=1e-4), (key, w)
+            parzen_per, columns_per = [], []
+            for _ in range(reps):  # interleaved: the two layouts in the same window
                 t0 = time.process_time_ns()
                 for q in queries:
                     parzen(X, yw, w, q, gamma, out)
                 parzen_per.append((time.process_time_ns() - t0) / len(queries) / 1000)
+                t0 = time.process_time_ns()
+                for q_ in q32:
+                    columns(XT, yw, w, q_, r, g32, scratch, out32)
+                columns_per.append((time.process_time_ns() - t0) / len(queries) / 1000)
             rows.append([
                 rs.DATASETS[key].title, d, w, f"{statistics.median(per):.2f}",
                 f"{statistics.median(numpy_per):.2f}", f"{statistics.median(parzen_per):.2f}",
+                f"{statistics.median(columns_per):.2f}",
             ])  # fmt: skip
             print(rows[-1], flush=True)
     return "\n\n".join([
@@ -423,9 +726,12 @@ def _cost(reps: int) -> str:
         "window: the stream's first W standardised inputs): the kNN vote (k = 10) compiled "
         "(numba; checked against numpy's full sort on 50 queries) and in numpy "
         "(``argpartition``), and the Parzen vote at 16 / median compiled (checked against "
-        "numpy).",
+        "numpy): rows of float64 (``_numba_parzen``) and, in the same runs interleaved, "
+        "columns of float32 with per-input distance weights (``_numba_parzen_columns``, "
+        "checked against the rows to 1e-4).",
         markdown(
-            ["stream", "d", "W", "kNN numba µs", "kNN numpy µs", "Parzen numba µs"],
+            ["stream", "d", "W", "kNN numba µs", "kNN numpy µs", "Parzen numba µs",
+             "Parzen f32 columns µs"],
             rows,
         ),
     ])  # fmt: skip
@@ -447,7 +753,8 @@ def main(argv: list[str] | None = None) -> None:
     keys = [k for k in args.streams.split(",") if k]
     names = [v for v in args.variants.split(",") if v]
     reg_names = [v for v in args.regression_variants.split(",") if v]
-    unknown = [v for v in names + reg_names if v not in {**_variants(), **_more_variants()}]
+    known = {**_variants(), **_more_variants()}.keys() | set(_hedge_heads())
+    unknown = [v for v in names + reg_names if v not in known]
     if unknown:
         parser.error(f"unknown variant(s): {unknown}")
     parts = [machine()]

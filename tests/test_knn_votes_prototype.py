@@ -130,3 +130,116 @@ def test_numba_parzen_matches_numpy() -> None:
             parzen(X, y, m, q, 2.0, out)
             w = np.exp(-2.0 * ((X[:m] - q) ** 2).sum(axis=1))
             assert out == pytest.approx(np.bincount(y[:m], weights=w, minlength=3) / w.sum())
+
+
+def _brute_relevance(rows: np.ndarray, labels: list[int]) -> np.ndarray:
+    """Binned mutual information minus its bias, floored at 0, scaled to mean 1 (by counting)."""
+    m, d = rows.shape
+    classes = sorted(set(labels))
+    r = np.zeros(d)
+    for j in range(d):
+        bins = [int(np.sum(v > kv.RELEVANCE_EDGES)) for v in rows[:, j]]  # 0..8
+        joint: dict[tuple[int, int], int] = {}
+        for b, c in zip(bins, labels, strict=True):
+            joint[(b, c)] = joint.get((b, c), 0) + 1
+        mi = 0.0
+        for (b, c), n in joint.items():
+            pb = bins.count(b) / m
+            pc = labels.count(c) / m
+            mi += n / m * np.log(n / m / (pb * pc))
+        r[j] = max(mi - (len(set(bins)) - 1) * (len(classes) - 1) / (2 * m), 0.0)
+    return r * d / r.sum()
+
+
+def test_relevance_weighs_inputs_by_their_binned_mutual_information_with_the_label() -> None:
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(400, 3))
+    y = (X[:, 1] > 0.3).astype(int)  # only x1 decides; x0 and x2 are noise
+    votes = kv._make_transformer()(kv.Vote("parzen", 300, scale=16.0, relevance=100))
+    past: list[tuple[np.ndarray, int]] = []
+    for t in range(400):
+        x = {f"x{j}": float(v) for j, v in enumerate(X[t])}
+        got = votes.fractions(x)
+        if t > 100:  # weighted distances, gamma refitted to them
+            rows = np.array([z for z, _ in past[-300:]])
+            wts = np.exp(-votes.gamma * ((rows - X[t]) ** 2) @ votes.r)
+            cls = np.array([c for _, c in past[-300:]])
+            assert got == pytest.approx(np.bincount(cls, weights=wts) / wts.sum(), abs=1e-12)
+        votes.learn_one(x, int(y[t]))
+        past.append((X[t], int(y[t])))
+        if t + 1 in (100, 200, 300):
+            window = past[-300:]
+            want = _brute_relevance(np.array([z for z, _ in window]), [c for _, c in window])
+            assert votes.r == pytest.approx(want, abs=1e-9)
+            last = np.array([z for z, _ in past[-100:]])
+            d2 = (((last[:, None] - last[None]) ** 2) @ votes.r)[np.triu_indices(100, 1)]
+            assert votes.gamma == pytest.approx(16.0 / np.median(d2))
+    assert votes.r[1] > 2.7  # nearly all of the mean-1 weights (sum 3) on the deciding input
+
+
+def test_hedge_weights_are_the_softmax_of_past_losses_with_fixed_share() -> None:
+    rng = np.random.default_rng(6)
+    losses = rng.exponential(size=(300, 2)) * np.array([1.0, 1.3])
+    for share in (0.0, 0.01):
+        hedge = kv.Hedge(share, "linear")
+        w = np.array([0.5, 0.5])
+        for loss in losses:
+            assert hedge.weights() == pytest.approx(w, rel=1e-9, abs=1e-300)
+            hedge.update(loss)
+            w = w * np.exp(-loss)
+            w = (1 - share) * w / w.sum() + share / 2
+        if share == 0.0:  # no share: the softmax of minus the summed losses
+            total = losses.sum(axis=0)
+            ref = np.exp(-(total - total.min()))
+            assert hedge.weights() == pytest.approx(ref / ref.sum(), rel=1e-9, abs=1e-300)
+    leader = kv.Hedge(0.9, "leader")
+    discounted = np.zeros(2)
+    for loss in losses:
+        want = 0 if discounted[0] <= discounted[1] else 1
+        assert int(np.argmax(leader.weights())) == want
+        leader.update(loss)
+        discounted = 0.9 * discounted + loss
+
+
+def test_hedge_job_scores_the_default_learner_as_the_pipeline_does() -> None:
+    from river import preprocessing
+
+    from streammkl.river import MKLClassifier
+
+    data = _stream(400, 3, seed=7)
+    got = kv._run_hedge(data, seed=0)
+    model = preprocessing.StandardScaler() | MKLClassifier(seed=0)
+    hits = 0
+    for x, y in data:
+        hits += model.predict_one(x) == y
+        model.learn_one(x, y)
+    assert got["default"] == hits / len(data)
+    for head in kv._hedge_heads():
+        assert 0.3 < got[head] <= 1.0, head
+
+
+def test_numba_parzen_on_float32_columns_matches_numpy_with_input_weights() -> None:
+    columns = kv._numba_parzen_columns()
+    rng = np.random.default_rng(8)
+    X = rng.normal(size=(200, 4))
+    y = rng.integers(0, 3, size=200)
+    r = np.array([2.0, 0.0, 1.5, 0.5])
+    XT = np.ascontiguousarray(X.T, dtype=np.float32)
+    out = np.zeros(3, dtype=np.float32)
+    scratch = np.zeros(200, dtype=np.float32)
+    for m in (1, 50, 200):
+        for q in rng.normal(size=(10, 4)):
+            columns(XT, y, m, q.astype(np.float32), r.astype(np.float32), 0.7, scratch, out)
+            w = np.exp(-0.7 * ((X[:m] - q) ** 2) @ r)
+            want = np.bincount(y[:m], weights=w, minlength=3) / w.sum()
+            assert out == pytest.approx(want, abs=1e-5)
+
+
+def test_relevance_selection_keeps_only_the_informative_inputs() -> None:
+    rng = np.random.default_rng(9)
+    X = rng.normal(size=(300, 4))
+    y = (X[:, 1] + 0.5 * X[:, 3] > 0).astype(int)  # x1 and x3 decide; x0 and x2 are noise
+    votes = kv._make_transformer()(kv.Vote("knn", 300, relevance=300, select=0.1))
+    for t in range(300):
+        votes.learn_one({f"x{j}": float(v) for j, v in enumerate(X[t])}, int(y[t]))
+    assert list(votes.r) == [0.0, 2.0, 0.0, 2.0]  # equal weights on the kept inputs, mean 1
