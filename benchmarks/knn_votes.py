@@ -40,7 +40,7 @@ Two ways to trust the vote less blindly than a fixed gain (runs 4-8 of the resul
   default and every head of ``_hedge_heads()``;
 - **a rate that sets itself** (``AdaHedge``, runs 9-10): eta_t = ln 2 / Delta_{t-1}, Delta the
   mixability gap (de Rooij et al. 2014), over the whole past or over the share's time scale;
-- **a cheaper vote** (``HEDGE_SKIPS``, run 10): the vote computed only while the hedge's weight
+- **a cheaper vote** (``HEDGE_SKIPS``, runs 10-11): the vote computed only while the hedge's weight
   on it is above a floor, and every k-th round besides.
 
 Accuracy: prequential (``predict_one`` then ``learn_one``) through ``StandardScaler() | [votes
@@ -322,7 +322,7 @@ EXTRAS = ("weight", "block", "eta", "computed")
 HEDGE_SKIPS: dict[str, tuple[str, float, int]] = {
     f"{mix} skip {floor:g} every {k}": (mix, floor, k)
     for mix in ("linear eta 0.25 share 0.002", "adahedge share 0.002 gap memory")
-    for floor, k in ((0.1, 10), (0.2, 10), (0.2, 50))
+    for floor, k in ((0.05, 10), (0.1, 10), (0.2, 10), (0.2, 50))
 }
 
 
