@@ -37,7 +37,11 @@ Two ways to trust the vote less blindly than a fixed gain (runs 4-8 of the resul
 - **hedge** (``Hedge``, ``_run_hedge``): no vote features at all: the default learner's class
   probabilities and the vote's (floored at 2 %) mixed by exponentiated weights on their past
   log-losses (fixed share, geometric, or the leader of discounted losses); one pass scores the
-  default and every head of ``_hedge_heads()``.
+  default and every head of ``_hedge_heads()``;
+- **a rate that sets itself** (``AdaHedge``, runs 9-10): eta_t = ln 2 / Delta_{t-1}, Delta the
+  mixability gap (de Rooij et al. 2014), over the whole past or over the share's time scale;
+- **a cheaper vote** (``HEDGE_SKIPS``, runs 10-11): the vote computed only while the hedge's weight
+  on it is above a floor, and every k-th round besides.
 
 Accuracy: prequential (``predict_one`` then ``learn_one``) through ``StandardScaler() | [votes
 |] MKLClassifier(seed=s)``, seeds 0..N-1, the streams of ``benchmarks/river_suite.py`` (same
@@ -46,7 +50,7 @@ default in points. Regression (unless ``--no-regression``): MAE of ``StandardSca
 MKLRegressor(seed=s)``. Cost (unless ``--no-cost``): a numba kernel computing the kNN vote (W x d
 distances, a partial selection of the k nearest, the k labels counted), µs per call, median of
 runs over a ring buffer of the stream's standardised inputs, on Bananas (d = 2) and ImageSegments
-(d = 18) at W = 256 and 1,000.
+(d = 18) at W = 256, 500 and 1,000.
 
 Run: ``python benchmarks/knn_votes.py [--seeds 5] [--jobs 2] [--streams ...] [--variants ...]
 [--no-regression] [--no-cost] [--no-accuracy]``; the documented run is every option at its
@@ -281,6 +285,8 @@ HEDGE_VOTES: dict[str, Vote] = {
     "parzen 16/median W=256 select 0.1 250": Vote(
         "parzen", 256, scale=16.0, relevance=250, select=0.1
     ),
+    # half the window: half the cost
+    "parzen 16/median W=500 relevance 250": Vote("parzen", 500, scale=16.0, relevance=250),
 }
 HEDGE_MIXES: dict[
     str, tuple[float, str] | tuple[float, str, float]
@@ -297,14 +303,33 @@ HEDGE_MIXES: dict[
     # no mixture: the expert of the smaller discounted past log-loss (sum of decay^age x loss)
     "leader decay 0.999": (0.999, "leader"),
     "leader decay 0.9999": (0.9999, "leader"),
+    # an eta that sets itself (AdaHedge, class AdaHedge): eta_t = ln 2 / Delta_{t-1}
+    "adahedge share 0.002": (0.002, "adahedge"),  # Delta: the whole past's mixability gap
+    "adahedge share 0.002 gap memory": (0.002, "adahedge memory"),  # Delta x (1 - share) a round
+    "adahedge share 0": (0.0, "adahedge"),  # de Rooij et al.'s AdaHedge, no share
 }
 LOSS_FLOOR = 1e-4
+# the per-stream numbers a job reports besides its scores (the table after the accuracies)
+EXTRAS = ("weight", "block", "eta", "computed")
+
+
+# A cheaper vote: computed only while the hedge's weight on it is >= floor, and on every k-th
+# round besides (so that its losses keep coming). A round without the vote predicts with the
+# base learner alone and does NOT update the hedge: the hedge's clock (its updates, its share)
+# runs on the computed rounds only. (Scaling the sampled losses by k instead would be a k times
+# larger eta for a fixed-rate hedge, and nothing at all for AdaHedge, whose weights do not
+# change when every loss is scaled.) {name: (mix of HEDGE_MIXES, floor, k)}
+HEDGE_SKIPS: dict[str, tuple[str, float, int]] = {
+    f"{mix} skip {floor:g} every {k}": (mix, floor, k)
+    for mix in ("linear eta 0.25 share 0.002", "adahedge share 0.002 gap memory")
+    for floor, k in ((0.05, 10), (0.1, 10), (0.2, 10), (0.2, 50))
+}
 
 
 def _hedge_heads() -> list[str]:
     """The variants one hedge job scores at once (besides ``default``, its base learner)."""
     out = [f"vote alone {v}" for v in HEDGE_VOTES]
-    out += [f"hedge {m} {v}" for v in HEDGE_VOTES for m in HEDGE_MIXES]
+    out += [f"hedge {m} {v}" for v in HEDGE_VOTES for m in [*HEDGE_MIXES, *HEDGE_SKIPS]]
     return out
 
 
@@ -339,6 +364,75 @@ class Hedge:
         self.logw = lw - lw.max()
 
 
+class AdaHedge:
+    """Hedge of two experts whose rate sets itself (AdaHedge, de Rooij, van Erven, Grunwald and
+    Koolen 2014, "Follow the leader if you can, hedge if you must"): eta_t = ln 2 / Delta_{t-1},
+    Delta the cumulative mixability gap, delta_t = h_t - m_t >= 0, where h_t = w_t . l_t is the
+    hedge's expected loss and m_t = -ln(sum_k w_k exp(-eta_t l_k)) / eta_t its mix loss (eta
+    infinite while Delta = 0: follow the leader, m_t = the smallest loss of an expert of
+    positive weight). With ``share`` 0 the weights are the paper's, exp(-eta_t L_{t-1})
+    normalised, L the summed losses (a smaller eta flattens the whole past). With a share the
+    weights cannot be a function of L: they are updated in place, w <- w exp(-eta_t l_t)
+    normalised, then fixed share (w <- (1 - share) w + share / 2). ``memory``: Delta decays by
+    (1 - share) a round, so that the rate is set by the mixability gap of the share's own time
+    scale (~1 / share rounds) rather than of the whole past; no new parameter."""
+
+    def __init__(self, share: float, memory: bool = False):
+        self.share, self.memory = share, memory
+        self.w = np.full(2, 0.5)
+        self.L = np.zeros(2)  # summed losses (the weights when share = 0)
+        self.gap = 0.0  # Delta
+        self.etas = 0.0  # the summed finite rates of the rounds so far (for reporting)
+        self.finite = 0  # how many rounds had a finite rate
+
+    @property
+    def eta(self) -> float:
+        return math.log(2.0) / self.gap if self.gap > 0 else math.inf
+
+    def weights(self) -> np.ndarray:
+        return self.w.copy()
+
+    def update(self, losses: np.ndarray) -> None:
+        eta, w = self.eta, self.w
+        live = w > 0
+        h = float(w @ losses)
+        if math.isinf(eta):
+            m = float(losses[live].min())
+        else:
+            lo = float(losses.min())
+            m = lo - math.log(float(w @ np.exp(-eta * (losses - lo)))) / eta
+            self.etas += eta
+            self.finite += 1
+        self.gap = (1.0 - self.share) * self.gap if self.memory else self.gap
+        self.gap += max(h - m, 0.0)  # >= 0 by Jensen; max() only against rounding
+        self.L = self.L + losses
+        eta = self.eta  # eta_{t+1}: the rate of the next round
+        if self.share == 0:  # the paper's weights: exp(-eta L) normalised
+            if math.isinf(eta):
+                best = self.L == self.L.min()
+                self.w = best / best.sum()
+            else:
+                q = np.exp(-eta * (self.L - self.L.min()))
+                self.w = q / q.sum()
+            return
+        # in place at the next round's rate (as the paper's weights of round t + 1 use
+        # eta_{t+1}), then the share
+        if math.isinf(eta):
+            best = live & (losses == losses[live].min())
+            q = best / best.sum()
+        else:
+            q = w * np.exp(-eta * (losses - losses.min()))
+            q = q / q.sum()
+        self.w = (1.0 - self.share) * q + self.share / 2.0
+
+
+def _hedge(mix: tuple) -> Hedge | AdaHedge:
+    """The hedge of a ``HEDGE_MIXES`` entry."""
+    if mix[1].startswith("adahedge"):
+        return AdaHedge(mix[0], memory=mix[1].endswith("memory"))
+    return Hedge(*mix)
+
+
 def _mix(pb: np.ndarray, pv: np.ndarray, wb: float, how: str) -> np.ndarray:
     """The mixed class probabilities at weight ``wb`` on the base learner."""
     if how == "leader":
@@ -363,12 +457,14 @@ def _run_hedge(data: list, seed: int, only: list[str] | None = None) -> dict[str
     scaler, learner = preprocessing.StandardScaler(), MKLClassifier(seed=seed)
     chosen = list(HEDGE_VOTES) if only is None else only
     votes = {name: _make_transformer()(HEDGE_VOTES[name]) for name in chosen}
-    hedges = {(v, m): Hedge(*HEDGE_MIXES[m]) for v in chosen for m in HEDGE_MIXES}
+    hedges = {(v, m): _hedge(HEDGE_MIXES[m]) for v in chosen for m in HEDGE_MIXES}
+    skips = {(v, m): _hedge(HEDGE_MIXES[HEDGE_SKIPS[m][0]]) for v in chosen for m in HEDGE_SKIPS}
+    computed: dict[str, float] = {f"computed {v} {m}": 0.0 for v in chosen for m in HEDGE_SKIPS}
     heads = [h for h in _hedge_heads() if any(h.endswith(f" {v}") for v in chosen)]
     hits: dict[str, float] = dict.fromkeys(["default", *heads], 0.0)
     wsum: dict[str, float] = {f"weight {v} {m}": 0.0 for v in chosen for m in HEDGE_MIXES}
     labels: dict[Any, int] = {}  # the union of the classes, in order of first appearance
-    for x, y in data:
+    for t_round, (x, y) in enumerate(data):
         z = scaler.transform_one(x)
         proba = learner.predict_proba_one(z)
         for c in proba:
@@ -394,16 +490,36 @@ def _run_hedge(data: list, seed: int, only: list[str] | None = None) -> dict[str
                 hedge = hedges[(name, mix)]
                 w = hedge.weights()
                 wsum[f"weight {name} {mix}"] += float(w[1])
-                p = _mix(pb, pv, float(w[0]), how)
+                p = _mix(pb, pv, float(w[0]), "linear" if how.startswith("adahedge") else how)
                 hits[f"hedge {mix} {name}"] += float(int(np.argmax(p)) == k)
                 hedge.update(loss)
+            for mix, (_, floor, every) in HEDGE_SKIPS.items():
+                hedge = skips[(name, mix)]
+                w = hedge.weights()
+                if w[1] >= floor or t_round % every == 0:
+                    computed[f"computed {name} {mix}"] += 1.0
+                    p = _mix(pb, pv, float(w[0]), "linear")
+                    hedge.update(loss)
+                else:
+                    p = pb
+                hits[f"hedge {mix} {name}"] += float(int(np.argmax(p)) == k)
         scaler.learn_one(x)
         z = scaler.transform_one(x)
         learner.learn_one(z, y)
         for t in votes.values():
             t.learn_one(z, y)
     n = len(data)
-    return {**{h: v / n for h, v in hits.items()}, **{h: v / n for h, v in wsum.items()}}
+    etas = {
+        f"eta {v} {m}": hedge.etas / max(hedge.finite, 1)
+        for (v, m), hedge in hedges.items()
+        if isinstance(hedge, AdaHedge)
+    }
+    return {
+        **{h: v / n for h, v in hits.items()},
+        **{h: v / n for h, v in wsum.items()},
+        **{h: v / n for h, v in computed.items()},
+        **etas,
+    }
 
 
 def _restricted_bank(bank: tuple, names: list[str], votes: list[str]) -> tuple:
@@ -500,7 +616,7 @@ def _table(keys: list[str], names: list[str], seeds: int, jobs: int, what: str) 
         for job, value in zip(work, pool.map(_run, work), strict=True):
             for head, score in value.items():
                 done[(job[0], head, job[2])] = score
-                if job[2] == seeds - 1 and (head in names or head.startswith(("weight", "block"))):
+                if job[2] == seeds - 1 and (head in names or head.startswith(EXTRAS)):
                     a = [done[(job[0], head, s)] for s in range(seeds)]
                     print(f"  {job[0]:15s} {head:60s} {statistics.mean(a):.4f}", flush=True)
     base = {k: statistics.mean(done[(k, names[0], s)] for s in range(seeds)) for k in keys}
@@ -523,13 +639,15 @@ def _table(keys: list[str], names: list[str], seeds: int, jobs: int, what: str) 
         f"the seeds (in brackets: the difference from `{names[0]}`, {unit}).",
         markdown(["variant", *titles], rows),
     ]
-    wanted = {h for h in {d[1] for d in done} if h.startswith(("weight", "block"))}
+    wanted = {h for h in {d[1] for d in done} if h.startswith(EXTRAS)}
     extra = [h for h in dict.fromkeys(d[1] for d in done) if h in wanted]
     if extra:
         parts.append(
             "The vote's weight, mean over the seeds: ``weight <vote> <mix>``, the hedge's weight "
             "on the vote averaged over the stream; ``block weight <variant>``, the vote block's "
-            "share of the kernel weights at the end (``kernel_weights``)."
+            "share of the kernel weights at the end (``kernel_weights``); ``eta <vote> <mix>``, "
+            "AdaHedge's rate averaged over its rounds of finite rate; ``computed <vote> <mix>``, "
+            "the fraction of rounds a skipping head computed the vote."
         )
         parts.append(markdown(["weight", *[rs.DATASETS[k].title for k in keys]], [
             [h, *[f"{statistics.mean(done[(k, h, s)] for s in range(seeds)):.3f}" for k in keys]]
@@ -661,7 +779,7 @@ def _cost(reps: int) -> str:
         Z = np.ascontiguousarray(rows_x, dtype=np.float64)
         Y = np.asarray(labels, dtype=np.int64)
         out = np.zeros(len(slots))
-        for w in (256, 1000):
+        for w in (256, 500, 1000):
             X = np.ascontiguousarray(Z[:w])
             yw = np.ascontiguousarray(Y[:w])
             queries = Z[w : w + 1000] if len(Z) >= w + 1000 else Z[:1000]

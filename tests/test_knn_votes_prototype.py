@@ -4,6 +4,7 @@ kernel whose cost it measures votes as a full sort does, and the learner is fed 
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -199,6 +200,86 @@ def test_hedge_weights_are_the_softmax_of_past_losses_with_fixed_share() -> None
         assert int(np.argmax(leader.weights())) == want
         leader.update(loss)
         discounted = 0.9 * discounted + loss
+
+
+def test_adahedge_by_hand_follows_the_leader_then_sets_eta_from_the_mixability_gap() -> None:
+    hedge = kv.AdaHedge(0.0)
+    assert hedge.eta == math.inf
+    assert list(hedge.weights()) == [0.5, 0.5]
+    # round 1, losses (1, 0), eta infinite: h = 0.5, m = 0 (the leader), Delta = 0.5
+    hedge.update(np.array([1.0, 0.0]))
+    assert hedge.gap == pytest.approx(0.5)
+    assert hedge.eta == pytest.approx(2.0 * math.log(2.0))
+    # weights exp(-2 ln2 x (1, 0)) = (1/4, 1), normalised
+    assert hedge.weights() == pytest.approx([0.2, 0.8])
+    # round 2, losses (0, 1): h = 0.8, m = -ln(0.2 + 0.8 / 4) / (2 ln 2)
+    hedge.update(np.array([0.0, 1.0]))
+    assert hedge.gap == pytest.approx(0.5 + 0.8 + math.log(0.4) / (2.0 * math.log(2.0)))
+    assert hedge.weights() == pytest.approx([0.5, 0.5])  # L = (1, 1): any eta, equal weights
+    # with a share: round 1 moves all to the leader at eta_2, then the share
+    shared = kv.AdaHedge(0.1)
+    shared.update(np.array([1.0, 0.0]))
+    assert shared.weights() == pytest.approx([0.9 * 0.2 + 0.05, 0.9 * 0.8 + 0.05])
+
+
+def _brute_adahedge(losses: np.ndarray, share: float, memory: bool) -> list[np.ndarray]:
+    """The weights before each round, from the paper's definitions without any shift."""
+    w, L, gap, out = np.array([0.5, 0.5]), np.zeros(2), 0.0, []
+    for loss in losses:
+        out.append(w.copy())
+        eta = math.log(2) / gap if gap > 0 else math.inf
+        h = float(np.dot(w, loss))
+        if eta == math.inf:
+            m = min(loss[k] for k in range(2) if w[k] > 0)
+        else:
+            m = -math.log(sum(w[k] * math.exp(-eta * loss[k]) for k in range(2))) / eta
+        gap = gap * (1 - share if memory else 1.0) + (h - m)
+        L = L + loss
+        eta = math.log(2) / gap
+        if share == 0:
+            q = np.array([math.exp(-eta * L[k]) for k in range(2)])
+        else:
+            q = np.array([w[k] * math.exp(-eta * loss[k]) for k in range(2)])
+        w = (1 - share) * q / q.sum() + share / 2
+    return out
+
+
+def test_adahedge_matches_a_brute_force_reference() -> None:
+    rng = np.random.default_rng(9)
+    losses = rng.exponential(size=(300, 2)) * np.array([0.3, 0.4])
+    for share, memory in ((0.0, False), (0.002, False), (0.01, True)):
+        hedge = kv.AdaHedge(share, memory=memory)
+        for loss, want in zip(losses, _brute_adahedge(losses, share, memory), strict=True):
+            assert hedge.weights() == pytest.approx(want, rel=1e-9), (share, memory)
+            hedge.update(loss)
+        assert 0 < hedge.eta < 10  # finite and set by the gap
+    # the gap grows with the past (no memory): eta falls; with memory it settles
+    plain, kept = kv.AdaHedge(0.01), kv.AdaHedge(0.01, memory=True)
+    etas_plain, etas_kept = [], []
+    for loss in np.tile(losses, (10, 1)):
+        plain.update(loss)
+        kept.update(loss)
+        etas_plain.append(plain.eta)
+        etas_kept.append(kept.eta)
+    assert etas_plain[-1] < 0.5 * etas_plain[299]
+    assert etas_kept[-1] == pytest.approx(etas_kept[-301], rel=0.5)
+    assert etas_kept[-1] > 3 * etas_plain[-1]
+
+
+def test_skipped_vote_is_the_base_hedge_at_floor_zero_and_the_default_when_never_computed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    vote = "parzen 16/median W=1000 relevance 250"
+    base = "linear eta 0.25 share 0.002"
+    monkeypatch.setattr(kv, "HEDGE_SKIPS", {"always": (base, 0.0, 10), "once": (base, 1.1, 10**9)})
+    data = _stream(400, 3, seed=7)
+    got = kv._run_hedge(data, seed=0, only=[vote])
+    assert got[f"hedge always {vote}"] == got[f"hedge {base} {vote}"]
+    assert got[f"computed {vote} always"] == 1.0
+    assert got[f"computed {vote} once"] == 1 / len(data)  # round 0 only
+    # never computed after round 0 (whose vote is the uniform one): the default learner
+    assert got[f"hedge once {vote}"] == pytest.approx(got["default"], abs=1.5 / len(data))
+    assert got[f"hedge {base} {vote}"] != got["default"]
 
 
 def test_hedge_job_scores_the_default_learner_as_the_pipeline_does() -> None:
