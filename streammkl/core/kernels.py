@@ -146,8 +146,8 @@ class Polynomial(Kernel):
 class _Gaussian(Kernel):
     """What RBF and MedianRBF share: an exact (kernelized) block, or a random Fourier map of
     ``n_components`` features when it is given, ``sqrt(2/D) cos(w_j . x + b_j)`` with
-    ``w_j ~ N(0, 2 gamma I)``, its cosines computed by a vectorised polynomial within 2 ulp of
-    the C library's (``core._numba.fast_cos``; the library's beyond ``|w . x + b| = 1e5``)."""
+    ``w_j ~ N(0, 2 gamma I)``, its cosines computed by a vectorised polynomial within 4e-16 of
+    the C library's (``core._numba.map_cos``; the library's beyond ``|w . x + b| = 1e5``)."""
 
     kind = nb.K_RBF
 

@@ -72,9 +72,9 @@ from streammkl.core._numba.prox import (
     squared_l1_norms, weighted_squared_l1,
 )  # fmt: skip
 from streammkl.core._numba.features import (
-    FAST_COS_LIMIT, absmax, axpby_sqnorm, axpby_sqnorm_row, axpy_sqnorm, cos_of, cosines, dot4,
-    dot4_pair, dot4_row, dot4_row_sq, dot4_rows, dot4_rows_sq, explicit_phi, explicit_phi_of,
-    binning_column, binning_hash, fast_cos, negate_row,
+    FAST_COS_LIMIT, MAP_COS_ERROR, absmax, axpby_sqnorm, axpby_sqnorm_row, axpy_sqnorm, cos_of,
+    cosines, dot4, dot4_pair, dot4_row, dot4_row_sq, dot4_rows, dot4_rows_sq, explicit_phi,
+    explicit_phi_of, binning_column, binning_hash, fast_cos, map_cos, negate_row,
     rows_dot4,
 )  # fmt: skip
 from streammkl.core._numba.scores import (

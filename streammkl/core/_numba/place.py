@@ -20,7 +20,7 @@ from numba import njit
 
 from streammkl.core._jit import JIT
 from streammkl.core._numba.draws import crc32, draw_row
-from streammkl.core._numba.features import fast_cos
+from streammkl.core._numba.features import map_cos
 
 # What ``place_inputs`` writes for a block's new inputs
 PLACE_NONE = 0  # nothing (the caller lays the block out, or it takes no more inputs)
@@ -121,7 +121,7 @@ def _place_inputs(
                 phi_src[0, lo + r] = i
                 phi_src[1, lo + r] = row2[r]
                 phi_src[2, lo + r] = row[r]
-                phi_src[3, lo + r] = fast_cos(row2[r])
+                phi_src[3, lo + r] = map_cos(row2[r])
         blk_inputs[m] = p0 + n
         if not fourier:
             ex_used[m] = R * (p0 + n)
