@@ -267,6 +267,8 @@ def main() -> None:
         per_call, loop = make(), make()
         for model in (per_call, loop):  # compile, and fill the support set to the budget
             model.learn_many(Xw, Yw)
+        for x, y in zip(Xw[:8], Yw[:8], strict=True):  # the per-call round compiled too (on a
+            per_call.learn(x, y)  # cold cache its compile landed in the timed calls: 9,069/s)
         r_call = _rate_per_call(per_call, X, Y)
         r_loop = _rate_loop(loop, X, Y)
         ok = "" if target is None else ("met" if max(r_call, r_loop) >= target else "MISSED")
