@@ -353,6 +353,16 @@ def test_probes_answer_under_slowloris_over_tls(tls_server: HealthServer, certs:
     assert probes.answered == 50, probes.codes
 
 
+def _post(port: int, results: list[int]) -> None:
+    """``POST /stuck`` (a 1-byte body); its status appended to ``results``."""
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/stuck", data=b"x", method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            results.append(resp.status)
+    except urllib.error.HTTPError as exc:
+        results.append(exc.code)
+
+
 def test_a_saturated_work_lane_leaves_the_probes_their_workers() -> None:
     """A route added beside the others (as a ``POST /predict`` would be) whose handler blocks
     holds the ``work`` lane's 2 workers and fills its queue; a further request there gets 503 at
@@ -369,17 +379,8 @@ def test_a_saturated_work_lane_leaves_the_probes_their_workers() -> None:
     server = HealthServer(registry(), status, max_connections=2, routes=[route]).start()
     results: list[int] = []
 
-    def post() -> None:
-        req = urllib.request.Request(
-            f"http://127.0.0.1:{server.port}/stuck", data=b"x", method="POST"
-        )
-        try:
-            with urllib.request.urlopen(req, timeout=30) as resp:
-                results.append(resp.status)
-        except urllib.error.HTTPError as exc:
-            results.append(exc.code)
-
-    posts = [threading.Thread(target=post) for _ in range(6)]  # 2 workers + a queue of 4
+    # 2 workers + a queue of 4
+    posts = [threading.Thread(target=_post, args=(server.port, results)) for _ in range(6)]
     try:
         for t in posts:
             t.start()
@@ -434,17 +435,7 @@ def test_a_burst_before_the_workers_wake_is_held_not_refused(
     assert server.server is not None
     results: list[int] = []
 
-    def post() -> None:
-        req = urllib.request.Request(
-            f"http://127.0.0.1:{server.port}/stuck", data=b"x", method="POST"
-        )
-        try:
-            with urllib.request.urlopen(req, timeout=30) as resp:
-                results.append(resp.status)
-        except urllib.error.HTTPError as exc:
-            results.append(exc.code)
-
-    posts = [threading.Thread(target=post) for _ in range(6)]
+    posts = [threading.Thread(target=_post, args=(server.port, results)) for _ in range(6)]
     try:
         for t in posts:
             t.start()
