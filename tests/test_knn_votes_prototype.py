@@ -363,7 +363,7 @@ def test_numba_parzen_fast_matches_numpy_with_the_fast_exp_and_the_exact_vote_cl
 
 
 def test_a_fast_exp_vote_is_the_brute_force_vote_with_fast_exp_weights() -> None:
-    fast = kv._make_transformer()(kv.Vote("parzen", 40, fast_exp=True))
+    fast = kv._make_transformer()(kv.Vote("parzen", 40, exp="fast"))
     exact = kv._make_transformer()(kv.Vote("parzen", 40))
     past: list[tuple[np.ndarray, int]] = []
     for x, y in _stream(150, 3, seed=3):
@@ -379,3 +379,37 @@ def test_a_fast_exp_vote_is_the_brute_force_vote_with_fast_exp_weights() -> None
         fast.learn_one(x, y)
         exact.learn_one(x, y)
         past.append((np.array(list(x.values())), y))
+
+
+def test_quadratic_exp_is_within_0_27_percent_of_exp_and_monotone() -> None:
+    x = np.linspace(-87.0, 0.0, 400_001).astype(np.float32)
+    got = kv.quadratic_exp(x).astype(np.float64)
+    ratio = got / np.exp(x.astype(np.float64))
+    assert 0.9972 < ratio.min() < 0.998
+    assert 1.002 < ratio.max() < 1.0028
+    assert np.all(np.diff(got) >= 0)
+    assert kv.quadratic_exp(np.zeros(1))[0] == 1.0
+    assert np.all(kv.quadratic_exp(np.array([-100.0, -1e6])) < 2e-38)
+
+
+def test_numba_parzen_fast_quadratic_matches_numpy_with_the_quadratic_exp() -> None:
+    quadratic = kv._numba_parzen_fast(quadratic=True)
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(300, 5))
+    y = rng.integers(0, 3, size=300)
+    r = np.array([1.0, 0.5, 0.0, 2.0, 1.5])
+    XT = np.ascontiguousarray(X.T, dtype=np.float32)
+    out = np.zeros(3, dtype=np.float32)
+    scratch = np.zeros(300, dtype=np.float32)
+    bits = np.zeros(300, dtype=np.int32)
+    for m in (1, 60, 300):
+        for q in rng.normal(size=(10, 5)):
+            args = (XT, y.astype(np.int32), m, q.astype(np.float32), r.astype(np.float32))
+            quadratic(*args, np.float32(0.4), scratch, bits, out)
+            s = -0.4 * ((X[:m] - q) ** 2) @ r
+            w = kv.quadratic_exp(s - s.max()).astype(np.float64)
+            want = np.bincount(y[:m], weights=w, minlength=3) / w.sum()
+            assert out == pytest.approx(want, abs=1e-5)
+            exact = np.exp(s - s.max())
+            exact_fractions = np.bincount(y[:m], weights=exact, minlength=3) / exact.sum()
+            assert out == pytest.approx(exact_fractions, abs=0.003)
