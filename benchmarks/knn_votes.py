@@ -42,7 +42,7 @@ Two ways to trust the vote less blindly than a fixed gain (runs 4-8 of the resul
   mixability gap (de Rooij et al. 2014), over the whole past or over the share's time scale;
 - **a cheaper vote** (``HEDGE_SKIPS``, runs 10-11): the vote computed only while the hedge's weight
   on it is above a floor, and every k-th round besides.
-- **a cheaper vote computation** (``Vote.exp``, ``_numba_parzen_fast``, runs 12-13): the Parzen
+- **a cheaper vote computation** (``Vote.exp``, ``_numba_parzen_fast``, runs 12-14): the Parzen
   weights by a bit-trick exp (``fast_exp``, within 3.1 %, or ``quadratic_exp``, within 0.27 %)
   and the class sums as masked passes, so that every loop of the kernel vectorises.
 
@@ -116,8 +116,8 @@ class Vote:
     gain: float = 1.0  # the vote features are gain x the fractions (see _more_variants)
     relevance: int = 0  # > 0: distances weighted per input, refreshed every this many pairs
     select: float = 0.0  # > 0: weights 1 on the inputs of relevance >= select x the largest, else 0
-    exp: str = "exact"  # Parzen weights by np.exp, "fast" (``fast_exp``, within 3.1 %) or
-    # "quadratic" (``quadratic_exp``, within 0.27 %)
+    exp: str = "exact"  # Parzen weights by np.exp, "fast" (``fast_exp``, within 3.1 %),
+    # "quadratic" (``quadratic_exp``, within 0.27 %) or "float32" (np.exp in float32)
 
 
 def fast_exp(x: np.ndarray) -> np.ndarray:
@@ -174,6 +174,8 @@ def _make_transformer() -> type:
             gamma = self.gamma
             if math.isnan(gamma):
                 gamma = self.vote.scale / (2.0 * len(self.names))
+            if self.vote.exp == "float32":
+                return np.arange(m), np.exp((-gamma * d2).astype(np.float32)).astype(np.float64)
             if self.vote.exp != "exact":
                 approx = fast_exp if self.vote.exp == "fast" else quadratic_exp
                 return np.arange(m), approx(-gamma * d2).astype(np.float64)
@@ -327,6 +329,10 @@ HEDGE_VOTES: dict[str, Vote] = {
     # the same vote, its weights by a cheaper exp (within 3.1 %; _numba_parzen_fast)
     "parzen 16/median W=1000 relevance 250 fast exp": Vote(
         "parzen", 1000, scale=16.0, relevance=250, exp="fast"
+    ),
+    # exact exp on float32 arguments: the approximations' rounding without their error
+    "parzen 16/median W=1000 relevance 250 float32": Vote(
+        "parzen", 1000, scale=16.0, relevance=250, exp="float32"
     ),
     # one more term: within 0.27 % (_numba_parzen_fast(quadratic=True))
     "parzen 16/median W=1000 relevance 250 quadratic exp": Vote(

@@ -413,3 +413,16 @@ def test_numba_parzen_fast_quadratic_matches_numpy_with_the_quadratic_exp() -> N
             exact = np.exp(s - s.max())
             exact_fractions = np.bincount(y[:m], weights=exact, minlength=3) / exact.sum()
             assert out == pytest.approx(exact_fractions, abs=0.003)
+
+
+def test_a_float32_vote_rounds_the_exact_vote_only_at_float32_precision() -> None:
+    low = kv._make_transformer()(kv.Vote("parzen", 50, exp="float32"))
+    exact = kv._make_transformer()(kv.Vote("parzen", 50))
+    differ = 0
+    for x, y in _stream(160, 4, seed=5):
+        got, want = low.fractions(x), exact.fractions(x)
+        assert got == pytest.approx(want, abs=1e-5)
+        differ += int(not np.array_equal(got, want))
+        low.learn_one(x, y)
+        exact.learn_one(x, y)
+    assert differ > 0  # the rounding is there
