@@ -324,3 +324,105 @@ def test_relevance_selection_keeps_only_the_informative_inputs() -> None:
     for t in range(300):
         votes.learn_one({f"x{j}": float(v) for j, v in enumerate(X[t])}, int(y[t]))
     assert list(votes.r) == [0.0, 2.0, 0.0, 2.0]  # equal weights on the kept inputs, mean 1
+
+
+def test_fast_exp_is_within_its_stated_factor_of_exp_and_monotone() -> None:
+    x = np.linspace(-87.0, 0.0, 400_001).astype(np.float32)
+    got = kv.fast_exp(x).astype(np.float64)
+    ratio = got / np.exp(x.astype(np.float64))
+    assert 1 / 1.031 < ratio.min() < 0.975  # the error is centred: both sides are reached
+    assert 1.025 < ratio.max() < 1.031
+    assert np.all(np.diff(got) >= 0)
+    assert np.all(kv.fast_exp(np.array([-100.0, -1e6])) < 2e-38)  # floored, never negative
+
+
+def test_numba_parzen_fast_matches_numpy_with_the_fast_exp_and_the_exact_vote_closely() -> None:
+    fast = kv._numba_parzen_fast()
+    rng = np.random.default_rng(10)
+    X = rng.normal(size=(300, 4))
+    y = rng.integers(0, 4, size=300)
+    r = np.array([2.0, 0.0, 1.5, 0.5])
+    XT = np.ascontiguousarray(X.T, dtype=np.float32)
+    out = np.zeros(4, dtype=np.float32)
+    scratch = np.zeros(300, dtype=np.float32)
+    bits = np.zeros(300, dtype=np.int32)
+    worst = 0.0
+    for m in (1, 50, 300):
+        for q in rng.normal(size=(10, 4)):
+            args = (XT, y.astype(np.int32), m, q.astype(np.float32), r.astype(np.float32))
+            fast(*args, np.float32(0.7), scratch, bits, out)
+            s = -0.7 * ((X[:m] - q) ** 2) @ r
+            w = kv.fast_exp(s - s.max()).astype(np.float64)
+            want = np.bincount(y[:m], weights=w, minlength=4) / w.sum()
+            assert out == pytest.approx(want, abs=1e-5)
+            exact = np.exp(s - s.max())
+            exact_fractions = np.bincount(y[:m], weights=exact, minlength=4) / exact.sum()
+            assert out == pytest.approx(exact_fractions, abs=0.031)
+            worst = max(worst, float(np.abs(out - exact_fractions).max()))
+    assert worst > 1e-4  # the approximation is not the exact vote
+
+
+def test_a_fast_exp_vote_is_the_brute_force_vote_with_fast_exp_weights() -> None:
+    fast = kv._make_transformer()(kv.Vote("parzen", 40, exp="fast"))
+    exact = kv._make_transformer()(kv.Vote("parzen", 40))
+    past: list[tuple[np.ndarray, int]] = []
+    for x, y in _stream(150, 3, seed=3):
+        got = fast.fractions(x)
+        if past:
+            rows = np.array([p[0] for p in past[-40:]])
+            gamma = fast.gamma if not math.isnan(fast.gamma) else 16.0 / 6.0
+            w = kv.fast_exp(-gamma * ((rows - np.array(list(x.values()))) ** 2).sum(axis=1))
+            labels = np.array([fast.slots[p[1]] for p in past[-40:]])
+            want = np.bincount(labels, weights=w.astype(np.float64), minlength=len(fast.slots))
+            assert got == pytest.approx(want / want.sum(), abs=1e-6)
+            assert got == pytest.approx(exact.fractions(x), abs=0.031)
+        fast.learn_one(x, y)
+        exact.learn_one(x, y)
+        past.append((np.array(list(x.values())), y))
+
+
+def test_quadratic_exp_is_within_0_27_percent_of_exp_and_monotone() -> None:
+    x = np.linspace(-87.0, 0.0, 400_001).astype(np.float32)
+    got = kv.quadratic_exp(x).astype(np.float64)
+    ratio = got / np.exp(x.astype(np.float64))
+    assert 0.9972 < ratio.min() < 0.998
+    assert 1.002 < ratio.max() < 1.0028
+    assert np.all(np.diff(got) >= 0)
+    assert kv.quadratic_exp(np.zeros(1))[0] == 1.0
+    assert np.all(kv.quadratic_exp(np.array([-100.0, -1e6])) < 2e-38)
+
+
+def test_numba_parzen_fast_quadratic_matches_numpy_with_the_quadratic_exp() -> None:
+    quadratic = kv._numba_parzen_fast(quadratic=True)
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(300, 5))
+    y = rng.integers(0, 3, size=300)
+    r = np.array([1.0, 0.5, 0.0, 2.0, 1.5])
+    XT = np.ascontiguousarray(X.T, dtype=np.float32)
+    out = np.zeros(3, dtype=np.float32)
+    scratch = np.zeros(300, dtype=np.float32)
+    bits = np.zeros(300, dtype=np.int32)
+    for m in (1, 60, 300):
+        for q in rng.normal(size=(10, 5)):
+            args = (XT, y.astype(np.int32), m, q.astype(np.float32), r.astype(np.float32))
+            quadratic(*args, np.float32(0.4), scratch, bits, out)
+            s = -0.4 * ((X[:m] - q) ** 2) @ r
+            w = kv.quadratic_exp(s - s.max()).astype(np.float64)
+            want = np.bincount(y[:m], weights=w, minlength=3) / w.sum()
+            assert out == pytest.approx(want, abs=1e-5)
+            exact = np.exp(s - s.max())
+            exact_fractions = np.bincount(y[:m], weights=exact, minlength=3) / exact.sum()
+            assert out == pytest.approx(exact_fractions, abs=0.003)
+
+
+def test_a_float32_vote_rounds_the_exact_vote_only_at_float32_precision() -> None:
+    low = kv._make_transformer()(kv.Vote("parzen", 50, exp="float32"))
+    exact = kv._make_transformer()(kv.Vote("parzen", 50))
+    differ = 0
+    for x, y in _stream(160, 4, seed=5):
+        got, want = low.fractions(x), exact.fractions(x)
+        assert got == pytest.approx(want, abs=1e-5)
+        differ += int(not np.array_equal(got, want))
+        low.learn_one(x, y)
+        exact.learn_one(x, y)
+    assert differ > 0  # the rounding is there
