@@ -390,7 +390,11 @@ def test_a_saturated_work_lane_leaves_the_probes_their_workers() -> None:
         deadline = time.monotonic() + 30
         while server.server.queued("work") < 4 and time.monotonic() < deadline:
             time.sleep(0.01)  # the other 4 reach the queue (a fixed 1-s wait failed at load 12)
-        assert server.server.queued("work") == 4
+        queued = server.server.queued("work")
+        assert queued == 4, (  # what the server did with them, for a failure under load
+            f"queued {queued}, held {server.server.held('work')}, "
+            f"closed {dict(server.server.closed)}, answered {results}"
+        )
         busy = probe("127.0.0.1", server.port, "/metrics", count=1, timeout=5.0)
         assert busy.codes == [503]
         probes = probe("127.0.0.1", server.port, "/healthz", count=50, timeout=2.0)
