@@ -168,6 +168,27 @@ def prequential_rows(n: int, reps: int) -> list[list[object]]:
     return out
 
 
+def default_round_ns(X: np.ndarray, Y: np.ndarray, reps: int) -> float:
+    """The default round's median CPU ns on a standardised stream (``standardised_stream``):
+    the default model past the bandwidth warm-up (1,600 rounds, every class met), then 4,000
+    compiled rounds timed ``reps`` times from copies of it."""
+    import copy
+
+    from streammkl.river import defaults
+
+    model = OnlineMKL(kernels=defaults.kernel_bank(), loss=defaults.classifier_loss(),
+                      regularizer=defaults.regularizer(), schedule=defaults.schedule(),
+                      fit_intercept=True, averages=defaults.AVERAGES)  # fmt: skip
+    model.learn_many(X[:1600], Y[:1600])
+    times = []
+    for _ in range(reps):
+        run = copy.deepcopy(model)
+        t0 = time.process_time_ns()
+        run.learn_many(X[1600:5600], Y[1600:5600])
+        times.append((time.process_time_ns() - t0) / 4000)
+    return float(np.median(times))
+
+
 def standardised_stream(name: str) -> tuple[np.ndarray, np.ndarray, int]:
     """A river stream as standardised rows (as the learner standardises them) and class
     indices, repeated to at least 6,000 rows; and its number of classes."""
@@ -191,8 +212,6 @@ def standardised_stream(name: str) -> tuple[np.ndarray, np.ndarray, int]:
 
 def floor_rows(reps: int) -> tuple[list[list[object]], list[list[object]]]:
     """The default round on three streams against the floor of its arithmetic."""
-    import copy
-
     from _floor import floor_time
 
     from streammkl.river import defaults
@@ -202,17 +221,7 @@ def floor_rows(reps: int) -> tuple[list[list[object]], list[list[object]]]:
     for name in ("Bananas", "Phishing", "ImageSegments"):
         X, Y, classes = standardised_stream(name)
         d = X.shape[1]
-        model = OnlineMKL(kernels=defaults.kernel_bank(), loss=defaults.classifier_loss(),
-                          regularizer=defaults.regularizer(), schedule=defaults.schedule(),
-                          fit_intercept=True, averages=defaults.AVERAGES)  # fmt: skip
-        model.learn_many(X[:1600], Y[:1600])  # past the bandwidth warm-up, every class met
-        times = []
-        for _ in range(reps):
-            run = copy.deepcopy(model)
-            t0 = time.process_time_ns()
-            run.learn_many(X[1600:5600], Y[1600:5600])
-            times.append((time.process_time_ns() - t0) / 4000)
-        measured = float(np.median(times))
+        measured = default_round_ns(X, Y, reps)
         q = min(d, 128)
         floor, counts = floor_time(d, classes, len(defaults.AVERAGES), 1 + q + q * (q + 1) // 2,
                                    n_rff=len(defaults.RBF_SCALES) * defaults.RFF_COMPONENTS,

@@ -34,7 +34,6 @@ Run: ``python benchmarks/cosine_share.py [--rounds 20000] [--reps 5] [--no-asm]`
 from __future__ import annotations
 
 import argparse
-import copy
 import math
 import re
 import sys
@@ -183,23 +182,10 @@ def _arguments(name: str) -> np.ndarray:
 
 def _round_ns(name: str, reps: int) -> float:
     """The default round's median ns on the stream, as ``core_update.py`` measures it."""
-    from core_update import standardised_stream
-
-    from streammkl.core import OnlineMKL
-    from streammkl.river import defaults
+    from core_update import default_round_ns, standardised_stream
 
     X, Y, _ = standardised_stream(name)
-    model = OnlineMKL(kernels=defaults.kernel_bank(), loss=defaults.classifier_loss(),
-                      regularizer=defaults.regularizer(), schedule=defaults.schedule(),
-                      fit_intercept=True, averages=defaults.AVERAGES)  # fmt: skip
-    model.learn_many(X[:1600], Y[:1600])
-    times = []
-    for _ in range(reps):
-        run = copy.deepcopy(model)
-        t0 = time.process_time_ns()
-        run.learn_many(X[1600:5600], Y[1600:5600])
-        times.append((time.process_time_ns() - t0) / 4000)
-    return float(np.median(times))
+    return default_round_ns(X, Y, reps)
 
 
 def _packed_fmas(loop: Any) -> str:
