@@ -28,7 +28,10 @@ prediction, as the classification hedge of runs 4-11 does:
   (``knn_votes.AdaHedge``, its rate set by the mixability gap, invariant to the loss's scale);
   ``mixture``, convex weights inversely proportional to each expert's discounted squared error
   (``InverseError``); ``alone``, the neighbour prediction alone. The combination predicts
-  ``w_b yhat_b + w_v yhat_v``.
+  ``w_b yhat_b + w_v yhat_v``;
+- **three experts** (``TRIOS``, ``MIXES3``, ``FixedShare``; run 2 of the results, designed after
+  run 1's validation columns): the default, the neighbours' mean target and the default plus
+  the neighbours' mean residual under one fixed-share hedge.
 
 Development and validation: Friedman is the development stream (synthetic, 20,000 examples: the
 settings are chosen on it only); TrumpApproval (1,001) and ChickWeights (578) are validation.
@@ -41,8 +44,9 @@ numba kernel (``_numba_knn_mean``, ``_numba_nw_mean``: W x d weighted distances,
 selection of the k nearest or W exponentials), µs per call, on Friedman (d = 10) and
 TrumpApproval (d = 6) at W = 256 and 1,000, beside the default's own predict + learn round.
 
-Run: ``python benchmarks/regression_votes.py [--seeds 5] [--jobs 2] [--streams ...] [--heads
-...] [--no-cost] [--no-accuracy]``; the documented run is every option at its default.
+Run: ``python benchmarks/regression_votes.py [--seeds 5] [--jobs 2] [--streams ...] [--votes
+...] [--heads ...] [--no-cost] [--no-accuracy]``; the documented run is every option at its
+default.
 """
 
 from __future__ import annotations
