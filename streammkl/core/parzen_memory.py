@@ -133,13 +133,25 @@ class ParzenMemory:
         """Store the pair (``z``, class index ``label``) in place of the oldest (the input's
         new entries get columns), then the bandwidth's median after the first 100 pairs and
         the relevance every ``relevance_every`` pairs."""
-        z = self._prepare(z, label)
-        args = (self.columns, self.labels, self.count % self.window, z, label)
+        # (every round of a learner stores its input: the checks the common case passes come
+        # first, and the rest of the work only when due)
+        if (
+            label >= self.n_classes
+            or z.shape[0] > self.columns.shape[0]
+            or z.dtype != np.float64
+            or not z.flags.c_contiguous
+        ):
+            z = self._prepare(z, label)
         call = _ENTRY.get("store")
+        count = self.count
         if call is None:
+            args = (self.columns, self.labels, count % self.window, z, label)
             call = _ENTRY["store"] = entry_point(_parzen.store, args)
-        call(*args)
-        self._added()
+        call(self.columns, self.labels, count % self.window, z, label)
+        self.count = count = count + 1
+        every = self.relevance_every
+        if count == MEDIAN_AFTER or (every and count % every == 0):
+            self._upkeep()
 
     def vote_and_add(self, z: np.ndarray, label: int) -> np.ndarray | None:
         """:meth:`vote` of ``z`` then :meth:`add` of ``(z, label)``: the vote's fractions
@@ -166,10 +178,10 @@ class ParzenMemory:
             self._out = np.zeros(self.n_classes)
         return z
 
-    def _added(self) -> None:
-        """A pair was stored: the count, then the bandwidth's first median and the relevance
-        when due."""
-        self.count = count = self.count + 1
+    def _upkeep(self) -> None:
+        """A pair was just stored: the bandwidth's first median, and the relevance, when
+        due."""
+        count = self.count
         if count == MEDIAN_AFTER:
             first = np.arange(min(MEDIAN_AFTER, self.window))
             self._fit_gamma(first, np.ones(self.width), reset=True)
