@@ -50,7 +50,7 @@ from river import base, datasets, forest, linear_model, metrics, neighbors, prep
 from river.datasets import synth
 
 from streammkl.core import regularizers
-from streammkl.river import MKLClassifier, MKLRegressor, defaults
+from streammkl.river import MemoryClassifier, MKLClassifier, MKLRegressor, defaults
 
 FULL, QUICK = 20_000, 2_000
 PREFIX = 10_000  # VW ksvm runs on at most this many examples; every model also reports this prefix
@@ -208,6 +208,9 @@ def classifier_specs(
     hat, arf = tree.HoeffdingAdaptiveTreeClassifier, forest.ARFClassifier
     rows = [
         ("mkl", "MKL (default bank)", lambda seed: _scaled(MKLClassifier(seed=seed)), "mkl", ""),
+        ("memory", "MKL + memory (MemoryClassifier)",
+         lambda seed: _scaled(MemoryClassifier(MKLClassifier(seed=seed))), "mkl",
+         "the default learner and a Parzen vote of its last 1,000 inputs, hedged"),
         *((f"single:{nm}", f"single kernel: {nm}", _single(i), "single", "")
           for i, nm in enumerate(names)),
         ("average", "average (L2, sum of kernels)", _average, "average",

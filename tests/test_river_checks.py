@@ -34,6 +34,7 @@ def test_every_public_learner_is_checked():
         "LambdaChoiceClassifier",
         "MKLClassifier",
         "MKLRegressor",
+        "MemoryClassifier",
     }
     assert all(not cls()._unit_test_skips() for cls in _learners())  # nothing skipped
 

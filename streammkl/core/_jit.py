@@ -38,6 +38,14 @@ JIT_INLINE: dict[str, Any] = {**JIT, "inline": "always"}
 # numbers) instead of failing at import.
 JIT_NORC: dict[str, Any] = {**JIT, "_nrt": False} if _cpu_option("_nrt") else dict(JIT)
 
+# The Parzen vote of a local memory (``_numba.parzen``): its max, total and class sums are
+# reductions over a window of 1,000 float32 weights, which vectorise only when they may be
+# reassociated. The vote's numbers are an approximation anyway (its exp is within 0.27 %), and
+# no other path must match them bit for bit; NaN/Inf stay detectable (no nnan/ninf). With it the
+# vote took 1.65 µs per call at W = 1,000 on Bananas (research prototype, quiet machine), about
+# half of its time without it (measured side by side under load: 8.1 against 15.2 µs).
+JIT_VOTE: dict[str, Any] = {**JIT, "fastmath": JIT["fastmath"] | {"reassoc"}}
+
 # Loops whose results must match another implementation bit for bit (the compiled ADWIN against
 # river's): no fastmath at all (``contract`` fuses into FMAs, ``afn`` approximates log/sqrt).
 JIT_EXACT: dict[str, Any] = {"cache": True, "nogil": True, "error_model": "numpy"}

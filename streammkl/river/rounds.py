@@ -238,6 +238,14 @@ class Rounds:
     def last_input(self, vec: np.ndarray | None) -> None:
         self._last_input, self._last_shared, self._last_sparse = vec, False, None
 
+    def last_input_view(self) -> np.ndarray | None:
+        """:attr:`last_input` without its copy: the round's own buffer when the one-call round
+        learned it, valid until the next round (read it now, e.g. to store it elsewhere, as
+        ``MemoryClassifier`` does every round)."""
+        if self._last_sparse is not None:
+            return self.last_input
+        return self._last_input
+
     # --- the model and its inputs -------------------------------------------------------------
     def model_for_learning(self) -> OnlineMKL:
         """The core model, made now if this is the first round."""
