@@ -10,12 +10,15 @@ inputs, ``L = 50`` Gaussian landmarks) must:
 
 1. featurise: ``(768 + L) d`` multiply-adds for the Fourier and landmark projections, ``16 d``
    for the additive map, ``768 + 16 d`` cosines, the landmark profile (its largest value, ``L``
-   exponentials, their squared norm and ``L`` scalings), the quadratic map's products;
+   exponentials (``fast_exp``, a loop that vectorises, as the round), their squared norm and
+   ``L`` scalings), the quadratic map's products;
 2. score the last iterate and the ``E`` averages: ``(1 + E) K P`` multiply-adds (and ``P`` for
    the squared norms of the feature maps that AdaGrad/FTRL's steps need);
 3. update the last iterate (FTRL): ``K P`` scaled additions and ``K P`` squares (its norms);
 4. update the averages: ``E K P`` subtract-and-multiply-adds;
-5. for two classes, write the second rows as the negation of the first (``(1 + E) P`` stores).
+5. for two classes, write the second rows as the negation of the first (``(1 + E) P`` stores)
+   once at the end of a run of rounds, as ``learn_many`` does (``rounds.mirror_rows``), not
+   every round.
 
 The kernel below does exactly these passes, each in the fastest form numba compiles under the
 project's JIT options (elementwise loops vectorised; the dot products as the round computes them:
@@ -34,6 +37,7 @@ import numpy as np
 from numba import njit
 
 from streammkl.core import _numba as nb
+from streammkl.core._numba.kernels import fast_exp
 from streammkl.core.jit import JIT
 
 
@@ -68,11 +72,11 @@ def _floor_round(x, rff_wt, rff_b, add_f, add_b, add_src, land_wt, land_b, phi, 
         top = phi[q]
         for j in range(1, L):
             top = max(top, phi[q + j])
+        for j in range(L):
+            phi[q + j] = fast_exp(phi[q + j] - top)
         sq = 0.0
         for j in range(L):
-            v = math.exp(phi[q + j] - top)
-            phi[q + j] = v
-            sq += v * v
+            sq += phi[q + j] * phi[q + j]
         inv = 1.0 / math.sqrt(sq)
         for j in range(L):
             phi[q + j] *= inv
@@ -104,10 +108,6 @@ def _floor_round(x, rff_wt, rff_b, add_f, add_b, add_src, land_wt, land_b, phi, 
         uk = np.uint64(e % K)
         for j in range(np.uint64(P)):
             avg[ue, j] += (s * w[uk, j] - avg[ue, j]) * r
-    if mirror:  # the second rows: negations of the first
-        nb.negate_row(mirror_rows, 0, 1, 0, P)
-        for _ in range(E):
-            nb.negate_row(mirror_rows, 0, 1, 0, P)
     return s
 
 
@@ -119,6 +119,11 @@ def _floor_rounds(n, x, rff_wt, rff_b, add_f, add_b, add_src, land_wt, land_b, p
     for _ in range(n):
         s += _floor_round(x, rff_wt, rff_b, add_f, add_b, add_src, land_wt, land_b, phi, w, avg,
                           rows_out, mirror, mirror_rows)  # fmt: skip
+    if mirror:  # the second rows, negations of the first: once a run
+        P = phi.shape[0]
+        E = avg.shape[0] // w.shape[0]
+        for _ in range(1 + E):
+            nb.negate_row(mirror_rows, 0, 1, 0, P)
     return s
 
 

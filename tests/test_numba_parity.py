@@ -14,6 +14,7 @@ from numba.core.registry import CPUDispatcher
 from streammkl.core import OnlineMKL, kernels, losses, regularizers, schedules
 from streammkl.core import _numba as nb
 from streammkl.core._jit import JIT
+from streammkl.core._numba import rounds as nb_rounds
 from streammkl.core._numba.pack import NAMES
 from streammkl.core._numba.record import RECORD_FIELDS
 
@@ -45,7 +46,8 @@ MODEL_LOOPS = [
     "check_example", "check_target", "learn_predict_explicit", "learn_many_explicit",
     "explicit_md_round", "learn_predict_md", "explicit_front", "explicit_step",
     "decision_explicit", "decision_many_explicit", "ftrl_mixed", "support_step", "rescale_block",
-    "with_kernelized_scores", "apply_prox_steps_into",
+    "with_kernelized_scores", "apply_prox_steps_into", "explicit_round_rows",
+    "explicit_round_first", "mirror_rows",
 ]  # fmt: skip
 WIDE_LOOPS = [
     "wide_plan", "wide_route", "wide_features", "wide_scores", "wide_average_scores", "wide_store",
@@ -563,8 +565,8 @@ def interpret(monkeypatch, names):
     package's modules refer to them (each module imports its helpers by name); ``new_pack`` by
     a plain namespace of the same fields."""
     modules = [m for key, m in sys.modules.items() if key.startswith("streammkl.core._numba")]
-    for name in names:
-        compiled = getattr(nb, name)
+    for name in names:  # (a helper the package does not export: from its module)
+        compiled = getattr(nb, name) if hasattr(nb, name) else getattr(nb_rounds, name)
         python = {"new_pack": _namespace_pack, "new_record": _namespace_record}.get(
             name, compiled.py_func
         )

@@ -85,3 +85,25 @@ def test_mirror_ends_when_a_third_class_arrives():
     w = model.to_state()[1]["w"]
     assert not np.array_equal(w[1], -w[0])  # the rows now evolve apart
     assert np.isfinite(model.decision(X[121])).all()
+
+
+@pytest.mark.parametrize("every", [1, 3])
+def test_a_run_of_mirrored_rounds_writes_the_second_rows_once_with_the_same_bits(every):
+    """``learn_many`` on two mirrored rows leaves the second rows to the end of its run
+    (``explicit_round_first``): its scores, and every array to the sign of its zeros, are
+    those of the same rounds one call each (``explicit_round``, the second rows every round),
+    whatever the runs' lengths against the averages' period."""
+    X, Y = _data()
+    run, each = _model(), _model()
+    run.average_every = each.average_every = every
+    start = 0
+    for n in (1, 2, 1, 5, 40, 3, 148):
+        _, scores = run.learn_many(X[start : start + n], Y[start : start + n])
+        one = [each.learn_predict(x, y) for x, y in zip(X[start : start + n], Y[start : start + n],
+                                                         strict=True)]  # fmt: skip
+        np.testing.assert_array_equal(scores, np.array(one))
+        start += n
+    assert run._args is not None and run._args.fast and run._args.mirror
+    a, b = run.to_state()[1], each.to_state()[1]
+    for key, arr in a.items():
+        assert arr.tobytes() == b[key].tobytes(), key

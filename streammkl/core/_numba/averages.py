@@ -132,12 +132,13 @@ track_averages = njit(**JIT_INLINE)(_track_averages)
 
 
 def _update_averages(
-    w, scale, bias, ex_blocks, ex_off, avg_w, avg_bias, horizons, count, every, mirror
+    w, scale, bias, ex_blocks, ex_off, avg_w, avg_bias, horizons, count, every, mirror, second
 ):  # fmt: skip
     """One more round (``count[0]`` rounds so far, incremented here); every ``every``-th
     round, the new iterate enters every average (one vectorised loop per block and row). With
     ``mirror`` (K = 2, ``w[1] = -w[0]`` and each average's rows likewise) the first rows are
-    updated and the second set to their negations: the numbers the update gives them."""
+    updated and the second set to their negations: the numbers the update gives them (the
+    weights' second rows only when ``second``; the biases' always)."""
     count[0] += 1
     if int(count[0]) % every != 0:
         return
@@ -154,12 +155,13 @@ def _update_averages(
                 for j in range(np.uint64(ex_off[m]), np.uint64(ex_off[m + 1])):
                     avg_w[ue, uk, j] += (s * w[uk, j] - avg_w[ue, uk, j]) * r
             avg_bias[e, k] += (bias[k] - avg_bias[e, k]) * r
-        if mirror:
+        if mirror and second:
             u0 = np.uint64(0)
             u1 = np.uint64(1)
             for m in ex_blocks:
                 for j in range(np.uint64(ex_off[m]), np.uint64(ex_off[m + 1])):
                     avg_w[ue, u1, j] = -avg_w[ue, u0, j]
+        if mirror:
             avg_bias[e, 1] = -avg_bias[e, 0]
 
 

@@ -16,6 +16,7 @@ from streammkl.core._numba.codes import (
     MAP_LINEAR,
     MAP_STUMPS,
 )  # fmt: skip
+from streammkl.core._numba.kernels import fast_exp
 from streammkl.core._numba.lanes import lane_dot
 
 FAST_COS_LIMIT = 1.0e5  # |x| below this: Cody-Waite reduction by pi/2 is exact enough
@@ -103,7 +104,9 @@ def _projected(phi, a, e, kind, phi_src):
     ``MAP_LANDMARK``) from its projections ``phi[a:e]`` (offsets plus rows times the inputs), in
     place: the cosines ``sqrt(2 / D) cos(.)`` of a Fourier block; a landmark block's ``exp(s_j
     - max_k s_k)`` normalised to unit norm, times its factor ``phi_src[2, a]`` (0 while it has
-    no landmarks). Both routes (``explicit_phi`` and the sparse round's ``wide_features``) call
+    no landmarks), the exponentials by ``kernels.fast_exp`` (within 2 ulp of libm's, 0 below
+    ``EXP_FLOOR``; a loop that vectorises where libm's exp is a call per landmark). Both
+    routes (``explicit_phi`` and the sparse round's ``wide_features``) call
     this one function, so their maps agree bit for bit."""
     n = e - a
     if n <= 0:
@@ -114,11 +117,11 @@ def _projected(phi, a, e, kind, phi_src):
         top = -math.inf
         for j in range(un):
             top = max(top, phi[ua + j])
+        for j in range(un):  # one vectorised loop (libm's exp is a call per element)
+            phi[ua + j] = fast_exp(phi[ua + j] - top)
         sq = 0.0
         for j in range(un):
-            v = math.exp(phi[ua + j] - top)
-            phi[ua + j] = v
-            sq += v * v
+            sq += phi[ua + j] * phi[ua + j]
         inv = phi_src[2, a] / math.sqrt(sq) if sq > 0.0 else 0.0  # 0: no landmarks
         for j in range(un):
             phi[ua + j] *= inv
