@@ -262,6 +262,10 @@ def test_daemon_interrupted_learns_the_uninterrupted_memory_model(
         dk.wait_until(lambda: proc.poll() is not None or dk.metrics(port).get(key, 0) >= 600,
                       120, "600 records consumed", 0.02)  # fmt: skip
         assert proc.poll() is None, log.read_text()[-3000:]
+        scraped = dk.metrics(port)  # the Hedge's weight is exported; the monitor is off
+        assert 0.0 <= scraped[("streammkl_memory_weight", ())] <= 1.0
+        assert ("streammkl_kernel_weight", (("kernel", "linear"),)) in scraped
+        assert not any("regret" in name for name, _ in scraped)
         if sig == signal.SIGKILL:  # after a checkpoint: the restart resumes from one
             dk.wait_until(lambda: any(ck.glob("ckpt-*")), 30, "a checkpoint")
         proc.send_signal(sig)
