@@ -68,6 +68,8 @@ def inspect_checkpoint(
         "kernel_bandwidths": s.get("kernel_bandwidths", {}),
         "active_kernels": s.get("active_kernels"),
         "support_vectors": s.get("support_vectors"),
+        # a MemoryClassifier's (learner.memory_window) weight on its vote
+        **({"memory_weight": s["memory_weight"]} if "memory_weight" in s else {}),
         "monitor": _monitor_summary(ckpt.meta.get("monitor")),
         "outbox": len(ckpt.meta.get("outbox", [])),
         "size_bytes": ckpt.size_bytes,

@@ -72,6 +72,12 @@ class Settings(Section):
                 "mixing.enabled: a mixing group learns classification models only "
                 f"(learner.task = {self.learner.task!r})"
             )
+        if self.learner.memory_window is not None:
+            raise ValueError(
+                "mixing.enabled: a mixing group merges MKLClassifier models; "
+                "learner.memory_window (a MemoryClassifier, whose memory and Hedge do not "
+                "merge) is not allowed in one: unset it or disable mixing"
+            )
         if not self.records.classes:
             raise ValueError(
                 "mixing.enabled needs records.classes (every member must map labels to the "

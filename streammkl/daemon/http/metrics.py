@@ -118,6 +118,8 @@ class Snapshot:
     kernel_bandwidths: dict[str, float] = field(default_factory=dict)
     active_kernels: int = 0
     support_vectors: int = 0
+    #: A MemoryClassifier's Hedge weight on its vote (``learner.memory_window``); None: none.
+    memory_weight: float | None = None
     examples_learned: int = 0
     labelled_predictions: int = 0
     correct_predictions: int = 0
@@ -172,6 +174,14 @@ class SnapshotCollector(Collector):
         yield GaugeMetricFamily(
             "streammkl_support_vectors", "Stored support vectors", value=s.support_vectors
         )
+        if s.memory_weight is not None:
+            yield GaugeMetricFamily(
+                "streammkl_memory_weight",
+                "Weight w of the memory's Parzen vote in the prediction (1 - w) p_learner + "
+                "w p_vote (learner.memory_window; the fixed-share Hedge's, from the log-losses; "
+                "0 once the memory is dropped for too many inputs)",
+                value=s.memory_weight,
+            )
         yield GaugeMetricFamily(
             "streammkl_model_version",
             "Model version = examples learned by the model over its lifetime",

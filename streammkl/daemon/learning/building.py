@@ -6,6 +6,8 @@ whose kernels, loss, regularizer, schedule, radius, budget (and its policy) and 
 :class:`~streammkl.structured.SequenceLabeler`, ``task = "parsing"`` a
 :class:`~streammkl.structured.DependencyParser`. ``learner.factory = "module:callable"`` runs code
 named by the settings instead (allowed only with ``--allow-learner-factory``).
+``memory_window = W`` wraps the classifier in a :class:`~streammkl.river.MemoryClassifier`
+(``window = W``), issue 27's "accurate" preset.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from streammkl.core._spec import Spec
 from streammkl.core.kernels import Kernel
 from streammkl.daemon.config import LearnerSpec
 from streammkl.daemon.learning.learner import Learner
-from streammkl.river import MKLClassifier, MKLRegressor
+from streammkl.river import MemoryClassifier, MKLClassifier, MKLRegressor
 from streammkl.structured import DependencyParser, SequenceLabeler
 
 Structured = TypeVar("Structured", SequenceLabeler, DependencyParser)
@@ -146,9 +148,27 @@ def build_learner(spec: LearnerSpec, allow_factory: bool = False) -> Learner:
     if spec.fit_intercept is not None:
         kwargs["fit_intercept"] = spec.fit_intercept
     try:
-        return cls(**kwargs)
+        learner = cls(**kwargs)
     except (TypeError, ValueError) as exc:
         raise LearnerConfigError(f"learner: {cls_name}(...) rejected the settings: {exc}") from exc
+    if spec.memory_window is None:
+        return learner
+    return _with_memory(learner, spec.memory_window)
+
+
+def _with_memory(learner: MKLClassifier | MKLRegressor, window: int) -> MemoryClassifier:
+    """``learner`` (the classifier the other settings build) inside a
+    :class:`~streammkl.river.MemoryClassifier` of ``window`` examples (the class's other
+    defaults: they are the ones its accuracy was measured with)."""
+    if not isinstance(learner, MKLClassifier):  # (the settings allow classification only)
+        raise LearnerConfigError(
+            f"learner.memory_window: a MemoryClassifier wraps a classifier, not a "
+            f"{type(learner).__name__}"
+        )
+    try:
+        return MemoryClassifier(learner, window=window)
+    except (TypeError, ValueError) as exc:
+        raise LearnerConfigError(f"learner.memory_window: {exc}") from exc
 
 
 def _sequence_labeler(spec: LearnerSpec) -> SequenceLabeler:

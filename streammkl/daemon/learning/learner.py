@@ -14,6 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from streammkl.river import MemoryClassifier
 from streammkl.wire.schema import Features, Label
 
 #: A record's input as the loop hands it to a learner (:class:`streammkl.wire.Record`'s ``x``):
@@ -80,8 +81,11 @@ def _numbers(value: object, names: list[str]) -> dict[str, float]:
 
 def inspected(learner: object) -> object:
     """What describes the learner's kernels: the seam of a streammkl river learner
-    (``learner.rounds()``, whose ``block_norms``, ``n_support`` and ``kernel_names`` these are),
-    else the learner itself (the structured learners, a custom learner)."""
+    (``learner.rounds()``, whose ``block_norms``, ``n_support`` and ``kernel_names`` these are;
+    a :class:`~streammkl.river.MemoryClassifier`'s are its inner learner's), else the learner
+    itself (the structured learners, a custom learner)."""
+    if isinstance(learner, MemoryClassifier):
+        learner = learner.learner
     rounds = getattr(learner, "rounds", None)
     return rounds() if callable(rounds) else learner
 
@@ -110,10 +114,14 @@ def introspect(learner: object) -> dict[str, Any]:
         support_total = 0
     else:
         support_total = int(np.sum(np.asarray(support)))
-    return {
+    view: dict[str, Any] = {
         "kernel_weights": {k: (v if math.isfinite(v) else 0.0) for k, v in weights.items()},
         "block_norms": norms,
         "kernel_bandwidths": _numbers(getattr(seen, "kernel_bandwidths", None), []),
         "active_kernels": n_active,
         "support_vectors": support_total,
     }
+    memory_weight = getattr(learner, "memory_weight", None)  # a MemoryClassifier's Hedge
+    if isinstance(memory_weight, int | float):
+        view["memory_weight"] = float(memory_weight)
+    return view

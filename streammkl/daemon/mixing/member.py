@@ -80,7 +80,7 @@ from streammkl.daemon.mixing.log import (
 )
 from streammkl.daemon.mixing.metrics import BLOCKED_PARTS, MixMetrics
 from streammkl.daemon.mixing.topic import UNREADABLE, MixRecord, MixTopic, State, create_mix_topic
-from streammkl.river import MKLClassifier
+from streammkl.river import MemoryClassifier, MKLClassifier
 from streammkl.river.rounds import Rounds
 
 log = logging.getLogger(__name__)
@@ -123,6 +123,11 @@ CHECK_EVERY = 4
 def mixing_learner(learner: Learner) -> MKLClassifier:
     """``learner`` as a mixing member's (a streammkl :class:`~streammkl.river.MKLClassifier`),
     or the settings error (:class:`LearnerConfigError`: at start, a refusal, exit 2)."""
+    if isinstance(learner, MemoryClassifier):  # (the settings refuse it first: config.Settings)
+        raise LearnerConfigError(
+            "learner.memory_window: mixing groups merge MKLClassifier models; a "
+            "MemoryClassifier's memory and Hedge do not merge: unset it or disable mixing"
+        )
     if not isinstance(learner, MKLClassifier):
         raise LearnerConfigError(
             f"learner.factory: mixing groups need streammkl's MKLClassifier, not a "
