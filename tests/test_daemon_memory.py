@@ -8,6 +8,7 @@ with SIGTERM) mid-stream and restarted, its model is bit for bit the library's u
 from __future__ import annotations
 
 import json
+import logging
 import signal
 import subprocess
 import sys
@@ -298,3 +299,21 @@ def test_daemon_interrupted_learns_the_uninterrupted_memory_model(
     exported = MemoryClassifier.load(out)
     for x in stream(50, seed=9)[0]:
         assert exported.predict_proba_one(x) == reference.predict_proba_one(x)
+
+
+def test_a_changed_window_is_kept_from_the_checkpoint_and_said(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    model = build_learner(memory_settings().learner)
+    xs, ys = stream(50)
+    for x, y in zip(xs, ys, strict=True):
+        model.learn_one(x, y)
+    Checkpointer(CheckpointStore(tmp_path, keep=2), 100, 30.0).commit("t", model, {}, [])
+    other = build_learner(memory_settings(**{"learner.memory_window": 40}).learner)
+    assert isinstance(model, MemoryClassifier) and isinstance(other, MemoryClassifier)
+    assert other.window != model.window
+    with caplog.at_level(logging.WARNING, logger="streammkl.daemon.checkpoints.committer"):
+        restored = Checkpointer(CheckpointStore(tmp_path, keep=2), 100, 30.0).restore(other)
+    assert restored is not None
+    assert restored[1].window == model.window
+    assert "keeps its window of" in caplog.text and "memory_window = 40" in caplog.text

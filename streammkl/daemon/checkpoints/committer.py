@@ -35,6 +35,7 @@ from streammkl.daemon.config import CheckpointSettings
 from streammkl.daemon.kafka.clients.protocol import Output
 from streammkl.daemon.learning.learner import Learner, introspect
 from streammkl.daemon.learning.stream_monitor import INPUTS, StreamMonitor
+from streammkl.river import MemoryClassifier
 from streammkl.statefile import state_digest
 
 log = logging.getLogger(__name__)
@@ -183,6 +184,17 @@ class Checkpointer:
             raise CheckpointError(
                 f"{ckpt.path}: the model does not load as saved (digest {digest} differs)"
             )
+        if (
+            isinstance(learner, MemoryClassifier)
+            and isinstance(template, MemoryClassifier)
+            and learner.window != template.window
+        ):  # the saved window is the model's (its ring is that long): said, not applied
+            log.warning(
+                "%s: the checkpointed MemoryClassifier keeps its window of %d examples; "
+                "learner.memory_window = %d applies to a model started in a new checkpoint "
+                "directory",
+                ckpt.path, learner.window, template.window,
+            )  # fmt: skip
         return learner, outbox
 
 
