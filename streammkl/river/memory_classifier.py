@@ -258,11 +258,15 @@ class MemoryClassifier(base.Classifier):
         Returns the probabilities before learning; a label of ``None`` predicts only."""
         if y is None:
             return self.predict_proba_one(x)
-        if not self._votes_now():
-            proba = self._learner.learn_predict_one(x, y)
+        proba = self._learner.learn_predict_one(x, y)
+        # (``_votes_now`` inline: most rounds skip the vote, and their cost is this wrapper's
+        # Python, benchmarks/results/memory_classifier_speed.md)
+        memory = self._memory
+        if memory is None or (
+            self._hedge.weight < self.skip_below and self._rounds % self.check_every
+        ):
             self._store(y)
             return proba
-        proba = self._learner.learn_predict_one(x, y)
         labels = list(self._labels_with(proba))  # (before y joins them)
         self._register(proba)
         k = self._store(y, vote=True)
