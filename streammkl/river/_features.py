@@ -65,6 +65,18 @@ class FeatureIndex:
         difference with the index) past the one conversion per key that is not a ``str``."""
         return sorted({k if type(k) is str else _key(k) for k in x}.difference(self.index))
 
+    def names_keyed_like(self, x: Mapping) -> list[Any]:
+        """The names in column order, each as a key of ``x``'s kind would spell it: the names
+        themselves when ``x``'s first key is not an ``int``; else (river's synthetic streams name
+        features 0, 1, ...) each name that is the ``str`` of an ``int`` as that ``int`` (the key
+        every mapping here reads as that name), the others as they are. A compiled run reads
+        its records' values by these keys (:meth:`Rounds.plan`): a record of ``int`` keys
+        then takes the run its ``str``-keyed twin takes, with the same numbers."""
+        first = next(iter(x), None)
+        if type(first) is not int:
+            return self.names
+        return [_int_name(name) for name in self.names]
+
     def add(self, names: list[str]) -> None:
         self._memo = None
         for name in names:
@@ -242,6 +254,16 @@ def _same_record(kept: dict, x: Mapping) -> bool:
         and _KEY_TYPES.issuperset(map(type, x))
         and _VALUE_TYPES.issuperset(map(type, x.values()))
     )
+
+
+def _int_name(name: str) -> int | str:
+    """``name`` as the ``int`` whose ``str`` it is (``_key`` of that ``int`` gives it back), or
+    ``name`` itself when there is none ("01", "1_0", " 1" stay strings)."""
+    try:
+        key = int(name)
+    except ValueError:
+        return name
+    return key if str(key) == name else name
 
 
 def _key(key: object) -> str:

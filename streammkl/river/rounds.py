@@ -665,8 +665,8 @@ class Rounds:
         a time (~0.3 us per record less than :meth:`_known_run`'s loop of checks and
         ``np.array`` of its row tuples: the same numbers); ``None`` when one does not (the
         loop then finds where the run ends)."""
-        model, names = self.model, self.features.names
-        d = len(names)
+        model = self.model
+        d = len(self.features.names)
         classes = self.targets
         if (model is None or not model.built or d == 0 or not isinstance(classes, Classes)
                 or not len(classes)):  # fmt: skip
@@ -683,6 +683,7 @@ class Rounds:
         if None in ks or max(cast(list[int], ks)) >= (2 if classes.binary else model.n_outputs):
             return None
         rows = n - i
+        names = self.features.names_keyed_like(part[0])  # (int keys: river's synthetic streams)
         X = np.empty((rows, d))
         try:
             for c, name in enumerate(names):  # a missing input: KeyError (a new one in its place)
@@ -702,8 +703,10 @@ class Rounds:
         classes = self.targets
         if not len(classes):
             return i, [], []
-        get = itemgetter(*names) if d > 1 else (lambda x, k=names[0]: (x[k],))
-        columns = self.features.index
+        # the names as the run's first record keys them (int keys: river's synthetic streams)
+        keys = self.features.names_keyed_like(xs[i]) if i < len(xs) else names
+        get = itemgetter(*keys) if d > 1 else (lambda x, k=keys[0]: (x[k],))
+        columns = self.features.index if keys is names else dict.fromkeys(keys)
         index = classes.index
         binary = classes.binary
         limit = 2 if binary else model.n_outputs
@@ -724,7 +727,7 @@ class Rounds:
                 except KeyError:  # a new input: the single rounds widen the model
                     break
             elif len(x) < d and x.keys() <= columns.keys():  # missing inputs count as 0
-                row = tuple([x.get(name, 0.0) for name in names])
+                row = tuple([x.get(key, 0.0) for key in keys])
             else:
                 break
             if not validated:
