@@ -192,3 +192,18 @@ def test_bad_parameters_raise(params: dict, error: type) -> None:
 def test_a_non_finite_target_is_refused() -> None:
     with pytest.raises(ValueError, match="finite"):
         MemoryRegressor().learn_one({"a": 1.0}, math.nan)
+
+
+def test_the_compiled_mean_is_its_python_function_and_numpy() -> None:
+    from streammkl.core._numba import residual
+
+    rng = np.random.default_rng(4)
+    rows, values = rng.normal(size=(50, 4)), rng.normal(size=(50, 2))
+    z, w = rng.normal(size=4), rng.uniform(0.1, 2.0, size=4)
+    for m in (1, 17, 50):
+        got = residual.nw_mean(rows, values[:, 1], m, z, w, 0.7, np.zeros(50))
+        py = residual.nw_mean.py_func(rows, values[:, 1], m, z, w, 0.7, np.zeros(50))
+        s = -0.7 * (((rows[:m] - z) ** 2) @ w)
+        g = np.exp(s - s.max())
+        assert got == py
+        assert math.isclose(got, float(g @ values[:m, 1] / g.sum()), rel_tol=1e-12)

@@ -18,7 +18,9 @@ computes exactly the study's ``NeighbourMean`` (the same numpy operations in the
 - ``gamma = scale / median`` scaled squared distance over pairs of the last 100 inputs, taken at
   100 pairs and at every refresh after (``scale / 2 d`` before).
 
-The inputs are numbers in a fixed order given by the caller. No river here.
+The inputs are numbers in a fixed order given by the caller. The mean is compiled
+(``streammkl.core._numba.residual``); the upkeep (every ``period`` pairs) stays in numpy. No
+river here.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ import math
 from typing import Any
 
 import numpy as np
+
+from streammkl.core._numba import residual as _residual
 
 #: The bandwidth's median is taken once this many pairs are stored, then at each refresh.
 MEDIAN_AFTER = 100
@@ -84,6 +88,7 @@ class ResidualMemory:
         self.relevance = np.zeros(0)  # mean 1
         self.means = np.zeros(0)  # running input means and sums of squared deviations
         self.sq_dev = np.zeros(0)
+        self._scratch = np.zeros(window)  # the compiled mean's exponents
 
     def _ensure(self, d: int) -> None:
         if self.rows.shape[1] != d:
@@ -104,11 +109,13 @@ class ResidualMemory:
             return math.nan
         self._ensure(len(row))
         m = min(self.count, self.window)
-        d2 = ((self.rows[:m] - row) ** 2) @ self.distance_weights()
         gamma = self.gamma if not math.isnan(self.gamma) else self.scale / (2.0 * len(row))
-        s = -gamma * d2
-        w = np.exp(s - s.max())
-        return float(w @ self.values[:m, 1]) / float(w.sum())
+        return float(
+            _residual.nw_mean(
+                self.rows, self.values[:, 1], m, np.ascontiguousarray(row, dtype=np.float64),
+                self.distance_weights(), float(gamma), self._scratch,
+            )
+        )  # fmt: skip
 
     def add(self, row: np.ndarray, target: float, residual: float) -> None:
         """Store one triple (the oldest leaves a full window), then the periodic upkeep."""
