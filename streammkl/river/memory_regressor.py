@@ -145,8 +145,10 @@ class MemoryRegressor(base.Regressor):
 
     @property
     def _raw_memory_usage(self) -> int:
+        """The memory's arrays and the learner's own measure (river's)."""
         arrays = self._memory.to_state()[1].values()
-        return sys.getsizeof(self) + sum(a.nbytes for a in arrays)
+        own = sys.getsizeof(self) + sum(a.nbytes for a in arrays)
+        return own + self._learner._raw_memory_usage
 
     # --- river API --------------------------------------------------------------------------
     def _row(self, x: Mapping) -> np.ndarray:
