@@ -50,7 +50,13 @@ from river import base, datasets, forest, linear_model, metrics, neighbors, prep
 from river.datasets import synth
 
 from streammkl.core import regularizers
-from streammkl.river import MemoryClassifier, MKLClassifier, MKLRegressor, defaults
+from streammkl.river import (
+    MemoryClassifier,
+    MemoryRegressor,
+    MKLClassifier,
+    MKLRegressor,
+    defaults,
+)
 
 FULL, QUICK = 20_000, 2_000
 PREFIX = 10_000  # VW ksvm runs on at most this many examples; every model also reports this prefix
@@ -253,6 +259,12 @@ def regressor_specs(features: Sequence) -> list[Spec]:
              seeded=k == "mkl")
         for k, label, m in rows
     ]  # fmt: skip
+    specs.append(Spec(  # the scaler inside: the memory reads the raw inputs (trending ones)
+        "memory", "MKL + residual memory (MemoryRegressor)",
+        lambda seed: MemoryRegressor(preprocessing.StandardScaler() | MKLRegressor(seed=seed)),
+        "mkl", note="the default and its residuals' Parzen mean over the last 1,000, hedged",
+        seeded=True,
+    ))  # fmt: skip
     return specs + moa_specs(features, None)
 
 

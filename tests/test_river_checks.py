@@ -35,6 +35,7 @@ def test_every_public_learner_is_checked():
         "MKLClassifier",
         "MKLRegressor",
         "MemoryClassifier",
+        "MemoryRegressor",
     }
     assert all(not cls()._unit_test_skips() for cls in _learners())  # nothing skipped
 
