@@ -65,7 +65,7 @@ SEED = 42
 VW_GRID = (0.01, 0.1, 1.0, 10.0)  # VW's rbf "bandwidth" b: k(x, x') = exp(-b ||x - x'||^2)
 VW_DEFAULT = 1.0
 SEEDS = 5  # the streammkl rows run with seed=0..SEEDS-1 (--seeds) and report mean ± sd
-SEEDED = ("mkl", "single", "average")  # the row groups that run once per seed
+SEEDED = ("mkl", "memory", "single", "average")  # the row groups that run once per seed
 
 
 @dataclass(frozen=True)
@@ -215,7 +215,7 @@ def classifier_specs(
     rows = [
         ("mkl", "MKL (default bank)", lambda seed: _scaled(MKLClassifier(seed=seed)), "mkl", ""),
         ("memory", "MKL + memory (MemoryClassifier)",
-         lambda seed: _scaled(MemoryClassifier(MKLClassifier(seed=seed))), "mkl",
+         lambda seed: _scaled(MemoryClassifier(MKLClassifier(seed=seed))), "memory",
          "the default learner and a Parzen vote of its last 1,000 inputs, hedged"),
         *((f"single:{nm}", f"single kernel: {nm}", _single(i), "single", "")
           for i, nm in enumerate(names)),
@@ -262,7 +262,7 @@ def regressor_specs(features: Sequence) -> list[Spec]:
     specs.append(Spec(  # the scaler inside: the memory reads the raw inputs (trending ones)
         "memory", "MKL + residual memory (MemoryRegressor)",
         lambda seed: MemoryRegressor(preprocessing.StandardScaler() | MKLRegressor(seed=seed)),
-        "mkl", note="the default and its residuals' Parzen mean over the last 1,000, hedged",
+        "memory", note="the default and its residuals' Parzen mean over the last 1,000, hedged",
         seeded=True,
     ))  # fmt: skip
     return specs + moa_specs(features, None)
