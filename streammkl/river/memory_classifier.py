@@ -17,27 +17,12 @@ from river import base
 from streammkl import statefile
 from streammkl.core.hedge import FixedShareHedge, log_loss
 from streammkl.core.parzen_memory import ParzenMemory
+from streammkl.river._params import check_int, check_number
 from streammkl.river.classifier import MKLClassifier
 
 FILE_FORMAT = "streammkl.river.memory"
 FILE_VERSION = 1
 _LEARNER, _MEMORY = "learner.", "memory."  # the prefixes of the saved arrays
-
-
-def _int(name: str, value: Any, least: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {value!r}")
-    if value < least:
-        raise ValueError(f"{name} must be >= {least}, got {value!r}")
-
-
-def _number(name: str, value: Any, low: float, high: float, closed: bool = False) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"{name} must be a number, got {value!r}")
-    inside = low <= value <= high if closed else low < value < high
-    if not (math.isfinite(value) and inside):
-        span = f"[{low:g}, {high:g}]" if closed else f"({low:g}, {high:g})"
-        raise ValueError(f"{name} must lie in {span}, got {value!r}")
 
 
 class MemoryClassifier(base.Classifier):
@@ -121,17 +106,17 @@ class MemoryClassifier(base.Classifier):
     ):
         if classifier is not None and not isinstance(classifier, MKLClassifier):
             raise TypeError(f"classifier must be an MKLClassifier, got {type(classifier)!r}")
-        _int("window", window, 1)
-        _number("bandwidth", bandwidth, 0.0, math.inf)
-        _int("relevance_every", relevance_every, 0)
-        _number("eta", eta, 0.0, math.inf)
-        _number("share", share, 0.0, 1.0, closed=True)
+        check_int("window", window, 1)
+        check_number("bandwidth", bandwidth, 0.0, math.inf)
+        check_int("relevance_every", relevance_every, 0)
+        check_number("eta", eta, 0.0, math.inf)
+        check_number("share", share, 0.0, 1.0, closed=True)
         if share == 1.0:
             raise ValueError("share must be < 1: at 1 the weights never move")
-        _number("vote_floor", vote_floor, 0.0, 1.0, closed=True)
-        _number("skip_below", skip_below, 0.0, 1.0, closed=True)
-        _int("check_every", check_every, 1)
-        _int("max_inputs", max_inputs, 0)
+        check_number("vote_floor", vote_floor, 0.0, 1.0, closed=True)
+        check_number("skip_below", skip_below, 0.0, 1.0, closed=True)
+        check_int("check_every", check_every, 1)
+        check_int("max_inputs", max_inputs, 0)
         self.classifier = classifier
         self.window = window
         self.bandwidth = bandwidth

@@ -18,25 +18,12 @@ from river import base, compose, preprocessing
 from streammkl import statefile
 from streammkl.core.hedge import FixedShareHedge
 from streammkl.core.residual_memory import ResidualMemory
+from streammkl.river._params import check_int, check_number
 from streammkl.river.regressor import MKLRegressor
 
 FILE_FORMAT = "streammkl.river.memory_regressor"
 FILE_VERSION = 1
 _LEARNER, _MEMORY = "learner.", "memory."  # the prefixes of the saved arrays
-
-
-def _int(name: str, value: Any, least: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {value!r}")
-    if value < least:
-        raise ValueError(f"{name} must be >= {least}, got {value!r}")
-
-
-def _positive(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"{name} must be a number, got {value!r}")
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
 
 
 def default_regressor() -> Any:
@@ -106,15 +93,14 @@ class MemoryRegressor(base.Regressor):
     ):
         if regressor is not None and not isinstance(regressor, base.Regressor):
             raise TypeError(f"regressor must be a river regressor, got {type(regressor)!r}")
-        _int("window", window, 2)
-        _positive("bandwidth", bandwidth)
-        _int("relevance_every", relevance_every, 1)
-        _positive("eta", eta)
-        if isinstance(share, bool) or not isinstance(share, int | float):
-            raise TypeError(f"share must be a number, got {share!r}")
-        if not 0.0 <= share < 1.0:
-            raise ValueError(f"share must lie in [0, 1), got {share!r}")
-        _positive("error_clip", error_clip)
+        check_int("window", window, 2)
+        check_number("bandwidth", bandwidth, 0.0, math.inf)
+        check_int("relevance_every", relevance_every, 1)
+        check_number("eta", eta, 0.0, math.inf)
+        check_number("share", share, 0.0, 1.0, closed=True)
+        if share == 1.0:
+            raise ValueError("share must be < 1: at 1 the weights never move")
+        check_number("error_clip", error_clip, 0.0, math.inf)
         self.regressor = regressor
         self.window = window
         self.bandwidth = bandwidth
