@@ -5,13 +5,9 @@ without pickle (the one state file of :mod:`streammkl.statefile`: versioned, che
 from __future__ import annotations
 
 import copy
-import gc
 import inspect
 import json
 import os
-import sys
-import types
-import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,6 +23,7 @@ from streammkl.core import schedules as schedules_mod
 from streammkl.river import defaults
 from streammkl.river._features import FeatureIndex
 from streammkl.river._labels import Classes
+from streammkl.river._memory import memory_usage
 from streammkl.river._scaling import InputScaler, TargetScale
 from streammkl.river.pooling import SCALER_PREFIX
 from streammkl.river.rounds import Rounds
@@ -128,30 +125,8 @@ class MKLLearner:
     def _raw_memory_usage(self) -> int:
         """The learner's memory in bytes, as river measures it (every object reachable from the
         learner, numpy buffers included; ``river.checks`` bounds its growth), except that
-        compiled code is not walked into: the compiled entry points a model keeps are numba's,
-        shared by every model of the process, and behind them lies numba's compiler state,
-        which grows with whatever else the process compiled and holds weak proxies that die
-        with a compilation (walking into one raises ``ReferenceError``)."""
-        stop = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType)
-        seen: set[int] = set()
-        size = 0
-        pending: list[Any] = [self]
-        while pending:
-            walk: list[Any] = []
-            for obj in pending:
-                if type(obj) in weakref.ProxyTypes or isinstance(obj, stop):
-                    continue
-                if type(obj).__module__.startswith(("numba.", "llvmlite.")):
-                    continue
-                if id(obj) in seen:
-                    continue
-                seen.add(id(obj))
-                size += sys.getsizeof(obj)
-                if isinstance(obj, np.ndarray):
-                    size += obj.nbytes
-                walk.append(obj)
-            pending = gc.get_referents(*walk)
-        return size
+        compiled code is not walked into (``streammkl.river._memory.memory_usage``)."""
+        return memory_usage(self)
 
     @property
     def kernel_weights(self) -> dict[str, float]:

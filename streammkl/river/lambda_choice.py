@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from river import base
 
 from streammkl import statefile
 from streammkl.core import regularizers
+from streammkl.river._memory import memory_usage
 from streammkl.river.classifier import MKLClassifier
 
 FILE_FORMAT = "streammkl.river.lambda_choice"
@@ -119,11 +119,9 @@ class LambdaChoiceClassifier(base.Classifier):
 
     @property
     def _raw_memory_usage(self) -> int:
-        """The copies' memory (river's measure, each copy's own: ``MKLClassifier`` keeps its
-        walk out of numba's compiler state) and the counts'."""
-        own = sys.getsizeof(self) + sys.getsizeof(self._learners) + sys.getsizeof(self._errors)
-        own += sum(sys.getsizeof(e) for e in self._errors)
-        return own + sum(learner._raw_memory_usage for learner in self._learners)
+        """River's measure of the copies and the counts, without walking into compiled code
+        (``streammkl.river._memory.memory_usage``)."""
+        return memory_usage(self)
 
     # --- river API --------------------------------------------------------------------------
     def learn_one(self, x: Mapping, y: Any) -> None:

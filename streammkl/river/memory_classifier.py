@@ -6,17 +6,17 @@ from __future__ import annotations
 import json
 import math
 import os
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from river import base
+from river import base, compose
 
 from streammkl import statefile
 from streammkl.core.hedge import FixedShareHedge, log_loss
 from streammkl.core.parzen_memory import ParzenMemory
+from streammkl.river._memory import memory_usage
 from streammkl.river._params import check_int, check_number
 from streammkl.river.classifier import MKLClassifier
 
@@ -104,8 +104,14 @@ class MemoryClassifier(base.Classifier):
         check_every: int = 10,
         max_inputs: int = 100,
     ):
-        if classifier is not None and not isinstance(classifier, MKLClassifier):
-            raise TypeError(f"classifier must be an MKLClassifier, got {type(classifier)!r}")
+        # (a river Pipeline passes isinstance as its last step, and has no fused round)
+        if classifier is not None and (
+            not isinstance(classifier, MKLClassifier) or isinstance(classifier, compose.Pipeline)
+        ):
+            raise TypeError(
+                f"classifier must be an MKLClassifier, got {type(classifier).__name__}; "
+                "a scaler goes before the wrapper: StandardScaler() | MemoryClassifier()"
+            )
         check_int("window", window, 1)
         check_number("bandwidth", bandwidth, 0.0, math.inf)
         check_int("relevance_every", relevance_every, 0)
@@ -162,13 +168,10 @@ class MemoryClassifier(base.Classifier):
 
     @property
     def _raw_memory_usage(self) -> int:
-        """The learner's memory (river's measure, its own: ``MKLClassifier`` keeps its walk out
-        of numba's compiler state) and the memory's arrays."""
-        own = sys.getsizeof(self) + sys.getsizeof(self._labels)
-        memory = self._memory
-        if memory is not None:
-            own += sum(a.nbytes for a in memory.to_state()[1].values())
-        return own + self._learner._raw_memory_usage
+        """River's measure of everything the wrapper holds (the memory's arrays, the learner,
+        a pipeline given as the classifier), without walking into compiled code
+        (``streammkl.river._memory.memory_usage``)."""
+        return memory_usage(self)
 
     # --- river API --------------------------------------------------------------------------
     def _votes_now(self) -> bool:

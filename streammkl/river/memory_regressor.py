@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import sys
 from collections import Counter, defaultdict
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,6 +17,7 @@ from river import base, compose, preprocessing
 from streammkl import statefile
 from streammkl.core.hedge import FixedShareHedge
 from streammkl.core.residual_memory import ResidualMemory
+from streammkl.river._memory import memory_usage
 from streammkl.river._params import check_int, check_number
 from streammkl.river.regressor import MKLRegressor
 
@@ -131,10 +131,11 @@ class MemoryRegressor(base.Regressor):
 
     @property
     def _raw_memory_usage(self) -> int:
-        """The memory's arrays and the learner's own measure (river's)."""
-        arrays = self._memory.to_state()[1].values()
-        own = sys.getsizeof(self) + sum(a.nbytes for a in arrays)
-        return own + self._learner._raw_memory_usage
+        """River's measure of everything the wrapper holds (the memory's arrays, the learner or
+        the ``StandardScaler() | MKLRegressor()`` pipeline), without walking into compiled
+        code (``streammkl.river._memory.memory_usage``; river's own walk, started from the
+        pipeline, would reach numba's compiler state)."""
+        return memory_usage(self)
 
     # --- river API --------------------------------------------------------------------------
     def _row(self, x: Mapping) -> np.ndarray:
