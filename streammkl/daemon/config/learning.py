@@ -42,12 +42,14 @@ class LearnerSpec(Section):
     #: The "accurate" presets (issue 27): W wraps the learner the other settings build in a
     #: :class:`streammkl.river.MemoryClassifier` (classification: a Parzen vote over its last W
     #: core inputs; the library's measures: +0.6 to +2.5 points of accuracy) or a
-    #: :class:`streammkl.river.MemoryRegressor` (regression: its prediction corrected by the
-    #: kernel mean of its residuals on its last W raw inputs; W >= 2; MAE -20 % on Friedman,
-    #: -7 % on TrumpApproval), mixed with it by a fixed-share Hedge. The records then go one by
-    #: one, without compiled runs (benchmarks/results/daemon_memory.md: 2.3-2.9 times the
-    #: default classifier's CPU per record) and without the regret/drift monitor. None (the
-    #: default): off. Not for the structured tasks, not with ``factory``, not in a mixing group.
+    #: :class:`streammkl.river.MemoryRegressor` (regression, W >= 2: its prediction corrected by
+    #: the kernel mean of its residuals on its last W raw inputs; the daemon's MAE -20 % on
+    #: Friedman, -7 % on TrumpApproval, +0.4 % on ChickWeights), mixed with it by a fixed-share
+    #: Hedge. The records then go one by one, without compiled runs and without the regret/drift
+    #: monitor (benchmarks/results/daemon_memory.md: 2.3-2.7 times the default classifier's
+    #: CPU per record, about 5 times the default regressor's).
+    #: None (the default): off. Not for the structured tasks, not with ``factory``, not in a
+    #: mixing group.
     memory_window: int | None = Field(default=None, ge=1)
     seed: int = 0
     params: dict[str, Any] = Field(default_factory=dict)  # free-form, for custom factories
