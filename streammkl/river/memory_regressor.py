@@ -130,6 +130,15 @@ class MemoryRegressor(base.Regressor):
         return self._hedge.weight
 
     @property
+    def kernel_weights(self) -> dict[str, float]:
+        """The learner's beta per kernel (``MKLRegressor.kernel_weights``, a pipeline's last
+        step's); empty for a regressor without kernels."""
+        learner = self._learner
+        if isinstance(learner, compose.Pipeline):
+            learner = list(learner.steps.values())[-1]
+        return dict(getattr(learner, "kernel_weights", {}))
+
+    @property
     def _raw_memory_usage(self) -> int:
         """River's measure of everything the wrapper holds (the memory's arrays, the learner or
         the ``StandardScaler() | MKLRegressor()`` pipeline), without walking into compiled

@@ -33,9 +33,8 @@ from streammkl.daemon.checkpoints.store import (
 )
 from streammkl.daemon.config import CheckpointSettings
 from streammkl.daemon.kafka.clients.protocol import Output
-from streammkl.daemon.learning.learner import Learner, introspect
+from streammkl.daemon.learning.learner import Learner, Memory, introspect
 from streammkl.daemon.learning.stream_monitor import INPUTS, StreamMonitor
-from streammkl.river import MemoryClassifier
 from streammkl.statefile import state_digest
 
 log = logging.getLogger(__name__)
@@ -185,15 +184,15 @@ class Checkpointer:
                 f"{ckpt.path}: the model does not load as saved (digest {digest} differs)"
             )
         if (
-            isinstance(learner, MemoryClassifier)
-            and isinstance(template, MemoryClassifier)
+            isinstance(learner, Memory)
+            and isinstance(template, Memory)  # (of the same class: checked above)
             and learner.window != template.window
         ):  # the saved window is the model's (its ring is that long): said, not applied
             log.warning(
-                "%s: the checkpointed MemoryClassifier keeps its window of %d examples; "
+                "%s: the checkpointed %s keeps its window of %d examples; "
                 "learner.memory_window = %d applies to a model started in a new checkpoint "
                 "directory",
-                ckpt.path, learner.window, template.window,
+                ckpt.path, type(learner).__name__, learner.window, template.window,
             )  # fmt: skip
         return learner, outbox
 

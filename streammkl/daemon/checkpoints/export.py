@@ -21,14 +21,21 @@ from typing import Any
 from streammkl.daemon.checkpoints.committer import upgraded
 from streammkl.daemon.checkpoints.store import CheckpointStore, read_key
 from streammkl.daemon.learning.stream_monitor import INPUTS
-from streammkl.river import MemoryClassifier, MKLClassifier, MKLRegressor
+from streammkl.river import MemoryClassifier, MemoryRegressor, MKLClassifier, MKLRegressor
 from streammkl.statefile import state_digest
 from streammkl.structured import DependencyParser, SequenceLabeler
 
 #: The learner classes a checkpoint may name, by the path it names them with.
 LEARNERS: dict[str, type[Any]] = {
     f"{cls.__module__}:{cls.__qualname__}": cls
-    for cls in (MKLClassifier, MKLRegressor, MemoryClassifier, SequenceLabeler, DependencyParser)
+    for cls in (
+        MKLClassifier,
+        MKLRegressor,
+        MemoryClassifier,
+        MemoryRegressor,
+        SequenceLabeler,
+        DependencyParser,
+    )
 }
 
 

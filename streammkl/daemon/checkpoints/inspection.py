@@ -18,6 +18,8 @@ __all__ = ["TASKS", "inspect_checkpoint", "render_text"]
 TASKS = {
     "streammkl.river.classifier:MKLClassifier": "classification",
     "streammkl.river.regressor:MKLRegressor": "regression",
+    "streammkl.river.memory_classifier:MemoryClassifier": "classification",
+    "streammkl.river.memory_regressor:MemoryRegressor": "regression",
     "streammkl.structured.labeler:SequenceLabeler": "sequence",
     "streammkl.structured.parser:DependencyParser": "parsing",
 }
@@ -68,7 +70,7 @@ def inspect_checkpoint(
         "kernel_bandwidths": s.get("kernel_bandwidths", {}),
         "active_kernels": s.get("active_kernels"),
         "support_vectors": s.get("support_vectors"),
-        # a MemoryClassifier's (learner.memory_window) weight on its vote
+        # a memory preset's (learner.memory_window) weight on its vote
         **({"memory_weight": s["memory_weight"]} if "memory_weight" in s else {}),
         "monitor": _monitor_summary(ckpt.meta.get("monitor")),
         "outbox": len(ckpt.meta.get("outbox", [])),

@@ -75,7 +75,7 @@ class Settings(Section):
         if self.learner.memory_window is not None:
             raise ValueError(
                 "mixing.enabled: a mixing group merges MKLClassifier models; "
-                "learner.memory_window (a MemoryClassifier, whose memory and Hedge do not "
+                "learner.memory_window (a memory preset, whose memory and Hedge do not "
                 "merge) is not allowed in one: unset it or disable mixing"
             )
         if not self.records.classes:

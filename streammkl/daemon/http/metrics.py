@@ -118,7 +118,7 @@ class Snapshot:
     kernel_bandwidths: dict[str, float] = field(default_factory=dict)
     active_kernels: int = 0
     support_vectors: int = 0
-    #: A MemoryClassifier's Hedge weight on its vote (``learner.memory_window``); None: none.
+    #: A memory preset's Hedge weight on its vote (``learner.memory_window``); None: none.
     memory_weight: float | None = None
     examples_learned: int = 0
     labelled_predictions: int = 0
@@ -177,9 +177,10 @@ class SnapshotCollector(Collector):
         if s.memory_weight is not None:
             yield GaugeMetricFamily(
                 "streammkl_memory_weight",
-                "Weight w of the memory's Parzen vote in the prediction (1 - w) p_learner + "
-                "w p_vote (learner.memory_window; the fixed-share Hedge's, from the log-losses; "
-                "0 once the memory is dropped for too many inputs)",
+                "Weight w of the memory's vote in the prediction (1 - w) learner + w vote "
+                "(learner.memory_window; the fixed-share Hedge's: a classifier's Parzen vote "
+                "from the log-losses, 0 once the memory is dropped for too many inputs; a "
+                "regressor's residual-corrected prediction from the absolute errors)",
                 value=s.memory_weight,
             )
         yield GaugeMetricFamily(

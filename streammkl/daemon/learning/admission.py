@@ -23,8 +23,8 @@ costs. The decisions are a function of the model's state and the record only, so
 a crash decides the same way and the exactly-once effect holds.
 
 Learners are read through their public API: the streammkl river learners (``n_features``,
-``unknown_features``, ``known_class``, ``core.kernels``; a :class:`~streammkl.river.
-MemoryClassifier`'s inner learner), :class:`~streammkl.structured.
+``unknown_features``, ``known_class``, ``core.kernels``; a memory preset's inner learner,
+:data:`~streammkl.daemon.learning.learner.Memory`), :class:`~streammkl.structured.
 SequenceLabeler` (``feature_keys``, ``labels``, ``kernels``); any other learner is admitted
 unchecked (only the wire limits apply) and each of its records counts as growing (so each is
 marked in flight, :mod:`streammkl.daemon.checkpoints.inflight`).
@@ -37,8 +37,8 @@ from dataclasses import dataclass
 
 from streammkl.core.kernels import AdditiveRBF, AdditiveStumps, Kernel, Polynomial, from_spec
 from streammkl.daemon.config import LimitSettings
-from streammkl.daemon.learning.learner import Inputs, Learner, Target
-from streammkl.river import MemoryClassifier, MKLClassifier, MKLRegressor, defaults
+from streammkl.daemon.learning.learner import Inputs, Learner, Target, wrapped
+from streammkl.river import MKLClassifier, MKLRegressor, defaults
 from streammkl.structured import SequenceLabeler
 
 #: Why the admission refuses a record (dead-letter reasons, bounded: safe as metric labels).
@@ -258,12 +258,11 @@ def admission_for(learner: Learner, limits: LimitSettings, sequence: bool = Fals
     """The admission policy of a learner (see the module docstring)."""
     if isinstance(learner, SequenceLabeler):
         return SequenceAdmission(learner, limits)
-    if type(learner) in (MKLClassifier, MKLRegressor) and not sequence:
-        assert isinstance(learner, MKLClassifier | MKLRegressor)
-        classifier = isinstance(learner, MKLClassifier)
-        return MKLAdmission(learner, limits, classifier)
-    if isinstance(learner, MemoryClassifier) and not sequence:
-        # its inner learner's inputs and classes are what grows (the memory holds at most
-        # window x max_inputs = 100,000 cells by default: it is dropped above max_inputs)
-        return MKLAdmission(learner.learner, limits, True)
+    # a memory preset's inner learner is what grows: its inputs and classes (the memory itself
+    # is bounded: a MemoryClassifier's holds at most window x max_inputs = 100,000 cells by
+    # default, dropped above max_inputs; a MemoryRegressor's rows have the first record's inputs)
+    inner = wrapped(learner)
+    if type(inner) in (MKLClassifier, MKLRegressor) and not sequence:
+        assert isinstance(inner, MKLClassifier | MKLRegressor)
+        return MKLAdmission(inner, limits, isinstance(inner, MKLClassifier))
     return Admission(learner, limits)

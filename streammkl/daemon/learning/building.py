@@ -6,8 +6,9 @@ whose kernels, loss, regularizer, schedule, radius, budget (and its policy) and 
 :class:`~streammkl.structured.SequenceLabeler`, ``task = "parsing"`` a
 :class:`~streammkl.structured.DependencyParser`. ``learner.factory = "module:callable"`` runs code
 named by the settings instead (allowed only with ``--allow-learner-factory``).
-``memory_window = W`` wraps the classifier in a :class:`~streammkl.river.MemoryClassifier`
-(``window = W``), issue 27's "accurate" preset.
+``memory_window = W`` wraps the classifier in a :class:`~streammkl.river.MemoryClassifier`, the
+regressor in a :class:`~streammkl.river.MemoryRegressor` (``window = W``): issue 27's "accurate"
+presets.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from typing import Any, Literal, TypeVar, overload
 from streammkl.core._spec import Spec
 from streammkl.core.kernels import Kernel
 from streammkl.daemon.config import LearnerSpec
-from streammkl.daemon.learning.learner import Learner
-from streammkl.river import MemoryClassifier, MKLClassifier, MKLRegressor
+from streammkl.daemon.learning.learner import Learner, Memory
+from streammkl.river import MemoryClassifier, MemoryRegressor, MKLClassifier, MKLRegressor
 from streammkl.structured import DependencyParser, SequenceLabeler
 
 Structured = TypeVar("Structured", SequenceLabeler, DependencyParser)
@@ -156,17 +157,21 @@ def build_learner(spec: LearnerSpec, allow_factory: bool = False) -> Learner:
     return _with_memory(learner, spec.memory_window)
 
 
-def _with_memory(learner: MKLClassifier | MKLRegressor, window: int) -> MemoryClassifier:
-    """``learner`` (the classifier the other settings build) inside a
-    :class:`~streammkl.river.MemoryClassifier` of ``window`` examples (the class's other
-    defaults: they are the ones its accuracy was measured with)."""
-    if not isinstance(learner, MKLClassifier):  # (the settings allow classification only)
-        raise LearnerConfigError(
-            f"learner.memory_window: a MemoryClassifier wraps a classifier, not a "
-            f"{type(learner).__name__}"
-        )
+def _with_memory(learner: MKLClassifier | MKLRegressor, window: int) -> Memory:
+    """``learner`` (what the other settings build) inside its memory preset of ``window``
+    examples: a :class:`~streammkl.river.MemoryClassifier` around a classifier, a
+    :class:`~streammkl.river.MemoryRegressor` around a regressor (each class's other defaults:
+    they are the ones its accuracy was measured with).
+
+    The regressor standardises its own inputs (``learner.standardize``, on by default) and the
+    memory reads them raw, as :class:`~streammkl.river.MemoryRegressor` asks (the scaling
+    inside the wrapper); so the daemon runs ``MemoryRegressor(MKLRegressor(standardize=True,
+    ...), window=W)``, which a user builds the same way (the library's default puts a river
+    ``StandardScaler()`` in the pipeline instead: a different model, docs/daemon.md)."""
     try:
-        return MemoryClassifier(learner, window=window)
+        if isinstance(learner, MKLClassifier):
+            return MemoryClassifier(learner, window=window)
+        return MemoryRegressor(learner, window=window)
     except (TypeError, ValueError) as exc:
         raise LearnerConfigError(f"learner.memory_window: {exc}") from exc
 

@@ -14,7 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from streammkl.river import MemoryClassifier
+from streammkl.river import MemoryClassifier, MemoryRegressor
 from streammkl.wire.schema import Features, Label
 
 #: A record's input as the loop hands it to a learner (:class:`streammkl.wire.Record`'s ``x``):
@@ -36,6 +36,10 @@ Outcome = tuple[Prediction, Probas | None] | None
 Learned = tuple[Inputs, Target, tuple[Prediction, Probas | None]]
 #: A learner's state: JSON-able meta and named numeric arrays (``to_state`` / ``from_state``).
 State = tuple[dict[str, Any], dict[str, np.ndarray]]
+#: Issue 27's "accurate" presets (``learner.memory_window``): a learner with a memory of its last
+#: inputs beside it, the two mixed by a Hedge. Its ``learner`` is the one that learns (an
+#: MKLClassifier or MKLRegressor in the daemon), its ``window`` the memory's length.
+Memory = MemoryClassifier | MemoryRegressor
 
 
 @runtime_checkable
@@ -79,13 +83,18 @@ def _numbers(value: object, names: list[str]) -> dict[str, float]:
     return {names[i] if i < len(names) else str(i): float(v) for i, v in enumerate(arr)}
 
 
+def wrapped(learner: object) -> object:
+    """The learner a :data:`Memory` preset wraps (the one whose kernels, inputs and classes
+    grow), else ``learner`` itself."""
+    return learner.learner if isinstance(learner, Memory) else learner
+
+
 def inspected(learner: object) -> object:
     """What describes the learner's kernels: the seam of a streammkl river learner
     (``learner.rounds()``, whose ``block_norms``, ``n_support`` and ``kernel_names`` these are;
-    a :class:`~streammkl.river.MemoryClassifier`'s are its inner learner's), else the learner
-    itself (the structured learners, a custom learner)."""
-    if isinstance(learner, MemoryClassifier):
-        learner = learner.learner
+    a :data:`Memory` preset's are its inner learner's), else the learner itself (the
+    structured learners, a custom learner)."""
+    learner = wrapped(learner)
     rounds = getattr(learner, "rounds", None)
     return rounds() if callable(rounds) else learner
 
@@ -121,7 +130,7 @@ def introspect(learner: object) -> dict[str, Any]:
         "active_kernels": n_active,
         "support_vectors": support_total,
     }
-    memory_weight = getattr(learner, "memory_weight", None)  # a MemoryClassifier's Hedge
+    memory_weight = getattr(learner, "memory_weight", None)  # a Memory preset's Hedge
     if isinstance(memory_weight, int | float):
         view["memory_weight"] = float(memory_weight)
     return view

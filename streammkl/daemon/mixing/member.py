@@ -66,7 +66,14 @@ from streammkl.core import kernels
 from streammkl.daemon.config import LearnerSpec, ReloadSettings, Settings
 from streammkl.daemon.learning.bank import check_change, configured_kernels
 from streammkl.daemon.learning.building import LearnerConfigError
-from streammkl.daemon.learning.learner import Learned, Learner, Prediction, Probas, Target
+from streammkl.daemon.learning.learner import (
+    Learned,
+    Learner,
+    Memory,
+    Prediction,
+    Probas,
+    Target,
+)
 from streammkl.daemon.mixing.log import (
     DRIFT_MIN_EXAMPLES,
     MixLog,
@@ -80,7 +87,7 @@ from streammkl.daemon.mixing.log import (
 )
 from streammkl.daemon.mixing.metrics import BLOCKED_PARTS, MixMetrics
 from streammkl.daemon.mixing.topic import UNREADABLE, MixRecord, MixTopic, State, create_mix_topic
-from streammkl.river import MemoryClassifier, MKLClassifier
+from streammkl.river import MKLClassifier
 from streammkl.river.rounds import Rounds
 
 log = logging.getLogger(__name__)
@@ -123,10 +130,11 @@ CHECK_EVERY = 4
 def mixing_learner(learner: Learner) -> MKLClassifier:
     """``learner`` as a mixing member's (a streammkl :class:`~streammkl.river.MKLClassifier`),
     or the settings error (:class:`LearnerConfigError`: at start, a refusal, exit 2)."""
-    if isinstance(learner, MemoryClassifier):  # (the settings refuse it first: config.Settings)
+    if isinstance(learner, Memory):  # (the settings refuse it first: config.Settings)
         raise LearnerConfigError(
             "learner.memory_window: mixing groups merge MKLClassifier models; a "
-            "MemoryClassifier's memory and Hedge do not merge: unset it or disable mixing"
+            f"{type(learner).__name__}'s memory and Hedge do not merge: unset it or disable "
+            "mixing"
         )
     if not isinstance(learner, MKLClassifier):
         raise LearnerConfigError(
