@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import platform
 import time
+from bisect import bisect_left
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,6 +49,7 @@ class BatchHistogram(Collector):
     ) -> None:
         self.name, self.documentation = name, documentation
         self.bounds = np.asarray(buckets, dtype=float)
+        self._bounds = [float(b) for b in self.bounds]  # (for one value: bisect, not numpy)
         self.pending: list[float] = []
         self.observe = self.pending.append
         #: ``(value, times)`` pairs: one value observed many times (:meth:`observe_repeated`).
@@ -87,9 +89,12 @@ class BatchHistogram(Collector):
             total += float(values.sum())
         if self.repeated:
             counts = counts.copy() if counts is self._state[0] else counts
-            bounds = self.bounds
+            bounds, last = self._bounds, len(self._bounds)
             for value, times in self.repeated:
-                counts[int(np.searchsorted(bounds, value, side="left"))] += times
+                # np.searchsorted(bounds, value, side="left") of one value (NaN: past the last
+                # bound, as numpy sorts it), without numpy's call on a scalar: ~3 us less per
+                # histogram and batch, paid at every batch (a group member's are short)
+                counts[bisect_left(bounds, value) if value == value else last] += times
                 total += value * times
             self.repeated.clear()
         self._state = (counts, total)

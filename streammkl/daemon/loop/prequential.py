@@ -384,11 +384,21 @@ class Prequential:
         m.learn_seconds.observe_repeated(per, learned)
         m.predict_seconds.observe_repeated(per, unlabelled)
         if self.learned_sink is not None:  # a mixing member keeps its round's examples
-            self.learned_sink.extend(
-                (rec.x, rec.y, outcome)
-                for i, (_, rec) in enumerate(valid)
-                if rec.y is not None and (outcome := outcomes[i]) is not None and i not in refused
-            )
+            if refused:
+                self.learned_sink.extend(
+                    (rec.x, rec.y, outcome)
+                    for i, (_, rec) in enumerate(valid)
+                    if rec.y is not None
+                    and (outcome := outcomes[i]) is not None
+                    and i not in refused
+                )
+            else:  # every record predicted (the usual batch): the labelled ones, a column at
+                # a time (the same entries; ys are the valid records' labels, in order)
+                self.learned_sink.extend(
+                    (rec.x, y, outcome)
+                    for (_, rec), y, outcome in zip(valid, ys, outcomes, strict=True)
+                    if y is not None and outcome is not None
+                )
         self._account(batch, last, events, len(predicted), learned, labelled, correct, loss)
 
     def _emit_refused(

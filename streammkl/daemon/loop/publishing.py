@@ -90,6 +90,9 @@ class Publisher:
         self.model_view: dict[str, Any] = introspect(learner)
         self._model_view_at = 0.0
         self._monitor_view_at = 0.0
+        #: The owned partitions as the status names them, and the partitions they name (made
+        #: again only when the assignment changed: the status is published at every tick).
+        self._assigned: tuple[tuple[Any, ...], list[str]] = ((), [])
 
     def viewed(self, view: dict[str, Any]) -> None:
         """The model's internals as just read (:func:`~streammkl.daemon.learning.learner.
@@ -150,12 +153,21 @@ class Publisher:
             "ready": ready,
             "reasons": reasons,
             "last_tick": now,
-            "assigned": [f"{t.topic}/{t.partition}" for t in source.assignment],
+            "assigned": self._assigned_names(),
             "broker_connected": source.broker_connected,
             "sink_healthy": sink.healthy,
             "records_waiting": waiting,
             "examples_learned": c["examples_learned"],
         }
+
+    def _assigned_names(self) -> list[str]:
+        """The owned partitions, ``topic/partition``, sorted (the status's ``assigned``; the
+        list is shared by the statuses published while the assignment stays: never changed)."""
+        owned = tuple(self.source.buffers)
+        if owned != self._assigned[0]:
+            names = [f"{t.topic}/{t.partition}" for t in sorted(owned)]
+            self._assigned = (owned, names)
+        return self._assigned[1]
 
     def _reasons(self, waiting: int, stuck: float, stopping: bool) -> list[str]:
         """Why the loop is not ready now (empty: it is); see the module docstring."""

@@ -1022,12 +1022,18 @@ def _loss(y: Target, outcome: tuple[Prediction, Probas | None]) -> tuple[float, 
 
 
 def prequential(kept: list[Learned]) -> dict[str, float]:
-    """The prequential view of a round's examples: the sums the group log folds."""
+    """The prequential view of a round's examples: the sums the group log folds.
+
+    :func:`_loss` inlined (the same floats, summed in the same order): a call per example was
+    half of this loop's time, which runs over every example of a round at its publish (and
+    over the hindsight view's sample), ~1.8 us per learned record in process at load 9
+    (``mixing_round_parts.py``, "prequential sums")."""
     loss = mistakes = 0.0
-    for _, y, outcome in kept:
-        lo, miss = _loss(y, outcome)
-        loss += lo
-        mistakes += miss
+    log = math.log
+    for _, y, (prediction, proba) in kept:
+        p = proba.get(y, 0.0) if proba else 0.0
+        loss += -log(p if p > 1e-15 else 1e-15)
+        mistakes += prediction != y
     return {"loss": loss, "mistakes": mistakes, "labelled": float(len(kept))}
 
 
