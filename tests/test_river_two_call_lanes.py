@@ -213,3 +213,18 @@ def test_a_pickled_learner_makes_its_lanes_again_with_the_same_numbers(bananas):
         model.learn_one(x, y)
     _same(model, copy_)
     assert copy_.rounds().predict_lane is not None
+
+
+def test_predict_one_takes_its_lane_with_the_general_paths_labels(bananas, one_call_rounds):
+    warm, timed = bananas[:1100], bananas[1100:]
+    lanes, general = _warm(warm), _warm(warm)
+    before = one_call_rounds["predict"]
+    for i, (x, y) in enumerate(timed):
+        assert lanes.predict_one(x) == general.predict_one(_general(x))
+        if i % 7 == 3:  # a probability between: the other lane, the same record
+            assert lanes.predict_proba_one(x) == general.predict_proba_one(_general(x))
+        lanes.learn_one(x, y)
+        general.learn_one(_general(x), y)
+    _same(lanes, general)
+    assert lanes.rounds().label_lane is not None
+    assert one_call_rounds["predict"] - before >= len(timed) - 2  # (made after two records)

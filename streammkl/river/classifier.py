@@ -267,10 +267,19 @@ class MKLClassifier(MKLLearner, base.MiniBatchClassifier):
         )
 
     def predict_one(self, x: Mapping, **kwargs: Any) -> Any:
+        rounds = self._rounds
+        lane = rounds.label_lane
+        if lane is not None:
+            label = lane(x)
+            if label is not None:
+                return label
         if self.classes_:
-            fx = self._rounds.predict_known(x)
+            fx = rounds.predict_known(x)
             if fx is not None:
-                return self._classes.label_of(fx)
+                label = self._classes.label_of(fx)
+                if lane is None:  # (the lane: the same call and decision, one Python frame)
+                    rounds.make_predict_lane(self._classes.label_of, label=True)
+                return label
         scores = self._scores(x)
         if scores is None:
             return self.classes_[0] if self.classes_ else None

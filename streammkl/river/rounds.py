@@ -45,7 +45,7 @@ _RUN_CELLS = 1 << 20
 _EMPTY = (np.zeros((0, 0)), np.zeros(0))
 _NO_RECORD = OnlineMKL.NO_RECORD
 #: What :meth:`Rounds.drop_lanes` drops (never pickled).
-_LANES = ("record_round", "known_lane", "learn_lane", "predict_lane", "_lane_keys")
+_LANES = ("record_round", "known_lane", "learn_lane", "predict_lane", "label_lane", "_lane_keys")
 
 
 class Rounds:
@@ -92,9 +92,11 @@ class Rounds:
         self.known_lane: Callable[..., Any] | None = None
         #: The two calls' lanes on the same buffers (river's ``predict_proba_one`` then
         #: ``learn_one``): :meth:`make_learn_lane`'s ``learn_lane(x, label) -> bool`` and
-        #: :meth:`make_predict_lane`'s ``predict_lane(x)``; dropped with the others.
+        #: :meth:`make_predict_lane`'s ``predict_lane(x)`` (``label_lane(x)``: ``predict_one``'s);
+        #: dropped with the others.
         self.learn_lane: Callable[[Mapping, Any], bool] | None = None
         self.predict_lane: Callable[[Mapping], Any] | None = None
+        self.label_lane: Callable[[Mapping], Any] | None = None
         #: The prequential loss of the last round learned (at theta_t, before its update, in
         #: the core's conventions); NaN before the first.
         self.last_loss = float("nan")
@@ -130,7 +132,8 @@ class Rounds:
         """Drop :meth:`learn_known`'s record round and the learner's :attr:`known_lane` (a
         buffer, the model's record pack, the model, the features or the classes were
         replaced): the next round takes the full path and makes them again."""
-        self.record_round = self.known_lane = self.learn_lane = self.predict_lane = None
+        self.record_round = self.known_lane = self.learn_lane = None
+        self.predict_lane = self.label_lane = None
         #: The record keys a lane of the two calls was last asked for, by lane: a lane is made
         #: for keys asked twice in a row (:meth:`_steady`), so a stream whose keys change from
         #: one record to the next (which drops the lanes each time) makes none.
@@ -279,21 +282,22 @@ class Rounds:
 
         self.learn_lane = lane
 
-    def make_predict_lane(self, answer: Callable[[list[float]], Any]) -> None:
+    def make_predict_lane(self, answer: Callable[[Any], Any], label: bool = False) -> None:
         """After :meth:`predict_known` took a record through the bound buffers,
         :attr:`predict_lane`: ``lane(x)`` is ``answer`` of the scores (a list)
         :meth:`predict_known` gives for ``x`` there, or None (nothing changed: the full path
         decides) when the record's keys are not the bound ones, a value is not a plain
         number or the compiled call refuses it: ``predict_proba_one`` in one Python frame.
-        Nothing when the model's predictions do not take the bound buffers now. ``answer``
-        is the caller's, held while the lane lives (dropped with the record's buffers, the
-        model's record pack or a new class: :meth:`drop_lanes`)."""
+        With ``label``, :attr:`label_lane`, ``answer`` of the scores as they are (a view):
+        ``predict_one``'s. Nothing when the model's predictions do not take the bound buffers
+        now. ``answer`` is the caller's, held while the lane lives (dropped with the record's
+        buffers, the model's record pack or a new class: :meth:`drop_lanes`)."""
         model = self.model
         known = self._known
         keys = known.keys
         if model is None or keys is None or not model.takes_values or not model.record_bound:
             return
-        if not self._steady("predict", keys):
+        if not self._steady("label" if label else "predict", keys):
             return
         bound = model.bound_decision()
         if bound is None:
@@ -312,9 +316,14 @@ class Rounds:
                 pack(vals, 0, *values)
             except (OverflowError, struct_error):
                 return None
-            return answer(scores.tolist()) if decide() else None
+            if not decide():
+                return None
+            return answer(scores) if label else answer(scores.tolist())
 
-        self.predict_lane = lane
+        if label:
+            self.label_lane = lane
+        else:
+            self.predict_lane = lane
 
     def _bind_record(self, model: OnlineMKL) -> None:
         """Give ``model`` the buffers of the one-call round (:meth:`OnlineMKL.bind_record`):
