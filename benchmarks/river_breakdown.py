@@ -34,8 +34,10 @@ hops):
 - ``probabilities``: ``Classes.proba`` of two scores alone (the formula and the dict in Python:
   what the lane does for a binary loss or more classes);
 - the memo path: ``Rounds.predict_known`` (values, the compiled decision), ``predict_proba_one``
-  (that and the probabilities), then ``+ learn_one`` (the round, whose featurisation the memo
-  saves).
+  (its lane, ``Rounds.make_predict_lane``: the values and the compiled decision in one Python
+  frame, and the probabilities), each then ``+ learn_one`` (its lane, the round, whose
+  featurisation the memo saves): the lane can cost less than ``Rounds.predict_known``'s hops, so
+  "predict_proba_one's own hop" can come out negative.
 
 Run: ``python benchmarks/river_breakdown.py [--reps 7]``; writes
 ``benchmarks/results/river_breakdown.md``.

@@ -44,7 +44,8 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def one_call_rounds(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     """How often the river learners' one-call route took a record: ``learn``, rounds learned
     through the bound buffers (``OnlineMKL.learn_bound``, ``bound_round``, the lanes' compiled
-    softmax round), ``predict``, records decided by ``OnlineMKL.predict_bound``."""
+    softmax round), ``predict``, records decided by ``OnlineMKL.predict_bound`` or the callable
+    of ``OnlineMKL.bound_decision`` (the prediction lane's)."""
     from streammkl.core import OnlineMKL
 
     taken = {"learn": 0, "predict": 0}
@@ -74,4 +75,17 @@ def one_call_rounds(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
         OnlineMKL, "_softmax2_round_of", counting(softmax2_round_of, lambda out: out[0])
     )
     monkeypatch.setattr(OnlineMKL, "predict_bound", predict_bound)
+    decision_of = OnlineMKL._decision_of
+
+    def counting_decision_of(self: Any, *args: Any) -> Any:
+        decide = decision_of(self, *args)
+
+        def counted() -> bool:
+            done = decide()
+            taken["predict"] += bool(done)
+            return done
+
+        return counted
+
+    monkeypatch.setattr(OnlineMKL, "_decision_of", counting_decision_of)
     return taken

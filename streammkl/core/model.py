@@ -19,6 +19,7 @@ import copy
 import math
 import os
 from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
@@ -704,6 +705,27 @@ class OnlineMKL:
         if not b[2](b[0]):
             return None
         return b[4].fx
+
+    def bound_decision(self) -> tuple[Callable[[], bool], np.ndarray] | None:
+        """:meth:`predict_bound` as ``(decide, scores)``: ``decide()`` writes the scores of the
+        record in the bound buffers into ``scores`` (a view of the model's) and answers True,
+        or answers False having changed nothing (the record needs the general path), with no
+        Python frame of its own: for a caller that predicts many records through the bound
+        buffers. Valid until the record pack is dropped, which :attr:`on_unbind` reports (its
+        holder drops both then); None when :meth:`predict_bound` would not take a record now
+        (no buffers bound, a bank whose predictions take another route)."""
+        b = self._bound
+        if b is _UNBOUND:
+            bound = self._bind_record()
+            if bound is None:
+                return None
+            b = bound
+        return self._decision_of(b[2], b[0]), b[4].fx
+
+    def _decision_of(self, decide: Any, a: Any) -> Callable[[], bool]:
+        """The prediction of the record pack ``a`` through its compiled call ``decide``, as
+        one callable (a ``partial``: no Python frame)."""
+        return cast(Callable[[], bool], partial(decide, a))
 
     def _refused(self, x: np.ndarray, y: Any, code: float) -> float:
         """The compiled round refused (x, y) (nothing changed): raise what the checks in

@@ -144,9 +144,15 @@ class MKLClassifier(MKLLearner, base.MiniBatchClassifier):
 
     # --- river API --------------------------------------------------------------------------
     def learn_one(self, x: Mapping, y: Any) -> None:
+        rounds = self._rounds
+        lane = rounds.learn_lane
+        if lane is not None and lane(x, y):
+            return
         if y is None:
             raise ValueError("learn_one needs a label; got None")
         if self._learn_known(x, y) is not None:
+            if rounds.learn_lane is None and rounds.record_round is not None:
+                rounds.make_learn_lane(self._classes.core_targets())
             return
         check_numeric(x)  # validate everything before any state changes
         classes = self._classes
@@ -167,10 +173,18 @@ class MKLClassifier(MKLLearner, base.MiniBatchClassifier):
 
     def predict_proba_one(self, x: Mapping, **kwargs: Any) -> dict:
         rounds = self._rounds
+        lane = rounds.predict_lane
+        if lane is not None:
+            proba = lane(x)
+            if proba is not None:
+                return proba
         if self.classes_:
             fx = rounds.predict_known(x)
             if fx is not None:
-                return self._classes.proba(fx.tolist())
+                proba = self._classes.proba(fx.tolist())
+                if lane is None:  # (the lane: the same call and formula, one Python frame)
+                    rounds.make_predict_lane(self._classes.proba_function())
+                return proba
         vec = rounds.vector(x, learn=False)
         if vec is None or not self.classes_:
             return {c: 1.0 / len(self.classes_) for c in self.classes_}
@@ -253,10 +267,19 @@ class MKLClassifier(MKLLearner, base.MiniBatchClassifier):
         )
 
     def predict_one(self, x: Mapping, **kwargs: Any) -> Any:
+        rounds = self._rounds
+        lane = rounds.label_lane
+        if lane is not None:
+            label = lane(x)
+            if label is not None:
+                return label
         if self.classes_:
-            fx = self._rounds.predict_known(x)
+            fx = rounds.predict_known(x)
             if fx is not None:
-                return self._classes.label_of(fx)
+                label = self._classes.label_of(fx)
+                if lane is None:  # (the lane: the same call and decision, one Python frame)
+                    rounds.make_predict_lane(self._classes.label_of, label=True)
+                return label
         scores = self._scores(x)
         if scores is None:
             return self.classes_[0] if self.classes_ else None

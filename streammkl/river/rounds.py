@@ -44,6 +44,8 @@ _PLAIN = frozenset({str, bool, int, float})  # label types that hash as themselv
 _RUN_CELLS = 1 << 20
 _EMPTY = (np.zeros((0, 0)), np.zeros(0))
 _NO_RECORD = OnlineMKL.NO_RECORD
+#: What :meth:`Rounds.drop_lanes` drops (never pickled).
+_LANES = ("record_round", "known_lane", "learn_lane", "predict_lane", "label_lane", "_lane_keys")
 
 
 class Rounds:
@@ -88,6 +90,13 @@ class Rounds:
         #: replacement of what they hold; never pickled.
         self.record_round: Callable[[Mapping, float], np.ndarray | None] | None = None
         self.known_lane: Callable[..., Any] | None = None
+        #: The two calls' lanes on the same buffers (river's ``predict_proba_one`` then
+        #: ``learn_one``): :meth:`make_learn_lane`'s ``learn_lane(x, label) -> bool`` and
+        #: :meth:`make_predict_lane`'s ``predict_lane(x)`` (``label_lane(x)``: ``predict_one``'s);
+        #: dropped with the others.
+        self.learn_lane: Callable[[Mapping, Any], bool] | None = None
+        self.predict_lane: Callable[[Mapping], Any] | None = None
+        self.label_lane: Callable[[Mapping], Any] | None = None
         #: The prequential loss of the last round learned (at theta_t, before its update, in
         #: the core's conventions); NaN before the first.
         self.last_loss = float("nan")
@@ -97,7 +106,8 @@ class Rounds:
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        del state["record_round"], state["known_lane"]  # (closures: made again when needed)
+        for lane in _LANES:
+            del state[lane]  # (closures and what makes them: made again when needed)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -122,7 +132,19 @@ class Rounds:
         """Drop :meth:`learn_known`'s record round and the learner's :attr:`known_lane` (a
         buffer, the model's record pack, the model, the features or the classes were
         replaced): the next round takes the full path and makes them again."""
-        self.record_round = self.known_lane = None
+        self.record_round = self.known_lane = self.learn_lane = None
+        self.predict_lane = self.label_lane = None
+        #: The record keys a lane of the two calls was last asked for, by lane: a lane is made
+        #: for keys asked twice in a row (:meth:`_steady`), so a stream whose keys change from
+        #: one record to the next (which drops the lanes each time) makes none.
+        self._lane_keys: dict[str, tuple | None] = {}
+
+    def _steady(self, lane: str, keys: tuple | None) -> bool:
+        """Whether ``lane`` was last asked for ``keys`` (the record's keys as bound: one
+        object while they stay); remembers them."""
+        steady = self._lane_keys.get(lane) is keys
+        self._lane_keys[lane] = keys
+        return steady
 
     def _make_record_round(self, model: OnlineMKL) -> Callable[[Mapping, float], np.ndarray | None]:
         """The record round of the buffers :meth:`KnownRecord.values` just wrote (their keys
@@ -210,6 +232,98 @@ class Rounds:
             return {c0: p0, c1: p1}
 
         self.known_lane = softmax_lane
+
+    def make_learn_lane(self, targets: Mapping[Any, float]) -> None:
+        """After a round through :attr:`record_round`, :attr:`learn_lane`: ``lane(x, label)``
+        learns ``x`` as :attr:`record_round` does on ``(x, targets[label])`` and answers True,
+        or answers False having changed nothing (the full path decides) when it would give
+        None or the label is not of a plain type or has no target: ``learn_one``'s round in
+        one Python frame (the label's target, the record's values checked and written, the
+        model's compiled round), the steps of :meth:`make_lane`'s lane without the
+        probabilities. A prediction just before on the same record left its feature maps in
+        the model (``core._numba.features.explicit_phi_of``): the round takes them, the same
+        numbers. ``targets`` is the caller's, held while the lane lives."""
+        model = self.model
+        record_round = self.record_round
+        if record_round is None or model is None or not self._steady("learn", self._known.keys):
+            return
+        learn = model.bound_round()
+        target_of, plain = targets.get, _PLAIN
+        if learn is None:  # (something follows a round: the record round's own route)
+
+            def lane_of_round(x: Mapping, y: Any) -> bool:
+                target = target_of(y) if type(y) in plain else None
+                return target is not None and record_round(x, target) is not None
+
+            self.learn_lane = lane_of_round
+            return
+        known = self._known
+        keys, numbers, pack, vals = known.keys, known.NUMBERS, known.pack, known.vals
+        last = known.xs if self.learner.standardize else known.raw
+        rounds = self
+
+        def lane(x: Mapping, y: Any) -> bool:  # (the record round's steps, inline)
+            target = target_of(y) if type(y) in plain else None
+            if target is None or tuple(x) != keys:
+                return False
+            values = x.values()
+            if not numbers.issuperset(map(type, values)):
+                return False
+            try:
+                pack(vals, 0, *values)
+            except (OverflowError, struct_error):
+                return False
+            loss = learn(target)
+            if loss < 0.0:
+                return False
+            rounds._last_input, rounds._last_shared, rounds._last_sparse = last, True, None
+            rounds.last_loss = loss
+            return True
+
+        self.learn_lane = lane
+
+    def make_predict_lane(self, answer: Callable[[Any], Any], label: bool = False) -> None:
+        """After :meth:`predict_known` took a record through the bound buffers,
+        :attr:`predict_lane`: ``lane(x)`` is ``answer`` of the scores (a list)
+        :meth:`predict_known` gives for ``x`` there, or None (nothing changed: the full path
+        decides) when the record's keys are not the bound ones, a value is not a plain
+        number or the compiled call refuses it: ``predict_proba_one`` in one Python frame.
+        With ``label``, :attr:`label_lane`, ``answer`` of the scores as they are (a view):
+        ``predict_one``'s. Nothing when the model's predictions do not take the bound buffers
+        now. ``answer`` is the caller's, held while the lane lives (dropped with the record's
+        buffers, the model's record pack or a new class: :meth:`drop_lanes`)."""
+        model = self.model
+        known = self._known
+        keys = known.keys
+        if model is None or keys is None or not model.takes_values or not model.record_bound:
+            return
+        if not self._steady("label" if label else "predict", keys):
+            return
+        bound = model.bound_decision()
+        if bound is None:
+            return
+        decide, scores = bound
+        numbers, pack, vals = known.NUMBERS, known.pack, known.vals
+        model.on_unbind = self.drop_lanes  # (the lane calls the record pack the model holds)
+
+        def lane(x: Mapping) -> Any:
+            if tuple(x) != keys:
+                return None
+            values = x.values()
+            if not numbers.issuperset(map(type, values)):
+                return None
+            try:
+                pack(vals, 0, *values)
+            except (OverflowError, struct_error):
+                return None
+            if not decide():
+                return None
+            return answer(scores) if label else answer(scores.tolist())
+
+        if label:
+            self.label_lane = lane
+        else:
+            self.predict_lane = lane
 
     def _bind_record(self, model: OnlineMKL) -> None:
         """Give ``model`` the buffers of the one-call round (:meth:`OnlineMKL.bind_record`):
