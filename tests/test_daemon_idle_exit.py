@@ -44,9 +44,9 @@ def clients(client: str) -> dict[str, Any]:
 
 #: One connection attempt to a broker that does not answer (or refuses the credentials) blocks
 #: at most this long (default 5 s): with kafka-python the start's three attempts (the output
-#: topics' admin client, the producer, the consumer) took 5 + 5 + 5 s of the 32 s in CI, 1 + 1 + 1
-#: with this (logs, load 11). The exit codes do not depend on them: they come from the idle clock
-#: and the refusal, and each attempt is retried a second after it ends.
+#: topics' admin client, the producer, the consumer) took 5 + 5 + 5 s (daemon logs here; the test
+#: took 32 s in CI), 1 + 1 + 1 s with this (load 11). The exit codes do not depend on them: they
+#: come from the idle clock and the refusal, and each attempt is retried a second after it ends.
 SHORT_ATTEMPTS = {"kafka.bootstrap_timeout_ms": 1000}
 
 
