@@ -196,7 +196,8 @@ def phases(seed: int = 0) -> list[list[bytes]]:
 
 # The bounds-checked compile of everything (the slow case): 4-5 min on a loaded 2-core machine
 # (the whole test: 303 s in one CI run, 417 s and 620 s in later ones on slower machines, over
-# 14 min beside four other jobs; it failed at 900 s on this 2-core EPYC at load 9). In CI the
+# 14 min beside four other jobs; on this 2-core EPYC 561 s at load ~1.5, the daemon 561 s of CPU,
+# and it failed at 900 s at load 9; ``rounds-unchecked``: 30 s, the daemon 26 s of CPU). In CI the
 # compiled rounds' and runs' machine code comes from the tree's cache, unchecked (most of that
 # compile: see tests.numba_cache); everything else, the per-record round, the admission of new
 # inputs and classes, the losses and the comparator's fits among it, runs bounds-checked.
