@@ -42,6 +42,14 @@ def clients(client: str) -> dict[str, Any]:
     return {"kafka.consumer_client": client, "kafka.producer_client": client}
 
 
+#: One connection attempt to a broker that does not answer (or refuses the credentials) blocks
+#: at most this long (default 5 s): with kafka-python the start's three attempts (the output
+#: topics' admin client, the producer, the consumer) took 5 + 5 + 5 s (daemon logs here; the test
+#: took 32 s in CI), 1 + 1 + 1 s with this (load 11). The exit codes do not depend on them: they
+#: come from the idle clock and the refusal, and each attempt is retried a second after it ends.
+SHORT_ATTEMPTS = {"kafka.bootstrap_timeout_ms": 1000}
+
+
 def run(argv: list[str], log: Path, timeout: float = 150.0) -> tuple[int, float, str]:
     """(exit code, seconds, the log) of one daemon run."""
     t0 = time.monotonic()
@@ -57,7 +65,7 @@ def errors(text: str) -> list[str]:
 def test_a_broker_never_reached_is_no_success(tmp_path: Path, client: str) -> None:
     port = free_port()  # nothing listens there
     argv = dk.daemon_argv(f"127.0.0.1:{port}", "in", "g", tmp_path / "ck", idle=1.0,
-                          settings=clients(client))  # fmt: skip
+                          settings={**clients(client), **SHORT_ATTEMPTS})  # fmt: skip
     code, _, text = run(argv, tmp_path / "daemon.log")
     assert code == 4, text[-3000:]
     (line,) = errors(text)
@@ -102,7 +110,7 @@ def test_refused_credentials_are_no_success(tmp_path: Path, client: str) -> None
         producer.close()
 
         def argv(password: str, ck: str) -> list[str]:
-            conf = {**SASL, "kafka.sasl_password": password, **clients(client)}
+            conf = {**SASL, "kafka.sasl_password": password, **clients(client), **SHORT_ATTEMPTS}
             return dk.daemon_argv(broker.bootstrap_servers, topic, dk.unique("g"),
                                   tmp_path / ck, idle=1.0, settings=conf)  # fmt: skip
 

@@ -23,7 +23,12 @@ only on the loop and the learner thread (a read of the model slipped in after a 
 fails it at once).
 
 Boundschecked machine code is cached apart from the normal cache (numba's cache does not tell
-the two apart), in ``tests/__pycache__``, under a fingerprint of the sources.
+the two apart), in ``tests/__pycache__``, under a fingerprint of the sources. On a fresh clone
+(CI) that cache is empty: the growth test's ``all-checked`` case compiles every function the
+daemon runs under the check (slow: ``make test-slow``; 620 s of the last CI's 28 minutes), while
+``rounds-unchecked``, in CI, loads the machine code of the compiled rounds and runs (``rounds.py``,
+``wide.py``) from the tree's cache unchecked and compiles everything else with the check
+(:mod:`tests.numba_cache`).
 """
 
 from __future__ import annotations
@@ -58,25 +63,32 @@ from tests.daemon_kafka import (
     subprocess_env,
     unique,
 )
+from tests.numba_cache import COMPILED_ROUNDS, seed_cache
 
 pytestmark = [pytest.mark.kafka, pytest.mark.xdist_group("kafka")]
 
 LIMIT_REASONS = {"too_many_classes", "too_many_features", "over_work_budget"}
 
 
-def boundscheck_env() -> dict[str, str]:
+def boundscheck_env(unchecked: tuple[str, ...] = ()) -> dict[str, str]:
     """The daemon's environment: numba's bounds check on (with a cache of its own, keyed by the
-    sources and the numba version) and faulthandler's tracebacks on fatal signals."""
+    sources, the numba version and ``unchecked``) and faulthandler's tracebacks on fatal
+    signals. The machine code of the ``unchecked`` modules is copied from this tree's cache
+    (:func:`tests.numba_cache.seed_cache`): those run unchecked, every other function is
+    compiled with the check."""
     h = hashlib.sha256(f"{numba.__version__} {sys.version}".encode())
     for src in sorted((ROOT / "streammkl").rglob("*.py")):
         h.update(str(src.relative_to(ROOT)).encode())
         h.update(src.read_bytes())
     base = ROOT / "tests" / "__pycache__" / "numba-boundscheck"
-    cache = base / h.hexdigest()[:16]
+    fingerprint = h.hexdigest()[:16]
+    cache = base / "-".join((fingerprint, *unchecked))
     if base.is_dir():
         for old in base.iterdir():
-            if old != cache:
+            if not old.name.startswith(fingerprint):
                 shutil.rmtree(old, ignore_errors=True)
+    if unchecked and not cache.is_dir():
+        seed_cache(cache, unchecked)
     env = subprocess_env()
     env.update(NUMBA_BOUNDSCHECK="1", NUMBA_CACHE_DIR=str(cache), PYTHONFAULTHANDLER="1")
     return env
@@ -86,14 +98,16 @@ class BusyDaemon:
     """The daemon as a child process under the bounds check, with a thread that scrapes
     ``/metrics`` and ``/healthz`` back to back while it runs (the HTTP threads at work)."""
 
-    def __init__(self, argv: list[str], log_path: Path, port: int) -> None:
+    def __init__(
+        self, argv: list[str], log_path: Path, port: int, unchecked: tuple[str, ...] = ()
+    ) -> None:
         self.log_path, self.port = log_path, port
         self.values: dict[str, float] = {}  # the last scrape: sample name -> value (summed)
         self.scrapes = 0
         self._stop = threading.Event()
         with open(log_path, "wb") as log:
             self.proc = subprocess.Popen(
-                argv, stdout=log, stderr=subprocess.STDOUT, env=boundscheck_env()
+                argv, stdout=log, stderr=subprocess.STDOUT, env=boundscheck_env(unchecked)
             )
         self._thread = threading.Thread(target=self._scrape, daemon=True)
         self._thread.start()
@@ -130,10 +144,10 @@ class BusyDaemon:
             self.proc.send_signal(signal.SIGTERM)
         try:
             return self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
+        except subprocess.TimeoutExpired:  # (an assertion failing before it is chained)
             self.proc.kill()
             self.proc.wait()
-            raise AssertionError(f"daemon did not exit in {timeout}s:\n{self.log()}") from None
+            raise AssertionError(f"daemon did not exit in {timeout}s:\n{self.log()}")
         finally:
             self._stop.set()
             self._thread.join()
@@ -180,10 +194,28 @@ def phases(seed: int = 0) -> list[list[bytes]]:
     return [[json.dumps(r).encode() for r in part] for part in (good, inputs, classes, more)]
 
 
-# the bounds-checked compile: 4-5 min on a loaded 2-core machine (the whole test: 303 s in one
-# CI run, 417 s in a later one on a slower machine, over 14 min beside four other jobs)
+# The bounds-checked compile of everything (the slow case): 4-5 min on a loaded 2-core machine
+# (the whole test: 303 s in one CI run, 417 s and 620 s in later ones on slower machines, over
+# 14 min beside four other jobs; on this 2-core EPYC 561 s at load ~1.5, the daemon 561 s of CPU,
+# and it failed at 900 s at load 9; ``rounds-unchecked``: 30 s, the daemon 26 s of CPU). In CI the
+# compiled rounds' and runs' machine code comes from the tree's cache, unchecked (most of that
+# compile: see tests.numba_cache); everything else, the per-record round, the admission of new
+# inputs and classes, the losses and the comparator's fits among it, runs bounds-checked.
+@pytest.mark.parametrize(
+    "unchecked",
+    [
+        pytest.param(COMPILED_ROUNDS, id="rounds-unchecked"),
+        pytest.param((), id="all-checked", marks=pytest.mark.slow),
+    ],
+)
 @pytest.mark.timeout(1500)
-def test_growth_to_the_limits_with_every_thread_busy(kafka_bootstrap: str, tmp_path: Path) -> None:
+def test_growth_to_the_limits_with_every_thread_busy(
+    kafka_bootstrap: str, tmp_path: Path, unchecked: tuple[str, ...]
+) -> None:
+    """The module's docstring. ``all-checked`` (slow: a cold bounds-checked compile of every
+    function the daemon runs) checks the compiled rounds and runs too; ``rounds-unchecked`` (in
+    CI) checks every other function: the comparator's losses (where the bug was), the record
+    rounds, the admission of new inputs and classes."""
     topic = unique("threads")
     create_topic(kafka_bootstrap, topic, 1)
     port = free_port()
@@ -199,7 +231,7 @@ def test_growth_to_the_limits_with_every_thread_busy(kafka_bootstrap: str, tmp_p
         "monitor.history_every": 25,
     }
     argv = daemon_argv(kafka_bootstrap, topic, unique("g"), tmp_path / "ck", port, None, settings)
-    daemon = BusyDaemon(argv, tmp_path / "daemon.log", port)
+    daemon = BusyDaemon(argv, tmp_path / "daemon.log", port, unchecked)
     n = 0
     try:
         for k, part in enumerate(phases()):

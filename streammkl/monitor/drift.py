@@ -18,12 +18,12 @@ restart) is counted separately and does not restart anything (``restart_on="incr
 from __future__ import annotations
 
 import math
+import sys
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from river import drift
 
 from streammkl.monitor import adwin
 from streammkl.monitor.adwin import ADWIN
@@ -39,6 +39,8 @@ def make_detector(spec: Any = "adwin", **params: Any) -> Any:
         if key == "adwin":
             return ADWIN(**params)
         if key in ("page-hinkley", "pagehinkley", "ph"):
+            from river import drift  # here: importing it costs 2 s of CPU (river.datasets)
+
             return drift.PageHinkley(**{"mode": "up", **params})
         raise ValueError(
             f"detector must be 'adwin', 'page-hinkley' or a river detector, got {spec!r}"
@@ -212,7 +214,9 @@ class LossDriftDetector:
         """The direction of a change never needs the running means (ADWIN's estimation, or a
         detector of rises only)."""
         det = self.detector
-        return isinstance(det, ADWIN | drift.ADWIN) or getattr(det, "mode", None) == "up"
+        river_drift = sys.modules.get("river.drift")  # (a river detector was imported with it)
+        river_adwin = () if river_drift is None else (river_drift.ADWIN,)
+        return isinstance(det, (ADWIN, *river_adwin)) or getattr(det, "mode", None) == "up"
 
 
 def total_variation(a: Mapping[str, float], b: Mapping[str, float]) -> float:
