@@ -211,6 +211,12 @@ class TargetScale:
         center = self.mean if self.standardize else 0.0
         return (y - center) / self.std()
 
+    def prediction(self, scores: np.ndarray) -> float:
+        """The prediction of the core's ``scores`` (its first): ``center + scale * score``
+        (:meth:`center_scale`'s, inline: a Python frame fewer on ``predict_one``'s lane)."""
+        center = self.mean if self.standardize else 0.0
+        return center + self.std() * scores.item(0)
+
     def mark(self) -> tuple[int, float, float]:
         """The running statistics now (:meth:`back_to` returns to them)."""
         return self.n, self.mean, self.m2

@@ -116,11 +116,16 @@ class MKLRegressor(MKLLearner, base.MiniBatchRegressor):
         return loss
 
     def learn_one(self, x: Mapping, y: float) -> None:
+        rounds = self._rounds
+        lane = rounds.learn_lane
+        if lane is not None and lane(x, y):
+            return
         y = _finite_target(y)
-        if self._rounds.learn_known(x, y, counted=True) is not None:
+        if rounds.learn_known(x, y, counted=True) is not None:
+            if rounds.learn_lane is None and rounds.record_round is not None:
+                rounds.make_counted_lane(self._target)  # (the same round, one Python frame)
             return
         check_numeric(x)
-        rounds = self._rounds
         vec = rounds.vector(x, learn=True, validated=True)  # if it refuses, nothing changed
         assert vec is not None
         rounds.learn(vec, self._target.advance(y))
@@ -135,14 +140,21 @@ class MKLRegressor(MKLLearner, base.MiniBatchRegressor):
         the prediction is the same number. A refused ``learn_one`` raises, having changed
         nothing.
         """
+        rounds = self._rounds
+        lane = rounds.known_lane
+        if lane is not None:
+            prediction = lane(x, y)
+            if prediction is not None:
+                return prediction
         if y is None:
             return self.predict_one(x)
         value = _finite_target(y)
         center, scale = self._target.center_scale()
-        fx = self._rounds.learn_known(x, value, counted=True)
+        fx = rounds.learn_known(x, value, counted=True)
         if fx is not None:
+            if rounds.known_lane is None and rounds.record_round is not None:
+                rounds.make_counted_lane(self._target, predict=True)
             return center + scale * fx.item(0)
-        rounds = self._rounds
         model = rounds.model
         if model is None or not model.feature_keys or not rounds.knows_features(x):
             prediction = self.predict_one(x)
@@ -157,9 +169,17 @@ class MKLRegressor(MKLLearner, base.MiniBatchRegressor):
 
     def predict_one(self, x: Mapping) -> float:
         rounds = self._rounds
-        center, scale = self._target.center_scale()
+        lane = rounds.label_lane
+        if lane is not None:
+            prediction = lane(x)
+            if prediction is not None:
+                return prediction
+        target = self._target
+        center, scale = target.center_scale()
         fx = rounds.predict_known(x)
         if fx is not None:
+            if lane is None:  # (the lane: the same call and formula, one Python frame)
+                rounds.make_predict_lane(target.prediction, label=True)
             return center + scale * fx.item(0)
         vec = rounds.vector(x, learn=False)
         if vec is None:

@@ -29,6 +29,7 @@ import numpy as np
 from streammkl import statefile
 from streammkl.core import OnlineMKL
 from streammkl.core.mixing import rebase_onto
+from streammkl.core.model import MAX_ABS_INPUT
 from streammkl.river._features import FeatureIndex, check_numeric
 from streammkl.river._known import KnownRecord
 from streammkl.river._labels import Classes
@@ -281,6 +282,106 @@ class Rounds:
             return True
 
         self.learn_lane = lane
+
+    def make_counted_lane(self, scale: TargetScale, predict: bool = False) -> None:
+        """A regressor's lanes after a round through :attr:`record_round` (the targets'
+        statistics ``scale`` count each target, as :meth:`learn_known` with ``counted``):
+        :attr:`learn_lane`, ``lane(x, y) -> bool``, ``learn_one``'s round in one Python frame;
+        with ``predict``, :attr:`known_lane`, ``lane(x, y)`` -> the prediction before the
+        update, ``center + scale * score`` with the statistics before ``y`` is counted
+        (``learn_predict_one``'s). Either answers False or None having changed nothing (the
+        target counted is taken back: the full path decides, and raises what it raises) when
+        ``y`` is not a float or an int within ``+-MAX_ABS_INPUT``, the record's keys are not
+        the bound ones, a value is not a plain number or the compiled round refuses it. The
+        steps of :meth:`make_learn_lane`'s lane with the target counted instead of looked up;
+        the same numbers as the regressor's general path."""
+        model = self.model
+        record_round = self.record_round
+        known = self._known
+        lane_name = "known" if predict else "learn"
+        if record_round is None or model is None or not self._steady(lane_name, known.keys):
+            return
+        learn = model.bound_round()
+        mark, back_to, advance = scale.mark, scale.back_to, scale.advance
+        center_scale, top = scale.center_scale, MAX_ABS_INPUT
+        if learn is None:  # (something follows a round: the record round's own route)
+
+            def counted_round(x: Mapping, y: Any) -> Any:
+                if type(y) is not float:
+                    if type(y) is not int:
+                        return None
+                    y = float(y)
+                if not -top <= y <= top:
+                    return None
+                center, sd = center_scale()
+                state = mark()
+                fx = record_round(x, advance(y))
+                if fx is None:
+                    back_to(state)
+                    return None
+                return center + sd * fx.item(0) if predict else True
+
+            if predict:
+                self.known_lane = counted_round
+            else:
+                self.learn_lane = counted_round
+            return
+        keys, numbers, pack, vals = known.keys, known.NUMBERS, known.pack, known.vals
+        last = known.xs if self.learner.standardize else known.raw
+        pred = model.last_scores
+        rounds = self
+
+        def learn_lane(x: Mapping, y: Any) -> bool:  # (the record round's steps, inline)
+            if type(y) is not float:
+                if type(y) is not int:
+                    return False
+                y = float(y)
+            if not -top <= y <= top or tuple(x) != keys:
+                return False
+            values = x.values()
+            if not numbers.issuperset(map(type, values)):
+                return False
+            try:
+                pack(vals, 0, *values)
+            except (OverflowError, struct_error):
+                return False
+            state = mark()
+            loss = learn(advance(y))
+            if loss < 0.0:
+                back_to(state)
+                return False
+            rounds._last_input, rounds._last_shared, rounds._last_sparse = last, True, None
+            rounds.last_loss = loss
+            return True
+
+        def known_lane(x: Mapping, y: Any) -> float | None:  # (the same, and the prediction)
+            if type(y) is not float:
+                if type(y) is not int:
+                    return None
+                y = float(y)
+            if not -top <= y <= top or tuple(x) != keys:
+                return None
+            values = x.values()
+            if not numbers.issuperset(map(type, values)):
+                return None
+            try:
+                pack(vals, 0, *values)
+            except (OverflowError, struct_error):
+                return None
+            center, sd = center_scale()
+            state = mark()
+            loss = learn(advance(y))
+            if loss < 0.0:
+                back_to(state)
+                return None
+            rounds._last_input, rounds._last_shared, rounds._last_sparse = last, True, None
+            rounds.last_loss = loss
+            return center + sd * pred.item(0)
+
+        if predict:
+            self.known_lane = known_lane
+        else:
+            self.learn_lane = learn_lane
 
     def make_predict_lane(self, answer: Callable[[Any], Any], label: bool = False) -> None:
         """After :meth:`predict_known` took a record through the bound buffers,
