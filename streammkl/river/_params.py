@@ -25,3 +25,10 @@ def check_number(name: str, value: Any, low: float, high: float, closed: bool = 
     if not (math.isfinite(value) and inside):
         span = f"[{low:g}, {high:g}]" if closed else f"({low:g}, {high:g})"
         raise ValueError(f"{name} must lie in {span}, got {value!r}")
+
+
+def check_share(share: Any) -> None:
+    """A fixed-share Hedge's ``share``: a number in ``[0, 1)`` (at 1 the weights never move)."""
+    check_number("share", share, 0.0, 1.0, closed=True)
+    if share == 1.0:
+        raise ValueError("share must be < 1: at 1 the weights never move")

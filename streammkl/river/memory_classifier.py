@@ -17,7 +17,7 @@ from streammkl import statefile
 from streammkl.core.hedge import FixedShareHedge, log_loss
 from streammkl.core.parzen_memory import ParzenMemory
 from streammkl.river._memory import memory_usage
-from streammkl.river._params import check_int, check_number
+from streammkl.river._params import check_int, check_number, check_share
 from streammkl.river.classifier import MKLClassifier
 
 FILE_FORMAT = "streammkl.river.memory"
@@ -116,9 +116,7 @@ class MemoryClassifier(base.Classifier):
         check_number("bandwidth", bandwidth, 0.0, math.inf)
         check_int("relevance_every", relevance_every, 0)
         check_number("eta", eta, 0.0, math.inf)
-        check_number("share", share, 0.0, 1.0, closed=True)
-        if share == 1.0:
-            raise ValueError("share must be < 1: at 1 the weights never move")
+        check_share(share)
         check_number("vote_floor", vote_floor, 0.0, 1.0, closed=True)
         check_number("skip_below", skip_below, 0.0, 1.0, closed=True)
         check_int("check_every", check_every, 1)

@@ -18,7 +18,7 @@ from streammkl import statefile
 from streammkl.core.hedge import FixedShareHedge
 from streammkl.core.residual_memory import ResidualMemory
 from streammkl.river._memory import memory_usage
-from streammkl.river._params import check_int, check_number
+from streammkl.river._params import check_int, check_number, check_share
 from streammkl.river.regressor import MKLRegressor
 
 if TYPE_CHECKING:
@@ -106,9 +106,7 @@ class MemoryRegressor(base.Regressor):
         check_number("bandwidth", bandwidth, 0.0, math.inf)
         check_int("relevance_every", relevance_every, 1)
         check_number("eta", eta, 0.0, math.inf)
-        check_number("share", share, 0.0, 1.0, closed=True)
-        if share == 1.0:
-            raise ValueError("share must be < 1: at 1 the weights never move")
+        check_share(share)
         check_number("error_clip", error_clip, 0.0, math.inf)
         self.regressor = regressor
         self.window = window
