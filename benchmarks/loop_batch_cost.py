@@ -89,6 +89,21 @@ def child(records: int, limit: int) -> dict[str, float]:
             "batch": learned / max(ticks, 1)}  # fmt: skip
 
 
+def med_of(rs: list[dict[str, float]], key: str) -> float:
+    return statistics.median(r[key] for r in rs)
+
+
+def fit(points: list[tuple[float, float]]) -> tuple[float, float]:
+    """``(fixed µs per batch, µs per record)``: the least-squares line through the points
+    ``(records per batch, loop µs per record)``, each as the batch's cost (their product)."""
+    xs = [b for b, _ in points]
+    ys = [b * us for b, us in points]
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    per = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
+    return my - per * mx, per
+
+
 def run(checkout: Path, records: int, limit: int) -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": str(checkout), "OPENBLAS_NUM_THREADS": "1"}
     out = subprocess.run(
@@ -141,6 +156,12 @@ def main(argv: list[str] | None = None) -> int:
             runs = ", ".join(f"{r['loop']:.1f}" for r in rs)
             lines.append(f"| {limit:,} | {name} | {med['batch']:.0f} | {med['loop']:.2f} "
                          f"({runs}) | {med['process']:.2f} |")  # fmt: skip
+    lines += ["", "A least-squares line through the medians, the loop thread's CPU per batch "
+              "against its records:", ""]  # fmt: skip
+    for name, _ in checkouts:
+        rows = [results[(name, limit)] for limit in limits]
+        fixed, per = fit([(med_of(rs, "batch"), med_of(rs, "loop")) for rs in rows])
+        lines.append(f"- {name}: {fixed / 1e3:.3f} ms per batch + {per:.2f} µs per record")
     text = "\n".join(lines)
     print(text)
     if args.out:

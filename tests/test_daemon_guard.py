@@ -13,6 +13,7 @@ import os
 import stat
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from prometheus_client import CollectorRegistry
 from streammkl.core import kernels
 from streammkl.daemon.checkpoints.inflight import InflightMarker
 from streammkl.daemon.learning.admission import REASONS, model_cells
+from streammkl.daemon.loop import publishing
 from streammkl.daemon.loop.runner import Runner
 from streammkl.river import MKLClassifier
 from streammkl.statefile import digest_of
@@ -302,6 +304,36 @@ def test_readyz_is_not_ready_while_one_piece_of_work_runs_too_long(tmp_path: Pat
     r.publisher.work_started = time.monotonic() - 6.0
     state = r.publisher.health()
     assert not state["ready"] and state["slow_work"] and state["busy_seconds"] >= 6.0
+
+
+def test_the_status_is_published_on_a_clock_while_batches_flow_back_to_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A busy tick's publication within STATUS_SECONDS of another busy one is skipped; an idle
+    one, and the first busy one after it, always publish (a scrape sees counts <= 0.1 s old)."""
+    cluster = FakeCluster()
+    stream(cluster, good(10))
+    r = runner(tmp_path, cluster)
+    clock = [100.0]
+    monkeypatch.setattr(publishing, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    pub, c = r.publisher, r.counters
+
+    def published(learned: int, after: float, busy: bool) -> int:
+        c["examples_learned"], clock[0] = learned, clock[0] + after
+        pub.publish(r.learner, None, False, busy=busy)
+        assert pub.status["last_tick"] <= clock[0]
+        return int(pub.status["examples_learned"])
+
+    assert published(1, 0.0, busy=True) == 1  # the first: published
+    assert published(2, 0.05, busy=True) == 1  # busy again 50 ms later: skipped
+    assert published(3, 0.06, busy=True) == 3  # 110 ms after the last: published
+    assert published(4, 0.01, busy=False) == 4  # idle: always
+    assert published(5, 0.01, busy=True) == 5  # the first busy one after an idle one: always
+    assert published(6, 0.01, busy=True) == 5
+    c["examples_learned"] = 7
+    pub.publish(r.learner, None, False, force_model=True, busy=True)  # forced: always
+    assert pub.status["examples_learned"] == 7
+    assert publishing.STATUS_SECONDS == 0.1
 
 
 @pytest.mark.parametrize(

@@ -52,6 +52,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from streammkl.files import open_private, private_dir
 
 log = logging.getLogger(__name__)
@@ -269,7 +271,10 @@ class InflightMarker:
         if self._fd is None:
             return
         s = self.state
-        data = json.dumps(
+        # orjson: the same bytes as json.dumps(..., separators=(",", ":")) for ASCII topics
+        # (UTF-8 instead of \u escapes otherwise; both read back by json.loads), ~0.7 us
+        # against ~8.8 us (timeit, this dict with three partitions): written at every batch
+        data = orjson.dumps(
             {
                 "pid": os.getpid(),
                 "clean": clean,
@@ -277,9 +282,8 @@ class InflightMarker:
                 "careful": _tree(s.careful),
                 "condemned": [[*k, n] for k, n in sorted(s.condemned.items())],
                 "suspects": [[*k, n] for k, n in sorted(s.suspects.items())],
-            },
-            separators=(",", ":"),
-        ).encode()
+            }
+        )
         if self._macs is None:
             self._write(_HEADER.pack(len(data), zlib.crc32(data)) + data, _JOURNAL_AT)
         else:

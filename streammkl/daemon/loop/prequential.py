@@ -154,6 +154,8 @@ class Prequential:
         #: When set (a mixing member), every example learned is appended to it as
         #: ``(x, y, (prediction, probabilities))`` (the member's hindsight view).
         self.learned_sink: list[Learned] | None = None
+        #: The consumed counter's child of each input topic (looked up once per topic).
+        self._consumed: dict[str, Any] = {}
 
     def use(self, driver: LearnerDriver, admission: Admission) -> None:
         """Learn with this driver (:mod:`streammkl.daemon.learning.drivers`) under this
@@ -518,8 +520,12 @@ class Prequential:
         c["labelled_predictions"] += labelled
         c["correct_predictions"] += int(correct)
         c["online_loss"] += loss
+        consumed = self._consumed
         for topic, count in topics.items():
-            m.consumed.labels(topic).inc(count)
+            child = consumed.get(topic)
+            if child is None:  # (labels() takes a lock and builds a key: ~3 us per batch)
+                child = consumed[topic] = m.consumed.labels(topic)
+            child.inc(count)
         m.learned.inc(learned)
         m.predicted.inc(predicted)
         m.flush()
