@@ -207,3 +207,41 @@ def test_the_compiled_mean_is_its_python_function_and_numpy() -> None:
         g = np.exp(s - s.max())
         assert got == py
         assert math.isclose(got, float(g @ values[:m, 1] / g.sum()), rel_tol=1e-12)
+
+
+def test_the_compiled_store_and_weighted_mean_are_their_numpy_forms() -> None:
+    """``residual.store`` (a triple and the Welford step, in place) and ``nw_mean_at`` (the
+    distance weights computed in the call) against the numpy operations they replaced, bit for
+    bit, and their Python functions."""
+    from streammkl.core._numba import residual
+
+    rng = np.random.default_rng(5)
+    w, d = 30, 4
+    rows, values = np.zeros((w, d)), np.zeros((w, 2))
+    means, sq_dev = np.zeros(d), np.zeros(d)
+    want_rows, want_values = rows.copy(), values.copy()
+    want_means, want_sq = means.copy(), sq_dev.copy()
+    py = [a.copy() for a in (rows, values, means, sq_dev)]
+    relevance = rng.uniform(0.2, 2.0, size=d)
+    for count in range(1, 80):
+        row, target, res = rng.normal(size=d), float(rng.normal()), float(rng.normal())
+        row[0] = 3.0  # (a constant input: its variance stays 0, its weight the relevance)
+        at = (count - 1) % w
+        residual.store(rows, values, at, row, target, res, means, sq_dev, count)
+        residual.store.py_func(py[0], py[1], at, row, target, res, py[2], py[3], count)
+        want_rows[at], want_values[at] = row, (target, res)
+        delta = row - want_means
+        want_means = want_means + delta / count
+        want_sq = want_sq + delta * (row - want_means)
+        for got in (rows, py[0]):
+            assert got.tobytes() == want_rows.tobytes()
+        for got, want in ((values, want_values), (means, want_means), (sq_dev, want_sq)):
+            assert got.tobytes() == want.tobytes()
+        z, m = rng.normal(size=d), min(count, w)
+        var = want_sq / count
+        weights = relevance if count < 2 else relevance / np.where(var > 0, var, 1.0)
+        want = residual.nw_mean(rows, values[:, 1], m, z, weights, 0.3, np.zeros(w))
+        got = residual.nw_mean_at(
+            rows, values, m, z, relevance, sq_dev, count, 0.3, np.zeros(w), np.zeros(d)
+        )
+        assert got == want

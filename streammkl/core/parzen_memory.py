@@ -24,7 +24,7 @@ serves numbers only: classes are indices 0, 1, ... given by the caller. No river
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -37,6 +37,9 @@ MEDIAN_AFTER = 100
 #: Cuts of a standardised input into 8 bins for the relevance weights.
 RELEVANCE_EDGES = np.linspace(-2.0, 2.0, 7)
 
+#: At most this many pairs wait in a stager's queue (:meth:`ParzenMemory.stager`) before they
+#: are written into the window.
+STAGED_MAX = 64
 #: The compiled entry points of the vote and the store (resolved on first use: they skip the
 #: dispatcher's typing of 11 arguments a call; every call passes exactly these types).
 _ENTRY: dict[str, Any] = {}
@@ -70,8 +73,8 @@ class ParzenMemory:
         self.window = window
         self.scale = float(scale)
         self.relevance_every = relevance_every
-        self.columns = np.zeros((0, window), dtype=np.float32)  # inputs x slots
-        self.labels = np.zeros(window, dtype=np.int32)
+        self._columns = np.zeros((0, window), dtype=np.float32)  # inputs x slots
+        self._labels = np.zeros(window, dtype=np.int32)
         self.count = 0  # pairs stored so far (the window holds the last min(count, W))
         self.n_classes = 0
         self.relevance = np.ones(0)  # r, mean 1
@@ -84,11 +87,47 @@ class ParzenMemory:
         self._dist = np.zeros(self.window, dtype=np.float32)
         self._bits = np.zeros(self.window, dtype=np.int32)
         self._out = np.zeros(self.n_classes)
+        #: Pairs a stager (:meth:`stager`) counted but did not yet write into the window: the
+        #: first ``_staged`` rows of ``_queue`` (float64, one row per pair, as wide as the
+        #: window) and of ``_queue_labels``; :attr:`count` counts them, ``_stored`` not.
+        self._staged = 0
+        self._stored = self.count
+        self._new_queue()
+
+    def _new_queue(self) -> None:
+        self._queue = np.zeros((min(STAGED_MAX, self.window), self.width))
+        self._queue_labels = np.zeros(self._queue.shape[0], dtype=np.int32)
+        #: the queue's rows and classes as memoryviews (a row's copy without numpy's indexing)
+        self._queue_rows = [row.data for row in self._queue]
+        self._queue_classes = self._queue_labels.data
+
+    def __getstate__(self) -> dict[str, Any]:
+        self.flush()
+        state = self.__dict__.copy()
+        del state["_queue_rows"], state["_queue_classes"]  # (views: made again)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._new_queue()
+
+    @property
+    def columns(self) -> np.ndarray:
+        """The stored inputs, inputs x window slots (float32; slot ``i`` holds pair ``i``
+        modulo the window)."""
+        self.flush()
+        return self._columns
+
+    @property
+    def labels(self) -> np.ndarray:
+        """The class index of each slot (int32)."""
+        self.flush()
+        return self._labels
 
     @property
     def width(self) -> int:
         """How many inputs the memory has columns for."""
-        return int(self.columns.shape[0])
+        return int(self._columns.shape[0])
 
     @property
     def size(self) -> int:
@@ -99,11 +138,13 @@ class ParzenMemory:
         """Columns for ``width`` inputs (new ones 0 in every stored pair, relevance 1)."""
         extra = width - self.width
         if extra > 0:
-            self.columns = np.concatenate(
-                [self.columns, np.zeros((extra, self.window), dtype=np.float32)]
+            self.flush()  # (the queued inputs have the old width)
+            self._columns = np.concatenate(
+                [self._columns, np.zeros((extra, self.window), dtype=np.float32)]
             )
             self.relevance = np.concatenate([self.relevance, np.ones(extra)])
             self._weights = self.relevance.astype(np.float32)
+            self._new_queue()
 
     def bandwidth(self) -> float:
         """gamma now: ``scale / median`` once taken, ``scale / 2d`` before."""
@@ -113,7 +154,7 @@ class ParzenMemory:
 
     def _args(self, z: np.ndarray, m: int) -> tuple:
         return (
-            self.columns, self.labels, m, z, self._weights, self.bandwidth(),
+            self._columns, self._labels, m, z, self._weights, self.bandwidth(),
             self._dist, self._bits, self._out,
         )  # fmt: skip
 
@@ -124,7 +165,13 @@ class ParzenMemory:
         to keep."""
         if self.count == 0:
             return None
-        args = self._args(np.ascontiguousarray(z, dtype=np.float64), self.size)
+        return self._vote(np.ascontiguousarray(z, dtype=np.float64))
+
+    def _vote(self, z: np.ndarray) -> np.ndarray:
+        """:meth:`vote` of a float64 contiguous ``z`` once a pair is stored."""
+        if self._staged:
+            self.flush()
+        args = self._args(z, self.size)
         call = _ENTRY.get("vote")
         if call is None:
             call = _ENTRY["vote"] = entry_point(_parzen.parzen_vote, args)
@@ -138,10 +185,12 @@ class ParzenMemory:
         # (every round of a learner stores its input, most often the learner's same buffer:
         # the array last checked (an array's dtype, layout and shape do not change, and the
         # columns only grow) skips the checks; the call 1.69 -> 1.05 µs, load 2.8)
+        if self._staged:
+            self.flush()
         if z is not self._checked or label >= self.n_classes:
             if (
                 label >= self.n_classes
-                or z.shape[0] > self.columns.shape[0]
+                or z.shape[0] > self._columns.shape[0]
                 or z.dtype is not _FLOAT64
                 or not z.flags.c_contiguous
             ):
@@ -150,12 +199,66 @@ class ParzenMemory:
         count = self.count
         store = _ENTRY.get("store")
         if store is None:
-            args = (self.columns, self.labels, count % self.window, z, label)
+            args = (self._columns, self._labels, count % self.window, z, label)
             store = _ENTRY["store"] = entry_point(_parzen.store, args)
-        store(self.columns, self.labels, count % self.window, z, label)
-        self.count = count = count + 1
+        store(self._columns, self._labels, count % self.window, z, label)
+        self.count = self._stored = count = count + 1
         if count == MEDIAN_AFTER or (self.relevance_every and count % self.relevance_every == 0):
             self._upkeep()
+
+    def stager(self, z: np.ndarray) -> Callable[..., np.ndarray | None] | None:
+        """``stage(label)``: :meth:`add` of ``(z, label)`` as ``z`` holds now (``stage(label,
+        True)``: :meth:`vote_and_add`, its answer), for a caller that
+        stores the same buffer ``z`` every round (a learner's core input), at a fraction of
+        :meth:`add`'s cost: the input is copied into a queue and the queued pairs written into
+        the window in one compiled call when the queue is full (:data:`STAGED_MAX`), when an
+        upkeep is due and before anything reads the window (:meth:`flush`: the same float32
+        numbers in the same slots as :meth:`add`). A class index the memory has no vote slot
+        for yet takes :meth:`add`. None when ``z`` is not a float64 contiguous vector of at
+        least :attr:`width` entries; valid while the memory's width is ``z``'s (a wider
+        input stored since makes a call raise ``ValueError``, changing nothing)."""
+        if z.dtype is not _FLOAT64 or z.ndim != 1 or not z.flags.c_contiguous:
+            return None
+        if z.shape[0] < self.width:
+            return None
+        self.fit_width(z.shape[0])
+        view = z.data
+        every, memory = self.relevance_every, self
+
+        def stage(label: int, vote: bool = False) -> np.ndarray | None:
+            if label >= memory.n_classes:
+                if vote:
+                    return memory.vote_and_add(z, label)
+                memory.add(z, label)
+                return None
+            out = memory._vote(z) if vote and memory.count else None
+            n = memory._staged
+            memory._queue_rows[n][:] = view
+            memory._queue_classes[n] = label
+            memory._staged = n = n + 1
+            memory.count = count = memory.count + 1
+            if count == MEDIAN_AFTER or (every and count % every == 0):
+                memory.flush()
+                memory._upkeep()
+            elif n == len(memory._queue_rows):
+                memory.flush()
+            return out
+
+        return stage
+
+    def flush(self) -> None:
+        """Write the pairs a stager queued (:meth:`stager`) into the window."""
+        n = self._staged
+        if not n:
+            return
+        args = (self._columns, self._labels, self._stored % self.window, self._queue,
+                self._queue_labels, n)  # fmt: skip
+        call = _ENTRY.get("store_rows")
+        if call is None:
+            call = _ENTRY["store_rows"] = entry_point(_parzen.store_rows, args)
+        call(*args)
+        self._staged = 0
+        self._stored = self.count
 
     def vote_and_add(self, z: np.ndarray, label: int) -> np.ndarray | None:
         """:meth:`vote` of ``z`` then :meth:`add` of ``(z, label)``: the vote's fractions
@@ -175,7 +278,7 @@ class ParzenMemory:
         """``z`` as a float64 contiguous vector, with columns for its inputs and a vote slot
         for the class ``label``."""
         z = np.ascontiguousarray(z, dtype=np.float64)
-        if z.shape[0] > self.columns.shape[0]:
+        if z.shape[0] > self._columns.shape[0]:
             self.fit_width(z.shape[0])
         if label >= self.n_classes:
             self.n_classes = label + 1
@@ -201,7 +304,7 @@ class ParzenMemory:
             if reset:
                 self.gamma = math.nan
             return
-        med = float(_parzen.median_distance(self.columns, slots, weights))
+        med = float(_parzen.median_distance(self._columns, slots, weights))
         if med > 0:
             self.gamma = self.scale / med
         elif reset:
@@ -214,8 +317,9 @@ class ParzenMemory:
         m = self.size
         if m == 0 or self.width == 0:
             return
+        self.flush()
         r = np.zeros(self.width)
-        _parzen.relevance(self.columns, self.labels, m, self.n_classes, RELEVANCE_EDGES, r)
+        _parzen.relevance(self._columns, self._labels, m, self.n_classes, RELEVANCE_EDGES, r)
         total = float(r.sum())
         self.relevance = r * (len(r) / total) if total > 0 else np.ones(len(r))
         self._weights = self.relevance.astype(np.float32)
@@ -226,6 +330,7 @@ class ParzenMemory:
     def to_state(self, prefix: str = "") -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         """(JSON-able meta, named arrays, copies): the whole memory, without pickle; array
         names start with ``prefix``."""
+        self.flush()
         meta: dict[str, Any] = {
             "window": self.window,
             "scale": self.scale,
@@ -235,8 +340,8 @@ class ParzenMemory:
             "gamma": None if math.isnan(self.gamma) else self.gamma,
         }
         arrays: dict[str, np.ndarray] = {
-            f"{prefix}columns": self.columns.copy(),
-            f"{prefix}labels": self.labels.copy(),
+            f"{prefix}columns": self._columns.copy(),
+            f"{prefix}labels": self._labels.copy(),
             f"{prefix}relevance": self.relevance.copy(),
         }
         return meta, arrays
@@ -254,8 +359,8 @@ class ParzenMemory:
             raise ValueError("Parzen memory state: arrays do not match the window")
         if relevance.shape != (columns.shape[0],):
             raise ValueError("Parzen memory state: one relevance weight per input")
-        memory.columns = np.ascontiguousarray(columns)
-        memory.labels = np.ascontiguousarray(labels)
+        memory._columns = np.ascontiguousarray(columns)
+        memory._labels = np.ascontiguousarray(labels)
         memory.relevance = relevance.copy()
         memory.count = int(meta["count"])
         memory.n_classes = int(meta["n_classes"])

@@ -31,11 +31,23 @@ from typing import Any
 import numpy as np
 
 from streammkl.core._numba import residual as _residual
+from streammkl.core.jit import entry_point
 
 #: The bandwidth's median is taken once this many pairs are stored, then at each refresh.
 MEDIAN_AFTER = 100
 #: Cuts of a standardised input into 8 bins for the correlation ratio.
 RELEVANCE_EDGES = np.linspace(-2.0, 2.0, 7)
+
+#: The compiled entry points of the mean and the store (resolved on first use: they skip the
+#: dispatcher's typing of their arguments; every call passes exactly these types).
+_ENTRY: dict[str, Any] = {}
+
+
+def _call(name: str, args: tuple) -> Any:
+    call = _ENTRY.get(name)
+    if call is None:
+        call = _ENTRY[name] = entry_point(getattr(_residual, name), args)
+    return call(*args)
 
 
 def correlation_ratio(Z: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -89,11 +101,14 @@ class ResidualMemory:
         self.means = np.zeros(0)  # running input means and sums of squared deviations
         self.sq_dev = np.zeros(0)
         self._scratch = np.zeros(window)  # the compiled mean's exponents
+        self._weights = np.zeros(0)  # the compiled mean's distance weights
 
     def _ensure(self, d: int) -> None:
         if self.rows.shape[1] != d:
             self.rows = np.zeros((self.window, d))
             self.relevance, self.means, self.sq_dev = np.ones(d), np.zeros(d), np.zeros(d)
+        if self._weights.shape[0] != d:
+            self._weights = np.zeros(d)
 
     def distance_weights(self) -> np.ndarray:
         """Per-input weights of the squared differences: relevance / current variance (1 where
@@ -110,23 +125,26 @@ class ResidualMemory:
         self._ensure(len(row))
         m = min(self.count, self.window)
         gamma = self.gamma if not math.isnan(self.gamma) else self.scale / (2.0 * len(row))
-        return float(
-            _residual.nw_mean(
-                self.rows, self.values[:, 1], m, np.ascontiguousarray(row, dtype=np.float64),
-                self.distance_weights(), float(gamma), self._scratch,
-            )
+        # (the distance weights computed in the call: their numpy form cost ~3 allocations a
+        # round; the same operations, JIT_EXACT)
+        args = (
+            self.rows, self.values, m, np.ascontiguousarray(row, dtype=np.float64),
+            self.relevance, self.sq_dev, self.count, float(gamma), self._scratch, self._weights,
         )  # fmt: skip
+        return float(_call("nw_mean_at", args))
 
     def add(self, row: np.ndarray, target: float, residual: float) -> None:
         """Store one triple (the oldest leaves a full window), then the periodic upkeep."""
         self._ensure(len(row))
         at = self.count % self.window
-        self.rows[at] = row
-        self.values[at] = (target, residual)
         self.count += 1
-        delta = row - self.means
-        self.means = self.means + delta / self.count
-        self.sq_dev = self.sq_dev + delta * (row - self.means)
+        # (one compiled call for the store and the Welford step, in place: their numpy form
+        # was most of the wrapper's every-round cost, the same operations)
+        args = (
+            self.rows, self.values, at, np.ascontiguousarray(row, dtype=np.float64),
+            float(target), float(residual), self.means, self.sq_dev, self.count,
+        )  # fmt: skip
+        _call("store", args)
         if self.count % self.period == 0:
             self.refresh_relevance()
         if self.count == MEDIAN_AFTER or (

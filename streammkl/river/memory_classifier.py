@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -138,6 +138,25 @@ class MemoryClassifier(base.Classifier):
         self._label_list: list = []  # the same classes in that order
         self._rounds = 0  # examples learned
         self._fractions: np.ndarray | None = None  # the last vote computed while storing
+        self._drop_lanes()
+
+    def _drop_lanes(self) -> None:
+        #: :meth:`learn_predict_one`'s and :meth:`learn_one`'s lanes (:meth:`_make_lanes`),
+        #: each made on the learner's lane of the same call (kept beside it: a lane whose
+        #: learner's lane is no longer the learner's answers None, the full path decides).
+        self._known_lane: Callable[[Mapping, Any], Any] | None = None
+        self._learn_lane: Callable[[Mapping, Any], bool] | None = None
+        self._lanes_of: tuple[Any, Any] = (None, None)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        for name in ("_known_lane", "_learn_lane", "_lanes_of"):
+            del state[name]  # (closures over this object's parts: made again when needed)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._drop_lanes()
 
     # --- what it holds --------------------------------------------------------------------------
     @property
@@ -205,10 +224,14 @@ class MemoryClassifier(base.Classifier):
 
     def predict_proba_one(self, x: Mapping, **kwargs: Any) -> dict:
         learner = self._learner
-        proba = learner.predict_proba_one(x)
         memory = self._memory
-        if memory is None or not self._votes_now():
-            return proba
+        # (``_votes_now`` inline: most rounds skip the vote, and their cost is this wrapper's
+        # Python, benchmarks/results/memory_classifier_speed.md)
+        if memory is None or (
+            self._hedge.weight < self.skip_below and self._rounds % self.check_every
+        ):
+            return learner.predict_proba_one(x)
+        proba = learner.predict_proba_one(x)
         z = learner.rounds().vector(x, learn=False)
         fractions = None if z is None else memory.vote(z)
         return self._mixed(proba, fractions, self._labels_with(proba))
@@ -218,12 +241,16 @@ class MemoryClassifier(base.Classifier):
         return max(proba, key=proba.__getitem__) if proba else None
 
     def learn_one(self, x: Mapping, y: Any) -> None:
+        lane = self._learn_lane
+        if lane is not None and lane(x, y):
+            return
         if y is None:
             raise ValueError("learn_one needs a label; got None")
         learner = self._learner
         if not self._votes_now():
             learner.learn_one(x, y)
             self._store(y)
+            self._make_lanes()
             return
         proba = learner.predict_proba_one(x)
         memory = self._memory
@@ -236,6 +263,7 @@ class MemoryClassifier(base.Classifier):
         k = self._store(y)
         if self._memory is not None:
             self._score(proba, before, y, k)
+        self._make_lanes()
 
     def learn_predict_one(self, x: Mapping, y: Any) -> dict:
         """``predict_proba_one(x)`` *then* ``learn_one(x, y)``: the prequential round, the
@@ -244,7 +272,18 @@ class MemoryClassifier(base.Classifier):
         Returns the probabilities before learning; a label of ``None`` predicts only."""
         if y is None:
             return self.predict_proba_one(x)
-        proba = self._learner.learn_predict_one(x, y)
+        lane = self._known_lane
+        if lane is not None:
+            proba = lane(x, y)
+            if proba is not None:
+                return proba
+        mixed = self._finish_round(self._learner.learn_predict_one(x, y), y)
+        self._make_lanes()
+        return mixed
+
+    def _finish_round(self, proba: dict, y: Any) -> dict:
+        """:meth:`learn_predict_one` after the learner's round gave ``proba``: the memory's
+        store of the input, and on a round that votes the mixture and the Hedge's update."""
         # (``_votes_now`` inline: most rounds skip the vote, and their cost is this wrapper's
         # Python, benchmarks/results/memory_classifier_speed.md)
         memory = self._memory
@@ -262,6 +301,101 @@ class MemoryClassifier(base.Classifier):
         mixed = self._mixed(proba, fractions, labels)  # (at the Hedge's weight before y)
         self._score(proba, fractions, y, k)
         return mixed
+
+    def _make_lanes(self) -> None:
+        """After a round, the lanes of :meth:`learn_predict_one` and :meth:`learn_one` on the
+        learner's own (``Rounds.known_lane``, ``Rounds.learn_lane``) when it has them and they
+        are new: on a round that does not vote (most rounds, ``skip_below``), the learner's
+        lane, the class index and the memory's store of the input the lane wrote
+        (``Rounds.lane_input``, queued by ``ParzenMemory.stager``): the numbers of the full
+        path in one Python frame and no compiled call of the memory's (the full path's store
+        costs ~1 µs a round, benchmarks/results/memory_classifier_speed.md). A round that
+        votes, a class not seen yet or a lane of the learner no longer its own takes the full
+        path (:meth:`learn_one`'s lane answers False having changed nothing, the other None)."""
+        rounds = self._learner.rounds()
+        known_of, learn_of = rounds.known_lane, rounds.learn_lane
+        if (known_of, learn_of) == self._lanes_of or (known_of is None and learn_of is None):
+            return
+        memory, z = self._memory, rounds.lane_input()
+        if memory is None or z is None or rounds.n_features > self.max_inputs:
+            return
+        stage = memory.stager(z)
+        if stage is None:
+            return
+        self._lanes_of = (known_of, learn_of)
+        self._known_lane = None if known_of is None else self._lane(known_of, stage, rounds)
+        self._learn_lane = None if learn_of is None else self._lane(learn_of, stage, rounds, True)
+
+    def _lane(
+        self, learner_lane: Any, stage: Callable[..., Any], rounds: Any, learn: bool = False
+    ) -> Any:
+        """One of :meth:`_make_lanes`' lanes on ``learner_lane`` (``learn``: ``learn_one``'s,
+        which decides before the learner learns, as its full path does)."""
+        labels_get, hedge, skip, every = (
+            self._labels.get,
+            self._hedge,
+            self.skip_below,
+            self.check_every,
+        )
+        finish, store, wrapper = self._finish_round, self._store, self
+
+        def finish_vote(proba: dict, y: Any, k: int) -> dict:  # (no pair stored before)
+            mixed = self._mixed(proba, None, label_list)
+            self._score(proba, None, y, k)
+            return mixed
+
+        known, label_list = self._labels.keys(), self._label_list
+        vote_floor, update = self.vote_floor, hedge.update
+
+        def known_lane(x: Mapping, y: Any) -> dict | None:
+            if rounds.known_lane is not learner_lane:
+                return None
+            proba = learner_lane(x, y)
+            if proba is None:
+                return None
+            k = labels_get(y)
+            if k is None:
+                return finish(proba, y)
+            r = wrapper._rounds
+            if hedge.weight < skip and r % every:
+                wrapper._rounds = r + 1
+                stage(k)
+                return proba
+            if not proba.keys() <= known:
+                return finish(proba, y)
+            # (a round that votes: :meth:`_finish_round`'s steps on what the lane holds, the
+            # operations of :meth:`_mixed` and :meth:`_score` in one frame: a vote round every
+            # ``check_every``-th is most of the lane's cost)
+            wrapper._rounds = r + 1
+            fractions = stage(k, True)
+            if fractions is None:
+                return finish_vote(proba, y, k)
+            n, w = len(label_list), hedge.weight
+            fr = fractions.tolist()
+            fr += [0.0] * (n - len(fr))
+            floor, keep, u, get = w * vote_floor / n, w * (1.0 - vote_floor), 1.0 - w, proba.get
+            mixed = {
+                c: u * get(c, 0.0) + (floor + keep * f) for c, f in zip(label_list, fr, strict=True)
+            }
+            p_vote = vote_floor / n + (1.0 - vote_floor) * fr[k]
+            update(log_loss(get(y, 0.0)), log_loss(p_vote))
+            return mixed
+
+        def learn_lane(x: Mapping, y: Any) -> bool:
+            r = wrapper._rounds
+            if rounds.learn_lane is not learner_lane or not (hedge.weight < skip and r % every):
+                return False
+            if not learner_lane(x, y):
+                return False
+            k = labels_get(y)
+            if k is None:
+                store(y)
+            else:
+                wrapper._rounds = r + 1
+                stage(k)
+            return True
+
+        return learn_lane if learn else known_lane
 
     def _register(self, proba: Mapping) -> None:
         """Give every class of the learner's ``proba`` an index."""
@@ -285,6 +419,7 @@ class MemoryClassifier(base.Classifier):
         rounds = self._learner.rounds()
         if rounds.n_features > self.max_inputs:
             self._memory = None  # the learner alone predicts from now on
+            self._drop_lanes()
             return k
         z = rounds.last_input_view()
         if z is not None:

@@ -461,6 +461,17 @@ class Rounds:
             return self.last_input
         return self._last_input
 
+    def lane_input(self) -> np.ndarray | None:
+        """The buffer every round through :attr:`record_round` and the lanes on it leaves as
+        :meth:`last_input_view` (the record standardised when the learner standardises, else
+        scattered over the inputs): the same array, rewritten each round, while
+        :attr:`record_round` and its lanes live (a replaced buffer drops them: compare a
+        lane's identity to know it is still this one). None without a record round."""
+        if self.record_round is None:
+            return None
+        known = self._known
+        return known.xs if self.learner.standardize else known.raw
+
     # --- the model and its inputs -------------------------------------------------------------
     def model_for_learning(self) -> OnlineMKL:
         """The core model, made now if this is the first round."""
