@@ -37,7 +37,8 @@ again over the same examples once every input is known. Also measured: a fresh p
 and first ``learn_one`` with an empty numba cache (what a fresh checkout pays once), unless
 ``--no-cold``.
 
-Run: ``python benchmarks/river_speed.py [--reps 3]``.
+Run: ``python benchmarks/river_speed.py [--reps 3] [--only kernelized]`` (``--only``: one
+section's rows, printed, not written to ``results/``).
 """
 
 from __future__ import annotations
@@ -311,6 +312,10 @@ def cold_start() -> str:
             f"{learn} s, first `predict_proba_one` {pred} s (wall time).")  # fmt: skip
 
 
+#: The sections of rows ``--only`` selects (every one by default).
+SECTIONS = ("dense", "kernelized", "sparse")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=3, help="repeated runs per timing")
@@ -318,13 +323,21 @@ def main() -> None:
         "--sparse-n", default="300,3000", help="prefix lengths of the sparse rows (a row each)"
     )
     parser.add_argument("--no-cold", action="store_true", help="skip the cold-start measure")
+    parser.add_argument(
+        "--only",
+        choices=("all", *SECTIONS),
+        default="all",
+        help="run one section's rows (a partial run: printed, not written to results/)",
+    )
     add_out(parser)
     args = parser.parse_args()
     start = machine()
-    dense = dense_rows(args.reps)
-    kern = kernelized_rows(args.reps)
-    sparse = [row for n in map(int, args.sparse_n.split(",")) for row in sparse_rows(n, args.reps)]
-    cold = "" if args.no_cold else cold_start()
+    run = SECTIONS if args.only == "all" else (args.only,)
+    dense = dense_rows(args.reps) if "dense" in run else []
+    kern = kernelized_rows(args.reps) if "kernelized" in run else []
+    ns = map(int, args.sparse_n.split(",")) if "sparse" in run else ()
+    sparse = [row for n in ns for row in sparse_rows(n, args.reps)]
+    cold = "" if args.no_cold or args.only != "all" else cold_start()
     body = (
         f"Measured on {start} (load average {os.getloadavg()[0]:.2f} at the end); CPU time "
         f"per example, median of {args.reps} runs, each after a full garbage collection; each "

@@ -228,3 +228,18 @@ def test_predict_one_takes_its_lane_with_the_general_paths_labels(bananas, one_c
     _same(lanes, general)
     assert lanes.rounds().label_lane is not None
     assert one_call_rounds["predict"] - before >= len(timed) - 2  # (made after two records)
+
+
+def test_the_label_of_two_scores_is_argmaxs_ties_nans_and_infinities_included():
+    """``Classes.label_of`` compares two classes' scores instead of calling ``np.argmax``: the
+    same label for every pair (a tie or two NaN: the first class; a NaN beats a number)."""
+    model = MKLClassifier()
+    model.learn_one({"a": 1.0}, "no")
+    model.learn_one({"a": -1.0}, "yes")
+    classes = model._classes
+    assert not classes.binary and classes.labels == ["no", "yes"]
+    values = [0.0, -0.0, 1.0, -1.0, 1e-300, np.inf, -np.inf, np.nan]
+    for s0 in values:
+        for s1 in values:
+            scores = np.array([s0, s1, 7.0])  # (a row may be wider than the classes)
+            assert classes.label_of(scores) == ["no", "yes"][int(np.argmax(scores[:2]))]

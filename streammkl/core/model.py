@@ -487,8 +487,9 @@ class OnlineMKL:
     @property
     def takes_values(self) -> bool:
         """Whether records go through :meth:`learn_bound` / :meth:`predict_bound` (the rounds
-        and predictions of an explicit bank on dense records; not the sparse rounds of a wide
-        bank, nor kernelized blocks)."""
+        and predictions of dense records: an explicit bank's, and a bank with kernelized
+        blocks once its support arrays hold the whole budget, ``RoundArgs.known``; not the
+        sparse rounds of a wide bank, nor a support set that grows without a budget)."""
         args = self._args
         return args is not None and args.known
 

@@ -229,8 +229,11 @@ class RoundArgs:
         self._learn_sparse: Callable[..., float] | None = None
         self._decide_sparse: Callable[..., Any] | None = None
         #: Records of known inputs take one compiled call (``learn_values``, ``predict_values``):
-        #: the rounds and predictions of explicit banks on dense records.
-        self.known = self.explicit and not self.wide
+        #: the rounds and predictions of dense records, for an explicit bank, and for a bank
+        #: with kernelized blocks once its support arrays hold the whole budget (a budget's room
+        #: is allocated at once: the round's ``make_room`` then never needs the room the
+        #: Python round makes first, ``OnlineMKL._ensure_room``).
+        self.known = not self.wide and (self.explicit or capacity <= S.sx.shape[0])
 
     def refill(self, layout: Layout, state: BlockState, loss: Loss, schedule: Schedule) -> bool:
         """Take the values of ``state`` into the arrays this pack is bound to and put its work
@@ -311,11 +314,13 @@ class RoundArgs:
             round_fn = nb.learn_predict_md
         at_round = native_address(round_fn, (self.pack, f, 0.0, 1, 1))
         at_decision = native_address(
-            nb.decision_explicit, (self.pack, f, self.state.w, self.state.scale, True)
+            self._decision_fn, (self.pack, f, self.state.w, self.state.scale, True)
         )
         interpreted = getattr(nb.learn_values, "typeof_pyval", None) is None  # a test's
         if not interpreted and not (at_round and at_decision):
             return None
+        if interpreted and not self.explicit:  # (interpreted, ``decide_at`` names the
+            return None  # explicit decision: a kernelized bank's needs its address)
         probe = (self.pack, f, i, f, f, f, f, f, f, True)
         learn = _entry(nb.learn_values, (*probe, 0.0, 1, 1, at_round))
         predict = _entry(nb.predict_values, (*probe, True, at_decision))

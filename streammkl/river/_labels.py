@@ -131,6 +131,9 @@ class Classes:
             if len(labels) == 2:
                 return labels[1] if scores[0] > 0 else labels[0]
             return labels[0]
+        if len(labels) == 2:  # np.argmax of two scores by two comparisons (timeit: 2.7 -> 0.2 µs)
+            s0, s1 = scores[0], scores[1]  # (its ties and NaN: the first; a NaN beats a number)
+            return labels[1] if s1 > s0 or (s1 != s1 and s0 == s0) else labels[0]
         return labels[int(np.argmax(scores[: len(labels)]))]
 
     def proba(self, fx: list[float]) -> dict[Any, float]:

@@ -225,22 +225,48 @@ def _merge_partner(i, n, im_blocks, view_of, masks, view_full, kinds, kp, sx, ss
                    kself, scale, drow):  # fmt: skip
     """The partner j of pair i with the smallest estimated merge loss (-1 if none has an acute
     direction) and that estimate. ``drow`` (>= n, V) receives the inner products of x_i with
-    every support input (``support_dots``: ``merge_pairs`` reuses them)."""
+    every support input (``support_dots``: ``merge_pairs`` reuses them).
+
+    What depends on i alone is computed once, before the pass over the partners: ``|v_i|`` and
+    each block's weight along ``v_i / |v_i|`` (``direction_cosine``'s and the loop's own
+    operations, so the same numbers; the pass ~11 -> ~7-8 µs over 256 pairs, measured in a
+    compiled loop on the kernelized river row's states)."""
     support_dots(sx[i], masks, view_full, sx, n, drow)
+    K = sv.shape[1]
+    vii = 0.0
+    for k in range(K):
+        vii += sv[i, k] * sv[i, k]
+    ni_v = math.sqrt(vii)
+    n_im = im_blocks.shape[0]
+    a_i = np.empty(n_im)  # weights along v_i / |v_i|
+    for b in range(n_im):
+        m = im_blocks[b]
+        a_i[b] = scale[m] * coef[m, i] * ni_v
     best = np.inf
     partner = -1
     for j in range(n):
         if j == i:
             continue
-        rho, ni_v, nj_v = direction_cosine(sv, i, j)
+        vij = 0.0
+        vjj = 0.0
+        for k in range(K):
+            vij += sv[i, k] * sv[j, k]
+            vjj += sv[j, k] * sv[j, k]
+        if ni_v == 0.0 or vjj == 0.0:  # (direction_cosine's rho = 0: not acute)
+            continue
+        nj_v = math.sqrt(vjj)
+        rho = vij / (ni_v * nj_v)
         if rho <= 0.0:
             continue
+        if rho > 1.0 - _PARALLEL:
+            rho = 1.0
         ortho2 = 1.0 - rho * rho
         loss = 0.0
-        for m in im_blocks:
+        for b in range(n_im):
+            m = im_blocks[b]
             vw = view_of[m]
             dij = drow[j, vw]
-            ai = scale[m] * coef[m, i] * ni_v  # weights along v_i / |v_i|
+            ai = a_i[b]
             aj_full = scale[m] * coef[m, j] * nj_v
             aj = aj_full * rho
             loss += aj_full * aj_full * ortho2 * kself[j, m]  # the part orthogonal to v_i
