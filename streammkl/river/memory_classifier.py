@@ -338,14 +338,8 @@ class MemoryClassifier(base.Classifier):
             self.check_every,
         )
         finish, store, wrapper = self._finish_round, self._store, self
-
-        def finish_vote(proba: dict, y: Any, k: int) -> dict:  # (no pair stored before)
-            mixed = self._mixed(proba, None, label_list)
-            self._score(proba, None, y, k)
-            return mixed
-
+        mix, score = self._mixed, self._score
         known, label_list = self._labels.keys(), self._label_list
-        vote_floor, update = self.vote_floor, hedge.update
 
         def known_lane(x: Mapping, y: Any) -> dict | None:
             if rounds.known_lane is not learner_lane:
@@ -363,22 +357,13 @@ class MemoryClassifier(base.Classifier):
                 return proba
             if not proba.keys() <= known:
                 return finish(proba, y)
-            # (a round that votes: :meth:`_finish_round`'s steps on what the lane holds, the
-            # operations of :meth:`_mixed` and :meth:`_score` in one frame: a vote round every
-            # ``check_every``-th is most of the lane's cost)
+            # (a round that votes, one in ``check_every`` while the vote is skipped:
+            # :meth:`_finish_round`'s steps on what the lane holds; ``y`` is a known class, so
+            # the classes before it joins are ``label_list``)
             wrapper._rounds = r + 1
-            fractions = stage(k, True)
-            if fractions is None:
-                return finish_vote(proba, y, k)
-            n, w = len(label_list), hedge.weight
-            fr = fractions.tolist()
-            fr += [0.0] * (n - len(fr))
-            floor, keep, u, get = w * vote_floor / n, w * (1.0 - vote_floor), 1.0 - w, proba.get
-            mixed = {
-                c: u * get(c, 0.0) + (floor + keep * f) for c, f in zip(label_list, fr, strict=True)
-            }
-            p_vote = vote_floor / n + (1.0 - vote_floor) * fr[k]
-            update(log_loss(get(y, 0.0)), log_loss(p_vote))
+            fractions = stage(k, True)  # (None: no pair stored before)
+            mixed = mix(proba, fractions, label_list)  # (at the Hedge's weight before y)
+            score(proba, fractions, y, k)
             return mixed
 
         def learn_lane(x: Mapping, y: Any) -> bool:
