@@ -89,10 +89,6 @@ def child(records: int, limit: int) -> dict[str, float]:
             "batch": learned / max(ticks, 1)}  # fmt: skip
 
 
-def med_of(rs: list[dict[str, float]], key: str) -> float:
-    return statistics.median(r[key] for r in rs)
-
-
 def fit(points: list[tuple[float, float]]) -> tuple[float, float]:
     """``(fixed µs per batch, µs per record)``: the least-squares line through the points
     ``(records per batch, loop µs per record)``, each as the batch's cost (their product)."""
@@ -149,18 +145,19 @@ def main(argv: list[str] | None = None) -> int:
         "| process µs / record |",
         "|---|---|---|---|---|",
     ]
+    meds: dict[tuple[str, int], dict[str, Any]] = {}
     for limit in limits:
         for name, _ in checkouts:
             rs = results[(name, limit)]
-            med: dict[str, Any] = {k: statistics.median(r[k] for r in rs) for k in rs[0]}
+            med = meds[(name, limit)] = {k: statistics.median(r[k] for r in rs) for k in rs[0]}
             runs = ", ".join(f"{r['loop']:.1f}" for r in rs)
             lines.append(f"| {limit:,} | {name} | {med['batch']:.0f} | {med['loop']:.2f} "
                          f"({runs}) | {med['process']:.2f} |")  # fmt: skip
     lines += ["", "A least-squares line through the medians, the loop thread's CPU per batch "
               "against its records:", ""]  # fmt: skip
     for name, _ in checkouts:
-        rows = [results[(name, limit)] for limit in limits]
-        fixed, per = fit([(med_of(rs, "batch"), med_of(rs, "loop")) for rs in rows])
+        medians = [meds[(name, limit)] for limit in limits]
+        fixed, per = fit([(med["batch"], med["loop"]) for med in medians])
         lines.append(f"- {name}: {fixed / 1e3:.3f} ms per batch + {per:.2f} µs per record")
     text = "\n".join(lines)
     print(text)
