@@ -36,10 +36,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _table import add_out, documented_run, machine, markdown, publish
-from merge_profile import _best_us, _pairs, _partner, _plan, _smallest
+from merge_profile import budget_step_parts
 from river_speed import WARM, dense_stream
-
-from streammkl.core import _numba as nb
 
 STREAMS = (("Bananas", 2), ("Hyperplane", 10))
 
@@ -120,24 +118,6 @@ def core_parts(warmed: Any, timed: list) -> dict[str, float]:
     return out
 
 
-def merge_parts(warmed: Any, reps: int) -> dict[str, float]:
-    """The budget step's parts on the warmed state (compiled loops, the best of three)."""
-    core = warmed["MKLClassifier"].rounds().model
-    p, n, S, L = core._args.pack, core.n_support, core._state, core._layout
-    drow = np.empty((n, L.n_views))
-    i, removal = nb.smallest_pair(n, L.im_blocks, S.sv, S.coef, S.kself, S.scale)
-    j, h, alpha, beta = nb.merge_plan(i, removal, n, L.im_blocks, L.view_of, L.masks,
-                                      L.view_full, L.kinds, L.kp, S.sx, S.ssq, S.sv, S.coef,
-                                      S.kself, S.scale, drow)  # fmt: skip
-    out = {"smallest": _best_us(lambda r: _smallest(r, p, n), reps)}
-    out["partner"] = _best_us(lambda r: _partner(r, p, n, i, drow), reps)
-    out["point"] = _best_us(lambda r: _plan(r, p, n, i, removal, drow), reps) - out["partner"]
-    args = (p, n, i, j, h, alpha, beta, drow)
-    merged = _best_us(lambda r: _pairs(r, *args, True), reps)
-    out["pairs"] = merged - _best_us(lambda r: _pairs(r, *args, False), reps) if j >= 0 else 0.0
-    return out
-
-
 def rows_of(name: str, d: int, n: int, reps: int) -> list[list[object]]:
     data = dense_stream(name)
     warm, timed = data[:WARM], data[WARM : WARM + n]
@@ -145,10 +125,12 @@ def rows_of(name: str, d: int, n: int, reps: int) -> list[list[object]]:
     for x, y in warm:
         warmed.predict_one(x)
         warmed.learn_one(x, y)
-    r, c, m = river_parts(warmed, timed), core_parts(warmed, timed), merge_parts(warmed, reps)
+    r, c = river_parts(warmed, timed), core_parts(warmed, timed)
+    # (the budget step's parts on the warmed support set; no merge: no pairs part)
+    m = {"pairs": 0.0, **budget_step_parts(warmed["MKLClassifier"].rounds().model, reps)}
     ours = r["predict"] + r["learn"]
     compiled = c["decision"] + c["round"]
-    merge = m["smallest"] + m["partner"] + m["point"] + m["pairs"]
+    merge = m["smallest"] + m["partner"] + m["plan"] + m["pairs"]
 
     def row(part: str, us: float, of: float | None = None) -> list[object]:
         share = f"{us / r['step']:.0%}" if of is None else f"({us / of:.0%} of the merge)"
@@ -165,7 +147,7 @@ def rows_of(name: str, d: int, n: int, reps: int) -> list[list[object]]:
         row("  the budget step (merge; one per round): its parts' sum", merge),
         row("    the pair to merge (smallest_pair)", m["smallest"], merge),
         row("    its partner (merge_partner)", m["partner"], merge),
-        row("    the merge point (golden-section search)", m["point"], merge),
+        row("    the merge point (golden-section search)", m["plan"], merge),
         row("    the merge and its norm update (merge_pairs)", m["pairs"], merge),
         row(
             "  the rest of the round (score pass, loss, steps, insertion, prox)", c["round"] - merge

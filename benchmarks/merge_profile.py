@@ -26,6 +26,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from numba import njit
@@ -99,6 +100,27 @@ def _best_us(run, reps: int) -> float:
     return best
 
 
+def budget_step_parts(model: Any, reps: int) -> dict[str, float]:
+    """µs per call of the budget step's parts on ``model``'s support set as it is (compiled
+    loops, the best of three): the pair to merge (``smallest``), its partner (``partner``), the
+    merge point (``plan``: the plan less its partner search) and the merge with its norm update
+    (``pairs``: absent when the pair has no partner)."""
+    p, n, S, L = model._args.pack, model.n_support, model._state, model._layout
+    drow = np.empty((n, L.n_views))
+    i, removal = nb.smallest_pair(n, L.im_blocks, S.sv, S.coef, S.kself, S.scale)
+    j, h, alpha, beta = nb.merge_plan(i, removal, n, L.im_blocks, L.view_of, L.masks,
+                                      L.view_full, L.kinds, L.kp, S.sx, S.ssq, S.sv, S.coef,
+                                      S.kself, S.scale, drow)  # fmt: skip
+    out = {"smallest": _best_us(lambda r: _smallest(r, p, n), reps)}
+    out["partner"] = _best_us(lambda r: _partner(r, p, n, i, drow), reps)
+    out["plan"] = _best_us(lambda r: _plan(r, p, n, i, removal, drow), reps) - out["partner"]
+    if j >= 0:
+        args = (p, n, i, j, h, alpha, beta, drow)
+        merged = _best_us(lambda r: _pairs(r, *args, True), reps)
+        out["pairs"] = merged - _best_us(lambda r: _pairs(r, *args, False), reps)
+    return out
+
+
 def profile(states: int, gap: int, reps: int) -> tuple[dict[str, float], float, float]:
     """Mean µs per call of each part over the states, budget steps per round, µs per round."""
     model = _kernelized(512)
@@ -111,21 +133,10 @@ def profile(states: int, gap: int, reps: int) -> tuple[dict[str, float], float, 
     steps = 0
     cpu = 0.0
     for k in range(states):
-        p, n, S, L = model._args.pack, model.n_support, model._state, model._layout
-        drow = np.empty((n, L.n_views))
-        i, removal = nb.smallest_pair(n, L.im_blocks, S.sv, S.coef, S.kself, S.scale)
-        j, h, alpha, beta = nb.merge_plan(i, removal, n, L.im_blocks, L.view_of, L.masks,
-                                          L.view_full, L.kinds, L.kp, S.sx, S.ssq, S.sv, S.coef,
-                                          S.kself, S.scale, drow)  # fmt: skip
+        p, n = model._args.pack, model.n_support
         parts["score"].append(_best_us(lambda r: _scores(r, Xs, p, n), reps))  # noqa: B023
-        parts["smallest"].append(_best_us(lambda r: _smallest(r, p, n), reps))  # noqa: B023
-        parts["partner"].append(_best_us(lambda r: _partner(r, p, n, i, drow), reps))  # noqa: B023
-        plan = _best_us(lambda r: _plan(r, p, n, i, removal, drow), reps)  # noqa: B023
-        parts["plan"].append(plan - parts["partner"][-1])
-        if j >= 0:
-            args = (p, n, i, j, h, alpha, beta, drow)
-            merged = _best_us(lambda r: _pairs(r, *args, True), reps)  # noqa: B023
-            parts["pairs"].append(merged - _best_us(lambda r: _pairs(r, *args, False), reps))  # noqa: B023
+        for part, us in budget_step_parts(model, reps).items():
+            parts[part].append(us)
         before = int(model._state.counters[1])
         rows = slice(k * gap, (k + 1) * gap)
         t0 = time.process_time()
