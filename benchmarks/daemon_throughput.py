@@ -642,8 +642,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{'external ' + external if external else 'embedded Tansu'}; {reps} repetitions, each "
         "path back to back in every repetition; medians (min-max). Python "
         f"{platform.python_version()}, {cpu_model()}, {os.cpu_count()} CPUs shared with other "
-        "jobs (and with "
-        f"the broker), 1-min load average {load:.1f} at the end.",
+        f"jobs (and with the broker), 1-min load average {load:.1f} at the end.",
         "",
         "| path | records/s | of raw librdkafka | of raw kafka-python | CPU µs/record | "
         "learn p50 / p99 (µs) |",
